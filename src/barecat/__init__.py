@@ -1,0 +1,76 @@
+"""barecat: millions of small files in a few big ones, with fast random access by path.
+
+The public face; names follow barecat 0.3.x so existing code keeps working.
+"""
+
+from __future__ import annotations
+
+from barecat.archive import Barecat
+from barecat.entries import (
+    SHARD_SIZE_UNLIMITED,
+    BarecatDirInfo,
+    BarecatEntryInfo,
+    BarecatFileInfo,
+    Order,
+)
+from barecat.exceptions import (
+    ArchiveLockedBarecatError,
+    BarecatError,
+    BarecatIntegrityError,
+    CorruptIndexBarecatError,
+    DirectoryNotEmptyBarecatError,
+    FileExistsBarecatError,
+    FileNotFoundBarecatError,
+    FileTooLargeBarecatError,
+    InvalidPathBarecatError,
+    IsADirectoryBarecatError,
+    NotADirectoryBarecatError,
+    NotEnoughSpaceBarecatError,
+    ReadOnlyBarecatError,
+    SchemaVersionBarecatError,
+)
+from barecat.index import Index
+from barecat.legacy_api import exists, get_cached_reader, open, read_index, remove, write_index
+from barecat.shards import (
+    BarecatFileObject,
+    BarecatReadOnlyFileObject,
+    BarecatReadWriteFileObject,
+    Sharder,
+)
+
+__version__ = "0.4.0.dev0"
+
+__all__ = [
+    "SHARD_SIZE_UNLIMITED",
+    "ArchiveLockedBarecatError",
+    "Barecat",
+    "BarecatDirInfo",
+    "BarecatEntryInfo",
+    "BarecatError",
+    "BarecatFileInfo",
+    "BarecatFileObject",
+    "BarecatIntegrityError",
+    "BarecatReadOnlyFileObject",
+    "BarecatReadWriteFileObject",
+    "CorruptIndexBarecatError",
+    "DirectoryNotEmptyBarecatError",
+    "FileExistsBarecatError",
+    "FileNotFoundBarecatError",
+    "FileTooLargeBarecatError",
+    "Index",
+    "InvalidPathBarecatError",
+    "IsADirectoryBarecatError",
+    "NotADirectoryBarecatError",
+    "NotEnoughSpaceBarecatError",
+    "Order",
+    "ReadOnlyBarecatError",
+    "SchemaVersionBarecatError",
+    "Sharder",
+    "__version__",
+    "exists",
+    "get_cached_reader",
+    "open",
+    "read_index",
+    "remove",
+    "write_index",
+]

@@ -1,0 +1,599 @@
+"""The :class:`Barecat` facade: a dict and a small filesystem over (Index, Sharder).
+
+Owns the one coupling the halves cannot do alone: a file's bytes are written to the
+shard first, its index row second, and the write position moves only when the row is
+accepted — so no row ever points at bytes that were not written, and a refused or failed
+write leaves nothing behind. Commits are batched (at most every ``commit_interval``
+seconds, and on close) with the shards fsynced first. A writer holds an advisory lock
+on the index file, so a second writer fails at open instead of interleaving bytes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import io
+import os
+import stat
+import time
+from collections.abc import Iterator, MutableMapping
+from typing import IO, Any, BinaryIO, cast
+
+from barecat.entries import BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo, Order
+from barecat.exceptions import (
+    ArchiveLockedBarecatError,
+    BarecatError,
+    FileExistsBarecatError,
+    FileNotFoundBarecatError,
+    IsADirectoryBarecatError,
+    ReadOnlyBarecatError,
+)
+from barecat.index import Index
+from barecat.layout import archive_exists, base_path, index_path, remove_archive
+from barecat.paths import ancestors, normalize
+from barecat.shards import BarecatReadOnlyFileObject, BarecatReadWriteFileObject, Sharder
+from barecat.shards.sharder import Address
+from barecat.sizes import parse_size
+
+_TEXT_MODES = {"r", "rt", "w", "wt", "a", "at", "x", "xt", "r+", "rt+", "r+t", "w+", "a+", "x+"}
+
+
+class Barecat(MutableMapping[str, bytes]):
+    """An archive of files addressed by path.
+
+    Opens read-only by default. ``readonly=False`` creates the archive if missing (unless
+    ``exist_ok=False`` and it exists); ``overwrite=True`` deletes an existing one first.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        shard_size_limit: int | str | None = None,
+        readonly: bool = True,
+        overwrite: bool = False,
+        auto_codec: bool = False,
+        exist_ok: bool = True,
+        append_only: bool = False,
+        threadsafe: bool = False,
+        allow_writing_symlinked_shard: bool = False,
+        wal: bool = False,
+        readonly_is_immutable: bool = False,
+        commit_interval: float = 1.0,
+    ) -> None:
+        if auto_codec:
+            raise BarecatError(
+                "auto_codec is not supported; wrap the archive in DecodedView instead"
+            )
+        self.path = base_path(path)
+        self.readonly = readonly
+        self.threadsafe = threadsafe
+        self.append_only = append_only
+        self.commit_interval = commit_interval
+        self._readonly_is_immutable = readonly_is_immutable
+        self._lock_fd: int | None = None
+        self._writer: BarecatReadWriteFileObject | None = None
+        self._owner_pid = os.getpid()
+        limit = None if shard_size_limit is None else parse_size(shard_size_limit)
+        if readonly:
+            if overwrite:
+                raise BarecatError("overwrite=True needs readonly=False")
+            if not archive_exists(self.path):
+                raise FileNotFoundBarecatError(self.path, "Archive")
+        else:
+            if overwrite:
+                remove_archive(self.path)
+            elif archive_exists(self.path) and not exist_ok:
+                raise FileExistsBarecatError(self.path, "Archive")
+            self._take_writer_lock(index_path(self.path))
+        try:
+            self.index = Index(
+                index_path(self.path),
+                shard_size_limit=limit,
+                readonly=readonly,
+                wal=wal,
+                readonly_is_immutable=readonly_is_immutable,
+                threadsafe=threadsafe,
+            )
+            self.sharder = Sharder(
+                self.path,
+                shard_size_limit=self.index.shard_size_limit,
+                readonly=readonly,
+                append_only=append_only,
+                threadsafe=threadsafe,
+                allow_writing_symlinked_shard=allow_writing_symlinked_shard,
+            )
+        except BaseException:
+            self._release_writer_lock()
+            raise
+        if not readonly:
+            last = max(self.sharder.num_shards - 1, self.index.num_used_shards - 1, 0)
+            self.sharder.set_write_position(last, self.index.logical_shard_end(last))
+        self._last_commit = time.monotonic()
+
+    # -- lifecycle -------------------------------------------------------------------
+
+    def _take_writer_lock(self, idx: str) -> None:
+        os.makedirs(os.path.dirname(os.path.abspath(idx)), exist_ok=True)
+        fd = os.open(idx, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise ArchiveLockedBarecatError(
+                f"Archive {self.path} is already open for writing by another Barecat (process or "
+                "object); close that one first"
+            ) from None
+        self._lock_fd = fd
+
+    def _release_writer_lock(self) -> None:
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    def commit(self) -> None:
+        """Make everything written so far durable: shard bytes first, then the index."""
+        self._require_writable()
+        self.sharder.sync()
+        self.index.commit()
+        self._last_commit = time.monotonic()
+
+    def _maybe_commit(self) -> None:
+        if time.monotonic() - self._last_commit >= self.commit_interval:
+            self.commit()
+
+    def close(self) -> None:
+        if getattr(self, "index", None) is None:
+            self._release_writer_lock()
+            return
+        in_owner = os.getpid() == self._owner_pid
+        try:
+            if not self.readonly and in_owner:
+                if self._writer is not None:
+                    self._writer.close()
+                self.commit()
+                self._trim_tail()
+                self.index.close()
+            elif in_owner:
+                self.index.close()
+            self.sharder.close()
+        finally:
+            self._release_writer_lock()
+            self.index = None  # type: ignore[assignment]
+
+    def _trim_tail(self) -> None:
+        """Cut bytes past the last committed file in the write shard (failed writes)."""
+        shard = self.sharder.write_shard
+        if self.sharder.physical_shard_end(shard) > self.sharder.write_offset:
+            self.sharder.truncate_shard(shard, self.sharder.write_offset)
+
+    def __enter__(self) -> Barecat:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __getstate__(self) -> dict[str, Any]:
+        if not self.readonly:
+            raise TypeError("A writable Barecat cannot be pickled: only one writer may exist")
+        return {
+            "path": self.path,
+            "threadsafe": self.threadsafe,
+            "readonly_is_immutable": self._readonly_is_immutable,
+        }
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(readonly=True, **state)  # type: ignore[misc]
+
+    def _require_writable(self) -> None:
+        if self.readonly:
+            raise ReadOnlyBarecatError(f"Archive {self.path} is open read-only")
+        if os.getpid() != self._owner_pid:
+            raise BarecatError(
+                f"Archive {self.path} was opened for writing in process {self._owner_pid}; "
+                "open it again in this process"
+            )
+
+    def raise_if_readonly(self, message: str) -> None:
+        if self.readonly:
+            raise ReadOnlyBarecatError(message)
+
+    def _require_no_open_writer(self) -> None:
+        if self._writer is not None:
+            raise BarecatError(
+                f"{self._writer_path!r} is still open for writing; close it before other writes"
+            )
+
+    # -- dict API --------------------------------------------------------------------
+
+    def __getitem__(self, path: str) -> bytes:
+        addr = self.index.lookup_address(normalize(path))
+        if addr is None:
+            raise KeyError(path)
+        return self.sharder.read_from_address(addr[0], addr[1], addr[2], addr[3])
+
+    def __setitem__(self, path: str, content: bytes) -> None:
+        self.add(path, data=content)
+
+    def __delitem__(self, path: str) -> None:
+        try:
+            self.remove(path)
+        except (FileNotFoundBarecatError, IsADirectoryBarecatError):
+            raise KeyError(path) from None
+
+    def __contains__(self, path: object) -> bool:
+        return isinstance(path, str) and self.index.lookup_address(normalize(path)) is not None
+
+    def __len__(self) -> int:
+        return self.index.num_files
+
+    def __iter__(self) -> Iterator[str]:
+        return self.index.iter_all_filepaths()
+
+    def get(self, path: str, default: Any = None) -> Any:
+        try:
+            return self[path]
+        except KeyError:
+            return default
+
+    def files(self) -> Iterator[str]:
+        return self.index.iter_all_filepaths()
+
+    def dirs(self) -> Iterator[str]:
+        return self.index.iter_all_dirpaths()
+
+    def clear(self) -> None:
+        self.rmtree("")
+
+    # -- reading ---------------------------------------------------------------------
+
+    def _fileinfo(self, item: BarecatFileInfo | str) -> BarecatFileInfo:
+        if isinstance(item, BarecatFileInfo) and item.shard is not None:
+            return item
+        return self.index.lookup_file(item.path if isinstance(item, BarecatFileInfo) else item)
+
+    def read(self, item: BarecatFileInfo | str, offset: int = 0, size: int = -1) -> bytes:
+        """A file's bytes; CRC32C-verified when the whole file is read."""
+        f = self._fileinfo(item)
+        total = f.size or 0
+        if offset == 0 and (size < 0 or size >= total):
+            return self.sharder.read_from_address(f.shard or 0, f.offset or 0, total, f.crc32c)
+        offset = min(max(offset, 0), total)
+        n = total - offset if size < 0 else min(size, total - offset)
+        return self.sharder.read_from_address(f.shard or 0, (f.offset or 0) + offset, n)
+
+    def readinto(
+        self, item: BarecatFileInfo | str, buffer: bytearray | memoryview, offset: int = 0
+    ) -> int:
+        f = self._fileinfo(item)
+        total = f.size or 0
+        view = memoryview(buffer).cast("B")
+        n = max(0, min(len(view), total - offset))
+        crc = f.crc32c if offset == 0 and n == total else None
+        return self.sharder.readinto_from_address(
+            f.shard or 0, (f.offset or 0) + offset, view[:n], crc
+        )
+
+    def check_crc32c(self, item: BarecatFileInfo | str) -> bool:
+        f = self._fileinfo(item)
+        if f.crc32c is None:
+            return True
+        return self.sharder.crc_of_range(f.shard or 0, f.offset or 0, f.size or 0) == f.crc32c
+
+    def open(
+        self,
+        item: BarecatFileInfo | str,
+        mode: str = "r",
+        encoding: str | None = None,
+        errors: str | None = None,
+        newline: str | None = None,
+    ) -> IO[Any]:
+        """Open a stored file like ``builtins.open``: r, rb, r+b, w(b), a(b), x(b)."""
+        text = "b" not in mode
+        if text and mode not in _TEXT_MODES:
+            raise ValueError(f"Invalid mode: {mode!r}")
+        raw: io.RawIOBase
+        if mode.replace("b", "").replace("t", "") == "r":
+            f = self._fileinfo(item)
+            raw = BarecatReadOnlyFileObject(self.sharder, f.shard or 0, f.offset or 0, f.size or 0)
+            if not text:
+                return raw  # type: ignore[return-value]
+            return io.TextIOWrapper(
+                io.BufferedReader(raw), encoding=encoding or "utf-8", errors=errors, newline=newline
+            )
+        raw = self._open_for_writing(
+            item.path if isinstance(item, BarecatEntryInfo) else item, mode
+        )
+        if not text:
+            return raw  # type: ignore[return-value]
+        stream = cast(Any, raw)
+        buffered = io.BufferedRandom(stream) if raw.readable() else io.BufferedWriter(stream)
+        return io.TextIOWrapper(
+            buffered, encoding=encoding or "utf-8", errors=errors, newline=newline
+        )
+
+    def _open_for_writing(self, path: str, mode: str) -> BarecatReadWriteFileObject:
+        self._require_writable()
+        self._require_no_open_writer()
+        path = normalize(path)
+        kind = mode.replace("b", "").replace("t", "").replace("+", "")
+        try:
+            existing: BarecatFileInfo | None = self.index.lookup_file(path, normalized=True)
+        except FileNotFoundBarecatError:
+            existing = None
+        if kind == "r" and existing is None:
+            raise FileNotFoundBarecatError(path)
+        if kind == "x" and existing is not None:
+            raise FileExistsBarecatError(path)
+        keep = existing is not None and kind in ("r", "a")
+        size = (existing.size or 0) if keep and existing else 0
+        self.sharder._make_room(size)
+        shard, offset = self.sharder.write_shard, self.sharder.write_offset
+        if keep and existing is not None:
+            self.sharder.copy_within(
+                (existing.shard or 0, existing.offset or 0, size), shard, offset
+            )
+        self._writer_path = path
+        self._writer = BarecatReadWriteFileObject(
+            self.sharder, shard, offset, size, self._finish_writer, mode
+        )
+        return self._writer
+
+    def _finish_writer(self, w: BarecatReadWriteFileObject) -> None:
+        self._writer = None
+        path = self._writer_path
+        crc = self.sharder.crc_of_range(w.shard, w.offset, w.size)
+        address: Address = (w.shard, w.offset, w.size, crc)
+        now = time.time_ns()
+        if self.index.isfile(path):
+            self.index.update_file(path, w.shard, w.offset, w.size, crc, now)
+        else:
+            self.index.add_file(
+                BarecatFileInfo(path, 0o100644, None, None, now, w.shard, w.offset, w.size, crc)
+            )
+        self.sharder.commit_append(address)
+        self._maybe_commit()
+
+    # -- adding ----------------------------------------------------------------------
+
+    def add(
+        self,
+        item: BarecatEntryInfo | str,
+        *,
+        data: bytes | bytearray | memoryview | None = None,
+        fileobj: BinaryIO | None = None,
+        bufsize: int = 1 << 20,
+        dir_exist_ok: bool = False,
+        file_exist_ok: bool = False,
+        mode: int | None = None,
+        uid: int | None = None,
+        gid: int | None = None,
+        mtime_ns: int | None = None,
+        dir: bool = False,
+    ) -> None:
+        """Add a file from ``data`` or ``fileobj``; a dir info or ``dir=True`` adds a directory."""
+        self._require_writable()
+        self._require_no_open_writer()
+        if isinstance(item, BarecatDirInfo) or (dir and isinstance(item, str)):
+            info = (
+                item
+                if isinstance(item, BarecatDirInfo)
+                else BarecatDirInfo(item, mode, uid, gid, mtime_ns)
+            )
+            self.index.add_dir(info, exist_ok=dir_exist_ok)
+            self._maybe_commit()
+            return
+        if isinstance(item, BarecatEntryInfo):
+            finfo = BarecatFileInfo(item.path, item.mode, item.uid, item.gid, item.mtime_ns)
+        else:
+            finfo = BarecatFileInfo(item, mode, uid, gid, mtime_ns)
+        if not finfo.path:
+            raise IsADirectoryBarecatError("")
+        if file_exist_ok and self.index.lookup_address(finfo.path) is not None:
+            return
+        if fileobj is not None:
+            address = self.sharder.append_stream(fileobj, _size_hint(fileobj), bufsize)
+        else:
+            address = self.sharder.append(b"" if data is None else data)
+        finfo.shard, finfo.offset, finfo.size, finfo.crc32c = address
+        try:
+            self.index.add_file(finfo)
+        except BaseException:
+            self.sharder._rollback(address[0], address[1])
+            raise
+        self.sharder.commit_append(address)
+        self._maybe_commit()
+
+    def add_by_path(
+        self, filesys_path: str, store_path: str | None = None, dir_exist_ok: bool = False
+    ) -> None:
+        """Add one file or directory entry (not its contents) from disk, with its metadata."""
+        st = os.stat(filesys_path)
+        target = filesys_path if store_path is None else store_path
+        if stat.S_ISDIR(st.st_mode):
+            info = BarecatDirInfo(target)
+            info.fill_from_statresult(st)
+            self.add(info, dir_exist_ok=dir_exist_ok)
+            return
+        finfo = BarecatFileInfo(target)
+        finfo.fill_from_statresult(st)
+        with open(filesys_path, "rb") as f:
+            self.add(finfo, fileobj=f)
+
+    def mkdir(self, path: str, mode: int = 0o755, exist_ok: bool = False) -> None:
+        """Create one directory; its parent must exist (as ``os.mkdir``)."""
+        path = normalize(path)
+        if path and not self.index.isdir(ancestors(path)[0]):
+            raise FileNotFoundBarecatError(ancestors(path)[0], "Parent directory")
+        self.add(BarecatDirInfo(path, mode, mtime_ns=time.time_ns()), dir_exist_ok=exist_ok)
+
+    def makedirs(self, path: str, mode: int = 0o755, exist_ok: bool = False) -> None:
+        """Create a directory and any missing ancestors (as ``os.makedirs``)."""
+        self.add(
+            BarecatDirInfo(normalize(path), mode, mtime_ns=time.time_ns()), dir_exist_ok=exist_ok
+        )
+
+    # -- removing and moving -------------------------------------------------------------
+
+    def remove(self, item: BarecatFileInfo | str) -> None:
+        """Delete a file's index row; its bytes stay as a hole until defrag."""
+        self._require_writable()
+        self.index.remove_file(item)
+        self._maybe_commit()
+
+    def rmdir(self, item: BarecatDirInfo | str) -> None:
+        self._require_writable()
+        self.index.remove_empty_dir(item)
+        self._maybe_commit()
+
+    def rmtree(self, item: BarecatDirInfo | str) -> None:
+        self._require_writable()
+        self.index.remove_recursively(item)
+        self._maybe_commit()
+
+    def rename(self, old_path: str, new_path: str) -> None:
+        """Move a file or a whole directory; fails if the target exists."""
+        self._require_writable()
+        self.index.rename(old_path, new_path)
+        self._maybe_commit()
+
+    move = rename
+
+    def chmod(self, path: str, mode: int) -> None:
+        self._require_writable()
+        self.index.chmod(path, mode)
+
+    def chown(self, path: str, uid: int, gid: int) -> None:
+        self._require_writable()
+        self.index.chown(path, uid, gid)
+
+    def utime(
+        self,
+        path: str,
+        times: tuple[float, float] | None = None,
+        *,
+        ns: tuple[int, int] | None = None,
+    ) -> None:
+        """Set the modification time like ``os.utime`` (atime is not stored)."""
+        self._require_writable()
+        if ns is not None:
+            mtime = ns[1]
+        elif times is not None:
+            mtime = int(times[1] * 1e9)
+        else:
+            mtime = time.time_ns()
+        self.index.update_mtime(path, mtime)
+
+    # -- inspecting ------------------------------------------------------------------
+
+    def exists(self, path: str) -> bool:
+        return self.index.exists(path)
+
+    def isfile(self, path: str) -> bool:
+        return self.index.isfile(path)
+
+    def isdir(self, path: str) -> bool:
+        return self.index.isdir(path)
+
+    def stat(self, path: str) -> BarecatEntryInfo:
+        """The file's or directory's info record."""
+        return self.index.lookup(path)
+
+    def listdir(self, path: str = "") -> list[str]:
+        return self.index.listdir_names(path)
+
+    def scandir(self, path: str = "") -> Iterator[BarecatEntryInfo]:
+        return self.index.iterdir_infos(path)
+
+    def walk(self, path: str = "") -> Iterator[tuple[str, list[str], list[str]]]:
+        return self.index.walk_names(path)
+
+    def glob(
+        self, pattern: str, recursive: bool = False, include_hidden: bool = False
+    ) -> list[str]:
+        return self.index.glob_paths(pattern, recursive, include_hidden)
+
+    def iglob(
+        self, pattern: str, recursive: bool = False, include_hidden: bool = False
+    ) -> Iterator[str]:
+        return self.index.iterglob_paths(pattern, recursive, include_hidden)
+
+    def globfiles(
+        self, pattern: str, recursive: bool = False, include_hidden: bool = False
+    ) -> list[str]:
+        return self.index.glob_paths(pattern, recursive, include_hidden, only_files=True)
+
+    def iglobfiles(
+        self, pattern: str, recursive: bool = False, include_hidden: bool = False
+    ) -> Iterator[str]:
+        return self.index.iterglob_paths(pattern, recursive, include_hidden, only_files=True)
+
+    @property
+    def num_files(self) -> int:
+        return self.index.num_files
+
+    @property
+    def num_dirs(self) -> int:
+        return self.index.num_dirs
+
+    @property
+    def total_size(self) -> int:
+        return self.index.total_size
+
+    @property
+    def total_logical_size(self) -> int:
+        return sum(self.index.logical_shard_end(i) for i in range(self.sharder.num_shards))
+
+    @property
+    def total_physical_size_stat(self) -> int:
+        return self.sharder.total_physical_size_stat
+
+    @property
+    def shard_size_limit(self) -> int:
+        return self.index.shard_size_limit
+
+    @shard_size_limit.setter
+    def shard_size_limit(self, value: int | str) -> None:
+        self._require_writable()
+        limit = parse_size(value)
+        self.index.shard_size_limit = limit
+        self.sharder.shard_size_limit = limit
+
+    def logical_shard_end(self, shard_number: int) -> int:
+        return self.index.logical_shard_end(shard_number)
+
+    def physical_shard_end(self, shard_number: int) -> int:
+        return self.sharder.physical_shard_end(shard_number)
+
+    def verify_integrity(self, quick: bool = False) -> bool:
+        """True if the index is consistent and every file (or, ``quick``, the last) checks out."""
+        if self.index.find_inconsistencies():
+            return False
+        if quick:
+            try:
+                infos: Iterator[BarecatFileInfo] = iter([self.index.get_last_file()])
+            except FileNotFoundBarecatError:
+                return True
+        else:
+            infos = self.index.iter_all_fileinfos(Order.ADDRESS)
+        for f in infos:
+            with contextlib.suppress(BarecatError):
+                if self.check_crc32c(f):
+                    continue
+            return False
+        return True
+
+    def __repr__(self) -> str:
+        state = (
+            "closed"
+            if getattr(self, "index", None) is None
+            else ("read-only" if self.readonly else "writable")
+        )
+        return f"Barecat({self.path!r}, {state})"
+
+
+def _size_hint(fileobj: BinaryIO) -> int | None:
+    try:
+        st = os.fstat(fileobj.fileno())
+    except (AttributeError, OSError, io.UnsupportedOperation):
+        return None
+    return st.st_size if stat.S_ISREG(st.st_mode) else None

@@ -1,0 +1,138 @@
+"""Info records for archive entries, the iteration ``Order`` flag, and format constants.
+
+These are the values the index hands out and accepts: plain slotted dataclasses with the
+reference's names and constructor keywords, so user code that builds or inspects
+``BarecatFileInfo``/``BarecatDirInfo`` keeps working. Imports only ``paths``.
+"""
+
+from __future__ import annotations
+
+import datetime
+import enum
+import os
+import stat
+import time
+from dataclasses import dataclass, fields
+from typing import Any
+
+from barecat.paths import basename, normalize
+
+SHARD_SIZE_UNLIMITED = (1 << 63) - 1
+"""Shard size limit meaning 'never rotate' (the reference's value, 2**63 - 1)."""
+
+
+class Order(enum.Flag):
+    """Iteration order for index listings; ``DESC`` combines with ``PATH`` or ``ADDRESS``."""
+
+    ANY = 1
+    RANDOM = 2
+    ADDRESS = 4
+    PATH = 8
+    DESC = 16
+
+
+def _mtime_to_ns(value: int | datetime.datetime | None) -> int | None:
+    if isinstance(value, datetime.datetime):
+        return int(value.timestamp() * 1_000_000_000)
+    return value
+
+
+@dataclass(slots=True, repr=False)
+class BarecatEntryInfo:
+    """Metadata shared by files and directories; ``path`` is normalized on construction."""
+
+    path: str = ""
+    mode: int | None = None
+    uid: int | None = None
+    gid: int | None = None
+    mtime_ns: int | None = None
+
+    def __post_init__(self) -> None:
+        self.path = normalize(self.path) if self.path else ""
+        self.mtime_ns = _mtime_to_ns(self.mtime_ns)
+
+    @property
+    def name(self) -> str:
+        """Last path component, as ``os.DirEntry.name``."""
+        return basename(self.path)
+
+    @property
+    def mtime_dt(self) -> datetime.datetime | None:
+        """Modification time as an aware UTC datetime, or None if unknown."""
+        if self.mtime_ns is None:
+            return None
+        return datetime.datetime.fromtimestamp(self.mtime_ns / 1e9, tz=datetime.timezone.utc)
+
+    def isfile(self) -> bool:
+        return False
+
+    def isdir(self) -> bool:
+        return False
+
+    def is_file(self) -> bool:
+        """``os.DirEntry``-style spelling, so scandir results drop into os-based code."""
+        return self.isfile()
+
+    def is_dir(self) -> bool:
+        return self.isdir()
+
+    def update_mtime(self) -> None:
+        """Stamp the entry with the current time."""
+        self.mtime_ns = time.time_ns()
+
+    def fill_from_statresult(self, s: os.stat_result) -> None:
+        """Copy mode, owner and mtime from an ``os.stat`` result."""
+        self.mode = s.st_mode
+        self.uid = s.st_uid
+        self.gid = s.st_gid
+        self.mtime_ns = s.st_mtime_ns
+
+    def asdict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+@dataclass(slots=True, repr=False)
+class BarecatFileInfo(BarecatEntryInfo):
+    """A file: where its bytes live (shard, offset, size) and their CRC32C."""
+
+    shard: int | None = None
+    offset: int | None = None
+    size: int | None = None
+    crc32c: int | None = None
+
+    def isfile(self) -> bool:
+        return True
+
+    @property
+    def end(self) -> int:
+        """Offset one past the file's last byte in its shard."""
+        return (self.offset or 0) + (self.size or 0)
+
+    @property
+    def is_symlink_entry(self) -> bool:
+        """True if the stored mode marks this entry as a symbolic link (bytes = target)."""
+        return self.mode is not None and stat.S_ISLNK(self.mode)
+
+    def __repr__(self) -> str:
+        return f"BarecatFileInfo({self.path!r}, {self.size} bytes, shard={self.shard})"
+
+
+@dataclass(slots=True, repr=False)
+class BarecatDirInfo(BarecatEntryInfo):
+    """A directory with the statistics the index triggers maintain."""
+
+    num_subdirs: int | None = None
+    num_files: int | None = None
+    size_tree: int | None = None
+    num_files_tree: int | None = None
+
+    def isdir(self) -> bool:
+        return True
+
+    @property
+    def num_entries(self) -> int:
+        """Immediate children: subdirectories plus files."""
+        return (self.num_subdirs or 0) + (self.num_files or 0)
+
+    def __repr__(self) -> str:
+        return f"BarecatDirInfo({self.path!r}, {self.num_files_tree} files, {self.size_tree} B)"

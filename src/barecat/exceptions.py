@@ -1,0 +1,144 @@
+"""The exception tree of barecat.
+
+Every error the library raises on purpose is a :class:`BarecatError`. Each concrete
+class also derives from the builtin exception a caller would expect from the same
+mistake on a real filesystem (``FileNotFoundBarecatError`` is a ``FileNotFoundError``
+with ``errno == ENOENT``), so code written for ``os`` and the FUSE layer can rely on
+``errno`` without knowing barecat. Imports nothing from the package.
+"""
+
+from __future__ import annotations
+
+import errno as _errno
+
+
+class BarecatError(Exception):
+    """Base class of every error barecat raises on purpose."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+
+
+class _OSBarecatError(BarecatError, OSError):
+    """A barecat error that is also an ``OSError`` carrying a meaningful ``errno``.
+
+    The message stays the only argument so ``str(exc)`` reads like the reference's
+    messages, while ``exc.errno`` still tells FUSE and ``os``-style callers what went wrong.
+    """
+
+    errno_code: int = 0
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.errno = self.errno_code
+        self.strerror = message
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class FileNotFoundBarecatError(_OSBarecatError, FileNotFoundError):
+    """A file or directory does not exist in the archive."""
+
+    errno_code = _errno.ENOENT
+
+    def __init__(self, path: str, what: str = "File") -> None:
+        super().__init__(f"{what} not found: {path}")
+        self.filename = path
+
+
+class FileExistsBarecatError(_OSBarecatError, FileExistsError):
+    """The target path is already taken; barecat never overwrites silently."""
+
+    errno_code = _errno.EEXIST
+
+    def __init__(self, path: str, what: str = "File") -> None:
+        super().__init__(f"{what} already exists: {path}")
+        self.filename = path
+
+
+class IsADirectoryBarecatError(_OSBarecatError, IsADirectoryError):
+    """A file operation was given a directory."""
+
+    errno_code = _errno.EISDIR
+
+    def __init__(self, path: str) -> None:
+        super().__init__(f"Is a directory: {path}")
+        self.filename = path
+
+
+class NotADirectoryBarecatError(_OSBarecatError, NotADirectoryError):
+    """A directory operation was given a file, or a file stands where a directory must be."""
+
+    errno_code = _errno.ENOTDIR
+
+
+class DirectoryNotEmptyBarecatError(_OSBarecatError):
+    """``rmdir`` of a directory that still has entries."""
+
+    errno_code = _errno.ENOTEMPTY
+
+    def __init__(self, path: str) -> None:
+        super().__init__(f"Directory not empty: {path}")
+        self.filename = path
+
+
+class InvalidPathBarecatError(BarecatError, ValueError):
+    """A path that cannot name an entry: NUL bytes, or ``..`` climbing above the root."""
+
+
+class BarecatIntegrityError(BarecatError, ValueError):
+    """Stored bytes do not match their CRC32C, or a shard is shorter than the index says.
+
+    A ``ValueError`` because the reference documents checksum mismatches as such.
+    """
+
+
+class FileTooLargeBarecatError(_OSBarecatError):
+    """A single file is larger than the archive's shard size limit."""
+
+    errno_code = _errno.EFBIG
+
+
+class NotEnoughSpaceBarecatError(_OSBarecatError):
+    """The disk filled up while writing; the partial bytes were rolled back."""
+
+    errno_code = _errno.ENOSPC
+
+
+class ReadOnlyBarecatError(_OSBarecatError, PermissionError):
+    """A write was attempted on an archive opened read-only."""
+
+    errno_code = _errno.EROFS
+
+
+class ArchiveLockedBarecatError(_OSBarecatError, BlockingIOError):
+    """Another writer holds the archive; two writers would interleave bytes."""
+
+    errno_code = _errno.EAGAIN
+
+
+class SchemaVersionBarecatError(BarecatError):
+    """The index uses a schema this version cannot read or write safely."""
+
+
+class CorruptIndexBarecatError(BarecatError):
+    """The index file is not a readable barecat index (not SQLite, or tables missing)."""
+
+
+__all__ = [
+    "ArchiveLockedBarecatError",
+    "BarecatError",
+    "BarecatIntegrityError",
+    "CorruptIndexBarecatError",
+    "DirectoryNotEmptyBarecatError",
+    "FileExistsBarecatError",
+    "FileNotFoundBarecatError",
+    "FileTooLargeBarecatError",
+    "InvalidPathBarecatError",
+    "IsADirectoryBarecatError",
+    "NotADirectoryBarecatError",
+    "NotEnoughSpaceBarecatError",
+    "ReadOnlyBarecatError",
+    "SchemaVersionBarecatError",
+]

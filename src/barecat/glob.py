@@ -1,0 +1,117 @@
+"""Glob patterns with the semantics of Python's ``glob`` module, compiled for an index.
+
+A pattern is split into a literal directory prefix (answered by one B-tree range or
+parent lookup in the index) and the remaining components, each matched against one path
+component with ``fnmatch``'s own translation — so ``*``, ``?``, ``[seq]``, ``[!seq]``
+behave exactly as ``glob.glob`` on an extracted tree, including its rules for hidden
+names and ``**``. Pure: imports only ``paths``.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from dataclasses import dataclass
+
+_MAGIC = re.compile(r"[*?[]")
+
+
+def has_magic(text: str) -> bool:
+    """True if ``text`` contains a glob wildcard."""
+    return _MAGIC.search(text) is not None
+
+
+def _is_hidden(name: str) -> bool:
+    return name[:1] == "."
+
+
+@dataclass(frozen=True, slots=True)
+class _Component:
+    """One pattern component; ``regex is None`` marks a recursive ``**``."""
+
+    regex: re.Pattern[str] | None
+    hidden_ok: bool
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class GlobPattern:
+    """A compiled glob: literal ``base`` directory plus per-component matchers."""
+
+    base: str
+    components: tuple[_Component, ...]
+    dirs_only: bool
+    include_hidden: bool
+
+    @property
+    def is_literal(self) -> bool:
+        """True if the pattern has no wildcard: it names one path (``base``)."""
+        return not self.components
+
+    @property
+    def depth(self) -> int | None:
+        """Fixed number of components below ``base`` that a match has; None with ``**``."""
+        if any(c.regex is None for c in self.components):
+            return None
+        return len(self.components)
+
+    @property
+    def includes_base(self) -> bool:
+        """True if ``base`` itself matches (a lone trailing ``**``, as ``glob('a/**')``)."""
+        return bool(self.base) and all(c.regex is None for c in self.components)
+
+    def sql_glob_prefilter(self) -> str | None:
+        """A SQLite GLOB that every matching path also satisfies, or None.
+
+        SQLite's GLOB lets ``*`` cross '/', so ``'*' + last_component`` is a superset of the
+        matches; it lets SQLite drop most rows in C before Python sees them.
+        """
+        last = self.components[-1] if self.components else None
+        if last is None or last.regex is None or "[" in last.text:
+            return None
+        return "*" + last.text
+
+    def matches_relative(self, names: list[str]) -> bool:
+        """True if the components below ``base`` (``names``) match the pattern."""
+        return self._match(0, names, 0)
+
+    def _match(self, i: int, names: list[str], j: int) -> bool:
+        comps = self.components
+        while i < len(comps):
+            comp = comps[i]
+            if comp.regex is None:
+                for k in range(j, len(names) + 1):
+                    if self._match(i + 1, names, k):
+                        return True
+                    if k < len(names) and _is_hidden(names[k]) and not comp.hidden_ok:
+                        return False
+                return False
+            if j == len(names):
+                return False
+            name = names[j]
+            if (_is_hidden(name) and not comp.hidden_ok) or comp.regex.match(name) is None:
+                return False
+            i += 1
+            j += 1
+        return j == len(names)
+
+
+def compile_glob(
+    pattern: str, recursive: bool = False, include_hidden: bool = False
+) -> GlobPattern:
+    """Compile ``pattern`` (archive-relative; a leading '/' is ignored)."""
+    dirs_only = pattern.endswith("/")
+    parts = [p for p in pattern.split("/") if p not in ("", ".")]
+    base_parts: list[str] = []
+    while parts and not has_magic(parts[0]):
+        base_parts.append(parts.pop(0))
+    components: list[_Component] = []
+    for part in parts:
+        if recursive and part == "**":
+            if components and components[-1].regex is None:
+                continue  # '**/**' matches the same set as '**'
+            components.append(_Component(None, include_hidden, part))
+        else:
+            hidden_ok = include_hidden or part.startswith(".") or not has_magic(part)
+            components.append(_Component(re.compile(fnmatch.translate(part)), hidden_ok, part))
+    return GlobPattern("/".join(base_parts), tuple(components), dirs_only, include_hidden)

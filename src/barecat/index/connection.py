@@ -1,0 +1,109 @@
+"""Opening SQLite connections to an index, and keeping them safe across threads and fork.
+
+An index may be shared by threads (one connection per thread when asked) and is often
+inherited by forked DataLoader workers. A connection must never be used, or even closed,
+in a process other than the one that opened it: closing it in a child could roll back
+the parent's open transaction. So after ``fork`` the child drops its references to the
+parent's connections into a keep-alive list and opens fresh ones lazily. Imports only
+the standard library.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+import urllib.parse
+import weakref
+from typing import Protocol
+
+
+class _ForkAware(Protocol):
+    def _forget_connections_after_fork(self) -> None: ...
+
+
+_live: weakref.WeakSet[_ForkAware] = weakref.WeakSet()
+_inherited: list[object] = []  # connections from the parent process, never touched again
+
+
+def _after_fork_in_child() -> None:
+    for owner in list(_live):
+        owner._forget_connections_after_fork()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def keep_alive_forever(obj: object) -> None:
+    """Hold an inherited connection so its finalizer never runs in this process."""
+    _inherited.append(obj)
+
+
+def register_fork_aware(owner: _ForkAware) -> None:
+    """Have ``owner`` told to drop its connections in every forked child."""
+    _live.add(owner)
+
+
+def connect(
+    path: str, readonly: bool, immutable: bool = False, threadsafe: bool = False
+) -> sqlite3.Connection:
+    """Open ``path`` with the pragmas barecat relies on (recursive triggers above all)."""
+    if readonly:
+        query = "mode=ro" + ("&immutable=1" if immutable else "")
+        uri = f"file:{urllib.parse.quote(os.path.abspath(path))}?{query}"
+        conn = sqlite3.connect(uri, uri=True, check_same_thread=not threadsafe)
+    else:
+        conn = sqlite3.connect(path, check_same_thread=not threadsafe)
+    conn.execute("PRAGMA recursive_triggers = ON")
+    conn.execute("PRAGMA cache_size = -65536")
+    conn.execute("PRAGMA temp_store = MEMORY")
+    conn.execute("PRAGMA mmap_size = 268435456")
+    return conn
+
+
+class ConnectionPool:
+    """One connection per process, or per thread when ``threadsafe``; opened lazily."""
+
+    def __init__(self, path: str, readonly: bool, immutable: bool, threadsafe: bool) -> None:
+        self.path = path
+        self.readonly = readonly
+        self.immutable = immutable
+        self.threadsafe = threadsafe
+        self._conn: sqlite3.Connection | None = None
+        self._tls = threading.local()
+        self._all: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
+        register_fork_aware(self)
+
+    def get(self) -> sqlite3.Connection:
+        if not self.threadsafe:
+            conn = self._conn
+            if conn is None:
+                conn = self._conn = self._open()
+            return conn
+        conn = getattr(self._tls, "conn", None)
+        if conn is None:
+            conn = self._tls.conn = self._open()
+        return conn
+
+    def _open(self) -> sqlite3.Connection:
+        conn = connect(self.path, self.readonly, self.immutable, self.threadsafe)
+        with self._lock:
+            self._all.append(conn)
+        return conn
+
+    def close(self) -> None:
+        with self._lock:
+            conns, self._all = self._all, []
+        for conn in conns:
+            conn.close()
+        self._conn = None
+        self._tls = threading.local()
+
+    def _forget_connections_after_fork(self) -> None:
+        for conn in self._all:
+            keep_alive_forever(conn)
+        self._all = []
+        self._conn = None
+        self._tls = threading.local()
+        self._lock = threading.Lock()

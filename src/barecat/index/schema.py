@@ -1,0 +1,80 @@
+"""Creating a schema-0.3 index and checking the version of an existing one.
+
+The schema text lives in ``sql/*.sql`` next to this module, the single source of truth
+for tables, indexes and triggers. Imports ``exceptions`` and ``entries`` only.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from importlib import resources
+
+from barecat.entries import SHARD_SIZE_UNLIMITED
+from barecat.exceptions import CorruptIndexBarecatError, SchemaVersionBarecatError
+
+SCHEMA_VERSION_MAJOR = 0
+SCHEMA_VERSION_MINOR = 3
+
+
+def _sql(name: str) -> str:
+    return (
+        resources.files("barecat.index").joinpath("sql").joinpath(name).read_text(encoding="utf-8")
+    )
+
+
+def create_schema(conn: sqlite3.Connection, shard_size_limit: int | None) -> None:
+    """Create tables, indexes, triggers, config rows and the root directory, then commit."""
+    conn.executescript(_sql("schema.sql"))
+    conn.executescript(_sql("triggers.sql"))
+    limit = SHARD_SIZE_UNLIMITED if shard_size_limit is None else shard_size_limit
+    conn.executemany(
+        "INSERT INTO config (key, value_int) VALUES (?, ?)",
+        [
+            ("use_triggers", 1),
+            ("shard_size_limit", limit),
+            ("schema_version_major", SCHEMA_VERSION_MAJOR),
+            ("schema_version_minor", SCHEMA_VERSION_MINOR),
+        ],
+    )
+    conn.execute("INSERT INTO dirs (path) VALUES ('')")
+    conn.commit()
+
+
+def read_version(conn: sqlite3.Connection, where: str) -> tuple[int, int]:
+    """Schema (major, minor) of an index; (-1, 0) for the unversioned pre-0.2 layout."""
+    try:
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    except sqlite3.DatabaseError as e:
+        raise CorruptIndexBarecatError(f"{where} is not a barecat index: {e}") from e
+    if "config" not in tables:
+        if "files" in tables:
+            return (-1, 0)
+        raise CorruptIndexBarecatError(f"{where} is not a barecat index (no files table)")
+    rows = dict(
+        conn.execute(
+            "SELECT key, value_int FROM config "
+            "WHERE key IN ('schema_version_major', 'schema_version_minor')"
+        ).fetchall()
+    )
+    return (int(rows.get("schema_version_major", 0)), int(rows.get("schema_version_minor", 0)))
+
+
+def check_version(conn: sqlite3.Connection, where: str) -> tuple[int, int]:
+    """Refuse an index whose major schema differs from the one this code implements.
+
+    Minor versions of the same major are readable; older minors are still opened (their
+    only difference is trigger logic) but are reported so `barecat upgrade` can fix them.
+    """
+    major, minor = read_version(conn, where)
+    if major > SCHEMA_VERSION_MAJOR:
+        raise SchemaVersionBarecatError(
+            f"{where} uses barecat index schema {major}.{minor}, newer than the "
+            f"{SCHEMA_VERSION_MAJOR}.{SCHEMA_VERSION_MINOR} this barecat supports; "
+            "upgrade the barecat package to open it"
+        )
+    if major < SCHEMA_VERSION_MAJOR:
+        raise SchemaVersionBarecatError(
+            f"{where} uses the old, unversioned barecat index layout; convert it with "
+            f"`barecat upgrade {where}` before opening it"
+        )
+    return major, minor

@@ -1,0 +1,70 @@
+"""Where an archive's parts live on disk: the index file and the numbered shard files.
+
+An archive named ``ARCHIVE`` has its SQLite index at ``ARCHIVE`` (current naming) or at
+``ARCHIVE-sqlite-index`` (the reference's older naming, kept when found), and its data in
+``ARCHIVE-shard-00000``, ``ARCHIVE-shard-00001``, ... This module owns those names and
+nothing else; it imports no other barecat module.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+OLD_INDEX_SUFFIX = "-sqlite-index"
+SHARD_INFIX = "-shard-"
+SHARD_DIGITS = 5
+
+
+def base_path(path: str | os.PathLike[str]) -> str:
+    """The archive's base name, given either the base or an existing old-style index path."""
+    text = os.fspath(path)
+    if text.endswith(OLD_INDEX_SUFFIX) and os.path.isfile(text):
+        return text[: -len(OLD_INDEX_SUFFIX)]
+    return text
+
+
+def index_path(base: str) -> str:
+    """The index file of the archive at ``base``: the old name if that one exists."""
+    old = base + OLD_INDEX_SUFFIX
+    if not os.path.exists(base) and os.path.exists(old):
+        return old
+    return base
+
+
+def shard_path(base: str, number: int) -> str:
+    """Path of shard ``number`` (zero-padded to five digits, as the reference does)."""
+    return f"{base}{SHARD_INFIX}{number:0{SHARD_DIGITS}d}"
+
+
+def existing_shard_numbers(base: str) -> list[int]:
+    """Shard numbers present on disk for ``base``, sorted."""
+    directory = os.path.dirname(base) or "."
+    prefix = os.path.basename(base) + SHARD_INFIX
+    pattern = re.compile(re.escape(prefix) + rf"(\d{{{SHARD_DIGITS},}})$")
+    try:
+        names = os.listdir(directory)
+    except FileNotFoundError:
+        return []
+    return sorted(int(m.group(1)) for n in names if (m := pattern.match(n)))
+
+
+def archive_exists(path: str | os.PathLike[str]) -> bool:
+    """True if an archive index exists at ``path`` under either naming."""
+    base = base_path(path)
+    return os.path.isfile(base) or os.path.isfile(base + OLD_INDEX_SUFFIX)
+
+
+def archive_files(path: str | os.PathLike[str]) -> list[str]:
+    """Every on-disk file that belongs to the archive (index, its journals, shards)."""
+    base = base_path(path)
+    idx = index_path(base)
+    files = [idx] + [idx + s for s in ("-journal", "-wal", "-shm")]
+    files += [shard_path(base, n) for n in existing_shard_numbers(base)]
+    return [f for f in files if os.path.lexists(f)]
+
+
+def remove_archive(path: str | os.PathLike[str]) -> None:
+    """Delete the archive's index and shard files (missing parts are not an error)."""
+    for f in archive_files(path):
+        os.remove(f)

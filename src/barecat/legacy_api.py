@@ -1,0 +1,74 @@
+"""The reference's module-level functions, kept so old scripts keep working.
+
+``open`` with file-like modes, a cached reader, archive existence/removal by path, and
+the dict-shaped ``read_index``/``write_index``. New code uses :class:`Barecat` directly.
+Sits beside ``archive`` and uses only its public API and ``layout``.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+
+from barecat.archive import Barecat
+from barecat.entries import BarecatFileInfo
+from barecat.layout import archive_exists, remove_archive
+
+_MODES = {
+    "r": {"readonly": True},
+    "r+": {"readonly": False, "exist_ok": True},
+    "a+": {"readonly": False, "exist_ok": True},
+    "w+": {"readonly": False, "overwrite": True},
+    "x+": {"readonly": False, "exist_ok": False},
+}
+
+
+def open(
+    path: str | os.PathLike[str],
+    mode: str = "r",
+    auto_codec: bool = False,
+    threadsafe_reader: bool = True,
+) -> Barecat:
+    """Open an archive with a file-like mode: r, r+, a+, w+ (overwrite), x+ (must not exist)."""
+    if mode not in _MODES:
+        raise ValueError(f"Invalid mode {mode!r}; expected one of {', '.join(_MODES)}")
+    if mode == "r+" and not archive_exists(path):
+        raise FileNotFoundError(f"Archive not found: {os.fspath(path)}")
+    options = dict(_MODES[mode])
+    return Barecat(
+        path, auto_codec=auto_codec, threadsafe=threadsafe_reader and mode == "r", **options
+    )
+
+
+@functools.lru_cache(maxsize=16)
+def get_cached_reader(path: str) -> Barecat:
+    """A read-only, thread-safe archive shared by all callers in this process."""
+    return Barecat(path, readonly=True, threadsafe=True)
+
+
+def exists(path: str | os.PathLike[str]) -> bool:
+    """True if an archive (either index naming) exists at ``path``."""
+    return archive_exists(path)
+
+
+def remove(path: str | os.PathLike[str]) -> None:
+    """Delete an archive's index and shards from disk."""
+    remove_archive(path)
+
+
+def read_index(path: str | os.PathLike[str]) -> dict[str, tuple[int, int, int]]:
+    """The archive's files as ``{path: (shard, offset, size)}``."""
+    with Barecat(path) as bc:
+        return {
+            f.path: (f.shard or 0, f.offset or 0, f.size or 0)
+            for f in bc.index.iter_all_fileinfos()
+        }
+
+
+def write_index(
+    dictionary: dict[str, tuple[int, int, int]], target_path: str | os.PathLike[str]
+) -> None:
+    """Create an index (no CRCs) for shards written by other means."""
+    with Barecat(target_path, readonly=False, overwrite=True) as bc:
+        for path, (shard, offset, size) in dictionary.items():
+            bc.index.add_file(BarecatFileInfo(path, shard=shard, offset=offset, size=size))

@@ -1,0 +1,103 @@
+"""Path algebra inside an archive: normalization, parents, ancestors, names.
+
+Archive paths are POSIX-style, relative, without leading or trailing slashes; the root
+directory is the empty string. This module owns the single definition of a valid path,
+so every entry point rejects ``..`` escapes and NUL bytes the same way. It imports only
+``exceptions``.
+"""
+
+from __future__ import annotations
+
+import posixpath
+
+from barecat.exceptions import InvalidPathBarecatError
+
+_SUSPICIOUS = ("//", "/.", "./")
+
+
+def normalize(path: str) -> str:
+    """Return the canonical archive form of ``path`` ('' for the root).
+
+    Accepts what users type ('/a//b/', './a', 'a/./b', 'a/b/../c') the way the reference
+    does, but refuses what cannot be stored safely: NUL bytes and '..' leaving the root,
+    which the reference silently stores as a literal '..' directory.
+    """
+    if path.__class__ is not str:
+        path = _coerce(path)
+    # Fast path: the common already-normal path needs no posixpath work.
+    if (
+        path
+        and path[0] != "/"
+        and path[-1] != "/"
+        and path[0] != "."
+        and "\x00" not in path
+        and not any(s in path for s in _SUSPICIOUS)
+    ):
+        return path
+    if "\x00" in path:
+        raise InvalidPathBarecatError(f"Path contains a NUL byte: {path!r}")
+    norm = posixpath.normpath("/" + path)  # anchoring at '/' makes '..' clamp, so detect it
+    if _climbs_above_root(path):
+        raise InvalidPathBarecatError(f"Path escapes the archive root: {path!r}")
+    return norm.strip("/")
+
+
+def _coerce(path: object) -> str:
+    if isinstance(path, bytes):
+        return path.decode("utf-8", "surrogateescape")
+    fspath = getattr(path, "__fspath__", None)
+    if fspath is not None:
+        result = fspath()
+        return result.decode("utf-8", "surrogateescape") if isinstance(result, bytes) else result
+    raise TypeError(f"Archive paths are str, not {type(path).__name__}")
+
+
+def _climbs_above_root(path: str) -> bool:
+    depth = 0
+    for part in path.split("/"):
+        if part == "..":
+            depth -= 1
+            if depth < 0:
+                return True
+        elif part not in ("", "."):
+            depth += 1
+    return False
+
+
+def parent(path: str) -> str:
+    """Parent of a normalized path; the root's parent is the root itself."""
+    cut = path.rfind("/")
+    return path[:cut] if cut >= 0 else ""
+
+
+def basename(path: str) -> str:
+    """Last component of a normalized path."""
+    return path[path.rfind("/") + 1 :]
+
+
+def join(directory: str, name: str) -> str:
+    """Join a normalized directory and a child name."""
+    return f"{directory}/{name}" if directory else name
+
+
+def ancestors(path: str) -> list[str]:
+    """Proper ancestors of a normalized path, nearest first, ending with the root ''."""
+    result = []
+    while path:
+        path = parent(path)
+        result.append(path)
+    return result
+
+
+def is_within(path: str, directory: str) -> bool:
+    """True if ``path`` equals ``directory`` or lies beneath it."""
+    return not directory or path == directory or path.startswith(directory + "/")
+
+
+def subtree_bounds(directory: str) -> tuple[str, str]:
+    """Half-open string range ``[lo, hi)`` that holds exactly the paths under ``directory``.
+
+    '/' is the smallest byte that can follow the prefix in a child path, and '0' is the
+    next character after '/', so a B-tree range scan on this interval visits only the subtree.
+    """
+    return (f"{directory}/", f"{directory}0")

@@ -1,0 +1,188 @@
+"""File objects over one stored file's byte range: seekable readers and writers.
+
+Readers use positional reads, so many can be open on one shard at once and across
+threads. The writer owns a region at the logical end of the current shard (the archive
+places it there, copying an existing file first, so committed bytes are never changed in
+place) and grows it freely; the archive records the result when the writer closes.
+Imports ``exceptions`` only; the shard access it needs is described by ``ShardIO``.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from collections.abc import Callable
+from typing import Protocol
+
+from barecat.exceptions import BarecatError, FileTooLargeBarecatError
+
+
+class ShardIO(Protocol):
+    """The positional shard operations a file object needs (implemented by ``Sharder``)."""
+
+    shard_size_limit: int
+
+    def pread(self, shard: int, offset: int, size: int) -> bytes: ...
+    def preadinto(self, shard: int, offset: int, view: memoryview) -> int: ...
+    def write_at(self, shard: int, offset: int, data: bytes | bytearray | memoryview) -> None: ...
+    def start_new_shard(self) -> None: ...
+    def copy_within(self, src: tuple[int, int, int], dst_shard: int, dst_offset: int) -> None: ...
+
+    @property
+    def write_shard(self) -> int: ...
+
+
+class BarecatFileObject(io.RawIOBase):
+    """Common base: a window ``[offset, offset + size)`` of one shard, with a position."""
+
+    def __init__(self, shards: ShardIO, shard: int, offset: int, size: int) -> None:
+        super().__init__()
+        self._shards = shards
+        self.shard = shard
+        self.offset = offset
+        self.size = size
+        self._pos = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def __len__(self) -> int:
+        return self.size
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
+        if self.closed:
+            raise ValueError("I/O operation on closed file")
+        if whence == os.SEEK_SET:
+            target = offset
+        elif whence == os.SEEK_CUR:
+            target = self._pos + offset
+        elif whence == os.SEEK_END:
+            target = self.size + offset
+        else:
+            raise ValueError(f"Invalid whence: {whence}")
+        if target < 0:
+            raise OSError(22, "Negative seek position")
+        self._pos = target
+        return target
+
+    def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]
+        if self.closed:
+            raise ValueError("I/O operation on closed file")
+        view = memoryview(buffer).cast("B")
+        n = max(0, min(len(view), self.size - self._pos))
+        if n == 0:
+            return 0
+        got = self._shards.preadinto(self.shard, self.offset + self._pos, view[:n])
+        self._pos += got
+        return got
+
+    def read(self, size: int | None = -1) -> bytes:
+        if self.closed:
+            raise ValueError("I/O operation on closed file")
+        remaining = max(0, self.size - self._pos)
+        n = remaining if size is None or size < 0 else min(size, remaining)
+        if n == 0:
+            return b""
+        data = self._shards.pread(self.shard, self.offset + self._pos, n)
+        self._pos += len(data)
+        return data
+
+    def readall(self) -> bytes:
+        return self.read(-1)
+
+
+class BarecatReadOnlyFileObject(BarecatFileObject):
+    """A read-only view of a stored file."""
+
+    def writable(self) -> bool:
+        return False
+
+
+class BarecatReadWriteFileObject(BarecatFileObject):
+    """A growable file at the logical end of the write shard; see the module docstring."""
+
+    def __init__(
+        self,
+        shards: ShardIO,
+        shard: int,
+        offset: int,
+        size: int,
+        on_close_callback: Callable[[BarecatReadWriteFileObject], None],
+        mode: str = "r+b",
+    ) -> None:
+        super().__init__(shards, shard, offset, size)
+        self.mode = mode
+        self._on_close = on_close_callback
+        self._append = "a" in mode
+        self._can_read = "r" in mode or "+" in mode
+        if self._append:
+            self._pos = size
+
+    def readable(self) -> bool:
+        return self._can_read
+
+    def writable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]
+        if not self._can_read:
+            raise io.UnsupportedOperation("File not open for reading")
+        return super().readinto(buffer)
+
+    def read(self, size: int | None = -1) -> bytes:
+        if not self._can_read:
+            raise io.UnsupportedOperation("File not open for reading")
+        return super().read(size)
+
+    def write(self, data: bytes | bytearray | memoryview) -> int:  # type: ignore[override]
+        if self.closed:
+            raise ValueError("I/O operation on closed file")
+        view = memoryview(data).cast("B")
+        if self._append:
+            self._pos = self.size
+        end = self._pos + len(view)
+        self._ensure_capacity(end)
+        if self._pos > self.size:  # writing past the end leaves a hole of zeros, as on disk
+            self._shards.write_at(self.shard, self.offset + self.size, bytes(self._pos - self.size))
+        self._shards.write_at(self.shard, self.offset + self._pos, view)
+        self._pos = end
+        self.size = max(self.size, end)
+        return len(view)
+
+    def _ensure_capacity(self, end: int) -> None:
+        limit = self._shards.shard_size_limit
+        if self.offset + end <= limit:
+            return
+        if end > limit:
+            raise FileTooLargeBarecatError(
+                f"File would grow past the shard size limit of {limit} bytes"
+            )
+        old = (self.shard, self.offset, self.size)
+        self._shards.start_new_shard()
+        self.shard, self.offset = self._shards.write_shard, 0
+        self._shards.copy_within(old, self.shard, 0)
+
+    def truncate(self, size: int | None = None) -> int:
+        if self.closed:
+            raise ValueError("I/O operation on closed file")
+        size = self._pos if size is None else size
+        if size < 0:
+            raise BarecatError("Negative truncate size")
+        if size > self.size:
+            self._ensure_capacity(size)
+            self._shards.write_at(self.shard, self.offset + self.size, bytes(size - self.size))
+        self.size = size
+        return size
+
+    def close(self) -> None:
+        if not self.closed:
+            try:
+                self._on_close(self)
+            finally:
+                super().close()

@@ -1,0 +1,319 @@
+"""The :class:`Sharder`: opening, appending to, reading from and rotating shard files.
+
+Reads are positional (``os.pread``/``os.preadv``) on lazily opened descriptors, so any
+number of threads and forked processes can read through one ``Sharder`` with no locks
+and no shared file position. Writes go to the logical end of the current shard, compute
+CRC32C on the way, and roll back (truncate) on failure, so a half-written file never
+becomes visible. Knows nothing of paths or SQL; imports ``layout`` and ``exceptions``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import threading
+from typing import BinaryIO
+
+import crc32c as _crc32c
+
+from barecat.entries import SHARD_SIZE_UNLIMITED
+from barecat.exceptions import (
+    BarecatError,
+    BarecatIntegrityError,
+    FileTooLargeBarecatError,
+    NotEnoughSpaceBarecatError,
+    ReadOnlyBarecatError,
+)
+from barecat.layout import existing_shard_numbers, shard_path
+
+Address = tuple[int, int, int, int]  # shard, offset, size, crc32c
+
+COPY_CHUNK = 1 << 20
+
+
+def crc32c(data: bytes | bytearray | memoryview, value: int = 0) -> int:
+    """CRC32C (Castagnoli) with hardware acceleration, continuing from ``value``."""
+    return int(_crc32c.crc32c(data, value=value))
+
+
+class Sharder:
+    """The shard files of one archive (``path`` is the archive's base name)."""
+
+    def __init__(
+        self,
+        path: str,
+        shard_size_limit: int | None = None,
+        readonly: bool = True,
+        append_only: bool = False,
+        threadsafe: bool = False,
+        allow_writing_symlinked_shard: bool = False,
+    ) -> None:
+        self.path = path
+        self.shard_size_limit = (
+            SHARD_SIZE_UNLIMITED if shard_size_limit is None else shard_size_limit
+        )
+        self.readonly = readonly
+        self.append_only = append_only
+        self.allow_writing_symlinked_shard = allow_writing_symlinked_shard
+        self._fds: dict[int, int] = {}
+        self._lock = threading.Lock()
+        numbers = existing_shard_numbers(path)
+        self._num_shards = numbers[-1] + 1 if numbers else 0
+        self.write_shard = max(self._num_shards - 1, 0)
+        self.write_offset = 0
+
+    # -- descriptors -------------------------------------------------------------------
+
+    def get_shard_path(self, i_shard: int) -> str:
+        return shard_path(self.path, i_shard)
+
+    @property
+    def num_shards(self) -> int:
+        return self._num_shards
+
+    def _fd(self, shard: int) -> int:
+        fd = self._fds.get(shard)
+        if fd is None:
+            with self._lock:
+                fd = self._fds.get(shard)
+                if fd is None:
+                    flags = os.O_RDONLY if self.readonly else os.O_RDWR | os.O_CREAT
+                    try:
+                        fd = os.open(self.get_shard_path(shard), flags | os.O_CLOEXEC, 0o666)
+                    except FileNotFoundError:
+                        raise BarecatIntegrityError(
+                            f"Shard file {self.get_shard_path(shard)} is missing"
+                        ) from None
+                    self._fds[shard] = fd
+        return fd
+
+    def close(self) -> None:
+        with self._lock:
+            fds, self._fds = self._fds, {}
+        for fd in fds.values():
+            os.close(fd)
+
+    def __enter__(self) -> Sharder:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def physical_shard_end(self, shard_number: int) -> int:
+        try:
+            return os.path.getsize(self.get_shard_path(shard_number))
+        except FileNotFoundError:
+            return 0
+
+    @property
+    def total_physical_size_stat(self) -> int:
+        return sum(self.physical_shard_end(i) for i in range(self._num_shards))
+
+    # -- reading -----------------------------------------------------------------------
+
+    def read_from_address(
+        self, shard: int, offset: int, size: int, expected_crc32c: int | None = None
+    ) -> bytes:
+        """Bytes of one stored file; checked against ``expected_crc32c`` when given."""
+        data = os.pread(self._fd(shard), size, offset)
+        if len(data) != size:
+            data = self._read_fully(shard, offset, size, data)
+        if expected_crc32c is not None and crc32c(data) != expected_crc32c:
+            raise BarecatIntegrityError(
+                f"CRC32C mismatch in shard {shard} at offset {offset} ({size} bytes): the stored "
+                "bytes are corrupt"
+            )
+        return data
+
+    def _read_fully(self, shard: int, offset: int, size: int, head: bytes) -> bytes:
+        parts = [head]
+        got = len(head)
+        while got < size:
+            chunk = os.pread(self._fd(shard), size - got, offset + got)
+            if not chunk:
+                raise BarecatIntegrityError(
+                    f"Shard {self.get_shard_path(shard)} is truncated: needed {size} bytes at "
+                    "offset "
+                    f"{offset}, only {got} exist"
+                )
+            parts.append(chunk)
+            got += len(chunk)
+        return b"".join(parts)
+
+    def readinto_from_address(
+        self,
+        shard: int,
+        offset: int,
+        buffer: bytearray | memoryview,
+        expected_crc32c: int | None = None,
+    ) -> int:
+        view = memoryview(buffer).cast("B")
+        got = 0
+        fd = self._fd(shard)
+        while got < len(view):
+            n = os.preadv(fd, [view[got:]], offset + got)
+            if n == 0:
+                raise BarecatIntegrityError(
+                    f"Shard {self.get_shard_path(shard)} is truncated at offset {offset + got}"
+                )
+            got += n
+        if expected_crc32c is not None and crc32c(view) != expected_crc32c:
+            raise BarecatIntegrityError(f"CRC32C mismatch in shard {shard} at offset {offset}")
+        return got
+
+    def pread(self, shard: int, offset: int, size: int) -> bytes:
+        """Up to ``size`` bytes (fewer at the shard's physical end), no checking."""
+        return os.pread(self._fd(shard), size, offset)
+
+    def preadinto(self, shard: int, offset: int, view: memoryview) -> int:
+        return os.preadv(self._fd(shard), [view], offset)
+
+    def crc_of_range(self, shard: int, offset: int, size: int) -> int:
+        value, done = 0, 0
+        while done < size:
+            chunk = self.read_from_address(shard, offset + done, min(COPY_CHUNK, size - done))
+            value = crc32c(chunk, value)
+            done += len(chunk)
+        return value
+
+    # -- writing -----------------------------------------------------------------------
+
+    def raise_if_readonly(self, message: str) -> None:
+        if self.readonly:
+            raise ReadOnlyBarecatError(message)
+
+    def _writable_fd(self, shard: int) -> int:
+        self.raise_if_readonly("Cannot write: the archive is open read-only")
+        target = self.get_shard_path(shard)
+        if os.path.islink(target) and not self.allow_writing_symlinked_shard:
+            raise BarecatError(
+                f"Refusing to write into symlinked shard {target} (it belongs to another archive); "
+                "pass allow_writing_symlinked_shard=True to override"
+            )
+        fd = self._fd(shard)
+        self._num_shards = max(self._num_shards, shard + 1)
+        return fd
+
+    def set_write_position(self, shard: int, offset: int) -> None:
+        """Where the next append goes: the logical end of the last shard, from the index."""
+        self.write_shard, self.write_offset = shard, offset
+
+    def start_new_shard(self) -> None:
+        self.write_shard, self.write_offset = max(self._num_shards, self.write_shard + 1), 0
+        self._writable_fd(self.write_shard)
+
+    def _make_room(self, size: int) -> None:
+        if size > self.shard_size_limit:
+            raise FileTooLargeBarecatError(
+                f"File of {size} bytes exceeds the shard size limit of "
+                f"{self.shard_size_limit} bytes"
+            )
+        if self.write_offset + size > self.shard_size_limit:
+            self.start_new_shard()
+
+    def _pwrite_all(self, fd: int, data: bytes | bytearray | memoryview, offset: int) -> None:
+        view = memoryview(data)
+        while view:
+            try:
+                n = os.pwrite(fd, view, offset)
+            except OSError as e:
+                if e.errno in (errno.ENOSPC, errno.EDQUOT):
+                    raise NotEnoughSpaceBarecatError(f"Disk full while writing {self.path}") from e
+                raise
+            view = view[n:]
+            offset += n
+
+    def append(self, data: bytes | bytearray | memoryview) -> Address:
+        """Write ``data`` at the logical end; returns (shard, offset, size, crc32c).
+
+        The write position only advances once ``commit_append`` confirms that the index
+        accepted the file, so a refused file's bytes are simply overwritten by the next one.
+        """
+        size = len(data)
+        self._make_room(size)
+        shard, offset = self.write_shard, self.write_offset
+        fd = self._writable_fd(shard)
+        try:
+            self._pwrite_all(fd, data, offset)
+        except BaseException:
+            self._rollback(shard, offset)
+            raise
+        return shard, offset, size, crc32c(data)
+
+    def append_stream(
+        self, fileobj: BinaryIO, size_hint: int | None = None, bufsize: int = COPY_CHUNK
+    ) -> Address:
+        """Copy a stream to the logical end, rotating mid-stream if the shard fills up."""
+        if size_hint is not None:
+            self._make_room(size_hint)
+        shard, offset = self.write_shard, self.write_offset
+        fd = self._writable_fd(shard)
+        size, value = 0, 0
+        buf = bytearray(bufsize)
+        view = memoryview(buf)
+        try:
+            while True:
+                n = fileobj.readinto(view)  # type: ignore[attr-defined]
+                if not n:
+                    break
+                if offset + size + n > self.shard_size_limit:
+                    shard, offset = self._move_partial_to_new_shard(shard, offset, size, n)
+                    fd = self._writable_fd(shard)
+                self._pwrite_all(fd, view[:n], offset + size)
+                value = crc32c(view[:n], value)
+                size += n
+        except BaseException:
+            self._rollback(shard, offset)
+            raise
+        return shard, offset, size, value
+
+    def _move_partial_to_new_shard(
+        self, shard: int, offset: int, written: int, more: int
+    ) -> tuple[int, int]:
+        """A stream outgrew its shard: carry what was written to a fresh shard's start."""
+        if written + more > self.shard_size_limit:
+            self._rollback(shard, offset)
+            raise FileTooLargeBarecatError(
+                f"File grew past the shard size limit of {self.shard_size_limit} bytes"
+            )
+        self.start_new_shard()
+        self.copy_within((shard, offset, written), self.write_shard, 0)
+        os.ftruncate(self._fd(shard), offset)
+        return self.write_shard, 0
+
+    def copy_within(self, src: tuple[int, int, int], dst_shard: int, dst_offset: int) -> None:
+        shard, offset, size = src
+        fd = self._writable_fd(dst_shard)
+        done = 0
+        while done < size:
+            chunk = self.read_from_address(shard, offset + done, min(COPY_CHUNK, size - done))
+            self._pwrite_all(fd, chunk, dst_offset + done)
+            done += len(chunk)
+
+    def commit_append(self, address: Address) -> None:
+        """The index took the file: advance the write position past it."""
+        shard, offset, size, _ = address
+        self.write_shard, self.write_offset = shard, offset + size
+
+    def _rollback(self, shard: int, offset: int) -> None:
+        if shard == self.write_shard and offset == self.write_offset:
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._fd(shard), offset)
+
+    def write_at(self, shard: int, offset: int, data: bytes | bytearray | memoryview) -> None:
+        self._pwrite_all(self._writable_fd(shard), data, offset)
+
+    def truncate_shard(self, shard: int, size: int) -> None:
+        os.ftruncate(self._writable_fd(shard), size)
+
+    def truncate_all_to_logical_size(self, logical_shard_ends: list[int]) -> None:
+        for shard, end in enumerate(logical_shard_ends):
+            if self.physical_shard_end(shard) > end:
+                self.truncate_shard(shard, end)
+
+    def sync(self) -> None:
+        """Make written bytes durable before an index commit refers to them."""
+        for fd in list(self._fds.values()):
+            if not self.readonly:
+                os.fsync(fd)

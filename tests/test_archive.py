@@ -1,0 +1,428 @@
+"""Behaviour of the Barecat facade: dict API, filesystem API, errors, persistence."""
+
+from __future__ import annotations
+
+import io
+import os
+import pickle
+
+import pytest
+
+import barecat
+from barecat import (
+    BarecatIntegrityError,
+    DirectoryNotEmptyBarecatError,
+    FileExistsBarecatError,
+    FileNotFoundBarecatError,
+    InvalidPathBarecatError,
+    IsADirectoryBarecatError,
+    NotADirectoryBarecatError,
+    ReadOnlyBarecatError,
+)
+
+
+def test_roundtrip_persists_across_reopen(archive_path: str) -> None:
+    files = {f"d{i % 3}/sub{i % 2}/f{i}.bin": os.urandom(i * 7) for i in range(40)}
+    with barecat.Barecat(archive_path, readonly=False) as bc:
+        for p, d in files.items():
+            bc[p] = d
+    with barecat.Barecat(archive_path) as bc:
+        assert len(bc) == 40
+        assert dict(bc.items()) == files
+        assert bc.total_size == sum(map(len, files.values()))
+        assert sorted(bc) == sorted(files)
+        assert os.path.exists(archive_path + "-shard-00000")
+
+
+def test_dict_api_semantics(writable: barecat.Barecat) -> None:
+    writable["a/b.txt"] = b"one"
+    assert "a/b.txt" in writable and "a" not in writable and "zz" not in writable
+    assert writable.get("missing", b"dflt") == b"dflt"
+    with pytest.raises(FileExistsBarecatError):
+        writable["a/b.txt"] = b"two"
+    assert writable["a/b.txt"] == b"one"
+    with pytest.raises(KeyError):
+        writable["a"]  # a directory is not a key
+    with pytest.raises(KeyError):
+        del writable["nope"]
+    del writable["a/b.txt"]
+    assert len(writable) == 0 and writable.isdir("a")
+
+
+def test_paths_are_normalized_and_bad_ones_refused(writable: barecat.Barecat) -> None:
+    writable["/x//y/./z/"] = b"1"
+    assert writable.isfile("x/y/z") and writable["x/y/z"] == b"1"
+    assert writable["x/q/../y/z"] == b"1"
+    for bad in ["../escape", "a/../../b", "nul\x00byte"]:
+        with pytest.raises(InvalidPathBarecatError):
+            writable[bad] = b"x"
+        with pytest.raises(ValueError):
+            writable.add(bad, data=b"x")
+    assert len(writable) == 1 and sorted(writable.index.iter_all_dirpaths()) == ["", "x", "x/y"]
+
+
+def test_file_where_directory_needed_and_vice_versa(writable: barecat.Barecat) -> None:
+    writable["f"] = b"file"
+    with pytest.raises(NotADirectoryBarecatError):
+        writable["f/child"] = b"x"
+    writable["d/child"] = b"x"
+    with pytest.raises(IsADirectoryBarecatError):
+        writable["d"] = b"x"
+    with pytest.raises(IsADirectoryBarecatError):
+        writable[""] = b"x"
+    with pytest.raises(NotADirectoryBarecatError):
+        writable.listdir("f")
+    with pytest.raises(FileNotFoundBarecatError):
+        writable.listdir("nope")
+    with pytest.raises(IsADirectoryBarecatError):
+        writable.read("d")
+    assert writable.index.find_inconsistencies() == []
+    assert sorted(writable) == ["d/child", "f"]
+
+
+def test_errors_are_builtin_subclasses_with_errno() -> None:
+    import errno
+
+    e = FileNotFoundBarecatError("a/b")
+    assert (
+        isinstance(e, FileNotFoundError)
+        and e.errno == errno.ENOENT
+        and str(e) == "File not found: a/b"
+    )
+    assert isinstance(ReadOnlyBarecatError("x"), PermissionError)
+    assert isinstance(BarecatIntegrityError("x"), ValueError)
+    assert isinstance(DirectoryNotEmptyBarecatError("d"), OSError)
+
+
+def test_read_only_archive_refuses_writes(make_archive) -> None:  # type: ignore[no-untyped-def]
+    path = make_archive({"a": b"1"})
+    with barecat.Barecat(path) as bc:
+        for op in (
+            lambda: bc.__setitem__("b", b"2"),
+            lambda: bc.remove("a"),
+            lambda: bc.rename("a", "c"),
+            lambda: bc.mkdir("m"),
+            lambda: bc.open("a", "wb"),
+        ):
+            with pytest.raises(PermissionError):
+                op()
+        assert bc["a"] == b"1" and len(bc) == 1
+
+
+def test_open_missing_archive_read_only(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(FileNotFoundError):
+        barecat.Barecat(str(tmp_path / "nothing.barecat"))
+    assert not os.path.exists(tmp_path / "nothing.barecat")
+
+
+def test_second_writer_is_refused_readers_are_not(archive_path: str) -> None:
+    with barecat.Barecat(archive_path, readonly=False) as bc:
+        bc["a"] = b"1"
+        bc.commit()
+        with pytest.raises(barecat.ArchiveLockedBarecatError):
+            barecat.Barecat(archive_path, readonly=False)
+        with barecat.Barecat(archive_path) as reader:
+            assert reader["a"] == b"1"
+    with barecat.Barecat(archive_path, readonly=False) as bc:  # lock released on close
+        bc["b"] = b"2"
+
+
+def test_exist_ok_and_overwrite(make_archive) -> None:  # type: ignore[no-untyped-def]
+    path = make_archive({"a": b"1"})
+    with pytest.raises(FileExistsBarecatError):
+        barecat.Barecat(path, readonly=False, exist_ok=False)
+    with barecat.Barecat(path, readonly=False, overwrite=True) as bc:
+        assert len(bc) == 0
+
+
+def test_corruption_detected_on_verified_read(make_archive) -> None:  # type: ignore[no-untyped-def]
+    path = make_archive({"a": b"hello world", "b": b"second"})
+    with open(path + "-shard-00000", "r+b") as f:
+        f.seek(3)
+        f.write(b"X")
+    with barecat.Barecat(path) as bc:
+        with pytest.raises(BarecatIntegrityError):
+            bc["a"]
+        with pytest.raises(ValueError):
+            bc.read("a")
+        assert bc.read("a", offset=3, size=2) == b"Xo"  # partial reads are not verified
+        assert bc["b"] == b"second"
+        assert not bc.check_crc32c("a") and bc.check_crc32c("b")
+        assert not bc.verify_integrity()
+
+
+def test_truncated_shard_gives_integrity_error(make_archive) -> None:  # type: ignore[no-untyped-def]
+    path = make_archive({"a": b"x" * 100, "b": b"y" * 100})
+    os.truncate(path + "-shard-00000", 150)
+    with barecat.Barecat(path) as bc:
+        assert bc["a"] == b"x" * 100
+        with pytest.raises(BarecatIntegrityError, match="truncated"):
+            bc["b"]
+        assert not bc.verify_integrity(quick=True)
+
+
+def test_corrupt_index_file_is_refused_clearly(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    path = tmp_path / "junk.barecat"
+    path.write_bytes(b"this is not sqlite" * 100)
+    with pytest.raises(barecat.CorruptIndexBarecatError):
+        barecat.Barecat(str(path))
+
+
+def test_newer_and_older_schema_refused(make_archive) -> None:  # type: ignore[no-untyped-def]
+    import sqlite3
+
+    path = make_archive({"a": b"1"})
+    with sqlite3.connect(path) as c:
+        c.execute("UPDATE config SET value_int = 1 WHERE key = 'schema_version_major'")
+    with pytest.raises(barecat.SchemaVersionBarecatError, match="newer"):
+        barecat.Barecat(path)
+    with sqlite3.connect(path) as c:
+        c.execute("DROP TABLE config")
+    with pytest.raises(barecat.SchemaVersionBarecatError, match="barecat upgrade"):
+        barecat.Barecat(path)
+
+
+def test_shard_rotation_and_too_large(archive_path: str) -> None:
+    with barecat.Barecat(archive_path, readonly=False, shard_size_limit=100) as bc:
+        for i in range(10):
+            bc[f"f{i}"] = bytes([i]) * 30
+        with pytest.raises(barecat.FileTooLargeBarecatError):
+            bc["big"] = b"z" * 101
+        with pytest.raises(barecat.FileTooLargeBarecatError):
+            bc.add("bigstream", fileobj=io.BytesIO(b"z" * 150))
+        bc.add("stream", fileobj=io.BytesIO(b"s" * 90), bufsize=16)  # rotates mid-stream
+    with barecat.Barecat(archive_path) as bc:
+        assert bc.shard_size_limit == 100
+        infos = list(bc.index.iter_all_fileinfos())
+        assert all(f.end <= 100 for f in infos)
+        assert max(f.shard for f in infos) >= 3
+        assert all(bc[f"f{i}"] == bytes([i]) * 30 for i in range(10))
+        assert bc["stream"] == b"s" * 90
+        assert "big" not in bc and "bigstream" not in bc
+        assert bc.verify_integrity()
+
+
+def test_shard_size_limit_accepts_human_sizes(archive_path: str) -> None:
+    with barecat.Barecat(archive_path, readonly=False, shard_size_limit="1K") as bc:
+        assert bc.shard_size_limit == 1024
+
+
+def test_open_modes(writable: barecat.Barecat) -> None:
+    with writable.open("t.txt", "w") as f:
+        f.write("héllo\nworld\n")
+    with writable.open("t.txt") as f:
+        assert f.readlines() == ["héllo\n", "world\n"]
+    with writable.open("b.bin", "wb") as f:
+        f.write(b"0123456789")
+    with writable.open("b.bin", "rb") as f:
+        f.seek(-3, os.SEEK_END)
+        assert f.read() == b"789" and f.tell() == 10
+        f.seek(2)
+        buf = bytearray(4)
+        assert f.readinto(buf) == 4 and bytes(buf) == b"2345"
+    with writable.open("b.bin", "ab") as f:
+        f.write(b"AB")
+    assert writable["b.bin"] == b"0123456789AB"
+    with writable.open("b.bin", "r+b") as f:
+        f.seek(1)
+        f.write(b"xy")
+        f.seek(0)
+        assert f.read(4) == b"0xy3"
+    assert writable["b.bin"] == b"0xy3456789AB"
+    with writable.open("b.bin", "wb") as f:
+        f.write(b"new")
+    assert writable["b.bin"] == b"new"
+    with pytest.raises(FileExistsBarecatError):
+        writable.open("b.bin", "xb")
+    with writable.open("c.bin", "xb") as f:
+        f.write(b"c")
+    with pytest.raises(FileNotFoundBarecatError):
+        writable.open("nope", "r+b")
+    assert writable.check_crc32c("b.bin") and writable.index.find_inconsistencies() == []
+
+
+def test_open_writer_blocks_other_writes(writable: barecat.Barecat) -> None:
+    f = writable.open("w.bin", "wb")
+    f.write(b"abc")
+    with pytest.raises(barecat.BarecatError, match="still open"):
+        writable["other"] = b"x"
+    f.close()
+    writable["other"] = b"x"
+    assert writable["w.bin"] == b"abc"
+
+
+def test_partial_read_and_readinto(make_archive) -> None:  # type: ignore[no-untyped-def]
+    path = make_archive({"a": bytes(range(200))})
+    with barecat.Barecat(path) as bc:
+        assert bc.read("a", offset=10, size=5) == bytes(range(10, 15))
+        assert bc.read("a", offset=195) == bytes(range(195, 200))
+        buf = bytearray(200)
+        assert bc.readinto("a", buf) == 200 and bytes(buf) == bytes(range(200))
+
+
+def test_add_variants_and_metadata(writable: barecat.Barecat, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    src = tmp_path / "src.txt"
+    src.write_bytes(b"from disk")
+    os.chmod(src, 0o640)
+    os.utime(src, ns=(1, 1_600_000_000_123_456_789))
+    writable.add_by_path(str(src), "stored/src.txt")
+    info = writable.index.lookup_file("stored/src.txt")
+    assert (
+        info.mtime_ns == 1_600_000_000_123_456_789
+        and info.mode is not None
+        and info.mode & 0o777 == 0o640
+    )
+    writable.add("m.bin", data=b"m", mode=0o100600, uid=12, gid=34, mtime_ns=99)
+    m = writable.index.lookup_file("m.bin")
+    assert (m.mode, m.uid, m.gid, m.mtime_ns, m.size) == (0o100600, 12, 34, 99, 1)
+    writable.add(barecat.BarecatFileInfo(path="fi.bin", mode=0o100644), data=b"fi")
+    writable.add("m.bin", data=b"other", file_exist_ok=True)
+    assert writable["m.bin"] == b"m"
+    writable.add(barecat.BarecatDirInfo(path="emptydir", mode=0o40700))
+    with pytest.raises(FileExistsBarecatError):
+        writable.add(barecat.BarecatDirInfo(path="emptydir"))
+    writable.add(barecat.BarecatDirInfo(path="emptydir", uid=5), dir_exist_ok=True)
+    assert writable.index.lookup_dir("emptydir").uid == 5
+    writable.chmod("m.bin", 0o100644)
+    writable.chown("m.bin", 1, 2)
+    writable.utime("m.bin", ns=(0, 42))
+    m = writable.index.lookup_file("m.bin")
+    assert (m.mode, m.uid, m.gid, m.mtime_ns) == (0o100644, 1, 2, 42)
+
+
+def test_mkdir_makedirs_rmdir_rmtree(writable: barecat.Barecat) -> None:
+    with pytest.raises(FileNotFoundBarecatError):
+        writable.mkdir("a/b")
+    writable.makedirs("a/b/c")
+    writable.mkdir("a/b2")
+    with pytest.raises(FileExistsBarecatError):
+        writable.mkdir("a/b2")
+    writable.mkdir("a/b2", exist_ok=True)
+    writable["a/b/c/f"] = b"123"
+    with pytest.raises(DirectoryNotEmptyBarecatError):
+        writable.rmdir("a/b")
+    writable.rmdir("a/b2")
+    assert writable.listdir("a") == ["b"]
+    writable.rmtree("a/b")
+    assert writable.listdir("a") == [] and len(writable) == 0
+    assert writable.index.lookup_dir("").size_tree == 0
+    assert writable.index.find_inconsistencies() == []
+
+
+def test_rename_files_and_directories(writable: barecat.Barecat) -> None:
+    for i in range(5):
+        writable[f"src/sub/f{i}"] = b"x" * i
+    writable["src/g"] = b"g"
+    writable["other"] = b"o"
+    writable.rename("src", "dst/deep")
+    assert not writable.exists("src")
+    assert sorted(writable) == ["dst/deep/g"] + [f"dst/deep/sub/f{i}" for i in range(5)] + ["other"]
+    assert writable["dst/deep/sub/f3"] == b"xxx"
+    writable.move("dst/deep/g", "g2")
+    with pytest.raises(FileExistsBarecatError):
+        writable.rename("g2", "other")
+    with pytest.raises(barecat.BarecatError):
+        writable.rename("dst", "dst/deep/inside")
+    with pytest.raises(FileNotFoundBarecatError):
+        writable.rename("missing", "x")
+    d = writable.index.lookup_dir("dst")
+    assert (d.num_files_tree, d.size_tree, d.num_subdirs) == (5, 10, 1)
+    assert writable.index.find_inconsistencies() == []
+
+
+def test_listdir_scandir_stat(make_archive) -> None:  # type: ignore[no-untyped-def]
+    path = make_archive({"d/x": b"1", "d/e/y": b"22", "top": b"333"})
+    with barecat.Barecat(path) as bc:
+        assert bc.listdir() == ["d", "top"]
+        assert sorted(bc.listdir("d")) == ["e", "x"]
+        entries = {e.name: e for e in bc.scandir("d")}
+        assert entries["e"].is_dir() and entries["x"].is_file()
+        assert bc.stat("d").isdir() and bc.stat("top").size == 3  # type: ignore[attr-defined]
+        root = bc.index.lookup_dir("")
+        assert (root.num_subdirs, root.num_files, root.num_files_tree, root.size_tree) == (
+            1,
+            1,
+            3,
+            6,
+        )
+
+
+def test_pickle_reopens_read_only(make_archive) -> None:  # type: ignore[no-untyped-def]
+    path = make_archive({"a": b"1"})
+    with barecat.Barecat(path) as bc:
+        clone = pickle.loads(pickle.dumps(bc))
+        assert clone["a"] == b"1"
+        clone.close()
+    with barecat.Barecat(path, readonly=False) as bc, pytest.raises(TypeError):
+        pickle.dumps(bc)
+
+
+def test_fork_child_reads_with_its_own_connection(make_archive) -> None:  # type: ignore[no-untyped-def]
+    path = make_archive({f"f{i}": bytes([i]) * 10 for i in range(20)})
+    with barecat.Barecat(path) as bc:
+        assert bc["f1"] == bytes([1]) * 10
+        parent_conn = bc.index.conn
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # child
+            ok = (
+                all(bc[f"f{i}"] == bytes([i]) * 10 for i in range(20))
+                and bc.index.conn is not parent_conn
+            )
+            os.write(w, b"1" if ok else b"0")
+            os._exit(0)
+        os.close(w)
+        assert os.read(r, 1) == b"1"
+        os.waitpid(pid, 0)
+        assert bc["f2"] == bytes([2]) * 10 and bc.index.conn is parent_conn
+
+
+def test_threadsafe_reads_from_threads(make_archive) -> None:  # type: ignore[no-untyped-def]
+    from concurrent.futures import ThreadPoolExecutor
+
+    files = {f"f{i}": os.urandom(100) for i in range(200)}
+    path = make_archive(files)
+    with barecat.Barecat(path, threadsafe=True) as bc, ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(bc.__getitem__, files))
+    assert results == list(files.values())
+
+
+def test_old_sqlite_index_naming_is_kept(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    base = str(tmp_path / "old")
+    with barecat.Barecat(base, readonly=False) as bc:
+        bc["a"] = b"1"
+    os.rename(base, base + "-sqlite-index")
+    with barecat.Barecat(base, readonly=False) as bc:
+        bc["b"] = b"2"
+    assert not os.path.exists(base) and os.path.exists(base + "-sqlite-index")
+    with barecat.Barecat(base + "-sqlite-index") as bc:
+        assert dict(bc.items()) == {"a": b"1", "b": b"2"}
+    assert barecat.exists(base)
+    barecat.remove(base)
+    assert not barecat.exists(base) and not os.path.exists(base + "-shard-00000")
+
+
+def test_legacy_module_functions(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    path = str(tmp_path / "l.barecat")
+    with barecat.open(path, "x+") as bc:
+        bc["a/b"] = b"12345"
+    with pytest.raises(FileExistsError):
+        barecat.open(path, "x+")
+    with barecat.open(path, "a+") as bc:
+        bc["c"] = b"6"
+    assert barecat.read_index(path) == {"a/b": (0, 0, 5), "c": (0, 5, 1)}
+    with barecat.open(path, "r") as bc, pytest.raises(PermissionError):
+        bc["d"] = b"x"
+    with barecat.open(path, "w+") as bc:
+        assert len(bc) == 0
+
+
+def test_failed_insert_leaves_no_bytes_behind(archive_path: str) -> None:
+    with barecat.Barecat(archive_path, readonly=False) as bc:
+        bc["a"] = b"first"
+        with pytest.raises(FileExistsBarecatError):
+            bc["a"] = b"this should not stay in the shard"
+        bc["b"] = b"second"
+    assert os.path.getsize(archive_path + "-shard-00000") == len(b"firstsecond")
+    with barecat.Barecat(archive_path) as bc:
+        assert bc["b"] == b"second" and bc.index.lookup_file("b").offset == 5
