@@ -36,11 +36,10 @@ from barecat.exceptions import (
     ReadOnlyBarecatError,
 )
 from barecat.glob import compile_glob
-from barecat.index import query
+from barecat.index import query, treestats
 from barecat.index.connection import ConnectionPool
 from barecat.index.schema import check_version, create_schema
-from barecat.index.treestats import TreeStats, compute_treestats
-from barecat.paths import ancestors, is_within, normalize, parent, subtree_bounds
+from barecat.paths import ancestors, is_within, normalize, subtree_bounds
 
 _DIR_TAKEN = ("barecat: a directory already has this path", "Path already exists as directory")
 _FILE_TAKEN = ("barecat: a file already has this path", "Path already exists as file")
@@ -667,85 +666,28 @@ class Index:
     # -- statistics ------------------------------------------------------------------
 
     def _subtree_totals(self, path: str) -> tuple[int, int]:
-        where, args = query.subtree_where(path)
-        row = self.conn.execute(
-            f"SELECT count(*), ifnull(sum(size), 0) FROM files{where}", args
-        ).fetchone()
-        return int(row[0]), int(row[1])
+        return treestats.subtree_totals(self.conn, path)
 
     def _adjust_ancestors(self, path: str, d_files: int, d_size: int, subdir_delta: int) -> None:
-        """Add deltas to the totals of every proper ancestor of ``path`` (triggers off)."""
-        ups = ancestors(path)
-        marks = ",".join("?" * len(ups))
-        self.conn.execute(
-            f"UPDATE dirs SET num_files_tree = num_files_tree + ?, size_tree = size_tree + ? "
-            f"WHERE path IN ({marks})",
-            (d_files, d_size, *ups),
-        )
-        self.conn.execute(
-            "UPDATE dirs SET num_subdirs = num_subdirs + ? WHERE path = ?",
-            (subdir_delta, parent(path)),
-        )
+        treestats.adjust_ancestors(self.conn, path, d_files, d_size, subdir_delta)
 
     def _ensure_ancestors(self, path: str) -> None:
-        """Create missing proper ancestors of ``path`` with zero totals (triggers off)."""
-        for a in reversed(ancestors(path)):
-            if self.conn.execute(
-                "INSERT INTO dirs (path) VALUES (?) ON CONFLICT (path) DO NOTHING", (a,)
-            ).rowcount:
-                self.conn.execute(
-                    "UPDATE dirs SET num_subdirs = num_subdirs + 1 WHERE path = ?", (parent(a),)
-                )
+        treestats.ensure_ancestors(self.conn, path)
 
     def update_dirs(self) -> None:
         """Create every directory that a file or directory implies but that has no row."""
         self._require_writable()
-        stats = compute_treestats(self.conn)
-        missing = [p for p in stats if not self.isdir(p)]
-        self.conn.executemany(
-            "INSERT INTO dirs (path) VALUES (?) ON CONFLICT (path) DO NOTHING",
-            [(p,) for p in sorted(missing)],
-        )
+        treestats.insert_missing_dirs(self.conn)
 
     def update_treestats(self) -> None:
         """Recompute every directory's statistics from the files (after bulk loads)."""
         self._require_writable()
-        stats = compute_treestats(self.conn)
         with self.no_triggers():
-            self.conn.executemany(
-                "INSERT INTO dirs (path, num_subdirs, num_files, num_files_tree, size_tree) "
-                "VALUES (?, ?, ?, ?, ?) ON CONFLICT (path) DO UPDATE SET "
-                "num_subdirs = excluded.num_subdirs, "
-                "num_files = excluded.num_files, num_files_tree = excluded.num_files_tree, "
-                "size_tree = excluded.size_tree",
-                [
-                    (p, s.num_subdirs, s.num_files, s.num_files_tree, s.size_tree)
-                    for p, s in sorted(stats.items())
-                ],
-            )
+            treestats.rewrite_treestats(self.conn)
 
     def find_inconsistencies(self) -> list[str]:
         """Every way the index disagrees with itself, as human-readable lines."""
-        problems = []
-        check = self.conn.execute("PRAGMA integrity_check").fetchall()
-        if check != [("ok",)]:
-            problems += [f"sqlite: {r[0]}" for r in check]
-        expected = compute_treestats(self.conn)
-        actual = {
-            row[0]: TreeStats(row[1], row[2], row[3], row[4])
-            for row in self.conn.execute(
-                "SELECT path, num_subdirs, num_files, num_files_tree, size_tree FROM dirs"
-            )
-        }
-        for p, want in expected.items():
-            got = actual.get(p)
-            if got is None:
-                problems.append(f"missing directory row: {p!r}")
-            elif got != want:
-                problems.append(f"wrong statistics for {p!r}: stored {got}, actual {want}")
-        for (p,) in self.conn.execute("SELECT f.path FROM files f JOIN dirs d ON f.path = d.path"):
-            problems.append(f"path is both a file and a directory: {p!r}")
-        return problems
+        return treestats.find_inconsistencies(self.conn)
 
     def verify_integrity(self) -> bool:
         """True if SQLite's integrity check passes and all directory statistics are right."""

@@ -1,8 +1,11 @@
-"""Directory statistics recomputed from scratch, for bulk loads and consistency checks.
+"""Directory statistics maintained by hand: recomputed, checked, and shifted in bulk.
 
-One grouped scan of ``files`` plus one of ``dirs``; the per-directory numbers are then
-pushed up the tree in Python (cost: directories x depth), far cheaper than a correlated
-subquery per directory. Imports only ``paths``.
+The triggers keep statistics right one row at a time; this module is for everything
+bigger. Recomputing is one grouped scan of ``files`` plus one of ``dirs``, with the
+numbers pushed up the tree in Python (cost: directories x depth) — far cheaper than a
+correlated subquery per directory. Subtree moves and removals run with triggers off and
+call ``adjust_ancestors``/``ensure_ancestors`` to fix the ancestors in a few statements.
+Imports only ``paths`` (and ``query`` for subtree ranges).
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass
 
+from barecat.index.query import subtree_where
 from barecat.paths import ancestors, parent
 
 
@@ -45,3 +49,86 @@ def compute_treestats(conn: sqlite3.Connection) -> dict[str, TreeStats]:
             t.num_files_tree += count
             t.size_tree += size
     return stats
+
+
+def subtree_totals(conn: sqlite3.Connection, path: str) -> tuple[int, int]:
+    """(number of files, total size) strictly below directory ``path``."""
+    where, args = subtree_where(path)
+    sql = f"SELECT count(*), ifnull(sum(size), 0) FROM files{where}"
+    row = conn.execute(sql, args).fetchone()
+    return int(row[0]), int(row[1])
+
+
+def adjust_ancestors(
+    conn: sqlite3.Connection, path: str, d_files: int, d_size: int, subdir_delta: int
+) -> None:
+    """Add deltas to the totals of every proper ancestor of ``path`` (triggers off)."""
+    ups = ancestors(path)
+    marks = ",".join("?" * len(ups))
+    conn.execute(
+        f"UPDATE dirs SET num_files_tree = num_files_tree + ?, size_tree = size_tree + ? "
+        f"WHERE path IN ({marks})",
+        (d_files, d_size, *ups),
+    )
+    conn.execute(
+        "UPDATE dirs SET num_subdirs = num_subdirs + ? WHERE path = ?",
+        (subdir_delta, parent(path)),
+    )
+
+
+def ensure_ancestors(conn: sqlite3.Connection, path: str) -> None:
+    """Create missing proper ancestors of ``path`` with zero totals (triggers off)."""
+    for a in reversed(ancestors(path)):
+        sql = "INSERT INTO dirs (path) VALUES (?) ON CONFLICT (path) DO NOTHING"
+        if conn.execute(sql, (a,)).rowcount:
+            conn.execute(
+                "UPDATE dirs SET num_subdirs = num_subdirs + 1 WHERE path = ?", (parent(a),)
+            )
+
+
+def insert_missing_dirs(conn: sqlite3.Connection) -> None:
+    """Give every directory implied by a file or directory path its own row."""
+    existing = {row[0] for row in conn.execute("SELECT path FROM dirs")}
+    missing = sorted(p for p in compute_treestats(conn) if p not in existing)
+    conn.executemany(
+        "INSERT INTO dirs (path) VALUES (?) ON CONFLICT (path) DO NOTHING", [(p,) for p in missing]
+    )
+
+
+def rewrite_treestats(conn: sqlite3.Connection) -> None:
+    """Store freshly computed statistics in every directory row (triggers must be off)."""
+    stats = compute_treestats(conn)
+    conn.executemany(
+        "INSERT INTO dirs (path, num_subdirs, num_files, num_files_tree, size_tree) "
+        "VALUES (?, ?, ?, ?, ?) ON CONFLICT (path) DO UPDATE SET "
+        "num_subdirs = excluded.num_subdirs, num_files = excluded.num_files, "
+        "num_files_tree = excluded.num_files_tree, size_tree = excluded.size_tree",
+        [
+            (p, s.num_subdirs, s.num_files, s.num_files_tree, s.size_tree)
+            for p, s in sorted(stats.items())
+        ],
+    )
+
+
+def find_inconsistencies(conn: sqlite3.Connection) -> list[str]:
+    """Every way the index disagrees with itself, as human-readable lines."""
+    problems = []
+    check = conn.execute("PRAGMA integrity_check").fetchall()
+    if check != [("ok",)]:
+        problems += [f"sqlite: {r[0]}" for r in check]
+    expected = compute_treestats(conn)
+    actual = {
+        row[0]: TreeStats(row[1], row[2], row[3], row[4])
+        for row in conn.execute(
+            "SELECT path, num_subdirs, num_files, num_files_tree, size_tree FROM dirs"
+        )
+    }
+    for p, want in expected.items():
+        got = actual.get(p)
+        if got is None:
+            problems.append(f"missing directory row: {p!r}")
+        elif got != want:
+            problems.append(f"wrong statistics for {p!r}: stored {got}, actual {want}")
+    for (p,) in conn.execute("SELECT f.path FROM files f JOIN dirs d ON f.path = d.path"):
+        problems.append(f"path is both a file and a directory: {p!r}")
+    return problems
