@@ -106,9 +106,13 @@ class Barecat(MutableMapping[str, bytes]):
             self._release_writer_lock()
             raise
         if not readonly:
-            last = max(self.sharder.num_shards - 1, self.index.num_used_shards - 1, 0)
-            self.sharder.set_write_position(last, self.index.logical_shard_end(last))
+            self._resync_write_position()
         self._last_commit = time.monotonic()
+
+    def _resync_write_position(self) -> None:
+        """Append after the last file the index knows (SQLite may have rolled back rows)."""
+        last = max(self.sharder.num_shards - 1, self.index.num_used_shards - 1, 0)
+        self.sharder.set_write_position(last, self.index.logical_shard_end(last))
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -399,6 +403,7 @@ class Barecat(MutableMapping[str, bytes]):
             self.index.add_file(finfo)
         except BaseException:
             self.sharder._rollback(address[0], address[1])
+            self._resync_write_position()
             raise
         self.sharder.commit_append(address)
         self._maybe_commit()

@@ -9,10 +9,13 @@ so every entry point rejects ``..`` escapes and NUL bytes the same way. It impor
 from __future__ import annotations
 
 import posixpath
+import re
 
 from barecat.exceptions import InvalidPathBarecatError
 
-_SUSPICIOUS = ("//", "/.", "./")
+# Anything that might need normalizing or refusing: empty components, '.'/'..' components,
+# leading or trailing '/', NUL. Paths without these are already canonical.
+_NEEDS_WORK = re.compile(r"//|^/|/$|\x00|(?:^|/)\.\.?(?:/|$)")
 
 
 def normalize(path: str) -> str:
@@ -24,15 +27,7 @@ def normalize(path: str) -> str:
     """
     if path.__class__ is not str:
         path = _coerce(path)
-    # Fast path: the common already-normal path needs no posixpath work.
-    if (
-        path
-        and path[0] != "/"
-        and path[-1] != "/"
-        and path[0] != "."
-        and "\x00" not in path
-        and not any(s in path for s in _SUSPICIOUS)
-    ):
+    if path and _NEEDS_WORK.search(path) is None:  # already canonical: the common case
         return path
     if "\x00" in path:
         raise InvalidPathBarecatError(f"Path contains a NUL byte: {path!r}")

@@ -33,6 +33,7 @@ from barecat.exceptions import (
     InvalidPathBarecatError,
     IsADirectoryBarecatError,
     NotADirectoryBarecatError,
+    NotEnoughSpaceBarecatError,
     ReadOnlyBarecatError,
 )
 from barecat.glob import compile_glob
@@ -46,6 +47,13 @@ _FILE_TAKEN = ("barecat: a file already has this path", "Path already exists as 
 
 DirItem = BarecatDirInfo | str
 FileItem = BarecatFileInfo | str
+
+
+def _disk_full_or(e: sqlite3.OperationalError, where: str) -> Exception:
+    """SQLite's SQLITE_FULL as barecat's disk-full error; anything else unchanged."""
+    if "full" in str(e):
+        return NotEnoughSpaceBarecatError(f"Disk full while updating the index {where}: {e}")
+    return e
 
 
 def _path_of(item: BarecatEntryInfo | str) -> str:
@@ -109,7 +117,10 @@ class Index:
         return self.conn.cursor()
 
     def commit(self) -> None:
-        self.conn.commit()
+        try:
+            self.conn.commit()
+        except sqlite3.OperationalError as e:
+            raise _disk_full_or(e, self.path) from e
 
     def rollback(self) -> None:
         self.conn.rollback()
@@ -468,6 +479,8 @@ class Index:
             )
         except sqlite3.IntegrityError as e:
             raise self._translate_integrity_error(e, f.path, True) from None
+        except sqlite3.OperationalError as e:
+            raise _disk_full_or(e, self.path) from e
 
     def add_files(self, finfos: Iterable[BarecatFileInfo]) -> None:
         for f in finfos:

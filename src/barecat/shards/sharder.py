@@ -116,10 +116,11 @@ class Sharder:
         self, shard: int, offset: int, size: int, expected_crc32c: int | None = None
     ) -> bytes:
         """Bytes of one stored file; checked against ``expected_crc32c`` when given."""
-        data = os.pread(self._fd(shard), size, offset)
+        fd = self._fds.get(shard)
+        data = os.pread(self._fd(shard) if fd is None else fd, size, offset)
         if len(data) != size:
             data = self._read_fully(shard, offset, size, data)
-        if expected_crc32c is not None and crc32c(data) != expected_crc32c:
+        if expected_crc32c is not None and _crc32c.crc32c(data) != expected_crc32c:
             raise BarecatIntegrityError(
                 f"CRC32C mismatch in shard {shard} at offset {offset} ({size} bytes): the stored "
                 "bytes are corrupt"

@@ -1,0 +1,114 @@
+"""Committed data survives crashes, full disks and failing writers (real processes, real disks)."""
+
+from __future__ import annotations
+
+import io
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+
+import pytest
+
+import barecat
+
+WRITER = textwrap.dedent(
+    """
+    import os, sys, barecat
+    path, n = sys.argv[1], int(sys.argv[2])
+    with barecat.Barecat(path, readonly=False, commit_interval=0.02) as bc:
+        for i in range(n):
+            bc[f"d{i % 7}/f{i:06d}"] = os.urandom(1 + (i * 37) % 4000)
+            if i == 200:
+                print("started", flush=True)
+    print("finished", flush=True)
+    """
+)
+
+
+def test_kill_9_mid_write_keeps_committed_files(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    path = str(tmp_path / "crash.barecat")
+    proc = subprocess.Popen(
+        [sys.executable, "-c", WRITER, path, "1000000"], stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "started"
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    proc.stdout.close()
+    with barecat.Barecat(path) as bc:
+        n = len(bc)
+        assert n > 200, "progress made before the crash must have been committed"
+        assert bc.index.find_inconsistencies() == []
+        assert bc.verify_integrity(), "every committed row must point at its written bytes"
+    with barecat.Barecat(path, readonly=False) as bc:  # the dead writer's lock is gone
+        bc["after/crash"] = b"new"
+        assert len(bc) == n + 1
+    with barecat.Barecat(path) as bc:
+        assert bc["after/crash"] == b"new" and bc.verify_integrity()
+
+
+def test_failing_stream_leaves_archive_unchanged(archive_path: str) -> None:
+    class Exploding(io.RawIOBase):
+        def __init__(self) -> None:
+            self.calls = 0
+
+        def readable(self) -> bool:
+            return True
+
+        def readinto(self, b) -> int:  # type: ignore[no-untyped-def]
+            self.calls += 1
+            if self.calls > 3:
+                raise OSError("source went away")
+            b[:10] = b"0123456789"
+            return 10
+
+    with barecat.Barecat(archive_path, readonly=False) as bc:
+        bc["ok"] = b"kept"
+        with pytest.raises(OSError, match="source went away"):
+            bc.add("broken", fileobj=Exploding(), bufsize=10)
+        assert "broken" not in bc and len(bc) == 1
+        bc["ok2"] = b"also kept"
+    assert os.path.getsize(archive_path + "-shard-00000") == len(b"keptalso kept")
+    with barecat.Barecat(archive_path) as bc:
+        assert dict(bc.items()) == {"ok": b"kept", "ok2": b"also kept"}
+
+
+@pytest.fixture
+def tiny_disk(tmp_path):  # type: ignore[no-untyped-def]
+    """A real 1 MiB tmpfs, so writes hit a genuine ENOSPC."""
+    mnt = tmp_path / f"disk-{uuid.uuid4().hex[:8]}"
+    mnt.mkdir()
+    result = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)], capture_output=True
+    )
+    if result.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here (needs root): {result.stderr.decode().strip()}")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+def test_disk_full_is_a_clear_error_and_loses_nothing(tiny_disk) -> None:  # type: ignore[no-untyped-def]
+    path = str(tiny_disk / "full.barecat")
+    written: dict[str, bytes] = {}
+    with barecat.Barecat(path, readonly=False, commit_interval=0) as bc:
+        with pytest.raises(barecat.NotEnoughSpaceBarecatError):
+            for i in range(1000):
+                data = os.urandom(50_000)
+                bc[f"f{i}"] = data
+                written[f"f{i}"] = data
+        assert len(written) > 5
+        assert len(bc) == len(written)
+        failed = f"f{len(written)}"
+        assert failed not in bc
+    with barecat.Barecat(path) as bc:
+        assert dict(bc.items()) == written
+        assert bc.verify_integrity()
+    shard_size = os.path.getsize(path + "-shard-00000")
+    assert shard_size == sum(map(len, written.values())), "partial bytes must be rolled back"
