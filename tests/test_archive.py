@@ -426,3 +426,61 @@ def test_failed_insert_leaves_no_bytes_behind(archive_path: str) -> None:
     assert os.path.getsize(archive_path + "-shard-00000") == len(b"firstsecond")
     with barecat.Barecat(archive_path) as bc:
         assert bc["b"] == b"second" and bc.index.lookup_file("b").offset == 5
+
+
+def test_update_file_replaces_contents_and_can_rename(writable: barecat.Barecat) -> None:
+    writable["d/a"] = b"old contents"
+    writable.update_file("d/a", data=b"new")
+    assert writable["d/a"] == b"new"
+    assert writable.index.lookup_dir("d").size_tree == 3
+    writable.update_file("d/a", barecat.BarecatFileInfo(path="e/b", mode=0o100600), data=b"moved")
+    assert "d/a" not in writable and writable["e/b"] == b"moved"
+    assert writable.index.lookup_file("e/b").mode == 0o100600
+    with pytest.raises(FileNotFoundBarecatError):
+        writable.update_file("missing", data=b"x")
+    assert writable.index.find_inconsistencies() == []
+
+
+def test_append_only_allows_adding_only(archive_path: str) -> None:
+    with barecat.Barecat(archive_path, readonly=False, append_only=True) as bc:
+        bc["a"] = b"1"
+        for op in (lambda: bc.remove("a"), lambda: bc.rename("a", "b"), lambda: bc.rmtree("")):
+            with pytest.raises(PermissionError):
+                op()
+        assert bc["a"] == b"1"
+
+
+def test_bulk_load_without_triggers_then_update_treestats(archive_path: str) -> None:
+    with barecat.Barecat(archive_path, readonly=False) as bc:
+        with bc.index.no_triggers():
+            for i in range(50):
+                bc.add(f"x{i % 3}/y{i % 4}/f{i}", data=b"z" * i)
+        bc.index.update_treestats()
+        bc.index.conn.commit()
+        assert bc.index.find_inconsistencies() == []
+        root = bc.index.lookup_dir("")
+        assert (root.num_files_tree, root.size_tree, root.num_subdirs) == (50, sum(range(50)), 3)
+        bc["after"] = b"triggers are back on"
+        assert bc.index.lookup_dir("").num_files == 1
+        assert bc.index.find_inconsistencies() == []
+
+
+def test_walk_matches_structure_and_prunes(make_archive) -> None:  # type: ignore[no-untyped-def]
+    path = make_archive({"a/b/c/f1": b"1", "a/b/f2": b"2", "a-x/f3": b"3", "a/f4": b"4", "g": b"5"})
+    with barecat.Barecat(path) as bc:
+        assert list(bc.walk("")) == [
+            (".", ["a", "a-x"], ["g"]),
+            ("a", ["b"], ["f4"]),
+            ("a-x", [], ["f3"]),
+            ("a/b", ["c"], ["f2"]),
+            ("a/b/c", [], ["f1"]),
+        ]
+        assert [d for d, _, _ in bc.walk("a/b")] == ["a/b", "a/b/c"]
+        seen = []
+        for dirpath, dirnames, _ in bc.walk(""):
+            seen.append(dirpath)
+            if "a" in dirnames:
+                dirnames.remove("a")
+        assert seen == [".", "a-x"]
+        with pytest.raises(NotADirectoryBarecatError):
+            list(bc.walk("g"))

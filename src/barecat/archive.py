@@ -197,6 +197,15 @@ class Barecat(MutableMapping[str, bytes]):
                 "open it again in this process"
             )
 
+    def _require_changeable(self) -> None:
+        """Writable, and not ``append_only`` (which permits adding but nothing else)."""
+        self._require_writable()
+        self.raise_if_append_only(f"Archive {self.path} is append-only: files cannot be changed")
+
+    def raise_if_append_only(self, message: str) -> None:
+        if self.append_only:
+            raise ReadOnlyBarecatError(message)
+
     def raise_if_readonly(self, message: str) -> None:
         if self.readonly:
             raise ReadOnlyBarecatError(message)
@@ -408,6 +417,47 @@ class Barecat(MutableMapping[str, bytes]):
         self.sharder.commit_append(address)
         self._maybe_commit()
 
+    def update_file(
+        self,
+        old_item: BarecatFileInfo | str,
+        new_item: BarecatFileInfo | str | None = None,
+        *,
+        data: bytes | bytearray | memoryview | None = None,
+        fileobj: BinaryIO | None = None,
+        size: int | None = None,
+        bufsize: int = 1 << 20,
+    ) -> None:
+        """Replace a file's contents (the old bytes become a hole until defrag).
+
+        ``new_item`` may rename the file and carry new metadata at the same time.
+        """
+        self._require_changeable()
+        self._require_no_open_writer()
+        old = self._fileinfo(old_item)
+        if fileobj is not None:
+            address = self.sharder.append_stream(fileobj, size or _size_hint(fileobj), bufsize)
+        else:
+            address = self.sharder.append(b"" if data is None else data)
+        new = new_item if isinstance(new_item, BarecatFileInfo) else None
+        try:
+            if new_item is not None and _path_str(new_item) != old.path:
+                self.index.rename_file(old.path, _path_str(new_item))
+            target = _path_str(new_item) if new_item is not None else old.path
+            self.index.update_file(
+                target,
+                *address,
+                new_mtime_ns=new.mtime_ns if new else None,
+                new_mode=new.mode if new else None,
+                new_uid=new.uid if new else None,
+                new_gid=new.gid if new else None,
+            )
+        except BaseException:
+            self.sharder._rollback(address[0], address[1])
+            self._resync_write_position()
+            raise
+        self.sharder.commit_append(address)
+        self._maybe_commit()
+
     def add_by_path(
         self, filesys_path: str, store_path: str | None = None, dir_exist_ok: bool = False
     ) -> None:
@@ -441,23 +491,23 @@ class Barecat(MutableMapping[str, bytes]):
 
     def remove(self, item: BarecatFileInfo | str) -> None:
         """Delete a file's index row; its bytes stay as a hole until defrag."""
-        self._require_writable()
+        self._require_changeable()
         self.index.remove_file(item)
         self._maybe_commit()
 
     def rmdir(self, item: BarecatDirInfo | str) -> None:
-        self._require_writable()
+        self._require_changeable()
         self.index.remove_empty_dir(item)
         self._maybe_commit()
 
     def rmtree(self, item: BarecatDirInfo | str) -> None:
-        self._require_writable()
+        self._require_changeable()
         self.index.remove_recursively(item)
         self._maybe_commit()
 
     def rename(self, old_path: str, new_path: str) -> None:
         """Move a file or a whole directory; fails if the target exists."""
-        self._require_writable()
+        self._require_changeable()
         self.index.rename(old_path, new_path)
         self._maybe_commit()
 
@@ -563,6 +613,12 @@ class Barecat(MutableMapping[str, bytes]):
         self.index.shard_size_limit = limit
         self.sharder.shard_size_limit = limit
 
+    def truncate_all_to_logical_size(self) -> None:
+        """Cut every shard back to the end of its last indexed file (drops unreferenced tails)."""
+        self._require_writable()
+        ends = [self.index.logical_shard_end(i) for i in range(self.sharder.num_shards)]
+        self.sharder.truncate_all_to_logical_size(ends)
+
     def logical_shard_end(self, shard_number: int) -> int:
         return self.index.logical_shard_end(shard_number)
 
@@ -594,6 +650,10 @@ class Barecat(MutableMapping[str, bytes]):
             else ("read-only" if self.readonly else "writable")
         )
         return f"Barecat({self.path!r}, {state})"
+
+
+def _path_str(item: BarecatEntryInfo | str) -> str:
+    return item.path if isinstance(item, BarecatEntryInfo) else normalize(item)
 
 
 def _size_hint(fileobj: BinaryIO) -> int | None:

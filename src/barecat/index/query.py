@@ -108,7 +108,7 @@ def walk(conn: sqlite3.Connection, top: str) -> Iterator[WalkStep]:
             my_dirs = next_subdirs[1]  # type: ignore[assignment]
         if next_files is not None and next_files[0] == key:
             my_files = next_files[1]  # type: ignore[assignment]
-        if key != top and parent(key) in pruned:
+        if key != top and (key in pruned or parent(key) in pruned):
             pruned.add(key)
             continue
         my_dirs.sort(key=lambda x: x.path)
