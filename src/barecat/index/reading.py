@@ -1,0 +1,370 @@
+"""The read side of the index: lookups, listings, iteration, walk and glob.
+
+:class:`IndexReader` opens (and for a new writable archive, creates) the SQLite index and
+answers every question about it; :class:`barecat.index.index.Index` adds the edits. Every
+query is index-assisted (see ``query.py``). SQL lives only in this package; imports go
+down to ``entries``, ``glob``, ``paths`` and ``exceptions``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sqlite3
+from collections.abc import Iterator
+from typing import TypeVar
+
+from barecat.entries import (
+    SHARD_SIZE_UNLIMITED,
+    BarecatDirInfo,
+    BarecatEntryInfo,
+    BarecatFileInfo,
+    Order,
+)
+from barecat.exceptions import (
+    CorruptIndexBarecatError,
+    FileNotFoundBarecatError,
+    InvalidPathBarecatError,
+    IsADirectoryBarecatError,
+    NotADirectoryBarecatError,
+)
+from barecat.glob import compile_glob
+from barecat.index import query
+from barecat.index.connection import ConnectionPool
+from barecat.index.schema import check_version, create_schema
+from barecat.paths import normalize
+
+_Reader = TypeVar("_Reader", bound="IndexReader")
+DirItem = BarecatDirInfo | str
+FileItem = BarecatFileInfo | str
+
+
+def path_of(item: BarecatEntryInfo | str) -> str:
+    """The normalized path of an info record or a user-given path."""
+    return item.path if isinstance(item, BarecatEntryInfo) else normalize(item)
+
+
+class IndexReader:
+    """Read access to an archive's SQLite index.
+
+    ``path`` is the index file itself. ``readonly`` opens it with SQLite's read-only
+    mode; ``readonly_is_immutable`` additionally tells SQLite nobody else changes the
+    file (no locking at all — fastest for archives on read-only media).
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        shard_size_limit: int | None = None,
+        bufsize: int | None = None,
+        readonly: bool = True,
+        wal: bool = False,
+        readonly_is_immutable: bool = False,
+        threadsafe: bool = False,
+    ) -> None:
+        self.path = os.fspath(path)
+        self.readonly = readonly
+        self.bufsize = bufsize or 1000
+        self._created = fresh = not readonly and (
+            not os.path.exists(self.path) or os.path.getsize(self.path) == 0
+        )
+        if readonly and not os.path.isfile(self.path):
+            raise FileNotFoundBarecatError(self.path, "Archive index")
+        self._pool = ConnectionPool(
+            self.path, readonly, readonly and readonly_is_immutable, threadsafe
+        )
+        try:
+            conn = self._pool.get()
+            if fresh:
+                create_schema(conn, shard_size_limit)
+            self.schema_version = check_version(conn, self.path)
+        except sqlite3.DatabaseError as e:
+            self._pool.close()
+            raise CorruptIndexBarecatError(
+                f"{self.path} is not a readable barecat index: {e}"
+            ) from e
+        except BaseException:
+            self._pool.close()
+            raise
+        if wal and not readonly:
+            conn.execute("PRAGMA journal_mode = WAL")
+
+    @property
+    def conn(self) -> sqlite3.Connection:
+        """This thread's (and this process's) connection."""
+        return self._pool.get()
+
+    @property
+    def cursor(self) -> sqlite3.Cursor:
+        return self.conn.cursor()
+
+    def close(self) -> None:
+        self._pool.close()
+
+    def __enter__(self: _Reader) -> _Reader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _config_int(self, key: str, default: int | None = None) -> int | None:
+        row = self.conn.execute("SELECT value_int FROM config WHERE key = ?", (key,)).fetchone()
+        return default if row is None else row[0]
+
+    @property
+    def shard_size_limit(self) -> int:
+        value = self._config_int("shard_size_limit")
+        return SHARD_SIZE_UNLIMITED if value is None else value
+
+    @property
+    def num_files(self) -> int:
+        row = self.conn.execute("SELECT num_files_tree FROM dirs WHERE path = ''").fetchone()
+        if row is None or row[0] is None or self._config_int("use_triggers", 1) != 1:
+            return int(self.conn.execute("SELECT count(*) FROM files").fetchone()[0])
+        return int(row[0])
+
+    @property
+    def num_dirs(self) -> int:
+        return int(self.conn.execute("SELECT count(*) FROM dirs").fetchone()[0])
+
+    @property
+    def total_size(self) -> int:
+        row = self.conn.execute("SELECT size_tree FROM dirs WHERE path = ''").fetchone()
+        if row is None or row[0] is None or self._config_int("use_triggers", 1) != 1:
+            return int(self.conn.execute("SELECT ifnull(sum(size), 0) FROM files").fetchone()[0])
+        return int(row[0])
+
+    @property
+    def num_used_shards(self) -> int:
+        row = self.conn.execute("SELECT max(shard) FROM files").fetchone()
+        return 0 if row[0] is None else int(row[0]) + 1
+
+    def __len__(self) -> int:
+        return self.num_files
+
+    def __iter__(self) -> Iterator[str]:
+        return self.iter_all_filepaths()
+
+    def __contains__(self, path: object) -> bool:
+        return isinstance(path, str) and self.isfile(path)
+
+    def logical_shard_end(self, shard: int) -> int:
+        """One past the last byte any file uses in ``shard`` (0 for an unused shard)."""
+        row = self.conn.execute(
+            "SELECT offset + size FROM files WHERE shard = ? ORDER BY offset DESC LIMIT 1", (shard,)
+        ).fetchone()
+        return 0 if row is None else int(row[0])
+
+    def get_last_file(self) -> BarecatFileInfo:
+        """The file stored last (highest shard, then offset)."""
+        row = self.conn.execute(
+            f"SELECT {query.FILE_COLUMNS} FROM files ORDER BY shard DESC, offset DESC LIMIT 1"
+        ).fetchone()
+        if row is None:
+            raise FileNotFoundBarecatError("(archive is empty)", "Last file")
+        return query.file_from_row(row)
+
+    def lookup_file(self, path: str, normalized: bool = False) -> BarecatFileInfo:
+        if not normalized:
+            path = normalize(path)
+        row = self.conn.execute(
+            f"SELECT {query.FILE_COLUMNS} FROM files WHERE path = ?", (path,)
+        ).fetchone()
+        if row is None:
+            if self.isdir(path):
+                raise IsADirectoryBarecatError(path)
+            raise FileNotFoundBarecatError(path)
+        return query.file_from_row(row)
+
+    def lookup_address(self, path: str) -> tuple[int, int, int, int | None] | None:
+        """(shard, offset, size, crc32c) of a normalized file path, or None: the read hot path."""
+        row: tuple[int, int, int, int | None] | None = self.conn.execute(
+            "SELECT shard, offset, size, crc32c FROM files WHERE path = ?", (path,)
+        ).fetchone()
+        return row
+
+    def lookup_dir(self, dirpath: str) -> BarecatDirInfo:
+        path = normalize(dirpath)
+        row = self.conn.execute(
+            f"SELECT {query.DIR_COLUMNS} FROM dirs WHERE path = ?", (path,)
+        ).fetchone()
+        if row is None:
+            if self.isfile(path):
+                raise NotADirectoryBarecatError(f"Not a directory: {path}")
+            raise FileNotFoundBarecatError(path, "Directory")
+        return query.dir_from_row(row)
+
+    def lookup(self, path: str) -> BarecatEntryInfo:
+        path = normalize(path)
+        try:
+            return self.lookup_file(path, normalized=True)
+        except IsADirectoryBarecatError:
+            return self.lookup_dir(path)
+
+    def lookup_files(self, paths: list[str]) -> list[BarecatFileInfo]:
+        return [self.lookup_file(p) for p in paths]
+
+    def isfile(self, path: str) -> bool:
+        return (
+            self.conn.execute("SELECT 1 FROM files WHERE path = ?", (normalize(path),)).fetchone()
+            is not None
+        )
+
+    def isdir(self, path: str) -> bool:
+        return (
+            self.conn.execute("SELECT 1 FROM dirs WHERE path = ?", (normalize(path),)).fetchone()
+            is not None
+        )
+
+    def exists(self, path: str) -> bool:
+        path = normalize(path)
+        return self.isfile(path) or self.isdir(path)
+
+    def iter_all_fileinfos(
+        self, order: Order = Order.ANY, bufsize: int | None = None
+    ) -> Iterator[BarecatFileInfo]:
+        return query.iter_files(self.conn, order)
+
+    def iter_all_dirinfos(
+        self, order: Order = Order.ANY, bufsize: int | None = None
+    ) -> Iterator[BarecatDirInfo]:
+        return query.iter_dirs(self.conn, order)
+
+    def iter_all_infos(
+        self, order: Order = Order.ANY, bufsize: int | None = None
+    ) -> Iterator[BarecatEntryInfo]:
+        yield from self.iter_all_dirinfos(order)
+        yield from self.iter_all_fileinfos(order)
+
+    def iter_all_filepaths(
+        self, order: Order = Order.ANY, bufsize: int | None = None
+    ) -> Iterator[str]:
+        sql = "SELECT path FROM files" + query.order_clause(order, True)
+        return (row[0] for row in self.conn.execute(sql))
+
+    def iter_all_dirpaths(
+        self, order: Order = Order.ANY, bufsize: int | None = None
+    ) -> Iterator[str]:
+        sql = "SELECT path FROM dirs" + query.order_clause(order, False)
+        return (row[0] for row in self.conn.execute(sql))
+
+    def iter_all_paths(self, order: Order = Order.ANY, bufsize: int | None = None) -> Iterator[str]:
+        yield from self.iter_all_dirpaths(order)
+        yield from self.iter_all_filepaths(order)
+
+    def _existing_dir(self, diritem: DirItem) -> str:
+        path = path_of(diritem)
+        if not self.isdir(path):
+            self.lookup_dir(path)  # raises the precise error
+        return path
+
+    def iter_direct_fileinfos(
+        self, diritem: DirItem, order: Order = Order.ANY, bufsize: int | None = None
+    ) -> Iterator[BarecatFileInfo]:
+        return query.iter_files(self.conn, order, " WHERE parent = ?", (path_of(diritem),))
+
+    def iter_subdir_dirinfos(
+        self, diritem: DirItem, order: Order = Order.ANY, bufsize: int | None = None
+    ) -> Iterator[BarecatDirInfo]:
+        return query.iter_dirs(self.conn, order, " WHERE parent = ?", (path_of(diritem),))
+
+    def list_direct_fileinfos(
+        self, dirpath: str, order: Order = Order.ANY
+    ) -> list[BarecatFileInfo]:
+        return list(self.iter_direct_fileinfos(dirpath, order))
+
+    def list_subdir_dirinfos(self, dirpath: str, order: Order = Order.ANY) -> list[BarecatDirInfo]:
+        return list(self.iter_subdir_dirinfos(dirpath, order))
+
+    def iterdir_infos(
+        self, diritem: DirItem, order: Order = Order.ANY, bufsize: int | None = None
+    ) -> Iterator[BarecatEntryInfo]:
+        path = self._existing_dir(diritem)
+        yield from self.iter_subdir_dirinfos(path, order)
+        yield from self.iter_direct_fileinfos(path, order)
+
+    def listdir_infos(self, diritem: DirItem, order: Order = Order.ANY) -> list[BarecatEntryInfo]:
+        return list(self.iterdir_infos(diritem, order))
+
+    def iterdir_names(
+        self, diritem: DirItem, order: Order = Order.ANY, bufsize: int | None = None
+    ) -> Iterator[str]:
+        path = self._existing_dir(diritem)
+        cut = len(path) + 1 if path else 0
+        for table in ("dirs", "files"):
+            sql = f"SELECT path FROM {table} WHERE parent = ?" + query.order_clause(order, False)
+            for row in self.conn.execute(sql, (path,)):
+                yield row[0][cut:]
+
+    def listdir_names(self, diritem: DirItem, order: Order = Order.ANY) -> list[str]:
+        return list(self.iterdir_names(diritem, order))
+
+    def walk_infos(self, rootitem: DirItem, bufsize: int = 32) -> Iterator[query.WalkStep]:
+        return query.walk(self.conn, self._existing_dir(rootitem))
+
+    def walk_names(
+        self, rootitem: DirItem, bufsize: int = 32
+    ) -> Iterator[tuple[str, list[str], list[str]]]:
+        """Like ``os.walk(top)`` on the extracted tree; the root is reported as '.'.
+
+        The yielded ``dirnames`` list may be pruned in place to skip subtrees.
+        """
+        for d, subdirs, files in self.walk_infos(rootitem):
+            names = [s.name for s in subdirs]
+            yield (d.path or "."), names, [f.name for f in files]
+            keep = set(names)
+            subdirs[:] = [s for s in subdirs if s.name in keep]
+
+    def iterglob_infos(
+        self,
+        pattern: str,
+        recursive: bool = False,
+        include_hidden: bool = False,
+        bufsize: int | None = None,
+        only_files: bool = False,
+    ) -> Iterator[BarecatEntryInfo]:
+        """Entries matching ``pattern`` exactly as ``glob.glob(pattern, root_dir=tree)``
+        would on the extracted tree (up to order and trailing slashes), in path order."""
+        compiled = compile_glob(pattern, recursive, include_hidden)
+        try:
+            base = normalize(compiled.base)
+        except InvalidPathBarecatError:
+            return
+        if compiled.is_literal:
+            if not pattern.strip("/"):
+                return
+            try:
+                info = self.lookup(base)
+            except FileNotFoundBarecatError:
+                return
+            if not (compiled.dirs_only and not info.isdir()) and not (only_files and info.isdir()):
+                yield info
+            return
+        if not self.isdir(base):
+            return
+        compiled = dataclasses.replace(compiled, base=base)
+        if compiled.includes_base and not only_files:
+            yield self.lookup_dir(base)
+        yield from query.matching(compiled, query.glob_candidates(self.conn, compiled, only_files))
+
+    def iterglob_paths(
+        self,
+        pattern: str,
+        recursive: bool = False,
+        include_hidden: bool = False,
+        bufsize: int | None = None,
+        only_files: bool = False,
+    ) -> Iterator[str]:
+        return (
+            i.path
+            for i in self.iterglob_infos(pattern, recursive, include_hidden, only_files=only_files)
+        )
+
+    def glob_paths(
+        self,
+        pattern: str,
+        recursive: bool = False,
+        include_hidden: bool = False,
+        only_files: bool = False,
+    ) -> list[str]:
+        return list(self.iterglob_paths(pattern, recursive, include_hidden, only_files=only_files))
