@@ -72,7 +72,14 @@ class GlobPattern:
         return "*" + last.text
 
     def matches_relative(self, names: list[str]) -> bool:
-        """True if the components below ``base`` (``names``) match the pattern."""
+        """True if the components below ``base`` (``names``) match the pattern.
+
+        The base itself (no components: ``[]``, or ``['']`` from splitting the empty
+        relative path of the root) never matches here: :attr:`includes_base` decides it,
+        and ``glob.glob`` never yields the root for a top-level ``**``.
+        """
+        if not names or not all(names):
+            return False
         return self._match(0, names, 0)
 
     def _match(self, i: int, names: list[str], j: int) -> bool:

@@ -136,6 +136,8 @@ class Index(IndexReader):
                 else FileExistsBarecatError(path, "Directory")
             )
         if any(m in msg for m in _FILE_TAKEN):
+            if not is_file and self.isfile(path):
+                return FileExistsBarecatError(path, "File")
             return NotADirectoryBarecatError(f"A parent of {path!r} is a file")
         if "UNIQUE" in msg:
             return FileExistsBarecatError(path, "File" if is_file else "Directory")

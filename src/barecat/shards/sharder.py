@@ -57,6 +57,7 @@ class Sharder:
         self.append_only = append_only
         self.allow_writing_symlinked_shard = allow_writing_symlinked_shard
         self._fds: dict[int, int] = {}
+        self._checked_writable: set[int] = set()
         self._lock = threading.Lock()
         numbers = existing_shard_numbers(path)
         self._num_shards = numbers[-1] + 1 if numbers else 0
@@ -91,6 +92,7 @@ class Sharder:
     def close(self) -> None:
         with self._lock:
             fds, self._fds = self._fds, {}
+            self._checked_writable.clear()
         for fd in fds.values():
             os.close(fd)
 
@@ -185,6 +187,8 @@ class Sharder:
             raise ReadOnlyBarecatError(message)
 
     def _writable_fd(self, shard: int) -> int:
+        if shard in self._checked_writable:
+            return self._fds[shard]
         self.raise_if_readonly("Cannot write: the archive is open read-only")
         target = self.get_shard_path(shard)
         if os.path.islink(target) and not self.allow_writing_symlinked_shard:
@@ -194,6 +198,7 @@ class Sharder:
             )
         fd = self._fd(shard)
         self._num_shards = max(self._num_shards, shard + 1)
+        self._checked_writable.add(shard)
         return fd
 
     def set_write_position(self, shard: int, offset: int) -> None:
