@@ -484,3 +484,16 @@ def test_walk_matches_structure_and_prunes(make_archive) -> None:  # type: ignor
         assert seen == [".", "a-x"]
         with pytest.raises(NotADirectoryBarecatError):
             list(bc.walk("g"))
+
+
+def test_empty_files_sharing_an_offset_do_not_hide_the_end(archive_path: str) -> None:
+    with barecat.Barecat(archive_path, readonly=False) as bc:
+        bc["b"] = b""
+        bc["a"] = b""
+        with bc.open("a", "wb") as f:  # 'a' now ends at 1 while 'b' (offset 0) ends at 0
+            f.write(b"\x01")
+    with barecat.Barecat(archive_path, readonly=False) as bc:
+        assert bc.logical_shard_end(0) == 1
+        bc["c"] = b"\x02"
+    with barecat.Barecat(archive_path) as bc:
+        assert (bc["a"], bc["b"], bc["c"]) == (b"\x01", b"", b"\x02") and bc.verify_integrity()

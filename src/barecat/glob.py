@@ -71,24 +71,30 @@ class GlobPattern:
             return None
         return "*" + last.text
 
-    def matches_relative(self, names: list[str]) -> bool:
+    def matches_relative(self, names: list[str], is_dir: bool = True) -> bool:
         """True if the components below ``base`` (``names``) match the pattern.
 
         The base itself (no components: ``[]``, or ``['']`` from splitting the empty
         relative path of the root) never matches here: :attr:`includes_base` decides it,
         and ``glob.glob`` never yields the root for a top-level ``**``.
+
+        ``is_dir`` tells whether the entry is a directory. A trailing ``**`` that matches
+        no name stands for ``X/`` (as ``glob('*/**')`` yields ``'d/'``), which only a
+        directory satisfies; for a file the trailing ``**`` must match at least its name.
         """
         if not names or not all(names):
             return False
-        return self._match(0, names, 0)
+        return self._match(0, names, 0, not is_dir)
 
-    def _match(self, i: int, names: list[str], j: int) -> bool:
+    def _match(self, i: int, names: list[str], j: int, nonempty_tail: bool = False) -> bool:
         comps = self.components
         while i < len(comps):
             comp = comps[i]
             if comp.regex is None:
+                # The last '**' of the pattern may match nothing only for a directory.
+                first = j + 1 if nonempty_tail and i == len(comps) - 1 else j
                 for k in range(j, len(names) + 1):
-                    if self._match(i + 1, names, k):
+                    if k >= first and self._match(i + 1, names, k, nonempty_tail):
                         return True
                     if k < len(names) and _is_hidden(names[k]) and not comp.hidden_ok:
                         return False

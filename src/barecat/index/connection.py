@@ -61,6 +61,27 @@ def connect(
     return conn
 
 
+def roll_back_crashed_transaction(path: str) -> None:
+    """Let SQLite roll back a crashed writer's hot journal before read-only use.
+
+    A read-only connection cannot undo the half-finished commit of a writer killed
+    mid-commit, and refuses to read at all ("attempt to write a readonly database"). A
+    brief read-write connection performs the rollback; SQLite itself decides whether the
+    journal is hot, so a live writer's journal is left alone.
+    """
+    journal = path + "-journal"
+    try:
+        if os.path.getsize(journal) == 0:
+            return
+    except OSError:
+        return
+    conn = sqlite3.connect(path)
+    try:
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    finally:
+        conn.close()
+
+
 class ConnectionPool:
     """One connection per process, or per thread when ``threadsafe``; opened lazily."""
 

@@ -8,9 +8,12 @@ cursors merged on the directory key instead of two queries per directory. Import
 
 from __future__ import annotations
 
+import functools
 import heapq
 import sqlite3
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 from barecat.entries import BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo, Order
 from barecat.glob import GlobPattern
@@ -20,6 +23,9 @@ FILE_COLUMNS = "path, shard, offset, size, crc32c, mode, uid, gid, mtime_ns"
 DIR_COLUMNS = "path, num_subdirs, num_files, size_tree, num_files_tree, mode, uid, gid, mtime_ns"
 
 WalkStep = tuple[BarecatDirInfo, list[BarecatDirInfo], list[BarecatFileInfo]]
+T = TypeVar("T")
+D = TypeVar("D")
+F = TypeVar("F")
 
 
 def file_from_row(row: tuple[object, ...]) -> BarecatFileInfo:
@@ -32,6 +38,7 @@ def dir_from_row(row: tuple[object, ...]) -> BarecatDirInfo:
     return BarecatDirInfo(p, mode, uid, gid, mtime, nsub, nfiles, size_tree, nftree)  # type: ignore[arg-type]
 
 
+@functools.cache
 def order_clause(order: Order, for_files: bool) -> str:
     """SQL ORDER BY for an ``Order`` flag (ADDRESS means PATH for directories)."""
     desc = " DESC" if order & Order.DESC else ""
@@ -68,13 +75,16 @@ def subtree_where(directory: str, column: str = "path") -> tuple[str, tuple[obje
     return f" WHERE {column} >= ? AND {column} < ?", (lo, hi)
 
 
-def walk(conn: sqlite3.Connection, top: str) -> Iterator[WalkStep]:
+def walk(
+    conn: sqlite3.Connection, top: str, decoders: WalkDecoders[D, F]
+) -> Iterator[tuple[D, list[D], list[F]]]:
     """Top-down walk below ``top`` (which must be a directory), streaming.
 
     Directories come in path order, which is a valid top-down order because a prefix
     sorts before its extensions. Children are picked off two cursors sorted by parent —
     the same key — so the whole walk costs three index scans. Callers may prune the
-    yielded subdirectory list in place, as with ``os.walk``.
+    yielded subdirectory list in place, as with ``os.walk``. ``decoders`` chooses what is
+    built per row: full info records, or just paths (much cheaper).
     """
     args: tuple[object, ...]
     if top:
@@ -86,95 +96,123 @@ def walk(conn: sqlite3.Connection, top: str) -> Iterator[WalkStep]:
         )
     else:
         dwhere, pwhere, args = "", " WHERE parent IS NOT NULL", ()
-    dirs_in_order = iter_dirs(conn, Order.PATH, dwhere, args)
-    subdirs = _grouped_by_parent(
-        _with_parent(conn, "dirs", DIR_COLUMNS, dir_from_row, pwhere, args)
-    )
-    files = _grouped_by_parent(
-        _with_parent(conn, "files", FILE_COLUMNS, file_from_row, pwhere, args)
-    )
+    dec = decoders
+    sql = f"SELECT {dec.dir_columns} FROM dirs{dwhere} ORDER BY path"
+    dirs_in_order = (dec.decode_dir(row) for row in conn.execute(sql, args))
+    subdirs = _grouped_by_parent(conn, "dirs", dec.dir_columns, dec.decode_dir, pwhere, args)
+    files = _grouped_by_parent(conn, "files", dec.file_columns, dec.decode_file, pwhere, args)
     pruned: set[str] = set()
     next_subdirs = next(subdirs, None)
     next_files = next(files, None)
     for d in dirs_in_order:
-        key = d.path
+        key = dec.dir_path(d)
         while next_subdirs is not None and next_subdirs[0] < key:
             next_subdirs = next(subdirs, None)
         while next_files is not None and next_files[0] < key:
             next_files = next(files, None)
-        my_dirs: list[BarecatDirInfo] = []
-        my_files: list[BarecatFileInfo] = []
+        my_dirs: list[D] = []
+        my_files: list[F] = []
         if next_subdirs is not None and next_subdirs[0] == key:
-            my_dirs = next_subdirs[1]  # type: ignore[assignment]
+            my_dirs = next_subdirs[1]
         if next_files is not None and next_files[0] == key:
-            my_files = next_files[1]  # type: ignore[assignment]
+            my_files = next_files[1]
         if key != top and (key in pruned or parent(key) in pruned):
             pruned.add(key)
             continue
-        my_dirs.sort(key=lambda x: x.path)
-        my_files.sort(key=lambda x: x.path)
-        offered = [x.path for x in my_dirs]
+        my_dirs.sort(key=dec.dir_path)
+        my_files.sort(key=dec.file_path)
+        offered = [dec.dir_path(x) for x in my_dirs]
         yield d, my_dirs, my_files
-        kept = {x.path for x in my_dirs}
+        kept = {dec.dir_path(x) for x in my_dirs}
         pruned.update(p for p in offered if p not in kept)
 
 
-def _with_parent(
-    conn: sqlite3.Connection,
-    table: str,
-    columns: str,
-    decode: Callable[[tuple[object, ...]], BarecatEntryInfo],
-    where: str,
-    args: tuple[object, ...],
-) -> Iterator[tuple[str, BarecatEntryInfo]]:
-    for row in conn.execute(f"SELECT parent, {columns} FROM {table}{where} ORDER BY parent", args):
-        yield row[0], decode(row[1:])
+def _path_only(row: tuple[object, ...]) -> str:
+    return row[0]  # type: ignore[return-value]
+
+
+def _identity(path: str) -> str:
+    return path
+
+
+def _info_path(info: BarecatEntryInfo) -> str:
+    return info.path
+
+
+@dataclass(frozen=True, slots=True)
+class WalkDecoders(Generic[D, F]):
+    """How ``walk`` turns rows into the items it yields, and gets paths back from them."""
+
+    dir_columns: str
+    decode_dir: Callable[[tuple[object, ...]], D]
+    dir_path: Callable[[D], str]
+    file_columns: str
+    decode_file: Callable[[tuple[object, ...]], F]
+    file_path: Callable[[F], str]
+
+
+WALK_INFOS: WalkDecoders[BarecatDirInfo, BarecatFileInfo] = WalkDecoders(
+    DIR_COLUMNS, dir_from_row, _info_path, FILE_COLUMNS, file_from_row, _info_path
+)
+WALK_PATHS: WalkDecoders[str, str] = WalkDecoders(
+    "path", _path_only, _identity, "path", _path_only, _identity
+)
 
 
 def _grouped_by_parent(
-    rows: Iterator[tuple[str, BarecatEntryInfo]],
-) -> Iterator[tuple[str, list[BarecatEntryInfo]]]:
+    conn: sqlite3.Connection,
+    table: str,
+    columns: str,
+    decode: Callable[[tuple[object, ...]], T],
+    where: str,
+    args: tuple[object, ...],
+) -> Iterator[tuple[str, list[T]]]:
+    """(parent, decoded children) groups, in parent order."""
+    sql = f"SELECT parent, {columns} FROM {table}{where} ORDER BY parent"
     current: str | None = None
-    group: list[BarecatEntryInfo] = []
-    for key, info in rows:
-        if key != current:
+    group: list[T] = []
+    for row in conn.execute(sql, args):
+        if row[0] != current:
             if current is not None:
                 yield current, group
-            current, group = key, []
-        group.append(info)
+            current, group = row[0], []
+        group.append(decode(row[1:]))
     if current is not None:
         yield current, group
 
 
-def glob_candidates(
-    conn: sqlite3.Connection, pattern: GlobPattern, only_files: bool
-) -> Iterator[BarecatEntryInfo]:
-    """Entries below ``pattern.base`` that may match, in path order, before Python matching."""
-    base = pattern.base
+def _glob_where(pattern: GlobPattern) -> tuple[str, tuple[object, ...]]:
     args: tuple[object, ...]
     if pattern.depth == 1:
-        where, args = " WHERE parent = ?", (base,)
+        where, args = " WHERE parent = ?", (pattern.base,)
     else:
-        where, args = subtree_where(base)
+        where, args = subtree_where(pattern.base)
     prefilter = pattern.sql_glob_prefilter()
     if prefilter is not None:
         where = (where + " AND" if where else " WHERE") + " path GLOB ?"
         args = (*args, prefilter)
-    files = iter_files(conn, Order.PATH, where, args)
+    return where, args
+
+
+def glob_candidates(
+    conn: sqlite3.Connection, pattern: GlobPattern, only_files: bool
+) -> Iterator[tuple[str, bool]]:
+    """(path, is_dir) below ``pattern.base`` that may match, in path order."""
+    where, args = _glob_where(pattern)
+    files = ((row[0], False) for row in conn.execute(f"SELECT path FROM files{where}", args))
     if only_files:
         yield from files
         return
-    dirs = iter_dirs(conn, Order.PATH, where, args)
-    yield from heapq.merge(dirs, files, key=lambda info: info.path)
+    dirs = ((row[0], True) for row in conn.execute(f"SELECT path FROM dirs{where}", args))
+    yield from heapq.merge(dirs, files)
 
 
-def matching(
-    pattern: GlobPattern, candidates: Iterator[BarecatEntryInfo]
-) -> Iterator[BarecatEntryInfo]:
-    """Filter ``candidates`` by the pattern's per-component rules."""
+def matching(pattern: GlobPattern, candidates: Iterator[tuple[str, bool]]) -> Iterator[str]:
+    """The candidate paths that satisfy the pattern's per-component rules, in order."""
     skip = len(pattern.base) + 1 if pattern.base else 0
-    for info in candidates:
-        if pattern.dirs_only and not info.isdir():
+    dirs_only = pattern.dirs_only
+    for path, is_dir in candidates:
+        if dirs_only and not is_dir:
             continue
-        if pattern.matches_relative(info.path[skip:].split("/")):
-            yield info
+        if pattern.matches_relative(path[skip:].split("/"), is_dir):
+            yield path

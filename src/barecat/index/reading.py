@@ -27,12 +27,13 @@ from barecat.exceptions import (
     InvalidPathBarecatError,
     IsADirectoryBarecatError,
     NotADirectoryBarecatError,
+    ReadOnlyBarecatError,
 )
 from barecat.glob import compile_glob
 from barecat.index import query
-from barecat.index.connection import ConnectionPool
+from barecat.index.connection import ConnectionPool, roll_back_crashed_transaction
 from barecat.index.schema import check_version, create_schema
-from barecat.paths import normalize
+from barecat.paths import basename, normalize
 
 _Reader = TypeVar("_Reader", bound="IndexReader")
 DirItem = BarecatDirInfo | str
@@ -74,10 +75,20 @@ class IndexReader:
             self.path, readonly, readonly and readonly_is_immutable, threadsafe
         )
         try:
+            if readonly and not readonly_is_immutable:
+                roll_back_crashed_transaction(self.path)
             conn = self._pool.get()
             if fresh:
                 create_schema(conn, shard_size_limit)
             self.schema_version = check_version(conn, self.path)
+        except sqlite3.OperationalError as e:
+            self._pool.close()
+            if "readonly" not in str(e):
+                raise CorruptIndexBarecatError(f"{self.path} cannot be read: {e}") from e
+            raise ReadOnlyBarecatError(
+                f"{self.path} holds an unfinished transaction of a crashed writer; open it once "
+                "with write access (readonly=False) so SQLite can roll it back"
+            ) from e
         except sqlite3.DatabaseError as e:
             self._pool.close()
             raise CorruptIndexBarecatError(
@@ -149,16 +160,23 @@ class IndexReader:
         return isinstance(path, str) and self.isfile(path)
 
     def logical_shard_end(self, shard: int) -> int:
-        """One past the last byte any file uses in ``shard`` (0 for an unused shard)."""
+        """One past the last byte any file uses in ``shard`` (0 for an unused shard).
+
+        Empty files share offsets with their neighbours, so take the largest end among the
+        files at the highest offset (two index seeks), not whichever row comes first.
+        """
         row = self.conn.execute(
-            "SELECT offset + size FROM files WHERE shard = ? ORDER BY offset DESC LIMIT 1", (shard,)
+            "SELECT max(offset + size) FROM files WHERE shard = ?1 AND offset = "
+            "(SELECT max(offset) FROM files WHERE shard = ?1)",
+            (shard,),
         ).fetchone()
-        return 0 if row is None else int(row[0])
+        return 0 if row is None or row[0] is None else int(row[0])
 
     def get_last_file(self) -> BarecatFileInfo:
         """The file stored last (highest shard, then offset)."""
         row = self.conn.execute(
-            f"SELECT {query.FILE_COLUMNS} FROM files ORDER BY shard DESC, offset DESC LIMIT 1"
+            f"SELECT {query.FILE_COLUMNS} FROM files "
+            "ORDER BY shard DESC, offset DESC, size DESC LIMIT 1"
         ).fetchone()
         if row is None:
             raise FileNotFoundBarecatError("(archive is empty)", "Last file")
@@ -300,7 +318,7 @@ class IndexReader:
         return list(self.iterdir_names(diritem, order))
 
     def walk_infos(self, rootitem: DirItem, bufsize: int = 32) -> Iterator[query.WalkStep]:
-        return query.walk(self.conn, self._existing_dir(rootitem))
+        return query.walk(self.conn, self._existing_dir(rootitem), query.WALK_INFOS)
 
     def walk_names(
         self, rootitem: DirItem, bufsize: int = 32
@@ -309,43 +327,12 @@ class IndexReader:
 
         The yielded ``dirnames`` list may be pruned in place to skip subtrees.
         """
-        for d, subdirs, files in self.walk_infos(rootitem):
-            names = [s.name for s in subdirs]
-            yield (d.path or "."), names, [f.name for f in files]
+        top = self._existing_dir(rootitem)
+        for d, subdirs, files in query.walk(self.conn, top, query.WALK_PATHS):
+            names = [basename(s) for s in subdirs]
+            yield (d or "."), names, [basename(f) for f in files]
             keep = set(names)
-            subdirs[:] = [s for s in subdirs if s.name in keep]
-
-    def iterglob_infos(
-        self,
-        pattern: str,
-        recursive: bool = False,
-        include_hidden: bool = False,
-        bufsize: int | None = None,
-        only_files: bool = False,
-    ) -> Iterator[BarecatEntryInfo]:
-        """Entries matching ``pattern`` exactly as ``glob.glob(pattern, root_dir=tree)``
-        would on the extracted tree (up to order and trailing slashes), in path order."""
-        compiled = compile_glob(pattern, recursive, include_hidden)
-        try:
-            base = normalize(compiled.base)
-        except InvalidPathBarecatError:
-            return
-        if compiled.is_literal:
-            if not pattern.strip("/"):
-                return
-            try:
-                info = self.lookup(base)
-            except FileNotFoundBarecatError:
-                return
-            if not (compiled.dirs_only and not info.isdir()) and not (only_files and info.isdir()):
-                yield info
-            return
-        if not self.isdir(base):
-            return
-        compiled = dataclasses.replace(compiled, base=base)
-        if compiled.includes_base and not only_files:
-            yield self.lookup_dir(base)
-        yield from query.matching(compiled, query.glob_candidates(self.conn, compiled, only_files))
+            subdirs[:] = [s for s in subdirs if basename(s) in keep]
 
     def iterglob_paths(
         self,
@@ -355,10 +342,38 @@ class IndexReader:
         bufsize: int | None = None,
         only_files: bool = False,
     ) -> Iterator[str]:
-        return (
-            i.path
-            for i in self.iterglob_infos(pattern, recursive, include_hidden, only_files=only_files)
-        )
+        """Paths matching ``pattern`` exactly as ``glob.glob(pattern, root_dir=tree)``
+        would on the extracted tree (up to order and trailing slashes), in path order."""
+        compiled = compile_glob(pattern, recursive, include_hidden)
+        try:
+            base = normalize(compiled.base)
+        except InvalidPathBarecatError:
+            return
+        if compiled.is_literal:
+            if not pattern.strip("/"):
+                return
+            is_dir = self.isdir(base)
+            if (is_dir and not only_files) or (not compiled.dirs_only and self.isfile(base)):
+                yield base
+            return
+        if not self.isdir(base):
+            return
+        compiled = dataclasses.replace(compiled, base=base)
+        if compiled.includes_base and not only_files:
+            yield base
+        yield from query.matching(compiled, query.glob_candidates(self.conn, compiled, only_files))
+
+    def iterglob_infos(
+        self,
+        pattern: str,
+        recursive: bool = False,
+        include_hidden: bool = False,
+        bufsize: int | None = None,
+        only_files: bool = False,
+    ) -> Iterator[BarecatEntryInfo]:
+        """Like :meth:`iterglob_paths`, with each match's info record."""
+        for path in self.iterglob_paths(pattern, recursive, include_hidden, only_files=only_files):
+            yield self.lookup(path)
 
     def glob_paths(
         self,
