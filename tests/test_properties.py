@@ -378,10 +378,9 @@ class ArchiveModel(RuleBasedStateMachine):
         return any(a in self.files for a in _ancestors(path))
 
     def _missing_error(self, path: str) -> tuple[type[Exception], ...]:
-        # os gives ENOTDIR when a parent is a file; barecat reports the path as missing.
-        # Both are accepted here; the model's state is what this machine checks.
+        # As os: ENOTDIR when a parent is a file, ENOENT otherwise.
         if self._file_ancestor(path):
-            return (FileNotFoundBarecatError, NotADirectoryBarecatError)
+            return (NotADirectoryBarecatError,)
         return (FileNotFoundBarecatError,)
 
     def _add_dirs(self, path: str) -> None:

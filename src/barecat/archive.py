@@ -30,7 +30,7 @@ from barecat.exceptions import (
 )
 from barecat.index import Index
 from barecat.layout import archive_exists, base_path, index_path, remove_archive
-from barecat.paths import ancestors, normalize
+from barecat.paths import normalize, parent
 from barecat.shards import BarecatReadOnlyFileObject, BarecatReadWriteFileObject, Sharder
 from barecat.shards.sharder import Address
 from barecat.sizes import parse_size
@@ -334,7 +334,7 @@ class Barecat(MutableMapping[str, bytes]):
         except FileNotFoundBarecatError:
             existing = None
         if kind == "r" and existing is None:
-            raise FileNotFoundBarecatError(path)
+            raise self.index.not_found_error(path)
         if kind == "x" and existing is not None:
             raise FileExistsBarecatError(path)
         keep = existing is not None and kind in ("r", "a")
@@ -477,8 +477,11 @@ class Barecat(MutableMapping[str, bytes]):
     def mkdir(self, path: str, mode: int = 0o755, exist_ok: bool = False) -> None:
         """Create one directory; its parent must exist (as ``os.mkdir``)."""
         path = normalize(path)
-        if path and not self.index.isdir(ancestors(path)[0]):
-            raise FileNotFoundBarecatError(ancestors(path)[0], "Parent directory")
+        if path and not self.index.isdir(parent(path)):
+            error = self.index.not_found_error(path)
+            if isinstance(error, FileNotFoundBarecatError):
+                error = FileNotFoundBarecatError(parent(path), "Parent directory")
+            raise error
         self.add(BarecatDirInfo(path, mode, mtime_ns=time.time_ns()), dir_exist_ok=exist_ok)
 
     def makedirs(self, path: str, mode: int = 0o755, exist_ok: bool = False) -> None:

@@ -63,11 +63,19 @@ class GlobPattern:
     def sql_glob_prefilter(self) -> str | None:
         """A SQLite GLOB that every matching path also satisfies, or None.
 
-        SQLite's GLOB lets ``*`` cross '/', so ``'*' + last_component`` is a superset of the
-        matches; it lets SQLite drop most rows in C before Python sees them.
+        SQLite's GLOB lets ``*`` cross '/' but otherwise means what fnmatch means for a
+        single name, so the whole pattern (fixed depth) or ``'*' + last_component`` (with
+        ``**``) is a superset of the matches. It lets SQLite drop most rows in C, using the
+        path index for a literal prefix, before Python applies the exact rules. Character
+        classes are left to Python (SQLite negates with '^', fnmatch with '!').
         """
-        last = self.components[-1] if self.components else None
-        if last is None or last.regex is None or "[" in last.text:
+        if not self.components or any("[" in c.text for c in self.components):
+            return None
+        if self.depth is not None:
+            prefix = f"{self.base}/" if self.base else ""
+            return prefix + "/".join(c.text for c in self.components)
+        last = self.components[-1]
+        if last.regex is None:
             return None
         return "*" + last.text
 

@@ -26,7 +26,6 @@ from barecat.exceptions import (
     BarecatError,
     DirectoryNotEmptyBarecatError,
     FileExistsBarecatError,
-    FileNotFoundBarecatError,
     InvalidPathBarecatError,
     IsADirectoryBarecatError,
     NotADirectoryBarecatError,
@@ -234,7 +233,7 @@ class Index(IndexReader):
                 f"UPDATE {table} SET {assignments} WHERE path = ?", (*args, path)
             ).rowcount:
                 return
-        raise FileNotFoundBarecatError(path)
+        raise self.not_found_error(path)
 
     def chmod(self, path: str, mode: int) -> None:
         self._update_meta(path, "mode = ?", (mode,))

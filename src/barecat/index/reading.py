@@ -22,6 +22,7 @@ from barecat.entries import (
     Order,
 )
 from barecat.exceptions import (
+    BarecatError,
     CorruptIndexBarecatError,
     FileNotFoundBarecatError,
     InvalidPathBarecatError,
@@ -33,7 +34,7 @@ from barecat.glob import compile_glob
 from barecat.index import query
 from barecat.index.connection import ConnectionPool, roll_back_crashed_transaction
 from barecat.index.schema import check_version, create_schema
-from barecat.paths import basename, normalize
+from barecat.paths import ancestors, basename, normalize
 
 _Reader = TypeVar("_Reader", bound="IndexReader")
 DirItem = BarecatDirInfo | str
@@ -191,8 +192,17 @@ class IndexReader:
         if row is None:
             if self.isdir(path):
                 raise IsADirectoryBarecatError(path)
-            raise FileNotFoundBarecatError(path)
+            raise self.not_found_error(path)
         return query.file_from_row(row)
+
+    def not_found_error(self, path: str, what: str = "File") -> BarecatError:
+        """The error ``os`` would give for a missing ``path``: ENOTDIR if an ancestor is a file."""
+        ups = ancestors(path)
+        marks = ",".join("?" * len(ups))
+        sql = f"SELECT path FROM files WHERE path IN ({marks}) LIMIT 1"
+        if ups and (row := self.conn.execute(sql, ups).fetchone()) is not None:
+            return NotADirectoryBarecatError(f"Not a directory: {row[0]!r} (in {path!r}) is a file")
+        return FileNotFoundBarecatError(path, what)
 
     def lookup_address(self, path: str) -> tuple[int, int, int, int | None] | None:
         """(shard, offset, size, crc32c) of a normalized file path, or None: the read hot path."""
@@ -209,7 +219,7 @@ class IndexReader:
         if row is None:
             if self.isfile(path):
                 raise NotADirectoryBarecatError(f"Not a directory: {path}")
-            raise FileNotFoundBarecatError(path, "Directory")
+            raise self.not_found_error(path, "Directory")
         return query.dir_from_row(row)
 
     def lookup(self, path: str) -> BarecatEntryInfo:

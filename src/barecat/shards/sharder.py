@@ -58,6 +58,7 @@ class Sharder:
         self.allow_writing_symlinked_shard = allow_writing_symlinked_shard
         self._fds: dict[int, int] = {}
         self._checked_writable: set[int] = set()
+        self._copy_buffer = bytearray()
         self._lock = threading.Lock()
         numbers = existing_shard_numbers(path)
         self._num_shards = numbers[-1] + 1 if numbers else 0
@@ -250,14 +251,22 @@ class Sharder:
     def append_stream(
         self, fileobj: BinaryIO, size_hint: int | None = None, bufsize: int = COPY_CHUNK
     ) -> Address:
-        """Copy a stream to the logical end, rotating mid-stream if the shard fills up."""
+        """Copy a stream to the logical end, rotating mid-stream if the shard fills up.
+
+        A stream known to be small (``size_hint`` below ``bufsize``) is read in one call and
+        written in one ``pwrite``; larger ones are copied through a buffer reused across
+        calls, so small-file ingest allocates nothing per file.
+        """
+        if size_hint is not None and size_hint < bufsize:
+            return self.append(fileobj.read())
         if size_hint is not None:
             self._make_room(size_hint)
         shard, offset = self.write_shard, self.write_offset
         fd = self._writable_fd(shard)
         size, value = 0, 0
-        buf = bytearray(bufsize)
-        view = memoryview(buf)
+        if len(self._copy_buffer) != bufsize:
+            self._copy_buffer = bytearray(bufsize)
+        view = memoryview(self._copy_buffer)
         try:
             while True:
                 n = fileobj.readinto(view)  # type: ignore[attr-defined]
