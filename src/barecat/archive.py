@@ -26,6 +26,7 @@ from barecat.exceptions import (
     FileExistsBarecatError,
     FileNotFoundBarecatError,
     IsADirectoryBarecatError,
+    NotADirectoryBarecatError,
     ReadOnlyBarecatError,
 )
 from barecat.index import Index
@@ -230,7 +231,7 @@ class Barecat(MutableMapping[str, bytes]):
     def __delitem__(self, path: str) -> None:
         try:
             self.remove(path)
-        except (FileNotFoundBarecatError, IsADirectoryBarecatError):
+        except (FileNotFoundBarecatError, IsADirectoryBarecatError, NotADirectoryBarecatError):
             raise KeyError(path) from None
 
     def __contains__(self, path: object) -> bool:

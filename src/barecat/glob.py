@@ -79,6 +79,32 @@ class GlobPattern:
             return None
         return "*" + last.text
 
+    def sql_conditions(self) -> tuple[list[str], list[object], bool]:
+        """SQL conditions on ``path`` below ``base``, and whether they are exact.
+
+        For a fixed-depth pattern without character classes, GLOB plus a count of '/'
+        is exact: with every '/' pinned to a literal one, ``*`` and ``?`` cannot cross
+        components. Hidden names are excluded with one more GLOB unless the pattern itself
+        names hidden components (then Python applies the per-component rule). Otherwise
+        the conditions only narrow the rows and Python decides (``matches_relative``).
+        """
+        prefilter = self.sql_glob_prefilter()
+        if prefilter is None:
+            return [], [], False
+        conditions: list[str] = ["path GLOB ?"]
+        args: list[object] = [prefilter]
+        if self.depth is None:
+            return conditions, args, False
+        conditions.append("length(path) - length(replace(path, '/', '')) = ?")
+        args.append(prefilter.count("/"))
+        if self.include_hidden:
+            return conditions, args, True
+        if any(c.text.startswith(".") for c in self.components):
+            return conditions, args, False
+        conditions.append("('/' || substr(path, ?)) NOT GLOB '*/.*'")
+        args.append(len(self.base) + 2 if self.base else 1)
+        return conditions, args, True
+
     def matches_relative(self, names: list[str], is_dir: bool = True) -> bool:
         """True if the components below ``base`` (``names``) match the pattern.
 

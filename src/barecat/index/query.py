@@ -181,38 +181,38 @@ def _grouped_by_parent(
         yield current, group
 
 
-def _glob_where(pattern: GlobPattern) -> tuple[str, tuple[object, ...]]:
-    args: tuple[object, ...]
+def glob_matches(conn: sqlite3.Connection, pattern: GlobPattern, only_files: bool) -> Iterator[str]:
+    """Paths below ``pattern.base`` matching the pattern, in path order.
+
+    SQL narrows the rows (to the exact answer, when the pattern allows it); Python's
+    per-component check settles the rest.
+    """
+    conditions, extra, exact = pattern.sql_conditions()
     if pattern.depth == 1:
-        where, args = " WHERE parent = ?", (pattern.base,)
+        conditions.insert(0, "parent = ?")
+        extra.insert(0, pattern.base)
+    elif pattern.base:
+        conditions.insert(0, "path >= ? AND path < ?")
+        extra[0:0] = subtree_bounds(pattern.base)
+    where = (" WHERE " + " AND ".join(conditions)) if conditions else ""
+    args = tuple(extra)
+
+    def rows(table: str, is_dir: bool) -> Iterator[tuple[str, bool]]:
+        for (path,) in conn.execute(f"SELECT path FROM {table}{where} ORDER BY path", args):
+            yield path, is_dir
+
+    if pattern.dirs_only:
+        if only_files:
+            return
+        candidates = rows("dirs", True)
+    elif only_files:
+        candidates = rows("files", False)
     else:
-        where, args = subtree_where(pattern.base)
-    prefilter = pattern.sql_glob_prefilter()
-    if prefilter is not None:
-        where = (where + " AND" if where else " WHERE") + " path GLOB ?"
-        args = (*args, prefilter)
-    return where, args
-
-
-def glob_candidates(
-    conn: sqlite3.Connection, pattern: GlobPattern, only_files: bool
-) -> Iterator[tuple[str, bool]]:
-    """(path, is_dir) below ``pattern.base`` that may match, in path order."""
-    where, args = _glob_where(pattern)
-    files = ((row[0], False) for row in conn.execute(f"SELECT path FROM files{where}", args))
-    if only_files:
-        yield from files
+        candidates = heapq.merge(rows("dirs", True), rows("files", False))
+    if exact:
+        yield from (path for path, _ in candidates)
         return
-    dirs = ((row[0], True) for row in conn.execute(f"SELECT path FROM dirs{where}", args))
-    yield from heapq.merge(dirs, files)
-
-
-def matching(pattern: GlobPattern, candidates: Iterator[tuple[str, bool]]) -> Iterator[str]:
-    """The candidate paths that satisfy the pattern's per-component rules, in order."""
     skip = len(pattern.base) + 1 if pattern.base else 0
-    dirs_only = pattern.dirs_only
     for path, is_dir in candidates:
-        if dirs_only and not is_dir:
-            continue
         if pattern.matches_relative(path[skip:].split("/"), is_dir):
             yield path

@@ -371,7 +371,7 @@ class IndexReader:
         compiled = dataclasses.replace(compiled, base=base)
         if compiled.includes_base and not only_files:
             yield base
-        yield from query.matching(compiled, query.glob_candidates(self.conn, compiled, only_files))
+        yield from query.glob_matches(self.conn, compiled, only_files)
 
     def iterglob_infos(
         self,
