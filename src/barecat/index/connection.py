@@ -44,16 +44,21 @@ def register_fork_aware(owner: _ForkAware) -> None:
     _live.add(owner)
 
 
+def sqlite_uri(path: str, mode: str, immutable: bool = False) -> str:
+    """An SQLite URI for ``path`` (mode ro, rw or rwc); safe for any characters in the path."""
+    query = f"mode={mode}" + ("&immutable=1" if immutable else "")
+    return f"file:{urllib.parse.quote(os.path.abspath(path))}?{query}"
+
+
 def connect(
     path: str, readonly: bool, immutable: bool = False, threadsafe: bool = False
 ) -> sqlite3.Connection:
-    """Open ``path`` with the pragmas barecat relies on (recursive triggers above all)."""
-    if readonly:
-        query = "mode=ro" + ("&immutable=1" if immutable else "")
-        uri = f"file:{urllib.parse.quote(os.path.abspath(path))}?{query}"
-        conn = sqlite3.connect(uri, uri=True, check_same_thread=not threadsafe)
-    else:
-        conn = sqlite3.connect(path, check_same_thread=not threadsafe)
+    """Open ``path`` with the pragmas barecat relies on (recursive triggers above all).
+
+    Always through a URI, so that ``ATTACH`` of other indexes can use URIs too.
+    """
+    uri = sqlite_uri(path, "ro" if readonly else "rwc", immutable and readonly)
+    conn = sqlite3.connect(uri, uri=True, check_same_thread=not threadsafe)
     conn.execute("PRAGMA recursive_triggers = ON")
     conn.execute("PRAGMA cache_size = -65536")
     conn.execute("PRAGMA temp_store = MEMORY")

@@ -33,11 +33,20 @@ from barecat.exceptions import (
     ReadOnlyBarecatError,
 )
 from barecat.index import query, treestats
+from barecat.index.connection import sqlite_uri
 from barecat.index.reading import DirItem, FileItem, IndexReader, path_of
 from barecat.paths import ancestors, is_within, normalize, subtree_bounds
 
 _DIR_TAKEN = ("barecat: a directory already has this path", "Path already exists as directory")
 _FILE_TAKEN = ("barecat: a file already has this path", "Path already exists as file")
+
+
+# Secondary indexes a bulk load may drop and rebuild: name -> "table (columns)".
+_SECONDARY_INDEXES = {
+    "idx_files_parent": "files (parent)",
+    "idx_dirs_parent": "dirs (parent)",
+    "idx_files_shard_offset": "files (shard, offset)",
+}
 
 
 def _disk_full_or(e: sqlite3.OperationalError, where: str) -> Exception:
@@ -118,6 +127,47 @@ class Index(IndexReader):
             yield
         finally:
             self._set_config_int("use_triggers", before if before is not None else 1)
+
+    @contextlib.contextmanager
+    def bulk_mode(
+        self,
+        drop_indexes: bool = False,
+        update_dirs_at_end: bool = True,
+        update_treestats_at_end: bool = True,
+    ) -> Iterator[None]:
+        """Triggers off for a bulk load, statistics rebuilt once at the end.
+
+        ``drop_indexes`` also drops the secondary indexes during the load (the unique path
+        indexes stay, so duplicates are still refused) and rebuilds them afterwards.
+        """
+        self._require_writable()
+        dropped = _SECONDARY_INDEXES if drop_indexes else {}
+        for name in dropped:
+            self.conn.execute(f"DROP INDEX IF EXISTS {name}")
+        try:
+            with self.no_triggers():
+                yield
+                if update_dirs_at_end:
+                    treestats.insert_missing_dirs(self.conn)
+                if update_treestats_at_end:
+                    treestats.rewrite_treestats(self.conn)
+        finally:
+            for name, definition in dropped.items():
+                self.conn.execute(f"CREATE INDEX IF NOT EXISTS {name} ON {definition}")
+
+    @contextlib.contextmanager
+    def attached_database(
+        self, path: str, name: str = "sourcedb", readonly: bool = True
+    ) -> Iterator[str]:
+        """ATTACH another index (e.g. for merges) for the duration of the block."""
+        if not name.isidentifier():
+            raise ValueError(f"Invalid schema name: {name!r}")
+        target = sqlite_uri(path, "ro" if readonly else "rw")
+        self.conn.execute(f"ATTACH DATABASE ? AS {name}", (target,))
+        try:
+            yield name
+        finally:
+            self.conn.execute(f"DETACH DATABASE {name}")
 
     @contextlib.contextmanager
     def no_foreign_keys(self) -> Iterator[None]:

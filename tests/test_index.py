@@ -1,0 +1,138 @@
+"""The Index used directly (``bc.index.*``), as users of the reference do."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+import barecat
+from barecat import Order
+
+
+@pytest.fixture
+def filled(make_archive):  # type: ignore[no-untyped-def]
+    files = {
+        "train/cat/1.jpg": b"a" * 5,
+        "train/cat/2.png": b"b" * 7,
+        "train/dog/3.jpg": b"c" * 11,
+        "val/4.jpg": b"d" * 13,
+        "readme.txt": b"e",
+    }
+    return make_archive(files), files
+
+
+def test_orders(filled) -> None:  # type: ignore[no-untyped-def]
+    path, files = filled
+    with barecat.Barecat(path) as bc:
+        idx = bc.index
+        by_path = [f.path for f in idx.iter_all_fileinfos(order=Order.PATH)]
+        assert by_path == sorted(files)
+        assert [f.path for f in idx.iter_all_fileinfos(Order.PATH | Order.DESC)] == by_path[::-1]
+        by_address = list(idx.iter_all_fileinfos(order=Order.ADDRESS))
+        assert [f.path for f in by_address] == list(files)  # insertion order = storage order
+        assert [(f.shard, f.offset) for f in by_address] == sorted(
+            (f.shard, f.offset) for f in by_address
+        )
+        assert sorted(idx.iter_all_filepaths(Order.RANDOM)) == sorted(files)
+        assert sorted(idx.iter_all_dirpaths()) == ["", "train", "train/cat", "train/dog", "val"]
+        assert len(list(idx.iter_all_paths())) == len(files) + 5
+        assert len(list(idx.iter_all_infos())) == len(files) + 5
+
+
+def test_lookups_and_listings(filled) -> None:  # type: ignore[no-untyped-def]
+    path, _ = filled
+    with barecat.Barecat(path) as bc:
+        idx = bc.index
+        f = idx.lookup_file("train/cat/2.png")
+        assert (f.size, f.offset) == (7, 5) and f.crc32c is not None
+        d = idx.lookup_dir("train")
+        assert (d.num_subdirs, d.num_files, d.num_files_tree, d.size_tree) == (2, 0, 3, 23)
+        assert idx.lookup("train").isdir() and idx.lookup("readme.txt").isfile()
+        assert idx.listdir_names("train/cat", Order.PATH) == ["1.jpg", "2.png"]
+        assert [i.path for i in idx.listdir_infos("")] == ["train", "val", "readme.txt"]
+        assert [i.path for i in idx.list_subdir_dirinfos("train", Order.PATH)] == [
+            "train/cat",
+            "train/dog",
+        ]
+        assert [i.path for i in idx.list_direct_fileinfos("val")] == ["val/4.jpg"]
+        assert idx.num_files == len(idx) == 5 and idx.total_size == 37 and idx.num_dirs == 5
+        assert "val/4.jpg" in idx and "val" not in idx
+        assert idx.get_last_file().path == "readme.txt"
+        assert [x.path for x in idx.lookup_files(["val/4.jpg", "readme.txt"])] == [
+            "val/4.jpg",
+            "readme.txt",
+        ]
+        with pytest.raises(barecat.FileNotFoundBarecatError):
+            idx.lookup_file("nope")
+        with pytest.raises(barecat.NotADirectoryBarecatError):
+            idx.lookup_dir("readme.txt")
+
+
+def test_walk_infos_and_glob_infos(filled) -> None:  # type: ignore[no-untyped-def]
+    path, _ = filled
+    with barecat.Barecat(path) as bc:
+        steps = list(bc.index.walk_infos("train"))
+        assert [d.path for d, _, _ in steps] == ["train", "train/cat", "train/dog"]
+        assert [f.size for f in steps[1][2]] == [5, 7]
+        infos = list(bc.index.iterglob_infos("**/*.jpg", recursive=True))
+        assert [i.path for i in infos] == ["train/cat/1.jpg", "train/dog/3.jpg", "val/4.jpg"]
+        assert all(i.isfile() for i in infos)
+
+
+def test_raw_glob_lets_star_cross_directories(filled) -> None:  # type: ignore[no-untyped-def]
+    path, _ = filled
+    with barecat.Barecat(path) as bc:
+        assert sorted(bc.index.raw_glob_paths("*.jpg")) == [
+            "train/cat/1.jpg",
+            "train/dog/3.jpg",
+            "val/4.jpg",
+        ]
+        assert bc.glob("*.jpg") == []  # the glob.glob-compatible one does not
+        assert sorted(bc.index.raw_iterglob_paths_multi(["*.png", "val*"], only_files=True)) == [
+            "train/cat/2.png",
+            "val/4.jpg",
+        ]
+        assert {i.path for i in bc.index.raw_iterglob_infos("train*")} == {
+            "train",
+            "train/cat",
+            "train/dog",
+            "train/cat/1.jpg",
+            "train/cat/2.png",
+            "train/dog/3.jpg",
+        }
+
+
+def test_bulk_mode_drops_and_rebuilds(archive_path: str) -> None:
+    with barecat.Barecat(archive_path, readonly=False) as bc:
+        with bc.index.bulk_mode(drop_indexes=True):
+            names = {r[0] for r in bc.index.conn.execute("SELECT name FROM sqlite_master")}
+            assert "idx_files_parent" not in names and "idx_files_path" in names
+            for i in range(30):
+                bc.add(f"a{i % 2}/b{i % 3}/f{i}", data=b"x" * i)
+        names = {r[0] for r in bc.index.conn.execute("SELECT name FROM sqlite_master")}
+        assert {"idx_files_parent", "idx_dirs_parent", "idx_files_shard_offset"} <= names
+        assert bc.index.find_inconsistencies() == []
+        assert bc.index.lookup_dir("a1").num_files_tree == 15
+        # uniqueness holds throughout a bulk load
+        with pytest.raises(barecat.FileExistsBarecatError), bc.index.bulk_mode():
+            bc.add("a0/b0/f0", data=b"dup")
+
+
+def test_attached_database(make_archive) -> None:  # type: ignore[no-untyped-def]
+    other = make_archive({"x/y": b"123"})
+    target = make_archive({"z": b"1"})
+    with barecat.Barecat(target, readonly=False) as bc:
+        with bc.index.attached_database(other) as name:
+            rows = bc.index.conn.execute(f"SELECT path, size FROM {name}.files").fetchall()
+        assert rows == [("x/y", 3)]
+        with pytest.raises(sqlite3.OperationalError):
+            bc.index.conn.execute("SELECT * FROM sourcedb.files")
+
+
+def test_index_opened_on_its_own(filled) -> None:  # type: ignore[no-untyped-def]
+    path, files = filled
+    with barecat.Index(path) as idx:
+        assert sorted(idx) == sorted(files) and idx.shard_size_limit == barecat.SHARD_SIZE_UNLIMITED
+        with pytest.raises(PermissionError):
+            idx.remove_file("readme.txt")
