@@ -13,7 +13,7 @@ import contextlib
 import errno
 import os
 import threading
-from typing import BinaryIO
+from typing import BinaryIO, cast
 
 import crc32c as _crc32c
 
@@ -26,6 +26,7 @@ from barecat.exceptions import (
     ReadOnlyBarecatError,
 )
 from barecat.layout import existing_shard_numbers, shard_path
+from barecat.shards.fileobj import BarecatReadOnlyFileObject
 
 Address = tuple[int, int, int, int]  # shard, offset, size, crc32c
 
@@ -62,8 +63,10 @@ class Sharder:
         self._lock = threading.Lock()
         numbers = existing_shard_numbers(path)
         self._num_shards = numbers[-1] + 1 if numbers else 0
+        # Without an index to say where the data ends, append after the physical end; the
+        # archive moves this to the logical end (overwriting bytes no file references).
         self.write_shard = max(self._num_shards - 1, 0)
-        self.write_offset = 0
+        self.write_offset = self.physical_shard_end(self.write_shard) if numbers else 0
 
     # -- descriptors -------------------------------------------------------------------
 
@@ -332,3 +335,47 @@ class Sharder:
         for fd in list(self._fds.values()):
             if not self.readonly:
                 os.fsync(fd)
+
+    # -- the reference's Sharder conveniences ------------------------------------------
+
+    def add(
+        self,
+        shard: int | None = None,
+        offset: int | None = None,
+        size: int | None = None,
+        data: bytes | bytearray | memoryview | None = None,
+        fileobj: BinaryIO | None = None,
+        bufsize: int = COPY_CHUNK,
+        raise_if_cannot_fit: bool = False,
+    ) -> Address:
+        """Append ``data`` or ``fileobj`` and keep it; returns (shard, offset, size, crc32c).
+
+        For callers that keep their own index. A given ``shard``/``offset`` must be the
+        current write position: bytes are only ever appended.
+        """
+        if (shard, offset) != (None, None) and (shard, offset) != (
+            self.write_shard,
+            self.write_offset,
+        ):
+            raise BarecatError(
+                f"Can only append at shard {self.write_shard} offset {self.write_offset}"
+            )
+        fits = size is None or self.write_offset + size <= self.shard_size_limit
+        if raise_if_cannot_fit and not fits:
+            raise FileTooLargeBarecatError(f"{size} bytes do not fit in the current shard")
+        if fileobj is not None:
+            address = self.append_stream(fileobj, size, bufsize)
+        else:
+            address = self.append(b"" if data is None else data)
+        self.commit_append(address)
+        return address
+
+    def open_from_address(self, shard: int, offset: int, size: int, mode: str = "rb") -> BinaryIO:
+        """A seekable read-only file object over one stored byte range."""
+        if mode != "rb":
+            raise ValueError("Only 'rb' is supported for raw shard ranges")
+        return cast(BinaryIO, BarecatReadOnlyFileObject(self, shard, offset, size))
+
+    @property
+    def total_physical_size_seek(self) -> int:
+        return self.total_physical_size_stat
