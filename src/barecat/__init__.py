@@ -37,6 +37,7 @@ from barecat.shards import (
     BarecatReadWriteFileObject,
     Sharder,
 )
+from barecat.transfer import extract
 
 __version__ = "0.4.0.dev0"
 
@@ -68,6 +69,7 @@ __all__ = [
     "Sharder",
     "__version__",
     "exists",
+    "extract",
     "get_cached_reader",
     "open",
     "read_index",

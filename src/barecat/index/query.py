@@ -13,7 +13,7 @@ import heapq
 import sqlite3
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from barecat.entries import BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo, Order
 from barecat.glob import GlobPattern
@@ -28,14 +28,22 @@ D = TypeVar("D")
 F = TypeVar("F")
 
 
-def file_from_row(row: tuple[object, ...]) -> BarecatFileInfo:
-    p, shard, offset, size, crc, mode, uid, gid, mtime = row
-    return BarecatFileInfo(p, mode, uid, gid, mtime, shard, offset, size, crc)  # type: ignore[arg-type]
+def file_from_row(row: tuple[Any, ...]) -> BarecatFileInfo:
+    """A file record straight from a row: stored paths are taken as they are.
+
+    No re-normalization, so archives written by other tools (even with odd paths) can
+    still be listed, and building records for big listings stays cheap.
+    """
+    f = object.__new__(BarecatFileInfo)
+    f.path, f.shard, f.offset, f.size, f.crc32c, f.mode, f.uid, f.gid, f.mtime_ns = row
+    return f
 
 
-def dir_from_row(row: tuple[object, ...]) -> BarecatDirInfo:
-    p, nsub, nfiles, size_tree, nftree, mode, uid, gid, mtime = row
-    return BarecatDirInfo(p, mode, uid, gid, mtime, nsub, nfiles, size_tree, nftree)  # type: ignore[arg-type]
+def dir_from_row(row: tuple[Any, ...]) -> BarecatDirInfo:
+    d = object.__new__(BarecatDirInfo)
+    d.path, d.num_subdirs, d.num_files, d.size_tree, d.num_files_tree = row[:5]
+    d.mode, d.uid, d.gid, d.mtime_ns = row[5:]
+    return d
 
 
 @functools.cache
