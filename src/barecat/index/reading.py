@@ -128,12 +128,16 @@ class IndexReader:
         value = self._config_int("shard_size_limit")
         return SHARD_SIZE_UNLIMITED if value is None else value
 
+    def _root_total(self, column: str, recount_sql: str) -> int:
+        """A whole-archive total from the root's statistics, recounted if they are off."""
+        row = self.conn.execute(f"SELECT {column} FROM dirs WHERE path = ''").fetchone()
+        if row is None or row[0] is None or self._config_int("use_triggers", 1) != 1:
+            return int(self.conn.execute(recount_sql).fetchone()[0])
+        return int(row[0])
+
     @property
     def num_files(self) -> int:
-        row = self.conn.execute("SELECT num_files_tree FROM dirs WHERE path = ''").fetchone()
-        if row is None or row[0] is None or self._config_int("use_triggers", 1) != 1:
-            return int(self.conn.execute("SELECT count(*) FROM files").fetchone()[0])
-        return int(row[0])
+        return self._root_total("num_files_tree", "SELECT count(*) FROM files")
 
     @property
     def num_dirs(self) -> int:
@@ -141,10 +145,7 @@ class IndexReader:
 
     @property
     def total_size(self) -> int:
-        row = self.conn.execute("SELECT size_tree FROM dirs WHERE path = ''").fetchone()
-        if row is None or row[0] is None or self._config_int("use_triggers", 1) != 1:
-            return int(self.conn.execute("SELECT ifnull(sum(size), 0) FROM files").fetchone()[0])
-        return int(row[0])
+        return self._root_total("size_tree", "SELECT ifnull(sum(size), 0) FROM files")
 
     @property
     def num_used_shards(self) -> int:
