@@ -16,7 +16,7 @@ import io
 import os
 import stat
 import time
-from collections.abc import Iterator, MutableMapping
+from collections.abc import Iterable, Iterator, MutableMapping
 from typing import IO, Any, BinaryIO, cast
 
 from barecat.entries import BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo, Order
@@ -31,7 +31,7 @@ from barecat.exceptions import (
 )
 from barecat.index import Index
 from barecat.layout import archive_exists, base_path, index_path, remove_archive
-from barecat.paths import normalize, parent
+from barecat.paths import normalize, normalize_many, parent
 from barecat.shards import BarecatReadOnlyFileObject, BarecatReadWriteFileObject, Sharder
 from barecat.shards.sharder import Address
 from barecat.sizes import parse_size
@@ -248,6 +248,22 @@ class Barecat(MutableMapping[str, bytes]):
             return self[path]
         except KeyError:
             return default
+
+    def get_many(self, paths: Iterable[str], max_gap: int = 4096) -> list[bytes]:
+        """Contents of many files, CRC-verified, in request order.
+
+        One index query for the whole batch, then reads in storage order; files at most
+        ``max_gap`` bytes apart are fetched with a single read. A missing path raises
+        ``KeyError``.
+        """
+        wanted = normalize_many(list(paths))
+        located = self.index.locate_many(wanted)
+        if len(located) < len(wanted):
+            hit = {pos for pos, *_ in located}
+            raise KeyError(next(p for i, p in enumerate(wanted) if i not in hit))
+        return self.sharder.read_many(located, max_gap)
+
+    read_many = get_many
 
     def files(self) -> Iterator[str]:
         return self.index.iter_all_filepaths()

@@ -37,6 +37,18 @@ def normalize(path: str) -> str:
     return norm.strip("/")
 
 
+_NEEDS_WORK_ANY_LINE = re.compile(_NEEDS_WORK.pattern, re.MULTILINE)
+
+
+def normalize_many(paths: list[str]) -> list[str]:
+    """``normalize`` over a batch, with one regex scan when all are already canonical."""
+    if all(p.__class__ is str and p for p in paths) and (
+        _NEEDS_WORK_ANY_LINE.search("\n".join(paths)) is None
+    ):
+        return paths
+    return [normalize(p) for p in paths]
+
+
 def _coerce(path: object) -> str:
     if isinstance(path, bytes):
         return path.decode("utf-8", "surrogateescape")

@@ -9,6 +9,7 @@ down to ``entries``, ``glob``, ``paths`` and ``exceptions``.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import sqlite3
 from collections.abc import Iterator
@@ -211,6 +212,15 @@ class IndexReader:
             "SELECT shard, offset, size, crc32c FROM files WHERE path = ?", (path,)
         ).fetchone()
         return row
+
+    def locate_many(self, paths: list[str]) -> list[tuple[int, int, int, int, int | None]]:
+        """(request position, shard, offset, size, crc32c) for each existing normalized path,
+        sorted by storage address: one query joins the whole request against the index."""
+        sql = (
+            "SELECT j.key, f.shard, f.offset, f.size, f.crc32c FROM json_each(?) AS j "
+            "JOIN files AS f ON f.path = j.value ORDER BY f.shard, f.offset"
+        )
+        return self.conn.execute(sql, (json.dumps(paths),)).fetchall()
 
     def lookup_dir(self, dirpath: str) -> BarecatDirInfo:
         path = normalize(dirpath)

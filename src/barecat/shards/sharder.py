@@ -31,6 +31,7 @@ from barecat.shards.fileobj import BarecatReadOnlyFileObject
 Address = tuple[int, int, int, int]  # shard, offset, size, crc32c
 
 COPY_CHUNK = 1 << 20
+_SPAN = 16 << 20  # largest single read when coalescing neighbours
 
 
 def crc32c(data: bytes | bytearray | memoryview, value: int = 0) -> int:
@@ -132,6 +133,40 @@ class Sharder:
                 "bytes are corrupt"
             )
         return data
+
+    def read_many(
+        self, located: list[tuple[int, int, int, int, int | None]], max_gap: int = 0
+    ) -> list[bytes]:
+        """Bytes for ``(position, shard, offset, size, crc32c)`` entries sorted by address,
+        returned by position; neighbours at most ``max_gap`` apart share one ``pread``
+        (spans up to 16 MiB). Each file with a CRC is verified."""
+        out: list[bytes] = [b""] * len(located)
+        i, count = 0, len(located)
+        while i < count:
+            _, shard, start, size, _ = located[i]
+            end = start + size
+            j = i + 1
+            while j < count:
+                _, s2, o2, n2, _ = located[j]
+                if s2 != shard or o2 - end > max_gap or o2 + n2 - start > _SPAN:
+                    break
+                end = max(end, o2 + n2)
+                j += 1
+            if j == i + 1:  # the common case: a lone file
+                out[located[i][0]] = self.read_from_address(shard, start, size, located[i][4])
+                i = j
+                continue
+            span = self.read_from_address(shard, start, end - start)
+            view = memoryview(span)
+            for pos, _, off, n, crc in located[i:j]:
+                data = bytes(view[off - start : off - start + n])
+                if crc is not None and _crc32c.crc32c(data) != crc:
+                    raise BarecatIntegrityError(
+                        f"CRC32C mismatch in shard {shard} at offset {off} ({n} bytes)"
+                    )
+                out[pos] = data
+            i = j
+        return out
 
     def _read_fully(self, shard: int, offset: int, size: int, head: bytes) -> bytes:
         parts = [head]
