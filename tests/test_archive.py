@@ -521,3 +521,42 @@ def test_get_many_returns_in_request_order_and_verifies(make_archive) -> None:  
         for gap in (0, 1 << 20):
             with pytest.raises(BarecatIntegrityError):
                 bc.get_many(["d1/f0001", "d3/f0003"], max_gap=gap)
+
+
+def test_add_many_is_fast_path_with_same_results(archive_path: str) -> None:
+    items = [(f"a{i % 3}/b{i % 5}/f{i:04d}", os.urandom(i % 700)) for i in range(1500)]
+    with barecat.Barecat(archive_path, readonly=False, shard_size_limit=64 << 10) as bc:
+        bc["a0/pre"] = b"existing"
+        assert bc.add_many(items, batch_size=400) == 1500
+        info = barecat.BarecatFileInfo(path="meta/x", mode=0o100600, uid=7, gid=8, mtime_ns=9)
+        bc.add_many([(info, b"m")])
+        assert bc.index.find_inconsistencies() == []
+    with barecat.Barecat(archive_path) as bc:
+        assert len(bc) == 1502 and bc.verify_integrity()
+        assert all(bc[p] == d for p, d in items)
+        assert bc.sharder.num_shards > 5  # rotated at 64 KiB
+        m = bc.index.lookup_file("meta/x")
+        assert (m.mode, m.uid, m.gid, m.mtime_ns) == (0o100600, 7, 8, 9)
+
+
+def test_add_many_batches_are_atomic(archive_path: str) -> None:
+    with barecat.Barecat(archive_path, readonly=False) as bc:
+        bc["taken"] = b"t"
+        bc["file"] = b"f"
+        bc.mkdir("dir")
+        cases = [
+            ([("ok1", b"1"), ("taken", b"2")], FileExistsBarecatError, "taken"),
+            ([("ok1", b"1"), ("ok1", b"2")], FileExistsBarecatError, "ok1"),
+            ([("ok1", b"1"), ("file/child", b"2")], NotADirectoryBarecatError, "file"),
+            ([("ok1", b"1"), ("dir", b"2")], IsADirectoryBarecatError, "dir"),
+            ([("x/y", b"1"), ("x", b"2")], NotADirectoryBarecatError, "x"),
+        ]
+        for batch, error, name in cases:
+            size_before = os.path.getsize(archive_path + "-shard-00000")
+            with pytest.raises(error, match=name):
+                bc.add_many(batch)
+            assert sorted(bc) == ["file", "taken"], batch
+            assert os.path.getsize(archive_path + "-shard-00000") == size_before
+            assert bc.index.find_inconsistencies() == []
+        assert bc.add_many([("ok1", b"1"), ("x/y", b"2")]) == 2
+        assert bc["x/y"] == b"2" and bc.index.lookup_dir("x").num_files == 1

@@ -475,6 +475,54 @@ class Barecat(MutableMapping[str, bytes]):
         self.sharder.commit_append(address)
         self._maybe_commit()
 
+    def add_many(
+        self,
+        items: Iterable[tuple[BarecatFileInfo | str, bytes | bytearray | memoryview]],
+        batch_size: int = 2048,
+    ) -> int:
+        """Add many files fast: bytes written with few system calls, index rows inserted and
+        directory statistics updated once per batch. Returns the number of files added.
+
+        Each batch is atomic: on a conflict (an existing path, a file where a directory is
+        needed) nothing of that batch remains, and the error names the path; earlier
+        batches stay.
+        """
+        self._require_writable()
+        self._require_no_open_writer()
+        count = 0
+        batch: list[tuple[BarecatFileInfo | str, bytes | bytearray | memoryview]] = []
+        for item in items:
+            batch.append(item)
+            if len(batch) >= batch_size:
+                count += self._add_batch(batch)
+                batch = []
+        if batch:
+            count += self._add_batch(batch)
+        return count
+
+    def _add_batch(
+        self, batch: list[tuple[BarecatFileInfo | str, bytes | bytearray | memoryview]]
+    ) -> int:
+        infos = [
+            BarecatFileInfo(i.path, i.mode, i.uid, i.gid, i.mtime_ns)
+            if isinstance(i, BarecatEntryInfo)
+            else BarecatFileInfo(i)
+            for i, _ in batch
+        ]
+        if any(not f.path for f in infos):
+            raise IsADirectoryBarecatError("")
+        start = (self.sharder.write_shard, self.sharder.write_offset)
+        try:
+            addresses = self.sharder.append_batch([data for _, data in batch])
+            for f, (shard, offset, size, crc) in zip(infos, addresses, strict=True):
+                f.shard, f.offset, f.size, f.crc32c = shard, offset, size, crc
+            self.index.add_files_bulk(infos)
+        except BaseException:
+            self.sharder.rewind(*start)
+            raise
+        self._maybe_commit()
+        return len(infos)
+
     def add_by_path(
         self, filesys_path: str, store_path: str | None = None, dir_exist_ok: bool = False
     ) -> None:

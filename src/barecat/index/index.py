@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from barecat.entries import (
@@ -32,7 +32,7 @@ from barecat.exceptions import (
     NotEnoughSpaceBarecatError,
     ReadOnlyBarecatError,
 )
-from barecat.index import query, treestats
+from barecat.index import bulk, query, treestats
 from barecat.index.connection import sqlite_uri
 from barecat.index.reading import DirItem, FileItem, IndexReader, path_of
 from barecat.paths import ancestors, is_within, normalize, subtree_bounds
@@ -210,6 +210,14 @@ class Index(IndexReader):
     def add_files(self, finfos: Iterable[BarecatFileInfo]) -> None:
         for f in finfos:
             self.add_file(f)
+
+    def add_files_bulk(self, finfos: Sequence[BarecatFileInfo]) -> None:
+        """Insert many files at once, statistics applied once per batch; all or nothing."""
+        self._require_writable()
+        try:
+            bulk.insert_files(self.conn, finfos)
+        except sqlite3.OperationalError as e:
+            raise _disk_full_or(e, self.path) from e
 
     def add_dir(self, dinfo: BarecatDirInfo, exist_ok: bool = False) -> None:
         """Create a directory (and its ancestors); with ``exist_ok`` update its metadata."""

@@ -13,6 +13,7 @@ import contextlib
 import errno
 import os
 import threading
+from collections.abc import Sequence
 from typing import BinaryIO, cast
 
 import crc32c as _crc32c
@@ -27,10 +28,12 @@ from barecat.exceptions import (
 )
 from barecat.layout import existing_shard_numbers, shard_path
 from barecat.shards.fileobj import BarecatReadOnlyFileObject
+from barecat.shards.writeback import EarlyWriteback
 
 Address = tuple[int, int, int, int]  # shard, offset, size, crc32c
 
 COPY_CHUNK = 1 << 20
+_IOV_MAX = 1024  # buffers per pwritev call (Linux's IOV_MAX)
 _SPAN = 16 << 20  # largest single read when coalescing neighbours
 
 
@@ -61,6 +64,7 @@ class Sharder:
         self._fds: dict[int, int] = {}
         self._checked_writable: set[int] = set()
         self._copy_buffer = bytearray()
+        self._writeback = EarlyWriteback()
         self._lock = threading.Lock()
         numbers = existing_shard_numbers(path)
         self._num_shards = numbers[-1] + 1 if numbers else 0
@@ -258,6 +262,7 @@ class Sharder:
             self.start_new_shard()
 
     def _pwrite_all(self, fd: int, data: bytes | bytearray | memoryview, offset: int) -> None:
+        self._writeback.wrote(fd, offset, len(data))
         view = memoryview(data)
         while view:
             try:
@@ -285,6 +290,55 @@ class Sharder:
             self._rollback(shard, offset)
             raise
         return shard, offset, size, crc32c(data)
+
+    def append_batch(self, datas: Sequence[bytes | bytearray | memoryview]) -> list[Address]:
+        """Write many files back to back with few ``pwritev`` calls; returns their addresses.
+
+        Unlike ``append`` this advances the write position at once; on failure the caller
+        undoes the whole batch with ``rewind`` to the position it started from.
+        """
+        addresses: list[Address] = []
+        i = 0
+        while i < len(datas):
+            self._make_room(len(datas[i]))
+            shard, start = self.write_shard, self.write_offset
+            pos, j = start, i
+            limit = self.shard_size_limit
+            while j < len(datas) and j - i < _IOV_MAX and pos + len(datas[j]) <= limit:
+                data = datas[j]
+                addresses.append((shard, pos, len(data), _crc32c.crc32c(data)))
+                pos += len(data)
+                j += 1
+            self._pwritev_all(self._writable_fd(shard), datas[i:j], start)
+            self.write_offset = pos
+            i = j
+        return addresses
+
+    def _pwritev_all(
+        self, fd: int, buffers: Sequence[bytes | bytearray | memoryview], offset: int
+    ) -> None:
+        try:
+            done = os.pwritev(fd, buffers, offset)
+            self._writeback.wrote(fd, offset, done)
+        except OSError as e:
+            if e.errno in (errno.ENOSPC, errno.EDQUOT):
+                raise NotEnoughSpaceBarecatError(f"Disk full while writing {self.path}") from e
+            raise
+        skip = done
+        for buf in buffers:  # finish a short write buffer by buffer
+            n = len(buf)
+            if skip < n:
+                self._pwrite_all(fd, memoryview(buf)[skip:], offset + done)
+                done += n - skip
+            skip = max(0, skip - n)
+
+    def rewind(self, shard: int, offset: int) -> None:
+        """Forget everything written after (shard, offset): truncate and move back there."""
+        for later in range(shard + 1, self._num_shards):
+            if later in self._fds:
+                os.ftruncate(self._fds[later], 0)
+        os.ftruncate(self._writable_fd(shard), offset)
+        self.write_shard, self.write_offset = shard, offset
 
     def append_stream(
         self, fileobj: BinaryIO, size_hint: int | None = None, bufsize: int = COPY_CHUNK
@@ -370,6 +424,7 @@ class Sharder:
         for fd in list(self._fds.values()):
             if not self.readonly:
                 os.fsync(fd)
+        self._writeback.forget()
 
     # -- the reference's Sharder conveniences ------------------------------------------
 

@@ -1,0 +1,126 @@
+"""Inserting many file rows at once, with directory statistics applied per batch.
+
+Row-by-row triggers walk up the tree for every file; here the triggers are switched off
+inside a savepoint, the rows go in with one ``executemany``, and the statistics of every
+touched directory are adjusted with one aggregated update each. The savepoint keeps the
+batch atomic: a conflict anywhere undoes the whole batch and names the offending path.
+The checks the triggers would make (a file over a directory, a directory over a file)
+are made here first, set-wise. Imports ``entries``, ``exceptions`` and ``paths``.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+
+from barecat.entries import BarecatFileInfo
+from barecat.exceptions import (
+    FileExistsBarecatError,
+    IsADirectoryBarecatError,
+    NotADirectoryBarecatError,
+)
+from barecat.paths import ancestors, parent
+
+
+def _first_in(conn: sqlite3.Connection, table: str, paths: Sequence[str]) -> str | None:
+    row = conn.execute(
+        f"SELECT j.value FROM json_each(?) AS j JOIN {table} AS t ON t.path = j.value LIMIT 1",
+        (json.dumps(list(paths)),),
+    ).fetchone()
+    return None if row is None else str(row[0])
+
+
+def insert_files(conn: sqlite3.Connection, files: Sequence[BarecatFileInfo]) -> None:
+    """Insert ``files`` (normalized paths) and update every affected directory once."""
+    if not files:
+        return
+    paths = [f.path for f in files]
+    per_parent: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for f in files:
+        acc = per_parent[parent(f.path)]
+        acc[0] += 1
+        acc[1] += f.size or 0
+    chain: set[str] = set()
+    for par in per_parent:
+        if par not in chain:
+            chain.add(par)
+            chain.update(ancestors(par))
+    _check_conflicts(conn, paths, chain)
+
+    conn.execute("SAVEPOINT barecat_bulk")
+    try:
+        before = conn.execute("SELECT value_int FROM config WHERE key = 'use_triggers'").fetchone()
+        conn.execute("UPDATE config SET value_int = 0 WHERE key = 'use_triggers'")
+        try:
+            conn.executemany(
+                "INSERT INTO files (path, shard, offset, size, crc32c, mode, uid, gid, mtime_ns) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (f.path, f.shard, f.offset, f.size, f.crc32c, f.mode, f.uid, f.gid, f.mtime_ns)
+                    for f in files
+                ],
+            )
+        except sqlite3.IntegrityError:
+            raise _duplicate_error(conn, paths) from None
+        _create_missing_dirs(conn, chain)
+        _apply_deltas(conn, per_parent)
+        conn.execute(
+            "UPDATE config SET value_int = ? WHERE key = 'use_triggers'",
+            (1 if before is None else before[0],),
+        )
+    except BaseException:
+        conn.execute("ROLLBACK TO barecat_bulk")
+        conn.execute("RELEASE barecat_bulk")
+        raise
+    conn.execute("RELEASE barecat_bulk")
+
+
+def _check_conflicts(conn: sqlite3.Connection, paths: list[str], chain: set[str]) -> None:
+    dirs_needed = sorted(chain - {""})
+    clash = next((p for p in paths if p in chain), None)
+    if clash is not None or (clash := _first_in(conn, "files", dirs_needed)) is not None:
+        raise NotADirectoryBarecatError(f"Not a directory: {clash!r} is (to be) a file")
+    if (taken := _first_in(conn, "dirs", paths)) is not None:
+        raise IsADirectoryBarecatError(taken)
+
+
+def _duplicate_error(conn: sqlite3.Connection, paths: list[str]) -> FileExistsBarecatError:
+    conn.execute("ROLLBACK TO barecat_bulk")
+    twice = next((p for p, n in Counter(paths).items() if n > 1), None)
+    return FileExistsBarecatError(twice or _first_in(conn, "files", paths) or paths[0])
+
+
+def _create_missing_dirs(conn: sqlite3.Connection, chain: set[str]) -> None:
+    new_children: Counter[str] = Counter()
+    for d in sorted(chain):  # parents sort before their children
+        if (
+            d
+            and conn.execute(
+                "INSERT INTO dirs (path) VALUES (?) ON CONFLICT (path) DO NOTHING", (d,)
+            ).rowcount
+        ):
+            new_children[parent(d)] += 1
+    conn.executemany(
+        "UPDATE dirs SET num_subdirs = num_subdirs + ? WHERE path = ?",
+        [(n, d) for d, n in new_children.items()],
+    )
+
+
+def _apply_deltas(conn: sqlite3.Connection, per_parent: dict[str, list[int]]) -> None:
+    tree: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for par, (count, size) in per_parent.items():
+        for d in (par, *ancestors(par)) if par else ("",):
+            acc = tree[d]
+            acc[0] += count
+            acc[1] += size
+    conn.executemany(
+        "UPDATE dirs SET num_files = num_files + ? WHERE path = ?",
+        [(count, par) for par, (count, _) in per_parent.items()],
+    )
+    conn.executemany(
+        "UPDATE dirs SET num_files_tree = num_files_tree + ?, size_tree = size_tree + ? "
+        "WHERE path = ?",
+        [(count, size, d) for d, (count, size) in tree.items()],
+    )
