@@ -59,3 +59,68 @@ def test_extract_detects_corruption(make_archive, tmp_path) -> None:  # type: ig
         f.write(b"J")
     with pytest.raises(barecat.BarecatIntegrityError):
         barecat.extract(path, str(tmp_path / "o"))
+
+
+def _tree_listing(root) -> dict[str, tuple[str, bytes | str, int]]:  # type: ignore[no-untyped-def]
+    """{relative path: (kind, content or link target, permission bits)} of a real tree."""
+    out: dict[str, tuple[str, bytes | str, int]] = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            full = os.path.join(dirpath, name)
+            rel = os.path.relpath(full, root)
+            st = os.lstat(full)
+            if os.path.islink(full):
+                out[rel] = ("link", os.readlink(full), 0)
+            elif os.path.isdir(full):
+                out[rel] = ("dir", b"", st.st_mode & 0o777)
+            else:
+                with open(full, "rb") as f:
+                    out[rel] = ("file", f.read(), st.st_mode & 0o777)
+    return out
+
+
+def test_add_directory_then_extract_round_trips(tmp_path, archive_path: str) -> None:  # type: ignore[no-untyped-def]
+    src = tmp_path / "src"
+    (src / "a" / "b").mkdir(parents=True)
+    (src / "empty").mkdir()
+    (src / "a" / "b" / "f.bin").write_bytes(os.urandom(5000))
+    (src / "a" / "big.bin").write_bytes(os.urandom(3 << 20))
+    (src / "top.txt").write_bytes(b"top")
+    os.chmod(src / "top.txt", 0o600)
+    os.symlink("b/f.bin", src / "a" / "link_to_f")
+    os.symlink("../a", src / "empty" / "link_to_dir")
+    os.utime(src / "top.txt", ns=(1, 1_234_567_890_123_456_789))
+    with barecat.Barecat(archive_path, readonly=False) as bc:
+        n = barecat.transfer.add_directory(bc, str(src), workers=2)
+        assert n == 5  # 3 files + 2 links
+        link = bc.index.lookup_file("a/link_to_f")
+        assert link.is_symlink_entry and bc["a/link_to_f"] == b"b/f.bin"
+        assert bc.index.lookup_file("top.txt").mtime_ns == 1_234_567_890_123_456_789
+        assert bc.isdir("empty") and bc.index.find_inconsistencies() == []
+    out = tmp_path / "out"
+    barecat.extract(archive_path, str(out))
+    assert _tree_listing(out) == _tree_listing(src)
+    assert os.stat(out / "top.txt").st_mtime_ns == 1_234_567_890_123_456_789
+
+
+def test_add_directory_under_a_prefix_and_following_links(tmp_path, archive_path: str) -> None:  # type: ignore[no-untyped-def]
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "real").write_bytes(b"data")
+    os.symlink("real", src / "alias")
+    with barecat.Barecat(archive_path, readonly=False) as bc:
+        barecat.transfer.add_directory(bc, str(src), "in/here", follow_symlinks=True)
+        assert bc["in/here/alias"] == b"data"
+        assert not bc.index.lookup_file("in/here/alias").is_symlink_entry
+        with pytest.raises(barecat.FileExistsBarecatError):
+            barecat.transfer.add_directory(bc, str(src), "in/here")
+
+
+def test_extract_refuses_links_pointing_outside(archive_path: str, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import stat
+
+    with barecat.Barecat(archive_path, readonly=False) as bc:
+        bc.add("evil", data=b"../../etc/passwd", mode=stat.S_IFLNK | 0o777)
+    with pytest.raises(barecat.InvalidPathBarecatError, match="outside"):
+        barecat.extract(archive_path, str(tmp_path / "o"))
+    assert not os.path.lexists(tmp_path / "o" / "evil")

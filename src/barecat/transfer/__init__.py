@@ -1,5 +1,5 @@
-"""Moving data into and out of archives: directories today; tar/zip and sync later."""
+"""Moving data into and out of archives: directory trees today; tar/zip and sync later."""
 
-from barecat.transfer.directory import extract, extract_to_directory
+from barecat.transfer.directory import add_directory, extract, extract_to_directory
 
-__all__ = ["extract", "extract_to_directory"]
+__all__ = ["add_directory", "extract", "extract_to_directory"]
