@@ -44,6 +44,8 @@ class Barecat(MutableMapping[str, bytes]):
 
     Opens read-only by default. ``readonly=False`` creates the archive if missing (unless
     ``exist_ok=False`` and it exists); ``overwrite=True`` deletes an existing one first.
+    Read-only archives answer lookups from an in-memory table once enough random reads
+    happen (``lookup_table=True`` builds it at open, ``False`` never).
     """
 
     def __init__(
@@ -60,6 +62,7 @@ class Barecat(MutableMapping[str, bytes]):
         wal: bool = False,
         readonly_is_immutable: bool = False,
         commit_interval: float = 1.0,
+        lookup_table: bool | None = None,
     ) -> None:
         if auto_codec:
             raise BarecatError(
@@ -94,6 +97,7 @@ class Barecat(MutableMapping[str, bytes]):
                 wal=wal,
                 readonly_is_immutable=readonly_is_immutable,
                 threadsafe=threadsafe,
+                lookup_table=lookup_table,
             )
             self.sharder = Sharder(
                 self.path,

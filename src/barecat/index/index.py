@@ -68,9 +68,17 @@ class Index(IndexReader):
         wal: bool = False,
         readonly_is_immutable: bool = False,
         threadsafe: bool = False,
+        lookup_table: bool | None = None,
     ) -> None:
         super().__init__(
-            path, shard_size_limit, bufsize, readonly, wal, readonly_is_immutable, threadsafe
+            path,
+            shard_size_limit,
+            bufsize,
+            readonly,
+            wal,
+            readonly_is_immutable,
+            threadsafe,
+            lookup_table,
         )
         if shard_size_limit is not None and not self._created and not readonly:
             self.shard_size_limit = shard_size_limit

@@ -34,8 +34,11 @@ from barecat.exceptions import (
 from barecat.glob import compile_glob
 from barecat.index import query
 from barecat.index.connection import ConnectionPool, roll_back_crashed_transaction
+from barecat.index.lookup_table import LookupTable
 from barecat.index.schema import check_version, create_schema
 from barecat.paths import ancestors, basename, normalize
+
+_AUTO_TABLE_MIN_LOOKUPS = 10_000
 
 _Reader = TypeVar("_Reader", bound="IndexReader")
 DirItem = BarecatDirInfo | str
@@ -64,6 +67,7 @@ class IndexReader:
         wal: bool = False,
         readonly_is_immutable: bool = False,
         threadsafe: bool = False,
+        lookup_table: bool | None = None,
     ) -> None:
         self.path = os.fspath(path)
         self.readonly = readonly
@@ -76,6 +80,11 @@ class IndexReader:
         self._pool = ConnectionPool(
             self.path, readonly, readonly and readonly_is_immutable, threadsafe
         )
+        self._immutable = readonly and readonly_is_immutable
+        self._table: LookupTable | None = None
+        self._index_fd: int | None = None
+        self._lookups = 0
+        self._table_after: int | None = None
         try:
             if readonly and not readonly_is_immutable:
                 roll_back_crashed_transaction(self.path)
@@ -99,6 +108,11 @@ class IndexReader:
         except BaseException:
             self._pool.close()
             raise
+        if readonly and lookup_table is not False:
+            if lookup_table:
+                self.build_lookup_table()
+            else:  # build once enough lookups show the archive is being read at random
+                self._table_after = max(_AUTO_TABLE_MIN_LOOKUPS, self.num_files // 4)
         if wal and not readonly:
             conn.execute("PRAGMA journal_mode = WAL")
 
@@ -113,6 +127,10 @@ class IndexReader:
 
     def close(self) -> None:
         self._pool.close()
+        self._table = None
+        if self._index_fd is not None:
+            os.close(self._index_fd)
+            self._index_fd = None
 
     def __enter__(self: _Reader) -> _Reader:
         return self
@@ -207,11 +225,46 @@ class IndexReader:
         return FileNotFoundBarecatError(path, what)
 
     def lookup_address(self, path: str) -> tuple[int, int, int, int | None] | None:
-        """(shard, offset, size, crc32c) of a normalized file path, or None: the read hot path."""
+        """(shard, offset, size, crc32c) of a normalized file path, or None: the read hot path.
+
+        Read-only indexes answer from a :class:`LookupTable` once it pays off (built after
+        enough lookups, or at open with ``lookup_table=True``), SQLite otherwise.
+        """
+        table = self._table
+        if table is not None:
+            if self._immutable or table.is_current():
+                found = table.find(path)
+                if found is not False:
+                    return found  # type: ignore[return-value]
+            else:
+                self._table = None
+                self._lookups = 0
+        elif self._table_after is not None:
+            self._lookups += 1
+            if self._lookups >= self._table_after:
+                self.build_lookup_table()
         row: tuple[int, int, int, int | None] | None = self.conn.execute(
             "SELECT shard, offset, size, crc32c FROM files WHERE path = ?", (path,)
         ).fetchone()
         return row
+
+    @property
+    def lookup_table_size(self) -> int | None:
+        """Entries in the active lookup table, or None when lookups go to SQLite."""
+        return None if self._table is None else len(self._table)
+
+    def build_lookup_table(self) -> bool:
+        """Build the in-memory lookup table now (read-only, rollback-journal indexes only)."""
+        self._table_after = None
+        if not self.readonly:
+            return False
+        if self._index_fd is None:
+            self._index_fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+        table = LookupTable(self.conn, self._index_fd)
+        if table.counter is None:
+            return False
+        self._table = table
+        return True
 
     def locate_many(self, paths: list[str]) -> list[tuple[int, int, int, int, int | None]]:
         """(request position, shard, offset, size, crc32c) for each existing normalized path,
