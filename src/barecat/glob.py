@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 _MAGIC = re.compile(r"[*?[]")
@@ -88,6 +89,9 @@ class GlobPattern:
         names hidden components (then Python applies the per-component rule). Otherwise
         the conditions only narrow the rows and Python decides (``matches_relative``).
         """
+        recursive_tail = self._recursive_tail_conditions()
+        if recursive_tail is not None:
+            return recursive_tail
         prefilter = self.sql_glob_prefilter()
         if prefilter is None:
             return [], [], False
@@ -97,6 +101,11 @@ class GlobPattern:
             return conditions, args, False
         conditions.append("length(path) - length(replace(path, '/', '')) = ?")
         args.append(prefilter.count("/"))
+        return self._with_hidden_rule(conditions, args)
+
+    def _with_hidden_rule(
+        self, conditions: list[str], args: list[object]
+    ) -> tuple[list[str], list[object], bool]:
         if self.include_hidden:
             return conditions, args, True
         if any(c.text.startswith(".") for c in self.components):
@@ -104,6 +113,35 @@ class GlobPattern:
         conditions.append("('/' || substr(path, ?)) NOT GLOB '*/.*'")
         args.append(len(self.base) + 2 if self.base else 1)
         return conditions, args, True
+
+    def _recursive_tail_conditions(self) -> tuple[list[str], list[object], bool] | None:
+        """Exact conditions for ``base/**``: everything strictly below ``base``."""
+        comps = self.components
+        if len(comps) != 1 or comps[0].regex is not None:
+            return None
+        return self._with_hidden_rule(["path != ''"], [])
+
+    def tail_matcher(self) -> Callable[[str], bool] | None:
+        """For ``base/**/NAME``, a cheap exact test of a path below ``base``, else None.
+
+        Any depth is allowed there, so only the last component is matched, plus the
+        hidden-name rule over the whole relative path.
+        """
+        comps = self.components
+        if len(comps) != 2 or comps[0].regex is not None or comps[1].regex is None:
+            return None
+        match = comps[1].regex.match
+        skip = len(self.base) + 1 if self.base else 0
+        check_hidden = not self.include_hidden
+        if check_hidden and comps[1].text.startswith("."):
+            return None
+
+        def matches(path: str) -> bool:
+            if not path or match(path[path.rfind("/") + 1 :]) is None:
+                return False  # (the root itself is never a match)
+            return not check_hidden or "/." not in "/" + path[skip:]
+
+        return matches
 
     def matches_relative(self, names: list[str], is_dir: bool = True) -> bool:
         """True if the components below ``base`` (``names``) match the pattern.

@@ -9,7 +9,7 @@ cursors merged on the directory key instead of two queries per directory. Import
 from __future__ import annotations
 
 import functools
-import heapq
+import itertools
 import sqlite3
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -17,7 +17,7 @@ from typing import Any, Generic, TypeVar
 
 from barecat.entries import BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo, Order
 from barecat.glob import GlobPattern
-from barecat.paths import parent, subtree_bounds
+from barecat.paths import join, parent, subtree_bounds
 
 FILE_COLUMNS = "path, shard, offset, size, crc32c, mode, uid, gid, mtime_ns"
 DIR_COLUMNS = "path, num_subdirs, num_files, size_tree, num_files_tree, mode, uid, gid, mtime_ns"
@@ -25,6 +25,7 @@ DIR_COLUMNS = "path, num_subdirs, num_files, size_tree, num_files_tree, mode, ui
 WalkStep = tuple[BarecatDirInfo, list[BarecatDirInfo], list[BarecatFileInfo]]
 T = TypeVar("T")
 D = TypeVar("D")
+C = TypeVar("C")
 F = TypeVar("F")
 
 
@@ -84,15 +85,15 @@ def subtree_where(directory: str, column: str = "path") -> tuple[str, tuple[obje
 
 
 def walk(
-    conn: sqlite3.Connection, top: str, decoders: WalkDecoders[D, F]
-) -> Iterator[tuple[D, list[D], list[F]]]:
+    conn: sqlite3.Connection, top: str, decoders: WalkDecoders[D, C, F]
+) -> Iterator[tuple[D, list[C], list[F]]]:
     """Top-down walk below ``top`` (which must be a directory), streaming.
 
     Directories come in path order, which is a valid top-down order because a prefix
     sorts before its extensions. Children are picked off two cursors sorted by parent —
     the same key — so the whole walk costs three index scans. Callers may prune the
     yielded subdirectory list in place, as with ``os.walk``. ``decoders`` chooses what is
-    built per row: full info records, or just paths (much cheaper).
+    built per row: full info records, or just names computed by SQLite (much cheaper).
     """
     args: tuple[object, ...]
     if top:
@@ -107,18 +108,18 @@ def walk(
     dec = decoders
     sql = f"SELECT {dec.dir_columns} FROM dirs{dwhere} ORDER BY path"
     dirs_in_order = (dec.decode_dir(row) for row in conn.execute(sql, args))
-    subdirs = _grouped_by_parent(conn, "dirs", dec.dir_columns, dec.decode_dir, pwhere, args)
+    subdirs = _grouped_by_parent(conn, "dirs", dec.child_columns, dec.decode_child, pwhere, args)
     files = _grouped_by_parent(conn, "files", dec.file_columns, dec.decode_file, pwhere, args)
     pruned: set[str] = set()
     next_subdirs = next(subdirs, None)
     next_files = next(files, None)
     for d in dirs_in_order:
-        key = dec.dir_path(d)
+        key = dec.dir_key(d)
         while next_subdirs is not None and next_subdirs[0] < key:
             next_subdirs = next(subdirs, None)
         while next_files is not None and next_files[0] < key:
             next_files = next(files, None)
-        my_dirs: list[D] = []
+        my_dirs: list[C] = []
         my_files: list[F] = []
         if next_subdirs is not None and next_subdirs[0] == key:
             my_dirs = next_subdirs[1]
@@ -127,20 +128,28 @@ def walk(
         if key != top and (key in pruned or parent(key) in pruned):
             pruned.add(key)
             continue
-        my_dirs.sort(key=dec.dir_path)
-        my_files.sort(key=dec.file_path)
-        offered = [dec.dir_path(x) for x in my_dirs]
+        name_of = dec.child_name
+        my_dirs.sort(key=name_of)
+        my_files.sort(key=dec.file_name)
+        if not my_dirs:
+            yield d, my_dirs, my_files
+            continue
+        offered = [name_of(x) for x in my_dirs]
         yield d, my_dirs, my_files
-        kept = {dec.dir_path(x) for x in my_dirs}
-        pruned.update(p for p in offered if p not in kept)
+        kept = {name_of(x) for x in my_dirs}
+        pruned.update(join(key, n) for n in offered if n not in kept)
 
 
-def _path_only(row: tuple[object, ...]) -> str:
-    return row[0]  # type: ignore[return-value]
+def _first(row: tuple[Any, ...]) -> str:
+    return row[0]  # type: ignore[no-any-return]
 
 
-def _identity(path: str) -> str:
-    return path
+def _same(name: str) -> str:
+    return name
+
+
+def _info_name(info: BarecatEntryInfo) -> str:
+    return info.name
 
 
 def _info_path(info: BarecatEntryInfo) -> str:
@@ -148,45 +157,49 @@ def _info_path(info: BarecatEntryInfo) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class WalkDecoders(Generic[D, F]):
-    """How ``walk`` turns rows into the items it yields, and gets paths back from them."""
+class WalkDecoders(Generic[D, C, F]):
+    """What ``walk`` builds from rows: the walked directory (D), its subdirectories (C)
+    and its files (F), plus how to get a walked directory's path and a child's name."""
 
     dir_columns: str
-    decode_dir: Callable[[tuple[object, ...]], D]
-    dir_path: Callable[[D], str]
+    decode_dir: Callable[[tuple[Any, ...]], D]
+    dir_key: Callable[[D], str]
+    child_columns: str
+    decode_child: Callable[[tuple[Any, ...]], C]
+    child_name: Callable[[C], str]
     file_columns: str
-    decode_file: Callable[[tuple[object, ...]], F]
-    file_path: Callable[[F], str]
+    decode_file: Callable[[tuple[Any, ...]], F]
+    file_name: Callable[[F], str]
 
 
-WALK_INFOS: WalkDecoders[BarecatDirInfo, BarecatFileInfo] = WalkDecoders(
-    DIR_COLUMNS, dir_from_row, _info_path, FILE_COLUMNS, file_from_row, _info_path
-)
-WALK_PATHS: WalkDecoders[str, str] = WalkDecoders(
-    "path", _path_only, _identity, "path", _path_only, _identity
-)
+# The name below the parent, computed by SQLite (the root's children have parent '').
+_NAME = "CASE WHEN parent = '' THEN path ELSE substr(path, length(parent) + 2) END"
+
+WALK_INFOS: WalkDecoders[BarecatDirInfo, BarecatDirInfo, BarecatFileInfo] = WalkDecoders(
+    DIR_COLUMNS, dir_from_row, _info_path,
+    DIR_COLUMNS, dir_from_row, _info_name,
+    FILE_COLUMNS, file_from_row, _info_name,
+)  # fmt: skip
+WALK_NAMES: WalkDecoders[str, str, str] = WalkDecoders(
+    "path", _first, _same,
+    _NAME, _first, _same,
+    _NAME, _first, _same,
+)  # fmt: skip
 
 
 def _grouped_by_parent(
     conn: sqlite3.Connection,
     table: str,
     columns: str,
-    decode: Callable[[tuple[object, ...]], T],
+    decode: Callable[[tuple[Any, ...]], T],
     where: str,
     args: tuple[object, ...],
 ) -> Iterator[tuple[str, list[T]]]:
     """(parent, decoded children) groups, in parent order."""
     sql = f"SELECT parent, {columns} FROM {table}{where} ORDER BY parent"
-    current: str | None = None
-    group: list[T] = []
-    for row in conn.execute(sql, args):
-        if row[0] != current:
-            if current is not None:
-                yield current, group
-            current, group = row[0], []
-        group.append(decode(row[1:]))
-    if current is not None:
-        yield current, group
+    rows = conn.execute(sql, args)
+    for key, group in itertools.groupby(rows, _first):
+        yield key, [decode(row[1:]) for row in group]
 
 
 def glob_matches(conn: sqlite3.Connection, pattern: GlobPattern, only_files: bool) -> Iterator[str]:
@@ -205,22 +218,32 @@ def glob_matches(conn: sqlite3.Connection, pattern: GlobPattern, only_files: boo
     where = (" WHERE " + " AND ".join(conditions)) if conditions else ""
     args = tuple(extra)
 
-    def rows(table: str, is_dir: bool) -> Iterator[tuple[str, bool]]:
-        for (path,) in conn.execute(f"SELECT path FROM {table}{where} ORDER BY path", args):
-            yield path, is_dir
-
-    if pattern.dirs_only:
-        if only_files:
-            return
-        candidates = rows("dirs", True)
-    elif only_files:
-        candidates = rows("files", False)
-    else:
-        candidates = heapq.merge(rows("dirs", True), rows("files", False))
-    if exact:
-        yield from (path for path, _ in candidates)
+    tables = (
+        []
+        if pattern.dirs_only and only_files
+        else ["dirs"]
+        if pattern.dirs_only
+        else (["files"] if only_files else ["dirs", "files"])
+    )
+    found = {
+        table: [row[0] for row in conn.execute(f"SELECT path FROM {table}{where}", args)]
+        for table in tables
+    }
+    dirs = found.get("dirs", [])
+    tail_matches = None if exact else pattern.tail_matcher()
+    if exact or tail_matches is not None:
+        paths = dirs + found.get("files", [])
+        if tail_matches is not None:
+            paths = [p for p in paths if tail_matches(p)]
+        paths.sort()
+        yield from paths
         return
     skip = len(pattern.base) + 1 if pattern.base else 0
-    for path, is_dir in candidates:
-        if pattern.matches_relative(path[skip:].split("/"), is_dir):
-            yield path
+    dir_set = set(dirs)
+    paths = [
+        p
+        for p in dirs + found.get("files", [])
+        if pattern.matches_relative(p[skip:].split("/"), p in dir_set)
+    ]
+    paths.sort()
+    yield from paths

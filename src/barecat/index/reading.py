@@ -36,7 +36,7 @@ from barecat.index import query
 from barecat.index.connection import ConnectionPool, roll_back_crashed_transaction
 from barecat.index.lookup_table import LookupTable
 from barecat.index.schema import check_version, create_schema
-from barecat.paths import ancestors, basename, normalize
+from barecat.paths import ancestors, normalize
 
 _AUTO_TABLE_MIN_LOOKUPS = 10_000
 
@@ -402,11 +402,8 @@ class IndexReader:
         The yielded ``dirnames`` list may be pruned in place to skip subtrees.
         """
         top = self._existing_dir(rootitem)
-        for d, subdirs, files in query.walk(self.conn, top, query.WALK_PATHS):
-            names = [basename(s) for s in subdirs]
-            yield (d or "."), names, [basename(f) for f in files]
-            keep = set(names)
-            subdirs[:] = [s for s in subdirs if basename(s) in keep]
+        for d, subdirs, files in query.walk(self.conn, top, query.WALK_NAMES):
+            yield (d or "."), subdirs, files
 
     def iterglob_paths(
         self,
