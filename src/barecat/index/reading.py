@@ -381,15 +381,24 @@ class IndexReader:
     def iterdir_names(
         self, diritem: DirItem, order: Order = Order.ANY, bufsize: int | None = None
     ) -> Iterator[str]:
-        path = self._existing_dir(diritem)
-        cut = len(path) + 1 if path else 0
-        for table in ("dirs", "files"):
-            sql = f"SELECT path FROM {table} WHERE parent = ?" + query.order_clause(order, False)
-            for row in self.conn.execute(sql, (path,)):
-                yield row[0][cut:]
+        return iter(self.listdir_names(diritem, order))
 
     def listdir_names(self, diritem: DirItem, order: Order = Order.ANY) -> list[str]:
-        return list(self.iterdir_names(diritem, order))
+        """Names in a directory: subdirectories first, then files (each in ``order``).
+
+        One query; the directory's existence is only checked when it comes back empty.
+        """
+        path = path_of(diritem)
+        cut = len(path) + 1 if path else 0
+        by = query.order_clause(order, False)
+        sql = (
+            f"SELECT * FROM (SELECT path FROM dirs WHERE parent = ?1{by}) "
+            f"UNION ALL SELECT * FROM (SELECT path FROM files WHERE parent = ?1{by})"
+        )
+        names = [row[0][cut:] for row in self.conn.execute(sql, (path,))]
+        if not names:
+            self._existing_dir(path)
+        return names
 
     def walk_infos(self, rootitem: DirItem, bufsize: int = 32) -> Iterator[query.WalkStep]:
         return query.walk(self.conn, self._existing_dir(rootitem), query.WALK_INFOS)
