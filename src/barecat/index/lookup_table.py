@@ -36,17 +36,24 @@ class LookupTable:
     def __init__(self, conn: sqlite3.Connection, index_fd: int) -> None:
         self._fd = index_fd
         self.counter = change_counter(index_fd)
-        rows = sorted(
-            (hash(path), shard, offset, size, _NO_CRC if crc is None else crc)
-            for path, shard, offset, size, crc in conn.execute(
-                "SELECT path, shard, offset, size, crc32c FROM files"
-            )
-        )
-        self._hashes = array("q", (r[0] for r in rows))
-        self._shards = array("q", (r[1] for r in rows))
-        self._offsets = array("q", (r[2] for r in rows))
-        self._sizes = array("q", (r[3] for r in rows))
-        self._crcs = array("q", (r[4] for r in rows))
+        hashes, shards, offsets, sizes, crcs = (array("q") for _ in range(5))
+        for path, shard, offset, size, crc in conn.execute(
+            "SELECT path, shard, offset, size, crc32c FROM files"
+        ):
+            hashes.append(hash(path))
+            shards.append(shard)
+            offsets.append(offset)
+            sizes.append(size)
+            crcs.append(_NO_CRC if crc is None else crc)
+        # Sort all columns by hash through one permutation: far less memory than tuples.
+        order = sorted(range(len(hashes)), key=hashes.__getitem__)
+        self._hashes = array("q", (hashes[i] for i in order))
+        del hashes
+        self._shards = array("q", (shards[i] for i in order))
+        self._offsets = array("q", (offsets[i] for i in order))
+        self._sizes = array("q", (sizes[i] for i in order))
+        self._crcs = array("q", (crcs[i] for i in order))
+        del order, shards, offsets, sizes, crcs
         hashes = self._hashes
         self._ambiguous = {hashes[i] for i in range(1, len(hashes)) if hashes[i] == hashes[i - 1]}
 
