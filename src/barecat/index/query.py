@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import operator
 import sqlite3
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -175,15 +176,25 @@ class WalkDecoders(Generic[D, C, F]):
 # The name below the parent, computed by SQLite (the root's children have parent '').
 _NAME = "CASE WHEN parent = '' THEN path ELSE substr(path, length(parent) + 2) END"
 
+
+def _child_dir(row: tuple[Any, ...]) -> BarecatDirInfo:
+    return dir_from_row(row[1:])
+
+
+def _child_file(row: tuple[Any, ...]) -> BarecatFileInfo:
+    return file_from_row(row[1:])
+
+
+# Child decoders get (parent, *columns) rows; the name decoders are C-level itemgetters.
 WALK_INFOS: WalkDecoders[BarecatDirInfo, BarecatDirInfo, BarecatFileInfo] = WalkDecoders(
     DIR_COLUMNS, dir_from_row, _info_path,
-    DIR_COLUMNS, dir_from_row, _info_name,
-    FILE_COLUMNS, file_from_row, _info_name,
+    DIR_COLUMNS, _child_dir, _info_name,
+    FILE_COLUMNS, _child_file, _info_name,
 )  # fmt: skip
 WALK_NAMES: WalkDecoders[str, str, str] = WalkDecoders(
     "path", _first, _same,
-    _NAME, _first, _same,
-    _NAME, _first, _same,
+    _NAME, operator.itemgetter(1), _same,
+    _NAME, operator.itemgetter(1), _same,
 )  # fmt: skip
 
 
@@ -199,7 +210,7 @@ def _grouped_by_parent(
     sql = f"SELECT parent, {columns} FROM {table}{where} ORDER BY parent"
     rows = conn.execute(sql, args)
     for key, group in itertools.groupby(rows, _first):
-        yield key, [decode(row[1:]) for row in group]
+        yield key, list(map(decode, group))
 
 
 def glob_matches(conn: sqlite3.Connection, pattern: GlobPattern, only_files: bool) -> Iterator[str]:
