@@ -182,6 +182,10 @@ def test_lookup_table_answers_like_sqlite(make_archive) -> None:  # type: ignore
         for p in [*list(files)[::7], "nope", "d1", "d1/f1/x"]:
             assert fast.index.lookup_address(p) == slow.index.lookup_address(p)
         assert all(fast[p] == d for p, d in files.items())
+        some = [*list(files)[::11], "empty", "d2/f2"]
+        assert fast.get_many(some) == slow.get_many(some) == [files[p] for p in some]
+        with pytest.raises(KeyError):
+            fast.get_many(["d1/f1", "nope"])
         with pytest.raises(KeyError):
             fast["d1"]
 

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import operator
 import os
 import sqlite3
 from collections.abc import Iterator
-from typing import TypeVar
+from typing import TypeVar, cast
 
 from barecat.entries import (
     SHARD_SIZE_UNLIMITED,
@@ -34,11 +35,12 @@ from barecat.exceptions import (
 from barecat.glob import compile_glob
 from barecat.index import query
 from barecat.index.connection import ConnectionPool, roll_back_crashed_transaction
-from barecat.index.lookup_table import LookupTable
+from barecat.index.lookup_table import Address, LookupTable
 from barecat.index.schema import check_version, create_schema
 from barecat.paths import ancestors, normalize
 
 _AUTO_TABLE_MIN_LOOKUPS = 10_000
+_address_of = operator.itemgetter(1, 2)
 
 _Reader = TypeVar("_Reader", bound="IndexReader")
 DirItem = BarecatDirInfo | str
@@ -269,6 +271,19 @@ class IndexReader:
     def locate_many(self, paths: list[str]) -> list[tuple[int, int, int, int, int | None]]:
         """(request position, shard, offset, size, crc32c) for each existing normalized path,
         sorted by storage address: one query joins the whole request against the index."""
+        table = self._table
+        if table is not None and (self._immutable or table.is_current()):
+            located = []
+            for i, path in enumerate(paths):
+                found = table.find(path)
+                if found is False:  # the table cannot tell: ask SQLite for the whole batch
+                    break
+                if found is not None:
+                    shard, offset, size, crc = cast(Address, found)
+                    located.append((i, shard, offset, size, crc))
+            else:
+                located.sort(key=_address_of)
+                return located
         sql = (
             "SELECT j.key, f.shard, f.offset, f.size, f.crc32c FROM json_each(?) AS j "
             "JOIN files AS f ON f.path = j.value ORDER BY f.shard, f.offset"
