@@ -62,7 +62,7 @@ def connect(
     conn.execute("PRAGMA recursive_triggers = ON")
     conn.execute("PRAGMA cache_size = -65536")
     conn.execute("PRAGMA temp_store = MEMORY")
-    conn.execute("PRAGMA mmap_size = 268435456")
+    conn.execute("PRAGMA mmap_size = 1073741824")
     return conn
 
 
