@@ -430,6 +430,31 @@ class ArchiveModel(RuleBasedStateMachine):
             self.files[path] = data
             self._add_dirs(_parent(path))
 
+    @rule(batch=st.lists(st.tuples(SM_PATHS, SM_DATA), min_size=1, max_size=4))
+    def add_many(self, batch: list[tuple[str, bytes]]) -> None:
+        """A batch goes in whole, or (on any conflict) not at all."""
+        paths = [p for p, _ in batch]
+        ancestors_needed = {a for p in paths for a in _ancestors(p)} - {""}
+        conflict = (
+            len(set(paths)) < len(paths)
+            or any(p in self.dirs or p in self.files or self._file_ancestor(p) for p in paths)
+            or any(p in ancestors_needed for p in paths)
+        )
+        errors = (FileExistsBarecatError, NotADirectoryBarecatError, IsADirectoryBarecatError)
+        if self._expect("add_many", errors if conflict else None, lambda: self.bc.add_many(batch)):
+            for p, d in batch:
+                self.files[p] = d
+                self._add_dirs(_parent(p))
+
+    @rule(data=st.data())
+    def get_many(self, data: st.DataObject) -> None:
+        wanted = [self._draw_path(data, self.files) for _ in range(data.draw(st.integers(1, 5)))]
+        if all(p in self.files for p in wanted):
+            assert self.bc.get_many(wanted) == [self.files[p] for p in wanted]
+        else:
+            with pytest.raises(KeyError):
+                self.bc.get_many(wanted)
+
     @rule(data=st.data(), overwrite=SM_DATA, append=st.booleans())
     @precondition(lambda self: self.files)
     def write_via_open(self, data: st.DataObject, overwrite: bytes, append: bool) -> None:
