@@ -16,7 +16,7 @@ import io
 import os
 import stat
 import time
-from collections.abc import Iterable, Iterator, MutableMapping
+from collections.abc import Callable, Iterable, Iterator, MutableMapping
 from typing import IO, Any, BinaryIO, cast
 
 from barecat.entries import BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo, Order
@@ -424,15 +424,34 @@ class Barecat(MutableMapping[str, bytes]):
             raise IsADirectoryBarecatError("")
         if file_exist_ok and self.index.lookup_address(finfo.path) is not None:
             return
+
+        def record(address: Address) -> None:
+            finfo.shard, finfo.offset, finfo.size, finfo.crc32c = address
+            self.index.add_file(finfo)
+
+        self._append_then_record(data, fileobj, _size_hint(fileobj), bufsize, record)
+
+    def _append_then_record(
+        self,
+        data: bytes | bytearray | memoryview | None,
+        fileobj: BinaryIO | None,
+        size_hint: int | None,
+        bufsize: int,
+        record: Callable[[Address], None],
+    ) -> None:
+        """Write the bytes, then let ``record`` store the row that points at them.
+
+        If recording fails the bytes are dropped again, so no row ever points at bytes
+        that were not written and no refused file leaves bytes behind.
+        """
         if fileobj is not None:
-            address = self.sharder.append_stream(fileobj, _size_hint(fileobj), bufsize)
+            address = self.sharder.append_stream(fileobj, size_hint, bufsize)
         else:
             address = self.sharder.append(b"" if data is None else data)
-        finfo.shard, finfo.offset, finfo.size, finfo.crc32c = address
         try:
-            self.index.add_file(finfo)
+            record(address)
         except BaseException:
-            self.sharder._rollback(address[0], address[1])
+            self.sharder.rollback_append(address)
             self._resync_write_position()
             raise
         self.sharder.commit_append(address)
@@ -455,15 +474,12 @@ class Barecat(MutableMapping[str, bytes]):
         self._require_changeable()
         self._require_no_open_writer()
         old = self._fileinfo(old_item)
-        if fileobj is not None:
-            address = self.sharder.append_stream(fileobj, size or _size_hint(fileobj), bufsize)
-        else:
-            address = self.sharder.append(b"" if data is None else data)
         new = new_item if isinstance(new_item, BarecatFileInfo) else None
-        try:
-            if new_item is not None and _path_str(new_item) != old.path:
-                self.index.rename_file(old.path, _path_str(new_item))
-            target = _path_str(new_item) if new_item is not None else old.path
+        target = _path_str(new_item) if new_item is not None else old.path
+
+        def record(address: Address) -> None:
+            if target != old.path:
+                self.index.rename_file(old.path, target)
             self.index.update_file(
                 target,
                 *address,
@@ -472,12 +488,9 @@ class Barecat(MutableMapping[str, bytes]):
                 new_uid=new.uid if new else None,
                 new_gid=new.gid if new else None,
             )
-        except BaseException:
-            self.sharder._rollback(address[0], address[1])
-            self._resync_write_position()
-            raise
-        self.sharder.commit_append(address)
-        self._maybe_commit()
+
+        size_hint = size if size is not None else _size_hint(fileobj)
+        self._append_then_record(data, fileobj, size_hint, bufsize, record)
 
     def add_many(
         self,
@@ -728,7 +741,10 @@ def _path_str(item: BarecatEntryInfo | str) -> str:
     return item.path if isinstance(item, BarecatEntryInfo) else normalize(item)
 
 
-def _size_hint(fileobj: BinaryIO) -> int | None:
+def _size_hint(fileobj: BinaryIO | None) -> int | None:
+    """The size of a regular file behind ``fileobj``, when there is one."""
+    if fileobj is None:
+        return None
     try:
         st = os.fstat(fileobj.fileno())
     except (AttributeError, OSError, io.UnsupportedOperation):

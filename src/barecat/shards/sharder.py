@@ -403,6 +403,10 @@ class Sharder:
         shard, offset, size, _ = address
         self.write_shard, self.write_offset = shard, offset + size
 
+    def rollback_append(self, address: Address) -> None:
+        """The index refused the file just appended: drop its bytes again."""
+        self._rollback(address[0], address[1])
+
     def _rollback(self, shard: int, offset: int) -> None:
         if shard == self.write_shard and offset == self.write_offset:
             with contextlib.suppress(OSError):
