@@ -360,7 +360,7 @@ class Barecat(MutableMapping[str, bytes]):
             raise FileExistsBarecatError(path)
         keep = existing is not None and kind in ("r", "a")
         size = (existing.size or 0) if keep and existing else 0
-        self.sharder._make_room(size)
+        self.sharder.make_room(size)
         shard, offset = self.sharder.write_shard, self.sharder.write_offset
         if keep and existing is not None:
             self.sharder.copy_within(

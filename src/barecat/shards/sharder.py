@@ -252,7 +252,8 @@ class Sharder:
         self.write_shard, self.write_offset = max(self._num_shards, self.write_shard + 1), 0
         self._writable_fd(self.write_shard)
 
-    def _make_room(self, size: int) -> None:
+    def make_room(self, size: int) -> None:
+        """Start a new shard if ``size`` more bytes would not fit in the current one."""
         if size > self.shard_size_limit:
             raise FileTooLargeBarecatError(
                 f"File of {size} bytes exceeds the shard size limit of "
@@ -281,7 +282,7 @@ class Sharder:
         accepted the file, so a refused file's bytes are simply overwritten by the next one.
         """
         size = len(data)
-        self._make_room(size)
+        self.make_room(size)
         shard, offset = self.write_shard, self.write_offset
         fd = self._writable_fd(shard)
         try:
@@ -300,7 +301,7 @@ class Sharder:
         addresses: list[Address] = []
         i = 0
         while i < len(datas):
-            self._make_room(len(datas[i]))
+            self.make_room(len(datas[i]))
             shard, start = self.write_shard, self.write_offset
             pos, j = start, i
             limit = self.shard_size_limit
@@ -352,7 +353,7 @@ class Sharder:
         if size_hint is not None and size_hint < bufsize:
             return self.append(fileobj.read())
         if size_hint is not None:
-            self._make_room(size_hint)
+            self.make_room(size_hint)
         shard, offset = self.write_shard, self.write_offset
         fd = self._writable_fd(shard)
         size, value = 0, 0
