@@ -153,3 +153,23 @@ def test_repeated_kills_during_commits_never_break_the_archive(tmp_path) -> None
         with barecat.Barecat(path) as bc:
             assert len(bc) > 200
             assert bc.verify_integrity()
+
+
+def test_verify_report_names_every_bad_file(make_archive) -> None:  # type: ignore[no-untyped-def]
+    from barecat.ops import verify_archive
+
+    files = {f"f{i}": bytes([i]) * 100 for i in range(10)}
+    path = make_archive(files)
+    index = barecat.read_index(path)
+    with open(path + "-shard-00000", "r+b") as f:
+        for name in ("f2", "f7"):
+            f.seek(index[name][1] + 5)
+            f.write(b"\xee")
+    with barecat.Barecat(path) as bc:
+        report = verify_archive(bc.index, bc.sharder)
+        assert sorted(report.bad_files) == ["f2", "f7"] and report.index_problems == []
+        assert report.files_checked == 10 and report.bytes_checked == 1000 and not report.ok
+        assert verify_archive(bc.index, bc.sharder, quick=True).ok  # the last file is fine
+    os.truncate(path + "-shard-00000", 950)
+    with barecat.Barecat(path) as bc:
+        assert verify_archive(bc.index, bc.sharder, quick=True).bad_files == ["f9"]

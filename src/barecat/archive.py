@@ -10,7 +10,6 @@ on the index file, so a second writer fails at open instead of interleaving byte
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
 import io
 import os
@@ -19,7 +18,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, MutableMapping
 from typing import IO, Any, BinaryIO, cast
 
-from barecat.entries import BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo, Order
+from barecat.entries import BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo
 from barecat.exceptions import (
     ArchiveLockedBarecatError,
     BarecatError,
@@ -31,6 +30,7 @@ from barecat.exceptions import (
 )
 from barecat.index import Index
 from barecat.layout import archive_exists, base_path, index_path, remove_archive
+from barecat.ops import verify_archive
 from barecat.paths import normalize, normalize_many, parent
 from barecat.shards import BarecatReadOnlyFileObject, BarecatReadWriteFileObject, Sharder
 from barecat.shards.sharder import Address
@@ -711,22 +711,11 @@ class Barecat(MutableMapping[str, bytes]):
         return self.sharder.physical_shard_end(shard_number)
 
     def verify_integrity(self, quick: bool = False) -> bool:
-        """True if the index is consistent and every file (or, ``quick``, the last) checks out."""
-        if self.index.find_inconsistencies():
-            return False
-        if quick:
-            try:
-                infos: Iterator[BarecatFileInfo] = iter([self.index.get_last_file()])
-            except FileNotFoundBarecatError:
-                return True
-        else:
-            infos = self.index.iter_all_fileinfos(Order.ADDRESS)
-        for f in infos:
-            with contextlib.suppress(BarecatError):
-                if self.check_crc32c(f):
-                    continue
-            return False
-        return True
+        """True if the index is consistent and every file (or, ``quick``, the last) checks out.
+
+        ``barecat.ops.verify_archive(bc.index, bc.sharder)`` gives the full report.
+        """
+        return verify_archive(self.index, self.sharder, quick).ok
 
     def __repr__(self) -> str:
         state = (
