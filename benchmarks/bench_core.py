@@ -1,30 +1,47 @@
-"""Core benchmark: ingest, warm random reads and listings, against barecat 0.3.1 and plain files.
+"""Core benchmark: barecat against barecat 0.3.1 and six other ways to keep many small files.
 
     ./run bench [--quick] [--files N] [--workdir DIR] [--keep]
 
-Generates a deterministic ``train/<class>/<id>.jpg`` tree (``bench_dataset``), then measures
+Generates a deterministic ``train/<class>/<id>.jpg`` tree (``bench_dataset``; 200,000 files
+of 1-64 KiB by default, 20,000 with ``--quick``) and stores it eight ways, all measured on
+the same data in the same run (``bench_stores`` has the code for each):
 
-1. ingest, files/s: this barecat (in-process) and the reference barecat 0.3.1 (its own
-   interpreter, ``BARECAT_REFERENCE_PYTHON``) building an archive from the tree with
-   ``add_by_path`` and with ``add(data=...)``; ``shutil.copytree`` of the tree as a yardstick;
-2. warm random reads, µs/file, one thread, a shuffled list of paths: ``bc[path]`` for both,
-   ``open().read()`` on the tree, and a hand-written floor (one SQLite SELECT, ``os.pread``
-   and a CRC32C check per file) on the same archive;
-3. listings: ``listdir`` of every class directory, a full ``walk`` and
-   ``glob('train/*/*.jpg')``, against ``os.listdir``/``os.walk``/``glob.glob`` on the tree.
+- ``ours``: this barecat, in-process; ``ref``: barecat 0.3.1 in its own interpreter
+  (``BARECAT_REFERENCE_PYTHON``), through a long-lived worker that runs the same kernels;
+- ``floor``: the physical floor, one file with every file's bytes concatenated, offsets in a
+  Python dict, ``os.pread`` only; ``plain``: the tree itself (ingest: a copy of it);
+- ``zip`` (``zipfile``, ZIP_STORED, one ``ZipFile`` open, members read by name), ``tar``
+  (``tarfile``, uncompressed, a ``{name: TarInfo}`` dict; ``extractfile``, or ``pread`` at
+  ``offset_data`` for the checksum-free row), ``sqlite`` (``files(path TEXT PRIMARY KEY, data
+  BLOB)``, read by path) and ``lmdb`` (key = path bytes).
 
-The timing code (``bench_workloads``) is the same for both implementations; for the
-reference it runs in a long-lived worker process under the reference's interpreter that
-answers JSON requests, so interpreter start-up is never timed. Repetitions run in rounds
-that interleave all implementations (rotating the order), so background load and drift
-hit them alike; each figure is the median over the rounds, taken with the page cache
-warm. Prints a table with speed ratios, and writes every sample to
-``bench-results/core-<timestamp>.json``. Nothing here asserts anything about speed.
+Measures, each where it makes sense for the store (``bench_workloads`` has the kernels):
 
-Disk: besides the tree, up to (2 x 2 + ingest rounds) times its size during ingest (two
-archives per barecat, one copy per round; about 6 GB by default). The copies and the
-``add(data=)`` archives go after the ingest phase; the tree and the other archives stay
-only with ``--workdir`` or ``--keep``.
+1. ingest files/s and MB/s, from the directory tree and from bytes already in memory (the
+   latter on an evenly spread subset of ``--mem-files`` files, loaded before timing);
+2. warm random reads by path, µs/file, one thread, a shuffled list of paths: the usual read
+   (ours and ref: ``bc[path]``, CRC-checked), without any checksum (ours and ref: index lookup
+   + ``sharder.read_from_address``), via ``bc.open(path, 'rb').read()``, and the usual read
+   by a reader that has already served one read per file ("after an epoch": the steady
+   state of readers that adapt, e.g. build an in-memory index after enough lookups);
+3. batches of 1,000 random paths: ``bc.get_many`` (where the barecat has it) and each store's
+   batch read, against a loop of ``bc[path]`` (the usual read);
+4. random reads from 2 processes, each with its own reader: aggregate files/s;
+5. a sequential read of every file in storage order (ours and ref: ``Order.ADDRESS``);
+6. open + first read, ms; listdir / walk / ``glob('train/*/*.jpg')`` / ``glob('**/*.jpg',
+   recursive=True)`` for the barecats and the tree; index and disk bytes per file.
+
+Repetitions run in rounds that interleave all stores (rotating the order), so background
+load and drift hit them alike; each figure is the median over the rounds, with the page
+cache warm (an untimed warm-up pass precedes each timed one). Ingest from the tree writes the
+whole data set once per store and round, so at the default size it runs one round
+(``--ingest-repeats``). Prints the figures and their ratios to barecat 0.3.1 and to the floor,
+and writes every sample to ``bench-results/core-<timestamp>.json``. Nothing here asserts
+anything about speed.
+
+Disk: the tree plus seven stores of about its size, plus one copy of the tree per ingest
+round (removed after that phase); about 60 GB at the default size, 6 GB with ``--quick``.
+Everything goes unless ``--workdir`` or ``--keep`` is given.
 """
 
 from __future__ import annotations
@@ -45,12 +62,15 @@ from collections.abc import Sequence
 from typing import Any
 
 import bench_dataset
+import bench_stores
 import bench_workloads
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
-GLOB_PATTERN = "train/*/*.jpg"
-IMPLS = ("ours", "ref", "floor", "plain")
+PATTERNS = {"glob": "train/*/*.jpg", "rglob": "**/*.jpg"}
+IMPLS = ("ours", "ref", "floor", "plain", "zip", "tar", "sqlite", "lmdb")
+BARECATS = ("ours", "ref")
+CLOSE_NOTED = (*BARECATS, "zip", "sqlite", "lmdb")  # stores whose close does real work
 
 _T0 = time.perf_counter()
 
@@ -63,7 +83,7 @@ def log(message: str) -> None:
 
 
 class InProcess:
-    """Runs kernels in this interpreter: this project's barecat, the floor, plain files."""
+    """Runs kernels in this interpreter: this project's barecat and every non-barecat store."""
 
     def __init__(self) -> None:
         self.environment = bench_workloads.environment()
@@ -137,12 +157,15 @@ Job = tuple[str, str, Any, str, dict[str, Any]]  # impl, task name, runner, kern
 def _merge(into: dict[str, Any], new: dict[str, Any]) -> None:
     """Append one round's samples to the accumulated measurement (nested for listings)."""
     for key, value in new.items():
-        if key in ("samples", "close_samples"):
+        if key in ("samples", "close_samples", "synced_samples", "warmup_samples"):
             into.setdefault(key, []).extend(value)
         elif isinstance(value, dict) and isinstance(into.get(key), dict):
             _merge(into[key], value)
         elif key not in into:
             into[key] = value
+
+
+JOB_SECONDS: dict[str, float] = {}  # wall time spent per job, for planning run times
 
 
 def interleaved(rounds: int, jobs: list[Job], raw: dict[str, dict[str, Any]], what: str) -> None:
@@ -151,7 +174,10 @@ def interleaved(rounds: int, jobs: list[Job], raw: dict[str, dict[str, Any]], wh
         log(f"{what}: round {r + 1}/{rounds}")
         k = r % len(jobs)
         for impl, name, runner, kernel, args in jobs[k:] + jobs[:k]:
+            t0 = time.perf_counter()
             out = runner.call(kernel, repeats=1, **args)
+            key = f"{impl}/{name}"
+            JOB_SECONDS[key] = round(JOB_SECONDS.get(key, 0.0) + time.perf_counter() - t0, 2)
             if name in raw[impl]:
                 _merge(raw[impl][name], out)
             else:
@@ -208,15 +234,45 @@ def git_info() -> dict[str, Any]:
 # -- the benchmark ---------------------------------------------------------------------------
 
 
+def spread_sample(items: list[str], n: int) -> list[str]:
+    """``n`` items evenly spread over ``items`` (all of them if ``n`` is not smaller)."""
+    if n >= len(items):
+        return list(items)
+    step = len(items) / n
+    return [items[int(i * step)] for i in range(n)]
+
+
+def lmdb_available() -> bool:
+    try:
+        import lmdb  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 def run(args: argparse.Namespace, workdir: str) -> dict[str, Any]:
     spec = bench_dataset.TreeSpec(args.files, args.classes, args.seed)
+    phases: dict[str, float] = {}
+    t_phase = time.perf_counter()
+
+    def phase_done(name: str) -> None:
+        nonlocal t_phase
+        now = time.perf_counter()
+        phases[name] = round(now - t_phase, 1)
+        t_phase = now
+
     log(f"tree: {spec.num_files} files, {spec.num_classes} classes, seed {spec.seed}")
     tree = bench_dataset.ensure_tree(os.path.join(workdir, "tree"), spec)
     log(f"tree ready: {tree.total_bytes / 1e6:.1f} MB in {len(tree.class_dirs)} class dirs")
-    n_read = min(args.read_paths, len(tree.relpaths))
-    read_paths = random.Random(spec.seed + 1).sample(tree.relpaths, n_read)
+    rng = random.Random(spec.seed + 1)
+    read_paths = rng.sample(tree.relpaths, min(args.read_paths, len(tree.relpaths)))
+    batch_size = min(args.batch_size, len(tree.relpaths))
+    batches = [rng.sample(tree.relpaths, batch_size) for _ in range(args.batches)]
+    mem_paths = spread_sample(tree.relpaths, args.mem_files)
+    mem_bytes = sum(tree.sizes[p] for p in mem_paths)
 
-    ours = InProcess()
+    ours = InProcess()  # imports this barecat: the code measured is the code of this moment
+    git_start = git_info()
     runners: dict[str, Any] = {"ours": ours}
     ref_python = None if args.no_ref else find_reference_python(args.ref_python)
     if ref_python is not None:
@@ -224,63 +280,122 @@ def run(args: argparse.Namespace, workdir: str) -> dict[str, Any]:
         runners["ref"] = ReferenceWorker(ref_python, workdir)
     elif not args.no_ref:
         log("reference interpreter not found (set BARECAT_REFERENCE_PYTHON); skipping it")
-    barecats = list(runners)  # "ours" and, if present, "ref"
-    archives = {i: os.path.join(workdir, "archives", i, "data.barecat") for i in barecats}
-    scratch = {
-        i: os.path.join(workdir, "archives", f"{i}-scratch", "data.barecat") for i in barecats
-    }
-    raw: dict[str, dict[str, Any]] = {impl: {} for impl in IMPLS}
-    need = tree.total_bytes * (1.1 * (2 * len(barecats) + args.ingest_repeats))
+    impls = [i for i in IMPLS if i != "ref" or "ref" in runners]
+    if not lmdb_available():
+        log("lmdb is not installed (pip install -e '.[bench]'; ./run bench does); skipping it")
+        impls.remove("lmdb")
+    kinds = {i: "barecat" if i in BARECATS else i for i in impls}
+    runner_of = {i: runners.get(i, ours) for i in impls}
+    stores = {i: tree.root if i == "plain" else os.path.join(workdir, "stores", i) for i in impls}
+    raw: dict[str, dict[str, Any]] = {impl: {} for impl in impls}
+    phase_done("tree")
+
+    need = tree.total_bytes * (1.15 * (len(impls) - 1) + args.ingest_repeats) + mem_bytes * (
+        1.15 * len(impls) + args.mem_repeats
+    )
     free = shutil.disk_usage(workdir).free
     if free < need:
         log(f"WARNING: {free / 1e9:.1f} GB free in {workdir}, the run may need {need / 1e9:.1f}")
+
+    def ingest_job(impl: str, name: str, location: str, relpaths: list[str], source: str) -> Job:
+        payload = tree.total_bytes if relpaths is tree.relpaths else mem_bytes
+        kernel_args = {
+            "kind": kinds[impl],
+            "location": location,
+            "tree": tree.root,
+            "relpaths": relpaths,
+            "source": source,
+            "payload_bytes": payload,
+        }
+        return (impl, name, runner_of[impl], "ingest", kernel_args)
+
     try:
         log("warming the page cache with the tree")
-        bench_workloads.warm_page_cache([tree.root])
+        warmed = bench_workloads.warm_page_cache([tree.root])
 
-        # 1. ingest; the add_by_path archives are the ones read afterwards
-        jobs: list[Job] = []
-        for variant in ("add_by_path", "add_data"):
-            for impl in barecats:
-                target = archives[impl] if variant == "add_by_path" else scratch[impl]
-                ingest_args = {
-                    "tree": tree.root,
-                    "relpaths": tree.relpaths,
-                    "archive": target,
-                    "variant": variant,
-                }
-                jobs.append(
-                    (impl, f"ingest_{variant}", runners[impl], "ingest_barecat", ingest_args)
-                )
-        copies = os.path.join(workdir, "copytree")
+        # 1. ingest from the tree; the stores it leaves are the ones read afterwards
+        copies = os.path.join(workdir, "plain-copies")
         shutil.rmtree(copies, ignore_errors=True)  # left over from an interrupted run
-        copy_args = {"tree": tree.root, "dest_parent": copies}
-        jobs.append(("plain", "ingest_copytree", ours, "ingest_copytree", copy_args))
-        interleaved(args.ingest_repeats, jobs, raw, "ingest")
-        for path in [copies, *(os.path.dirname(p) for p in scratch.values())]:
-            shutil.rmtree(path, ignore_errors=True)
-
-        # 2. + 3. reads and listings, page cache warm
-        log("warming the page cache with the tree and the archives")
-        warmed = bench_workloads.warm_page_cache(
-            [tree.root, *(os.path.dirname(a) for a in archives.values())]
-        )
-        read_args = {"paths": read_paths}
-        list_args = {"class_dirs": tree.class_dirs, "pattern": GLOB_PATTERN}
-        jobs = []
-        for impl in barecats:
-            a = {"archive": archives[impl]}
-            jobs.append((impl, "read", runners[impl], "read_barecat", {**a, **read_args}))
-            floor_impl, floor_name = ("floor", "read") if impl == "ours" else (impl, "floor_read")
-            jobs.append((floor_impl, floor_name, runners[impl], "read_floor", {**a, **read_args}))
-        jobs.append(("plain", "read", ours, "read_plain", {"tree": tree.root, **read_args}))
-        interleaved(args.repeats, jobs, raw, f"random reads of {n_read} paths")
         jobs = [
-            (impl, "list", runners[impl], "list_barecat", {"archive": archives[impl], **list_args})
-            for impl in barecats
+            ingest_job(
+                i, "ingest_tree", copies if i == "plain" else stores[i], tree.relpaths, "tree"
+            )
+            for i in impls
         ]
-        jobs.append(("plain", "list", ours, "list_plain", {"tree": tree.root, **list_args}))
+        interleaved(args.ingest_repeats, jobs, raw, "ingest from the tree")
+        shutil.rmtree(copies, ignore_errors=True)
+        phase_done("ingest_tree")
+
+        # 2. ingest from bytes in memory, a spread subset, into scratch stores
+        scratch = os.path.join(workdir, "scratch")
+        shutil.rmtree(scratch, ignore_errors=True)
+        jobs = [
+            ingest_job(i, "ingest_memory", os.path.join(scratch, i), mem_paths, "memory")
+            for i in impls
+        ]
+        what = f"ingest from memory ({len(mem_paths):,} files)"
+        interleaved(args.mem_repeats, jobs, raw, what)
+        for runner in runners.values():
+            runner.call("forget_memory")
+        shutil.rmtree(scratch, ignore_errors=True)
+        phase_done("ingest_memory")
+
+        # 3. what each store costs on disk (not timed)
+        for i in impls:
+            raw[i]["footprint"] = ours.call("footprint", kind=kinds[i], location=stores[i])
+
+        # 4. warm random reads: one thread, batches, two processes, open + first read
+        jobs = []
+        for i in impls:
+            store = {"kind": kinds[i], "location": stores[i]}
+            reads = {**store, "paths": read_paths, "batches": batches}
+            mp = {**store, "paths": read_paths, "procs": args.procs, "passes": args.mp_passes}
+            jobs.append((i, "read_random", runner_of[i], "read_random", reads))
+            jobs.append((i, "read_mp", runner_of[i], "read_multiprocess", mp))
+            jobs.append((i, "open", runner_of[i], "open_time", {**store, "path": read_paths[0]}))
+        for i in (*BARECATS, "floor"):
+            if i in impls:
+                epoch = {"kind": kinds[i], "location": stores[i], "paths": read_paths}
+                epoch["epoch_reads"] = len(tree.relpaths)
+                jobs.append((i, "read_epoch", runner_of[i], "read_after_epoch", epoch))
+        for i in BARECATS:
+            if i in impls:
+                archive = os.path.join(stores[i], bench_stores.BARECAT_NAME)
+                floor_args = {"archive": archive, "paths": read_paths}
+                jobs.append((i, "sql_floor_read", runner_of[i], "read_sql_floor", floor_args))
+        interleaved(args.repeats, jobs, raw, f"random reads of {len(read_paths):,} paths")
+        phase_done("random_reads")
+
+        # 5. listings: the barecats and the tree
+        list_args = {"class_dirs": tree.class_dirs, "patterns": PATTERNS}
+        jobs = [
+            (
+                i,
+                "list",
+                runner_of[i],
+                "listings",
+                {"kind": kinds[i], "location": stores[i], **list_args},
+            )
+            for i in impls
+            if i in BARECATS or i == "plain"
+        ]
         interleaved(args.repeats, jobs, raw, "listings")
+        phase_done("listings")
+
+        # 6. every file in storage order (the page cache may not hold all stores at once:
+        #    each call first reads its store in bulk, then makes an untimed pass)
+        jobs = [
+            (
+                i,
+                "read_seq",
+                runner_of[i],
+                "read_sequential",
+                {"kind": kinds[i], "location": stores[i]},
+            )
+            for i in impls
+        ]
+        interleaved(args.seq_repeats, jobs, raw, "sequential reads")
+        phase_done("sequential_reads")
     finally:
         for runner in runners.values():
             runner.close()
@@ -292,10 +407,25 @@ def run(args: argparse.Namespace, workdir: str) -> dict[str, Any]:
             "class_dirs": len(tree.class_dirs),
             "seed": spec.seed,
             "total_bytes": tree.total_bytes,
-            "read_paths": n_read,
-            "glob_pattern": GLOB_PATTERN,
+            "read_paths": len(read_paths),
+            "batch_size": batch_size,
+            "batches": len(batches),
+            "memory_ingest_files": len(mem_paths),
+            "memory_ingest_bytes": mem_bytes,
+            "patterns": PATTERNS,
         },
-        "repeats": {"ingest": args.ingest_repeats, "other": args.repeats},
+        "impls": impls,
+        "git": git_start,
+        "repeats": {
+            "ingest_tree": args.ingest_repeats,
+            "ingest_memory": args.mem_repeats,
+            "reads_and_listings": args.repeats,
+            "sequential": args.seq_repeats,
+            "processes": args.procs,
+            "process_passes": args.mp_passes,
+        },
+        "phase_seconds": phases,
+        "job_seconds": dict(JOB_SECONDS),
         "page_cache_warmed_bytes": warmed,
         "environments": {impl: runner.environment for impl, runner in runners.items()},
         "raw": raw,
@@ -304,61 +434,88 @@ def run(args: argparse.Namespace, workdir: str) -> dict[str, Any]:
 
 # -- summarizing -----------------------------------------------------------------------------
 
-# (key, label, unit, where to find each implementation's measurement, per-item scale)
-# A figure is median(samples) / items * scale for times, or items / median(samples) for rates.
+MB = {"amount": "bytes", "scale": 1e-6}
+SAME_RATIO = {"ratio": False}  # same ratios as the row above: left out of the ratio tables
+
+
+def _row(
+    key: str, label: str, unit: str, path: tuple[str, ...] = (), **opts: Any
+) -> dict[str, Any]:
+    return {"key": key, "label": label, "unit": unit, "path": path, **opts}
+
+
+# Each row: key, label, unit, where each store's measurement is in ``raw`` (``path``), and
+# how to turn it into a figure: rates are amount / median(samples) * scale, times are
+# median(samples) / amount * scale, with amount = ``items`` (or ``bytes``; 1 if not
+# ``per_item``). ``value`` rows are computed from the footprints instead (lower is better).
 ROWS: list[dict[str, Any]] = [
-    {
-        "key": "ingest_add_by_path",
-        "label": "ingest add_by_path",
-        "unit": "files/s",
-        "rate": True,
-        "src": {
-            "ours": ("ingest_add_by_path",),
-            "ref": ("ingest_add_by_path",),
-            "plain": ("ingest_copytree",),
-        },
-    },
-    {
-        "key": "ingest_add_data",
-        "label": "ingest read+add(data=)",
-        "unit": "files/s",
-        "rate": True,
-        "src": {
-            "ours": ("ingest_add_data",),
-            "ref": ("ingest_add_data",),
-            "plain": ("ingest_copytree",),
-        },
-    },
-    {
-        "key": "read",
-        "label": "warm random read",
-        "unit": "µs/file",
-        "scale": 1e6,
-        "src": {"ours": ("read",), "ref": ("read",), "floor": ("read",), "plain": ("read",)},
-    },
-    {
-        "key": "listdir",
-        "label": "listdir (each class dir)",
-        "unit": "µs/dir",
-        "scale": 1e6,
-        "src": {impl: ("list", "listdir") for impl in ("ours", "ref", "plain")},
-    },
-    {
-        "key": "walk",
-        "label": "walk (whole tree)",
-        "unit": "ms",
-        "scale": 1e3,
-        "per_item": False,
-        "src": {impl: ("list", "walk") for impl in ("ours", "ref", "plain")},
-    },
-    {
-        "key": "glob",
-        "label": f"glob {GLOB_PATTERN}",
-        "unit": "ms",
-        "scale": 1e3,
-        "per_item": False,
-        "src": {impl: ("list", "glob") for impl in ("ours", "ref", "plain")},
-    },
+    _row("ingest_tree_files", "ingest from tree", "files/s", ("ingest_tree",), rate=True),
+    _row(
+        "ingest_tree_mb",
+        "ingest from tree",
+        "MB/s",
+        ("ingest_tree",),
+        rate=True,
+        **MB,
+        **SAME_RATIO,
+    ),
+    _row("ingest_memory_files", "ingest from memory", "files/s", ("ingest_memory",), rate=True),
+    _row(
+        "ingest_memory_mb",
+        "ingest from memory",
+        "MB/s",
+        ("ingest_memory",),
+        rate=True,
+        **MB,
+        **SAME_RATIO,
+    ),
+    _row(
+        "ingest_tree_sync",
+        "ingest from tree, until synced",
+        "files/s",
+        ("ingest_tree",),
+        rate=True,
+        samples="synced_samples",
+    ),
+    _row(
+        "ingest_memory_sync",
+        "ingest from memory, until synced",
+        "files/s",
+        ("ingest_memory",),
+        rate=True,
+        samples="synced_samples",
+    ),
+    _row("read", "random read (usual)", "µs/file", ("read_random", "read"), scale=1e6),
+    _row("read_epoch", "random read after an epoch", "µs/file", ("read_epoch",), scale=1e6),
+    _row("read_raw", "random read, no checksum", "µs/file", ("read_random", "raw"), scale=1e6),
+    _row("read_open", "random read, open().read()", "µs/file", ("read_random", "open"), scale=1e6),
+    _row("batch", "batch read, one call per batch", "µs/file", ("read_random", "batch"), scale=1e6),
+    _row(
+        "batch_loop",
+        "batch as a loop of reads",
+        "µs/file",
+        ("read_random", "batch_loop"),
+        scale=1e6,
+    ),
+    _row("read_mp", "random read, 2 processes", "files/s", ("read_mp",), rate=True),
+    _row("seq_mb", "sequential read, all files", "MB/s", ("read_seq",), rate=True, **MB),
+    _row(
+        "seq_files", "sequential read, all files", "files/s", ("read_seq",), rate=True, **SAME_RATIO
+    ),
+    _row("open", "open + first read", "ms", ("open",), scale=1e3),
+    _row("listdir", "listdir (each class dir)", "µs/dir", ("list", "listdir"), scale=1e6),
+    _row("walk", "walk (whole tree)", "ms", ("list", "walk"), scale=1e3, per_item=False),
+    _row("glob", f"glob {PATTERNS['glob']}", "ms", ("list", "glob"), scale=1e3, per_item=False),
+    _row(
+        "rglob",
+        f"glob {PATTERNS['rglob']} recursive",
+        "ms",
+        ("list", "rglob"),
+        scale=1e3,
+        per_item=False,
+    ),
+    _row("index_bytes", "index bytes per file", "B/file", value="index"),
+    _row("disk_overhead", "disk bytes over payload", "B/file", value="overhead"),
 ]
 
 
@@ -368,46 +525,74 @@ def _lookup(raw: dict[str, Any], impl: str, path: tuple[str, ...]) -> dict[str, 
         if not isinstance(node, dict) or part not in node:
             return None
         node = node[part]
-    return node if isinstance(node, dict) else None
+    if not isinstance(node, dict) or "samples" not in node:
+        return None  # missing, or reported unavailable
+    return node
 
 
 def figure(row: dict[str, Any], m: dict[str, Any]) -> float:
-    med = statistics.median(m["samples"])
-    items = m.get("items", 1) if row.get("per_item", True) else 1
+    med = statistics.median(m[row.get("samples", "samples")])
+    amount = m.get(row.get("amount", "items"), 1) if row.get("per_item", True) else 1
     if row.get("rate"):
-        return float(items / med)
-    return float(med / items * row.get("scale", 1.0))
+        return float(amount / med * row.get("scale", 1.0))
+    return float(med / amount * row.get("scale", 1.0))
+
+
+def footprint_figure(row: dict[str, Any], result: dict[str, Any], impl: str) -> float | None:
+    fp = result["raw"][impl].get("footprint")
+    n, payload = result["dataset"]["num_files"], result["dataset"]["total_bytes"]
+    if not fp or n == 0:
+        return None
+    if row["value"] == "index":
+        return None if fp["index_bytes"] is None else fp["index_bytes"] / n
+    return float((fp["disk_bytes"] - payload) / n)
+
+
+def better_ratio(row: dict[str, Any], a: float, b: float) -> float | None:
+    """How many times better ``a`` is than ``b``: faster, or fewer bytes (>1: ``a`` wins)."""
+    if row.get("rate"):
+        return a / b if b > 0 else None
+    return b / a if a > 0 else None
 
 
 def summarize(result: dict[str, Any]) -> list[dict[str, Any]]:
-    """One record per table row: figures, speed ratios, and cross-check counts."""
+    """One record per table row: figures, ratios to the reference and the floor, checks."""
     rows = []
     for row in ROWS:
         figures: dict[str, float] = {}
         spread: dict[str, list[float]] = {}
         checks: dict[str, Any] = {}
-        for impl, path in row["src"].items():
-            m = _lookup(result["raw"], impl, path)
+        for impl in result["impls"]:
+            if "value" in row:
+                value = footprint_figure(row, result, impl)
+                if value is not None:
+                    figures[impl] = value
+                continue
+            m = _lookup(result["raw"], impl, row["path"])
             if m is None:
                 continue
             figures[impl] = figure(row, m)
-            spread[impl] = [figure(row, {**m, "samples": [s]}) for s in m["samples"]]
+            key = row.get("samples", "samples")
+            spread[impl] = [figure(row, {**m, key: [s]}) for s in m[key]]
             checks[impl] = m.get("result")
-        # speed of ours relative to each other column: >1 means ours is faster
-        ratios = {}
-        for other in ("ref", "floor", "plain"):
-            if "ours" in figures and other in figures and figures["ours"] > 0:
-                a, b = figures["ours"], figures[other]
-                ratios[other] = a / b if row.get("rate") else b / a
+        ratios: dict[str, dict[str, float]] = {}
+        for base in ("ref", "floor"):
+            if base in figures:
+                ratios[base] = {
+                    impl: r
+                    for impl, value in figures.items()
+                    if (r := better_ratio(row, value, figures[base])) is not None
+                }
         rows.append(
             {
                 "key": row["key"],
                 "label": row["label"],
                 "unit": row["unit"],
                 "higher_is_better": bool(row.get("rate")),
+                "in_ratio_tables": bool(row.get("ratio", True)),
                 "median": figures,
                 "per_sample": spread,
-                "speed_ratio_ours_over": ratios,
+                "ratio_to": ratios,
                 "check": checks,
             }
         )
@@ -425,19 +610,39 @@ def _fmt(value: float | None) -> str:
 
 
 def _fmt_ratio(value: float | None) -> str:
-    return "-" if value is None else f"{value:.2f}x"
+    if value is None:
+        return "-"
+    if value >= 100:
+        return f"{value:,.0f}x"
+    if value >= 0.1 or value <= 0:
+        return f"{value:.2f}x"
+    inverse = 1 / value  # small ratios as fractions: 1/2,400x rather than 0.000x
+    return f"1/{inverse:,.0f}x" if inverse >= 10 else f"1/{inverse:.1f}x"
+
+
+def _table(
+    impls: list[str], rows: list[dict[str, Any]], cell: Any, title: str, unit: bool = True
+) -> list[str]:
+    header = f"{'measurement':<32} {'unit' if unit else '':<8}" + "".join(
+        f"{impl:>10}" for impl in impls
+    )
+    lines = [title, header, "-" * len(header)]
+    for r in rows:
+        cells = "".join(f"{cell(r, impl):>10}" for impl in impls)
+        lines.append(f"{r['label']:<32} {r['unit'] if unit else '':<8}{cells}")
+    return lines
 
 
 def render(result: dict[str, Any], rows: list[dict[str, Any]]) -> str:
-    ds, mach = result["dataset"], result["machine"]
-    envs = result["environments"]
+    ds, mach, rep = result["dataset"], result["machine"], result["repeats"]
+    envs, impls = result["environments"], result["impls"]
     lines = [
         f"barecat core benchmark  {result['timestamp']}",
         f"machine: {mach['cpu_count']} CPUs ({mach['usable_cpus']} usable), {mach['cpu_model']}, "
         f"{mach['memory']}",
         f"platform: {mach['platform']}",
         f"python: ours {envs['ours']['python']} (sqlite {envs['ours']['sqlite']}, barecat "
-        f"{envs['ours'].get('barecat_dist_version')})"
+        f"{envs['ours'].get('barecat_dist_version')}, lmdb {envs['ours'].get('lmdb')})"
         + (
             f"; ref {envs['ref']['python']} (sqlite {envs['ref']['sqlite']}, barecat "
             f"{envs['ref'].get('barecat_dist_version')})"
@@ -445,73 +650,98 @@ def render(result: dict[str, Any], rows: list[dict[str, Any]]) -> str:
             else "; ref not run"
         ),
         f"dataset: {ds['num_files']:,} files, {ds['total_bytes'] / 1e6:,.1f} MB, "
-        f"{ds['class_dirs']} class dirs; {ds['read_paths']:,} shuffled paths for reads",
-        f"rounds: ingest {result['repeats']['ingest']}, reads and listings "
-        f"{result['repeats']['other']}; implementations interleaved; medians shown",
+        f"{ds['class_dirs']} class dirs; random reads: {ds['read_paths']:,} shuffled paths; "
+        f"batches: {ds['batches']} x {ds['batch_size']:,} random paths",
+        f"ingest from memory: {ds['memory_ingest_files']:,} files evenly spread over the tree, "
+        f"{ds['memory_ingest_bytes'] / 1e6:,.1f} MB, loaded before timing",
+        f"rounds: ingest from tree {rep['ingest_tree']}, from memory {rep['ingest_memory']}, "
+        f"reads and listings {rep['reads_and_listings']}, sequential {rep['sequential']}; "
+        "stores interleaved; medians shown",
         f"load average (1/5/15 min): {mach['load_average_start']} at start, "
-        f"{mach['load_average_end']} at end",
+        f"{mach['load_average_end']} at end; phases (s): {result['phase_seconds']}",
         "",
     ]
-    header = (
-        f"{'measurement':<26} {'unit':<8} {'ours':>9} {'ref':>9} {'floor':>9} {'plain':>9}"
-        f"   {'vs ref':>7} {'vs floor':>8} {'vs plain':>8}"
+    lines += _table(
+        impls, rows, lambda r, i: _fmt(r["median"].get(i)), "Figures (medians over the rounds)"
     )
-    lines += [header, "-" * len(header)]
-    for r in rows:
-        med, rat = r["median"], r["speed_ratio_ours_over"]
-        cells = " ".join(f"{_fmt(med.get(impl)):>9}" for impl in IMPLS)
-        lines.append(
-            f"{r['label']:<26} {r['unit']:<8} {cells}   {_fmt_ratio(rat.get('ref')):>7} "
-            f"{_fmt_ratio(rat.get('floor')):>8} {_fmt_ratio(rat.get('plain')):>8}"
+    for base, name in (("ref", "barecat 0.3.1"), ("floor", "the floor")):
+        if base not in impls:
+            continue
+        shown = [  # one row per measure, and only where some store has a ratio
+            r for r in rows if r["in_ratio_tables"] and len(r["ratio_to"].get(base, {})) > 1
+        ]
+        lines.append("")
+        lines += _table(
+            impls,
+            shown,
+            lambda r, i, base=base: _fmt_ratio(r["ratio_to"].get(base, {}).get(i)),
+            f"Relative to {name}: how many times faster (or fewer bytes); >1 beats it",
+            unit=False,
         )
     lines += [
         "",
-        "vs X = speed of ours / speed of X (>1: ours faster). floor = SELECT + os.pread +",
-        "CRC32C by hand on our archive; plain = copytree / open().read() / os.listdir, os.walk,",
-        "glob.glob on the tree.",
+        "ours/ref = this barecat / barecat 0.3.1; floor = concatenated bytes + dict + os.pread;",
+        "plain = the tree (ingest: makedirs + copyfile or write per file); zip = zipfile STORED;",
+        "tar = tarfile + {name: TarInfo} (usual read extractfile, no-checksum read pread);",
+        "sqlite = blob table by path; lmdb = key path bytes. Usual read: ours/ref bc[path]",
+        "(CRC32C), zip ZipFile.read (CRC-32); the others check nothing. After an epoch: the",
+        "usual read by a reader that has already served one read per file. No checksum: ours/ref",
+        "index lookup + sharder.read_from_address. Batch, one call: ours get_many; sqlite",
+        "IN (...); lmdb getmulti; floor, tar (pread) and zip read in storage order; plain a",
+        "loop. Durability: ours fsyncs shards before index commits (and starts writeback",
+        "early); lmdb commits (fsync) every 1,000 files; sqlite commits once at the end; ref,",
+        'zip, tar, floor and plain write without fsync. "Until synced" adds the os.sync()',
+        "that follows each ingest, so that all stores pay for getting their bytes on disk.",
     ]
     lines += notes(result, rows)
     return "\n".join(lines)
 
 
 def notes(result: dict[str, Any], rows: list[dict[str, Any]]) -> list[str]:
-    """Diagnostics under the table, and warnings when a cross-check fails."""
+    """Diagnostics under the tables, and warnings when a cross-check fails."""
     out = []
     raw, envs = result["raw"], result["environments"]
-    for impl in ("ours", "ref"):
-        m = raw[impl].get("ingest_add_by_path")
+    for name, what in (("ingest_tree", "from the tree"), ("ingest_memory", "from memory")):
+        parts = []
+        for impl in result["impls"]:
+            m = raw[impl].get(name)
+            if m and impl in CLOSE_NOTED:
+                close = statistics.median(m["close_samples"])
+                total = statistics.median(m["samples"])
+                parts.append(f"{impl} {close * 1e3:,.0f}/{total * 1e3:,.0f}")
+        if parts:
+            out.append(f"ingest {what}, ms closing/total: " + ", ".join(parts))
+    read_row = next(r for r in ROWS if r["key"] == "read")
+    for impl in BARECATS:
+        m = raw.get(impl, {}).get("sql_floor_read")
         if m:
-            close = statistics.median(m["close_samples"])
-            total = statistics.median(m["samples"])
+            where = "ours' interpreter" if impl == "ours" else "the ref's interpreter"
             out.append(
-                f"{impl} ingest add_by_path: close() takes {close * 1e3:,.0f} ms of "
-                f"{total * 1e3:,.0f} ms; archive {m['archive_bytes'] / 1e6:,.1f} MB"
+                f"hand-written SELECT + pread + CRC32C on the {impl} archive, in {where}: "
+                f"{figure(read_row, m):.2f} µs/file"
             )
-    ours_bytes = raw["ours"].get("ingest_add_by_path", {}).get("stored_bytes")
-    ref_bytes = raw["ref"].get("ingest_add_by_path", {}).get("stored_bytes")
-    if ref_bytes is not None and ours_bytes != ref_bytes:
-        out.append(f"WARNING: stored bytes differ: ours {ours_bytes}, ref {ref_bytes}")
-    ref_floor = raw["ref"].get("floor_read")
-    if ref_floor and "read" in raw["floor"]:
-        read_row = next(r for r in ROWS if r["key"] == "read")
-        a = figure(read_row, raw["floor"]["read"])
-        b = figure(read_row, ref_floor)
-        out.append(
-            f"floor in the ref interpreter on the ref archive: {b:.2f} µs/file "
-            f"(ours' interpreter: {a:.2f}) - interpreter parity check"
-        )
-    mism = raw["floor"].get("read", {}).get("crc_mismatches")
-    if mism:
-        out.append(f"WARNING: floor saw {mism} CRC32C mismatches")
+            if m.get("crc_mismatches"):
+                out.append(
+                    f"WARNING: {m['crc_mismatches']} CRC32C mismatches in the {impl} archive"
+                )
+    for impl in BARECATS:
+        batch = raw.get(impl, {}).get("read_random", {}).get("batch", {})
+        if "unavailable" in batch:
+            out.append(f"{impl}: no get_many in this barecat, batch read n/a")
     for r in rows:
         values = {json.dumps(v) for v in r["check"].values()}
         if len(values) > 1:
-            out.append(f"WARNING: {r['label']}: implementations disagree on counts {r['check']}")
+            out.append(f"WARNING: {r['label']}: stores disagree on counts {r['check']}")
     ours_file = envs["ours"].get("barecat_file") or ""
     if not os.path.abspath(ours_file).startswith(os.path.join(REPO, "src") + os.sep):
         out.append(f"WARNING: 'ours' imported barecat from {ours_file}, not from {REPO}/src")
     if "ref" in envs and envs["ref"].get("barecat_dist_version") != "0.3.1":
         out.append(f"WARNING: the reference is barecat {envs['ref'].get('barecat_dist_version')}")
+    if result["git"] != result["git_end"]:
+        out.append(
+            f"note: the checkout changed during the run (HEAD {result['git']['commit']} at the "
+            f"start, {result['git_end']['commit']} at the end); ours ran the code of the start"
+        )
     if result["git"].get("src_dirty"):
         out.append(f"note: src/ has uncommitted changes (HEAD {result['git']['commit']})")
     return ["", *out] if out else []
@@ -522,28 +752,45 @@ def notes(result: dict[str, Any], rows: list[dict[str, Any]]) -> list[str]:
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
-        description="Ingest, random-read and listing benchmark: this barecat vs barecat 0.3.1 "
-        "vs plain files."
+        description="Ingest, read and listing benchmark: this barecat vs barecat 0.3.1, plain "
+        "files, zip, tar, SQLite, LMDB and a pread floor."
     )
-    p.add_argument("--quick", action="store_true", help="3,000 files instead of 20,000")
+    p.add_argument("--quick", action="store_true", help="20,000 files instead of 200,000")
     p.add_argument("--files", type=int, help="number of files (overrides --quick)")
     p.add_argument("--classes", type=int, default=100, help="number of class directories")
     p.add_argument("--seed", type=int, default=0, help="dataset seed")
     p.add_argument("--read-paths", type=int, default=5000, help="shuffled paths per read pass")
-    p.add_argument("--repeats", type=int, default=7, help="rounds of reads and listings")
-    p.add_argument("--ingest-repeats", type=int, default=5, help="rounds of each ingest")
-    p.add_argument("--workdir", help="keep the tree and archives here (reused by later runs)")
+    p.add_argument("--batch-size", type=int, default=1000, help="paths per batch read")
+    p.add_argument("--batches", type=int, default=5, help="batches per batch-read pass")
+    p.add_argument("--procs", type=int, default=2, help="processes for the parallel read")
+    p.add_argument("--mp-passes", type=int, default=2, help="passes over the paths per process")
+    p.add_argument("--repeats", type=int, default=5, help="rounds of reads and listings")
+    p.add_argument(
+        "--ingest-repeats",
+        type=int,
+        help="rounds of ingest from the tree (default: 3, or 1 above 50,000 files)",
+    )
+    p.add_argument("--mem-files", type=int, default=10000, help="files for ingest from memory")
+    p.add_argument("--mem-repeats", type=int, default=3, help="rounds of ingest from memory")
+    p.add_argument("--seq-repeats", type=int, default=3, help="rounds of sequential reads")
+    p.add_argument("--workdir", help="keep the tree and stores here (the tree is reused)")
     p.add_argument("--keep", action="store_true", help="keep the temporary work directory")
     p.add_argument("--ref-python", help="the reference's interpreter (default: env/.venv-ref)")
     p.add_argument("--no-ref", action="store_true", help="skip the reference implementation")
     p.add_argument("--results-dir", default=os.path.join(REPO, "bench-results"))
     args = p.parse_args(argv)
     if args.files is None:
-        args.files = 3000 if args.quick else 20000
-    if args.repeats < 3 or args.ingest_repeats < 3:
-        p.error("--repeats and --ingest-repeats must be at least 3 (medians of 3 or more)")
-    if args.files < 1:
-        p.error("--files must be positive")
+        args.files = 20000 if args.quick else 200000
+    if args.ingest_repeats is None:
+        args.ingest_repeats = 3 if args.files <= 50000 else 1
+    if min(args.repeats, args.mem_repeats, args.seq_repeats) < 3:
+        p.error("--repeats, --mem-repeats and --seq-repeats must be at least 3 (medians)")
+    if args.ingest_repeats < 1:
+        p.error("--ingest-repeats must be positive")
+    if min(args.files, args.read_paths, args.batch_size, args.batches, args.mem_files) < 1:
+        p.error("--files, --read-paths, --batch-size, --batches and --mem-files must be positive")
+    if args.procs < 1 or args.mp_passes < 1:
+        p.error("--procs and --mp-passes must be positive")
     return args
 
 
@@ -570,7 +817,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "load_average_start": load_start,
             "load_average_end": load_average(),
         },
-        "git": git_info(),
+        "git_end": git_info(),
         "workdir": workdir if (args.workdir or args.keep) else None,
         "elapsed_s": time.perf_counter() - _T0,
         **result,

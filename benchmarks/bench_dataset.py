@@ -39,6 +39,7 @@ class Tree:
     relpaths: list[str]  # every file, in sorted (walk) order
     class_dirs: list[str]  # 'train/<class>' for every class that has files, sorted
     total_bytes: int
+    sizes: dict[str, int]  # relative path -> size in bytes
 
 
 def class_names(num_classes: int, rng: random.Random) -> list[str]:
@@ -76,7 +77,7 @@ def ensure_tree(root: str, spec: TreeSpec) -> Tree:
             json.dump(_manifest(spec), f)
     relpaths = sorted(p for p, _ in files)
     class_dirs = sorted({p.rsplit("/", 1)[0] for p in relpaths})
-    return Tree(root, spec, relpaths, class_dirs, sum(s for _, s in files))
+    return Tree(root, spec, relpaths, class_dirs, sum(s for _, s in files), dict(files))
 
 
 def _matches(manifest_path: str, spec: TreeSpec, root: str) -> bool:
