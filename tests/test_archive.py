@@ -560,3 +560,13 @@ def test_add_many_batches_are_atomic(archive_path: str) -> None:
             assert bc.index.find_inconsistencies() == []
         assert bc.add_many([("ok1", b"1"), ("x/y", b"2")]) == 2
         assert bc["x/y"] == b"2" and bc.index.lookup_dir("x").num_files == 1
+
+
+def test_reopening_with_a_new_shard_limit_stores_it(archive_path: str) -> None:
+    with barecat.Barecat(archive_path, readonly=False) as bc:
+        bc["a"] = b"x" * 80
+    with barecat.Barecat(archive_path, readonly=False, shard_size_limit=100) as bc:
+        bc["b"] = b"y" * 80  # does not fit after 'a' any more
+        assert bc.index.lookup_file("b").shard == 1
+    with barecat.Barecat(archive_path) as bc:
+        assert bc.shard_size_limit == 100 and bc["b"] == b"y" * 80

@@ -11,7 +11,6 @@ call ``bc.index.*`` directly.
 from __future__ import annotations
 
 import contextlib
-import os
 import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
@@ -59,28 +58,9 @@ def _disk_full_or(e: sqlite3.OperationalError, where: str) -> Exception:
 class Index(IndexReader):
     """An archive's SQLite index, readable and (unless ``readonly``) editable."""
 
-    def __init__(
-        self,
-        path: str | os.PathLike[str],
-        shard_size_limit: int | None = None,
-        bufsize: int | None = None,
-        readonly: bool = True,
-        wal: bool = False,
-        readonly_is_immutable: bool = False,
-        threadsafe: bool = False,
-        lookup_table: bool | None = None,
-    ) -> None:
-        super().__init__(
-            path,
-            shard_size_limit,
-            bufsize,
-            readonly,
-            wal,
-            readonly_is_immutable,
-            threadsafe,
-            lookup_table,
-        )
-        if shard_size_limit is not None and not self._created and not readonly:
+    def _configure(self, shard_size_limit: int | None) -> None:
+        """An explicit limit given when opening an existing archive for writing is stored."""
+        if shard_size_limit is not None and not self._created and not self.readonly:
             self.shard_size_limit = shard_size_limit
 
     def close(self) -> None:

@@ -110,6 +110,7 @@ class IndexReader:
         except BaseException:
             self._pool.close()
             raise
+        self._configure(shard_size_limit)
         if readonly and lookup_table is not False:
             if lookup_table:
                 self.build_lookup_table()
@@ -117,6 +118,9 @@ class IndexReader:
                 self._table_after = max(_AUTO_TABLE_MIN_LOOKUPS, self.num_files // 4)
         if wal and not readonly:
             conn.execute("PRAGMA journal_mode = WAL")
+
+    def _configure(self, shard_size_limit: int | None) -> None:
+        """Hook for the editable subclass; reading needs no configuration."""
 
     @property
     def conn(self) -> sqlite3.Connection:
