@@ -34,6 +34,7 @@ Address = tuple[int, int, int, int]  # shard, offset, size, crc32c
 
 COPY_CHUNK = 1 << 20
 _IOV_MAX = 1024  # buffers per pwritev call (Linux's IOV_MAX)
+_WRITE_CHUNK = 4 << 20  # bytes per pwritev: keeps early writeback steady
 _SPAN = 16 << 20  # largest single read when coalescing neighbours
 
 
@@ -305,7 +306,12 @@ class Sharder:
             shard, start = self.write_shard, self.write_offset
             pos, j = start, i
             limit = self.shard_size_limit
-            while j < len(datas) and j - i < _IOV_MAX and pos + len(datas[j]) <= limit:
+            while (
+                j < len(datas)
+                and j - i < _IOV_MAX
+                and pos + len(datas[j]) <= limit
+                and (j == i or pos - start < _WRITE_CHUNK)
+            ):
                 data = datas[j]
                 addresses.append((shard, pos, len(data), _crc32c.crc32c(data)))
                 pos += len(data)
