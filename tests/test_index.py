@@ -222,3 +222,39 @@ def test_lookup_table_refused_for_wal_indexes(make_archive) -> None:  # type: ig
     path = make_archive({"a": b"1"}, wal=True)
     with barecat.Barecat(path, lookup_table=True) as bc:
         assert bc.index.lookup_table_size is None and bc["a"] == b"1"
+
+
+def test_reference_compatible_helpers(archive_path: str) -> None:
+    import datetime
+
+    with barecat.Barecat(archive_path, readonly=False) as bc:
+        bc.index.add_files(
+            [barecat.BarecatFileInfo(path=f"x/f{i}", shard=0, offset=0, size=0) for i in range(3)]
+        )
+        bc.add("x/y/data", data=b"0123456789", mtime_ns=1_000_000_000)
+        assert bc.index.lookup_dir("x").num_entries == 4  # 3 files + the subdir y
+        assert bc.index.lookup_file("x/y/data").mtime_dt == datetime.datetime(
+            1970, 1, 1, 0, 0, 1, tzinfo=datetime.timezone.utc
+        )
+        assert list(bc.index.iterdir_names("x", Order.PATH)) == ["y", "f0", "f1", "f2"]
+        assert sorted(bc.iglobfiles("x/*")) == ["x/f0", "x/f1", "x/f2"]
+        bc.index.remove_files(["x/f0", "x/f1"])
+        assert sorted(bc.index.iter_all_filepaths()) == ["x/f2", "x/y/data"]
+        assert bc.total_logical_size == 10 and bc.sharder.total_physical_size_seek == 10
+        with bc.open("x/y/data", "rb") as f:
+            f.seek(4)
+            assert f.readall() == b"456789"
+        bc.commit()  # SQLite ignores this pragma inside a transaction
+        conn = bc.index.conn
+        conn.execute("PRAGMA foreign_keys = ON")
+        assert conn.execute("PRAGMA foreign_keys").fetchone() == (1,)
+        with bc.index.no_foreign_keys():
+            assert conn.execute("PRAGMA foreign_keys").fetchone() == (0,)
+        assert conn.execute("PRAGMA foreign_keys").fetchone() == (1,)
+        conn.execute("PRAGMA foreign_keys = OFF")  # barecat's own default
+        with bc.index.no_triggers():  # a file whose directories do not exist yet
+            bc.add("new/deep/file", data=b"z")
+        assert not bc.isdir("new/deep")
+        bc.index.update_dirs()
+        bc.index.update_treestats()
+        assert bc.isdir("new/deep") and bc.index.find_inconsistencies() == []

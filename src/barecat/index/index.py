@@ -159,8 +159,16 @@ class Index(IndexReader):
 
     @contextlib.contextmanager
     def no_foreign_keys(self) -> Iterator[None]:
+        """Foreign-key enforcement off inside the block, restored to its setting after.
+
+        SQLite ignores this pragma inside a transaction: commit before entering.
+        """
+        (before,) = self.conn.execute("PRAGMA foreign_keys").fetchone()
         self.conn.execute("PRAGMA foreign_keys = OFF")
-        yield
+        try:
+            yield
+        finally:
+            self.conn.execute(f"PRAGMA foreign_keys = {'ON' if before else 'OFF'}")
 
     def _translate_integrity_error(
         self, e: sqlite3.IntegrityError, path: str, is_file: bool
