@@ -32,7 +32,7 @@ def test_extract_restores_bytes_metadata_and_empty_dirs(archive_path: str, tmp_p
 def test_extract_subset(make_archive, tmp_path) -> None:  # type: ignore[no-untyped-def]
     path = make_archive({"keep/x": b"1", "keep/y/z": b"2", "drop/w": b"3", "keep2": b"4"})
     with barecat.Barecat(path) as bc:
-        n = barecat.transfer.extract_to_directory(bc, str(tmp_path / "o"), paths=["keep"])
+        n = barecat.transfer.extract_to_directory(bc, str(tmp_path / "o"), paths=["keep"]).files
     assert n == 2
     found = sorted(
         os.path.relpath(os.path.join(d, f), tmp_path / "o")

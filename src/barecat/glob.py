@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 _MAGIC = re.compile(r"[*?[]")
@@ -200,3 +200,86 @@ def compile_glob(
             hidden_ok = include_hidden or part.startswith(".") or not has_magic(part)
             components.append(_Component(re.compile(fnmatch.translate(part)), hidden_ok, part))
     return GlobPattern("/".join(base_parts), tuple(components), dirs_only, include_hidden)
+
+
+@dataclass(frozen=True, slots=True)
+class _Rule:
+    """One include/exclude pattern: matched against the basename unless it contains '/'."""
+
+    anchored: GlobPattern | None
+    name_regex: re.Pattern[str] | None
+    dirs_only: bool
+
+    @classmethod
+    def parse(cls, pattern: str) -> _Rule:
+        dirs_only = pattern.endswith("/")
+        body = pattern.strip("/")
+        if not body:
+            raise ValueError(f"Empty path pattern: {pattern!r}")
+        if "/" in body:
+            return cls(compile_glob(body, recursive=True, include_hidden=True), None, dirs_only)
+        return cls(None, re.compile(fnmatch.translate(body)), dirs_only)
+
+    def matches(self, path: str, is_dir: bool) -> bool:
+        if self.dirs_only and not is_dir:
+            return False
+        if self.name_regex is not None:
+            return self.name_regex.match(path[path.rfind("/") + 1 :]) is not None
+        assert self.anchored is not None
+        glob = self.anchored
+        if glob.is_literal:
+            return path == glob.base
+        if glob.base:
+            if not path.startswith(glob.base + "/"):
+                return False
+            path = path[len(glob.base) + 1 :]
+        return glob.matches_relative(path.split("/"), is_dir)
+
+
+@dataclass(frozen=True, slots=True)
+class PathFilter:
+    """Include/exclude rules over archive paths, with the conventions of tar and rsync.
+
+    A pattern without '/' matches the last component at any depth (``*.tmp``); one with '/'
+    matches the whole path, ``**`` spanning directories (``train/**/*.jpg``); a trailing
+    '/' restricts it to directories. A rule that matches a directory covers everything
+    below it, so excluding ``cache`` drops the subtree and including ``train`` takes all of
+    it. With include rules, only what they cover is selected; exclusion wins over inclusion.
+    """
+
+    include: tuple[_Rule, ...] = ()
+    exclude: tuple[_Rule, ...] = ()
+
+    @classmethod
+    def from_patterns(cls, include: Iterable[str] = (), exclude: Iterable[str] = ()) -> PathFilter:
+        return cls(tuple(_Rule.parse(p) for p in include), tuple(_Rule.parse(p) for p in exclude))
+
+    @property
+    def selects_everything(self) -> bool:
+        return not self.include and not self.exclude
+
+    def is_excluded(self, path: str, is_dir: bool) -> bool:
+        """True if an exclude rule matches ``path`` itself (callers prune below it)."""
+        return any(rule.matches(path, is_dir) for rule in self.exclude)
+
+    def is_included(self, path: str, is_dir: bool) -> bool:
+        """True if an include rule matches ``path`` or one of its ancestor directories."""
+        if not self.include:
+            return True
+        return any(rule.matches(path, is_dir) for rule in self.include) or any(
+            rule.matches(ancestor, True) for ancestor in _ancestors(path) for rule in self.include
+        )
+
+    def selects(self, path: str, is_dir: bool) -> bool:
+        """Full decision for one path, ancestors included (for paths not found by a walk)."""
+        if any(self.is_excluded(a, True) for a in _ancestors(path)):
+            return False
+        return not self.is_excluded(path, is_dir) and self.is_included(path, is_dir)
+
+
+def _ancestors(path: str) -> Iterator[str]:
+    """Proper ancestors of a relative path, nearest last; the root is not one."""
+    end = path.find("/")
+    while end != -1:
+        yield path[:end]
+        end = path.find("/", end + 1)

@@ -1,5 +1,24 @@
 """Moving data into and out of archives: directory trees today; tar/zip and sync later."""
 
-from barecat.transfer.directory import add_directory, extract, extract_to_directory
+from barecat.transfer.extraction import (
+    ExtractResult,
+    copy_file_to,
+    extract,
+    extract_to_directory,
+)
+from barecat.transfer.ingest import IngestResult, add_directory, ingest
+from barecat.transfer.sources import IngestPlan, Source, plan_sources, plan_tree
 
-__all__ = ["add_directory", "extract", "extract_to_directory"]
+__all__ = [
+    "ExtractResult",
+    "IngestPlan",
+    "IngestResult",
+    "Source",
+    "add_directory",
+    "copy_file_to",
+    "extract",
+    "extract_to_directory",
+    "ingest",
+    "plan_sources",
+    "plan_tree",
+]

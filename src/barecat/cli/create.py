@@ -1,0 +1,202 @@
+"""``barecat create`` and ``barecat add``: directory trees and file lists into an archive.
+
+Sources are named as tar names them (``-C DIR`` first, leading '/' dropped), planned,
+then stored by :func:`barecat.transfer.ingest`. A source that cannot be read is reported
+and the rest goes on; the exit code says so at the end. Ctrl-C stops cleanly: the
+archive is closed, so every file reported as added (progress bar, ``-v``) is in it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Iterator
+
+from barecat.archive import Barecat
+from barecat.cli.parsing import Subparsers, add_archive_argument, add_command
+from barecat.cli.terminal import Progress, describe, error, human_size, wants_progress
+from barecat.glob import PathFilter
+from barecat.layout import archive_exists, base_path
+from barecat.sizes import parse_size
+from barecat.transfer import IngestPlan, IngestResult, ingest, plan_sources
+
+CREATE_EXAMPLES = """
+barecat create photos.barecat ~/photos/          # a tree, stored as home/.../photos/...
+barecat create -C ~/photos photos.barecat .      # the same tree, stored at the root
+find /data -name '*.jpg' -print0 | barecat create -T - -0 jpgs.barecat
+barecat create -s 10G --exclude '*.tmp' big.barecat /data/
+"""
+
+ADD_EXAMPLES = """
+barecat add photos.barecat more/photos/
+barecat add -c new.barecat data/                 # create it if missing
+"""
+
+
+def size(text: str) -> int:
+    """argparse type for SIZE options (named so its error reads 'invalid size value')."""
+    return parse_size(text)
+
+
+def _add_source_options(parser: argparse.ArgumentParser) -> None:
+    add_archive_argument(parser)
+    parser.add_argument("paths", nargs="*", help="Files and directories to add (recursively)")
+    parser.add_argument(
+        "-T", "--files-from", metavar="FILE", help="Read paths from FILE, one per line (- = stdin)"
+    )
+    parser.add_argument(
+        "-0", "--null", action="store_true", help="Paths in -T are NUL-separated (find -print0)"
+    )
+    parser.add_argument(
+        "-C", "--directory", metavar="DIR", help="Change to DIR before adding (like tar)"
+    )
+    parser.add_argument(
+        "--exclude",
+        action="append",
+        default=[],
+        metavar="PATTERN",
+        help="Leave out paths matching PATTERN (no '/': any name at any depth; with '/': "
+        "the whole stored path, ** spans directories). Repeatable",
+    )
+    parser.add_argument(
+        "-i",
+        "--include",
+        action="append",
+        default=[],
+        metavar="PATTERN",
+        help="Only add paths matching PATTERN (same syntax). Repeatable",
+    )
+    parser.add_argument(
+        "-j", "--workers", type=int, default=4, metavar="N", help="Threads reading sources"
+    )
+    parser.add_argument(
+        "-s",
+        "--shard-size-limit",
+        type=size,
+        metavar="SIZE",
+        help="Start a new shard file beyond SIZE (e.g. 1G, 500M). Default: unlimited",
+    )
+    parser.add_argument(
+        "--physical-order",
+        action="store_true",
+        help="Read sources in their on-disk order (fewer seeks on HDDs)",
+    )
+    parser.add_argument(
+        "-L",
+        "--dereference",
+        action="store_true",
+        help="Store what symbolic links point to, instead of the links",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="List files as they are added")
+    parser.add_argument("-q", "--quiet", action="store_true", help="No progress bar or summary")
+
+
+def register(sub: Subparsers) -> None:
+    create = add_command(
+        sub,
+        "create",
+        aliases=["c"],
+        help="Create a new archive (error if it exists, -f to overwrite)",
+        handler=run_create,
+        examples=CREATE_EXAMPLES,
+    )
+    _add_source_options(create)
+    create.add_argument("-f", "--force", action="store_true", help="Overwrite an existing archive")
+    add = add_command(
+        sub,
+        "add",
+        aliases=["a"],
+        help="Add files to an existing archive (-c to create it if missing)",
+        handler=run_add,
+        examples=ADD_EXAMPLES,
+    )
+    _add_source_options(add)
+    add.add_argument("-c", "--create", action="store_true", help="Create the archive if missing")
+
+
+def read_path_list(source: str, null_separated: bool) -> Iterator[str]:
+    """Paths from a file (or stdin for '-'), one per line or NUL-separated."""
+    stream = sys.stdin.buffer if source == "-" else open(source, "rb")  # noqa: SIM115
+    try:
+        data = stream.read()
+    finally:
+        if source != "-":
+            stream.close()
+    separator = b"\0" if null_separated else b"\n"
+    for raw in data.split(separator):
+        raw = raw if null_separated else raw.rstrip(b"\r")
+        if raw:
+            yield raw.decode("utf-8", "surrogateescape")
+
+
+def make_plan(args: argparse.Namespace) -> IngestPlan:
+    paths = list(args.paths)
+    if args.files_from is not None:
+        paths.extend(read_path_list(args.files_from, args.null))
+    return plan_sources(
+        paths,
+        base_directory=args.directory,
+        follow_symlinks=args.dereference,
+        path_filter=PathFilter.from_patterns(args.include, args.exclude),
+        physical_order=args.physical_order,
+    )
+
+
+def store(
+    args: argparse.Namespace, plan: IngestPlan, *, overwrite: bool, command: str
+) -> IngestResult:
+    """Open the archive for writing and ingest ``plan``, with progress and -v listing."""
+    progress = Progress(f"{command} {args.archive}", len(plan.files), wants_progress(args.quiet))
+
+    def on_added(paths: list[str], nbytes: int) -> None:
+        progress.advance(len(paths), nbytes)
+        if args.verbose:
+            sys.stdout.write("".join(p + "\n" for p in paths))
+
+    with (
+        progress,
+        Barecat(
+            args.archive,
+            readonly=False,
+            overwrite=overwrite,
+            shard_size_limit=args.shard_size_limit,
+        ) as bc,
+    ):
+        return ingest(bc, plan, workers=args.workers, on_added=on_added)
+
+
+def finish(args: argparse.Namespace, plan: IngestPlan, result: IngestResult, command: str) -> int:
+    for path, exc in result.failures:
+        named = isinstance(exc, OSError) and exc.filename is not None
+        error(describe(exc) if named else f"{path}: {describe(exc)}", command=command)
+    for path in plan.skipped:
+        error(f"{path}: not a regular file, directory or link; skipped", command=command)
+    if not args.quiet and wants_progress():
+        print(
+            f"{result.files} files ({human_size(result.bytes)}B), {result.dirs} directories "
+            f"in {base_path(args.archive)}",
+            file=sys.stderr,
+        )
+    if result.failures:
+        error(f"{len(result.failures)} sources could not be added", command=command)
+        return 1
+    return 0
+
+
+def run_create(args: argparse.Namespace) -> int:
+    if archive_exists(args.archive) and not args.force:
+        error(f"{args.archive}: archive exists (use -f to overwrite)", command="create")
+        return 1
+    plan = make_plan(args)
+    return finish(args, plan, store(args, plan, overwrite=args.force, command="create"), "create")
+
+
+def run_add(args: argparse.Namespace) -> int:
+    if not archive_exists(args.archive) and not args.create:
+        error(
+            f"{args.archive}: no such archive (use 'barecat create' or 'barecat add -c')",
+            command="add",
+        )
+        return 1
+    plan = make_plan(args)
+    return finish(args, plan, store(args, plan, overwrite=False, command="add"), "add")

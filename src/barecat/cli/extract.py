@@ -1,0 +1,115 @@
+"""``barecat extract`` and ``barecat cat``: archive contents back out, to disk or stdout.
+
+Extraction refuses, before writing anything, an archive whose entries would land outside
+the target directory, and does not create links pointing outside it unless asked; such
+refusals are reported, the rest is extracted, and the exit code is 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from barecat.archive import Barecat
+from barecat.cli.parsing import Subparsers, add_archive_argument, add_command
+from barecat.cli.terminal import Progress, describe, error, wants_progress
+from barecat.entries import BarecatFileInfo
+from barecat.glob import PathFilter
+from barecat.transfer import copy_file_to, extract_to_directory
+
+EXTRACT_EXAMPLES = """
+barecat extract photos.barecat -C /tmp/out/     # everything
+barecat extract photos.barecat train/cat/ -C out/
+barecat extract photos.barecat -i '*.jpg' -x 'thumbs/' -C out/
+"""
+
+
+def register(sub: Subparsers) -> None:
+    parser = add_command(
+        sub,
+        "extract",
+        aliases=["x"],
+        help="Extract files from an archive",
+        handler=run_extract,
+        examples=EXTRACT_EXAMPLES,
+    )
+    add_archive_argument(parser)
+    parser.add_argument("paths", nargs="*", help="Files or directories to extract (default: all)")
+    parser.add_argument(
+        "-C", "--directory", default=".", metavar="DIR", help="Extract into DIR (default: .)"
+    )
+    parser.add_argument(
+        "--pattern", metavar="GLOB", help="Only paths matching GLOB (incompatible with -i/-x)"
+    )
+    parser.add_argument(
+        "-i", "--include", action="append", default=[], metavar="PATTERN",
+        help="Only paths matching PATTERN (repeatable; no '/' = any name at any depth)",
+    )  # fmt: skip
+    parser.add_argument(
+        "-x", "--exclude", action="append", default=[], metavar="PATTERN",
+        help="Leave out paths matching PATTERN (repeatable)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--allow-outside-links",
+        action="store_true",
+        help="Also create symbolic links that point outside DIR (e.g. absolute ones)",
+    )
+    parser.add_argument(
+        "--no-same-owner",
+        action="store_true",
+        help="Do not restore owners (by default restored when run as root, like tar)",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="List files as extracted")
+    parser.add_argument("-q", "--quiet", action="store_true", help="No progress bar")
+
+    cat = add_command(
+        sub,
+        "cat",
+        help="Print a file's contents to stdout",
+        handler=run_cat,
+        examples="barecat cat photos.barecat train/cat/001.jpg > 001.jpg",
+    )
+    add_archive_argument(cat)
+    cat.add_argument("path", nargs="+", help="Path(s) of files in the archive")
+
+
+def _path_filter(args: argparse.Namespace) -> PathFilter | None:
+    if args.pattern and (args.include or args.exclude):
+        raise ValueError("--pattern cannot be combined with -i/-x")
+    include = [args.pattern] if args.pattern else args.include
+    path_filter = PathFilter.from_patterns(include, args.exclude)
+    return None if path_filter.selects_everything else path_filter
+
+
+def run_extract(args: argparse.Namespace) -> int:
+    path_filter = _path_filter(args)
+    with Barecat(args.archive) as bc:
+        total = bc.num_files if not args.paths and path_filter is None else None
+        with Progress(f"extract {args.archive}", total, wants_progress(args.quiet)) as progress:
+
+            def on_file(info: BarecatFileInfo) -> None:
+                progress.advance(1, info.size or 0)
+                if args.verbose:
+                    sys.stdout.write(info.path + "\n")
+
+            result = extract_to_directory(
+                bc,
+                args.directory,
+                args.paths or None,
+                path_filter=path_filter,
+                allow_outside_links=args.allow_outside_links,
+                restore_owners=False if args.no_same_owner else None,
+                on_file=on_file,
+            )
+    for path, exc in result.failures:
+        error(f"{path}: {describe(exc)}", command="extract")
+    return 1 if result.failures else 0
+
+
+def run_cat(args: argparse.Namespace) -> int:
+    out = sys.stdout.buffer
+    with Barecat(args.archive) as bc:
+        for path in args.path:
+            copy_file_to(bc, path, out)
+    out.flush()
+    return 0

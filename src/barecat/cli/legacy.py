@@ -1,0 +1,147 @@
+"""The reference's older one-purpose scripts (``barecat-create`` and friends), same options.
+
+Each parses its historical options and runs the same code as the matching ``barecat``
+subcommand; a one-line note on stderr points to the new spelling.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+
+from barecat.archive import Barecat
+from barecat.cli import create as create_cmd
+from barecat.cli.main import run_command
+from barecat.cli.reports import run_index_to_csv, run_to_ncdu_json
+from barecat.cli.terminal import error
+from barecat.transfer import copy_file_to, extract_to_directory, ingest, plan_sources
+
+Body = Callable[[argparse.Namespace], int]
+
+
+def _run(
+    prog: str,
+    replacement: str,
+    parser: argparse.ArgumentParser,
+    body: Body,
+    argv: Sequence[str] | None,
+) -> int:
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:
+        return e.code if isinstance(e.code, int) else 2
+    print(f"{prog}: note: this script is deprecated, use '{replacement}'", file=sys.stderr)
+    return run_command(None, lambda: body(args))
+
+
+def _creation_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--file", required=True, help="Archive to create")
+    parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument(
+        "--shard-size-limit", type=create_cmd.size, help="Maximum shard size (default: unlimited)"
+    )
+    parser.add_argument("--overwrite", action="store_true", help="Overwrite an existing archive")
+
+
+def _store(args: argparse.Namespace, paths: list[str], base: str | None) -> int:
+    plan = plan_sources(paths, base_directory=base, physical_order=args.physical_order)
+    with Barecat(
+        args.file,
+        readonly=False,
+        overwrite=args.overwrite,
+        exist_ok=False,
+        shard_size_limit=args.shard_size_limit,
+    ) as bc:
+        result = ingest(bc, plan, workers=args.workers)
+    for path, exc in result.failures:
+        error(f"{path}: {exc}")
+    return 1 if result.failures else 0
+
+
+def create(argv: Sequence[str] | None = None) -> int:
+    """``barecat-create --file ARCHIVE``: paths from stdin, one per line or NUL-separated."""
+    parser = argparse.ArgumentParser(
+        prog="barecat-create", description="Create an archive from paths read on stdin."
+    )
+    _creation_options(parser)
+    parser.add_argument("--null", action="store_true", help="Paths on stdin are NUL-separated")
+
+    def body(args: argparse.Namespace) -> int:
+        args.physical_order = False
+        return _store(args, list(create_cmd.read_path_list("-", args.null)), None)
+
+    return _run("barecat-create", "barecat create -T -", parser, body, argv)
+
+
+def create_recursive(argv: Sequence[str] | None = None) -> int:
+    """``barecat-create-recursive --file ARCHIVE PATHS...``; ``--strip-root`` stores one
+    directory's contents at the archive root."""
+    parser = argparse.ArgumentParser(
+        prog="barecat-create-recursive", description="Create an archive from directory trees."
+    )
+    parser.add_argument("paths", nargs="+")
+    _creation_options(parser)
+    parser.add_argument("--physical-order", action="store_true")
+    parser.add_argument("--strip-root", action="store_true")
+
+    def body(args: argparse.Namespace) -> int:
+        if args.strip_root:
+            if len(args.paths) != 1:
+                raise ValueError("--strip-root needs exactly one path")
+            return _store(args, ["."], args.paths[0])
+        return _store(args, args.paths, None)
+
+    return _run("barecat-create-recursive", "barecat create", parser, body, argv)
+
+
+def extract(argv: Sequence[str] | None = None) -> int:
+    """``barecat-extract --file ARCHIVE --target-directory DIR``."""
+    parser = argparse.ArgumentParser(prog="barecat-extract", description="Extract an archive.")
+    parser.add_argument("--file", required=True)
+    parser.add_argument("--target-directory", default=".")
+
+    def body(args: argparse.Namespace) -> int:
+        with Barecat(args.file) as bc:
+            result = extract_to_directory(bc, args.target_directory)
+        for path, exc in result.failures:
+            error(f"{path}: {exc}")
+        return 1 if result.failures else 0
+
+    return _run("barecat-extract", "barecat extract", parser, body, argv)
+
+
+def extract_single(argv: Sequence[str] | None = None) -> int:
+    """``barecat-extract-single --barecat-file ARCHIVE --path PATH``: the bytes to stdout."""
+    parser = argparse.ArgumentParser(
+        prog="barecat-extract-single", description="Print one file of an archive to stdout."
+    )
+    parser.add_argument("--barecat-file", required=True)
+    parser.add_argument("--path", required=True)
+
+    def body(args: argparse.Namespace) -> int:
+        with Barecat(args.barecat_file) as bc:
+            copy_file_to(bc, args.path, sys.stdout.buffer)
+        sys.stdout.buffer.flush()
+        return 0
+
+    return _run("barecat-extract-single", "barecat cat", parser, body, argv)
+
+
+def _export(prog: str, command: str, body: Body, argv: Sequence[str] | None) -> int:
+    parser = argparse.ArgumentParser(prog=prog, description=f"Same as 'barecat {command}'.")
+    parser.add_argument("file", help="Archive (or its index file)")
+
+    def run(args: argparse.Namespace) -> int:
+        args.archive = args.file
+        return body(args)
+
+    return _run(prog, f"barecat {command}", parser, run, argv)
+
+
+def index_to_csv(argv: Sequence[str] | None = None) -> int:
+    return _export("barecat-index-to-csv", "index-to-csv", run_index_to_csv, argv)
+
+
+def to_ncdu_json(argv: Sequence[str] | None = None) -> int:
+    return _export("barecat-to-ncdu-json", "to-ncdu-json", run_to_ncdu_json, argv)

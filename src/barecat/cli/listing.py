@@ -1,0 +1,411 @@
+"""``barecat list``/``ls``, ``find`` and ``tree``: looking inside an archive from the shell.
+
+Output mirrors the Unix tools on the extracted tree (``ls -p``/``ls -l``, GNU ``find``,
+``tree``) with names sorted bytewise, so it diffs cleanly against them; paths are
+archive paths, the root shown as '.'. Symbolic-link entries show their target as
+``ls -l`` and ``tree`` do. A path that is not in the archive is reported on stderr and
+makes the exit code 1, the other paths are still listed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import grp
+import json
+import os
+import pwd
+import re
+import stat
+import sys
+import time
+from collections.abc import Iterator
+from functools import cache
+from typing import TextIO
+
+from barecat.archive import Barecat
+from barecat.cli.parsing import Subparsers, add_archive_argument, add_command
+from barecat.cli.terminal import describe, error
+from barecat.entries import BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo
+from barecat.exceptions import FileNotFoundBarecatError
+from barecat.glob import has_magic
+from barecat.paths import basename, normalize, parent
+
+SIX_MONTHS = 182 * 24 * 3600
+_SIZE_FILTER = re.compile(r"^([+-]?)(\d+)([ckMGT]?)$")
+_SIZE_UNITS = {"": 1, "c": 1, "k": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+
+
+def register(sub: Subparsers) -> None:
+    ls = add_command(
+        sub,
+        "list",
+        aliases=["ls", "l", "t"],
+        help="List archive contents",
+        handler=run_list,
+        examples="""
+        barecat ls photos.barecat                  # the root
+        barecat ls -l photos.barecat train/cat/
+        barecat ls photos.barecat 'train/*/001.jpg'
+        barecat ls -R photos.barecat               # every file path
+        """,
+    )
+    add_archive_argument(ls)
+    ls.add_argument("paths", nargs="*", help="Directories, files or glob patterns (default: root)")
+    ls.add_argument(
+        "-l", "--long", action="store_true", help="Long format: mode, owner, size, time"
+    )
+    ls.add_argument("-R", "--recursive", action="store_true", help="Every file below, full paths")
+    ls.add_argument("--jsonl", action="store_true", help="One JSON object per entry")
+
+    find = add_command(
+        sub,
+        "find",
+        help="Search for files in an archive (like find)",
+        handler=run_find,
+        examples="""
+        barecat find photos.barecat -name '*.jpg'
+        barecat find photos.barecat train/ -type d -maxdepth 1
+        barecat find photos.barecat -size +1M -type f -print0 | xargs -0 echo
+        """,
+    )
+    add_archive_argument(find)
+    find.add_argument("path", nargs="?", default="", help="Where to start (default: root)")
+    find.add_argument("-name", metavar="PATTERN", help="Last component matches glob PATTERN")
+    find.add_argument(
+        "-path", "-wholename", dest="path_pattern", metavar="PATTERN",
+        help="Whole path matches PATTERN ('*' also matches '/')",
+    )  # fmt: skip
+    find.add_argument(
+        "-type", choices=["f", "d", "l"], help="f: regular file, d: directory, l: symbolic link"
+    )
+    find.add_argument(
+        "-size", metavar="[+-]N[ckMGT]",
+        help="Size (bytes; k/M/G/T = KiB/MiB/...; directories: their whole tree) more than "
+        "(+N), less than (-N) or exactly N",
+    )  # fmt: skip
+    find.add_argument("-maxdepth", type=int, metavar="N", help="Descend at most N levels")
+    find.add_argument("-print0", action="store_true", help="End each path with NUL, not newline")
+
+    tree = add_command(
+        sub,
+        "tree",
+        help="Display the directory tree (like tree)",
+        handler=run_tree,
+        examples="""
+        barecat tree photos.barecat
+        barecat tree -L 2 -d photos.barecat train/
+        """,
+    )
+    add_archive_argument(tree)
+    tree.add_argument("path", nargs="?", default="", help="Where to start (default: root)")
+    tree.add_argument("-L", "--level", type=int, metavar="N", help="Descend at most N levels")
+    tree.add_argument("-d", "--dirs-only", action="store_true", help="Directories only")
+
+
+# -- shared traversal ----------------------------------------------------------------------
+
+
+def name_key(info: BarecatEntryInfo) -> bytes:
+    """Sort key putting names in ``LC_ALL=C ls`` order (bytewise)."""
+    return info.name.encode("utf-8", "surrogateescape")
+
+
+def children(bc: Barecat, path: str) -> list[BarecatEntryInfo]:
+    """A directory's entries, sorted by name."""
+    return sorted(bc.scandir(path), key=name_key)
+
+
+def display(path: str) -> str:
+    return path or "."
+
+
+def link_target(bc: Barecat, info: BarecatEntryInfo) -> str | None:
+    if isinstance(info, BarecatFileInfo) and info.is_symlink_entry:
+        return os.fsdecode(bc.read(info))
+    return None
+
+
+def is_link(info: BarecatEntryInfo) -> bool:
+    return isinstance(info, BarecatFileInfo) and info.is_symlink_entry
+
+
+# -- ls -------------------------------------------------------------------------------------
+
+
+@cache
+def _user(uid: int | None) -> str:
+    if uid is None:
+        return "?"
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)
+
+
+@cache
+def _group(gid: int | None) -> str:
+    if gid is None:
+        return "?"
+    try:
+        return grp.getgrgid(gid).gr_name
+    except KeyError:
+        return str(gid)
+
+
+def _mode_string(info: BarecatEntryInfo) -> str:
+    default = stat.S_IFDIR | 0o755 if isinstance(info, BarecatDirInfo) else stat.S_IFREG | 0o644
+    mode = info.mode if info.mode is not None else default
+    if isinstance(info, BarecatDirInfo) and not stat.S_ISDIR(mode):
+        mode = stat.S_IFDIR | stat.S_IMODE(mode)
+    return stat.filemode(mode)
+
+
+def _time_string(mtime_ns: int | None, now: float) -> str:
+    if mtime_ns is None:
+        return "?" * 12
+    t = mtime_ns / 1e9
+    fmt = "%b %e %H:%M" if now - SIX_MONTHS < t <= now + 3600 else "%b %e  %Y"
+    return time.strftime(fmt, time.localtime(t))
+
+
+def long_lines(bc: Barecat, entries: list[tuple[BarecatEntryInfo, str]]) -> list[str]:
+    """``ls -l`` lines for (entry, name to show), columns aligned as GNU ls aligns them."""
+    now = time.time()
+    rows = []
+    for info, name in entries:
+        if isinstance(info, BarecatDirInfo):
+            links, size = 2 + (info.num_subdirs or 0), info.size_tree or 0
+        else:
+            assert isinstance(info, BarecatFileInfo)
+            links, size = 1, info.size or 0
+        target = link_target(bc, info)
+        shown = f"{name} -> {target}" if target is not None else name
+        row = (_mode_string(info), str(links), _user(info.uid), _group(info.gid), str(size))
+        rows.append((*row, _time_string(info.mtime_ns, now), shown))
+    widths = [max((len(r[i]) for r in rows), default=0) for i in range(5)]
+    return [
+        f"{r[0]} {r[1]:>{widths[1]}} {r[2]:<{widths[2]}} {r[3]:<{widths[3]}} "
+        f"{r[4]:>{widths[4]}} {r[5]} {r[6]}"
+        for r in rows
+    ]
+
+
+def _json_line(info: BarecatEntryInfo) -> str:
+    record: dict[str, object] = {"type": "dir" if isinstance(info, BarecatDirInfo) else "file"}
+    if is_link(info):
+        record["type"] = "symlink"
+    record.update(info.asdict())
+    return json.dumps(record)
+
+
+def _short(info: BarecatEntryInfo, name: str) -> str:
+    return name + "/" if isinstance(info, BarecatDirInfo) else name
+
+
+def _print_entries(
+    bc: Barecat, entries: list[tuple[BarecatEntryInfo, str]], args: argparse.Namespace, out: TextIO
+) -> None:
+    if args.jsonl:
+        out.writelines(_json_line(info) + "\n" for info, _ in entries)
+    elif args.long:
+        out.writelines(line + "\n" for line in long_lines(bc, entries))
+    else:
+        out.writelines(_short(info, name) + "\n" for info, name in entries)
+
+
+def _files_below(bc: Barecat, path: str) -> Iterator[BarecatFileInfo]:
+    for info in children(bc, path):
+        if isinstance(info, BarecatDirInfo):
+            yield from _files_below(bc, info.path)
+        else:
+            assert isinstance(info, BarecatFileInfo)
+            yield info
+
+
+def _expand(bc: Barecat, arg: str) -> list[BarecatEntryInfo]:
+    if has_magic(arg):
+        matches = sorted(bc.glob(arg, recursive=True))
+        if not matches:
+            raise FileNotFoundBarecatError(arg, "No match for pattern")
+        return [bc.stat(m) for m in matches]
+    return [bc.stat(arg)]
+
+
+def run_list(args: argparse.Namespace) -> int:
+    out = sys.stdout
+    status = 0
+    with Barecat(args.archive) as bc:
+        targets: list[BarecatEntryInfo] = []
+        for arg in args.paths or [""]:
+            try:
+                targets.extend(_expand(bc, arg))
+            except (FileNotFoundError, ValueError) as e:
+                error(describe(e), command="list")
+                status = 1
+        singles = [t for t in targets if not isinstance(t, BarecatDirInfo)]
+        dirs = [t for t in targets if isinstance(t, BarecatDirInfo)]
+        if args.recursive:
+            singles += [f for d in dirs for f in _files_below(bc, d.path)]
+            dirs = []
+        if not args.paths or (len(args.paths) == 1 and not has_magic(args.paths[0])):
+            _print_entries(bc, [(t, t.path) for t in singles], args, out)
+        else:  # several arguments or a pattern: matches are shown by their paths
+            matched = sorted((*singles, *dirs), key=lambda t: t.path)
+            _print_entries(bc, [(t, t.path) for t in matched], args, out)
+            dirs = []
+        for i, d in enumerate(dirs):
+            entries = [(e, e.name) for e in children(bc, d.path)]
+            if args.long and not args.jsonl:
+                out.write(f"total {d.size_tree or 0}\n")
+            _print_entries(bc, entries, args, out)
+            if i < len(dirs) - 1:
+                out.write("\n")
+    return status
+
+
+# -- find -----------------------------------------------------------------------------------
+
+
+def _size_test(spec: str) -> tuple[str, int]:
+    m = _SIZE_FILTER.match(spec)
+    if m is None:
+        raise ValueError(f"invalid -size {spec!r} (expected e.g. +100k, -1M, 512)")
+    return m.group(1), int(m.group(2)) * _SIZE_UNITS[m.group(3)]
+
+
+def _size_matches(n: int, op: str, limit: int) -> bool:
+    return n > limit if op == "+" else n < limit if op == "-" else n == limit
+
+
+def _entry_size(info: BarecatEntryInfo) -> int:
+    if isinstance(info, BarecatDirInfo):
+        return info.size_tree or 0
+    assert isinstance(info, BarecatFileInfo)
+    return info.size or 0
+
+
+def _preorder(
+    bc: Barecat, info: BarecatEntryInfo, depth: int, maxdepth: int | None
+) -> Iterator[tuple[BarecatEntryInfo, int]]:
+    yield info, depth
+    if isinstance(info, BarecatDirInfo) and (maxdepth is None or depth < maxdepth):
+        for child in children(bc, info.path):
+            yield from _preorder(bc, child, depth + 1, maxdepth)
+
+
+def print_find(
+    bc: Barecat,
+    start: str,
+    out: TextIO,
+    *,
+    name: str | None = None,
+    path: str | None = None,
+    type: str | None = None,
+    size: str | None = None,
+    maxdepth: int | None = None,
+    print0: bool = False,
+) -> None:
+    """Print the entries at and below ``start`` that pass every given test, like GNU find."""
+    size_op, size_bytes = _size_test(size) if size is not None else ("", 0)
+    end = "\0" if print0 else "\n"
+    root = bc.stat(start)
+    for info, _ in _preorder(bc, root, 0, maxdepth):
+        shown = display(info.path)
+        if name is not None and not fnmatch.fnmatchcase(basename(shown), name):
+            continue
+        if path is not None and not fnmatch.fnmatchcase(shown, path):
+            continue
+        if type is not None:
+            kind = "d" if isinstance(info, BarecatDirInfo) else "l" if is_link(info) else "f"
+            if kind != type:
+                continue
+        if size is not None:
+            n = _entry_size(info)
+            ok = (
+                n > size_bytes if size_op == "+" else n < size_bytes if size_op else n == size_bytes
+            )
+            if not ok:
+                continue
+        out.write(shown + end)
+
+
+def run_find(args: argparse.Namespace) -> int:
+    with Barecat(args.archive) as bc:
+        print_find(
+            bc,
+            args.path,
+            sys.stdout,
+            name=args.name,
+            path=args.path_pattern,
+            type=args.type,
+            size=args.size,
+            maxdepth=args.maxdepth,
+            print0=args.print0,
+        )
+    return 0
+
+
+# -- tree -----------------------------------------------------------------------------------
+
+
+def _points_to_dir(bc: Barecat, info: BarecatEntryInfo, target: str | None) -> bool:
+    if target is None or target.startswith("/"):
+        return False
+    try:
+        return bc.isdir(normalize(f"{parent(info.path)}/{target}"))
+    except ValueError:
+        return False
+
+
+def print_tree(
+    bc: Barecat,
+    path: str,
+    out: TextIO,
+    *,
+    level: int | None = None,
+    dirs_only: bool = False,
+) -> None:
+    """Draw the tree below ``path`` with ``tree``'s lines and closing count."""
+    root = bc.stat(path)
+    out.write(display(root.path) + "\n")
+    counts = [0, 0]  # directories, files
+    if isinstance(root, BarecatDirInfo):
+        _draw(bc, root.path, "", 1, level, dirs_only, out, counts)
+    ndirs, nfiles = counts
+    summary = f"{ndirs} director{'y' if ndirs == 1 else 'ies'}"
+    if not dirs_only:
+        summary += f", {nfiles} file{'' if nfiles == 1 else 's'}"
+    out.write(f"\n{summary}\n")
+
+
+def _draw(
+    bc: Barecat,
+    path: str,
+    indent: str,
+    depth: int,
+    level: int | None,
+    dirs_only: bool,
+    out: TextIO,
+    counts: list[int],
+) -> None:
+    shown = []
+    for info in children(bc, path):
+        target = link_target(bc, info)
+        is_dir = isinstance(info, BarecatDirInfo) or _points_to_dir(bc, info, target)
+        if is_dir or not dirs_only:
+            shown.append((info, target, is_dir))
+    for i, (info, target, is_dir) in enumerate(shown):
+        last = i == len(shown) - 1
+        label = info.name if target is None else f"{info.name} -> {target}"
+        out.write(f"{indent}{'└── ' if last else '├── '}{label}\n")
+        counts[0 if is_dir else 1] += 1
+        if isinstance(info, BarecatDirInfo) and (level is None or depth < level):
+            _draw(bc, info.path, indent + ("    " if last else "│   "), depth + 1, level,
+                  dirs_only, out, counts)  # fmt: skip
+
+
+def run_tree(args: argparse.Namespace) -> int:
+    with Barecat(args.archive) as bc:
+        print_tree(bc, args.path, sys.stdout, level=args.level, dirs_only=args.dirs_only)
+    return 0

@@ -1,0 +1,47 @@
+"""The shape shared by every subcommand: how one is declared, with help and examples.
+
+Command modules declare their subcommands through :func:`add_command`, so each gets the
+same help layout (description, then an examples block) and a ``handler`` the entry
+point calls. Imports nothing from barecat.
+"""
+
+from __future__ import annotations
+
+import argparse
+import textwrap
+from collections.abc import Callable, Sequence
+from typing import Any
+
+Handler = Callable[[argparse.Namespace], int]
+Subparsers = Any
+"""``argparse._SubParsersAction``, which argparse does not export."""
+
+
+def add_command(
+    sub: Subparsers,
+    name: str,
+    *,
+    help: str,
+    handler: Handler,
+    aliases: Sequence[str] = (),
+    description: str | None = None,
+    examples: str | None = None,
+) -> argparse.ArgumentParser:
+    """Declare a subcommand; ``examples`` is shown under 'examples:' in its --help."""
+    epilog = None
+    if examples:
+        epilog = "examples:\n" + textwrap.indent(textwrap.dedent(examples).strip("\n"), "  ")
+    parser: argparse.ArgumentParser = sub.add_parser(
+        name,
+        aliases=list(aliases),
+        help=help,
+        description=description or help,
+        epilog=epilog,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.set_defaults(handler=handler, command=name)
+    return parser
+
+
+def add_archive_argument(parser: argparse.ArgumentParser, help: str | None = None) -> None:
+    parser.add_argument("archive", help=help or "Barecat archive path (without -shard suffix)")

@@ -1,0 +1,165 @@
+"""``barecat du``, ``index-to-csv`` and ``to-ncdu-json``: sizes and whole-index exports.
+
+``du`` prints apparent sizes in bytes (the bytes stored; ``-H`` for GNU's human
+format) from the statistics the index keeps per directory, so a directory's total costs
+nothing however many files lie below it. The exports stream: neither holds the index in
+memory, so they work on archives of any size. ``to-ncdu-json`` writes ncdu's export
+format (``ncdu -f FILE``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import sys
+import time
+from collections.abc import Callable
+from typing import TextIO
+
+from barecat import __version__
+from barecat.archive import Barecat
+from barecat.cli.listing import children, display, is_link, name_key
+from barecat.cli.parsing import Subparsers, add_archive_argument, add_command
+from barecat.cli.terminal import human_size
+from barecat.entries import BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo, Order
+
+
+def register(sub: Subparsers) -> None:
+    du = add_command(
+        sub,
+        "du",
+        help="Show disk usage (like du, apparent sizes in bytes)",
+        handler=run_du,
+        examples="""
+        barecat du -H -d 1 photos.barecat
+        barecat du -s photos.barecat train/
+        barecat du -a photos.barecat train/cat/ | sort -n | tail
+        """,
+    )
+    add_archive_argument(du)
+    du.add_argument("path", nargs="?", default="", help="Where to start (default: root)")
+    du.add_argument("-a", "--all", action="store_true", help="Files too, not just directories")
+    du.add_argument("-s", "--summarize", action="store_true", help="Only the total of PATH")
+    du.add_argument("-H", "--human-readable", action="store_true", help="Sizes like 1.5K, 20M")
+    du.add_argument("-d", "--max-depth", type=int, metavar="N", help="Show at most N levels deep")
+
+    csv_parser = add_command(
+        sub,
+        "index-to-csv",
+        help="Dump the file index as CSV (path, shard, offset, size, crc32c)",
+        handler=run_index_to_csv,
+        examples="barecat index-to-csv photos.barecat > index.csv",
+    )
+    add_archive_argument(csv_parser)
+
+    ncdu = add_command(
+        sub,
+        "to-ncdu-json",
+        help="Print the tree in ncdu's JSON export format",
+        handler=run_to_ncdu_json,
+        examples="barecat to-ncdu-json photos.barecat > tree.json && ncdu -f tree.json",
+    )
+    add_archive_argument(ncdu)
+
+
+# -- du -------------------------------------------------------------------------------------
+
+
+def print_du(
+    bc: Barecat,
+    path: str,
+    out: TextIO,
+    *,
+    all_files: bool = False,
+    summarize: bool = False,
+    human: bool = False,
+    max_depth: int | None = None,
+) -> None:
+    """Sizes of ``path`` and what is below it, deepest first, the start last (like du)."""
+    fmt: Callable[[int], str] = human_size if human else str
+    if summarize:
+        max_depth = 0
+
+    def visit(info: BarecatEntryInfo, depth: int) -> None:
+        if isinstance(info, BarecatDirInfo):
+            if max_depth is None or depth < max_depth:  # deeper totals are in the index
+                below = (
+                    children(bc, info.path)
+                    if all_files
+                    else sorted(bc.index.list_subdir_dirinfos(info.path), key=name_key)
+                )
+                for child in below:
+                    visit(child, depth + 1)
+            size = info.size_tree or 0
+        else:
+            assert isinstance(info, BarecatFileInfo)
+            size = info.size or 0
+        out.write(f"{fmt(size)}\t{display(info.path)}\n")
+
+    visit(bc.stat(path), 0)
+
+
+def run_du(args: argparse.Namespace) -> int:
+    with Barecat(args.archive) as bc:
+        print_du(
+            bc,
+            args.path,
+            sys.stdout,
+            all_files=args.all,
+            summarize=args.summarize,
+            human=args.human_readable,
+            max_depth=args.max_depth,
+        )
+    return 0
+
+
+# -- exports --------------------------------------------------------------------------------
+
+
+def run_index_to_csv(args: argparse.Namespace) -> int:
+    """Same columns, quoting and order as the reference, so tools reading its CSV still work."""
+    writer = csv.writer(sys.stdout, quoting=csv.QUOTE_NONNUMERIC, lineterminator="\n")
+    writer.writerow(["path", "shard", "offset", "size", "crc32c"])
+    with Barecat(args.archive) as bc:
+        for f in bc.index.iter_all_fileinfos(Order.PATH):
+            crc = "" if f.crc32c is None else f.crc32c
+            writer.writerow([f.path, f.shard, f.offset, f.size, crc])
+    return 0
+
+
+def _ncdu_item(info: BarecatEntryInfo, name: str) -> str:
+    item: dict[str, object] = {"name": name}
+    if isinstance(info, BarecatDirInfo):
+        item["asize"] = 0
+    else:
+        assert isinstance(info, BarecatFileInfo)
+        item["asize"] = item["dsize"] = info.size or 0
+        if is_link(info):
+            item["notreg"] = True
+    if info.mtime_ns is not None:
+        item["mtime"] = info.mtime_ns // 1_000_000_000
+    return json.dumps(item, ensure_ascii=False)
+
+
+def _write_ncdu_dir(bc: Barecat, info: BarecatDirInfo, name: str, out: TextIO) -> None:
+    out.write("[" + _ncdu_item(info, name))
+    for child in children(bc, info.path):
+        out.write(",\n")
+        if isinstance(child, BarecatDirInfo):
+            _write_ncdu_dir(bc, child, child.name, out)
+        else:
+            out.write(_ncdu_item(child, child.name))
+    out.write("]")
+
+
+def run_to_ncdu_json(args: argparse.Namespace) -> int:
+    out = sys.stdout
+    meta = {"progname": "barecat", "progver": __version__, "timestamp": int(time.time())}
+    with Barecat(args.archive) as bc:
+        out.write(f"[1,1,{json.dumps(meta)},\n")
+        root = bc.stat("")
+        assert isinstance(root, BarecatDirInfo)
+        _write_ncdu_dir(bc, root, bc.path, out)
+        out.write("]\n")
+    return 0

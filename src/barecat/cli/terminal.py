@@ -1,0 +1,92 @@
+"""Everything the CLI says to a person: progress bars, human sizes, error lines.
+
+The only place that knows whether stderr is a terminal. Progress bars (tqdm) appear only
+there and only for long work; messages are one line, prefixed with the program name, so
+scripts can grep them. Imports nothing from barecat.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+from types import TracebackType
+from typing import Any, TextIO
+
+PROG = "barecat"
+
+
+def error(message: str, *, command: str | None = None, stream: TextIO | None = None) -> None:
+    """Print one error line on stderr: ``barecat CMD: message``."""
+    prefix = f"{PROG} {command}" if command else PROG
+    print(f"{prefix}: {message}", file=stream or sys.stderr)
+
+
+def describe(exc: BaseException) -> str:
+    """One line for an exception, naming the file when the OS error carries one."""
+    if type(exc).__module__ == "barecat.exceptions":
+        return str(exc)  # already names the path
+    if isinstance(exc, OSError) and exc.filename is not None and exc.strerror:
+        return f"{exc.filename}: {exc.strerror}"
+    text = str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc)
+    return text or type(exc).__name__
+
+
+def human_size(n: int) -> str:
+    """Sizes as GNU ``du -h`` prints them: powers of 1024, rounded up, one decimal below 10."""
+    if n < 1024:
+        return str(n)
+    value = float(n)
+    for unit in "KMGTPE":
+        value /= 1024
+        if value < 1024 or unit == "E":
+            if value < 10:
+                rounded = math.ceil(value * 10) / 10
+                if rounded < 10:
+                    return f"{rounded:.1f}{unit}"
+                value = rounded
+            whole = math.ceil(value)
+            if whole < 1024 or unit == "E":
+                return f"{whole}{unit}"
+            value = whole
+    raise AssertionError("unreachable")
+
+
+def wants_progress(quiet: bool = False) -> bool:
+    return not quiet and sys.stderr.isatty() and os.environ.get("TERM") != "dumb"
+
+
+class Progress:
+    """A progress bar over files (rate, ETA) that also shows bytes; silent off a terminal."""
+
+    def __init__(self, description: str, total_files: int | None, enabled: bool) -> None:
+        self.files = 0
+        self.bytes = 0
+        self._bar: Any = None
+        if enabled:
+            from tqdm import tqdm
+
+            self._bar = tqdm(total=total_files, desc=description, unit=" files", dynamic_ncols=True)
+
+    def advance(self, files: int, nbytes: int) -> None:
+        self.files += files
+        self.bytes += nbytes
+        if self._bar is not None:
+            self._bar.set_postfix_str(human_size(self.bytes) + "B", refresh=False)
+            self._bar.update(files)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
+
+    def __enter__(self) -> Progress:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
