@@ -2,12 +2,34 @@
 
 from __future__ import annotations
 
+import io
 import os
+import sys
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
 import barecat
+from barecat.cli import main
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def reference_python() -> str:
+    """The interpreter that has the reference barecat 0.3.1 (skips the test if none)."""
+    configured = os.environ.get("BARECAT_REFERENCE_PYTHON")
+    if configured:
+        if not os.access(configured, os.X_OK):
+            pytest.fail(f"BARECAT_REFERENCE_PYTHON={configured!r} is not an executable")
+        return configured
+    fallback = os.path.join(REPO, ".venv-ref", "bin", "python")
+    if os.access(fallback, os.X_OK):
+        return fallback
+    pytest.skip(
+        "reference barecat 0.3.1 interpreter not found: BARECAT_REFERENCE_PYTHON is unset "
+        f"and {fallback} does not exist (./run test creates it)"
+    )
 
 
 @pytest.fixture
@@ -34,3 +56,48 @@ def make_archive(tmp_path: os.PathLike[str]) -> Callable[..., str]:
         return path
 
     return build
+
+
+Run = Callable[..., tuple[int, str, str]]
+
+
+@pytest.fixture
+def run(capfdbinary: pytest.CaptureFixture[bytes]) -> Run:
+    """Run ``barecat ARGV`` in-process; returns (exit code, stdout, stderr)."""
+
+    def call(*argv: str, stdin: bytes | None = None) -> tuple[int, str, str]:
+        capfdbinary.readouterr()
+        old_stdin = sys.stdin
+        if stdin is not None:
+            sys.stdin = io.TextIOWrapper(io.BytesIO(stdin))
+        try:
+            code = main(list(argv))
+        finally:
+            sys.stdin = old_stdin
+        out, err = capfdbinary.readouterr()
+        return code, out.decode("utf-8", "surrogateescape"), err.decode()
+
+    return call
+
+
+def make_tree(root: Path) -> Path:
+    """A small tree with everything create/extract must keep: modes, mtimes, empty and
+    private directories, file and directory links, a dangling link, odd names."""
+    (root / "a/b").mkdir(parents=True)
+    (root / "empty").mkdir()
+    (root / "private").mkdir(mode=0o700)
+    (root / "a/x.txt").write_bytes(b"hello\n")
+    (root / "a/b/big.bin").write_bytes(os.urandom(3 << 20))
+    (root / "a/b/zero").write_bytes(b"")
+    (root / "name with spaces ü.txt").write_bytes(b"spaces")
+    (root / ".hidden").write_bytes(b"h")
+    (root / "private/secret").write_bytes(b"s")
+    os.chmod(root / "private/secret", 0o600)
+    os.chmod(root / "a/x.txt", 0o640)
+    os.symlink("../name with spaces ü.txt", root / "a/link_to_file")
+    os.symlink("a/b", root / "link_to_dir")
+    os.symlink("does-not-exist", root / "dangling")
+    for i, p in enumerate(sorted(root.rglob("*"), reverse=True)):
+        os.utime(p, ns=(1_500_000_000_000_000_000 + i, 1_500_000_000_000_000_000 + i),
+                 follow_symlinks=False)  # fmt: skip
+    return root

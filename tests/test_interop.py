@@ -33,6 +33,7 @@ import crc32c
 import pytest
 
 import barecat
+from conftest import reference_python
 
 TESTS = Path(__file__).resolve().parent
 REPO = TESTS.parent
@@ -115,21 +116,6 @@ def archive_view(
 _MARK = "@@barecat-reference-result@@"
 
 
-def _reference_python() -> str:
-    configured = os.environ.get("BARECAT_REFERENCE_PYTHON")
-    if configured:
-        if not os.access(configured, os.X_OK):
-            pytest.fail(f"BARECAT_REFERENCE_PYTHON={configured!r} is not an executable")
-        return configured
-    fallback = REPO / ".venv-ref" / "bin" / "python"
-    if os.access(fallback, os.X_OK):
-        return str(fallback)
-    pytest.skip(
-        "reference barecat 0.3.1 interpreter not found: BARECAT_REFERENCE_PYTHON is unset "
-        f"and {fallback} does not exist (./run test creates it)"
-    )
-
-
 @dataclass
 class Reference:
     """The reference barecat 0.3.1, run in its own interpreter."""
@@ -206,7 +192,7 @@ class Reference:
 
 @pytest.fixture(scope="module")
 def ref() -> Reference:
-    return Reference(_reference_python())
+    return Reference(reference_python())
 
 
 # -- our side -----------------------------------------------------------------------------

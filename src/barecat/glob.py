@@ -270,11 +270,15 @@ class PathFilter:
             rule.matches(ancestor, True) for ancestor in _ancestors(path) for rule in self.include
         )
 
+    def prunes(self, path: str, is_dir: bool) -> bool:
+        """True if an exclude rule matches ``path`` or one of its ancestor directories."""
+        return self.is_excluded(path, is_dir) or any(
+            self.is_excluded(a, True) for a in _ancestors(path)
+        )
+
     def selects(self, path: str, is_dir: bool) -> bool:
         """Full decision for one path, ancestors included (for paths not found by a walk)."""
-        if any(self.is_excluded(a, True) for a in _ancestors(path)):
-            return False
-        return not self.is_excluded(path, is_dir) and self.is_included(path, is_dir)
+        return not self.prunes(path, is_dir) and self.is_included(path, is_dir)
 
 
 def _ancestors(path: str) -> Iterator[str]:

@@ -152,6 +152,7 @@ def store(
         progress.advance(len(paths), nbytes)
         if args.verbose:
             sys.stdout.write("".join(p + "\n" for p in paths))
+            sys.stdout.flush()  # listed = in the index; Ctrl-C closes the archive, keeping it
 
     with (
         progress,

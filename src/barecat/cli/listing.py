@@ -369,9 +369,11 @@ def print_tree(
     """Draw the tree below ``path`` with ``tree``'s lines and closing count."""
     root = bc.stat(path)
     out.write(display(root.path) + "\n")
-    counts = [0, 0]  # directories, files
-    if isinstance(root, BarecatDirInfo):
-        _draw(bc, root.path, "", 1, level, dirs_only, out, counts)
+    counts = [0, 0] if isinstance(root, BarecatDirInfo) else [0, 1]
+    if isinstance(root, BarecatDirInfo) and _draw(
+        bc, root.path, "", 1, level, dirs_only, out, counts
+    ):
+        counts[0] += 1  # tree 2.x counts the starting directory when it lists anything in it
     ndirs, nfiles = counts
     summary = f"{ndirs} director{'y' if ndirs == 1 else 'ies'}"
     if not dirs_only:
@@ -388,7 +390,8 @@ def _draw(
     dirs_only: bool,
     out: TextIO,
     counts: list[int],
-) -> None:
+) -> int:
+    """Draw one directory's entries (and below); returns how many were drawn here."""
     shown = []
     for info in children(bc, path):
         target = link_target(bc, info)
@@ -401,8 +404,9 @@ def _draw(
         out.write(f"{indent}{'└── ' if last else '├── '}{label}\n")
         counts[0 if is_dir else 1] += 1
         if isinstance(info, BarecatDirInfo) and (level is None or depth < level):
-            _draw(bc, info.path, indent + ("    " if last else "│   "), depth + 1, level,
+            _draw(bc, info.path, indent + ("    " if last else "│\u00a0\u00a0 "), depth + 1, level,
                   dirs_only, out, counts)  # fmt: skip
+    return len(shown)
 
 
 def run_tree(args: argparse.Namespace) -> int:

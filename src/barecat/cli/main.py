@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 
 from barecat import __version__
 from barecat.cli import completion, create, extract, listing, reports, shell
+from barecat.cli.parsing import CommandParser
 from barecat.cli.terminal import PROG, describe, error
 from barecat.exceptions import BarecatError
 
@@ -33,7 +34,9 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=f"Run '{PROG} COMMAND --help' for a command's options and examples.",
     )
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
-    sub = parser.add_subparsers(title="commands", dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(
+        title="commands", dest="command", metavar="COMMAND", parser_class=CommandParser
+    )
     for module in COMMAND_MODULES:
         module.register(sub)
     return parser
@@ -57,10 +60,28 @@ def run_command(command: str | None, body: Callable[[], int]) -> int:
         return EXIT_ERROR
 
 
+NEGATIVE_VALUE_OPTIONS = ("-size",)
+"""Options whose values may start with '-' (``find -size -1M``), which argparse would
+otherwise take for an option."""
+
+
+def _attach_negative_values(argv: list[str]) -> list[str]:
+    out: list[str] = []
+    it = iter(argv)
+    for arg in it:
+        if arg in NEGATIVE_VALUE_OPTIONS:
+            value = next(it, None)
+            out.append(arg if value is None else f"{arg}={value}")
+        else:
+            out.append(arg)
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
+    args_list = _attach_negative_values(list(sys.argv[1:] if argv is None else argv))
     try:
-        args = parser.parse_args(argv)
+        args = parser.parse_args(args_list)
     except SystemExit as e:  # --help, --version, usage errors: argparse already printed
         return e.code if isinstance(e.code, int) else EXIT_USAGE
     if getattr(args, "handler", None) is None:

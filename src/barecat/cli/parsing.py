@@ -17,6 +17,27 @@ Subparsers = Any
 """``argparse._SubParsersAction``, which argparse does not export."""
 
 
+class CommandParser(argparse.ArgumentParser):
+    """A subcommand parser that lets options and positionals mix, as tar users type them.
+
+    Plain argparse binds ``archive paths*`` at the first positional, so in
+    ``barecat add ar -C dir a`` the ``a`` would be an error.
+    """
+
+    _parsing_intermixed = False
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        if self._parsing_intermixed:  # the intermixed parser calls back in here
+            return super().parse_known_args(args, namespace)
+        self._parsing_intermixed = True
+        try:
+            return self.parse_known_intermixed_args(args, namespace)
+        finally:
+            self._parsing_intermixed = False
+
+
 def add_command(
     sub: Subparsers,
     name: str,

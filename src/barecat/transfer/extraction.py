@@ -47,6 +47,25 @@ class _Extractor:
         self.allow_outside_links = allow_outside_links
         self.owners = owners
         self.result = ExtractResult()
+        self.safe_dirs: set[str] = {root}
+
+    def ensure_dir(self, dest: str) -> None:
+        """Make ``dest`` a real directory chain below the root, as tar does: a symbolic
+        link in the way (left by an earlier extraction) is replaced, never followed."""
+        if dest in self.safe_dirs:
+            return
+        self.ensure_dir(os.path.dirname(dest))
+        try:
+            st = os.lstat(dest)
+        except FileNotFoundError:
+            os.mkdir(dest, 0o700)
+        else:
+            if stat.S_ISLNK(st.st_mode):
+                os.unlink(dest)
+                os.mkdir(dest, 0o700)
+            elif not stat.S_ISDIR(st.st_mode):
+                raise NotADirectoryError(errno.ENOTDIR, "a file is in the way", dest)
+        self.safe_dirs.add(dest)
 
     def destination(self, path: str) -> str:
         dest = os.path.normpath(os.path.join(self.root, path))
@@ -146,11 +165,11 @@ def extract_to_directory(
         ex.destination(entry.path)  # refuse a hostile archive before writing anything
     os.makedirs(root, exist_ok=True)
     for d in dirs:
-        os.makedirs(ex.destination(d.path), exist_ok=True)
+        ex.ensure_dir(ex.destination(d.path))
     links = []
     for f in files:
         dest = ex.destination(f.path)
-        os.makedirs(os.path.dirname(dest), exist_ok=True)
+        ex.ensure_dir(os.path.dirname(dest))
         if f.is_symlink_entry:
             links.append((f, dest))
             continue

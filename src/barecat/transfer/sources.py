@@ -71,7 +71,6 @@ class _Planner:
         self.plan = plan
         self.follow = follow_symlinks
         self.filter = path_filter if path_filter and not path_filter.selects_everything else None
-        self.visited: set[tuple[int, int]] = set()
 
     def stat(self, disk_path: str) -> os.stat_result | None:
         try:
@@ -83,7 +82,7 @@ class _Planner:
     def add_entry(self, disk_path: str, store: str, st: os.stat_result) -> None:
         """Plan one command-line source: a directory recursively, a file or link as is."""
         if stat.S_ISDIR(st.st_mode):
-            if self.filter is None or self.filter.selects(store, True):
+            if self.filter is None or not self.filter.prunes(store, True):
                 self.walk(disk_path, store, st)
         elif self.filter is None or self.filter.selects(store, False):
             self.add_leaf(disk_path, store, st.st_mode)
@@ -98,14 +97,17 @@ class _Planner:
             self.plan.skipped.append(disk_path)
 
     def walk(self, root: str, prefix: str, root_stat: os.stat_result) -> None:
-        stack = [(root, prefix, root_stat)]
+        # Each pending directory carries the identities of its ancestors: meeting one of
+        # them again (only possible through a followed link) is a loop.
+        stack: list[tuple[str, str, os.stat_result, frozenset[tuple[int, int]]]]
+        stack = [(root, prefix, root_stat, frozenset())]
         while stack:
-            directory, stored, st = stack.pop()
-            if (st.st_dev, st.st_ino) in self.visited:
-                if self.follow:
-                    self.plan.failures.append((directory, OSError(40, "Symbolic link loop")))
+            directory, stored, st, ancestors = stack.pop()
+            identity = (st.st_dev, st.st_ino)
+            if identity in ancestors:
+                self.plan.failures.append((directory, OSError(40, "Symbolic link loop")))
                 continue
-            self.visited.add((st.st_dev, st.st_ino))
+            ancestors = ancestors | {identity} if self.follow else ancestors
             info = BarecatDirInfo(stored)
             info.fill_from_statresult(st)
             self.plan.add_dir(info)
@@ -128,7 +130,7 @@ class _Planner:
                 if self.filter is not None and self.filter.is_excluded(child, is_dir):
                     continue
                 if child_stat is not None:
-                    subdirs.append((entry.path, child, child_stat))
+                    subdirs.append((entry.path, child, child_stat, ancestors))
                 elif self.filter is None or self.filter.is_included(child, False):
                     self.add_leaf(entry.path, child, mode)
             stack.extend(reversed(subdirs))
