@@ -258,3 +258,24 @@ def test_reference_compatible_helpers(archive_path: str) -> None:
         bc.index.update_dirs()
         bc.index.update_treestats()
         assert bc.isdir("new/deep") and bc.index.find_inconsistencies() == []
+
+
+def test_big_batches_keep_the_row_triggers(archive_path: str) -> None:
+    """Bulk inserts drop the insert triggers inside their savepoint: after a batch, and
+    after a batch refused for a duplicate, the triggers are back and keep stats right."""
+
+    def triggers(bc: barecat.Barecat) -> set[str]:
+        rows = bc.index.conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")
+        return {name for (name,) in rows}
+
+    with barecat.Barecat(archive_path, readonly=False) as bc:
+        before = triggers(bc)
+        assert {"file_inserted", "file_over_dir"} <= before
+        bc.add_many((f"d{i % 7}/f{i}", b"x" * i) for i in range(600))
+        assert triggers(bc) == before
+        with pytest.raises(barecat.FileExistsBarecatError):
+            bc.add_many([(f"new/f{i}", b"y") for i in range(300)] + [("d0/f0", b"dup")])
+        assert triggers(bc) == before and "new/f0" not in bc
+        bc["d1/single"] = b"12345"  # row triggers at work again
+        assert bc.index.find_inconsistencies() == []
+        assert bc.stat("d1").num_files == 87 and bc.total_size == sum(range(600)) + 5

@@ -6,6 +6,11 @@ touched directory are adjusted with one aggregated update each. The savepoint ke
 batch atomic: a conflict anywhere undoes the whole batch and names the offending path.
 The checks the triggers would make (a file over a directory, a directory over a file)
 are made here first, set-wise. Imports ``entries``, ``exceptions`` and ``paths``.
+
+Switched-off triggers still cost SQLite a sub-program call per row to evaluate their
+``WHEN``; for big batches the two row triggers on ``files`` inserts are dropped inside
+the savepoint and recreated from their stored text before it is released, so no
+committed state ever lacks them and the rows go in about twice as fast.
 """
 
 from __future__ import annotations
@@ -53,6 +58,7 @@ def insert_files(conn: sqlite3.Connection, files: Sequence[BarecatFileInfo]) -> 
     try:
         before = conn.execute("SELECT value_int FROM config WHERE key = 'use_triggers'").fetchone()
         conn.execute("UPDATE config SET value_int = 0 WHERE key = 'use_triggers'")
+        suspended = _drop_insert_triggers(conn) if len(files) >= SUSPEND_TRIGGERS_ROWS else []
         try:
             conn.executemany(
                 "INSERT INTO files (path, shard, offset, size, crc32c, mode, uid, gid, mtime_ns) "
@@ -64,6 +70,8 @@ def insert_files(conn: sqlite3.Connection, files: Sequence[BarecatFileInfo]) -> 
             )
         except sqlite3.IntegrityError:
             raise _duplicate_error(conn, paths) from None
+        for sql in suspended:
+            conn.execute(sql)
         _create_missing_dirs(conn, chain)
         _apply_deltas(conn, per_parent)
         conn.execute(
@@ -75,6 +83,22 @@ def insert_files(conn: sqlite3.Connection, files: Sequence[BarecatFileInfo]) -> 
         conn.execute("RELEASE barecat_bulk")
         raise
     conn.execute("RELEASE barecat_bulk")
+
+
+SUSPEND_TRIGGERS_ROWS = 256
+_ROW_TRIGGERS_ON_FILE_INSERT = ("file_over_dir", "file_inserted")
+
+
+def _drop_insert_triggers(conn: sqlite3.Connection) -> list[str]:
+    """Drop the row triggers of ``INSERT INTO files``; returns the SQL that recreates them."""
+    rows = conn.execute(
+        "SELECT name, sql FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'files' "
+        "AND name IN (?, ?)",
+        _ROW_TRIGGERS_ON_FILE_INSERT,
+    ).fetchall()
+    for name, _ in rows:
+        conn.execute(f'DROP TRIGGER "{name}"')
+    return [sql for _, sql in rows]
 
 
 def _check_conflicts(conn: sqlite3.Connection, paths: list[str], chain: set[str]) -> None:
