@@ -95,7 +95,7 @@ def test_add_needs_an_archive_or_dash_c_and_reports_existing_paths(
     assert code == 1 and "no such archive" in err and not os.path.exists(ar)
     assert run("add", "-c", ar, "-C", str(src), "a/x.txt")[0] == 0
     code, _, err = run("add", ar, "-C", str(src), "a")
-    assert code == 1 and "a/x.txt: already in the archive" in err
+    assert code == 1 and "Archive path already exists: a/x.txt" in err
     with barecat.Barecat(ar) as bc:
         assert bc["a/x.txt"] == b"hello\n" and bc["a/b/zero"] == b""
         assert bc.isfile("a/b/big.bin") and bc.verify_integrity()
@@ -341,3 +341,23 @@ def test_installed_scripts_run(tmp_path: Path) -> None:
     assert r.returncode == 0 and b'"name": "secret"' in r.stdout
     r = sh("barecat-create", "--file", "l1", stdin=b"src/a\n")
     assert r.returncode == 1 and b"exists" in r.stderr
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="changing owners needs root")
+def test_owners_are_kept_and_restored_as_root(run: Run, tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    (src / "d").mkdir(parents=True)
+    (src / "d/f").write_bytes(b"x")
+    os.chown(src / "d/f", 1234, 5678)
+    os.chown(src / "d", 4321, 8765)
+    ar = str(tmp_path / "ar")
+    assert run("create", "-C", str(src), ar, ".")[0] == 0
+    with barecat.Barecat(ar) as bc:
+        f, d = bc.stat("d/f"), bc.stat("d")
+        assert (f.uid, f.gid, d.uid, d.gid) == (1234, 5678, 4321, 8765)
+    assert run("extract", ar, "-C", str(tmp_path / "o1"))[0] == 0
+    st = os.stat(tmp_path / "o1/d/f")
+    assert (st.st_uid, st.st_gid) == (1234, 5678)
+    assert os.stat(tmp_path / "o1/d").st_uid == 4321
+    assert run("extract", ar, "--no-same-owner", "-C", str(tmp_path / "o2"))[0] == 0
+    assert os.stat(tmp_path / "o2/d/f").st_uid == 0

@@ -11,19 +11,15 @@ from __future__ import annotations
 
 import argparse
 import fnmatch
-import grp
 import json
 import os
-import pwd
 import re
-import stat
 import sys
-import time
 from collections.abc import Iterator
-from functools import cache
 from typing import TextIO
 
 from barecat.archive import Barecat
+from barecat.cli.entry_format import bytewise, long_listing
 from barecat.cli.parsing import Subparsers, add_archive_argument, add_command
 from barecat.cli.terminal import describe, error
 from barecat.entries import BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo
@@ -31,7 +27,6 @@ from barecat.exceptions import FileNotFoundBarecatError
 from barecat.glob import has_magic
 from barecat.paths import basename, normalize, parent
 
-SIX_MONTHS = 182 * 24 * 3600
 _SIZE_FILTER = re.compile(r"^([+-]?)(\d+)([ckMGT]?)$")
 _SIZE_UNITS = {"": 1, "c": 1, "k": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 
@@ -108,7 +103,7 @@ def register(sub: Subparsers) -> None:
 
 def name_key(info: BarecatEntryInfo) -> bytes:
     """Sort key putting names in ``LC_ALL=C ls`` order (bytewise)."""
-    return info.name.encode("utf-8", "surrogateescape")
+    return bytewise(info.name)
 
 
 def children(bc: Barecat, path: str) -> list[BarecatEntryInfo]:
@@ -133,62 +128,10 @@ def is_link(info: BarecatEntryInfo) -> bool:
 # -- ls -------------------------------------------------------------------------------------
 
 
-@cache
-def _user(uid: int | None) -> str:
-    if uid is None:
-        return "?"
-    try:
-        return pwd.getpwuid(uid).pw_name
-    except KeyError:
-        return str(uid)
-
-
-@cache
-def _group(gid: int | None) -> str:
-    if gid is None:
-        return "?"
-    try:
-        return grp.getgrgid(gid).gr_name
-    except KeyError:
-        return str(gid)
-
-
-def _mode_string(info: BarecatEntryInfo) -> str:
-    default = stat.S_IFDIR | 0o755 if isinstance(info, BarecatDirInfo) else stat.S_IFREG | 0o644
-    mode = info.mode if info.mode is not None else default
-    if isinstance(info, BarecatDirInfo) and not stat.S_ISDIR(mode):
-        mode = stat.S_IFDIR | stat.S_IMODE(mode)
-    return stat.filemode(mode)
-
-
-def _time_string(mtime_ns: int | None, now: float) -> str:
-    if mtime_ns is None:
-        return "?" * 12
-    t = mtime_ns / 1e9
-    fmt = "%b %e %H:%M" if now - SIX_MONTHS < t <= now + 3600 else "%b %e  %Y"
-    return time.strftime(fmt, time.localtime(t))
-
-
 def long_lines(bc: Barecat, entries: list[tuple[BarecatEntryInfo, str]]) -> list[str]:
-    """``ls -l`` lines for (entry, name to show), columns aligned as GNU ls aligns them."""
-    now = time.time()
-    rows = []
-    for info, name in entries:
-        if isinstance(info, BarecatDirInfo):
-            links, size = 2 + (info.num_subdirs or 0), info.size_tree or 0
-        else:
-            assert isinstance(info, BarecatFileInfo)
-            links, size = 1, info.size or 0
-        target = link_target(bc, info)
-        shown = f"{name} -> {target}" if target is not None else name
-        row = (_mode_string(info), str(links), _user(info.uid), _group(info.gid), str(size))
-        rows.append((*row, _time_string(info.mtime_ns, now), shown))
-    widths = [max((len(r[i]) for r in rows), default=0) for i in range(5)]
-    return [
-        f"{r[0]} {r[1]:>{widths[1]}} {r[2]:<{widths[2]}} {r[3]:<{widths[3]}} "
-        f"{r[4]:>{widths[4]}} {r[5]} {r[6]}"
-        for r in rows
-    ]
+    """``ls -l`` lines for (entry, name to show), links with their targets."""
+    pairs = [(name, info) for info, name in entries]
+    return long_listing(pairs, link_target=lambda info: link_target(bc, info))
 
 
 def _json_line(info: BarecatEntryInfo) -> str:

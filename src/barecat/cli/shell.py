@@ -1,9 +1,511 @@
-"""(being written)"""
+"""``barecat shell``: explore (and with ``-w`` change) one archive like a filesystem.
+
+Owns the subcommand and the shell's commands: navigating (cd, pwd, ls), reading (cat,
+head, stat, info, find, du, tree), copying out (get, mget), changing the archive (put,
+mput, rm, mv, mkdir) and the local side (lcd, lpwd, lls). The interpreter they run in
+is ``shell_engine``; how entries are shown is ``entry_format``; tree, find and du are
+drawn by ``listing`` and ``reports`` so they match the top-level commands. Everything
+done to the archive goes through the public ``Barecat`` API.
+"""
 
 from __future__ import annotations
 
-from barecat.cli.parsing import Subparsers
+import argparse
+import glob
+import io
+import os
+import posixpath
+import shlex
+import stat
+import sys
+from collections.abc import Mapping
+from typing import ClassVar, cast
+
+from barecat.archive import Barecat
+from barecat.cli import listing, reports
+from barecat.cli.entry_format import (
+    aligned_fields,
+    bytewise,
+    long_listing,
+    size_text,
+    stat_fields,
+)
+from barecat.cli.parsing import Subparsers, add_archive_argument, add_command
+from barecat.cli.shell_engine import ShellEngine, ShellError, has_magic, natural_number
+from barecat.entries import SHARD_SIZE_UNLIMITED, BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo
+from barecat.exceptions import FileNotFoundBarecatError
+from barecat.layout import archive_exists
+from barecat.paths import basename, join
 
 
 def register(sub: Subparsers) -> None:
-    pass
+    parser = add_command(
+        sub,
+        "shell",
+        help="Interactive shell for exploring an archive",
+        description="Explore an archive with cd, ls, cat, stat, find, tree, du and get;\n"
+        "with -w, change it with put, mput, rm, mv and mkdir. Type 'help' inside for more.",
+        handler=run_shell,
+        examples="""
+            barecat shell photos.barecat                    # interactive, with tab completion
+            barecat shell -c 'cd 2024; ls -l' photos.barecat
+            barecat shell -c 'get 2024/a.jpg /tmp/a.jpg' photos.barecat
+            barecat shell -w -c 'mkdir new; put notes.txt new/' photos.barecat
+            echo 'find -name "*.jpg"' | barecat shell photos.barecat
+        """,
+    )
+    parser.add_argument(
+        "-c",
+        "--cmd",
+        dest="shell_cmd",
+        metavar="CMD",
+        help="run CMD (several may be separated by ';') and exit; exit status 1 if any failed",
+    )
+    parser.add_argument(
+        "-w",
+        "--write",
+        action="store_true",
+        help="open the archive writable (enables put, mput, rm, mv, mkdir)",
+    )
+    add_archive_argument(parser)
+
+
+def run_shell(args: argparse.Namespace) -> int:
+    """Open the archive and run one ``-c`` line, a piped script, or an interactive session."""
+    if args.write and not archive_exists(args.archive):
+        # Opening writable would otherwise create a new, empty archive from a typo.
+        raise FileNotFoundBarecatError(args.archive, "Archive")
+    with Barecat(args.archive, readonly=not args.write) as bc:
+        if args.shell_cmd is not None:
+            shell = BarecatShell(bc)
+            shell.onecmd(args.shell_cmd)
+        elif sys.stdin.isatty():
+            shell = BarecatShell(bc)
+            mode = "writable" if args.write else "read-only"
+            shell.loop(f"barecat shell on {args.archive} ({mode}); 'help' lists commands.")
+            return 0
+        else:
+            shell = BarecatShell(bc, stdin=sys.stdin, show_prompt=False)
+            shell.loop()
+    return 1 if shell.failed else 0
+
+
+class BarecatShell(ShellEngine):
+    """The commands of ``barecat shell``; each ``do_*`` docstring is its help text."""
+
+    archive_path_commands = frozenset(
+        {"ls", "cd", "cat", "head", "stat", "info", "find", "du", "tree", "get", "mget"}
+        | {"put", "rm", "mv", "mkdir"}
+    )
+    local_operands: ClassVar[Mapping[str, frozenset[int] | None]] = {
+        "lcd": None,
+        "lls": None,
+        "mput": None,
+        "put": frozenset({0}),
+        "get": frozenset({1}),
+    }
+    previous_cwd = ""
+    """Where ``cd -`` goes back to."""
+
+    # -- navigating ----------------------------------------------------------------------
+
+    def do_cd(self, arg: str) -> None:
+        """cd [DIR]: change the archive directory ('/' or nothing: the root; '-': the last)."""
+        _, operands = self.parse(arg, "")
+        if len(operands) > 1:
+            raise ShellError("too many arguments")
+        operand = operands[0] if operands else "/"
+        if operand == "-":
+            target = self.previous_cwd
+        else:
+            target = self.resolve(operand)
+            if not self.bc.isdir(target):
+                if self.bc.exists(target):
+                    raise ShellError(f"{operand}: Not a directory")
+                raise ShellError(f"{operand}: No such file or directory")
+        self.previous_cwd, self.cwd = self.cwd, target
+        self.update_prompt()
+
+    def do_pwd(self, arg: str) -> None:
+        """pwd: print the current archive directory."""
+        self.write(f"/{self.cwd}\n")
+
+    def do_ls(self, arg: str) -> None:
+        """ls [-l] [-h] [PATH|GLOB...]: list directories, files, or what globs match.
+
+        Names are sorted bytewise; directories end in '/'. -l: long format (mode, links,
+        owner, group, size, time, name); a directory's size is that of its whole tree.
+        -h: human-readable sizes.
+        """
+        opts, operands = self.parse(arg, "lh")
+        long, human = "-l" in opts, "-h" in opts
+        loose: list[tuple[str, BarecatEntryInfo]] = []
+        directories: list[tuple[str, str]] = []
+        for shown, path, globbed in self.expand(operands or ["."]):
+            try:
+                info = self.bc.stat(path)
+            except FileNotFoundError:
+                self.fail(f"{shown}: No such file or directory")
+                continue
+            if isinstance(info, BarecatDirInfo) and not globbed:
+                directories.append((shown, path))
+            else:
+                loose.append((shown, info))
+        self._print_entries(loose, long, human)
+        headers = len(loose) + len(directories) > 1
+        for number, (shown, path) in enumerate(directories):
+            if headers:
+                self.write(("\n" if loose or number else "") + f"{shown}:\n")
+            entries = [(e.name, e) for e in self.bc.scandir(path)]
+            self._print_entries(sorted(entries, key=lambda e: bytewise(e[0])), long, human)
+
+    def _print_entries(
+        self, entries: list[tuple[str, BarecatEntryInfo]], long: bool, human: bool
+    ) -> None:
+        if long:
+            lines = long_listing(entries, human, lambda info: listing.link_target(self.bc, info))
+        else:
+            lines = [name + ("/" if info.isdir() else "") for name, info in entries]
+        self.write("".join(line + "\n" for line in lines))
+
+    # -- reading -------------------------------------------------------------------------
+
+    def do_cat(self, arg: str) -> None:
+        """cat PATH|GLOB...: write files' bytes to standard output."""
+        _, operands = self.parse(arg, "")
+        if not operands:
+            raise ShellError("missing file operand")
+        self.each(
+            self.expand_shown(operands),
+            lambda shown: self.write_bytes(self.bc.read(self.file_info(shown))),
+        )
+
+    def do_head(self, arg: str) -> None:
+        """head [-n N] PATH...: print the first N lines (default 10) of files."""
+        opts, operands = self.parse(arg, "n:")
+        count = natural_number(opts.get("-n", "10"), "-n")
+        if not operands:
+            raise ShellError("missing file operand")
+        expanded = self.expand_shown(operands)
+
+        def head(shown: str) -> None:
+            info = self.file_info(shown)
+            if len(expanded) > 1:
+                self.write(("\n" if shown != expanded[0] else "") + f"==> {shown} <==\n")
+            raw = cast(io.RawIOBase, self.bc.open(info, "rb"))
+            with io.BufferedReader(raw) as f:
+                self.write_bytes(b"".join(f.readline() for _ in range(count)))
+
+        self.each(expanded, head)
+
+    def do_stat(self, arg: str) -> None:
+        """stat [PATH|GLOB...]: every stored fact about files or directories (default: cwd).
+
+        Files: size, CRC32C, shard and offset; directories: subdirectory and file counts
+        and the size of the whole tree; both: mode, owner, group, modification time.
+        """
+        _, operands = self.parse(arg, "")
+        expanded = self.expand_shown(operands or ["."])
+
+        def show(shown: str) -> None:
+            fields = stat_fields(self.lookup(shown))
+            self.write("" if shown == expanded[0] else "\n")  # a blank line between entries
+            self._print_fields(fields)
+
+        self.each(expanded, show)
+
+    def do_info(self, arg: str) -> None:
+        """info [PATH...]: like stat with a path; without one, a summary of the archive."""
+        if shlex.split(arg):
+            self.do_stat(arg)
+            return
+        bc = self.bc
+        limit = bc.shard_size_limit
+        self._print_fields(
+            [
+                ("Archive", bc.path),
+                ("Open", "read-only" if bc.readonly else "writable"),
+                ("Files", str(bc.num_files)),
+                ("Dirs", str(bc.num_dirs)),
+                ("Size", size_text(bc.total_size)),
+                ("Shards", str(bc.sharder.num_shards)),
+                ("Shard limit", "unlimited" if limit >= SHARD_SIZE_UNLIMITED else size_text(limit)),
+            ]
+        )
+
+    def _print_fields(self, fields: list[tuple[str, str]]) -> None:
+        self.write("".join(line + "\n" for line in aligned_fields(fields)))
+
+    def do_find(self, arg: str) -> None:
+        """find [DIR] [PATTERN] [TESTS]: print the paths at and under DIR that pass every test.
+
+        DIR defaults to the current directory; paths are printed from the archive root.
+        A bare PATTERN that is not a directory filters names, like -name. Tests:
+        -name PAT, -path PAT, -type f|d|l, -size [+-]N[kMG], -maxdepth N.
+        """
+        start, options = self._find_arguments(shlex.split(arg))
+        if options.get("-type") not in (None, "f", "d", "l"):
+            raise ShellError("-type takes f, d or l")
+        maxdepth = options.get("-maxdepth")
+        listing.print_find(
+            self.bc,
+            start,
+            self.out,
+            name=options.get("-name"),
+            path=options.get("-path"),
+            type=options.get("-type"),
+            size=options.get("-size"),
+            maxdepth=None if maxdepth is None else natural_number(maxdepth, "-maxdepth"),
+        )
+
+    def _find_arguments(self, words: list[str]) -> tuple[str, dict[str, str]]:
+        """The start directory and the tests (``-name`` etc.) of a find command line."""
+        start: str | None = None
+        options: dict[str, str] = {}
+        while words:
+            word = words.pop(0)
+            if word in ("-name", "-path", "-type", "-size", "-maxdepth"):
+                if not words:
+                    raise ShellError(f"missing argument to {word}")
+                options[word] = words.pop(0)
+            elif word.startswith("-"):
+                raise ShellError(f"unknown predicate {word!r}")
+            elif start is None and not has_magic(word) and self.bc.isdir(self.resolve(word)):
+                start = self.resolve(word)
+            elif "-name" not in options:
+                options["-name"] = word
+            else:
+                raise ShellError(f"{word}: No such directory")
+        return (self.cwd if start is None else start), options
+
+    def do_du(self, arg: str) -> None:
+        """du [-a] [-s] [-h] [-d N] [PATH]: sizes of a directory and everything below it.
+
+        -a: files too; -s: only the total; -h: human-readable; -d N: at most N levels.
+        """
+        opts, operands = self.parse(arg, "ashd:")
+        depth = natural_number(opts["-d"], "-d") if "-d" in opts else None
+        reports.print_du(
+            self.bc,
+            self._single_path(operands),
+            self.out,
+            all_files="-a" in opts,
+            summarize="-s" in opts,
+            human="-h" in opts,
+            max_depth=depth,
+        )
+
+    def do_tree(self, arg: str) -> None:
+        """tree [-d] [-L LEVEL] [PATH]: draw the directory tree (-d: directories only)."""
+        opts, operands = self.parse(arg, "dL:")
+        level = natural_number(opts["-L"], "-L") if "-L" in opts else None
+        listing.print_tree(
+            self.bc, self._single_path(operands), self.out, level=level, dirs_only="-d" in opts
+        )
+
+    def _single_path(self, operands: list[str]) -> str:
+        """The one existing path operand of du/tree (default: the current directory)."""
+        if len(operands) > 1:
+            raise ShellError("too many arguments")
+        return self.lookup(operands[0] if operands else ".").path
+
+    # -- copying out -----------------------------------------------------------------------
+
+    def do_get(self, arg: str) -> None:
+        """get PATH [LOCAL]: extract one file to the local disk.
+
+        It goes to LOCAL (into it if that is a directory), else into the local directory
+        (see lcd), with its stored permissions and modification time.
+        """
+        _, operands = self.parse(arg, "")
+        if not 1 <= len(operands) <= 2:
+            raise ShellError("usage: get PATH [LOCAL]")
+        info = self.lookup(operands[0])
+        if not isinstance(info, BarecatFileInfo):
+            raise ShellError(f"{operands[0]}: Is a directory (use: mget '{operands[0]}/**')")
+        target = self.local_path(operands[1] if len(operands) == 2 else ".")
+        if os.path.isdir(target):
+            target = os.path.join(target, info.name)
+        self._extract(info, target)
+
+    def do_mget(self, arg: str) -> None:
+        """mget PATH|GLOB...: extract many files into the local directory.
+
+        Each keeps its path relative to the current archive directory; '**' matches at
+        any depth, so 'mget sub/**' extracts a whole subtree.
+        """
+        _, operands = self.parse(arg, "")
+        if not operands:
+            raise ShellError("missing operand")
+        self.each(self.expand(operands), self._mget_one)
+
+    def _mget_one(self, item: tuple[str, str, bool]) -> None:
+        shown, path, globbed = item
+        info = self.lookup("/" + path, shown)
+        if not isinstance(info, BarecatFileInfo):
+            if globbed:
+                return  # '**' matches directories too; their files are matched as well
+            raise ShellError(f"{shown}: Is a directory (use: mget '{shown}/**')")
+        prefix = self.cwd + "/" if self.cwd else ""
+        relative = path[len(prefix) :] if path.startswith(prefix) else info.name
+        self._extract(info, os.path.join(self.local_cwd, *relative.split("/")))
+
+    def _extract(self, info: BarecatFileInfo, target: str) -> None:
+        """Write a file (CRC-checked) to disk with its stored permissions and mtime."""
+        os.makedirs(os.path.dirname(target) or ".", exist_ok=True)
+        with open(target, "wb") as f:
+            f.write(self.bc.read(info))
+        if info.mode is not None:
+            os.chmod(target, stat.S_IMODE(info.mode))
+        if info.mtime_ns is not None:
+            os.utime(target, ns=(info.mtime_ns, info.mtime_ns))
+
+    # -- changing the archive ------------------------------------------------------------
+
+    def do_put(self, arg: str) -> None:
+        """put LOCAL [PATH]: add a local file to the archive (needs -w).
+
+        It is stored as PATH (into it if that is a directory), else under its own name in
+        the current archive directory. An existing archive file is never overwritten.
+        """
+        self.require_writable()
+        _, operands = self.parse(arg, "")
+        if not 1 <= len(operands) <= 2:
+            raise ShellError("usage: put LOCAL [PATH]")
+        local = self.local_path(operands[0])
+        if os.path.isdir(local):
+            raise ShellError(f"{operands[0]}: Is a directory (use mput)")
+        if not os.path.exists(local):
+            raise ShellError(f"{operands[0]}: No such local file")
+        target = self.resolve(operands[1] if len(operands) == 2 else ".")
+        if self.bc.isdir(target):
+            target = join(target, os.path.basename(local))
+        self._add_local(local, target)
+
+    def do_mput(self, arg: str) -> None:
+        """mput LOCAL|GLOB...: add local files and whole directories (needs -w).
+
+        They go under the current archive directory, keeping their paths relative to the
+        local directory (see lcd); '**' matches at any depth.
+        """
+        self.require_writable()
+        _, operands = self.parse(arg, "")
+        if not operands:
+            raise ShellError("missing operand")
+        for operand in operands:
+            pattern = os.path.expanduser(operand)
+            matches = sorted(glob.glob(pattern, root_dir=self.local_cwd, recursive=True))
+            if not matches and not has_magic(operand):
+                matches = [pattern]
+            if not matches:
+                self.fail(f"{operand}: No match")
+            self.each(matches, self._put_tree)
+
+    def _put_tree(self, match: str) -> None:
+        """Add one local file, or a directory with everything below it, under the cwd."""
+        local = self.local_path(match)
+        if not os.path.exists(local):
+            raise ShellError(f"{match}: No such local file")
+        relative = os.path.relpath(local, self.local_cwd)
+        if os.path.isabs(match) or relative.startswith(".."):
+            relative = os.path.basename(local)
+        base = self.resolve(relative.replace(os.sep, "/"))
+        if not os.path.isdir(local):
+            self._add_local(local, base)
+            return
+        files: list[tuple[str, str]] = []
+        for root, dirs, names in os.walk(local):
+            dirs.sort()
+            inner = os.path.relpath(root, local).replace(os.sep, "/")
+            here = base if inner == "." else join(base, inner)
+            self.bc.add_by_path(root, here, dir_exist_ok=True)
+            files += [(os.path.join(root, name), join(here, name)) for name in sorted(names)]
+        self.each(files, lambda pair: self._add_local(*pair))
+
+    def _add_local(self, local: str, target: str) -> None:
+        if self.bc.exists(target):
+            raise ShellError(f"/{target}: already in the archive (rm it first)")
+        self.bc.add_by_path(local, target)
+
+    def do_rm(self, arg: str) -> None:
+        """rm [-r] PATH|GLOB...: remove files; -r: directories with their contents (needs -w)."""
+        self.require_writable()
+        opts, operands = self.parse(arg, "r")
+        if not operands:
+            raise ShellError("missing operand")
+        recursive = "-r" in opts
+        self.each(self.expand(operands), lambda item: self._remove(item[0], item[1], recursive))
+
+    def _remove(self, shown: str, path: str, recursive: bool) -> None:
+        info = self.lookup("/" + path, shown)
+        if isinstance(info, BarecatFileInfo):
+            self.bc.remove(path)
+        elif not recursive:
+            raise ShellError(f"{shown}: Is a directory (use rm -r)")
+        elif not path:
+            raise ShellError("refusing to remove the root directory")
+        else:
+            self.bc.rmtree(path)
+            if self.cwd == path or self.cwd.startswith(path + "/"):
+                self.cwd = posixpath.dirname(path)  # do not stay in a directory that is gone
+                self.update_prompt()
+
+    def do_mv(self, arg: str) -> None:
+        """mv SRC DST: rename a file or directory, into DST if that is a directory (needs -w)."""
+        self.require_writable()
+        _, operands = self.parse(arg, "")
+        if len(operands) != 2:
+            raise ShellError("usage: mv SRC DST")
+        source = self.lookup(operands[0]).path
+        if not source:
+            raise ShellError("cannot move the root directory")
+        target = self.resolve(operands[1])
+        if self.bc.isdir(target):
+            target = join(target, basename(source))
+        if target == source or target.startswith(source + "/"):
+            raise ShellError(f"cannot move '{operands[0]}' into itself")
+        if self.bc.exists(target):
+            raise ShellError(f"{operands[1]}: File exists")
+        self.bc.rename(source, target)
+
+    def do_mkdir(self, arg: str) -> None:
+        """mkdir [-p] DIR...: create directories; -p: parents too, fine if present (needs -w)."""
+        self.require_writable()
+        opts, operands = self.parse(arg, "p")
+        if not operands:
+            raise ShellError("missing operand")
+
+        def make(operand: str) -> None:
+            path = self.resolve(operand)
+            if "-p" in opts:
+                self.bc.makedirs(path, exist_ok=True)
+            elif self.bc.exists(path):
+                raise ShellError(f"{operand}: File exists")
+            elif not self.bc.isdir(posixpath.dirname(path)):
+                raise ShellError(f"{operand}: No such parent directory (use mkdir -p)")
+            else:
+                self.bc.mkdir(path)
+
+        self.each(operands, make)
+
+    # -- the local side ------------------------------------------------------------------
+
+    def do_lcd(self, arg: str) -> None:
+        """lcd [DIR]: change the local directory that get, mget, put and mput use."""
+        _, operands = self.parse(arg, "")
+        operand = operands[0] if operands else "~"
+        target = self.local_path(operand)
+        if not os.path.isdir(target):
+            raise ShellError(f"{operand}: No such local directory")
+        self.local_cwd = target
+
+    def do_lpwd(self, arg: str) -> None:
+        """lpwd: print the local directory."""
+        self.write(self.local_cwd + "\n")
+
+    def do_lls(self, arg: str) -> None:
+        """lls [DIR]: list a local directory (default: the local directory)."""
+        _, operands = self.parse(arg, "")
+        with os.scandir(self.local_path(operands[0] if operands else ".")) as it:
+            names = [e.name + ("/" if e.is_dir() else "") for e in it]
+        self.write("".join(name + "\n" for name in sorted(names, key=bytewise)))

@@ -11,7 +11,6 @@ reported. Uses only the public :class:`Barecat` API; never prints.
 
 from __future__ import annotations
 
-import errno
 import os
 from collections import deque
 from collections.abc import Callable
@@ -20,6 +19,7 @@ from dataclasses import dataclass, field
 
 from barecat.archive import Barecat
 from barecat.entries import BarecatFileInfo
+from barecat.exceptions import FileExistsBarecatError
 from barecat.paths import normalize
 from barecat.transfer.sources import IngestPlan, Source, plan_tree
 
@@ -100,8 +100,7 @@ class _Batcher:
             self.fail(source.disk_path, error)
             return
         if self.check_existing and info.path in self.bc:
-            exists = FileExistsError(errno.EEXIST, "already in the archive", info.path)
-            self.fail(source.disk_path, exists)
+            self.fail(source.disk_path, FileExistsBarecatError(info.path, "Archive path"))
             return
         if data is None:
             self.flush()
