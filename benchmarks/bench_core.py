@@ -18,7 +18,9 @@ the same data in the same run (``bench_stores`` has the code for each):
 Measures, each where it makes sense for the store (``bench_workloads`` has the kernels):
 
 1. ingest files/s and MB/s, from the directory tree and from bytes already in memory (the
-   latter on an evenly spread subset of ``--mem-files`` files, loaded before timing);
+   latter on an evenly spread subset of ``--mem-files`` files, loaded before timing); and
+   the command-line tools archiving the whole tree as users run them (``barecat create``
+   of each barecat, ``tar cf``, ``cp -r``), whole processes;
 2. warm random reads by path, µs/file, one thread, a shuffled list of paths: the usual read
    (ours and ref: ``bc[path]``, CRC-checked), without any checksum (ours and ref: index lookup
    + ``sharder.read_from_address``), via ``bc.open(path, 'rb').read()``, and the usual read
@@ -340,6 +342,18 @@ def run(args: argparse.Namespace, workdir: str) -> dict[str, Any]:
         shutil.rmtree(scratch, ignore_errors=True)
         phase_done("ingest_memory")
 
+        # 2b. the command-line tools on the whole tree: barecat create, tar cf, cp -r
+        cli_impls = [i for i in impls if i in (*BARECATS, "tar", "plain")]
+        jobs = [
+            (i, "ingest_cli", runner_of[i], "ingest_command", {
+                "kind": kinds[i], "location": os.path.join(workdir, "cli", i),
+                "tree": tree.root, "items": len(tree.relpaths), "payload_bytes": tree.total_bytes,
+            })
+            for i in cli_impls
+        ]  # fmt: skip
+        interleaved(args.ingest_repeats, jobs, raw, "command-line ingest of the tree")
+        phase_done("ingest_cli")
+
         # 3. what each store costs on disk (not timed)
         for i in impls:
             raw[i]["footprint"] = ours.call("footprint", kind=kinds[i], location=stores[i])
@@ -482,6 +496,15 @@ ROWS: list[dict[str, Any]] = [
         "ingest from memory, until synced",
         "files/s",
         ("ingest_memory",),
+        rate=True,
+        samples="synced_samples",
+    ),
+    _row("ingest_cli", "create from tree, command line", "files/s", ("ingest_cli",), rate=True),
+    _row(
+        "ingest_cli_sync",
+        "create from tree, command line, until synced",
+        "files/s",
+        ("ingest_cli",),
         rate=True,
         samples="synced_samples",
     ),

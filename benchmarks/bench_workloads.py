@@ -28,6 +28,7 @@ import platform
 import queue
 import shutil
 import sqlite3
+import subprocess
 import sys
 import time
 import traceback
@@ -184,6 +185,54 @@ def ingest(
         "items": len(relpaths),
         "bytes": payload_bytes,
         "result": [stored["files"], stored["bytes"]],
+    }
+
+
+def _create_command(kind: str, tree: str, target: str) -> list[str] | None:
+    """The command line that archives ``tree`` into ``target`` for ``kind``, if it has one.
+
+    ``barecat`` is the ``barecat`` script beside this interpreter: this project's in our
+    runner, barecat 0.3.1's in the reference's.
+    """
+    parent, name = os.path.split(os.path.abspath(tree))
+    if kind == "barecat":
+        script = os.path.join(os.path.dirname(sys.executable), "barecat")
+        return [script, "create", "-C", parent, os.path.join(target, "data.barecat"), name]
+    if kind == "tar":
+        return ["tar", "cf", os.path.join(target, "data.tar"), "-C", parent, name]
+    if kind == "plain":
+        return ["cp", "-r", os.path.abspath(tree), os.path.join(target, "copy")]
+    return None
+
+
+def ingest_command(
+    kind: str, location: str, tree: str, items: int, payload_bytes: int, repeats: int
+) -> dict[str, Any]:
+    """Time the command-line tool of ``kind`` archiving the whole tree, as a user runs it.
+
+    Each sample is the whole process (start-up included) into a fresh directory;
+    ``synced_samples`` also wait for a following ``os.sync()``, as in :func:`ingest`.
+    """
+    samples, synced_samples = [], []
+    for _ in range(repeats):
+        shutil.rmtree(location, ignore_errors=True)
+        os.makedirs(location)
+        command = _create_command(kind, tree, location)
+        if command is None:
+            return _unavailable(f"no command-line tool for {kind}")
+        sync_disks()
+        t0 = time.perf_counter()
+        subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
+        samples.append(time.perf_counter() - t0)
+        sync_disks()
+        synced_samples.append(time.perf_counter() - t0)
+    shutil.rmtree(location, ignore_errors=True)
+    return {
+        "samples": samples,
+        "synced_samples": synced_samples,
+        "items": items,
+        "bytes": payload_bytes,
+        "command": " ".join(command[:2]),
     }
 
 
@@ -542,6 +591,7 @@ def environment() -> dict[str, Any]:
 
 KERNELS: dict[str, Callable[..., Any]] = {
     "ingest": ingest,
+    "ingest_command": ingest_command,
     "forget_memory": forget_memory,
     "read_random": read_random,
     "read_after_epoch": read_after_epoch,

@@ -13,7 +13,12 @@ import sys
 from collections.abc import Iterator
 
 from barecat.archive import Barecat
-from barecat.cli.parsing import Subparsers, add_archive_argument, add_command
+from barecat.cli.parsing import (
+    Subparsers,
+    add_archive_argument,
+    add_command,
+    add_filter_options,
+)
 from barecat.cli.terminal import Progress, describe, error, human_size, wants_progress
 from barecat.glob import PathFilter
 from barecat.layout import archive_exists, base_path
@@ -50,22 +55,7 @@ def _add_source_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "-C", "--directory", metavar="DIR", help="Change to DIR before adding (like tar)"
     )
-    parser.add_argument(
-        "--exclude",
-        action="append",
-        default=[],
-        metavar="PATTERN",
-        help="Leave out paths matching PATTERN (no '/': any name at any depth; with '/': "
-        "the whole stored path, ** spans directories). Repeatable",
-    )
-    parser.add_argument(
-        "-i",
-        "--include",
-        action="append",
-        default=[],
-        metavar="PATTERN",
-        help="Only add paths matching PATTERN (same syntax). Repeatable",
-    )
+    add_filter_options(parser, ["--exclude"])
     parser.add_argument(
         "-j", "--workers", type=int, default=4, metavar="N", help="Threads reading sources"
     )

@@ -11,7 +11,12 @@ import argparse
 import sys
 
 from barecat.archive import Barecat
-from barecat.cli.parsing import Subparsers, add_archive_argument, add_command
+from barecat.cli.parsing import (
+    Subparsers,
+    add_archive_argument,
+    add_command,
+    add_filter_options,
+)
 from barecat.cli.terminal import Progress, describe, error, wants_progress
 from barecat.entries import BarecatFileInfo
 from barecat.glob import PathFilter
@@ -41,14 +46,7 @@ def register(sub: Subparsers) -> None:
     parser.add_argument(
         "--pattern", metavar="GLOB", help="Only paths matching GLOB (incompatible with -i/-x)"
     )
-    parser.add_argument(
-        "-i", "--include", action="append", default=[], metavar="PATTERN",
-        help="Only paths matching PATTERN (repeatable; no '/' = any name at any depth)",
-    )  # fmt: skip
-    parser.add_argument(
-        "-x", "--exclude", action="append", default=[], metavar="PATTERN",
-        help="Leave out paths matching PATTERN (repeatable)",
-    )  # fmt: skip
+    add_filter_options(parser, ["-x", "--exclude"])
     parser.add_argument(
         "--allow-outside-links",
         action="store_true",

@@ -15,7 +15,7 @@ import json
 import os
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TextIO
 
 from barecat.archive import Barecat
@@ -250,27 +250,25 @@ def print_find(
     print0: bool = False,
 ) -> None:
     """Print the entries at and below ``start`` that pass every given test, like GNU find."""
-    size_op, size_bytes = _size_test(size) if size is not None else ("", 0)
+    tests: list[Callable[[BarecatEntryInfo, str], bool]] = []
+    if name is not None:
+        tests.append(lambda info, shown: fnmatch.fnmatchcase(basename(shown), name))
+    if path is not None:
+        tests.append(lambda info, shown: fnmatch.fnmatchcase(shown, path))
+    if type is not None:
+        tests.append(lambda info, shown: _kind(info) == type)
+    if size is not None:
+        op, limit = _size_test(size)
+        tests.append(lambda info, shown: _size_matches(_entry_size(info), op, limit))
     end = "\0" if print0 else "\n"
-    root = bc.stat(start)
-    for info, _ in _preorder(bc, root, 0, maxdepth):
+    for info, _ in _preorder(bc, bc.stat(start), 0, maxdepth):
         shown = display(info.path)
-        if name is not None and not fnmatch.fnmatchcase(basename(shown), name):
-            continue
-        if path is not None and not fnmatch.fnmatchcase(shown, path):
-            continue
-        if type is not None:
-            kind = "d" if isinstance(info, BarecatDirInfo) else "l" if is_link(info) else "f"
-            if kind != type:
-                continue
-        if size is not None:
-            n = _entry_size(info)
-            ok = (
-                n > size_bytes if size_op == "+" else n < size_bytes if size_op else n == size_bytes
-            )
-            if not ok:
-                continue
-        out.write(shown + end)
+        if all(test(info, shown) for test in tests):
+            out.write(shown + end)
+
+
+def _kind(info: BarecatEntryInfo) -> str:
+    return "d" if isinstance(info, BarecatDirInfo) else "l" if is_link(info) else "f"
 
 
 def run_find(args: argparse.Namespace) -> int:

@@ -66,3 +66,25 @@ def add_command(
 
 def add_archive_argument(parser: argparse.ArgumentParser, help: str | None = None) -> None:
     parser.add_argument("archive", help=help or "Barecat archive path (without -shard suffix)")
+
+
+def add_filter_options(parser: argparse.ArgumentParser, exclude_flags: Sequence[str]) -> None:
+    """``-i/--include`` and the exclude option, with the tar/rsync pattern rules (the
+    reference spells exclude ``--exclude`` for create and ``-x/--exclude`` for extract)."""
+    parser.add_argument(
+        *exclude_flags,
+        dest="exclude",
+        action="append",
+        default=[],
+        metavar="PATTERN",
+        help="Leave out paths matching PATTERN (no '/': a name at any depth; with '/': the "
+        "whole path, ** spanning directories; trailing '/': directories). Repeatable",
+    )
+    parser.add_argument(
+        "-i",
+        "--include",
+        action="append",
+        default=[],
+        metavar="PATTERN",
+        help="Only paths matching PATTERN (same rules). Repeatable",
+    )
