@@ -168,6 +168,8 @@ def test_extract_selection_and_filters(run: Run, tmp_path: Path) -> None:
     assert sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()) == [
         "a/x.txt", "name with spaces ü.txt",
     ]  # fmt: skip
+    code, listed, _ = run("extract", "-v", ar, "a/b", "-C", str(tmp_path / "o1v"))
+    assert code == 0 and listed.splitlines() == ["a/b/big.bin", "a/b/zero"]
     out = tmp_path / "o3"
     assert run("extract", ar, "-C", str(out), "--pattern", "a/**")[0] == 0
     assert (out / "a/b/big.bin").exists() and not (out / ".hidden").exists()
@@ -394,3 +396,66 @@ def test_extract_refuses_an_archive_with_parent_paths(run: Run, tmp_path: Path) 
     code, _, err = run("extract", ar, "-C", str(out))
     assert code == 1 and "outside" in err
     assert not (tmp_path / "deep" / "escaped").exists() and not out.exists()
+
+
+@pytest.mark.parametrize("system_dir", ["/usr/share/zoneinfo", "/usr/share/doc"])
+def test_system_trees_survive_create_and_extract(
+    run: Run, tmp_path: Path, system_dir: str
+) -> None:
+    """Real trees full of file and directory links (absolute ones too) come back equal."""
+    if not os.path.isdir(system_dir) or not any(Path(system_dir).rglob("*")):
+        pytest.skip(f"{system_dir} is not on this machine")
+    ar = str(tmp_path / "sys.barecat")
+    code, _, err = run("create", "-q", ar, system_dir)
+    assert (code, err) == (0, "")
+    out = tmp_path / "out"
+    code, _, err = run("extract", "-q", ar, "-C", str(out), "--allow-outside-links")
+    assert (code, err) == (0, "")
+    extracted = out / system_dir.lstrip("/")
+    diff = subprocess.run(
+        ["diff", "-r", "--no-dereference", system_dir, str(extracted)], capture_output=True
+    )
+    assert diff.returncode == 0, diff.stdout[:2000]
+    assert tree_state(extracted) == tree_state(Path(system_dir))
+
+
+def _stderr_on_a_terminal(argv: list[str | Path]) -> tuple[int, str]:
+    """Run a command whose stderr is a pseudo-terminal; returns (exit code, what it drew)."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))
+    proc = subprocess.Popen(
+        [str(a) for a in argv], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=slave
+    )
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # EIO: the terminal's other side is closed
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(master)
+    return proc.wait(timeout=60), b"".join(chunks).decode("utf-8", "replace")
+
+
+def test_progress_bars_appear_on_a_terminal(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    src.mkdir()
+    for i in range(300):
+        (src / f"f{i:03}").write_bytes(b"z" * 3000)
+    ar = tmp_path / "ar"
+    code, drawn = _stderr_on_a_terminal([BIN / "barecat", "create", "-C", src, ar, "."])
+    assert code == 0
+    assert "300/300" in drawn and "files/s" in drawn and "100%" in drawn
+    assert "300 files (879K" in drawn  # the closing summary, human-sized
+    code, drawn = _stderr_on_a_terminal([BIN / "barecat", "extract", ar, "-C", tmp_path / "o"])
+    assert code == 0 and "300/300" in drawn
+    code, drawn = _stderr_on_a_terminal([BIN / "barecat", "extract", "-q", ar, "-C", tmp_path / "p"])
+    assert code == 0 and drawn == ""

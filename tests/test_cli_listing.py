@@ -74,6 +74,7 @@ FIND_CASES = [
     (["-size", "-1k", "-type", "f"], ["-size", "-1024c", "-type", "f"]),
     (["-maxdepth", "1"], ["-maxdepth", "1"]),
     (["a", "-path", "a/b*"], ["a", "-path", "a/b*"]),
+    (["-wholename", "*/b/*"], ["-wholename", "./*/b/*"]),
     (["-name", "*e*", "-maxdepth", "2", "-type", "f"],
      ["-maxdepth", "2", "-name", "*e*", "-type", "f"]),
 ]  # fmt: skip

@@ -136,7 +136,7 @@ def store(
     args: argparse.Namespace, plan: IngestPlan, *, overwrite: bool, command: str
 ) -> IngestResult:
     """Open the archive for writing and ingest ``plan``, with progress and -v listing."""
-    progress = Progress(f"{command} {args.archive}", len(plan.files), wants_progress(args.quiet))
+    progress = Progress(command, len(plan.files), wants_progress(args.quiet))
 
     def on_added(paths: list[str], nbytes: int) -> None:
         progress.advance(len(paths), nbytes)

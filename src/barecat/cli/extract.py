@@ -83,7 +83,7 @@ def run_extract(args: argparse.Namespace) -> int:
     path_filter = _path_filter(args)
     with Barecat(args.archive) as bc:
         total = bc.num_files if not args.paths and path_filter is None else None
-        with Progress(f"extract {args.archive}", total, wants_progress(args.quiet)) as progress:
+        with Progress("extract", total, wants_progress(args.quiet)) as progress:
 
             def on_file(info: BarecatFileInfo) -> None:
                 progress.advance(1, info.size or 0)

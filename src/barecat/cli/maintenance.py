@@ -37,7 +37,7 @@ def register(sub: Subparsers) -> None:
 def run_verify(args: argparse.Namespace) -> int:
     with Barecat(args.archive) as bc:
         total = 1 if args.quick else bc.num_files
-        with Progress(f"verify {args.archive}", total, wants_progress(args.quiet)) as progress:
+        with Progress("verify", total, wants_progress(args.quiet)) as progress:
 
             def on_file(info: BarecatFileInfo) -> None:
                 progress.advance(1, info.size or 0)
