@@ -399,9 +399,7 @@ def test_extract_refuses_an_archive_with_parent_paths(run: Run, tmp_path: Path) 
 
 
 @pytest.mark.parametrize("system_dir", ["/usr/share/zoneinfo", "/usr/share/doc"])
-def test_system_trees_survive_create_and_extract(
-    run: Run, tmp_path: Path, system_dir: str
-) -> None:
+def test_system_trees_survive_create_and_extract(run: Run, tmp_path: Path, system_dir: str) -> None:
     """Real trees full of file and directory links (absolute ones too) come back equal."""
     if not os.path.isdir(system_dir) or not any(Path(system_dir).rglob("*")):
         pytest.skip(f"{system_dir} is not on this machine")
@@ -457,5 +455,6 @@ def test_progress_bars_appear_on_a_terminal(tmp_path: Path) -> None:
     assert "300 files (879K" in drawn  # the closing summary, human-sized
     code, drawn = _stderr_on_a_terminal([BIN / "barecat", "extract", ar, "-C", tmp_path / "o"])
     assert code == 0 and "300/300" in drawn
-    code, drawn = _stderr_on_a_terminal([BIN / "barecat", "extract", "-q", ar, "-C", tmp_path / "p"])
+    quiet = [BIN / "barecat", "extract", "-q", ar, "-C", tmp_path / "p"]
+    code, drawn = _stderr_on_a_terminal(quiet)
     assert code == 0 and drawn == ""
