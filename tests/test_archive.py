@@ -570,3 +570,38 @@ def test_reopening_with_a_new_shard_limit_stores_it(archive_path: str) -> None:
         assert bc.index.lookup_file("b").shard == 1
     with barecat.Barecat(archive_path) as bc:
         assert bc.shard_size_limit == 100 and bc["b"] == b"y" * 80
+
+
+def test_add_dirs_creates_updates_and_refuses_files(archive_path: str) -> None:
+    with barecat.Barecat(archive_path, readonly=False) as bc:
+        bc["x/file"] = b"1"
+        bc.add_dirs(
+            [
+                barecat.BarecatDirInfo("x/sub/deep", mode=0o40700, mtime_ns=5),
+                barecat.BarecatDirInfo("x", mode=0o40750, uid=7, gid=8, mtime_ns=6),
+                barecat.BarecatDirInfo("y"),
+            ]
+        )
+        x, deep = bc.stat("x"), bc.stat("x/sub/deep")
+        assert (x.mode, x.uid, x.gid, x.mtime_ns) == (0o40750, 7, 8, 6)
+        assert (deep.mode, deep.mtime_ns) == (0o40700, 5) and bc.isdir("x/sub")
+        assert x.num_subdirs == 1 and x.num_files == 1 and bc.stat("").num_subdirs == 2
+        with pytest.raises(barecat.FileExistsBarecatError):
+            bc.add_dirs([barecat.BarecatDirInfo("z"), barecat.BarecatDirInfo("x/file")])
+        assert not bc.isdir("z")  # all or nothing
+        assert bc.index.find_inconsistencies() == []
+
+
+def test_add_many_fills_in_the_given_infos_and_renormalizes_edited_paths(
+    archive_path: str,
+) -> None:
+    info = barecat.BarecatFileInfo("a/b", mode=0o100600)
+    edited = barecat.BarecatFileInfo("c")
+    edited.path = "d//./e/"  # changed after construction: still normalized when stored
+    with barecat.Barecat(archive_path, readonly=False) as bc:
+        bc.add_many([(info, b"hello"), (edited, b"x")])
+        assert (info.shard, info.offset, info.size) == (0, 0, 5) and info.crc32c is not None
+        assert bc["d/e"] == b"x" and bc.stat("a/b").mode == 0o100600
+        edited.path = "../escape"
+        with pytest.raises(barecat.InvalidPathBarecatError):
+            bc.add_many([(edited, b"y")])

@@ -502,7 +502,8 @@ class Barecat(MutableMapping[str, bytes]):
 
         Each batch is atomic: on a conflict (an existing path, a file where a directory is
         needed) nothing of that batch remains, and the error names the path; earlier
-        batches stay.
+        batches stay. ``BarecatFileInfo`` items are stored as given and receive their
+        address (shard, offset, size, crc32c).
         """
         self._require_writable()
         self._require_no_open_writer()
@@ -520,12 +521,20 @@ class Barecat(MutableMapping[str, bytes]):
     def _add_batch(
         self, batch: list[tuple[BarecatFileInfo | str, bytes | bytearray | memoryview]]
     ) -> int:
+        # A BarecatFileInfo is used as given and receives its address (as ``add`` does in
+        # the reference); other items become new infos.
         infos = [
-            BarecatFileInfo(i.path, i.mode, i.uid, i.gid, i.mtime_ns)
+            i
+            if i.__class__ is BarecatFileInfo
+            else BarecatFileInfo(i.path, i.mode, i.uid, i.gid, i.mtime_ns)
             if isinstance(i, BarecatEntryInfo)
             else BarecatFileInfo(i)
             for i, _ in batch
         ]
+        paths = [f.path for f in infos]
+        if normalize_many(paths) is not paths:  # an info's path was changed after creation
+            for f in infos:
+                f.path = normalize(f.path)
         if any(not f.path for f in infos):
             raise IsADirectoryBarecatError("")
         start = (self.sharder.write_shard, self.sharder.write_offset)
@@ -539,6 +548,13 @@ class Barecat(MutableMapping[str, bytes]):
             raise
         self._maybe_commit()
         return len(infos)
+
+    def add_dirs(self, infos: Iterable[BarecatDirInfo]) -> None:
+        """Create many directories, or update the metadata of existing ones, at once."""
+        self._require_writable()
+        self._require_no_open_writer()
+        self.index.upsert_dirs_bulk(list(infos))
+        self._maybe_commit()
 
     def add_by_path(
         self, filesys_path: str, store_path: str | None = None, dir_exist_ok: bool = False

@@ -23,7 +23,7 @@ from barecat.cli.terminal import Progress, describe, error, human_size, wants_pr
 from barecat.glob import PathFilter
 from barecat.layout import archive_exists, base_path
 from barecat.sizes import parse_size
-from barecat.transfer import IngestPlan, IngestResult, ingest, plan_sources
+from barecat.transfer import DEFAULT_WORKERS, IngestPlan, IngestResult, ingest, plan_sources
 
 CREATE_EXAMPLES = """
 barecat create photos.barecat ~/photos/          # a tree, stored as home/.../photos/...
@@ -57,7 +57,12 @@ def _add_source_options(parser: argparse.ArgumentParser) -> None:
     )
     add_filter_options(parser, ["--exclude"])
     parser.add_argument(
-        "-j", "--workers", type=int, default=4, metavar="N", help="Threads reading sources"
+        "-j",
+        "--workers",
+        type=int,
+        default=DEFAULT_WORKERS,
+        metavar="N",
+        help="Threads reading sources",
     )
     parser.add_argument(
         "-s",

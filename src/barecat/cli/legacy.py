@@ -15,7 +15,13 @@ from barecat.cli import create as create_cmd
 from barecat.cli.main import run_command
 from barecat.cli.reports import run_index_to_csv, run_to_ncdu_json
 from barecat.cli.terminal import error
-from barecat.transfer import copy_file_to, extract_to_directory, ingest, plan_sources
+from barecat.transfer import (
+    DEFAULT_WORKERS,
+    copy_file_to,
+    extract_to_directory,
+    ingest,
+    plan_sources,
+)
 
 Body = Callable[[argparse.Namespace], int]
 
@@ -37,7 +43,7 @@ def _run(
 
 def _creation_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--file", required=True, help="Archive to create")
-    parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--workers", type=int, default=DEFAULT_WORKERS)
     parser.add_argument(
         "--shard-size-limit", type=create_cmd.size, help="Maximum shard size (default: unlimited)"
     )

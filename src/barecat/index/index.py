@@ -215,6 +215,36 @@ class Index(IndexReader):
         except sqlite3.OperationalError as e:
             raise _disk_full_or(e, self.path) from e
 
+    def upsert_dirs_bulk(self, dinfos: Sequence[BarecatDirInfo]) -> None:
+        """Create directories, or update the metadata of existing ones, in one statement.
+
+        Parents are written before children; missing ancestors appear as with
+        :meth:`add_dir`; a path that is a file is refused. All or nothing.
+        """
+        self._require_writable()
+        rows = sorted(
+            ((d.path, d.mode, d.uid, d.gid, d.mtime_ns) for d in dinfos), key=lambda r: r[0]
+        )
+        self.conn.execute("SAVEPOINT barecat_dirs")
+        try:
+            self.conn.executemany(
+                "INSERT INTO dirs (path, mode, uid, gid, mtime_ns) VALUES (?, ?, ?, ?, ?) "
+                "ON CONFLICT (path) DO UPDATE SET mode = ifnull(excluded.mode, mode), "
+                "uid = ifnull(excluded.uid, uid), gid = ifnull(excluded.gid, gid), "
+                "mtime_ns = ifnull(excluded.mtime_ns, mtime_ns)",
+                rows,
+            )
+        except sqlite3.IntegrityError as e:
+            self.conn.execute("ROLLBACK TO barecat_dirs")
+            self.conn.execute("RELEASE barecat_dirs")
+            clash = next((r[0] for r in rows if self.isfile(r[0])), rows[0][0])
+            raise self._translate_integrity_error(e, clash, False) from None
+        except BaseException:
+            self.conn.execute("ROLLBACK TO barecat_dirs")
+            self.conn.execute("RELEASE barecat_dirs")
+            raise
+        self.conn.execute("RELEASE barecat_dirs")
+
     def add_dir(self, dinfo: BarecatDirInfo, exist_ok: bool = False) -> None:
         """Create a directory (and its ancestors); with ``exist_ok`` update its metadata."""
         self._require_writable()

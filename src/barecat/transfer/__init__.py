@@ -6,10 +6,11 @@ from barecat.transfer.extraction import (
     extract,
     extract_to_directory,
 )
-from barecat.transfer.ingest import IngestResult, add_directory, ingest
+from barecat.transfer.ingest import DEFAULT_WORKERS, IngestResult, add_directory, ingest
 from barecat.transfer.sources import IngestPlan, Source, plan_sources, plan_tree
 
 __all__ = [
+    "DEFAULT_WORKERS",
     "ExtractResult",
     "IngestPlan",
     "IngestResult",

@@ -27,6 +27,9 @@ STREAM_THRESHOLD = 16 << 20
 """Files above this size are streamed from disk instead of read whole on a worker."""
 READ_CHUNK = 128
 """Files per thread-pool task: enough to amortize the task overhead."""
+DEFAULT_WORKERS = 2
+"""Reader threads. More only add GIL hand-offs: on 2 cores, 2 beat 4 by 10-15% on both
+small-file trees (/usr/share) and 1-64 KiB image trees."""
 BATCH_FILES = 2048
 BATCH_BYTES = 64 << 20
 
@@ -139,7 +142,7 @@ def ingest(
     bc: Barecat,
     plan: IngestPlan,
     *,
-    workers: int = 4,
+    workers: int = DEFAULT_WORKERS,
     on_added: OnAdded | None = None,
 ) -> IngestResult:
     """Store everything in ``plan``; returns counts and the sources that failed.
@@ -149,8 +152,7 @@ def ingest(
     reported as a failure rather than aborting its whole batch.
     """
     result = IngestResult(failures=list(plan.failures))
-    for d in plan.dirs:
-        bc.add(d, dir_exist_ok=True)
+    bc.add_dirs(plan.dirs)
     result.dirs = len(plan.dirs)
     batcher = _Batcher(bc, result, on_added, check_existing=bc.num_files > 0)
     chunks = [plan.files[i : i + READ_CHUNK] for i in range(0, len(plan.files), READ_CHUNK)]
@@ -176,7 +178,7 @@ def add_directory(
     source_directory: str,
     prefix: str = "",
     *,
-    workers: int = 4,
+    workers: int = DEFAULT_WORKERS,
     follow_symlinks: bool = False,
 ) -> int:
     """Store the tree under ``source_directory`` at ``prefix`` in the archive.
@@ -193,4 +195,4 @@ def add_directory(
     return result.files
 
 
-__all__ = ["IngestResult", "add_directory", "ingest"]
+__all__ = ["DEFAULT_WORKERS", "IngestResult", "add_directory", "ingest"]
