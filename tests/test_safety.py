@@ -173,3 +173,17 @@ def test_verify_report_names_every_bad_file(make_archive) -> None:  # type: igno
     os.truncate(path + "-shard-00000", 950)
     with barecat.Barecat(path) as bc:
         assert verify_archive(bc.index, bc.sharder, quick=True).bad_files == ["f9"]
+
+
+def test_bulk_batches_commit_only_with_the_archive(archive_path: str) -> None:
+    """Batched inserts stay in the archive's transaction: no index row becomes visible
+    (committed) before the archive commits, which makes the shard bytes durable first."""
+    with barecat.Barecat(archive_path, readonly=False, commit_interval=3600) as bc:
+        bc.commit()
+        bc.add_many((f"f{i}", b"x" * 10) for i in range(600))
+        bc.add_dirs([barecat.BarecatDirInfo("d", mode=0o40700)])
+        with barecat.Barecat(archive_path) as reader:
+            assert reader.num_files == 0 and not reader.isdir("d")
+        bc.commit()
+        with barecat.Barecat(archive_path) as reader:
+            assert reader.num_files == 600 and reader.isdir("d")

@@ -26,6 +26,7 @@ from barecat.exceptions import (
     IsADirectoryBarecatError,
     NotADirectoryBarecatError,
 )
+from barecat.index.connection import open_savepoint
 from barecat.paths import ancestors, parent
 
 
@@ -54,7 +55,7 @@ def insert_files(conn: sqlite3.Connection, files: Sequence[BarecatFileInfo]) -> 
             chain.update(ancestors(par))
     _check_conflicts(conn, paths, chain)
 
-    conn.execute("SAVEPOINT barecat_bulk")
+    open_savepoint(conn, "barecat_bulk")
     try:
         before = conn.execute("SELECT value_int FROM config WHERE key = 'use_triggers'").fetchone()
         conn.execute("UPDATE config SET value_int = 0 WHERE key = 'use_triggers'")

@@ -32,7 +32,7 @@ from barecat.exceptions import (
     ReadOnlyBarecatError,
 )
 from barecat.index import bulk, query, treestats
-from barecat.index.connection import sqlite_uri
+from barecat.index.connection import open_savepoint, sqlite_uri
 from barecat.index.reading import DirItem, FileItem, IndexReader, path_of
 from barecat.paths import ancestors, is_within, normalize, subtree_bounds
 
@@ -225,7 +225,7 @@ class Index(IndexReader):
         rows = sorted(
             ((d.path, d.mode, d.uid, d.gid, d.mtime_ns) for d in dinfos), key=lambda r: r[0]
         )
-        self.conn.execute("SAVEPOINT barecat_dirs")
+        open_savepoint(self.conn, "barecat_dirs")
         try:
             self.conn.executemany(
                 "INSERT INTO dirs (path, mode, uid, gid, mtime_ns) VALUES (?, ?, ?, ?, ?) "
