@@ -16,12 +16,32 @@ import sys
 from collections.abc import Callable, Sequence
 
 from barecat import __version__
-from barecat.cli import completion, create, extract, listing, maintenance, reports, shell
+from barecat.cli import (
+    combine,
+    completion,
+    create,
+    extract,
+    listing,
+    maintenance,
+    reorganize,
+    reports,
+    shell,
+)
 from barecat.cli.parsing import CommandParser
 from barecat.cli.terminal import PROG, describe, error
 from barecat.exceptions import BarecatError
 
-COMMAND_MODULES = (create, extract, listing, reports, shell, maintenance, completion)
+COMMAND_MODULES = (
+    create,
+    extract,
+    listing,
+    reports,
+    shell,
+    maintenance,
+    reorganize,
+    combine,
+    completion,
+)
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_INTERRUPTED, EXIT_PIPE = 0, 1, 2, 130, 141
 

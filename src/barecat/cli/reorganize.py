@@ -1,0 +1,9 @@
+"""(being written)"""
+
+from __future__ import annotations
+
+from barecat.cli.parsing import Subparsers
+
+
+def register(sub: Subparsers) -> None:
+    pass
