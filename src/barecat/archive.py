@@ -3,8 +3,9 @@
 Owns the one coupling the halves cannot do alone: a file's bytes are written to the
 shard first, its index row second, and the write position moves only when the row is
 accepted — so no row ever points at bytes that were not written, and a refused or failed
-write leaves nothing behind. Commits are batched (at most every ``commit_interval``
-seconds, and on close) with the shards fsynced first. A writer holds an advisory lock
+write leaves nothing behind. Commits are batched (every ``commit_interval`` seconds or
+``COMMIT_EVERY_FILES`` files, whichever comes first, and on close) with the shards
+fsynced first, so a killed writer loses at most about a second of work. A writer holds an advisory lock
 on the index file, so a second writer fails at open instead of interleaving bytes.
 """
 
@@ -36,6 +37,8 @@ from barecat.shards import BarecatReadOnlyFileObject, BarecatReadWriteFileObject
 from barecat.shards.sharder import Address
 from barecat.sizes import parse_size
 
+COMMIT_EVERY_FILES = 4096
+"""Commit at least this often during long writes (besides every ``commit_interval``)."""
 _TEXT_MODES = {"r", "rt", "w", "wt", "a", "at", "x", "xt", "r+", "rt+", "r+t", "w+", "a+", "x+"}
 
 
@@ -113,6 +116,7 @@ class Barecat(MutableMapping[str, bytes]):
         if not readonly:
             self._resync_write_position()
         self._last_commit = time.monotonic()
+        self._uncommitted = 0
 
     def _resync_write_position(self) -> None:
         """Append after the last file the index knows (SQLite may have rolled back rows)."""
@@ -145,9 +149,14 @@ class Barecat(MutableMapping[str, bytes]):
         self.sharder.sync()
         self.index.commit()
         self._last_commit = time.monotonic()
+        self._uncommitted = 0
 
-    def _maybe_commit(self) -> None:
-        if time.monotonic() - self._last_commit >= self.commit_interval:
+    def _maybe_commit(self, changes: int = 1) -> None:
+        self._uncommitted += changes
+        if (
+            self._uncommitted >= COMMIT_EVERY_FILES
+            or time.monotonic() - self._last_commit >= self.commit_interval
+        ):
             self.commit()
 
     def close(self) -> None:
@@ -546,15 +555,16 @@ class Barecat(MutableMapping[str, bytes]):
         except BaseException:
             self.sharder.rewind(*start)
             raise
-        self._maybe_commit()
+        self._maybe_commit(len(infos))
         return len(infos)
 
     def add_dirs(self, infos: Iterable[BarecatDirInfo]) -> None:
         """Create many directories, or update the metadata of existing ones, at once."""
         self._require_writable()
         self._require_no_open_writer()
-        self.index.upsert_dirs_bulk(list(infos))
-        self._maybe_commit()
+        dirs = list(infos)
+        self.index.upsert_dirs_bulk(dirs)
+        self._maybe_commit(len(dirs))
 
     def add_by_path(
         self, filesys_path: str, store_path: str | None = None, dir_exist_ok: bool = False

@@ -97,6 +97,11 @@ def register(sub: Subparsers) -> None:
     )
     _add_source_options(create)
     create.add_argument("-f", "--force", action="store_true", help="Overwrite an existing archive")
+    create.add_argument(
+        "--resume",
+        action="store_true",
+        help="Finish an interrupted create: keep the archive, add only what is missing",
+    )
     add = add_command(
         sub,
         "add",
@@ -107,6 +112,13 @@ def register(sub: Subparsers) -> None:
     )
     _add_source_options(add)
     add.add_argument("-c", "--create", action="store_true", help="Create the archive if missing")
+    add.add_argument(
+        "--ignore-existing",
+        "--resume",
+        dest="resume",
+        action="store_true",
+        help="Skip paths already in the archive instead of reporting them",
+    )
 
 
 def read_path_list(source: str, null_separated: bool) -> Iterator[str]:
@@ -158,7 +170,7 @@ def store(
             shard_size_limit=args.shard_size_limit,
         ) as bc,
     ):
-        return ingest(bc, plan, workers=args.workers, on_added=on_added)
+        return ingest(bc, plan, workers=args.workers, on_added=on_added, skip_existing=args.resume)
 
 
 def finish(args: argparse.Namespace, plan: IngestPlan, result: IngestResult, command: str) -> int:
@@ -168,9 +180,10 @@ def finish(args: argparse.Namespace, plan: IngestPlan, result: IngestResult, com
     for path in plan.skipped:
         error(f"{path}: not a regular file, directory or link; skipped", command=command)
     if not args.quiet and wants_progress():
+        skipped = f", {result.skipped} already there" if result.skipped else ""
         print(
             f"{result.files} files ({human_size(result.bytes)}B), {result.dirs} directories "
-            f"in {base_path(args.archive)}",
+            f"in {base_path(args.archive)}{skipped}",
             file=sys.stderr,
         )
     if result.failures:
@@ -180,8 +193,13 @@ def finish(args: argparse.Namespace, plan: IngestPlan, result: IngestResult, com
 
 
 def run_create(args: argparse.Namespace) -> int:
-    if archive_exists(args.archive) and not args.force:
-        error(f"{args.archive}: archive exists (use -f to overwrite)", command="create")
+    if args.force and args.resume:
+        raise ValueError("-f (start over) and --resume (keep what is there) exclude each other")
+    if archive_exists(args.archive) and not (args.force or args.resume):
+        error(
+            f"{args.archive}: archive exists (-f to overwrite, --resume to finish it)",
+            command="create",
+        )
         return 1
     plan = make_plan(args)
     return finish(args, plan, store(args, plan, overwrite=args.force, command="create"), "create")

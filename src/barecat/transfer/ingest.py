@@ -44,6 +44,8 @@ class IngestResult:
     files: int = 0
     bytes: int = 0
     dirs: int = 0
+    skipped: int = 0
+    """Files left out because their path was already in the archive (``skip_existing``)."""
     failures: list[tuple[str, OSError]] = field(default_factory=list)
 
 
@@ -84,13 +86,10 @@ def _read_chunk(sources: list[Source]) -> list[_Read]:
 class _Batcher:
     """Collects read files and adds them in atomic batches, reporting after each one."""
 
-    def __init__(
-        self, bc: Barecat, result: IngestResult, on_added: OnAdded | None, check_existing: bool
-    ) -> None:
+    def __init__(self, bc: Barecat, result: IngestResult, on_added: OnAdded | None) -> None:
         self.bc = bc
         self.result = result
         self.on_added = on_added
-        self.check_existing = check_existing
         self.pending: list[tuple[BarecatFileInfo, bytes]] = []
         self.pending_bytes = 0
 
@@ -101,9 +100,6 @@ class _Batcher:
         source, info, data, error = item
         if error is not None:
             self.fail(source.disk_path, error)
-            return
-        if self.check_existing and info.path in self.bc:
-            self.fail(source.disk_path, FileExistsBarecatError(info.path, "Archive path"))
             return
         if data is None:
             self.flush()
@@ -144,18 +140,24 @@ def ingest(
     *,
     workers: int = DEFAULT_WORKERS,
     on_added: OnAdded | None = None,
+    skip_existing: bool = False,
 ) -> IngestResult:
     """Store everything in ``plan``; returns counts and the sources that failed.
 
     Directories are stored first (existing ones take the source's metadata). If the
-    archive already holds files, each path is checked first, and one that exists is
-    reported as a failure rather than aborting its whole batch.
+    archive already holds files, paths are checked before anything is read: one that
+    exists is reported as a failure (rather than aborting its whole batch), or with
+    ``skip_existing`` counted in ``skipped`` — which lets an interrupted run be repeated
+    to finish the job without duplicates.
     """
     result = IngestResult(failures=list(plan.failures))
     bc.add_dirs(plan.dirs)
     result.dirs = len(plan.dirs)
-    batcher = _Batcher(bc, result, on_added, check_existing=bc.num_files > 0)
-    chunks = [plan.files[i : i + READ_CHUNK] for i in range(0, len(plan.files), READ_CHUNK)]
+    files = plan.files
+    if bc.num_files > 0:
+        files = _leave_out_existing(bc, files, result, skip_existing)
+    batcher = _Batcher(bc, result, on_added)
+    chunks = [files[i : i + READ_CHUNK] for i in range(0, len(files), READ_CHUNK)]
     pool = ThreadPoolExecutor(max(1, workers))
     try:
         window: deque[Future[list[_Read]]] = deque()
@@ -171,6 +173,26 @@ def ingest(
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
     return result
+
+
+def _leave_out_existing(
+    bc: Barecat, files: list[Source], result: IngestResult, skip: bool
+) -> list[Source]:
+    present: set[int] = set()
+    for start in range(0, len(files), 1000):
+        chunk = [s.store_path for s in files[start : start + 1000]]
+        present.update(start + row[0] for row in bc.index.locate_many(chunk))
+    if not present:
+        return files
+    for i in sorted(present):
+        if skip:
+            result.skipped += 1
+        else:
+            path = files[i].store_path
+            result.failures.append(
+                (files[i].disk_path, FileExistsBarecatError(path, "Archive path"))
+            )
+    return [s for i, s in enumerate(files) if i not in present]
 
 
 def add_directory(
