@@ -5,8 +5,9 @@ shard first, its index row second, and the write position moves only when the ro
 accepted — so no row ever points at bytes that were not written, and a refused or failed
 write leaves nothing behind. Commits are batched (every ``commit_interval`` seconds or
 ``COMMIT_EVERY_FILES`` files, whichever comes first, and on close) with the shards
-fsynced first, so a killed writer loses at most about a second of work. A writer holds an advisory lock
-on the index file, so a second writer fails at open instead of interleaving bytes.
+fsynced first, so a killed writer loses at most about a second of work. A writer holds
+an advisory lock on the index file, so a second writer fails at open instead of
+interleaving bytes.
 """
 
 from __future__ import annotations
