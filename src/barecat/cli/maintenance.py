@@ -1,52 +1,97 @@
-"""Commands that check and maintain archives: ``barecat verify`` (more as they land).
+"""Commands that check and mend archives: ``barecat verify`` and ``barecat repair``.
 
 Thin front ends over ``barecat.ops``: the operation reports what it found, this module
-words it and picks the exit code (0 clean, 1 problems found).
+words it and picks the exit code (0 clean, 1 problems found or left).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from barecat.archive import Barecat
 from barecat.cli.parsing import Subparsers, add_archive_argument, add_command
 from barecat.cli.terminal import Progress, human_size, wants_progress
 from barecat.entries import BarecatFileInfo
-from barecat.ops import verify_archive
+from barecat.ops import repair, verify_archive
+from barecat.ops.verify import OnFile
+
+DEFAULT_JOBS = min(4, os.cpu_count() or 1)
 
 
 def register(sub: Subparsers) -> None:
     verify = add_command(
         sub,
         "verify",
-        help="Verify archive integrity (index consistency and every file's CRC32C)",
+        help="Verify archive integrity (index, byte ranges, every file's CRC32C)",
         handler=run_verify,
         examples="""
         barecat verify photos.barecat
-        barecat verify --quick photos.barecat   # index + the last file: catches truncation
+        barecat verify --quick photos.barecat   # index, shard sizes, the last file
+        barecat verify -j 4 photos.barecat      # checksums on 4 threads
         """,
     )
     add_archive_argument(verify)
     verify.add_argument(
-        "--quick", action="store_true", help="Check the index and only the last file's bytes"
+        "--quick", action="store_true", help="Check the index, shard sizes and the last file"
     )
-    verify.add_argument("-q", "--quiet", action="store_true", help="No progress bar")
+    _add_common(verify)
+    fix = add_command(
+        sub,
+        "repair",
+        help="Make a crashed or partly copied archive consistent again",
+        handler=run_repair,
+        examples="""
+        barecat repair photos.barecat               # cut stray shard tails, fix statistics
+        barecat repair --drop-bad photos.barecat    # also forget files whose bytes are bad
+        """,
+    )
+    add_archive_argument(fix)
+    fix.add_argument(
+        "--drop-bad",
+        action="store_true",
+        help="Remove files whose bytes are missing or corrupt from the index",
+    )
+    _add_common(fix)
+
+
+def _add_common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "-j", "--workers", type=int, default=DEFAULT_JOBS, metavar="N", help="Checksum threads"
+    )
+    parser.add_argument("-q", "--quiet", action="store_true", help="No progress bar")
+
+
+def _progress(args: argparse.Namespace, total: int) -> tuple[Progress, OnFile]:
+    progress = Progress(args.command, total, wants_progress(args.quiet))
+
+    def on_file(info: BarecatFileInfo) -> None:
+        progress.advance(1, info.size or 0)
+
+    return progress, on_file
+
+
+def _print_bad(paths: list[str], reasons: dict[str, str]) -> None:
+    for path in paths:
+        print(f"{path}: {reasons.get(path, 'bad')}", file=sys.stderr)
 
 
 def run_verify(args: argparse.Namespace) -> int:
     with Barecat(args.archive) as bc:
         total = 1 if args.quick else bc.num_files
-        with Progress("verify", total, wants_progress(args.quiet)) as progress:
-
-            def on_file(info: BarecatFileInfo) -> None:
-                progress.advance(1, info.size or 0)
-
-            report = verify_archive(bc.index, bc.sharder, args.quick, on_file=on_file)
+        progress, on_file = _progress(args, total)
+        with progress:
+            report = verify_archive(
+                bc.index,
+                bc.sharder,
+                args.quick,
+                on_file=on_file,
+                workers=args.workers,
+            )
     for problem in report.index_problems:
         print(f"index: {problem}", file=sys.stderr)
-    for path in report.bad_files:
-        print(f"CRC32C mismatch or missing bytes: {path}", file=sys.stderr)
+    _print_bad(report.bad_files, report.reasons)
     if not report.ok:
         print(
             f"Verification failed: {len(report.bad_files)} bad files, "
@@ -57,3 +102,26 @@ def run_verify(args: argparse.Namespace) -> int:
     scope = " (quick check)" if args.quick else f" ({human_size(report.bytes_checked)}B)"
     print(f"Verified {report.files_checked} files{scope}, all checksums OK.")
     return 0
+
+
+def run_repair(args: argparse.Namespace) -> int:
+    with Barecat(args.archive, readonly=False) as bc:
+        progress, on_file = _progress(args, bc.num_files)
+        with progress:
+            result = repair(
+                bc.index, bc.sharder, drop_bad=args.drop_bad, workers=args.workers,
+                on_file=on_file,
+            )  # fmt: skip
+    if result.bytes_truncated:
+        print(f"cut {result.bytes_truncated} bytes that no file uses from the shard ends")
+    if result.stats_fixed:
+        print(f"rebuilt directory data ({len(result.stats_fixed)} problems)")
+    _print_bad(result.bad_files, result.reasons)
+    if result.dropped:
+        print(f"dropped {len(result.dropped)} bad files from the index")
+    for problem in result.remaining_problems:
+        print(f"index: {problem}", file=sys.stderr)
+    if not result.changed and not result.bad_files:
+        print("nothing to repair")
+    left = result.remaining_problems or (result.bad_files and not result.dropped)
+    return 1 if left else 0

@@ -201,6 +201,30 @@ class IndexReader:
         ).fetchone()
         return 0 if row is None or row[0] is None else int(row[0])
 
+    def used_shards(self) -> list[int]:
+        """Shard numbers that at least one file points into, ascending."""
+        return [r[0] for r in self.conn.execute("SELECT DISTINCT shard FROM files ORDER BY shard")]
+
+    def files_ending_beyond(self, shard: int, end: int) -> list[str]:
+        """Paths in ``shard`` whose bytes reach past ``end`` (a shard cut short), by offset."""
+        rows = self.conn.execute(
+            "SELECT path FROM files WHERE shard = ? AND offset + size > ? ORDER BY offset",
+            (shard, end),
+        )
+        return [r[0] for r in rows]
+
+    def find_overlaps(self) -> list[tuple[str, str]]:
+        """(earlier file, file) pairs whose byte ranges overlap: each file that starts before
+        some earlier file in its shard has ended, with its address-order predecessor."""
+        sql = (
+            "SELECT prev_path, path FROM (SELECT path, offset, "
+            "lag(path) OVER w AS prev_path, "
+            "max(offset + size) OVER (w ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) "
+            "AS prev_end FROM files WHERE size > 0 "
+            "WINDOW w AS (PARTITION BY shard ORDER BY offset, size)) WHERE offset < prev_end"
+        )
+        return [(r[0], r[1]) for r in self.conn.execute(sql)]
+
     def get_last_file(self) -> BarecatFileInfo:
         """The file stored last (highest shard, then offset)."""
         row = self.conn.execute(

@@ -1,5 +1,6 @@
-"""Algorithms over (Index, Sharder): verification today; repair, merge, defrag later."""
+"""Algorithms over (Index, Sharder): verify and repair; reorganizing and combining archives."""
 
+from barecat.ops.repair import RepairResult, repair
 from barecat.ops.verify import VerifyReport, verify_archive
 
-__all__ = ["VerifyReport", "verify_archive"]
+__all__ = ["RepairResult", "VerifyReport", "repair", "verify_archive"]

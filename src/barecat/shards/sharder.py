@@ -112,6 +112,9 @@ class Sharder:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def shard_exists(self, shard_number: int) -> bool:
+        return os.path.exists(self.get_shard_path(shard_number))
+
     def physical_shard_end(self, shard_number: int) -> int:
         try:
             return os.path.getsize(self.get_shard_path(shard_number))

@@ -1,0 +1,78 @@
+"""Bringing an archive back to a consistent state after a crash or a partial copy.
+
+What repair may change, and why it is safe: bytes past the last byte any file uses in a
+shard belong to no committed file (a crashed or refused write), so they are cut off;
+directory rows and statistics are derived data, so they are recreated from the files.
+Files whose bytes are missing or fail their CRC32C are only reported, unless asked to
+drop them from the index; their bytes are left where they are. Nothing that the index
+references and that verifies is ever removed. Running it twice changes nothing the second
+time. Works on (Index, Sharder); no SQL and no shard I/O of its own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from barecat.index import Index
+from barecat.ops.verify import OnFile, VerifyReport, verify_archive
+from barecat.shards import Sharder
+
+
+@dataclass(slots=True)
+class RepairResult:
+    """What repair did, and what it found still wrong."""
+
+    bytes_truncated: int = 0
+    stats_fixed: list[str] = field(default_factory=list)
+    bad_files: list[str] = field(default_factory=list)
+    reasons: dict[str, str] = field(default_factory=dict)
+    dropped: list[str] = field(default_factory=list)
+    remaining_problems: list[str] = field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.bytes_truncated or self.stats_fixed or self.dropped)
+
+
+def repair(
+    index: Index,
+    sharder: Sharder,
+    *,
+    drop_bad: bool = False,
+    workers: int = 1,
+    on_file: OnFile | None = None,
+) -> RepairResult:
+    """Truncate unreferenced shard tails, rebuild directory data, find (and with
+    ``drop_bad`` remove from the index) files whose bytes are missing or corrupt."""
+    result = RepairResult()
+    result.bytes_truncated = _cut_unreferenced_tails(index, sharder)
+    before = index.find_inconsistencies()
+    if before:
+        index.update_dirs()
+        index.update_treestats()
+        result.stats_fixed = before
+    report: VerifyReport = verify_archive(index, sharder, on_file=on_file, workers=workers)
+    result.bad_files, result.reasons = report.bad_files, report.reasons
+    if drop_bad and report.bad_files:
+        index.remove_files(report.bad_files)
+        result.dropped = list(report.bad_files)
+    sharder.sync()
+    index.commit()
+    result.remaining_problems = index.find_inconsistencies()
+    result.remaining_problems += [
+        f"bytes of {b!r} overlap those of {a!r}" for a, b in index.find_overlaps()
+    ]
+    return result
+
+
+def _cut_unreferenced_tails(index: Index, sharder: Sharder) -> int:
+    cut = 0
+    for shard in range(sharder.num_shards):
+        if not sharder.shard_exists(shard):
+            continue
+        end = index.logical_shard_end(shard)
+        size = sharder.physical_shard_end(shard)
+        if size > end:
+            sharder.truncate_shard(shard, end)
+            cut += size - end
+    return cut
