@@ -12,9 +12,9 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from conftest import Run
 
 import barecat
+from conftest import Run
 
 FILES = {f"dir{i % 3}/file-{i:02}-ü.bin": bytes([i]) * (1000 + 37 * i) for i in range(30)}
 
@@ -85,7 +85,7 @@ def test_broken_index_is_one_clear_line(run: Run, sharded: str, damage: str) -> 
     else:
         os.truncate(sharded, 0)
     code, out, err = run("verify", sharded)
-    assert code == 1 and "Traceback" not in err and err.strip()
+    assert code == 1 and out == "" and "Traceback" not in err and err.strip()
     assert len([line for line in err.splitlines() if line.startswith("barecat")]) <= 1
 
 
@@ -99,9 +99,7 @@ def test_overlapping_ranges_are_index_problems(run: Run, sharded: str) -> None:
     assert code == 1 and f"bytes of {b.path!r} overlap those of {a.path!r}" in err
 
 
-def test_repair_cuts_stray_tails_and_fixes_statistics_idempotently(
-    run: Run, sharded: str
-) -> None:
+def test_repair_cuts_stray_tails_and_fixes_statistics_idempotently(run: Run, sharded: str) -> None:
     infos = _infos(sharded)
     shard0 = f"{sharded}-shard-00000"
     before = os.path.getsize(shard0)
@@ -125,9 +123,7 @@ def test_repair_cuts_stray_tails_and_fixes_statistics_idempotently(
     }
 
 
-def test_repair_reports_bad_files_and_drops_them_only_when_asked(
-    run: Run, sharded: str
-) -> None:
+def test_repair_reports_bad_files_and_drops_them_only_when_asked(run: Run, sharded: str) -> None:
     victim = _infos(sharded)["dir2/file-05-ü.bin"]
     with open(f"{sharded}-shard-{victim.shard:05d}", "r+b") as f:
         f.seek(victim.offset or 0)
