@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from barecat.archive import Barecat
 from barecat.cli import create as create_cmd
 from barecat.cli.main import run_command
+from barecat.cli.maintenance import run_verify
 from barecat.cli.reports import run_index_to_csv, run_to_ncdu_json
 from barecat.cli.terminal import error
 from barecat.transfer import (
@@ -132,6 +133,19 @@ def extract_single(argv: Sequence[str] | None = None) -> int:
         return 0
 
     return _run("barecat-extract-single", "barecat cat", parser, body, argv)
+
+
+def verify(argv: Sequence[str] | None = None) -> int:
+    """``barecat-verify [--quick] FILE``."""
+    parser = argparse.ArgumentParser(prog="barecat-verify", description="Verify an archive.")
+    parser.add_argument("file", help="Archive (or its index file)")
+    parser.add_argument("--quick", action="store_true", help="Bytes of the last file only")
+
+    def body(args: argparse.Namespace) -> int:
+        args.archive, args.workers, args.quiet, args.command = args.file, 1, True, "verify"
+        return run_verify(args)
+
+    return _run("barecat-verify", "barecat verify", parser, body, argv)
 
 
 def _export(prog: str, command: str, body: Body, argv: Sequence[str] | None) -> int:
