@@ -44,6 +44,8 @@ class IngestPlan:
     skipped: list[str] = field(default_factory=list)
     """Sockets, FIFOs and device nodes: nothing an archive of bytes can hold."""
     _planned: set[str] = field(default_factory=set, repr=False)
+    """Paths already planned (directories with a leading '/', which no file path has), so a
+    source named twice, as in ``find`` output, is stored once."""
 
     def add_dir(self, info: BarecatDirInfo) -> None:
         if ("/" + info.path) not in self._planned:
