@@ -110,16 +110,27 @@ class GlobPattern:
             return conditions, args, True
         if any(c.text.startswith(".") for c in self.components):
             return conditions, args, False
-        conditions.append("('/' || substr(path, ?)) NOT GLOB '*/.*'")
-        args.append(len(self.base) + 2 if self.base else 1)
+        if not self.base:  # no component below the root may start with '.'
+            conditions.append("instr(path, '/.') = 0 AND substr(path, 1, 1) != '.'")
+        elif not self.base.startswith(".") and "/." not in self.base:
+            conditions.append("instr(path, '/.') = 0")  # the base has no hidden part itself
+        else:
+            conditions.append("('/' || substr(path, ?)) NOT GLOB '*/.*'")
+            args.append(len(self.base) + 2)
         return conditions, args, True
 
     def _recursive_tail_conditions(self) -> tuple[list[str], list[object], bool] | None:
-        """Exact conditions for ``base/**``: everything strictly below ``base``."""
+        """Exact conditions for ``base/**`` (everything strictly below ``base``) and for
+        ``base/**/*SUFFIX`` (a last name ending in a literal SUFFIX: the same as the whole
+        path ending in it, which one GLOB tests in C; the common ``**/*.jpg``)."""
         comps = self.components
-        if len(comps) != 1 or comps[0].regex is not None:
-            return None
-        return self._with_hidden_rule(["path != ''"], [])
+        if len(comps) == 1 and comps[0].regex is None:
+            return self._with_hidden_rule(["path != ''"], [])
+        if len(comps) == 2 and comps[0].regex is None and comps[1].regex is not None:
+            name = comps[1].text
+            if name.startswith("*") and len(name) > 1 and not has_magic(name[1:]):
+                return self._with_hidden_rule(["path GLOB ?"], ["*" + name[1:]])
+        return None
 
     def tail_matcher(self) -> Callable[[str], bool] | None:
         """For ``base/**/NAME``, a cheap exact test of a path below ``base``, else None.
