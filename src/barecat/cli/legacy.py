@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from barecat.archive import Barecat
 from barecat.cli import create as create_cmd
 from barecat.cli.main import run_command
-from barecat.cli.maintenance import run_verify
+from barecat.cli.maintenance import run_upgrade, run_verify
 from barecat.cli.reports import run_index_to_csv, run_to_ncdu_json
 from barecat.cli.terminal import error
 from barecat.transfer import (
@@ -165,3 +165,21 @@ def index_to_csv(argv: Sequence[str] | None = None) -> int:
 
 def to_ncdu_json(argv: Sequence[str] | None = None) -> int:
     return _export("barecat-to-ncdu-json", "to-ncdu-json", run_to_ncdu_json, argv)
+
+
+def upgrade_database(argv: Sequence[str] | None = None) -> int:
+    """``barecat-upgrade-database PATH [--workers N]``: upgrade in place, keeping a backup."""
+    parser = argparse.ArgumentParser(
+        prog="barecat-upgrade-database", description="Migrate an index to the current schema."
+    )
+    parser.add_argument("path", help="Archive (or its index file)")
+    parser.add_argument(
+        "--workers", type=int, default=8, help="Threads computing CRC32C (unversioned layout)"
+    )
+
+    def body(args: argparse.Namespace) -> int:
+        args.archive, args.preserve_backup, args.quiet = args.path, True, True
+        args.command = "upgrade"
+        return run_upgrade(args)
+
+    return _run("barecat-upgrade-database", "barecat upgrade", parser, body, argv)

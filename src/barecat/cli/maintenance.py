@@ -1,4 +1,4 @@
-"""Commands that check and mend archives: ``barecat verify`` and ``barecat repair``.
+"""Commands that check and mend archives: ``barecat verify``, ``repair`` and ``upgrade``.
 
 Thin front ends over ``barecat.ops``: the operation reports what it found, this module
 words it and picks the exit code (0 clean, 1 problems found or left).
@@ -15,6 +15,7 @@ from barecat.cli.parsing import Subparsers, add_archive_argument, add_command
 from barecat.cli.terminal import Progress, human_size, wants_progress
 from barecat.entries import BarecatFileInfo
 from barecat.ops import repair, verify_archive
+from barecat.ops.upgrade import UpgradeResult, format_version, upgrade
 from barecat.ops.verify import OnFile
 
 DEFAULT_JOBS = min(4, os.cpu_count() or 1)
@@ -54,6 +55,7 @@ def register(sub: Subparsers) -> None:
         help="Remove files whose bytes are missing or corrupt from the index",
     )
     _add_common(fix)
+    _register_upgrade(sub)
 
 
 def _add_common(parser: argparse.ArgumentParser) -> None:
@@ -125,3 +127,88 @@ def run_repair(args: argparse.Namespace) -> int:
         print("nothing to repair")
     left = result.remaining_problems or (result.bad_files and not result.dropped)
     return 1 if left else 0
+
+
+def _register_upgrade(sub: Subparsers) -> None:
+    up = add_command(
+        sub,
+        "upgrade",
+        help="Convert an archive made by an older barecat to the current index schema (0.3)",
+        description="Convert the index of an archive made by barecat 0.2.x (schema 0.2) or by "
+        "the unversioned 2023 code to schema 0.3, in place. A new index is built beside "
+        "the old one, checked, and swapped in with one rename, so an interruption leaves "
+        "either index whole; the old one is kept as INDEX.old. Shard files are only read. "
+        "An archive already at 0.3 is left alone.",
+        handler=run_upgrade,
+        examples="""
+        barecat upgrade photos                        # photos-sqlite-index, photos-shard-*
+        barecat upgrade -j 8 old-dataset              # unversioned: CRC32C on 8 threads
+        barecat upgrade --no-preserve-backup photos   # drop the .old copy when done
+        """,
+    )
+    add_archive_argument(up)
+    up.add_argument(
+        "-j",
+        "--workers",
+        type=int,
+        default=DEFAULT_JOBS,
+        metavar="N",
+        help="Threads computing CRC32C from the shards (only the unversioned layout, which "
+        "stored none, needs this; a 0.2 upgrade rewrites the index alone)",
+    )
+    up.add_argument(
+        "--preserve-backup",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="Keep the old index as INDEX.old (default: keep)",
+    )
+    up.add_argument("-q", "--quiet", action="store_true", help="No progress bar")
+
+
+def run_upgrade(args: argparse.Namespace) -> int:
+    progress: list[Progress] = []
+
+    def on_begin(version: tuple[int, int], to_read: int) -> None:
+        print(f"Upgrading {args.archive} from {format_version(version)} to schema 0.3...")
+        if to_read:
+            progress.append(Progress("checksums", to_read, wants_progress(args.quiet)))
+
+    def on_file(size: int) -> None:
+        if progress:
+            progress[0].advance(1, size)
+
+    try:
+        result = upgrade(
+            args.archive,
+            workers=args.workers,
+            preserve_backup=args.preserve_backup,
+            on_begin=on_begin,
+            on_file=on_file,
+        )
+    finally:
+        for bar in progress:
+            bar.close()
+    if not result.upgraded:
+        print(f"{result.index_path} is already at schema 0.3, nothing to do.")
+        return 0
+    _report_upgrade(result)
+    return 1 if result.bad_files else 0
+
+
+def _report_upgrade(result: UpgradeResult) -> None:
+    print(f"Upgraded {result.index_path}: {result.num_files} files, {result.num_dirs} directories.")
+    if result.checksums_computed:
+        print(f"computed CRC32C of {result.checksums_computed} files")
+    if result.dirs_fixed:
+        n = result.dirs_fixed
+        dirs = "directory" if n == 1 else "directories"
+        print(f"rebuilt the statistics of {n} {dirs} the old index had wrong")
+    _print_bad(result.bad_files, result.reasons)
+    if result.bad_files:
+        print(
+            f"{len(result.bad_files)} files have bad bytes; see 'barecat verify' and "
+            "'barecat repair --drop-bad'",
+            file=sys.stderr,
+        )
+    if result.backup_path:
+        print(f"old index kept as {result.backup_path}")

@@ -74,7 +74,8 @@ def check_version(conn: sqlite3.Connection, where: str) -> tuple[int, int]:
         )
     if major < SCHEMA_VERSION_MAJOR:
         raise SchemaVersionBarecatError(
-            f"{where} uses the old, unversioned barecat index layout; convert it with "
-            f"`barecat upgrade {where}` before opening it"
+            f"{where} uses the unversioned barecat index layout of 2023 (before schema 0.2), "
+            f"which this barecat does not open; convert it in place with `barecat upgrade "
+            f"{where}` (the old index is kept as {where}.old)"
         )
     return major, minor
