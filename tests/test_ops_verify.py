@@ -137,3 +137,19 @@ def test_repair_reports_bad_files_and_drops_them_only_when_asked(run: Run, shard
         assert victim.path not in bc and bc.num_files == len(FILES) - 1
         assert all(bc[p] == d for p, d in FILES.items() if p != victim.path)
     assert run("verify", sharded)[0] == 0
+
+
+def test_repair_leaves_linked_shards_of_other_archives_alone(run: Run, tmp_path: Path) -> None:
+    src = str(tmp_path / "src.barecat")
+    with barecat.Barecat(src, readonly=False) as bc:
+        bc["a/x"] = b"x" * 100
+    with open(f"{src}-shard-00000", "ab") as f:
+        f.write(b"trailing bytes that belong to the source archive")
+    source_bytes = Path(f"{src}-shard-00000").read_bytes()
+    out = str(tmp_path / "out.barecat")
+    assert run("merge", "--symlink", "-o", out, src)[0] == 0
+    code, _, err = run("repair", out)
+    assert code == 0, err
+    assert Path(f"{src}-shard-00000").read_bytes() == source_bytes
+    with barecat.Barecat(out) as bc:
+        assert bc["a/x"] == b"x" * 100

@@ -1,9 +1,318 @@
-"""(being written)"""
+"""``barecat merge`` and ``barecat subset``: archives combined, or cut down, into a new one.
+
+Thin front ends over ``barecat.ops.merge`` and ``barecat.ops.subset``: they check the
+option combinations and whether the output may be written (it must not exist unless
+``-f`` replaces it or ``-a`` appends to it; it must not be one of the inputs), show a
+progress bar on a terminal, and end with a one-line summary. Also the reference's
+legacy ``barecat-merge`` and ``barecat-merge-symlink`` scripts (:func:`legacy_merge`,
+:func:`legacy_merge_symlink`), which append to an existing output like the originals.
+"""
 
 from __future__ import annotations
 
-from barecat.cli.parsing import Subparsers
+import argparse
+import os
+import sqlite3
+import sys
+from collections.abc import Callable, Sequence
+
+from barecat.archive import Barecat
+from barecat.cli.create import size
+from barecat.cli.parsing import Subparsers, add_command, add_filter_options
+from barecat.cli.terminal import Progress, describe, error, human_size, wants_progress
+from barecat.exceptions import BarecatError, FileExistsBarecatError
+from barecat.glob import PathFilter
+from barecat.layout import archive_exists, base_path, index_path
+from barecat.ops.copy_files import CopyStats
+from barecat.ops.merge import check_source, merge_archives
+from barecat.ops.subset import select_entries, subset_archive
+
+MERGE_EXAMPLES = """
+barecat merge -o all.barecat train.barecat val.barecat test.barecat
+barecat merge -o all.barecat -s 50G --ignore-duplicates day*.barecat
+barecat merge -o all.barecat -a day8.barecat          # add to an existing output
+barecat merge -o view.barecat --symlink a.barecat b.barecat   # no copying: links shards
+barecat merge -o all.barecat --as-subdirs train.barecat val.barecat  # train/..., val/...
+"""
+
+SUBSET_EXAMPLES = """
+barecat subset photos.barecat -o jpgs.barecat --pattern '**/*.jpg'
+barecat subset photos.barecat -o some.barecat -i 'train/' -x '*.tmp' -x 'thumbs/'
+barecat subset photos.barecat -o part.barecat -f -s 1G --pattern 'train/**'
+"""
 
 
 def register(sub: Subparsers) -> None:
-    pass
+    merge = add_command(
+        sub,
+        "merge",
+        help="Merge archives into one",
+        description="Merge archives into one output archive, copying their bytes (or, with "
+        "--symlink, linking their shards). The first archive to have a path keeps it.",
+        handler=run_merge,
+        examples=MERGE_EXAMPLES,
+    )
+    merge.add_argument("archives", nargs="+", metavar="ARCHIVE", help="Archives to merge")
+    _output_options(merge)
+    mode = merge.add_mutually_exclusive_group()
+    mode.add_argument("-f", "--force", action="store_true", help="Overwrite OUTPUT if it exists")
+    mode.add_argument(
+        "-a",
+        "--append",
+        action="store_true",
+        help="Add to OUTPUT if it exists; paths it has are kept (implies --ignore-duplicates)",
+    )
+    merge.add_argument(
+        "--symlink",
+        action="store_true",
+        help="Link the inputs' shards instead of copying them (inputs must stay in place "
+        "and unchanged; not with -a)",
+    )
+    merge.add_argument(
+        "--ignore-duplicates",
+        action="store_true",
+        help="Skip files whose path is already in the output (default: error)",
+    )
+    merge.add_argument(
+        "--as-subdirs",
+        action="store_true",
+        help="Put each archive in a directory named after it (minus its extension)",
+    )
+    merge.add_argument("--prefix", metavar="PATH", default="", help="Put everything under PATH")
+    _filter_options(merge)
+
+    subset = add_command(
+        sub,
+        "subset",
+        help="Create a new archive with some of an archive's files",
+        description="Copy the files of ARCHIVE chosen by a glob or by include/exclude rules "
+        "into a new archive, in storage order.",
+        handler=run_subset,
+        examples=SUBSET_EXAMPLES,
+    )
+    subset.add_argument("archive", help="Source archive")
+    _output_options(subset)
+    subset.add_argument("-f", "--force", action="store_true", help="Overwrite OUTPUT if it exists")
+    _filter_options(subset)
+
+
+def _output_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-o", "--output", required=True, help="Output archive")
+    parser.add_argument(
+        "-s",
+        "--shard-size-limit",
+        type=size,
+        metavar="SIZE",
+        help="Start a new output shard beyond SIZE (e.g. 1G, 500M). Default: unlimited",
+    )
+    parser.add_argument("-q", "--quiet", action="store_true", help="No progress bar")
+
+
+def _filter_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--pattern",
+        metavar="GLOB",
+        help="Only files matching GLOB ('**' spans directories; 'dir/' means 'dir/**'); "
+        "incompatible with -i/-x",
+    )
+    add_filter_options(parser, ["-x", "--exclude"])
+
+
+def _path_filter(args: argparse.Namespace) -> PathFilter | None:
+    if args.pattern and (args.include or args.exclude):
+        raise ValueError("--pattern cannot be combined with -i/-x")
+    path_filter = PathFilter.from_patterns(args.include, args.exclude)
+    return None if path_filter.selects_everything else path_filter
+
+
+def _check_output(output: str, inputs: Sequence[str], allowed: bool, hint: str) -> None:
+    """Refuse before anything is opened: every input must be readable, an existing output
+    needs to be ``allowed`` (-f, -a), and the output must not be an input (-f would
+    delete it)."""
+    for source in inputs:
+        check_source(source)
+        if _same_archive(output, source):
+            raise ValueError(f"The output {output} is also an input")
+    if archive_exists(output) and not allowed:
+        raise ValueError(f"Output {output!r} already exists; {hint}")
+
+
+def _same_archive(a: str, b: str) -> bool:
+    left, right = index_path(base_path(a)), index_path(base_path(b))
+    try:
+        return os.path.samefile(left, right)
+    except OSError:
+        return os.path.abspath(left) == os.path.abspath(right)
+
+
+def _count_files(paths: Sequence[str]) -> int | None:
+    total = 0
+    for path in paths:
+        if not archive_exists(path):
+            return None
+        with Barecat(path) as bc:
+            total += bc.num_files
+    return total
+
+
+def run_merge(args: argparse.Namespace) -> int:
+    if args.symlink and args.append:
+        raise ValueError("--append is not supported with --symlink")
+    path_filter = _path_filter(args)
+    _check_output(
+        args.output, args.archives, args.force or args.append, "use -f to overwrite or -a to append"
+    )
+    show = wants_progress(args.quiet)
+    filtered = args.pattern is not None or path_filter is not None
+    total = _count_files(args.archives) if show and not filtered else None
+    current = [""]
+
+    def on_input(path: str, num_files: int) -> None:
+        current[0] = path
+
+    with (
+        Barecat(
+            args.output,
+            readonly=False,
+            overwrite=args.force,
+            shard_size_limit=args.shard_size_limit,
+        ) as out,
+        Progress("merge", total, show) as bar,
+    ):
+        try:
+            result = merge_archives(
+                out.index,
+                out.sharder,
+                args.archives,
+                ignore_duplicates=args.ignore_duplicates or args.append,
+                symlink=args.symlink,
+                prefix=args.prefix,
+                as_subdirs=args.as_subdirs,
+                pattern=args.pattern,
+                path_filter=path_filter,
+                on_progress=bar.advance,
+                on_input=on_input,
+            )
+        except BarecatError as e:
+            bar.close()
+            hint = ""
+            if isinstance(e, FileExistsBarecatError):
+                hint = ". Use --ignore-duplicates to keep the first copy and skip later ones"
+            error(
+                f"{describe(e)} (in {current[0]}; nothing of it was added){hint}", command="merge"
+            )
+            return 1
+    _summary("Merged", result.total, _archives(len(args.archives)), args.output)
+    return 0
+
+
+def run_subset(args: argparse.Namespace) -> int:
+    path_filter = _path_filter(args)
+    _check_output(args.output, [args.archive], args.force, "use -f to overwrite")
+    show = wants_progress(args.quiet)
+    with Barecat(args.archive) as src:
+        selection = select_entries(src.index, args.pattern, path_filter)
+        total = src.num_files if selection is None else len(selection.files)
+        with (
+            Barecat(
+                args.output,
+                readonly=False,
+                overwrite=args.force,
+                shard_size_limit=args.shard_size_limit,
+            ) as out,
+            Progress("subset", total, show) as bar,
+        ):
+            stats = subset_archive(
+                src.index, src.sharder, out.index, out.sharder, selection, bar.advance
+            )
+    _summary("Copied", stats, args.archive, args.output)
+    return 0
+
+
+def _archives(count: int) -> str:
+    return f"{count} archive" + ("" if count == 1 else "s")
+
+
+def _summary(verb: str, stats: CopyStats, source: str, output: str) -> None:
+    line = f"{verb} {stats.files} files ({human_size(stats.bytes)}B) from {source} into {output}"
+    if stats.skipped:
+        line += f", skipped {stats.skipped} already present"
+    if stats.shards_linked:
+        line += f", {stats.shards_linked} shards linked"
+    print(line + ".")
+
+
+# -- the reference's legacy scripts --------------------------------------------------------
+
+
+def _legacy_parser(prog: str, with_size: bool) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=prog, description="Merge existing Barecat archives into one."
+    )
+    parser.add_argument("input_paths", metavar="N", nargs="+", help="paths to the archives")
+    parser.add_argument("--output", required=True, help="output path")
+    if with_size:
+        parser.add_argument(
+            "--shard-size-limit", type=size, default=None, help="maximum size of a shard"
+        )
+    parser.add_argument("--overwrite", action="store_true", help="overwrite an existing output")
+    parser.add_argument(
+        "--ignore-duplicates",
+        action="store_true",
+        help="skip a file whose path an earlier archive had (default: error)",
+    )
+    return parser
+
+
+def _run_legacy(
+    prog: str, replacement: str, parser: argparse.ArgumentParser, argv: Sequence[str] | None,
+    body: Callable[[argparse.Namespace], int],
+) -> int:  # fmt: skip
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:
+        return e.code if isinstance(e.code, int) else 2
+    print(f"{prog}: note: this script is deprecated, use '{replacement}'", file=sys.stderr)
+    try:
+        return body(args)
+    except KeyboardInterrupt:
+        error("interrupted", command=None)
+        return 130
+    except (BarecatError, OSError, ValueError, sqlite3.Error) as e:
+        error(describe(e))
+        return 1
+
+
+def _legacy_body(symlink: bool) -> Callable[[argparse.Namespace], int]:
+    def body(args: argparse.Namespace) -> int:
+        _check_output(args.output, args.input_paths, True, "")  # an existing one is added to
+        limit = getattr(args, "shard_size_limit", None)
+        with Barecat(
+            args.output, readonly=False, overwrite=args.overwrite, shard_size_limit=limit
+        ) as out:
+            result = merge_archives(
+                out.index,
+                out.sharder,
+                args.input_paths,
+                ignore_duplicates=args.ignore_duplicates,
+                symlink=symlink,
+            )
+        _summary("Merged", result.total, _archives(len(args.input_paths)), args.output)
+        return 0
+
+    return body
+
+
+def legacy_merge(argv: Sequence[str] | None = None) -> int:
+    """``barecat-merge --output OUT [--shard-size-limit N] [--overwrite] [--ignore-duplicates]
+    ARCHIVES...``."""
+    parser = _legacy_parser("barecat-merge", with_size=True)
+    return _run_legacy("barecat-merge", "barecat merge", parser, argv, _legacy_body(False))
+
+
+def legacy_merge_symlink(argv: Sequence[str] | None = None) -> int:
+    """``barecat-merge-symlink --output OUT [--overwrite] [--ignore-duplicates] ARCHIVES...``."""
+    parser = _legacy_parser("barecat-merge-symlink", with_size=False)
+    return _run_legacy(
+        "barecat-merge-symlink", "barecat merge --symlink", parser, argv, _legacy_body(True)
+    )

@@ -1,7 +1,8 @@
 """Inserting many file rows at once, with directory statistics applied per batch.
 
 Row-by-row triggers walk up the tree for every file; here the triggers are switched off
-inside a savepoint, the rows go in with one ``executemany``, and the statistics of every
+inside a savepoint, the rows go in with one ``executemany`` (or, for merges, one
+``INSERT ... SELECT`` from an attached index), and the statistics of every
 touched directory are adjusted with one aggregated update each. The savepoint keeps the
 batch atomic: a conflict anywhere undoes the whole batch and names the offending path.
 The checks the triggers would make (a file over a directory, a directory over a file)
@@ -18,10 +19,11 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from barecat.entries import BarecatFileInfo
 from barecat.exceptions import (
+    BarecatIntegrityError,
     FileExistsBarecatError,
     IsADirectoryBarecatError,
     NotADirectoryBarecatError,
@@ -55,11 +57,7 @@ def insert_files(conn: sqlite3.Connection, files: Sequence[BarecatFileInfo]) -> 
             chain.update(ancestors(par))
     _check_conflicts(conn, paths, chain)
 
-    open_savepoint(conn, "barecat_bulk")
-    try:
-        before = conn.execute("SELECT value_int FROM config WHERE key = 'use_triggers'").fetchone()
-        conn.execute("UPDATE config SET value_int = 0 WHERE key = 'use_triggers'")
-        suspended = _drop_insert_triggers(conn) if len(files) >= SUSPEND_TRIGGERS_ROWS else []
+    def insert() -> None:
         try:
             conn.executemany(
                 "INSERT INTO files (path, shard, offset, size, crc32c, mode, uid, gid, mtime_ns) "
@@ -71,6 +69,50 @@ def insert_files(conn: sqlite3.Connection, files: Sequence[BarecatFileInfo]) -> 
             )
         except sqlite3.IntegrityError:
             raise _duplicate_error(conn, paths) from None
+
+    _with_stats_by_hand(conn, insert, chain, per_parent, len(files) >= SUSPEND_TRIGGERS_ROWS)
+
+
+def insert_by_statement(
+    conn: sqlite3.Connection,
+    sql: str,
+    args: dict[str, object],
+    expected: int,
+    chain: set[str],
+    per_parent: dict[str, list[int]],
+) -> None:
+    """Insert file rows with one ``INSERT ... SELECT`` (from an attached index, say).
+
+    The caller has checked for conflicts and gives the statement's per-parent totals
+    and every directory the rows need (``chain``); all or nothing. A row count other
+    than ``expected`` means the caller's plan and the statement disagree: nothing is kept.
+    """
+
+    def insert() -> None:
+        inserted = conn.execute(sql, args).rowcount
+        if inserted != expected:
+            raise BarecatIntegrityError(
+                f"Bulk insert placed {inserted} files where {expected} were planned"
+            )
+
+    _with_stats_by_hand(conn, insert, chain, per_parent, expected >= SUSPEND_TRIGGERS_ROWS)
+
+
+def _with_stats_by_hand(
+    conn: sqlite3.Connection,
+    insert: Callable[[], None],
+    chain: set[str],
+    per_parent: dict[str, list[int]],
+    many: bool,
+) -> None:
+    """Run ``insert`` with the statistics triggers off inside a savepoint, then create the
+    missing directories of ``chain`` and apply the per-parent deltas."""
+    open_savepoint(conn, "barecat_bulk")
+    try:
+        before = conn.execute("SELECT value_int FROM config WHERE key = 'use_triggers'").fetchone()
+        conn.execute("UPDATE config SET value_int = 0 WHERE key = 'use_triggers'")
+        suspended = _drop_insert_triggers(conn) if many else []
+        insert()
         for sql in suspended:
             conn.execute(sql)
         _create_missing_dirs(conn, chain)

@@ -31,8 +31,9 @@ from barecat.exceptions import (
     NotEnoughSpaceBarecatError,
     ReadOnlyBarecatError,
 )
-from barecat.index import bulk, query, treestats
+from barecat.index import bulk, merging, query, treestats
 from barecat.index.connection import open_savepoint, sqlite_uri
+from barecat.index.merging import MergeSource
 from barecat.index.reading import DirItem, FileItem, IndexReader, path_of
 from barecat.paths import ancestors, is_within, normalize, subtree_bounds
 
@@ -156,6 +157,25 @@ class Index(IndexReader):
             yield name
         finally:
             self.conn.execute(f"DETACH DATABASE {name}")
+
+    @contextlib.contextmanager
+    def merge_source(self, path: str, prefix: str = "") -> Iterator[MergeSource]:
+        """Attach another archive's index (``path``, the index file) to take rows from it.
+
+        Commits first (SQLite attaches only outside a transaction). The block owns one
+        transaction: it commits what it wants kept; anything uncommitted when it ends,
+        normally or by an exception, is rolled back before the source is detached.
+        """
+        self._require_writable()
+        self.commit()
+        with self.attached_database(path, merging.SCHEMA):
+            source = MergeSource(self.conn, prefix)
+            try:
+                yield source
+            finally:
+                if self.conn.in_transaction:
+                    self.conn.rollback()
+                source.drop_temp_tables()
 
     @contextlib.contextmanager
     def no_foreign_keys(self) -> Iterator[None]:

@@ -68,8 +68,8 @@ def repair(
 def _cut_unreferenced_tails(index: Index, sharder: Sharder) -> int:
     cut = 0
     for shard in range(sharder.num_shards):
-        if not sharder.shard_exists(shard):
-            continue
+        if not sharder.shard_exists(shard) or sharder.is_foreign(shard):
+            continue  # another archive's shard (merge --symlink) is never cut from here
         end = index.logical_shard_end(shard)
         size = sharder.physical_shard_end(shard)
         if size > end:

@@ -13,7 +13,7 @@ import contextlib
 import errno
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import BinaryIO, cast
 
 import crc32c as _crc32c
@@ -27,6 +27,7 @@ from barecat.exceptions import (
     ReadOnlyBarecatError,
 )
 from barecat.layout import existing_shard_numbers, shard_path
+from barecat.shards.copy import copy_range
 from barecat.shards.fileobj import BarecatReadOnlyFileObject
 from barecat.shards.writeback import EarlyWriteback
 
@@ -71,8 +72,10 @@ class Sharder:
         self._num_shards = numbers[-1] + 1 if numbers else 0
         # Without an index to say where the data ends, append after the physical end; the
         # archive moves this to the logical end (overwriting bytes no file references).
-        self.write_shard = max(self._num_shards - 1, 0)
-        self.write_offset = self.physical_shard_end(self.write_shard) if numbers else 0
+        last = max(self._num_shards - 1, 0)
+        self.write_shard, self.write_offset = self._own_position(
+            last, self.physical_shard_end(last) if numbers else 0
+        )
 
     # -- descriptors -------------------------------------------------------------------
 
@@ -249,8 +252,21 @@ class Sharder:
         return fd
 
     def set_write_position(self, shard: int, offset: int) -> None:
-        """Where the next append goes: the logical end of the last shard, from the index."""
-        self.write_shard, self.write_offset = shard, offset
+        """Where the next append goes: the logical end of the last shard, from the index.
+
+        A symlinked shard (another archive's, from a zero-copy merge) is never appended
+        to: the position moves to the start of a new shard of this archive's own instead.
+        """
+        self.write_shard, self.write_offset = self._own_position(shard, offset)
+
+    def is_foreign(self, shard: int) -> bool:
+        """True if ``shard`` is a symlink this sharder must not write through."""
+        return not self.allow_writing_symlinked_shard and os.path.islink(self.get_shard_path(shard))
+
+    def _own_position(self, shard: int, offset: int) -> tuple[int, int]:
+        if self.is_foreign(shard):
+            return max(self._num_shards, shard + 1), 0
+        return shard, offset
 
     def start_new_shard(self) -> None:
         self.write_shard, self.write_offset = max(self._num_shards, self.write_shard + 1), 0
@@ -345,7 +361,7 @@ class Sharder:
     def rewind(self, shard: int, offset: int) -> None:
         """Forget everything written after (shard, offset): truncate and move back there."""
         for later in range(shard + 1, self._num_shards):
-            if later in self._fds:
+            if later in self._fds and not self.is_foreign(later):
                 os.ftruncate(self._fds[later], 0)
         os.ftruncate(self._writable_fd(shard), offset)
         self.write_shard, self.write_offset = shard, offset
@@ -433,12 +449,87 @@ class Sharder:
             if self.physical_shard_end(shard) > end:
                 self.truncate_shard(shard, end)
 
-    def sync(self) -> None:
-        """Make written bytes durable before an index commit refers to them."""
-        for fd in list(self._fds.values()):
-            if not self.readonly:
-                os.fsync(fd)
-        self._writeback.forget()
+    def sync(self, shards: Iterable[int] | None = None) -> None:
+        """Make written bytes durable before an index commit refers to them.
+
+        ``shards`` limits the fsyncs to the shards a caller knows it wrote (defrag
+        writes into one or two of possibly thousands of open shards per round).
+        """
+        if self.readonly:
+            return
+        fds = self._fds if shards is None else {s: self._fds[s] for s in shards if s in self._fds}
+        for fd in list(fds.values()):
+            os.fsync(fd)
+        if shards is None:
+            self._writeback.forget()
+
+    # -- combining archives ------------------------------------------------------------
+
+    def append_copy(self, source: Sharder, shard: int, offset: int, size: int) -> tuple[int, int]:
+        """Append ``size`` bytes of ``source``'s shard ``shard`` from ``offset``, copied
+        inside the kernel where possible; returns the (shard, offset) they landed at.
+
+        For runs of many stored files moved unchanged (merge, subset): their CRCs travel
+        with their rows, so nothing is recomputed. Like ``append_batch`` the write position
+        moves past the bytes at once; the caller undoes a failed batch with ``rewind``.
+        """
+        self.make_room(size)
+        dst_shard, dst_offset = self.write_shard, self.write_offset
+        fd = self._writable_fd(dst_shard)
+        copy_range(
+            source._fd(shard), offset, fd, dst_offset, size,
+            lambda at, n: self._writeback.wrote(fd, at, n),
+        )  # fmt: skip
+        self.write_offset = dst_offset + size
+        return dst_shard, dst_offset
+
+    def link_shard(self, target: str) -> int:
+        """Add the next shard as a symbolic link to ``target`` (a zero-copy merge); returns
+        its number. Relative when possible, so a tree holding both archives can move as a
+        whole; appends never go into it (see :meth:`set_write_position`)."""
+
+        def make_link(link: str) -> None:
+            here = os.path.dirname(os.path.abspath(link))
+            os.symlink(os.path.relpath(os.path.abspath(target), here), link)
+
+        return self._add_shard(make_link)
+
+    def add_empty_shard(self) -> int:
+        """Add the next shard as an empty file of this archive's own (keeps numbering
+        contiguous where a linked archive has a gap); returns its number."""
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
+        return self._add_shard(lambda path: os.close(os.open(path, flags, 0o666)))
+
+    def _add_shard(self, create: Callable[[str], None]) -> int:
+        self.raise_if_readonly("Cannot add shards: the archive is open read-only")
+        number = self._num_shards
+        create(self.get_shard_path(number))
+        self._num_shards = number + 1
+        if self.write_shard >= number:  # never append into it: move past it
+            self.write_shard, self.write_offset = self._num_shards, 0
+        return number
+
+    def remove_shards_from(self, number: int) -> None:
+        """Undo :meth:`link_shard`/:meth:`add_empty_shard`: delete shard files from
+        ``number`` on (a link is removed, never its target). The caller restores the
+        write position it had before adding them."""
+        for shard in range(number, self._num_shards):
+            fd = self._fds.pop(shard, None)
+            if fd is not None:
+                os.close(fd)
+            self._checked_writable.discard(shard)
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(self.get_shard_path(shard))
+        self._num_shards = min(self._num_shards, number)
+
+    def sync_directory(self) -> None:
+        """Make new directory entries (linked or created shards) durable."""
+        directory = os.path.dirname(os.path.abspath(self.path))
+        fd = os.open(directory, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
     # -- the reference's Sharder conveniences ------------------------------------------
 

@@ -1,0 +1,76 @@
+"""A new archive from part of an existing one: files chosen by a glob or by include/exclude
+rules, copied in address order.
+
+Choosing is separate from copying so a front end can show the count first and so merges
+can filter their inputs the same way (:func:`select_entries`). A ``--pattern`` glob is
+answered by the index's glob (``recursive``, hidden names included, ``dir/`` meaning
+``dir/**``); include/exclude rules are :class:`barecat.glob.PathFilter`'s, as for
+extraction. Directories come along when chosen themselves (empty ones too) or when a
+chosen file needs them, with their metadata. The copying, and its crash ordering, is
+``copy_files``'s. Imports ``index``, ``shards``, ``glob`` and ``paths``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from barecat.glob import PathFilter
+from barecat.index import Index
+from barecat.index.reading import IndexReader
+from barecat.ops.copy_files import CopyStats, ProgressCallback, copy_files_from
+from barecat.paths import ancestors
+from barecat.shards import Sharder
+
+
+@dataclass(slots=True)
+class Selection:
+    """Source paths to take: files, and directories (which bring their metadata)."""
+
+    files: list[str]
+    dirs: list[str]
+
+
+def select_entries(
+    index: IndexReader, pattern: str | None = None, path_filter: PathFilter | None = None
+) -> Selection | None:
+    """The entries a glob ``pattern`` or a ``path_filter`` chooses; None: everything."""
+    if pattern is not None and path_filter is not None:
+        raise ValueError("A glob pattern cannot be combined with include/exclude rules")
+    if pattern is not None:
+        if pattern.endswith("/"):
+            pattern += "**"
+        matches = set(index.iterglob_paths(pattern, recursive=True, include_hidden=True))
+        files = [p for p in index.iterglob_paths(pattern, True, True, only_files=True)]
+        chosen_dirs = matches.difference(files)
+    elif path_filter is not None and not path_filter.selects_everything:
+        files = [p for p in index.iter_all_filepaths() if path_filter.selects(p, False)]
+        chosen_dirs = {d for d in index.iter_all_dirpaths() if d and path_filter.selects(d, True)}
+    else:
+        return None
+    dirs = {""} | chosen_dirs
+    for path in (*files, *chosen_dirs):
+        for a in ancestors(path):
+            if a in dirs:
+                break
+            dirs.add(a)
+    return Selection(files, sorted(dirs))
+
+
+def subset_archive(
+    src_index: IndexReader,
+    src_sharder: Sharder,
+    index: Index,
+    sharder: Sharder,
+    selection: Selection | None,
+    on_progress: ProgressCallback | None = None,
+) -> CopyStats:
+    """Copy the selected entries (None: all) of the source into the target archive."""
+    return copy_files_from(
+        index,
+        sharder,
+        src_index,
+        src_sharder,
+        files=None if selection is None else selection.files,
+        dirs=None if selection is None else selection.dirs,
+        on_progress=on_progress,
+    )
