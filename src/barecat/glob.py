@@ -83,11 +83,11 @@ class GlobPattern:
     def sql_conditions(self) -> tuple[list[str], list[object], bool]:
         """SQL conditions on ``path`` below ``base``, and whether they are exact.
 
-        For a fixed-depth pattern without character classes, GLOB plus a count of '/'
-        is exact: with every '/' pinned to a literal one, ``*`` and ``?`` cannot cross
-        components. Hidden names are excluded with one more GLOB unless the pattern itself
-        names hidden components (then Python applies the per-component rule). Otherwise
-        the conditions only narrow the rows and Python decides (``matches_relative``).
+        For a fixed-depth pattern without character classes, GLOB is exact once the rows
+        also have :attr:`required_slashes` slashes (checked by the caller). Hidden names
+        are excluded by one more condition unless the pattern itself names hidden
+        components (then Python applies the per-component rule). Otherwise the conditions
+        only narrow the rows and Python decides (``matches_relative``).
         """
         recursive_tail = self._recursive_tail_conditions()
         if recursive_tail is not None:
@@ -99,9 +99,21 @@ class GlobPattern:
         args: list[object] = [prefilter]
         if self.depth is None:
             return conditions, args, False
-        conditions.append("length(path) - length(replace(path, '/', '')) = ?")
-        args.append(prefilter.count("/"))
         return self._with_hidden_rule(conditions, args)
+
+    @property
+    def required_slashes(self) -> int | None:
+        """For a fixed-depth pattern, how many '/' a matching path has.
+
+        With every '/' of the GLOB pinned to a literal one, the GLOB plus this count is
+        exact (``*`` and ``?`` cannot cross components). The count is checked in Python:
+        ``str.count`` on the rows SQLite returns costs less than SQLite's
+        ``length(replace(...))`` on every row it scans.
+        """
+        prefilter = self.sql_glob_prefilter()
+        if self.depth is None or prefilter is None:
+            return None
+        return prefilter.count("/")
 
     def _with_hidden_rule(
         self, conditions: list[str], args: list[object]

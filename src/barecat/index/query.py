@@ -240,6 +240,9 @@ def glob_matches(conn: sqlite3.Connection, pattern: GlobPattern, only_files: boo
         table: [row[0] for row in conn.execute(f"SELECT path FROM {table}{where}", args)]
         for table in tables
     }
+    slashes = pattern.required_slashes if exact else None
+    if slashes is not None:
+        found = {t: [p for p in paths if p.count("/") == slashes] for t, paths in found.items()}
     dirs = found.get("dirs", [])
     tail_matches = None if exact else pattern.tail_matcher()
     if exact or tail_matches is not None:
