@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import functools
 import itertools
-import operator
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -109,8 +108,8 @@ def walk(
     dec = decoders
     sql = f"SELECT {dec.dir_columns} FROM dirs{dwhere} ORDER BY path"
     dirs_in_order = (dec.decode_dir(row) for row in conn.execute(sql, args))
-    subdirs = _grouped_by_parent(conn, "dirs", dec.child_columns, dec.decode_child, pwhere, args)
-    files = _grouped_by_parent(conn, "files", dec.file_columns, dec.decode_file, pwhere, args)
+    subdirs = _grouped_by_parent(conn, "dirs", dec.child_columns, dec.decode_children, pwhere, args)
+    files = _grouped_by_parent(conn, "files", dec.file_columns, dec.decode_files, pwhere, args)
     pruned: set[str] = set()
     next_subdirs = next(subdirs, None)
     next_files = next(files, None)
@@ -157,6 +156,10 @@ def _info_path(info: BarecatEntryInfo) -> str:
     return info.path
 
 
+GroupDecoder = Callable[[str, Iterable[tuple[Any, ...]]], list[T]]
+"""Builds the children of one parent from its rows: (parent, rows) -> children."""
+
+
 @dataclass(frozen=True, slots=True)
 class WalkDecoders(Generic[D, C, F]):
     """What ``walk`` builds from rows: the walked directory (D), its subdirectories (C)
@@ -166,35 +169,38 @@ class WalkDecoders(Generic[D, C, F]):
     decode_dir: Callable[[tuple[Any, ...]], D]
     dir_key: Callable[[D], str]
     child_columns: str
-    decode_child: Callable[[tuple[Any, ...]], C]
+    decode_children: GroupDecoder[C]
     child_name: Callable[[C], str]
     file_columns: str
-    decode_file: Callable[[tuple[Any, ...]], F]
+    decode_files: GroupDecoder[F]
     file_name: Callable[[F], str]
 
 
-# The name below the parent, computed by SQLite (the root's children have parent '').
-_NAME = "CASE WHEN parent = '' THEN path ELSE substr(path, length(parent) + 2) END"
+def _child_dirs(parent: str, rows: Iterable[tuple[Any, ...]]) -> list[BarecatDirInfo]:
+    return [dir_from_row(row[1:]) for row in rows]
 
 
-def _child_dir(row: tuple[Any, ...]) -> BarecatDirInfo:
-    return dir_from_row(row[1:])
+def _child_files(parent: str, rows: Iterable[tuple[Any, ...]]) -> list[BarecatFileInfo]:
+    return [file_from_row(row[1:]) for row in rows]
 
 
-def _child_file(row: tuple[Any, ...]) -> BarecatFileInfo:
-    return file_from_row(row[1:])
+def _child_names(parent: str, rows: Iterable[tuple[Any, ...]]) -> list[str]:
+    # One slice per row, with the cut known per group: cheaper than SQLite computing
+    # substr(path, length(parent) + 2) for every row it scans.
+    cut = len(parent) + 1 if parent else 0
+    return [row[1][cut:] for row in rows]
 
 
-# Child decoders get (parent, *columns) rows; the name decoders are C-level itemgetters.
+# Group decoders get the parent and its (parent, *columns) rows.
 WALK_INFOS: WalkDecoders[BarecatDirInfo, BarecatDirInfo, BarecatFileInfo] = WalkDecoders(
     DIR_COLUMNS, dir_from_row, _info_path,
-    DIR_COLUMNS, _child_dir, _info_name,
-    FILE_COLUMNS, _child_file, _info_name,
+    DIR_COLUMNS, _child_dirs, _info_name,
+    FILE_COLUMNS, _child_files, _info_name,
 )  # fmt: skip
 WALK_NAMES: WalkDecoders[str, str, str] = WalkDecoders(
     "path", _first, _same,
-    _NAME, operator.itemgetter(1), _same,
-    _NAME, operator.itemgetter(1), _same,
+    "path", _child_names, _same,
+    "path", _child_names, _same,
 )  # fmt: skip
 
 
@@ -202,7 +208,7 @@ def _grouped_by_parent(
     conn: sqlite3.Connection,
     table: str,
     columns: str,
-    decode: Callable[[tuple[Any, ...]], T],
+    decode: GroupDecoder[T],
     where: str,
     args: tuple[object, ...],
 ) -> Iterator[tuple[str, list[T]]]:
@@ -210,7 +216,7 @@ def _grouped_by_parent(
     sql = f"SELECT parent, {columns} FROM {table}{where} ORDER BY parent"
     rows = conn.execute(sql, args)
     for key, group in itertools.groupby(rows, _first):
-        yield key, list(map(decode, group))
+        yield key, decode(key, group)
 
 
 def glob_matches(conn: sqlite3.Connection, pattern: GlobPattern, only_files: bool) -> Iterator[str]:
