@@ -26,6 +26,7 @@ from barecat.cli import (
     reorganize,
     reports,
     shell,
+    sync,
 )
 from barecat.cli.parsing import CommandParser
 from barecat.cli.terminal import PROG, describe, error
@@ -40,6 +41,7 @@ COMMAND_MODULES = (
     maintenance,
     reorganize,
     combine,
+    sync,
     completion,
 )
 

@@ -40,7 +40,14 @@ class ExtractResult:
     failures: list[tuple[str, Exception]] = field(default_factory=list)
 
 
-class _Extractor:
+class DirectoryWriter:
+    """Safe writes of archive entries below one target directory (shared with sync).
+
+    Destinations are checked to stay below ``root``, files are opened without following a
+    final link, links in the way are replaced instead of written through, and links
+    pointing outside ``root`` are refused (recorded in ``result.failures``) unless allowed.
+    """
+
     def __init__(self, bc: Barecat, root: str, allow_outside_links: bool, owners: bool) -> None:
         self.bc = bc
         self.root = root
@@ -150,7 +157,7 @@ def extract_to_directory(
     root = os.path.abspath(target_directory)
     wanted = None if paths is None else [bc.index.lookup(p).path for p in paths]
     owners = os.geteuid() == 0 if restore_owners is None else restore_owners
-    ex = _Extractor(bc, root, allow_outside_links, owners)
+    ex = DirectoryWriter(bc, root, allow_outside_links, owners)
 
     def selected(path: str, is_dir: bool) -> bool:
         if wanted is not None and not any(not w or is_within(path, w) for w in wanted):
@@ -196,4 +203,4 @@ def extract(barecat_path: str, target_directory: str) -> None:
         raise result.failures[0][1]
 
 
-__all__ = ["ExtractResult", "copy_file_to", "extract", "extract_to_directory"]
+__all__ = ["DirectoryWriter", "ExtractResult", "copy_file_to", "extract", "extract_to_directory"]

@@ -1,0 +1,89 @@
+"""``barecat rsync``: rsync-style sync between directories and paths inside archives.
+
+``ARCHIVE:path`` names a path inside an archive (see :func:`parse_location` for when a
+':' means that); the trailing-slash rule, quick check, ``--delete``, ``-c`` and ``-u``
+behave as in rsync. ``-v`` prints one line per change, as rsync's names list; failures
+are reported at the end and make the exit code 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from barecat.cli.parsing import Subparsers, add_command
+from barecat.cli.terminal import Progress, describe, error
+from barecat.glob import PathFilter
+from barecat.transfer.sync import SyncOptions, sync
+from barecat.transfer.sync_plan import Action
+
+RSYNC_EXAMPLES = """
+barecat rsync /data/images/ photos.barecat:images/   # contents of images/ into images/
+barecat rsync /data/images photos.barecat:           # the directory itself, at the root
+barecat rsync photos.barecat:images/ /data/images/   # back out
+barecat rsync --delete -c a.barecat: b.barecat:      # mirror one archive into another
+barecat rsync -nv --delete /data/ photos.barecat:data/
+
+ARCHIVE:path is an archive path when ARCHIVE is an existing archive, or (destination
+only) ends in .barecat; write '\\:' for a ':' that is part of a local name.
+"""
+
+
+def register(sub: Subparsers) -> None:
+    parser = add_command(
+        sub,
+        "rsync",
+        help="Sync files between the local filesystem and archives (ARCHIVE:path/)",
+        description="Sync files between local filesystem and barecat archives. Use "
+        "archive.barecat:path/ syntax for archive paths.",
+        handler=run_rsync,
+        examples=RSYNC_EXAMPLES,
+    )
+    parser.add_argument("paths", nargs="+", help="Source(s) and destination (last is dest)")
+    parser.add_argument("-n", "--dry-run", action="store_true", help="Show what would be done")
+    parser.add_argument(
+        "-v", "--verbose", action="store_true", help="List each path copied or deleted"
+    )
+    parser.add_argument("--progress", action="store_true", help="Show progress")
+    parser.add_argument("--delete", action="store_true", help="Delete extraneous files from dest")
+    parser.add_argument(
+        "-c",
+        "--checksum",
+        action="store_true",
+        help="Compare contents (CRC32C) instead of size and mtime",
+    )
+    parser.add_argument(
+        "-u", "--update", action="store_true", help="Skip files that are newer on dest"
+    )
+    for flag, help_text in (
+        ("--include", "Only paths matching PAT (repeatable; rules as in create)"),
+        ("--exclude", "Leave out paths matching PAT (repeatable)"),
+    ):
+        parser.add_argument(flag, action="append", default=[], metavar="PAT", help=help_text)
+
+
+def run_rsync(args: argparse.Namespace) -> int:
+    if len(args.paths) < 2:
+        error("need at least one source and a destination", command="rsync")
+        return 2
+    path_filter = PathFilter.from_patterns(args.include, args.exclude)
+    options = SyncOptions(delete=args.delete, checksum=args.checksum, update=args.update)
+    with Progress("rsync", None, args.progress and not args.dry_run) as progress:
+
+        def on_action(action: Action, nbytes: int) -> None:
+            progress.advance(1, nbytes)
+            if args.verbose and action.display is not None:
+                sys.stdout.write(action.display + "\n")
+
+        result = sync(
+            args.paths[:-1],
+            args.paths[-1],
+            options,
+            path_filter=None if path_filter.selects_everything else path_filter,
+            dry_run=args.dry_run,
+            on_action=on_action,
+        )
+    sys.stdout.flush()
+    for path, exc in result.failures:
+        error(f"{path}: {describe(exc)}", command="rsync")
+    return 1 if result.failures else 0

@@ -1,0 +1,196 @@
+"""rsync between directories and archive subtrees: ``sync(["dir/"], "data.barecat:dir/")``.
+
+Each source is listed the way rsync names it (``src/`` sends the contents, ``src`` the
+directory under its own name), the destination is listed only below the names the
+sources send, :func:`~barecat.transfer.sync_plan.plan_sync` decides, and the
+destination's tree applies the plan (or, in a dry run, nothing happens and the plan is
+returned). Either side or both may be archives; at least one must be, since plain
+directories are rsync's own job. Uses only the public :class:`Barecat` API; never prints.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+
+from barecat.archive import Barecat
+from barecat.glob import PathFilter
+from barecat.layout import base_path
+from barecat.transfer.sync_plan import (
+    Action,
+    Entry,
+    Kind,
+    Listing,
+    Location,
+    SyncOptions,
+    needs_checksum,
+    parse_location,
+    plan_sync,
+)
+from barecat.transfer.sync_trees import (
+    ArchiveDestination,
+    DirectoryDestination,
+    Sourced,
+    archive_crc32c,
+    list_archive,
+    list_local,
+    local_crc32c,
+)
+
+OnAction = Callable[[Action, int], None]
+
+
+@dataclass(slots=True)
+class SyncResult:
+    """The plan, how much of it was carried out, and what failed (path, reason)."""
+
+    actions: list[Action] = field(default_factory=list)
+    done: int = 0
+    bytes: int = 0
+    failures: list[tuple[str, Exception]] = field(default_factory=list)
+
+
+class _Archives:
+    """Open archives by base path, so an archive named twice is opened once."""
+
+    def __init__(self, stack: ExitStack) -> None:
+        self.stack = stack
+        self.open: dict[str, Barecat] = {}
+
+    def get(self, path: str, writable: bool) -> Barecat:
+        key = os.path.realpath(base_path(path))
+        bc = self.open.get(key)
+        if bc is None:
+            bc = self.stack.enter_context(Barecat(path, readonly=not writable))
+            self.open[key] = bc
+        return bc
+
+
+def _source_listing(
+    loc: Location, archives: _Archives, path_filter: PathFilter | None
+) -> tuple[Listing, Barecat | None]:
+    rel = "" if loc.contents else loc.name
+    if loc.archive is None:
+        if not os.path.lexists(loc.path):
+            raise FileNotFoundError(2, "No such file or directory", loc.path)
+        return list_local(loc.path, rel, path_filter, follow_root=loc.contents), None
+    bc = archives.get(loc.archive, writable=False)
+    if not bc.exists(loc.path):
+        raise FileNotFoundError(2, "No such file or directory in the archive", loc.path)
+    if loc.path and bc.isfile(loc.path):
+        rel = loc.name
+    return list_archive(bc, loc.path, rel, path_filter), bc
+
+
+def _tops(listing: Listing) -> set[str]:
+    if "" in listing:
+        return {""}
+    return {rel.split("/", 1)[0] for rel in listing}
+
+
+def _dest_listing(
+    loc: Location, bc: Barecat | None, tops: set[str], path_filter: PathFilter | None
+) -> Listing:
+    listing: Listing = {}
+    for top in sorted(tops):
+        if bc is None:
+            disk = os.path.join(loc.path, top) if top else loc.path
+            listing.update(list_local(disk, top, path_filter, follow_root=not top))
+        elif bc is not None:
+            inner = f"{loc.path}/{top}" if loc.path and top else loc.path or top
+            listing.update(list_archive(bc, inner, top, path_filter))
+    return listing
+
+
+def _fill_checksums(
+    src: Listing, origin: dict[str, Barecat | None], dst: Listing, dest_bc: Barecat | None,
+    options: SyncOptions,
+) -> None:  # fmt: skip
+    for rel, s in src.items():
+        d = dst.get(rel)
+        if d is None or not needs_checksum(s, d, options.checksum):
+            continue
+        _fill(s, origin[rel])
+        _fill(d, dest_bc)
+
+
+def _fill(entry: Entry, bc: Barecat | None) -> None:
+    if entry.crc32c is None and entry.kind is Kind.FILE:
+        entry.crc32c = local_crc32c(entry.origin) if bc is None else archive_crc32c(bc, entry)
+
+
+def _open_destination(loc: Location, archives: _Archives, dry_run: bool) -> Barecat | None:
+    if loc.archive is None:
+        return None
+    if dry_run:
+        return None if loc.creates_archive else archives.get(loc.archive, writable=False)
+    return archives.get(loc.archive, writable=True)
+
+
+def _gather_sources(
+    sources: Sequence[Location], archives: _Archives, path_filter: PathFilter | None
+) -> tuple[Listing, dict[str, Barecat | None]]:
+    merged: Listing = {}
+    origin: dict[str, Barecat | None] = {}
+    for loc in sources:
+        listing, bc = _source_listing(loc, archives, path_filter)
+        merged.update(listing)
+        origin.update(dict.fromkeys(listing, bc))
+    return merged, origin
+
+
+def sync(
+    sources: Sequence[str | Location],
+    dest: str | Location,
+    options: SyncOptions | None = None,
+    *,
+    path_filter: PathFilter | None = None,
+    dry_run: bool = False,
+    on_action: OnAction | None = None,
+) -> SyncResult:
+    """Make ``dest`` hold what ``sources`` name, as ``rsync -a`` would.
+
+    Strings are parsed with :func:`parse_location`. ``on_action`` is called after each
+    change is made (in a dry run: for each planned change) with the bytes it moved.
+    """
+    options = options or SyncOptions()
+    src_locs = [s if isinstance(s, Location) else parse_location(s) for s in sources]
+    dst_loc = dest if isinstance(dest, Location) else parse_location(dest, destination=True)
+    if dst_loc.archive is None and any(s.archive is None for s in src_locs):
+        raise ValueError("a local source needs an archive destination (use rsync otherwise)")
+    with ExitStack() as stack:
+        archives = _Archives(stack)
+        dest_bc = _open_destination(dst_loc, archives, dry_run)  # first: it may be a source too
+        src, origin = _gather_sources(src_locs, archives, path_filter)
+        if dst_loc.archive is not None and dest_bc is None:
+            dst: Listing = {}
+        else:
+            dst = _dest_listing(dst_loc, dest_bc, _tops(src), path_filter)
+        _fill_checksums(src, origin, dst, dest_bc, options)
+        actions = plan_sync(src, dst, options)
+        result = SyncResult(actions)
+        if dry_run:
+            for action in actions:
+                if on_action is not None:
+                    on_action(action, 0)
+            return result
+        plan = [Sourced(a, origin.get(a.path)) for a in actions]
+        done = on_action or (lambda _a, _n: None)
+        if dest_bc is not None:
+            applied = ArchiveDestination(dest_bc, dst_loc.path, done).apply(plan)
+        else:
+            applied = DirectoryDestination(dst_loc.path, done).apply(plan)
+    result.done, result.bytes, result.failures = applied.done, applied.bytes, applied.failures
+    return result
+
+
+def iter_display(actions: Sequence[Action]) -> Iterator[str]:
+    """The ``rsync -v`` lines of a plan."""
+    for action in actions:
+        if action.display is not None:
+            yield action.display
+
+
+__all__ = ["SyncOptions", "SyncResult", "iter_display", "parse_location", "sync"]
