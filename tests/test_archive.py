@@ -605,3 +605,23 @@ def test_add_many_fills_in_the_given_infos_and_renormalizes_edited_paths(
         edited.path = "../escape"
         with pytest.raises(barecat.InvalidPathBarecatError):
             bc.add_many([(edited, b"y")])
+
+
+def test_reference_methods_defrag_and_merge_from_other_barecat(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    other = str(tmp_path / "other")
+    with barecat.Barecat(other, readonly=False) as bc:
+        bc["keep/a.txt"] = b"a" * 100
+        bc["drop/b.bin"] = b"b" * 100
+    main_path = str(tmp_path / "main")
+    with barecat.Barecat(main_path, readonly=False) as bc:
+        for i in range(20):
+            bc[f"f{i}"] = bytes([i]) * 1000
+        for i in range(0, 20, 2):
+            del bc[f"f{i}"]
+        assert bc.defrag() == 10 * 1000
+        bc.merge_from_other_barecat(other, prefix="in", filter_rules=[("-", "drop/")])
+        bc["after"] = b"written after the merge"
+        assert bc.verify_integrity() and bc.index.find_inconsistencies() == []
+    with barecat.Barecat(main_path) as bc:
+        assert sorted(bc) == sorted(["after", "in/keep/a.txt", *(f"f{i}" for i in range(1, 20, 2))])
+        assert bc.total_physical_size_stat == bc.total_size

@@ -256,7 +256,7 @@ REFERENCE_COMMANDS = [
 ]  # fmt: skip
 # Commands whose issues have not landed yet; each leaves this set when it does.
 LATER = {
-    "browse", "ncdu", "defrag", "reshard", "convert",
+    "browse", "ncdu", "convert",
 }  # fmt: skip
 
 

@@ -30,9 +30,12 @@ from barecat.exceptions import (
     NotADirectoryBarecatError,
     ReadOnlyBarecatError,
 )
+from barecat.glob import PathFilter
 from barecat.index import Index
 from barecat.layout import archive_exists, base_path, index_path, remove_archive
-from barecat.ops import verify_archive
+from barecat.ops.defrag import defrag as defrag_archive
+from barecat.ops.merge import merge_archives
+from barecat.ops.verify import verify_archive
 from barecat.paths import normalize, normalize_many, parent
 from barecat.shards import BarecatReadOnlyFileObject, BarecatReadWriteFileObject, Sharder
 from barecat.shards.sharder import Address
@@ -743,6 +746,46 @@ class Barecat(MutableMapping[str, bytes]):
         ``barecat.ops.verify_archive(bc.index, bc.sharder)`` gives the full report.
         """
         return verify_archive(self.index, self.sharder, quick).ok
+
+    def defrag(self, quick: bool = False) -> int:
+        """Reclaim the holes left by removed and replaced files (the reference's method);
+        returns the bytes freed. Crash-safe: see ``barecat.ops.defrag``."""
+        self._require_changeable()
+        self._require_no_open_writer()
+        self.commit()
+        result = defrag_archive(self.index, self.sharder, quick=quick)
+        self._resync_write_position()
+        return result.bytes_reclaimed
+
+    def merge_from_other_barecat(
+        self,
+        source_path: str,
+        ignore_duplicates: bool = False,
+        prefix: str = "",
+        pattern: str | None = None,
+        filter_rules: list[tuple[str, str]] | None = None,
+    ) -> None:
+        """Copy another archive's files in (the reference's method). ``filter_rules`` are
+        ``('+', pattern)`` includes and ``('-', pattern)`` excludes."""
+        self._require_writable()
+        self._require_no_open_writer()
+        path_filter = None
+        if filter_rules:
+            path_filter = PathFilter.from_patterns(
+                [p for sign, p in filter_rules if sign == "+"],
+                [p for sign, p in filter_rules if sign == "-"],
+            )
+        self.commit()
+        merge_archives(
+            self.index,
+            self.sharder,
+            [source_path],
+            ignore_duplicates=ignore_duplicates,
+            prefix=prefix,
+            pattern=pattern,
+            path_filter=path_filter,
+        )
+        self._resync_write_position()
 
     def __repr__(self) -> str:
         state = (

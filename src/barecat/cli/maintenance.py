@@ -14,7 +14,8 @@ from barecat.archive import Barecat
 from barecat.cli.parsing import Subparsers, add_archive_argument, add_command
 from barecat.cli.terminal import Progress, human_size, wants_progress
 from barecat.entries import BarecatFileInfo
-from barecat.ops import repair, verify_archive
+from barecat.ops import verify_archive
+from barecat.ops.repair import repair
 from barecat.ops.upgrade import UpgradeResult, format_version, upgrade
 from barecat.ops.verify import OnFile
 

@@ -1,21 +1,25 @@
-"""Algorithms over (Index, Sharder): verify and repair; reorganizing and combining archives."""
+"""Algorithms over (Index, Sharder): verify, repair, defrag, reshard, merge, subset, upgrade.
+
+The operations live in submodules of the same names (``barecat.ops.defrag.defrag``, ...);
+only result types and the functions whose names differ from their module are re-exported
+here, so no function hides its module.
+"""
 
 from barecat.ops.copy_files import CopyStats
+from barecat.ops.defrag import DefragResult
 from barecat.ops.merge import MergeResult, merge_archives
-from barecat.ops.repair import RepairResult, repair
+from barecat.ops.repair import RepairResult
 from barecat.ops.subset import select_entries, subset_archive
-from barecat.ops.upgrade import upgrade
 from barecat.ops.verify import VerifyReport, verify_archive
 
 __all__ = [
     "CopyStats",
+    "DefragResult",
     "MergeResult",
     "RepairResult",
     "VerifyReport",
     "merge_archives",
-    "repair",
     "select_entries",
     "subset_archive",
-    "upgrade",
     "verify_archive",
 ]

@@ -416,13 +416,18 @@ class Sharder:
         return self.write_shard, 0
 
     def copy_within(self, src: tuple[int, int, int], dst_shard: int, dst_offset: int) -> None:
+        """Copy stored bytes to another place in this archive, inside the kernel where
+        possible. The ranges must not overlap; nothing is synced."""
         shard, offset, size = src
         fd = self._writable_fd(dst_shard)
-        done = 0
-        while done < size:
-            chunk = self.read_from_address(shard, offset + done, min(COPY_CHUNK, size - done))
-            self._pwrite_all(fd, chunk, dst_offset + done)
-            done += len(chunk)
+        copy_range(
+            self._fd(shard), offset, fd, dst_offset, size,
+            lambda at, n: self._writeback.wrote(fd, at, n),
+        )  # fmt: skip
+
+    def descriptor(self, shard: int) -> int:
+        """The open descriptor of a shard, for this package's bulk routines (``moving``)."""
+        return self._fd(shard)
 
     def commit_append(self, address: Address) -> None:
         """The index took the file: advance the write position past it."""

@@ -1,0 +1,151 @@
+"""Where files' bytes sit in the shards, for operations that move them (defrag, reshard).
+
+Files are read by storage address in pages with keyset pagination on
+``(shard, offset, rowid)``, so a caller may move rows between pages without the next
+page repeating or skipping any file; holes and per-shard ends are computed in SQL; many
+files' addresses are rewritten by rowid in one statement. Only ``shard`` and ``offset``
+ever change here, so no statistics trigger fires and nothing is committed: the caller
+commits once the moved bytes are durable. Imports ``index.index`` and ``exceptions``.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from barecat.exceptions import ReadOnlyBarecatError
+from barecat.index.index import Index, _disk_full_or
+from barecat.index.reading import IndexReader
+
+AddressKey = tuple[int, int, int]
+"""A total order on files by storage place: (shard, offset, rowid)."""
+
+_COLUMNS = "rowid, path, shard, offset, ifnull(size, 0), crc32c"
+
+
+@dataclass(slots=True)
+class Placement:
+    """One file's place in the shards, with what is needed to move and check it."""
+
+    rowid: int
+    path: str
+    shard: int
+    offset: int
+    size: int
+    crc32c: int | None
+
+    @property
+    def key(self) -> AddressKey:
+        return (self.shard, self.offset, self.rowid)
+
+    @property
+    def end(self) -> int:
+        return self.offset + self.size
+
+
+def placements_after(index: IndexReader, after: AddressKey, limit: int) -> list[Placement]:
+    """Up to ``limit`` files whose key is above ``after``, in ascending storage order.
+
+    ``(shard, offset, -1)`` as ``after`` starts at that address (rowids are positive).
+    """
+    rows = index.conn.execute(
+        f"SELECT {_COLUMNS} FROM files WHERE (shard, offset, rowid) > (?, ?, ?) "
+        "ORDER BY shard, offset, rowid LIMIT ?",
+        (*after, limit),
+    ).fetchall()
+    return [Placement(*row) for row in rows]
+
+
+def placements_before(index: IndexReader, before: AddressKey, limit: int) -> list[Placement]:
+    """Up to ``limit`` files whose key is below ``before``, in descending storage order."""
+    rows = index.conn.execute(
+        f"SELECT {_COLUMNS} FROM files WHERE (shard, offset, rowid) < (?, ?, ?) "
+        "ORDER BY shard DESC, offset DESC, rowid DESC LIMIT ?",
+        (*before, limit),
+    ).fetchall()
+    return [Placement(*row) for row in rows]
+
+
+def holes(index: IndexReader) -> list[tuple[int, int, int]]:
+    """(shard, offset, size) of every stretch no file uses, before or between files.
+
+    Space after a shard's last file is not included (it has no upper bound here). A
+    running maximum of ends, not the neighbour's end, so empty files sharing an offset
+    with a neighbour never make a hole appear.
+    """
+    rows = index.conn.execute(
+        "SELECT shard, prev_end, offset - prev_end FROM ("
+        " SELECT shard, offset, ifnull(max(offset + ifnull(size, 0)) OVER ("
+        "  PARTITION BY shard ORDER BY offset, rowid"
+        "  ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS prev_end"
+        " FROM files) WHERE offset > prev_end ORDER BY shard, prev_end"
+    ).fetchall()
+    return [(int(s), int(o), int(n)) for s, o, n in rows]
+
+
+def shard_ends(index: IndexReader) -> dict[int, int]:
+    """The logical end (one past the last used byte) of every shard that has files."""
+    rows = index.conn.execute(
+        "SELECT shard, max(offset + ifnull(size, 0)) FROM files GROUP BY shard"
+    ).fetchall()
+    return {int(shard): int(end) for shard, end in rows}
+
+
+def end_before(index: IndexReader, shard: int, offset: int) -> int:
+    """One past the last byte used in ``shard`` by files starting below ``offset`` (or 0)."""
+    row = index.conn.execute(
+        "SELECT max(offset + ifnull(size, 0)) FROM files WHERE shard = ?1 AND offset = "
+        "(SELECT max(offset) FROM files WHERE shard = ?1 AND offset < ?2)",
+        (shard, offset),
+    ).fetchone()
+    return 0 if row is None or row[0] is None else int(row[0])
+
+
+def largest_file_size(index: IndexReader) -> int:
+    row = index.conn.execute("SELECT ifnull(max(size), 0) FROM files").fetchone()
+    return int(row[0])
+
+
+def set_addresses(index: Index, moves: Sequence[tuple[int, int, int]]) -> None:
+    """Point files at new places: ``(rowid, shard, offset)`` each; not committed.
+
+    Sizes, paths and checksums stay, so directory statistics are untouched.
+    """
+    if index.readonly:
+        raise ReadOnlyBarecatError(f"Archive index {index.path} is open read-only")
+    try:
+        index.conn.executemany("UPDATE files SET shard = ?2, offset = ?3 WHERE rowid = ?1", moves)
+    except sqlite3.OperationalError as e:
+        raise _disk_full_or(e, index.path) from e
+
+
+def park_empty_files(index: Index, shard: int | None = None, beyond: int = -1) -> int:
+    """Point empty files at (0, 0) when they lie past the last byte of data in their
+    shard (or in a shard without data), so they never keep a shard or its tail alive.
+
+    With ``shard``, only the empty files of that shard past offset ``beyond`` (before
+    the shard is cut there). Returns how many were parked; not committed.
+    """
+    if index.readonly:
+        raise ReadOnlyBarecatError(f"Archive index {index.path} is open read-only")
+    if shard is not None:
+        sql = (
+            "UPDATE files SET shard = 0, offset = 0 WHERE ifnull(size, 0) = 0 "
+            "AND shard = ? AND offset > ? AND (shard, offset) != (0, 0)"
+        )
+        return int(index.conn.execute(sql, (shard, beyond)).rowcount)
+    return int(
+        index.conn.execute(
+            "WITH ends AS (SELECT shard, max(offset + size) AS e FROM files WHERE size > 0 "
+            "GROUP BY shard) "
+            "UPDATE files SET shard = 0, offset = 0 WHERE ifnull(size, 0) = 0 "
+            "AND (shard, offset) != (0, 0) AND offset > "
+            "ifnull((SELECT e FROM ends WHERE ends.shard = files.shard), -1)"
+        ).rowcount
+    )
+
+
+def count_empty_files(index: IndexReader) -> int:
+    sql = "SELECT count(*) FROM files WHERE ifnull(size, 0) = 0"
+    return int(index.conn.execute(sql).fetchone()[0])
