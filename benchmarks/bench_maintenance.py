@@ -1,8 +1,9 @@
 """Maintenance throughput: verify, defrag and merge in MB/s, next to ``cp`` of the same bytes.
 
 Builds the benchmark tree (``bench_dataset``; 20,000 files of 1-64 KiB by default) into an
-archive with ``barecat create``, then times whole commands as users run them, each after
-``sync`` and with the page cache warm, medians of ``--repeats`` runs:
+archive with ``barecat create`` (or, with ``--tiny N``, N files of 64-1,024 bytes with
+``add_many``: the millions-of-tiny-files preset), then times whole commands as users run
+them, each after ``sync`` and with the page cache warm, medians of ``--repeats`` runs:
 
 - ``verify``: ``barecat verify`` (every CRC32C) of this barecat (``-j 1`` and ``-j 2``)
   and of barecat 0.3.1, against ``cat`` of the shards to /dev/null (reading the bytes);
@@ -15,7 +16,7 @@ barecat 0.3.1 runs the same commands where it has them (its interpreter from
 ``BARECAT_REFERENCE_PYTHON`` or ``.venv-ref``). A command this barecat does not have yet
 is reported as missing. Figures only, no assertions; JSON goes to ``bench-results/``.
 
-    python benchmarks/bench_maintenance.py [--files N] [--repeats R] [--workdir DIR]
+    python benchmarks/bench_maintenance.py [--files N | --tiny N] [--repeats R] [--workdir DIR]
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import argparse
 import json
 import os
 import platform
+import random
 import shutil
 import statistics
 import subprocess
@@ -135,9 +137,8 @@ def bench_defrag(work: str, archive: str, ref: Path | None, repeats: int) -> dic
     return rows
 
 
-def bench_merge(
-    work: str, tree: bench_dataset.Tree, ref: Path | None, repeats: int
-) -> dict[str, object]:
+def tree_halves(work: str, tree: bench_dataset.Tree) -> list[str]:
+    """Two archives, each with every other class directory of the tree."""
     halves = []
     for i, part in enumerate((tree.class_dirs[::2], tree.class_dirs[1::2])):
         half = os.path.join(work, f"half{i}")
@@ -147,6 +148,23 @@ def bench_merge(
             check=True,
         )
         halves.append(half)
+    return halves
+
+
+def build_tiny(archive: str, n: int, first: int = 0) -> None:
+    """``n`` tiny files (64-1,024 bytes, 1,000 per directory) via ``add_many``: the
+    millions-of-small-files case, without a tree of millions of files on disk."""
+    remove_archive(archive)
+    rng = random.Random(first)
+    blob = rng.randbytes(1024)
+    with barecat.Barecat(archive, readonly=False) as bc:
+        bc.add_many(
+            (f"d{i // 1000:05d}/{i:08d}.bin", blob[: rng.randint(64, 1024)])
+            for i in range(first, first + n)
+        )
+
+
+def bench_merge(work: str, halves: list[str], ref: Path | None, repeats: int) -> dict[str, object]:
     shards = [f for h in halves for f in shard_files(h)]
     rows: dict[str, object] = {"bytes": sum(os.path.getsize(f) for f in shards)}
     copies = os.path.join(work, "cp-target")
@@ -183,29 +201,45 @@ def summarize(name: str, rows: dict[str, object]) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--files", type=int, default=20_000)
+    parser.add_argument(
+        "--tiny",
+        type=int,
+        metavar="N",
+        help="Instead of the tree: N tiny files (64-1,024 B) put in with add_many, "
+        "e.g. --tiny 2000000",
+    )
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--workdir", help="Keep everything here (default: a temporary dir)")
     args = parser.parse_args()
     work = args.workdir or tempfile.mkdtemp(prefix="barecat-maint-")
     os.makedirs(work, exist_ok=True)
     try:
-        spec = bench_dataset.TreeSpec(args.files)
-        tree = bench_dataset.ensure_tree(os.path.join(work, "tree"), spec)
         archive = os.path.join(work, "main.barecat")
-        build(OURS_BIN, tree, archive)
+        if args.tiny:
+            build_tiny(archive, args.tiny)
+            halves = [os.path.join(work, "half0"), os.path.join(work, "half1")]
+            build_tiny(halves[0], args.tiny // 2)
+            build_tiny(halves[1], args.tiny - args.tiny // 2, first=args.tiny // 2)
+        else:
+            spec = bench_dataset.TreeSpec(args.files)
+            tree = bench_dataset.ensure_tree(os.path.join(work, "tree"), spec)
+            build(OURS_BIN, tree, archive)
+            halves = tree_halves(work, tree)
         ref = reference_bin()
         results = {
             "verify": bench_verify(work, archive, ref, args.repeats),
             "defrag": bench_defrag(work, archive, ref, args.repeats),
-            "merge": bench_merge(work, tree, ref, args.repeats),
+            "merge": bench_merge(work, halves, ref, args.repeats),
         }
-        print(f"machine: {os.cpu_count()} CPUs, {platform.platform()}; {args.files:,} files")
+        count = f"{args.tiny:,} tiny files" if args.tiny else f"{args.files:,} files"
+        print(f"machine: {os.cpu_count()} CPUs, {platform.platform()}; {count}")
         for name, rows in results.items():
             summarize(name, rows)
         os.makedirs(REPO / "bench-results", exist_ok=True)
         stamp = time.strftime("%Y%m%d-%H%M%S")
         out = REPO / "bench-results" / f"maintenance-{stamp}.json"
-        out.write_text(json.dumps({"files": args.files, "results": results}, indent=1))
+        summary = {"files": args.tiny or args.files, "tiny": bool(args.tiny), "results": results}
+        out.write_text(json.dumps(summary, indent=1))
         print(f"\nresults: {out}")
     finally:
         if not args.workdir:
