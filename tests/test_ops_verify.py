@@ -153,3 +153,21 @@ def test_repair_leaves_linked_shards_of_other_archives_alone(run: Run, tmp_path:
     assert Path(f"{src}-shard-00000").read_bytes() == source_bytes
     with barecat.Barecat(out) as bc:
         assert bc["a/x"] == b"x" * 100
+
+
+def test_verify_and_repair_on_an_empty_archive_and_one_huge_file(run: Run, tmp_path: Path) -> None:
+    empty = str(tmp_path / "empty.barecat")
+    barecat.Barecat(empty, readonly=False).close()
+    assert run("verify", empty)[:2] == (0, "Verified 0 files (0B), all checksums OK.\n")
+    assert run("repair", empty)[:2] == (0, "nothing to repair\n")
+    huge = str(tmp_path / "huge.barecat")
+    data = os.urandom(48 << 20)
+    with barecat.Barecat(huge, readonly=False) as bc:
+        bc["big/одна.bin"] = data
+    for jobs in ("1", "2"):
+        assert run("verify", "-j", jobs, huge)[0] == 0
+    with open(f"{huge}-shard-00000", "r+b") as f:
+        f.seek(40 << 20)
+        f.write(b"\x00")
+    code, _, err = run("verify", "-j", "2", huge)
+    assert code == 1 and "big/одна.bin: CRC32C mismatch" in err
