@@ -462,8 +462,8 @@ def test_progress_bars_appear_on_a_terminal(tmp_path: Path) -> None:
 
 
 def test_killed_create_keeps_committed_files_and_resume_finishes(tmp_path: Path) -> None:
-    """SIGKILL a create at several moments: what was committed stays and verifies, and
-    ``create --resume`` then adds exactly the missing files."""
+    """SIGKILL a create at several moments: what was committed (and so listed by -v)
+    stays and verifies, and ``create --resume`` then adds exactly the missing files."""
     import random
 
     src = tmp_path / "src"
@@ -478,16 +478,20 @@ def test_killed_create_keeps_committed_files_and_resume_finishes(tmp_path: Path)
     partial = 0
     for attempt in range(4):
         ar = str(tmp_path / f"ar{attempt}")
-        argv = [str(BIN / "barecat"), "create", "-q", "-j", "1", "-C", str(src), ar, "."]
-        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        time.sleep(rng.uniform(0.25, 0.5))
+        argv = [str(BIN / "barecat"), "create", "-q", "-v", "-j", "1", "-C", str(src), ar, "."]
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, bufsize=0)
+        assert proc.stdout is not None
+        first = proc.stdout.readline()  # the first commit is done: kill somewhere after it
+        time.sleep(rng.uniform(0.0, 0.3))
         proc.kill()
-        proc.wait()
+        rest = proc.communicate()[0]
+        listed = (first + rest).decode().split()  # -v lists files once committed
         if barecat_exists(ar):
             with barecat.Barecat(ar) as bc:
                 assert bc.verify_integrity()
                 kept = {p: bc[p] for p in bc}
             assert all(expected[p] == data for p, data in kept.items())
+            assert set(listed) <= set(kept)
             partial += 0 < len(kept) < len(expected)
             if attempt % 2:  # repair after a kill keeps every committed file, then verifies
                 bc_bin = str(BIN / "barecat")

@@ -84,6 +84,8 @@ class Barecat(MutableMapping[str, bytes]):
         self._lock_fd: int | None = None
         self._writer: BarecatReadWriteFileObject | None = None
         self._owner_pid = os.getpid()
+        self.on_commit: Callable[[], None] | None = None
+        """Called after each commit: what was written before it is now durable."""
         limit = None if shard_size_limit is None else parse_size(shard_size_limit)
         if readonly:
             if overwrite:
@@ -154,6 +156,8 @@ class Barecat(MutableMapping[str, bytes]):
         self.index.commit()
         self._last_commit = time.monotonic()
         self._uncommitted = 0
+        if self.on_commit is not None:
+            self.on_commit()
 
     def _maybe_commit(self, changes: int = 1) -> None:
         self._uncommitted += changes

@@ -152,14 +152,24 @@ def make_plan(args: argparse.Namespace) -> IngestPlan:
 def store(
     args: argparse.Namespace, plan: IngestPlan, *, overwrite: bool, command: str
 ) -> IngestResult:
-    """Open the archive for writing and ingest ``plan``, with progress and -v listing."""
+    """Open the archive for writing and ingest ``plan``, with progress and -v listing.
+
+    ``-v`` lists files when the commit that makes them durable is done, so a listed file
+    survives even a kill -9 right after; the progress bar counts files as they are added.
+    """
     progress = Progress(command, len(plan.files), wants_progress(args.quiet))
+    added: list[str] = []
 
     def on_added(paths: list[str], nbytes: int) -> None:
         progress.advance(len(paths), nbytes)
         if args.verbose:
-            sys.stdout.write("".join(p + "\n" for p in paths))
-            sys.stdout.flush()  # listed = in the index; Ctrl-C closes the archive, keeping it
+            added.extend(paths)
+
+    def on_commit() -> None:
+        if added:
+            sys.stdout.write("".join(p + "\n" for p in added))
+            sys.stdout.flush()
+            added.clear()
 
     with (
         progress,
@@ -170,6 +180,7 @@ def store(
             shard_size_limit=args.shard_size_limit,
         ) as bc,
     ):
+        bc.on_commit = on_commit
         return ingest(bc, plan, workers=args.workers, on_added=on_added, skip_existing=args.resume)
 
 
