@@ -279,3 +279,21 @@ def test_big_batches_keep_the_row_triggers(archive_path: str) -> None:
         bc["d1/single"] = b"12345"  # row triggers at work again
         assert bc.index.find_inconsistencies() == []
         assert bc.stat("d1").num_files == 87 and bc.total_size == sum(range(600)) + 5
+
+
+def test_logical_end_ignores_empty_files_parked_inside_other_files(archive_path: str) -> None:
+    """An empty file may point into another file's bytes (defrag parks them in holes):
+    the shard's logical end, where appends go and where repair cuts, must still be the end
+    of the data, or new bytes would overwrite committed ones."""
+    with barecat.Barecat(archive_path, readonly=False) as bc:
+        bc["big"] = b"B" * 1000
+        bc["empty"] = b""
+        bc.index.update_file("empty", new_offset=500)
+        assert bc.index.logical_shard_end(0) == 1000
+        bc.index.update_file("empty", new_offset=1200)  # past the data: the offset counts
+        assert bc.index.logical_shard_end(0) == 1200
+        bc.index.update_file("empty", new_offset=500)
+    with barecat.Barecat(archive_path, readonly=False) as bc:
+        bc["next"] = b"N" * 10
+    with barecat.Barecat(archive_path) as bc:
+        assert bc["big"] == b"B" * 1000 and bc["next"] == b"N" * 10 and bc.verify_integrity()

@@ -22,7 +22,9 @@ from barecat.exceptions import FileTooLargeBarecatError, ReadOnlyBarecatError
 from barecat.index.placement import holes, placements_after, placements_before
 from barecat.ops import compaction, rounds
 from barecat.ops.defrag import DefragResult, defrag, fragmentation
+from barecat.ops.repair import repair
 from barecat.ops.reshard import reshard
+from barecat.ops.verify import verify_archive
 from barecat.shards.moving import copy_files
 from conftest import Run, reference_python
 
@@ -500,6 +502,13 @@ def _run_and_kill(path: str, argv: list[str], delay: float | None) -> tuple[floa
     return time.monotonic() - started, proc.returncode == -signal.SIGKILL
 
 
+def _repair_then_verify(path: str) -> None:
+    """After a crash, ``repair`` keeps every file and leaves an archive that verifies."""
+    with barecat.Barecat(path, readonly=False) as bc:
+        repair(bc.index, bc.sharder)
+        assert verify_archive(bc.index, bc.sharder).ok
+
+
 @pytest.mark.parametrize(
     ("what", "argv_tail"), [("full", []), ("quick", []), ("reshard", ["7000"])]
 )
@@ -528,6 +537,8 @@ def test_sigkill_at_any_moment_loses_nothing(
         fresh_copy()
         _, killed = _run_and_kill(work, [what, *argv_tail], rng.uniform(0, duration))
         cut_short += killed
+        check(work, expected).close()
+        _repair_then_verify(work)
         check(work, expected).close()
         if what == "full":  # resuming after the crash finishes the job
             run_op(work, defrag)

@@ -30,7 +30,9 @@ from barecat.exceptions import FileExistsBarecatError
 from barecat.glob import PathFilter
 from barecat.layout import existing_shard_numbers, shard_path
 from barecat.ops.merge import merge_archives
+from barecat.ops.repair import repair
 from barecat.ops.subset import select_entries, subset_archive
+from barecat.ops.verify import verify_archive
 from conftest import Run, reference_python
 
 Make = Callable[..., str]
@@ -605,6 +607,10 @@ def test_sigkill_during_merge_leaves_a_valid_output(make_archive: Make, tmp_path
             len(f) for f, p in zip(wanted, present, strict=True) if p
         )
         outcomes.add(sum(present))
+        with barecat.Barecat(out, readonly=False) as bc:  # repair keeps it all; it verifies
+            repair(bc.index, bc.sharder)
+            assert verify_archive(bc.index, bc.sharder).ok
+        assert check(out) == got
         with barecat.Barecat(out, readonly=False) as bc:  # a later writer carries on
             bc["after/crash"] = b"ok"
         assert check(out)["after/crash"] == b"ok"

@@ -189,17 +189,26 @@ class IndexReader:
         return isinstance(path, str) and self.isfile(path)
 
     def logical_shard_end(self, shard: int) -> int:
-        """One past the last byte any file uses in ``shard`` (0 for an unused shard).
+        """One past the last byte any file uses in ``shard``, and at least the highest
+        offset any (empty) file points at; 0 for an unused shard.
 
-        Empty files share offsets with their neighbours, so take the largest end among the
-        files at the highest offset (two index seeks), not whichever row comes first.
+        An empty file may point anywhere, even inside another file's bytes (defrag parks
+        them in holes), so the file at the highest offset need not end last. Non-empty
+        files never overlap, so the last of them by offset does: one descending index
+        walk that stops at the first non-empty row, plus one max() seek.
         """
-        row = self.conn.execute(
-            "SELECT max(offset + size) FROM files WHERE shard = ?1 AND offset = "
-            "(SELECT max(offset) FROM files WHERE shard = ?1)",
+        data_end = self.conn.execute(
+            "SELECT offset + size FROM files WHERE shard = ? AND size > 0 "
+            "ORDER BY offset DESC LIMIT 1",
             (shard,),
         ).fetchone()
-        return 0 if row is None or row[0] is None else int(row[0])
+        top = self.conn.execute(
+            "SELECT max(offset) FROM files WHERE shard = ?", (shard,)
+        ).fetchone()
+        return max(
+            0 if data_end is None else int(data_end[0]),
+            0 if top is None or top[0] is None else int(top[0]),
+        )
 
     def used_shards(self) -> list[int]:
         """Shard numbers that at least one file points into, ascending."""
