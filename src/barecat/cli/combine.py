@@ -170,15 +170,7 @@ def run_merge(args: argparse.Namespace) -> int:
     def on_input(path: str, num_files: int) -> None:
         current[0] = path
 
-    with (
-        Barecat(
-            args.output,
-            readonly=False,
-            overwrite=args.force,
-            shard_size_limit=args.shard_size_limit,
-        ) as out,
-        Progress("merge", total, show) as bar,
-    ):
+    with _open_output(args) as out, Progress("merge", total, show) as bar:
         try:
             result = merge_archives(
                 out.index,
@@ -206,6 +198,13 @@ def run_merge(args: argparse.Namespace) -> int:
     return 0
 
 
+def _open_output(args: argparse.Namespace) -> Barecat:
+    """The output archive, for writing (``-f`` replaces it, ``-s`` sets its shard limit)."""
+    return Barecat(
+        args.output, readonly=False, overwrite=args.force, shard_size_limit=args.shard_size_limit
+    )
+
+
 def run_subset(args: argparse.Namespace) -> int:
     path_filter = _path_filter(args)
     _check_output(args.output, [args.archive], args.force, "use -f to overwrite")
@@ -213,15 +212,7 @@ def run_subset(args: argparse.Namespace) -> int:
     with Barecat(args.archive) as src:
         selection = select_entries(src.index, args.pattern, path_filter)
         total = src.num_files if selection is None else len(selection.files)
-        with (
-            Barecat(
-                args.output,
-                readonly=False,
-                overwrite=args.force,
-                shard_size_limit=args.shard_size_limit,
-            ) as out,
-            Progress("subset", total, show) as bar,
-        ):
+        with _open_output(args) as out, Progress("subset", total, show) as bar:
             stats = subset_archive(
                 src.index, src.sharder, out.index, out.sharder, selection, bar.advance
             )
