@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, MutableMapping
 from typing import IO, Any, BinaryIO, cast
 
+from barecat.archive.inspecting import ArchiveInspection
 from barecat.entries import BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo
 from barecat.exceptions import (
     ArchiveLockedBarecatError,
@@ -35,7 +36,6 @@ from barecat.index import Index
 from barecat.layout import archive_exists, base_path, index_path, remove_archive
 from barecat.ops.defrag import defrag as defrag_archive
 from barecat.ops.merge import merge_archives
-from barecat.ops.verify import verify_archive
 from barecat.paths import normalize, normalize_many, parent
 from barecat.shards import BarecatReadOnlyFileObject, BarecatReadWriteFileObject, Sharder
 from barecat.shards.sharder import Address
@@ -46,7 +46,7 @@ COMMIT_EVERY_FILES = 4096
 _TEXT_MODES = {"r", "rt", "w", "wt", "a", "at", "x", "xt", "r+", "rt+", "r+t", "w+", "a+", "x+"}
 
 
-class Barecat(MutableMapping[str, bytes]):
+class Barecat(ArchiveInspection, MutableMapping[str, bytes]):
     """An archive of files addressed by path.
 
     Opens read-only by default. ``readonly=False`` creates the archive if missing (unless
@@ -657,70 +657,6 @@ class Barecat(MutableMapping[str, bytes]):
             mtime = time.time_ns()
         self.index.update_mtime(path, mtime)
 
-    # -- inspecting ------------------------------------------------------------------
-
-    def exists(self, path: str) -> bool:
-        return self.index.exists(path)
-
-    def isfile(self, path: str) -> bool:
-        return self.index.isfile(path)
-
-    def isdir(self, path: str) -> bool:
-        return self.index.isdir(path)
-
-    def stat(self, path: str) -> BarecatEntryInfo:
-        """The file's or directory's info record."""
-        return self.index.lookup(path)
-
-    def listdir(self, path: str = "") -> list[str]:
-        return self.index.listdir_names(path)
-
-    def scandir(self, path: str = "") -> Iterator[BarecatEntryInfo]:
-        return self.index.iterdir_infos(path)
-
-    def walk(self, path: str = "") -> Iterator[tuple[str, list[str], list[str]]]:
-        return self.index.walk_names(path)
-
-    def glob(
-        self, pattern: str, recursive: bool = False, include_hidden: bool = False
-    ) -> list[str]:
-        return self.index.glob_paths(pattern, recursive, include_hidden)
-
-    def iglob(
-        self, pattern: str, recursive: bool = False, include_hidden: bool = False
-    ) -> Iterator[str]:
-        return self.index.iterglob_paths(pattern, recursive, include_hidden)
-
-    def globfiles(
-        self, pattern: str, recursive: bool = False, include_hidden: bool = False
-    ) -> list[str]:
-        return self.index.glob_paths(pattern, recursive, include_hidden, only_files=True)
-
-    def iglobfiles(
-        self, pattern: str, recursive: bool = False, include_hidden: bool = False
-    ) -> Iterator[str]:
-        return self.index.iterglob_paths(pattern, recursive, include_hidden, only_files=True)
-
-    @property
-    def num_files(self) -> int:
-        return self.index.num_files
-
-    @property
-    def num_dirs(self) -> int:
-        return self.index.num_dirs
-
-    @property
-    def total_size(self) -> int:
-        return self.index.total_size
-
-    @property
-    def total_logical_size(self) -> int:
-        return sum(self.index.logical_shard_end(i) for i in range(self.sharder.num_shards))
-
-    @property
-    def total_physical_size_stat(self) -> int:
-        return self.sharder.total_physical_size_stat
-
     @property
     def shard_size_limit(self) -> int:
         return self.index.shard_size_limit
@@ -737,19 +673,6 @@ class Barecat(MutableMapping[str, bytes]):
         self._require_writable()
         ends = [self.index.logical_shard_end(i) for i in range(self.sharder.num_shards)]
         self.sharder.truncate_all_to_logical_size(ends)
-
-    def logical_shard_end(self, shard_number: int) -> int:
-        return self.index.logical_shard_end(shard_number)
-
-    def physical_shard_end(self, shard_number: int) -> int:
-        return self.sharder.physical_shard_end(shard_number)
-
-    def verify_integrity(self, quick: bool = False) -> bool:
-        """True if the index is consistent and every file (or, ``quick``, the last) checks out.
-
-        ``barecat.ops.verify_archive(bc.index, bc.sharder)`` gives the full report.
-        """
-        return verify_archive(self.index, self.sharder, quick).ok
 
     def defrag(self, quick: bool = False) -> int:
         """Reclaim the holes left by removed and replaced files (the reference's method);
