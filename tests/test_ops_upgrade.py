@@ -302,7 +302,7 @@ def test_failure_at_the_swap_leaves_the_old_index(
             raise OSError(5, "simulated I/O error")
         real_replace(src, dst)
 
-    monkeypatch.setattr("barecat.ops.upgrade.os.replace", failing_replace)
+    monkeypatch.setattr("barecat.index.migrate.os.replace", failing_replace)
     with pytest.raises(OSError, match="simulated"):
         upgrade(base)
     assert sha(index) == before and not os.path.exists(index + TEMP_SUFFIX)

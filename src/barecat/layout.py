@@ -55,6 +55,19 @@ def archive_exists(path: str | os.PathLike[str]) -> bool:
     return os.path.isfile(base) or os.path.isfile(base + OLD_INDEX_SUFFIX)
 
 
+SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def is_sqlite_file(path: str | os.PathLike[str]) -> bool:
+    """True if ``path`` is a readable file that starts with SQLite's header: tells an
+    archive's index from a tar, a zip or any other file of the same name."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC
+    except OSError:
+        return False
+
+
 def archive_files(path: str | os.PathLike[str]) -> list[str]:
     """Every on-disk file that belongs to the archive (index, its journals, shards)."""
     base = base_path(path)

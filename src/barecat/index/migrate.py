@@ -17,8 +17,10 @@ connection and statistics modules.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
+import shutil
 import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -118,6 +120,9 @@ def _lock_and_read_version(conn: sqlite3.Connection, path: str, writable: bool) 
                 "the archive once with write access"
             )
     return version
+
+
+TEMP_SUFFIX = ".upgrading"
 
 
 @dataclass(slots=True)
@@ -274,11 +279,7 @@ class UpgradeBuild:
         self._conn = None
         # the old file's permission bits, set only now: a read-only one could not be built
         os.chmod(self.new_path, os.stat(self.old_path).st_mode & 0o7777)
-        fd = os.open(self.new_path, os.O_RDONLY | os.O_CLOEXEC)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        fsync_path(self.new_path)
         return report
 
     def _report(self) -> BuildReport:
@@ -324,3 +325,42 @@ def remove_index_file(path: str) -> None:
     for name in (path, path + "-journal", path + "-wal", path + "-shm"):
         with contextlib.suppress(FileNotFoundError):
             os.remove(name)
+
+
+def install_index(index: str, new: str, backup: str) -> None:
+    """Keep the old index as ``backup``, then swap the new one in with one rename.
+
+    The backup is a hard link made under a temporary name first, so that at every moment
+    ``index`` names a complete index (old, then new) and ``backup`` is either absent, an
+    older backup, or this one.
+    """
+    staged = backup + TEMP_SUFFIX
+    remove_index_file(staged)
+    try:
+        os.link(index, staged)
+    except OSError as e:
+        if e.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.EMLINK, errno.EXDEV):
+            raise
+        shutil.copyfile(index, staged)  # no hard links here: a durable copy instead
+        fsync_path(staged)
+    os.replace(staged, backup)
+    os.replace(new, index)
+    _fsync_directory(os.path.dirname(index))
+
+
+def fsync_path(path: str) -> None:
+    """Make a file's contents durable (an index written by a connection now closed)."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_directory(directory: str) -> None:
+    with contextlib.suppress(OSError):  # some filesystems cannot sync a directory
+        fd = os.open(directory or ".", os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from barecat.exceptions import BarecatError, FileNotFoundBarecatError
 from barecat.glob import PathFilter
 from barecat.index import Index
-from barecat.layout import archive_exists, base_path, index_path
+from barecat.layout import archive_exists, base_path, index_path, is_sqlite_file
 from barecat.ops.copy_files import CopyStats, ProgressCallback, copy_files_from
 from barecat.ops.subset import select_entries
 from barecat.paths import join, normalize
@@ -100,18 +100,10 @@ def check_source(path: str) -> None:
     """Raise unless ``path`` looks like an input this merge can read (checked before the
     output is created)."""
     tar_like = path.lower().endswith(SUBDIR_SUFFIXES[:-1]) and os.path.isfile(path)
-    if tar_like and not _is_sqlite(path):
+    if tar_like and not is_sqlite_file(path):
         raise BarecatError(f"{path}: merging tar and zip archives is not supported yet")
     if not archive_exists(base_path(path)):
         raise FileNotFoundBarecatError(path, "Archive")
-
-
-def _is_sqlite(path: str) -> bool:
-    try:
-        with open(path, "rb") as f:
-            return f.read(16) == b"SQLite format 3\x00"
-    except OSError:
-        return False
 
 
 def open_source(path: str) -> tuple[Index, Sharder]:

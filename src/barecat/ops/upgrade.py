@@ -20,9 +20,7 @@ No SQL of its own; shard bytes are read through a :class:`Sharder`.
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
-import shutil
 import zlib
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -38,12 +36,13 @@ from barecat.exceptions import (
 from barecat.index import Index
 from barecat.index.migrate import (
     CURRENT_VERSION,
+    TEMP_SUFFIX,
     BuildReport,
     FileToChecksum,
     UpgradeBuild,
     format_version,
     held_for_upgrade,
-    remove_index_file,
+    install_index,
 )
 from barecat.layout import base_path, index_path
 from barecat.shards import Sharder
@@ -55,7 +54,7 @@ be read to compute checksums; 0 when only the index is rewritten)."""
 OnFile = Callable[[int], None]
 """Called with a file's size after its checksum was computed."""
 
-TEMP_SUFFIX = ".upgrading"
+
 BACKUP_SUFFIX = ".old"
 _BATCH = 4096  # files per round of parallel checksumming
 _READ_CHUNK = 1 << 20
@@ -120,7 +119,7 @@ def upgrade(
             report = build.finish()
             _check_new_index(build.new_path, report, build.version)
             backup = real + BACKUP_SUFFIX
-            _install(real, build.new_path, backup)
+            install_index(real, build.new_path, backup)
         except BaseException:
             build.discard()
             raise
@@ -213,44 +212,6 @@ def _check_new_index(path: str, report: BuildReport, version: tuple[int, int]) -
             f"Upgrading from {format_version(version)} produced an inconsistent index "
             f"({'; '.join(problems[:5])}); the old index is left unchanged"
         )
-
-
-def _install(index: str, new: str, backup: str) -> None:
-    """Keep the old index as ``backup``, then swap the new one in with one rename.
-
-    The backup is a hard link made under a temporary name first, so that at every moment
-    ``index`` names a complete index (old, then new) and ``backup`` is either absent, an
-    older backup, or this one.
-    """
-    staged = backup + TEMP_SUFFIX
-    remove_index_file(staged)
-    try:
-        os.link(index, staged)
-    except OSError as e:
-        if e.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.EMLINK, errno.EXDEV):
-            raise
-        shutil.copyfile(index, staged)  # no hard links here: a durable copy instead
-        _fsync_file(staged)
-    os.replace(staged, backup)
-    os.replace(new, index)
-    _fsync_directory(os.path.dirname(index))
-
-
-def _fsync_file(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _fsync_directory(directory: str) -> None:
-    with contextlib.suppress(OSError):  # some filesystems cannot sync a directory
-        fd = os.open(directory or ".", os.O_RDONLY | os.O_CLOEXEC)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
 
 
 __all__ = [

@@ -16,12 +16,11 @@ import stat
 from dataclasses import dataclass, field
 
 from barecat.entries import BarecatEntryInfo
-from barecat.layout import archive_exists, base_path, index_path
+from barecat.layout import archive_exists, base_path, index_path, is_sqlite_file
 from barecat.paths import normalize
 
 ARCHIVE_SUFFIX = ".barecat"
 """A destination ``NAME.barecat:...`` names an archive to create even before it exists."""
-_SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
 class Kind(enum.Enum):
@@ -229,13 +228,7 @@ class Location:
 
 def is_archive(path: str) -> bool:
     """True if ``path`` is an existing barecat archive (its index is an SQLite file)."""
-    if not path or not archive_exists(path):
-        return False
-    try:
-        with open(index_path(base_path(path)), "rb") as f:
-            return f.read(len(_SQLITE_MAGIC)) == _SQLITE_MAGIC
-    except OSError:
-        return False
+    return bool(path) and archive_exists(path) and is_sqlite_file(index_path(base_path(path)))
 
 
 def _colons(arg: str) -> list[int]:
