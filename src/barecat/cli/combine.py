@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import sqlite3
-import sys
 from collections.abc import Callable, Sequence
 
 from barecat.archive import Barecat
 from barecat.cli.create import size
 from barecat.cli.parsing import Subparsers, add_command, add_filter_options
+from barecat.cli.running import run_legacy
 from barecat.cli.terminal import Progress, describe, error, human_size, wants_progress
 from barecat.exceptions import BarecatError, FileExistsBarecatError
 from barecat.glob import PathFilter
@@ -255,25 +254,6 @@ def _legacy_parser(prog: str, with_size: bool) -> argparse.ArgumentParser:
     return parser
 
 
-def _run_legacy(
-    prog: str, replacement: str, parser: argparse.ArgumentParser, argv: Sequence[str] | None,
-    body: Callable[[argparse.Namespace], int],
-) -> int:  # fmt: skip
-    try:
-        args = parser.parse_args(argv)
-    except SystemExit as e:
-        return e.code if isinstance(e.code, int) else 2
-    print(f"{prog}: note: this script is deprecated, use '{replacement}'", file=sys.stderr)
-    try:
-        return body(args)
-    except KeyboardInterrupt:
-        error("interrupted", command=None)
-        return 130
-    except (BarecatError, OSError, ValueError, sqlite3.Error) as e:
-        error(describe(e))
-        return 1
-
-
 def _legacy_body(symlink: bool) -> Callable[[argparse.Namespace], int]:
     def body(args: argparse.Namespace) -> int:
         _check_output(args.output, args.input_paths, True, "")  # an existing one is added to
@@ -298,12 +278,12 @@ def legacy_merge(argv: Sequence[str] | None = None) -> int:
     """``barecat-merge --output OUT [--shard-size-limit N] [--overwrite] [--ignore-duplicates]
     ARCHIVES...``."""
     parser = _legacy_parser("barecat-merge", with_size=True)
-    return _run_legacy("barecat-merge", "barecat merge", parser, argv, _legacy_body(False))
+    return run_legacy("barecat-merge", "barecat merge", parser, _legacy_body(False), argv)
 
 
 def legacy_merge_symlink(argv: Sequence[str] | None = None) -> int:
     """``barecat-merge-symlink --output OUT [--overwrite] [--ignore-duplicates] ARCHIVES...``."""
     parser = _legacy_parser("barecat-merge-symlink", with_size=False)
-    return _run_legacy(
-        "barecat-merge-symlink", "barecat merge --symlink", parser, argv, _legacy_body(True)
+    return run_legacy(
+        "barecat-merge-symlink", "barecat merge --symlink", parser, _legacy_body(True), argv
     )

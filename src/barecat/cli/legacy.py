@@ -12,9 +12,9 @@ from collections.abc import Callable, Sequence
 
 from barecat.archive import Barecat
 from barecat.cli import create as create_cmd
-from barecat.cli.main import run_command
 from barecat.cli.maintenance import run_upgrade, run_verify
 from barecat.cli.reports import run_index_to_csv, run_to_ncdu_json
+from barecat.cli.running import run_legacy
 from barecat.cli.terminal import error
 from barecat.transfer import (
     DEFAULT_WORKERS,
@@ -25,21 +25,6 @@ from barecat.transfer import (
 )
 
 Body = Callable[[argparse.Namespace], int]
-
-
-def _run(
-    prog: str,
-    replacement: str,
-    parser: argparse.ArgumentParser,
-    body: Body,
-    argv: Sequence[str] | None,
-) -> int:
-    try:
-        args = parser.parse_args(argv)
-    except SystemExit as e:
-        return e.code if isinstance(e.code, int) else 2
-    print(f"{prog}: note: this script is deprecated, use '{replacement}'", file=sys.stderr)
-    return run_command(None, lambda: body(args))
 
 
 def _creation_options(parser: argparse.ArgumentParser) -> None:
@@ -78,7 +63,7 @@ def create(argv: Sequence[str] | None = None) -> int:
         args.physical_order = False
         return _store(args, list(create_cmd.read_path_list("-", args.null)), None)
 
-    return _run("barecat-create", "barecat create -T -", parser, body, argv)
+    return run_legacy("barecat-create", "barecat create -T -", parser, body, argv)
 
 
 def create_recursive(argv: Sequence[str] | None = None) -> int:
@@ -99,7 +84,7 @@ def create_recursive(argv: Sequence[str] | None = None) -> int:
             return _store(args, ["."], args.paths[0])
         return _store(args, args.paths, None)
 
-    return _run("barecat-create-recursive", "barecat create", parser, body, argv)
+    return run_legacy("barecat-create-recursive", "barecat create", parser, body, argv)
 
 
 def extract(argv: Sequence[str] | None = None) -> int:
@@ -115,7 +100,7 @@ def extract(argv: Sequence[str] | None = None) -> int:
             error(f"{path}: {exc}")
         return 1 if result.failures else 0
 
-    return _run("barecat-extract", "barecat extract", parser, body, argv)
+    return run_legacy("barecat-extract", "barecat extract", parser, body, argv)
 
 
 def extract_single(argv: Sequence[str] | None = None) -> int:
@@ -132,7 +117,7 @@ def extract_single(argv: Sequence[str] | None = None) -> int:
         sys.stdout.buffer.flush()
         return 0
 
-    return _run("barecat-extract-single", "barecat cat", parser, body, argv)
+    return run_legacy("barecat-extract-single", "barecat cat", parser, body, argv)
 
 
 def verify(argv: Sequence[str] | None = None) -> int:
@@ -145,7 +130,7 @@ def verify(argv: Sequence[str] | None = None) -> int:
         args.archive, args.workers, args.quiet, args.command = args.file, 1, True, "verify"
         return run_verify(args)
 
-    return _run("barecat-verify", "barecat verify", parser, body, argv)
+    return run_legacy("barecat-verify", "barecat verify", parser, body, argv)
 
 
 def _export(prog: str, command: str, body: Body, argv: Sequence[str] | None) -> int:
@@ -156,7 +141,7 @@ def _export(prog: str, command: str, body: Body, argv: Sequence[str] | None) -> 
         args.archive = args.file
         return body(args)
 
-    return _run(prog, f"barecat {command}", parser, run, argv)
+    return run_legacy(prog, f"barecat {command}", parser, run, argv)
 
 
 def index_to_csv(argv: Sequence[str] | None = None) -> int:
@@ -182,4 +167,4 @@ def upgrade_database(argv: Sequence[str] | None = None) -> int:
         args.command = "upgrade"
         return run_upgrade(args)
 
-    return _run("barecat-upgrade-database", "barecat upgrade", parser, body, argv)
+    return run_legacy("barecat-upgrade-database", "barecat upgrade", parser, body, argv)

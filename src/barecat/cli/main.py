@@ -1,19 +1,14 @@
-"""The ``barecat`` command: argument parsing, dispatch, and the one place errors become
-messages and exit codes.
+"""The ``barecat`` command: argument parsing and dispatch.
 
-Exit codes follow the reference: 0 success, 1 an error (message on stderr), 2 a usage
-error, 130 interrupted (Ctrl-C), 141 output pipe closed. Commands live in their own
-modules and register here; they return an exit code and raise library errors, which
-:func:`run_command` turns into one line.
+Commands live in their own modules and register here; they return an exit code and raise
+library errors, which :func:`barecat.cli.running.run_command` turns into one line.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
-import sqlite3
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from barecat import __version__
 from barecat.cli import (
@@ -29,8 +24,8 @@ from barecat.cli import (
     sync,
 )
 from barecat.cli.parsing import CommandParser
-from barecat.cli.terminal import PROG, describe, error
-from barecat.exceptions import BarecatError
+from barecat.cli.running import EXIT_USAGE, run_command
+from barecat.cli.terminal import PROG
 
 COMMAND_MODULES = (
     create,
@@ -44,8 +39,6 @@ COMMAND_MODULES = (
     sync,
     completion,
 )
-
-EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_INTERRUPTED, EXIT_PIPE = 0, 1, 2, 130, 141
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -62,24 +55,6 @@ def build_parser() -> argparse.ArgumentParser:
     for module in COMMAND_MODULES:
         module.register(sub)
     return parser
-
-
-def run_command(command: str | None, body: Callable[[], int]) -> int:
-    """Run a command body, turning what it raises into a message and an exit code."""
-    try:
-        return body()
-    except KeyboardInterrupt:
-        error("interrupted", command=command)
-        return EXIT_INTERRUPTED
-    except BrokenPipeError:
-        # The reader went away (`| head`): say nothing, and keep Python from complaining
-        # when it flushes stdout at exit.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        return EXIT_PIPE
-    except (BarecatError, OSError, ValueError, KeyError, sqlite3.Error) as e:
-        error(describe(e), command=command)
-        return EXIT_ERROR
 
 
 NEGATIVE_VALUE_OPTIONS = ("-size",)

@@ -10,15 +10,14 @@ Also the reference's ``barecat-defrag`` script (:func:`legacy_defrag`).
 from __future__ import annotations
 
 import argparse
-import sqlite3
-import sys
 from collections.abc import Sequence
 
 from barecat.archive import Barecat
 from barecat.cli.create import size
 from barecat.cli.parsing import Subparsers, add_archive_argument, add_command
-from barecat.cli.terminal import Progress, describe, error, human_size, wants_progress
-from barecat.exceptions import BarecatError, FileNotFoundBarecatError
+from barecat.cli.running import run_legacy
+from barecat.cli.terminal import Progress, error, human_size, wants_progress
+from barecat.exceptions import FileNotFoundBarecatError
 from barecat.layout import archive_exists
 from barecat.ops.defrag import DefragResult, defrag, fragmentation
 from barecat.ops.reshard import reshard
@@ -185,20 +184,12 @@ def legacy_defrag(argv: Sequence[str] | None = None) -> int:
         help="faster but less thorough attempt at defrag, using the best-fit algorithm to "
         "move the last files into gaps.",
     )
-    try:
-        args = parser.parse_args(argv)
-    except SystemExit as e:
-        return e.code if isinstance(e.code, int) else 2
-    print("barecat-defrag: note: this script is deprecated, use 'barecat defrag'", file=sys.stderr)
-    ns = argparse.Namespace(
-        archive=args.file, quick=args.quick, time_budget=5.0, dry_run=False, quiet=False,
-        command="defrag",
-    )  # fmt: skip
-    try:
+
+    def body(args: argparse.Namespace) -> int:
+        ns = argparse.Namespace(
+            archive=args.file, quick=args.quick, time_budget=5.0, dry_run=False, quiet=False,
+            command="defrag",
+        )  # fmt: skip
         return run_defrag(ns)
-    except KeyboardInterrupt:
-        error("interrupted")
-        return 130
-    except (BarecatError, OSError, ValueError, sqlite3.Error) as e:
-        error(describe(e))
-        return 1
+
+    return run_legacy("barecat-defrag", "barecat defrag", parser, body, argv)
