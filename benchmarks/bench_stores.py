@@ -34,6 +34,7 @@ KINDS = ("barecat", "plain", "floor", "zip", "tar", "sqlite", "lmdb")
 BARECAT_NAME = "data.barecat"
 FLOOR_DATA, FLOOR_INDEX = "data.bin", "index.marshal"
 ZIP_NAME, TAR_NAME, SQLITE_NAME = "data.zip", "data.tar", "data.sqlite"
+LOOKUP_SUFFIX = "-lookup"  # ours: the lookup table beside the index
 LMDB_FILES_PER_TXN = 1000  # a write transaction per this many files (each commit fsyncs)
 
 
@@ -49,6 +50,7 @@ class Reader:
     read: Callable[[str], bytes]  # the store's usual read by path (checked if it checks)
     read_raw: Callable[[str], bytes] | None  # without any checksum; None: no such way
     read_open: Callable[[str], bytes] | None  # through a file object (barecat only)
+    read_indexed: Callable[[str], bytes] | None  # usual read, SQLite index only (ours)
     read_many: Callable[[list[str]], list[bytes]] | None  # a batch, in request order
     storage_order: Callable[[], Iterator[bytes]]  # every file, in the order stored
     close: Callable[[], Any]
@@ -129,7 +131,18 @@ def _barecat_reader(location: str) -> Reader:
         for info in index.iter_all_fileinfos(order=barecat.Order.ADDRESS):
             yield read_info(info)
 
-    return Reader(read, read_raw, read_open, getattr(bc, "get_many", None), storage_order, bc.close)
+    read_indexed, closers = None, [bc.close]
+    if hasattr(bc.index, "lookup_table_size"):  # ours: a second reader kept off the table
+        plain = barecat.Barecat(os.path.join(location, BARECAT_NAME), lookup_table=False)
+        read_indexed, closers = plain.__getitem__, [bc.close, plain.close]
+
+    def close() -> None:
+        for c in closers:
+            c()
+
+    return Reader(
+        read, read_raw, read_open, read_indexed, getattr(bc, "get_many", None), storage_order, close
+    )
 
 
 # -- plain files -------------------------------------------------------------------------------
@@ -173,7 +186,7 @@ def _plain_reader(location: str) -> Reader:
                 with open(os.path.join(dirpath, name), "rb") as f:
                     yield f.read()
 
-    return Reader(read, read, None, read_many, storage_order, lambda: None)
+    return Reader(read, read, None, None, read_many, storage_order, lambda: None)
 
 
 # -- the floor: concatenated bytes, a dict, os.pread -----------------------------------------
@@ -217,7 +230,7 @@ def _floor_reader(location: str) -> Reader:
         for size, offset in index.values():  # written in offset order
             yield pread(fd, size, offset)
 
-    return Reader(read, read, None, read_many, storage_order, lambda: os.close(fd))
+    return Reader(read, read, None, None, read_many, storage_order, lambda: os.close(fd))
 
 
 # -- zipfile -----------------------------------------------------------------------------------
@@ -242,7 +255,7 @@ def _zip_reader(location: str) -> Reader:
         for info in zf.infolist():
             yield zf.read(info)
 
-    return Reader(zf.read, None, None, read_many, storage_order, zf.close)
+    return Reader(zf.read, None, None, None, read_many, storage_order, zf.close)
 
 
 # -- tarfile -----------------------------------------------------------------------------------
@@ -306,7 +319,7 @@ def _tar_reader(location: str, fresh: bool = True) -> Reader:
         tf.close()
         os.close(fd)
 
-    return Reader(read, read_raw, None, read_many, storage_order, close)
+    return Reader(read, read_raw, None, None, read_many, storage_order, close)
 
 
 # -- SQLite blob table -------------------------------------------------------------------------
@@ -352,7 +365,7 @@ def _sqlite_reader(location: str) -> Reader:
         for (data,) in execute("SELECT data FROM files ORDER BY rowid"):
             yield data
 
-    return Reader(read, read, None, read_many, storage_order, conn.close)
+    return Reader(read, read, None, None, read_many, storage_order, conn.close)
 
 
 # -- LMDB --------------------------------------------------------------------------------------
@@ -411,7 +424,7 @@ def _lmdb_reader(location: str) -> Reader:
         txn.abort()
         env.close()
 
-    return Reader(read, read, None, read_many, storage_order, close)
+    return Reader(read, read, None, None, read_many, storage_order, close)
 
 
 _WRITERS: dict[str, Callable[[str, int], Writer]] = {
@@ -494,16 +507,20 @@ def contents(kind: str, location: str) -> dict[str, Any]:
 def footprint(kind: str, location: str) -> dict[str, Any]:
     """Disk bytes (allocated) and, where the store has a separate one, its index's bytes.
 
-    Index: barecat's SQLite index file; the floor's marshal dict; ZIP's central directory
-    (and end records); LMDB's B-tree pages (values sit on overflow pages of their own).
+    Index: barecat's SQLite index file (ours' lookup table, a cache beside it, counted
+    apart); the floor's marshal dict; ZIP's central directory (and end records); LMDB's
+    B-tree pages (values sit on overflow pages of their own).
     A tar has no index, and the SQLite table keeps paths and blobs in the same B-tree.
     """
     index_bytes: int | None = None
+    lookup_bytes: int | None = None
     if kind == "barecat":
         names = [
             os.path.join(location, n) for n in os.listdir(location) if n.startswith(BARECAT_NAME)
         ]
-        index_bytes = sum(os.path.getsize(p) for p in names if "-shard-" not in p)
+        sizes = {p: os.path.getsize(p) for p in names if "-shard-" not in p}
+        lookup_bytes = sum(n for p, n in sizes.items() if p.endswith(LOOKUP_SUFFIX)) or None
+        index_bytes = sum(n for p, n in sizes.items() if not p.endswith(LOOKUP_SUFFIX))
     elif kind == "floor":
         index_bytes = os.path.getsize(os.path.join(location, FLOOR_INDEX))
     elif kind == "zip":
@@ -517,4 +534,8 @@ def footprint(kind: str, location: str) -> dict[str, Any]:
             index_bytes = (st["branch_pages"] + st["leaf_pages"]) * st["psize"]
         finally:
             env.close()
-    return {"index_bytes": index_bytes, "disk_bytes": _disk_bytes([location])}
+    return {
+        "index_bytes": index_bytes,
+        "lookup_bytes": lookup_bytes,
+        "disk_bytes": _disk_bytes([location]),
+    }

@@ -272,7 +272,9 @@ def read_random(
     """Warm random reads by path, one thread, the paths in the given order.
 
     ``read``: the store's usual read (for barecat ``bc[path]``, CRC-checked); ``raw``: no
-    checksum (barecat: index lookup + ``sharder.read_from_address``); ``open``: through a
+    checksum (barecat: index lookup + ``sharder.read_from_address``); ``indexed``: the
+    usual read by a reader kept to the SQLite index (ours with ``lookup_table=False``, as
+    before any lookup table exists); ``open``: through a
     file object (``bc.open(path, 'rb').read()``); ``batch``: each batch as one request
     (``bc.get_many``, ``IN (...)``, ``getmulti``, storage-order preads); ``batch_loop``:
     each batch as a loop of the usual read. Missing ways are reported as unavailable.
@@ -280,7 +282,7 @@ def read_random(
     index cache built after so many lookups) does not depend on the order of the ways.
     """
     out: dict[str, Any] = {}
-    for name in ("read", "raw", "open", "batch", "batch_loop"):
+    for name in ("read", "indexed", "raw", "open", "batch", "batch_loop"):
         reader = bench_stores.open_reader(kind, location)
         try:
             fn = _random_way(reader, name, paths, batches)
@@ -303,7 +305,12 @@ def _random_way(
         return _batches_pass(lambda batch: [read(p) for p in batch], batches)
     if name == "batch":
         return None if reader.read_many is None else _batches_pass(reader.read_many, batches)
-    way = {"read": reader.read, "raw": reader.read_raw, "open": reader.read_open}[name]
+    way = {
+        "read": reader.read,
+        "indexed": reader.read_indexed,
+        "raw": reader.read_raw,
+        "open": reader.read_open,
+    }[name]
     return None if way is None else _paths_pass(way, paths)
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sqlite3
 
 import pytest
@@ -168,60 +167,6 @@ def test_standalone_sharder_appends_after_existing_bytes(tmp_path) -> None:  # t
         second = sh.add(data=b"second")
         assert second[:3] == (0, 5, 6)
         assert sh.read_from_address(*first) == b"first"
-
-
-def test_lookup_table_answers_like_sqlite(make_archive) -> None:  # type: ignore[no-untyped-def]
-    files = {f"d{i % 9}/f{i}": os.urandom(i % 50) for i in range(3000)}
-    files["empty"] = b""
-    path = make_archive(files)
-    with (
-        barecat.Barecat(path, lookup_table=True) as fast,
-        barecat.Barecat(path, lookup_table=False) as slow,
-    ):
-        assert fast.index.lookup_table_size == len(files)
-        for p in [*list(files)[::7], "nope", "d1", "d1/f1/x"]:
-            assert fast.index.lookup_address(p) == slow.index.lookup_address(p)
-        assert all(fast[p] == d for p, d in files.items())
-        some = [*list(files)[::11], "empty", "d2/f2"]
-        assert fast.get_many(some) == slow.get_many(some) == [files[p] for p in some]
-        with pytest.raises(KeyError):
-            fast.get_many(["d1/f1", "nope"])
-        with pytest.raises(KeyError):
-            fast["d1"]
-
-
-def test_lookup_table_is_retired_by_any_commit(make_archive) -> None:  # type: ignore[no-untyped-def]
-    path = make_archive({"a": b"old", "b": b"gone soon"})
-    with barecat.Barecat(path, lookup_table=True) as reader:
-        assert reader["a"] == b"old" and reader.index.lookup_table_size is not None
-        with barecat.Barecat(path, readonly=False) as writer:
-            writer.update_file("a", data=b"new")
-            writer.remove("b")
-            writer["c"] = b"added"
-        assert reader["a"] == b"new"
-        assert "b" not in reader and reader["c"] == b"added"
-        assert (
-            reader.index.lookup_table_size is None
-        )  # rebuilt only when lookups make it worth it again
-
-
-def test_lookup_table_builds_itself_after_enough_lookups(make_archive) -> None:  # type: ignore[no-untyped-def]
-    path = make_archive({f"f{i}": bytes([i % 256]) for i in range(100)})
-    with barecat.Barecat(path) as bc:
-        for _ in range(100):
-            for i in range(100):
-                assert bc[f"f{i}"] == bytes([i % 256])
-        assert bc.index.lookup_table_size == 100
-    with barecat.Barecat(path, readonly=False) as bc:  # writers never use one
-        for i in range(10_050):
-            bc[f"f{i % 100}"]
-        assert bc.index.lookup_table_size is None
-
-
-def test_lookup_table_refused_for_wal_indexes(make_archive) -> None:  # type: ignore[no-untyped-def]
-    path = make_archive({"a": b"1"}, wal=True)
-    with barecat.Barecat(path, lookup_table=True) as bc:
-        assert bc.index.lookup_table_size is None and bc["a"] == b"1"
 
 
 def test_reference_compatible_helpers(archive_path: str) -> None:

@@ -33,6 +33,7 @@ import crc32c
 import pytest
 
 import barecat
+from barecat.layout import lookup_table_path
 from conftest import reference_python
 
 TESTS = Path(__file__).resolve().parent
@@ -520,9 +521,12 @@ OUR_EDITS_AFTER_REF: list[Op] = [
 def test_reference_edits_our_archive(ref: Reference, tmp_path: Path) -> None:
     path = str(tmp_path / "ours_edited_by_ref.barecat")
     our_apply(path, BUILD_OPS, shard_size_limit=SHARD_LIMIT)
+    assert os.path.exists(lookup_table_path(path))  # our writer left a lookup table ...
     ref.apply(path, REF_EDITS)
     model = built_model().apply(REF_EDITS)
     dirs = sorted(model.dirs)
+    with barecat.Barecat(path) as bc:  # ... which no longer matches, so it is not used
+        assert bc.index.lookup_table_size is None
 
     assert find_inconsistencies(path) == []
     ours = our_view(path, dirs)

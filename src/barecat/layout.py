@@ -2,8 +2,9 @@
 
 An archive named ``ARCHIVE`` has its SQLite index at ``ARCHIVE`` (current naming) or at
 ``ARCHIVE-sqlite-index`` (the reference's older naming, kept when found), and its data in
-``ARCHIVE-shard-00000``, ``ARCHIVE-shard-00001``, ... This module owns those names and
-nothing else; it imports no other barecat module.
+``ARCHIVE-shard-00000``, ``ARCHIVE-shard-00001``, ...; readers may keep a lookup table
+(a cache) at ``INDEX-lookup``. This module owns those names and nothing else; it imports no
+other barecat module.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import os
 import re
 
 OLD_INDEX_SUFFIX = "-sqlite-index"
+LOOKUP_TABLE_SUFFIX = "-lookup"
 SHARD_INFIX = "-shard-"
 SHARD_DIGITS = 5
 
@@ -30,6 +32,12 @@ def index_path(base: str) -> str:
     if not os.path.exists(base) and os.path.exists(old):
         return old
     return base
+
+
+def lookup_table_path(index: str) -> str:
+    """Where readers keep the lookup table of the index file ``index`` (a cache that only
+    speeds up reads; see ``index/lookup_table.py``)."""
+    return index + LOOKUP_TABLE_SUFFIX
 
 
 def shard_path(base: str, number: int) -> str:
@@ -69,10 +77,11 @@ def is_sqlite_file(path: str | os.PathLike[str]) -> bool:
 
 
 def archive_files(path: str | os.PathLike[str]) -> list[str]:
-    """Every on-disk file that belongs to the archive (index, its journals, shards)."""
+    """Every on-disk file that belongs to the archive (index, its journals and lookup
+    table, shards)."""
     base = base_path(path)
     idx = index_path(base)
-    files = [idx] + [idx + s for s in ("-journal", "-wal", "-shm")]
+    files = [idx] + [idx + s for s in ("-journal", "-wal", "-shm", LOOKUP_TABLE_SUFFIX)]
     files += [shard_path(base, n) for n in existing_shard_numbers(base)]
     return [f for f in files if os.path.lexists(f)]
 

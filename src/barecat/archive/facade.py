@@ -25,6 +25,7 @@ from barecat.entries import BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo
 from barecat.exceptions import (
     ArchiveLockedBarecatError,
     BarecatError,
+    BarecatIntegrityError,
     FileExistsBarecatError,
     FileNotFoundBarecatError,
     IsADirectoryBarecatError,
@@ -241,10 +242,19 @@ class Barecat(ArchiveInspection, MutableMapping[str, bytes]):
     # -- dict API --------------------------------------------------------------------
 
     def __getitem__(self, path: str) -> bytes:
-        addr = self.index.lookup_address(normalize(path))
+        normalized = normalize(path)
+        addr = self.index.lookup_address(normalized)
         if addr is None:
             raise KeyError(path)
-        return self.sharder.read_from_address(addr[0], addr[1], addr[2], addr[3])
+        try:
+            return self.sharder.read_from_address(addr[0], addr[1], addr[2], addr[3])
+        except BarecatIntegrityError:  # the lookup table may be what is damaged: ask SQLite
+            checked = self.index.lookup_address_in_sqlite(normalized)
+            if checked is None:
+                raise KeyError(path) from None
+            if checked == addr:
+                raise
+            return self.sharder.read_from_address(*checked)
 
     def __setitem__(self, path: str, content: bytes) -> None:
         self.add(path, data=content)
@@ -278,7 +288,14 @@ class Barecat(ArchiveInspection, MutableMapping[str, bytes]):
         ``KeyError``.
         """
         wanted = normalize_many(list(paths))
-        located = self.index.locate_many(wanted)
+        try:
+            return self._read_located(wanted, self.index.locate_many(wanted), max_gap)
+        except BarecatIntegrityError:  # the lookup table may be what is damaged: ask SQLite
+            return self._read_located(wanted, self.index.locate_many_in_sqlite(wanted), max_gap)
+
+    def _read_located(
+        self, wanted: list[str], located: list[tuple[int, int, int, int, int | None]], max_gap: int
+    ) -> list[bytes]:
         if len(located) < len(wanted):
             hit = {pos for pos, *_ in located}
             raise KeyError(next(p for i, p in enumerate(wanted) if i not in hit))

@@ -11,6 +11,7 @@ call ``bc.index.*`` directly.
 from __future__ import annotations
 
 import contextlib
+import os
 import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
@@ -33,8 +34,10 @@ from barecat.exceptions import (
 )
 from barecat.index import bulk, merging, query, treestats
 from barecat.index.connection import open_savepoint, sqlite_uri
+from barecat.index.lookup_table import LookupTable
 from barecat.index.merging import MergeSource
 from barecat.index.reading import DirItem, FileItem, IndexReader, path_of
+from barecat.layout import lookup_table_path
 from barecat.paths import ancestors, is_within, normalize, subtree_bounds
 
 _DIR_TAKEN = ("barecat: a directory already has this path", "Path already exists as directory")
@@ -63,13 +66,38 @@ class Index(IndexReader):
         """An explicit limit given when opening an existing archive for writing is stored."""
         if shard_size_limit is not None and not self._created and not self.readonly:
             self.shard_size_limit = shard_size_limit
+        self._files_at_open = 0 if self.readonly else self.num_files
 
     def close(self) -> None:
         if not self.readonly:
             with contextlib.suppress(sqlite3.Error):
                 self.conn.commit()
                 self.conn.execute("PRAGMA optimize")
+            with contextlib.suppress(sqlite3.Error, OSError):
+                self._refresh_lookup_table()
         super().close()
+
+    def _refresh_lookup_table(self) -> None:
+        """Leave the saved lookup table right for the index as this writer leaves it.
+
+        Rebuilt when the archive is at least half this session's files (a new archive,
+        say), so building costs at most about 3 us per file written and the first reader
+        is fast; otherwise a table that no longer matches is removed, since readers would
+        ignore it anyway. ``lookup_table=False`` opts out of building.
+        """
+        path = lookup_table_path(self.path)
+        fd = self._index_descriptor()
+        if not os.path.exists(path) and not self._keep_table_fresh:
+            return
+        if LookupTable.load(path, fd) is not None:
+            return  # nothing was committed: still right
+        files = self.num_files
+        if self._keep_table_fresh and files and files >= 2 * self._files_at_open:
+            table = LookupTable.build(self.conn, fd)
+            if table is not None and table.save(path):
+                return
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(path)
 
     @property
     def shard_size_limit(self) -> int:

@@ -14,7 +14,7 @@ import operator
 import os
 import sqlite3
 from collections.abc import Iterator
-from typing import TypeVar, cast
+from typing import TypeVar
 
 from barecat.entries import (
     SHARD_SIZE_UNLIMITED,
@@ -35,8 +35,9 @@ from barecat.exceptions import (
 from barecat.glob import compile_glob
 from barecat.index import query
 from barecat.index.connection import ConnectionPool, roll_back_crashed_transaction
-from barecat.index.lookup_table import Address, LookupTable
+from barecat.index.lookup_table import LookupTable
 from barecat.index.schema import check_version, create_schema
+from barecat.layout import lookup_table_path
 from barecat.paths import ancestors, normalize
 
 _AUTO_TABLE_MIN_LOOKUPS = 10_000
@@ -87,6 +88,7 @@ class IndexReader:
         self._index_fd: int | None = None
         self._lookups = 0
         self._table_after: int | None = None
+        self._keep_table_fresh = not readonly and lookup_table is not False
         try:
             if readonly and not readonly_is_immutable:
                 roll_back_crashed_transaction(self.path)
@@ -111,7 +113,7 @@ class IndexReader:
             self._pool.close()
             raise
         self._configure(shard_size_limit)
-        if readonly and lookup_table is not False:
+        if readonly and lookup_table is not False and not self._load_lookup_table():
             if lookup_table:
                 self.build_lookup_table()
             else:  # build after one archive's worth of random lookups: by then building
@@ -268,15 +270,16 @@ class IndexReader:
     def lookup_address(self, path: str) -> tuple[int, int, int, int | None] | None:
         """(shard, offset, size, crc32c) of a normalized file path, or None: the read hot path.
 
-        Read-only indexes answer from a :class:`LookupTable` once it pays off (built after
-        enough lookups, or at open with ``lookup_table=True``), SQLite otherwise.
+        Read-only indexes answer from a :class:`LookupTable` when one is current (saved
+        beside the index by an earlier reader, built after enough lookups, or at open with
+        ``lookup_table=True``), SQLite otherwise and for whatever the table cannot tell.
         """
         table = self._table
         if table is not None:
             if self._immutable or table.is_current():
                 found = table.find(path)
-                if found is not False:
-                    return found  # type: ignore[return-value]
+                if found is not None:
+                    return found
             else:
                 self._table = None
                 self._lookups = 0
@@ -284,6 +287,11 @@ class IndexReader:
             self._lookups += 1
             if self._lookups >= self._table_after:
                 self.build_lookup_table()
+        return self.lookup_address_in_sqlite(path)
+
+    def lookup_address_in_sqlite(self, path: str) -> tuple[int, int, int, int | None] | None:
+        """As :meth:`lookup_address`, always from SQLite: the second opinion when bytes
+        read at a table's address fail their check."""
         row: tuple[int, int, int, int | None] | None = self.conn.execute(
             "SELECT shard, offset, size, crc32c FROM files WHERE path = ?", (path,)
         ).fetchone()
@@ -294,17 +302,27 @@ class IndexReader:
         """Entries in the active lookup table, or None when lookups go to SQLite."""
         return None if self._table is None else len(self._table)
 
-    def build_lookup_table(self) -> bool:
-        """Build the in-memory lookup table now (read-only, rollback-journal indexes only)."""
+    def _index_descriptor(self) -> int:
+        if self._index_fd is None:
+            self._index_fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+        return self._index_fd
+
+    def _load_lookup_table(self) -> bool:
+        self._table = LookupTable.load(lookup_table_path(self.path), self._index_descriptor())
+        return self._table is not None
+
+    def build_lookup_table(self, save: bool = True) -> bool:
+        """Build the lookup table now (read-only, rollback-journal indexes only) and, with
+        ``save``, keep it beside the index for the next reader (if the directory allows)."""
         self._table_after = None
         if not self.readonly:
             return False
-        if self._index_fd is None:
-            self._index_fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
-        table = LookupTable(self.conn, self._index_fd)
-        if table.counter is None:
+        table = LookupTable.build(self.conn, self._index_descriptor())
+        if table is None:
             return False
         self._table = table
+        if save:
+            table.save(lookup_table_path(self.path))
         return True
 
     def locate_many(self, paths: list[str]) -> list[tuple[int, int, int, int, int | None]]:
@@ -312,17 +330,21 @@ class IndexReader:
         sorted by storage address: one query joins the whole request against the index."""
         table = self._table
         if table is not None and (self._immutable or table.is_current()):
-            located = []
+            located: list[tuple[int, int, int, int, int | None]] = []
             for i, path in enumerate(paths):
                 found = table.find(path)
-                if found is False:  # the table cannot tell: ask SQLite for the whole batch
+                if found is None:  # the table cannot tell: ask SQLite for the whole batch
                     break
-                if found is not None:
-                    shard, offset, size, crc = cast(Address, found)
-                    located.append((i, shard, offset, size, crc))
+                located.append((i, *found))
             else:
                 located.sort(key=_address_of)
                 return located
+        return self.locate_many_in_sqlite(paths)
+
+    def locate_many_in_sqlite(
+        self, paths: list[str]
+    ) -> list[tuple[int, int, int, int, int | None]]:
+        """As :meth:`locate_many`, always from SQLite."""
         sql = (
             "SELECT j.key, f.shard, f.offset, f.size, f.crc32c FROM json_each(?) AS j "
             "JOIN files AS f ON f.path = j.value ORDER BY f.shard, f.offset"
