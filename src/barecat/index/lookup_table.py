@@ -80,7 +80,9 @@ class LookupTable:
         ambiguous: set[int],
         keep_alive: mmap.mmap | None = None,
     ) -> None:
-        self._fd = index_fd
+        # the index header's first bytes, mapped: rereading the counter costs no system call
+        # (SQLite never shortens an index below its first page)
+        self._header = mmap.mmap(index_fd, 28, prot=mmap.PROT_READ)
         self.identity = identity
         self.counter = identity[3]
         self._count = count
@@ -210,7 +212,7 @@ class LookupTable:
 
     def is_current(self) -> bool:
         """True while no commit has changed the index since the table was built."""
-        return change_counter(self._fd) == self.counter
+        return self._header[24:28] == self.counter
 
     def find(self, path: str) -> Address | None:
         """(shard, offset, size, crc32c) of ``path``, or None when SQLite must answer."""

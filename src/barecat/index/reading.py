@@ -466,15 +466,18 @@ class IndexReader:
         """
         path = path_of(diritem)
         cut = len(path) + 1 if path else 0
-        by = query.order_clause(order, False)
-        sql = (
-            f"SELECT * FROM (SELECT path FROM dirs WHERE parent = ?1{by}) "
-            f"UNION ALL SELECT * FROM (SELECT path FROM files WHERE parent = ?1{by})"
-        )
-        names = [row[0][cut:] for row in self.conn.execute(sql, (path,))]
+        if order == Order.ANY:
+            names = query.concatenated_children(self.conn, path)
+        else:
+            by = query.order_clause(order, False)
+            sql = (
+                f"SELECT * FROM (SELECT path FROM dirs WHERE parent = ?1{by}) "
+                f"UNION ALL SELECT * FROM (SELECT path FROM files WHERE parent = ?1{by})"
+            )
+            names = [row[0] for row in self.conn.execute(sql, (path,))]
         if not names:
             self._existing_dir(path)
-        return names
+        return [name[cut:] for name in names]
 
     def walk_infos(self, rootitem: DirItem, bufsize: int = 32) -> Iterator[query.WalkStep]:
         return query.walk(self.conn, self._existing_dir(rootitem), query.WALK_INFOS)
