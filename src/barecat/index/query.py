@@ -193,6 +193,13 @@ def _child_files(parent: str, rows: Iterable[tuple[Any, ...]]) -> list[BarecatFi
     return [file_from_row(row[1:]) for row in rows]
 
 
+def _joined(conn: sqlite3.Connection, sql: str, args: tuple[object, ...]) -> list[str]:
+    """The paths ``sql`` selects, joined into one string by SQLite and split here: a
+    fraction of the cost of a Python row per path (see ``concatenated_children``)."""
+    (joined,) = conn.execute(f"SELECT group_concat(path, char(0)) FROM ({sql})", args).fetchone()
+    return joined.split("\0") if joined else []
+
+
 def concatenated_children(conn: sqlite3.Connection, dirpath: str) -> list[str]:
     """Paths of the subdirectories, then the files, directly in ``dirpath``: SQLite joins
     each kind into one string, so Python gets two rows instead of one per entry. (No path
@@ -254,7 +261,7 @@ def _grouped_by_parent(
         yield key, decode(key, group)
 
 
-def glob_matches(conn: sqlite3.Connection, pattern: GlobPattern, only_files: bool) -> Iterator[str]:
+def glob_matches(conn: sqlite3.Connection, pattern: GlobPattern, only_files: bool) -> list[str]:
     """Paths below ``pattern.base`` matching the pattern, in path order.
 
     SQL narrows the rows (to the exact answer, when the pattern allows it); Python's
@@ -277,10 +284,7 @@ def glob_matches(conn: sqlite3.Connection, pattern: GlobPattern, only_files: boo
         if pattern.dirs_only
         else (["files"] if only_files else ["dirs", "files"])
     )
-    found = {
-        table: [row[0] for row in conn.execute(f"SELECT path FROM {table}{where}", args)]
-        for table in tables
-    }
+    found = {table: _joined(conn, f"SELECT path FROM {table}{where}", args) for table in tables}
     slashes = pattern.required_slashes if exact else None
     if slashes is not None:
         found = {t: [p for p in paths if p.count("/") == slashes] for t, paths in found.items()}
@@ -291,8 +295,7 @@ def glob_matches(conn: sqlite3.Connection, pattern: GlobPattern, only_files: boo
         if tail_matches is not None:
             paths = [p for p in paths if tail_matches(p)]
         paths.sort()
-        yield from paths
-        return
+        return paths
     skip = len(pattern.base) + 1 if pattern.base else 0
     dir_set = set(dirs)
     paths = [
@@ -301,4 +304,4 @@ def glob_matches(conn: sqlite3.Connection, pattern: GlobPattern, only_files: boo
         if pattern.matches_relative(p[skip:].split("/"), p in dir_set)
     ]
     paths.sort()
-    yield from paths
+    return paths

@@ -503,24 +503,7 @@ class IndexReader:
     ) -> Iterator[str]:
         """Paths matching ``pattern`` exactly as ``glob.glob(pattern, root_dir=tree)``
         would on the extracted tree (up to order and trailing slashes), in path order."""
-        compiled = compile_glob(pattern, recursive, include_hidden)
-        try:
-            base = normalize(compiled.base)
-        except InvalidPathBarecatError:
-            return
-        if compiled.is_literal:
-            if not pattern.strip("/"):
-                return
-            is_dir = self.isdir(base)
-            if (is_dir and not only_files) or (not compiled.dirs_only and self.isfile(base)):
-                yield base
-            return
-        if not self.isdir(base):
-            return
-        compiled = dataclasses.replace(compiled, base=base)
-        if compiled.includes_base and not only_files:
-            yield base
-        yield from query.glob_matches(self.conn, compiled, only_files)
+        yield from self.glob_paths(pattern, recursive, include_hidden, only_files=only_files)
 
     def iterglob_infos(
         self,
@@ -541,7 +524,27 @@ class IndexReader:
         include_hidden: bool = False,
         only_files: bool = False,
     ) -> list[str]:
-        return list(self.iterglob_paths(pattern, recursive, include_hidden, only_files=only_files))
+        """As :meth:`iterglob_paths`, as a list (which is how the matches are gathered:
+        SQLite joins them into one string, then they are checked and sorted at once)."""
+        compiled = compile_glob(pattern, recursive, include_hidden)
+        try:
+            base = normalize(compiled.base)
+        except InvalidPathBarecatError:
+            return []
+        if compiled.is_literal:
+            if not pattern.strip("/"):
+                return []
+            is_dir = self.isdir(base)
+            if (is_dir and not only_files) or (not compiled.dirs_only and self.isfile(base)):
+                return [base]
+            return []
+        if not self.isdir(base):
+            return []
+        compiled = dataclasses.replace(compiled, base=base)
+        matches = query.glob_matches(self.conn, compiled, only_files)
+        if compiled.includes_base and not only_files:
+            matches.insert(0, base)
+        return matches
 
     # -- raw SQLite GLOB (the reference's raw_* family) --------------------------------
 
