@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import shutil
 import tempfile
 import time
 from collections.abc import Sequence
@@ -35,11 +36,16 @@ def make_tree(root: str, num_files: int, seed: int = 0) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--files", type=int, default=2000, help="number of files to generate")
-    parser.add_argument("--workdir", help="where to put the tree and archive (default: a temp dir)")
+    parser.add_argument(
+        "--workdir",
+        help="where to put the tree and archive (default: barecat-demo in the temp directory, "
+        "replaced on every run so repeated runs do not pile up)",
+    )
     args = parser.parse_args(argv)
-    workdir = args.workdir or tempfile.mkdtemp(prefix="barecat-demo-")
+    workdir = args.workdir or os.path.join(tempfile.gettempdir(), "barecat-demo")
     tree = os.path.join(workdir, "tree")
     archive = os.path.join(workdir, "sample.barecat")
+    shutil.rmtree(tree, ignore_errors=True)  # a tree of an earlier run may hold other files
 
     total = make_tree(tree, args.files)
     t0 = time.perf_counter()

@@ -52,8 +52,10 @@ class Barecat(ArchiveInspection, MutableMapping[str, bytes]):
 
     Opens read-only by default. ``readonly=False`` creates the archive if missing (unless
     ``exist_ok=False`` and it exists); ``overwrite=True`` deletes an existing one first.
-    Read-only archives answer lookups from an in-memory table once enough random reads
-    happen (``lookup_table=True`` builds it at open, ``False`` never).
+    Read-only archives answer lookups from the lookup table saved beside the index when it
+    matches, else build one once enough random reads happen (``lookup_table=True``: at
+    open); writers that create most of an archive save it at close. ``lookup_table=False``
+    neither uses nor writes one.
     """
 
     def __init__(

@@ -107,10 +107,8 @@ class LookupTable:
         # leaves an identity older than the rows, which only ever retires the table early
         (count,) = conn.execute("SELECT count(*) FROM files").fetchone()
         capacity = count * 4 // 3 + 1  # load factor <= 0.75; any size: slots by fastrange
-        hashes = array("Q", bytes(8 * capacity))
-        words = array("Q", bytes(8 * capacity))
-        sizes = array("I", bytes(4 * capacity))
-        crcs = array("I", bytes(4 * capacity))
+        hashes, words = array("Q", [0]) * capacity, array("Q", [0]) * capacity
+        sizes, crcs = array("I", [0]) * capacity, array("I", [0]) * capacity
         ambiguous: set[int] = set()
         stored = 0
         for path, shard, offset, size, crc in conn.execute(
