@@ -153,3 +153,15 @@ def test_lookup_table_refused_for_wal_indexes(make_archive) -> None:  # type: ig
     assert not os.path.exists(table_file(path))
     with barecat.Barecat(path, lookup_table=True) as bc:
         assert bc.index.lookup_table_size is None and bc["a"] == b"1"
+
+
+def test_a_table_that_cannot_be_saved_still_serves_this_reader(make_archive) -> None:  # type: ignore[no-untyped-def]
+    files = {f"f{i}": b"%d" % i for i in range(50)}
+    path = make_archive(files, lookup_table=False)
+    os.mkdir(table_file(path))  # the name is taken: saving must fail cleanly
+    with barecat.Barecat(path, lookup_table=True) as bc:
+        assert bc.index.lookup_table_size == len(files)
+        assert all(bc[p] == d for p, d in files.items())
+    assert os.path.isdir(table_file(path))
+    leftovers = [n for n in os.listdir(os.path.dirname(path)) if ".barecat-lookup." in n]
+    assert leftovers == []  # no temporary file left behind

@@ -28,8 +28,8 @@ from barecat.exceptions import BarecatError, FileNotFoundBarecatError
 from barecat.glob import PathFilter
 from barecat.index import Index
 from barecat.layout import archive_exists, base_path, index_path, is_sqlite_file
-from barecat.ops.copy_files import CopyStats, ProgressCallback, copy_files_from
-from barecat.ops.subset import select_entries
+from barecat.ops.copy_files import CopyStats, ProgressCallback
+from barecat.ops.subset import select_entries, subset_archive
 from barecat.paths import join, normalize
 from barecat.shards import Sharder
 
@@ -76,13 +76,12 @@ def merge_archives(
             if on_input is not None:
                 on_input(source, src_index.num_files)
             selection = select_entries(src_index, pattern, path_filter)
-            stats = copy_files_from(
-                index,
-                sharder,
+            stats = subset_archive(
                 src_index,
                 src_sharder,
-                files=None if selection is None else selection.files,
-                dirs=None if selection is None else selection.dirs,
+                index,
+                sharder,
+                selection,
                 skip_existing=ignore_duplicates,
                 prefix=join(prefix, subdir_name(source)) if as_subdirs else prefix,
                 link=symlink,

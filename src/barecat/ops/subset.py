@@ -63,8 +63,13 @@ def subset_archive(
     sharder: Sharder,
     selection: Selection | None,
     on_progress: ProgressCallback | None = None,
+    *,
+    skip_existing: bool = False,
+    prefix: str = "",
+    link: bool = False,
 ) -> CopyStats:
-    """Copy the selected entries (None: all) of the source into the target archive."""
+    """Copy the selected entries (None: all) of the source into the target archive (the
+    keyword options are ``copy_files_from``'s)."""
     return copy_files_from(
         index,
         sharder,
@@ -72,5 +77,8 @@ def subset_archive(
         src_sharder,
         files=None if selection is None else selection.files,
         dirs=None if selection is None else selection.dirs,
+        skip_existing=skip_existing,
+        prefix=prefix,
+        link=link,
         on_progress=on_progress,
     )
