@@ -37,7 +37,7 @@ from barecat import (
     IsADirectoryBarecatError,
     NotADirectoryBarecatError,
 )
-from barecat.paths import normalize
+from barecat.paths import normalize, normalize_many
 
 HAS_INCLUDE_HIDDEN = sys.version_info >= (3, 11)
 
@@ -121,6 +121,30 @@ def test_normalize_matches_model(path: str) -> None:
     assert all(part not in ("", ".", "..") for part in got.split("/")) or got == ""
     assert normalize(got) == got  # idempotent, including the fast path
     assert normalize(path.encode()) == got  # bytes are accepted the same way
+
+
+_BATCH_PARTS = st.sampled_from(["a", ".h", "b.", "..a", "x\ny", "\n", ".", "..", ""])
+_BATCH_PATHS = st.lists(
+    st.builds(lambda parts: "/".join(parts), st.lists(_BATCH_PARTS, min_size=1, max_size=4)),
+    max_size=6,
+)
+
+
+@settings(max_examples=800, deadline=None)
+@given(_BATCH_PATHS)
+def test_normalize_many_matches_normalize(paths: list[str]) -> None:
+    """The batch form's shortcut (substring tests over the joined batch, where a newline
+    in a name could confuse line-based checks) gives exactly what one-by-one does."""
+    try:
+        expected = [normalize(p) for p in paths]
+    except InvalidPathBarecatError:
+        with pytest.raises(InvalidPathBarecatError):
+            normalize_many(paths)
+        return
+    got = normalize_many(paths)
+    assert got == expected
+    if got is paths:  # the shortcut may only be taken when nothing needed work
+        assert all(p == normalize(p) and p for p in paths)
 
 
 def test_normalize_examples() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import io
 import os
 import signal
@@ -112,6 +113,34 @@ def test_disk_full_is_a_clear_error_and_loses_nothing(tiny_disk) -> None:  # typ
         assert bc.verify_integrity()
     shard_size = os.path.getsize(path + "-shard-00000")
     assert shard_size == sum(map(len, written.values())), "partial bytes must be rolled back"
+
+
+def test_disk_full_during_a_tree_ingest_keeps_whole_batches(  # type: ignore[no-untyped-def]
+    tiny_disk, tmp_path, monkeypatch
+) -> None:
+    """Reader threads write their own chunks; when one hits ENOSPC the run stops, the
+    shards are cut back to the last indexed batch, and what was indexed reads back."""
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    sources = {f"f{i:03d}": os.urandom(20_000) for i in range(100)}  # 2 MB for 1 MiB
+    for name, data in sources.items():
+        (tree / name).write_bytes(data)
+    ingest_module = importlib.import_module("barecat.transfer.ingest")
+    monkeypatch.setattr(ingest_module, "BATCH_FILES", 8)
+    monkeypatch.setattr(ingest_module, "READ_CHUNK", 4)
+    path = str(tiny_disk / "full.barecat")
+    with (
+        barecat.Barecat(path, readonly=False) as bc,
+        pytest.raises(barecat.NotEnoughSpaceBarecatError),
+    ):
+        barecat.transfer.add_directory(bc, str(tree))
+    with barecat.Barecat(path) as bc:
+        stored = {p: bc[p] for p in bc}
+        assert bc.verify_integrity() and bc.index.find_inconsistencies() == []
+    assert stored and len(stored) % 8 == 0 and len(stored) < len(sources)
+    assert all(sources[p] == data for p, data in stored.items())
+    shard_size = os.path.getsize(path + "-shard-00000")
+    assert shard_size == sum(map(len, stored.values())), "bytes past the last batch stay"
 
 
 HALF_COMMITTED = textwrap.dedent(

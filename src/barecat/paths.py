@@ -48,12 +48,24 @@ _NEEDS_WORK_ANY_LINE = re.compile(_NEEDS_WORK.pattern, re.MULTILINE)
 
 
 def normalize_many(paths: list[str]) -> list[str]:
-    """``normalize`` over a batch, with one regex scan when all are already canonical."""
-    if all(p.__class__ is str and p for p in paths) and (
-        _NEEDS_WORK_ANY_LINE.search("\n".join(paths)) is None
+    """``normalize`` over a batch; returns ``paths`` itself when all are already canonical.
+
+    Told by substring tests over the joined batch, at C speed; the regex runs only if a
+    '.' starts a component somewhere. A newline inside a path can only make these tests
+    see trouble where there is none (then each path is normalized), never hide any.
+    """
+    if not all(p.__class__ is str and p for p in paths):
+        return [normalize(p) for p in paths]
+    joined = "\n" + "\n".join(paths) + "\n"
+    if (
+        "//" in joined
+        or "\n/" in joined
+        or "/\n" in joined
+        or "\x00" in joined
+        or (("/." in joined or "\n." in joined) and _NEEDS_WORK_ANY_LINE.search(joined))
     ):
-        return paths
-    return [normalize(p) for p in paths]
+        return [normalize(p) for p in paths]
+    return paths
 
 
 def _coerce(path: object) -> str:

@@ -567,12 +567,7 @@ class Barecat(ArchiveInspection, MutableMapping[str, bytes]):
             else BarecatFileInfo(i)
             for i, _ in batch
         ]
-        paths = [f.path for f in infos]
-        if normalize_many(paths) is not paths:  # an info's path was changed after creation
-            for f in infos:
-                f.path = normalize(f.path)
-        if any(not f.path for f in infos):
-            raise IsADirectoryBarecatError("")
+        _normalize_paths(infos)
         start = (self.sharder.write_shard, self.sharder.write_offset)
         try:
             addresses = self.sharder.append_batch([data for _, data in batch])
@@ -584,6 +579,20 @@ class Barecat(ArchiveInspection, MutableMapping[str, bytes]):
             raise
         self._maybe_commit(len(infos))
         return len(infos)
+
+    def add_placed(self, infos: list[BarecatFileInfo]) -> None:
+        """Index files whose bytes are already in the shards, at places claimed with
+        ``sharder.reserve`` and written with ``sharder.write_reserved``.
+
+        This is how a parallel ingest adds files: its reader threads write while this
+        thread indexes. The batch is atomic, like ``add_many``'s; if it raises, nothing of
+        it is indexed and the caller rewinds the sharder to before its reservations.
+        """
+        self._require_writable()
+        self._require_no_open_writer()
+        _normalize_paths(infos)
+        self.index.add_files_bulk(infos)
+        self._maybe_commit(len(infos))
 
     def add_dirs(self, infos: Iterable[BarecatDirInfo]) -> None:
         """Create many directories, or update the metadata of existing ones, at once."""
@@ -755,3 +764,13 @@ def _size_hint(fileobj: BinaryIO | None) -> int | None:
     except (AttributeError, OSError, io.UnsupportedOperation):
         return None
     return st.st_size if stat.S_ISREG(st.st_mode) else None
+
+
+def _normalize_paths(infos: list[BarecatFileInfo]) -> None:
+    """Renormalize infos whose path was changed after creation; refuse the root."""
+    paths = [f.path for f in infos]
+    if normalize_many(paths) is not paths:
+        for f in infos:
+            f.path = normalize(f.path)
+    if any(not f.path for f in infos):
+        raise IsADirectoryBarecatError("")

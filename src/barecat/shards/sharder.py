@@ -318,27 +318,56 @@ class Sharder:
         Unlike ``append`` this advances the write position at once; on failure the caller
         undoes the whole batch with ``rewind`` to the position it started from.
         """
-        addresses: list[Address] = []
-        i = 0
-        while i < len(datas):
-            self.make_room(len(datas[i]))
-            shard, start = self.write_shard, self.write_offset
+        sizes = [len(data) for data in datas]
+        places = self.reserve(sizes)
+        self.write_reserved(places, datas)
+        return [
+            (shard, offset, size, _crc32c.crc32c(data))
+            for (shard, offset), size, data in zip(places, sizes, datas, strict=True)
+        ]
+
+    def reserve(self, sizes: Iterable[int]) -> list[tuple[int, int]]:
+        """Claim room for files of these sizes back to back at the logical end, rotating
+        shards as ``append`` would, without writing; returns where each one goes.
+
+        Separating the claim from the write lets several threads write their reservations
+        at once (``write_reserved``) while claims stay in one order. The write position
+        advances at once; the caller undoes it with ``rewind`` if the files are not indexed.
+        """
+        places: list[tuple[int, int]] = []
+        opened = -1
+        for size in sizes:
+            self.make_room(size)
+            if self.write_shard != opened:  # opened here, so writers only look descriptors up
+                opened = self.write_shard
+                self._writable_fd(opened)
+            places.append((self.write_shard, self.write_offset))
+            self.write_offset += size
+        return places
+
+    def write_reserved(
+        self,
+        places: Sequence[tuple[int, int]],
+        datas: Sequence[bytes | bytearray | memoryview],
+    ) -> None:
+        """Write ``datas`` at places from ``reserve``; neighbours share one ``pwritev``.
+
+        Safe on any thread for disjoint reservations: it only reads the descriptor table.
+        """
+        i, count = 0, len(datas)
+        while i < count:
+            shard, start = places[i]
             pos, j = start, i
-            limit = self.shard_size_limit
             while (
-                j < len(datas)
+                j < count
                 and j - i < _IOV_MAX
-                and pos + len(datas[j]) <= limit
+                and places[j] == (shard, pos)
                 and (j == i or pos - start < _WRITE_CHUNK)
             ):
-                data = datas[j]
-                addresses.append((shard, pos, len(data), _crc32c.crc32c(data)))
-                pos += len(data)
+                pos += len(datas[j])
                 j += 1
-            self._pwritev_all(self._writable_fd(shard), datas[i:j], start)
-            self.write_offset = pos
+            self._pwritev_all(self._fds[shard], datas[i:j], start)
             i = j
-        return addresses
 
     def _pwritev_all(
         self, fd: int, buffers: Sequence[bytes | bytearray | memoryview], offset: int

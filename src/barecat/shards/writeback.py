@@ -12,6 +12,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import sys
+import threading
 from collections.abc import Callable
 
 _SYNC_FILE_RANGE_WRITE = 2
@@ -35,22 +36,28 @@ _sync_file_range = _load_sync_file_range()
 
 
 class EarlyWriteback:
-    """Tracks bytes written per descriptor and starts their writeback in large steps."""
+    """Tracks bytes written per descriptor and starts their writeback in large steps.
+
+    Thread-safe: a parallel ingest writes from several threads at once.
+    """
 
     def __init__(self) -> None:
         self._pending: dict[int, tuple[int, int]] = {}  # fd -> (start, end)
+        self._lock = threading.Lock()
 
     def wrote(self, fd: int, offset: int, size: int) -> None:
         if _sync_file_range is None or size <= 0:
             return
-        start, end = self._pending.get(fd, (offset, offset))
-        start, end = min(start, offset), max(end, offset + size)
-        if end - start >= KICK_BYTES:
-            _sync_file_range(fd, start, end - start, _SYNC_FILE_RANGE_WRITE)
+        with self._lock:
+            start, end = self._pending.get(fd, (offset, offset))
+            start, end = min(start, offset), max(end, offset + size)
+            if end - start < KICK_BYTES:
+                self._pending[fd] = (start, end)
+                return
             self._pending.pop(fd, None)
-        else:
-            self._pending[fd] = (start, end)
+        _sync_file_range(fd, start, end - start, _SYNC_FILE_RANGE_WRITE)
 
     def forget(self) -> None:
         """Drop the bookkeeping (after an fsync made everything durable anyway)."""
-        self._pending.clear()
+        with self._lock:
+            self._pending.clear()

@@ -1,0 +1,170 @@
+"""The parallel ingest: reader threads write their own chunks, in turns, on real files.
+
+The module's size thresholds are shrunk so that small trees exercise every path a
+file can take (read into a thread's buffer, into its own bytes, streamed during its
+chunk's turn) and shards rotate often.
+"""
+
+from __future__ import annotations
+
+import importlib
+import itertools
+import os
+import random
+import sqlite3
+import threading
+from pathlib import Path
+
+import pytest
+
+import barecat
+from barecat.layout import existing_shard_numbers, shard_path
+from barecat.transfer import IngestResult, plan_tree
+
+# The module, not the function of the same name that ``barecat.transfer`` exports.
+ingest_module = importlib.import_module("barecat.transfer.ingest")
+
+
+@pytest.fixture
+def small_thresholds(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ingest_module, "READ_CHUNK", 7)
+    monkeypatch.setattr(ingest_module, "BUFFER_BYTES", 20_000)  # per thread, reused
+    monkeypatch.setattr(ingest_module, "CHUNK_BYTES", 30_000)  # beyond it: streamed
+    monkeypatch.setattr(ingest_module, "STREAM_THRESHOLD", 9_000)  # above it: streamed
+    monkeypatch.setattr(ingest_module, "BATCH_FILES", 16)
+    # Every thread gets a fresh buffer of the patched size.
+    monkeypatch.setattr(ingest_module, "_thread_state", ingest_module.threading.local())
+
+
+def make_tree(root: Path, count: int, seed: int = 1) -> dict[str, bytes]:
+    """Files of 0-12,000 bytes (plus a few links) in a few directories."""
+    rng = random.Random(seed)
+    files: dict[str, bytes] = {}
+    for i in range(count):
+        rel = f"d{i % 5}/f{i:04d}.bin"
+        data = rng.randbytes(rng.choice([0, 1, 500, 3000, 8000, 8999, 9001, 12000]))
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_bytes(data)
+        files[rel] = data
+    for i in range(3):
+        os.symlink(f"../d0/f{i:04d}.bin", root / f"d1/link{i}")
+        files[f"d1/link{i}"] = f"../d0/f{i:04d}.bin".encode()
+    return files
+
+
+def placements(archive: str) -> list[tuple[str, int, int, int, int]]:
+    with sqlite3.connect(f"file:{archive}?mode=ro", uri=True) as conn:
+        rows = conn.execute("SELECT path, shard, offset, size, crc32c FROM files ORDER BY path")
+        return list(rows)
+
+
+def shard_bytes(archive: str) -> list[bytes]:
+    return [Path(shard_path(archive, n)).read_bytes() for n in existing_shard_numbers(archive)]
+
+
+def ingest_tree(archive: str, root: Path, workers: int, **kwargs: object) -> IngestResult:
+    with barecat.Barecat(archive, readonly=False, **kwargs) as bc:  # type: ignore[arg-type]
+        return ingest_module.ingest(bc, plan_tree(str(root), ""), workers=workers)
+
+
+@pytest.mark.usefixtures("small_thresholds")
+def test_layout_is_the_same_whatever_the_number_of_threads(tmp_path: Path) -> None:
+    root = tmp_path / "tree"
+    files = make_tree(root, 300)
+    archives = {}
+    for workers in (1, 2, 4):
+        archive = str(tmp_path / f"w{workers}.barecat")
+        result = ingest_tree(archive, root, workers, shard_size_limit=40_000)
+        assert result.failures == [] and result.files == len(files)
+        assert result.bytes == sum(map(len, files.values()))
+        archives[workers] = archive
+    assert len(existing_shard_numbers(archives[1])) > 5  # rotation happened, many times
+    for workers in (2, 4):
+        assert placements(archives[workers]) == placements(archives[1])
+        assert shard_bytes(archives[workers]) == shard_bytes(archives[1])
+    with barecat.Barecat(archives[4]) as bc:
+        assert {p: bc[p] for p in files} == files
+        assert bc.verify_integrity()
+        assert bc.index.find_inconsistencies() == []
+    # Files lie in plan order, back to back: no holes, no overlaps.
+    rows = sorted(placements(archives[4]), key=lambda r: (r[1], r[2]))
+    assert [r[0] for r in rows] == sorted(files)
+    for (_, shard_a, off_a, size_a, _), (_, shard_b, off_b, _, _) in itertools.pairwise(rows):
+        assert (shard_b, off_b) in ((shard_a, off_a + size_a), (shard_a + 1, 0))
+
+
+@pytest.mark.usefixtures("small_thresholds")
+def test_file_over_the_shard_limit_is_reported_and_the_rest_stored(tmp_path: Path) -> None:
+    root = tmp_path / "tree"
+    (root / "a").mkdir(parents=True)
+    (root / "a" / "small").write_bytes(b"s" * 3000)
+    (root / "a" / "read_whole").write_bytes(b"r" * 6000)  # read into the buffer
+    (root / "a" / "streamed").write_bytes(b"t" * 12_000)  # over STREAM_THRESHOLD
+    (root / "a" / "tail").write_bytes(b"z" * 10)
+    archive = str(tmp_path / "x.barecat")
+    result = ingest_tree(archive, root, 2, shard_size_limit=5000)
+    failed = {os.path.basename(path): type(error) for path, error in result.failures}
+    assert failed == {
+        "read_whole": barecat.FileTooLargeBarecatError,
+        "streamed": barecat.FileTooLargeBarecatError,
+    }
+    with barecat.Barecat(archive) as bc:
+        assert sorted(bc) == ["a/small", "a/tail"]
+        assert bc["a/tail"] == b"z" * 10 and bc.verify_integrity()
+    assert sum(map(len, shard_bytes(archive))) == 3010  # nothing left of the refused ones
+
+
+@pytest.mark.usefixtures("small_thresholds")
+def test_unreadable_and_vanished_files_are_skipped(tmp_path: Path) -> None:
+    root = tmp_path / "tree"
+    files = make_tree(root, 40)
+    os.chmod(root / "d2/f0002.bin", 0)  # cannot be opened (unless root, checked below)
+    plan = plan_tree(str(root), "")
+    (root / "d3/f0003.bin").unlink()  # planned, then gone before it is read
+    archive = str(tmp_path / "x.barecat")
+    with barecat.Barecat(archive, readonly=False) as bc:
+        result = ingest_module.ingest(bc, plan, workers=2)
+    failed = {os.path.relpath(path, root) for path, _ in result.failures}
+    expected = {"d3/f0003.bin"} | ({"d2/f0002.bin"} if os.geteuid() != 0 else set())
+    assert failed == expected
+    with barecat.Barecat(archive) as bc:
+        assert {p: bc[p] for p in bc} == {p: d for p, d in files.items() if p not in failed}
+
+
+@pytest.mark.usefixtures("small_thresholds")
+def test_a_failing_reader_stops_the_run_without_leaving_bytes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reader thread that fails outright (not one unreadable file) still passes its turn
+    on, so the threads behind it finish; the run raises and the shards end where the last
+    indexed batch ends."""
+    root = tmp_path / "tree"
+    files = make_tree(root, 200)
+    real = ingest_module._read_chunk
+
+    def failing(sources, size_limit):  # type: ignore[no-untyped-def]
+        if any(s.store_path == "d0/f0150.bin" for s in sources):
+            raise RuntimeError("reader broke")
+        return real(sources, size_limit)
+
+    monkeypatch.setattr(ingest_module, "_read_chunk", failing)
+    archive = str(tmp_path / "x.barecat")
+    raised: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            ingest_tree(archive, root, 3)
+        except BaseException as e:
+            raised.append(e)
+
+    worker = threading.Thread(target=run, daemon=True)  # a deadlock fails, not hangs
+    worker.start()
+    worker.join(60)
+    assert not worker.is_alive(), "the threads behind the failed one never got their turn"
+    assert [str(e) for e in raised] == ["reader broke"]
+    with barecat.Barecat(archive) as bc:
+        stored = {p: bc[p] for p in bc}
+        assert 0 < len(stored) < 150
+        assert all(files[p] == data for p, data in stored.items())
+        assert bc.verify_integrity() and bc.index.find_inconsistencies() == []
+    assert sum(map(len, shard_bytes(archive))) == sum(map(len, stored.values()))
