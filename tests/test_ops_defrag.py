@@ -244,7 +244,7 @@ def test_refuses_archives_with_shards_linked_to_another(tmp_path: os.PathLike[st
         bc.index.update_file("own", new_shard=1)
     before = shard_sizes(other)
     for op, args in ((defrag, ()), (reshard, (1 << 20,))):
-        with pytest.raises(barecat.BarecatError, match="link to another archive"):
+        with pytest.raises(barecat.BarecatError, match="link to a file this archive does not own"):
             run_op(linked, op, *args)
     assert shard_sizes(other) == before
     check(other, expected).close()

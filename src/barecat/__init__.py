@@ -37,7 +37,7 @@ from barecat.shards import (
     BarecatReadWriteFileObject,
     Sharder,
 )
-from barecat.transfer import extract
+from barecat.transfer import archive2barecat, barecat2archive, extract
 
 __version__ = "0.4.0.dev0"
 
@@ -68,6 +68,8 @@ __all__ = [
     "SchemaVersionBarecatError",
     "Sharder",
     "__version__",
+    "archive2barecat",
+    "barecat2archive",
     "exists",
     "extract",
     "get_cached_reader",

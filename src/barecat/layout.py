@@ -90,3 +90,18 @@ def remove_archive(path: str | os.PathLike[str]) -> None:
     """Delete the archive's index and shard files (missing parts are not an error)."""
     for f in archive_files(path):
         os.remove(f)
+
+
+def move_archive(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
+    """Rename the archive at ``src`` to ``dst`` (same filesystem; ``dst`` free).
+
+    Shards and the lookup table go first and the index last, so that ``dst`` only turns
+    into an archive, to anyone looking, once it is whole.
+    """
+    src_base, dst_base = base_path(src), os.fspath(dst)
+    src_index = index_path(src_base)
+    for n in existing_shard_numbers(src_base):
+        os.replace(shard_path(src_base, n), shard_path(dst_base, n))
+    if os.path.lexists(src_index + LOOKUP_TABLE_SUFFIX):
+        os.replace(src_index + LOOKUP_TABLE_SUFFIX, dst_base + LOOKUP_TABLE_SUFFIX)
+    os.replace(src_index, dst_base)

@@ -14,6 +14,7 @@ from barecat import __version__
 from barecat.cli import (
     combine,
     completion,
+    convert,
     create,
     extract,
     listing,
@@ -29,6 +30,7 @@ from barecat.cli.terminal import PROG
 
 COMMAND_MODULES = (
     create,
+    convert,
     extract,
     listing,
     reports,

@@ -166,7 +166,8 @@ def resync_after_failure(index: Index, sharder: Sharder) -> None:
 
 def require_movable(index: Index, sharder: Sharder, what: str) -> None:
     """Moving files needs an index and shards open for writing, not append-only, and no
-    shard that is another archive's (``merge --symlink``): packing would write into it."""
+    shard linked to a file the archive does not own (``merge --symlink``, ``convert
+    --wrap``): packing would write into it."""
     if index.readonly or sharder.readonly:
         raise ReadOnlyBarecatError(f"Cannot {what}: the archive is open read-only")
     if sharder.append_only:
@@ -174,7 +175,8 @@ def require_movable(index: Index, sharder: Sharder, what: str) -> None:
     linked = [s for s in range(sharder.num_shards) if sharder.is_foreign(s)]
     if linked:
         raise BarecatError(
-            f"Cannot {what} {sharder.path}: shard {linked[0]} is a link to another archive's "
-            "shard (barecat merge --symlink), which must not be written; make a copy with "
-            "'barecat merge' without --symlink first"
+            f"Cannot {what} {sharder.path}: shard {linked[0]} is a link to a file this archive "
+            "does not own (another archive's shard from 'merge --symlink', or a tar/zip from "
+            "'convert --wrap'), which must not be written; make a copy with 'barecat merge' "
+            "without --symlink first"
         )

@@ -92,7 +92,8 @@ class Sharder:
             with self._lock:
                 fd = self._fds.get(shard)
                 if fd is None:
-                    flags = os.O_RDONLY if self.readonly else os.O_RDWR | os.O_CREAT
+                    writable = not self.readonly and not self.is_foreign(shard)
+                    flags = os.O_RDWR | os.O_CREAT if writable else os.O_RDONLY
                     try:
                         fd = os.open(self.get_shard_path(shard), flags | os.O_CLOEXEC, 0o666)
                     except FileNotFoundError:

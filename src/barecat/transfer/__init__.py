@@ -1,25 +1,53 @@
-"""Moving data into and out of archives: directory trees today; tar/zip and sync later."""
+"""Moving data into and out of archives: directory trees, tar/zip files and streams, sync."""
 
+from barecat.transfer.archive_export import ExportResult, export_tar, export_zip
+from barecat.transfer.archive_formats import FORMATS, format_of_name, parse_format
+from barecat.transfer.archive_import import ImportResult, import_tar, import_zip
+from barecat.transfer.conversion import (
+    archive2barecat,
+    barecat2archive,
+    barecat2stream,
+    building_archive,
+    stream2barecat,
+)
 from barecat.transfer.extraction import (
     ExtractResult,
     copy_file_to,
     extract,
     extract_to_directory,
+    open_verified,
 )
 from barecat.transfer.ingest import DEFAULT_WORKERS, IngestResult, add_directory, ingest
 from barecat.transfer.sources import IngestPlan, Source, plan_sources, plan_tree
+from barecat.transfer.wrapping import wrap_archive
 
 __all__ = [
     "DEFAULT_WORKERS",
+    "FORMATS",
+    "ExportResult",
     "ExtractResult",
+    "ImportResult",
     "IngestPlan",
     "IngestResult",
     "Source",
     "add_directory",
+    "archive2barecat",
+    "barecat2archive",
+    "barecat2stream",
+    "building_archive",
     "copy_file_to",
+    "export_tar",
+    "export_zip",
     "extract",
     "extract_to_directory",
+    "format_of_name",
+    "import_tar",
+    "import_zip",
     "ingest",
+    "open_verified",
+    "parse_format",
     "plan_sources",
     "plan_tree",
+    "stream2barecat",
+    "wrap_archive",
 ]

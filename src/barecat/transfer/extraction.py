@@ -13,12 +13,13 @@ Uses only the public :class:`Barecat` API; never prints.
 from __future__ import annotations
 
 import errno
+import io
 import os
 import shutil
 import stat
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import BinaryIO
+from typing import BinaryIO, cast
 
 from barecat.archive import Barecat
 from barecat.entries import BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo, Order
@@ -121,19 +122,23 @@ class DirectoryWriter:
 
 
 def copy_file_to(bc: Barecat, item: BarecatFileInfo | str, out: BinaryIO) -> None:
-    """Write one file's bytes to ``out``, CRC32C-verified, in bounded memory.
+    """Write one file's bytes to ``out``, CRC32C-verified, in bounded memory."""
+    with open_verified(bc, item) as source:
+        shutil.copyfileobj(source, out, COPY_CHUNK)
 
-    A big file is checked first and then streamed, so a damaged one raises before any of
-    its bytes are written.
+
+def open_verified(bc: Barecat, item: BarecatFileInfo | str) -> BinaryIO:
+    """A stored file to read, whose bytes are known to match their CRC32C.
+
+    A small file is read and checked at once; a big one is checked first and then
+    streamed, so a damaged file raises before any of its bytes are passed on.
     """
     f = bc.index.lookup_file(item) if isinstance(item, str) else item
     if (f.size or 0) <= COPY_CHUNK:
-        out.write(bc.read(f))
-        return
+        return io.BytesIO(bc.read(f))
     if not bc.check_crc32c(f):
         bc.read(f)  # raises the integrity error naming the damage
-    with bc.open(f, "rb") as src:
-        shutil.copyfileobj(src, out, COPY_CHUNK)
+    return cast(BinaryIO, bc.open(f, "rb"))
 
 
 def extract_to_directory(

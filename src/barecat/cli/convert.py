@@ -1,0 +1,174 @@
+"""``barecat convert``: tar and zip into barecat and back, from files or streams.
+
+The direction comes from the names: a tar or zip name on one side (``.tar``, ``.tar.gz``,
+``.tgz``, ``.tar.bz2``, ``.tar.xz``, ``.tar.zst``, ``.zip``) makes the other side the
+barecat archive. ``--stdin``/``--stdout`` put a format name in place of the file. Members
+that cannot be stored (devices, unsafe names) are listed on stderr and the exit code is 1,
+with everything else converted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+
+from barecat.cli.create import size
+from barecat.cli.parsing import Subparsers, add_command
+from barecat.cli.running import run_legacy
+from barecat.cli.terminal import Progress, error, wants_progress
+from barecat.entries import BarecatEntryInfo, BarecatFileInfo
+from barecat.layout import is_sqlite_file
+from barecat.transfer import (
+    ImportResult,
+    archive2barecat,
+    barecat2archive,
+    barecat2stream,
+    format_of_name,
+    parse_format,
+    stream2barecat,
+    wrap_archive,
+)
+
+EXAMPLES = """
+barecat convert dataset.tar.gz dataset.barecat        # tar/zip -> barecat
+barecat convert dataset.barecat dataset.zip           # barecat -> tar/zip
+barecat convert -s 10G huge.tar huge.barecat          # shards of at most 10 GB
+curl -s URL | barecat convert --stdin tar.gz data.barecat
+barecat convert --stdout data.barecat tar | ssh host tar xf -
+barecat convert --root-dir project data.barecat data.tar.zst
+barecat convert --wrap data.tar data.barecat          # index over the tar, no copy
+"""
+
+
+def register(sub: Subparsers) -> None:
+    parser = add_command(
+        sub,
+        "convert",
+        help="Convert between barecat and tar/zip (files or streams)",
+        handler=run_convert,
+        examples=EXAMPLES,
+    )
+    parser.add_argument("input", help="Input file (a format name such as tar.gz with --stdin)")
+    parser.add_argument("output", help="Output file (a format name such as tar with --stdout)")
+    parser.add_argument(
+        "-s",
+        "--shard-size-limit",
+        type=size,
+        metavar="SIZE",
+        help="Shard size limit of a barecat output (500M, 10G)",
+    )
+    parser.add_argument("-f", "--force", action="store_true", help="Overwrite the output")
+    parser.add_argument("--stdin", action="store_true", help="Read the input from stdin")
+    parser.add_argument("--stdout", action="store_true", help="Write the output to stdout")
+    parser.add_argument(
+        "--root-dir", metavar="NAME", help="Put everything under NAME/ in a tar/zip output"
+    )
+    parser.add_argument(
+        "--wrap",
+        action="store_true",
+        help="Index an uncompressed tar or stored zip in place: it becomes the shard, "
+        "no bytes are copied",
+    )
+    parser.add_argument("-q", "--quiet", action="store_true", help="No progress bar")
+
+
+def _is_barecat_side(path: str) -> bool:
+    return format_of_name(path) is None or is_sqlite_file(path)
+
+
+def run_convert(args: argparse.Namespace) -> int:
+    if args.stdin and args.stdout:
+        raise ValueError("--stdin and --stdout cannot be combined: one side is a barecat file")
+    if args.wrap:
+        if args.stdin or args.stdout:
+            raise ValueError("--wrap needs an input file to index in place, not a stream")
+        return _report(wrap_archive(args.input, args.output, overwrite=args.force))
+    with Progress("convert", None, wants_progress(args.quiet)) as progress:
+        if args.stdout:
+            barecat2stream(
+                args.input,
+                sys.stdout.buffer,
+                parse_format(args.output),
+                args.root_dir,
+                on_entry=lambda entry: _advance(progress, entry),
+            )
+            sys.stdout.buffer.flush()
+            return 0
+        if args.stdin:
+            result = stream2barecat(
+                sys.stdin.buffer,
+                parse_format(args.input),
+                args.output,
+                args.shard_size_limit,
+                args.force,
+                on_stored=progress.advance,
+            )
+            return _report(result)
+        if not _is_barecat_side(args.input) or not os.path.exists(args.input):
+            result = archive2barecat(
+                args.input,
+                args.output,
+                args.shard_size_limit,
+                args.force,
+                on_stored=progress.advance,
+            )
+            return _report(result)
+        if args.shard_size_limit is not None:
+            raise ValueError("-s/--shard-size-limit applies only to a barecat output")
+        if not args.force and os.path.lexists(args.output):
+            raise FileExistsError(f"{args.output} exists (use -f to overwrite)")
+        barecat2archive(
+            args.input,
+            args.output,
+            args.root_dir,
+            on_entry=lambda entry: _advance(progress, entry),
+        )
+    return 0
+
+
+def _advance(progress: Progress, entry: BarecatEntryInfo) -> None:
+    if isinstance(entry, BarecatFileInfo):
+        progress.advance(1, entry.size or 0)
+
+
+def _report(result: ImportResult) -> int:
+    for name, reason in result.skipped:
+        error(f"skipped {name}: {reason}", command="convert")
+    return 1 if result.skipped else 0
+
+
+def legacy_archive2barecat(argv: Sequence[str] | None = None) -> int:
+    """The reference's ``archive2barecat ARCHIVE_FILE BARECAT_FILE`` script."""
+    parser = argparse.ArgumentParser(
+        prog="archive2barecat", description="Convert a tar or zip archive to a Barecat archive."
+    )
+    parser.add_argument("archive_file", help="path to the tar or zip file")
+    parser.add_argument("barecat_file", help="path to the target barecat file")
+    parser.add_argument("--shard-size-limit", type=size, help="maximum size of a shard")
+    parser.add_argument("--overwrite", action="store_true", help="overwrite existing files")
+
+    def body(args: argparse.Namespace) -> int:
+        return _report(
+            archive2barecat(
+                args.archive_file, args.barecat_file, args.shard_size_limit, args.overwrite
+            )
+        )
+
+    return run_legacy("archive2barecat", "barecat convert", parser, body, argv)
+
+
+def legacy_barecat2archive(argv: Sequence[str] | None = None) -> int:
+    """The reference's ``barecat2archive BARECAT_FILE ARCHIVE_FILE`` script."""
+    parser = argparse.ArgumentParser(
+        prog="barecat2archive", description="Convert a Barecat archive to a tar or zip archive."
+    )
+    parser.add_argument("barecat_file", help="path to the barecat file")
+    parser.add_argument("archive_file", help="path to the target archive file")
+
+    def body(args: argparse.Namespace) -> int:
+        barecat2archive(args.barecat_file, args.archive_file)
+        return 0
+
+    return run_legacy("barecat2archive", "barecat convert", parser, body, argv)

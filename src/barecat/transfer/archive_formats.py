@@ -1,0 +1,147 @@
+"""Names and streams of the traditional archive formats: tar (plain or compressed) and zip.
+
+Owns the mapping from file names (``.tar.gz``, ``.tgz``, ``.zip``, ...) and format names
+(``tar.gz``, as ``--stdin``/``--stdout`` take them) to formats, telling compressed files by
+their first bytes, and opening tar streams for reading or writing in constant memory
+(tarfile's stream modes; zstd through ``zstandard``, which tarfile lacks). Knows nothing
+of barecat archives; imports only ``exceptions``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import tarfile
+from collections.abc import Iterator
+from typing import BinaryIO, cast
+
+import zstandard
+
+from barecat.exceptions import BarecatError
+
+TAR_FORMATS = ("tar", "tar.gz", "tar.bz2", "tar.xz", "tar.zst")
+FORMATS = (*TAR_FORMATS, "zip")
+
+_SUFFIXES = {  # longest first where one ends another
+    ".tar.gz": "tar.gz",
+    ".tgz": "tar.gz",
+    ".tar.bz2": "tar.bz2",
+    ".tbz2": "tar.bz2",
+    ".tbz": "tar.bz2",
+    ".tar.xz": "tar.xz",
+    ".txz": "tar.xz",
+    ".tar.zst": "tar.zst",
+    ".tzst": "tar.zst",
+    ".tar": "tar",
+    ".zip": "zip",
+}
+
+_ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+_MAGIC = (  # first bytes of compressed streams, to refuse wrapping them
+    (b"\x1f\x8b", "gzip"),
+    (b"BZh", "bzip2"),
+    (b"\xfd7zXZ\x00", "xz"),
+    (_ZSTD_MAGIC, "zstd"),
+)
+
+
+def format_of_name(name: str) -> str | None:
+    """The format a file name says (``data.tgz`` -> ``tar.gz``), or None if none."""
+    lower = name.lower()
+    for suffix, fmt in _SUFFIXES.items():
+        if lower.endswith(suffix):
+            return fmt
+    return None
+
+
+def parse_format(text: str) -> str:
+    """A format as ``--stdin``/``--stdout`` take it: ``tar.gz``, ``tgz``, ``.zip``, ..."""
+    fmt = format_of_name("x." + text.lower().lstrip("."))
+    if fmt is None:
+        raise BarecatError(f"Unknown archive format {text!r}; known: {', '.join(FORMATS)}")
+    return fmt
+
+
+def compression_of(path: str) -> str | None:
+    """The compression a file's first bytes show (``gzip``, ...), or None."""
+    with open(path, "rb") as f:
+        head = f.read(8)
+    return next((name for magic, name in _MAGIC if head.startswith(magic)), None)
+
+
+@contextlib.contextmanager
+def open_tar_reader(stream: BinaryIO) -> Iterator[tarfile.TarFile]:
+    """A tarfile reading ``stream`` in stream mode (no seeking, constant memory).
+
+    The compression is told from the stream's first bytes, whatever its name says:
+    gzip, bzip2 and xz by tarfile itself, zstd here. Every tar dialect tarfile knows is
+    read (ustar, GNU, PAX).
+    """
+    head = _read_exactly(stream, len(_ZSTD_MAGIC))
+    source: BinaryIO = cast(BinaryIO, _Prefixed(head, stream))
+    with contextlib.ExitStack() as stack:
+        if head == _ZSTD_MAGIC:
+            source = stack.enter_context(_zstd_stream(source, writing=False))
+        yield stack.enter_context(tarfile.open(fileobj=source, mode="r|*"))
+
+
+def _read_exactly(stream: BinaryIO, size: int) -> bytes:
+    """Up to ``size`` bytes, fewer only at the end (a pipe may deliver less per read)."""
+    head = b""
+    while len(head) < size and (chunk := stream.read(size - len(head))):
+        head += chunk
+    return head
+
+
+class _Prefixed:
+    """A read-only stream: ``head`` (bytes already taken from ``rest``), then ``rest``."""
+
+    def __init__(self, head: bytes, rest: BinaryIO) -> None:
+        self._head = head
+        self._rest = rest
+
+    def read(self, size: int = -1) -> bytes:
+        if not self._head:
+            return self._rest.read(size)
+        if size is None or size < 0:
+            data, self._head = self._head + self._rest.read(), b""
+            return data
+        data, self._head = self._head[:size], self._head[size:]
+        return data + self._rest.read(size - len(data)) if len(data) < size else data
+
+
+@contextlib.contextmanager
+def open_tar_writer(stream: BinaryIO, fmt: str) -> Iterator[tarfile.TarFile]:
+    """A tarfile writing ``fmt`` (``tar``, ``tar.gz``, ...) to ``stream`` in stream mode.
+
+    PAX format: it carries long and non-ASCII names, big sizes and nanosecond times.
+    """
+    if fmt not in TAR_FORMATS:
+        raise BarecatError(f"{fmt} is not a tar format")
+    codec = fmt.partition(".")[2]
+    with contextlib.ExitStack() as stack:
+        if codec == "zst":
+            stream, codec = stack.enter_context(_zstd_stream(stream, writing=True)), ""
+        yield stack.enter_context(
+            tarfile.open(fileobj=stream, mode=f"w|{codec}", format=tarfile.PAX_FORMAT)  # type: ignore[call-overload]
+        )
+
+
+@contextlib.contextmanager
+def _zstd_stream(stream: BinaryIO, writing: bool) -> Iterator[BinaryIO]:
+    if writing:
+        with zstandard.ZstdCompressor().stream_writer(stream, closefd=False) as out:
+            yield cast(BinaryIO, out)
+    else:
+        with zstandard.ZstdDecompressor().stream_reader(stream, closefd=False) as inp:
+            yield cast(BinaryIO, inp)
+
+
+__all__ = [
+    "FORMATS",
+    "TAR_FORMATS",
+    "compression_of",
+    "format_of_name",
+    "open_tar_reader",
+    "open_tar_writer",
+    "parse_format",
+]

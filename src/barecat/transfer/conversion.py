@@ -1,0 +1,150 @@
+"""Whole conversions between barecat and tar/zip files or streams (``barecat convert``).
+
+A barecat target is built under a hidden temporary name beside it and renamed into place
+only when complete (shards first, index last); a failed, interrupted or killed conversion
+leaves no archive at the target, so a half-converted input is never taken for a finished
+one. A tar or zip target is written to a temporary file and renamed the same way.
+Streams (stdin, stdout) go through in constant memory, except a zip read from a stream,
+which must be spooled to a temporary file first (its table of contents is at its end).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from typing import BinaryIO
+
+from barecat.archive import Barecat
+from barecat.exceptions import BarecatError, FileExistsBarecatError
+from barecat.layout import archive_exists, move_archive, remove_archive
+from barecat.transfer.archive_export import ExportResult, OnExported, export_tar, export_zip
+from barecat.transfer.archive_formats import format_of_name
+from barecat.transfer.archive_import import ImportResult, OnStored, import_tar, import_zip
+
+
+@contextlib.contextmanager
+def building_archive(
+    target: str, overwrite: bool = False, shard_size_limit: int | str | None = None
+) -> Iterator[Barecat]:
+    """A writable archive that appears at ``target`` only if the block completes."""
+    target = os.fspath(target)
+    if not overwrite and (archive_exists(target) or os.path.lexists(target)):
+        raise FileExistsBarecatError(target, "Output")
+    folder, name = os.path.split(os.path.abspath(target))
+    staging = os.path.join(folder, f".{name}.partial-{os.getpid()}")
+    remove_archive(staging)
+    try:
+        with Barecat(staging, readonly=False, shard_size_limit=shard_size_limit) as bc:
+            yield bc
+    except BaseException:
+        remove_archive(staging)
+        raise
+    if archive_exists(target):
+        remove_archive(target)
+    elif os.path.lexists(target):
+        os.remove(target)
+    move_archive(staging, target)
+
+
+def archive2barecat(
+    src_path: str,
+    target_path: str,
+    shard_size_limit: int | str | None = None,
+    overwrite: bool = False,
+    *,
+    on_stored: OnStored | None = None,
+) -> ImportResult:
+    """Convert a tar (plain or compressed) or zip file into a new barecat archive."""
+    with building_archive(target_path, overwrite, shard_size_limit) as bc:
+        if _is_zip(src_path):
+            return import_zip(bc, src_path, on_stored)
+        with open(src_path, "rb") as f:
+            return import_tar(bc, f, on_stored)
+
+
+def stream2barecat(
+    stream: BinaryIO,
+    fmt: str,
+    target_path: str,
+    shard_size_limit: int | str | None = None,
+    overwrite: bool = False,
+    *,
+    on_stored: OnStored | None = None,
+) -> ImportResult:
+    """Convert a tar stream (any compression) or zip stream of format ``fmt``."""
+    with building_archive(target_path, overwrite, shard_size_limit) as bc:
+        if fmt != "zip":
+            return import_tar(bc, stream, on_stored)
+        with tempfile.TemporaryFile(dir=os.path.dirname(os.path.abspath(target_path))) as spool:
+            shutil.copyfileobj(stream, spool, 1 << 20)
+            spool.seek(0)
+            return import_zip(bc, spool, on_stored)
+
+
+def barecat2archive(
+    src_path: str,
+    target_path: str,
+    root_dir: str | None = None,
+    *,
+    overwrite: bool = True,
+    on_entry: OnExported | None = None,
+) -> ExportResult:
+    """Convert a barecat archive into a tar (compressed as its name says) or zip file."""
+    fmt = format_of_name(target_path)
+    if fmt is None:
+        raise BarecatError(
+            f"Cannot tell the format of {target_path!r}: name it .tar, .tar.gz, .tgz, "
+            ".tar.bz2, .tar.xz, .tar.zst or .zip"
+        )
+    if not overwrite and os.path.lexists(target_path):
+        raise FileExistsBarecatError(target_path, "Output")
+    folder, name = os.path.split(os.path.abspath(target_path))
+    staging = os.path.join(folder, f".{name}.partial-{os.getpid()}")
+    try:
+        with open(staging, "wb") as out:
+            result = barecat2stream(src_path, out, fmt, root_dir, on_entry=on_entry)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(staging)
+        raise
+    os.replace(staging, target_path)
+    return result
+
+
+def barecat2stream(
+    src_path: str,
+    stream: BinaryIO,
+    fmt: str,
+    root_dir: str | None = None,
+    *,
+    on_entry: OnExported | None = None,
+) -> ExportResult:
+    """Write a barecat archive to ``stream`` as format ``fmt`` (a tar format or zip)."""
+    with Barecat(src_path) as bc:
+        if fmt == "zip":
+            return export_zip(bc, stream, root_dir, on_entry)
+        return export_tar(bc, stream, fmt, root_dir, on_entry)
+
+
+def _is_zip(path: str) -> bool:
+    fmt = format_of_name(path)
+    return fmt == "zip" if fmt is not None else zipfile_at(path)
+
+
+def zipfile_at(path: str) -> bool:
+    """True if the file at ``path`` is a zip (whatever its name)."""
+    import zipfile
+
+    return zipfile.is_zipfile(path)
+
+
+__all__ = [
+    "archive2barecat",
+    "barecat2archive",
+    "barecat2stream",
+    "building_archive",
+    "stream2barecat",
+]
