@@ -9,6 +9,7 @@ SIGKILL for crash safety. After every operation the output must be self-consiste
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import random
@@ -16,8 +17,10 @@ import shutil
 import signal
 import subprocess
 import sys
+import tarfile
 import textwrap
 import time
+import zipfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -176,10 +179,36 @@ def test_existing_output_needs_force_or_append_and_an_input_is_never_the_output(
     code, _, err = run("merge", "-f", "-o", out, a + ".missing")
     assert code == 1 and "not found" in err
     tar = Path(a).with_name("data.tar")
-    tar.write_bytes(b"\0" * 1024)
+    tar.write_bytes(b"not a tar " * 100)
     code, _, err = run("merge", "-f", "-o", out, str(tar))
-    assert code == 1 and "tar and zip" in err
+    assert code == 1 and "corrupt or truncated" in err
     assert check(out) == {"a": b"a"}  # -f removes nothing before the inputs are known good
+    assert not list(Path(out).parent.glob(".merge-inputs-*"))
+
+
+def test_tar_and_zip_inputs_are_merged_like_archives(
+    run: Run, make_archive: Make, tmp_path: Path
+) -> None:
+    a = make_archive({"x/one": b"from the archive"})
+    with tarfile.open(tmp_path / "photos.tar.gz", "w:gz") as tar:
+        info = tarfile.TarInfo("x/two")
+        info.size = 8
+        tar.addfile(info, io.BytesIO(b"from tar"))
+    with zipfile.ZipFile(tmp_path / "extra.zip", "w") as zf:
+        zf.writestr("x/three", b"from zip")
+    out = str(tmp_path / "all.barecat")
+    inputs = [a, str(tmp_path / "photos.tar.gz"), str(tmp_path / "extra.zip")]
+    assert run("merge", "-o", out, *inputs)[0] == 0
+    assert check(out) == {
+        "x/one": b"from the archive",
+        "x/two": b"from tar",
+        "x/three": b"from zip",
+    }
+    assert run("merge", "-f", "--as-subdirs", "-o", out, *inputs[1:])[0] == 0
+    assert check(out) == {"photos/x/two": b"from tar", "extra/x/three": b"from zip"}
+    code, _, err = run("merge", "-f", "--symlink", "-o", out, inputs[1])
+    assert code == 1 and "--wrap" in err
+    assert not list(tmp_path.glob(".merge-inputs-*"))
 
 
 def test_symlink_mode_links_renumbered_shards_and_never_writes_into_them(

@@ -11,8 +11,11 @@ legacy ``barecat-merge`` and ``barecat-merge-symlink`` scripts (:func:`legacy_me
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
-from collections.abc import Callable, Sequence
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
 
 from barecat.archive import Barecat
 from barecat.cli.create import size
@@ -21,10 +24,11 @@ from barecat.cli.running import run_legacy
 from barecat.cli.terminal import Progress, describe, error, human_size, wants_progress
 from barecat.exceptions import BarecatError, FileExistsBarecatError
 from barecat.glob import PathFilter
-from barecat.layout import archive_exists, base_path, index_path
+from barecat.layout import archive_exists, base_path, index_path, is_sqlite_file
 from barecat.ops.copy_files import CopyStats
 from barecat.ops.merge import check_source, merge_archives
 from barecat.ops.subset import select_entries, subset_archive
+from barecat.transfer import archive2barecat, format_of_name
 
 MERGE_EXAMPLES = """
 barecat merge -o all.barecat train.barecat val.barecat test.barecat
@@ -32,6 +36,7 @@ barecat merge -o all.barecat -s 50G --ignore-duplicates day*.barecat
 barecat merge -o all.barecat -a day8.barecat          # add to an existing output
 barecat merge -o view.barecat --symlink a.barecat b.barecat   # no copying: links shards
 barecat merge -o all.barecat --as-subdirs train.barecat val.barecat  # train/..., val/...
+barecat merge -o all.barecat old.barecat new-photos.tar.gz extra.zip   # tar/zip inputs too
 """
 
 SUBSET_EXAMPLES = """
@@ -51,7 +56,9 @@ def register(sub: Subparsers) -> None:
         handler=run_merge,
         examples=MERGE_EXAMPLES,
     )
-    merge.add_argument("archives", nargs="+", metavar="ARCHIVE", help="Archives to merge")
+    merge.add_argument(
+        "archives", nargs="+", metavar="ARCHIVE", help="Archives to merge (barecat, tar or zip)"
+    )
     _output_options(merge)
     mode = merge.add_mutually_exclusive_group()
     mode.add_argument("-f", "--force", action="store_true", help="Overwrite OUTPUT if it exists")
@@ -157,24 +164,59 @@ def _count_files(paths: Sequence[str]) -> int | None:
 def run_merge(args: argparse.Namespace) -> int:
     if args.symlink and args.append:
         raise ValueError("--append is not supported with --symlink")
+    with _converted_inputs(args.archives, args.output, args.symlink) as inputs:
+        return _merge(args, inputs, dict(zip(inputs, args.archives, strict=True)))
+
+
+@contextlib.contextmanager
+def _converted_inputs(inputs: list[str], output: str, symlink: bool) -> Iterator[list[str]]:
+    """Tar and zip inputs converted to temporary archives beside the output (under their
+    own file names, so ``--as-subdirs`` names them the same), removed afterwards."""
+    foreign = {i for i, p in enumerate(inputs) if format_of_name(p) and not is_sqlite_file(p)}
+    if not foreign:
+        yield inputs
+        return
+    if symlink:
+        raise ValueError(
+            "--symlink links archives' shards, and a tar or zip input has none: drop "
+            "--symlink, or make it an archive first with 'barecat convert --wrap'"
+        )
+    folder = tempfile.mkdtemp(prefix=".merge-inputs-", dir=os.path.dirname(os.path.abspath(output)))
+    try:
+        converted = []
+        for i, path in enumerate(inputs):
+            if i in foreign:
+                target = os.path.join(folder, str(i), os.path.basename(path))
+                os.makedirs(os.path.dirname(target))
+                result = archive2barecat(path, target)
+                for name, reason in result.skipped:
+                    error(f"{path}: skipped {name}: {reason}", command="merge")
+                path = target
+            converted.append(path)
+        yield converted
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _merge(args: argparse.Namespace, inputs: list[str], names: dict[str, str]) -> int:
     path_filter = _path_filter(args)
     _check_output(
-        args.output, args.archives, args.force or args.append, "use -f to overwrite or -a to append"
+        args.output, inputs, args.force or args.append, "use -f to overwrite or -a to append"
     )
     show = wants_progress(args.quiet)
     filtered = args.pattern is not None or path_filter is not None
-    total = _count_files(args.archives) if show and not filtered else None
+    total = _count_files(inputs) if show and not filtered else None
     current = [""]
 
     def on_input(path: str, num_files: int) -> None:
-        current[0] = path
+        current[0] = names.get(path, path)
 
     with _open_output(args) as out, Progress("merge", total, show) as bar:
         try:
             result = merge_archives(
                 out.index,
                 out.sharder,
-                args.archives,
+                inputs,
                 ignore_duplicates=args.ignore_duplicates or args.append,
                 symlink=args.symlink,
                 prefix=args.prefix,
@@ -193,7 +235,7 @@ def run_merge(args: argparse.Namespace) -> int:
                 f"{describe(e)} (in {current[0]}; nothing of it was added){hint}", command="merge"
             )
             return 1
-    _summary("Merged", result.total, _archives(len(args.archives)), args.output)
+    _summary("Merged", result.total, _archives(len(inputs)), args.output)
     return 0
 
 

@@ -100,13 +100,16 @@ def check_source(path: str) -> None:
     output is created)."""
     tar_like = path.lower().endswith(SUBDIR_SUFFIXES[:-1]) and os.path.isfile(path)
     if tar_like and not is_sqlite_file(path):
-        raise BarecatError(f"{path}: merging tar and zip archives is not supported yet")
+        raise BarecatError(
+            f"{path}: a tar or zip file, which this function cannot read; convert it first "
+            "(barecat.archive2barecat), as the barecat merge command does"
+        )
     if not archive_exists(base_path(path)):
         raise FileNotFoundBarecatError(path, "Archive")
 
 
 def open_source(path: str) -> tuple[Index, Sharder]:
-    """A barecat input, read-only (tar and zip inputs will be told apart here)."""
+    """A barecat input, read-only."""
     check_source(path)
     base = base_path(path)
     src_index = Index(index_path(base), readonly=True, lookup_table=False)

@@ -35,6 +35,7 @@ def building_archive(
         raise FileExistsBarecatError(target, "Output")
     folder, name = os.path.split(os.path.abspath(target))
     staging = os.path.join(folder, f".{name}.partial-{os.getpid()}")
+    _remove_abandoned_stagings(folder, name)
     remove_archive(staging)
     try:
         with Barecat(staging, readonly=False, shard_size_limit=shard_size_limit) as bc:
@@ -47,6 +48,23 @@ def building_archive(
     elif os.path.lexists(target):
         os.remove(target)
     move_archive(staging, target)
+
+
+def _remove_abandoned_stagings(folder: str, name: str) -> None:
+    """Delete what killed conversions to ``name`` left (their process is gone)."""
+    prefix = f".{name}.partial-"
+    pids = set()
+    for entry in os.listdir(folder):
+        pid_text = entry[len(prefix) :].split("-", 1)[0] if entry.startswith(prefix) else ""
+        if pid_text.isdigit():
+            pids.add(int(pid_text))
+    for pid in pids - {os.getpid()}:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            remove_archive(os.path.join(folder, f"{prefix}{pid}"))
+        except PermissionError:
+            pass  # alive, someone else's
 
 
 def archive2barecat(
