@@ -776,3 +776,44 @@ def test_conversions_interchange(ref: Reference, tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     with tarfile.open(tmp_path / "by_ref.tar") as tar:
         assert {m.name: tar.extractfile(m).read().hex() for m in tar if m.isfile()} == expected  # type: ignore[union-attr]
+
+
+CODEC_VALUES: dict[str, Any] = {
+    "a.json": {"k": [1, 2], "s": "ž"},
+    "b.json.gz": [1, "x", None],
+    "c.pkl.xz": {"t": [1, 2], "f": 0.5},
+    "d.json.bz2": "just a string",
+    "e.pickle.gz": [True, False],
+}
+
+REF_WRITES_CODECS = """
+from barecat import DecodedView
+with barecat.Barecat(args['path'], readonly=False) as bc:
+    dec = DecodedView(bc)
+    for name, value in args['values'].items():
+        dec[name] = value
+result = None
+"""
+
+REF_READS_CODECS = """
+from barecat import DecodedView
+with barecat.Barecat(args['path']) as bc:
+    dec = DecodedView(bc)
+    result = {name: dec[name] for name in args['names']}
+"""
+
+
+def test_decoded_view_files_interchange(ref: Reference, tmp_path: Path) -> None:
+    """JSON, pickle and the compression layers written through either DecodedView read
+    back through the other."""
+    ours = str(tmp_path / "ours.barecat")
+    with barecat.Barecat(ours, readonly=False) as bc:
+        dec = barecat.DecodedView(bc)
+        for name, value in CODEC_VALUES.items():
+            dec[name] = value
+    assert ref.run(REF_READS_CODECS, path=ours, names=list(CODEC_VALUES)) == CODEC_VALUES
+    theirs = str(tmp_path / "theirs.barecat")
+    ref.run(REF_WRITES_CODECS, path=theirs, values=CODEC_VALUES)
+    with barecat.Barecat(theirs) as bc:
+        dec = barecat.DecodedView(bc, allow_pickle=True)
+        assert {name: dec[name] for name in CODEC_VALUES} == CODEC_VALUES

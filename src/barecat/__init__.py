@@ -6,6 +6,7 @@ The public face; names follow barecat 0.3.x so existing code keeps working.
 from __future__ import annotations
 
 from barecat.archive import Barecat
+from barecat.codecs import DecodedView, UnsafePickleWarning
 from barecat.entries import (
     SHARD_SIZE_UNLIMITED,
     BarecatDirInfo,
@@ -54,6 +55,7 @@ __all__ = [
     "BarecatReadOnlyFileObject",
     "BarecatReadWriteFileObject",
     "CorruptIndexBarecatError",
+    "DecodedView",
     "DirectoryNotEmptyBarecatError",
     "FileExistsBarecatError",
     "FileNotFoundBarecatError",
@@ -67,6 +69,7 @@ __all__ = [
     "ReadOnlyBarecatError",
     "SchemaVersionBarecatError",
     "Sharder",
+    "UnsafePickleWarning",
     "__version__",
     "archive2barecat",
     "barecat2archive",

@@ -1,0 +1,101 @@
+"""``DecodedView``: a mapping that stores values as the bytes their file extension says.
+
+Wraps any ``MutableMapping[str, bytes]`` (a ``Barecat``, a dict): writing
+``view['a.json'] = {...}`` stores JSON bytes, reading decodes them again; ``.npy.gz`` is
+NumPy inside gzip. A name without a codec raises ``ValueError`` rather than passing raw
+bytes through. Unpickling runs whatever code the pickle names, so ``.pkl`` reads are
+governed by ``allow_pickle``: ``True`` for archives you made or trust, ``False`` to refuse
+them, and by default allowed with an ``UnsafePickleWarning`` the first time (barecat
+0.3.x code keeps working, and says what it is doing). Bytes a decoder rejects raise
+``ValueError`` naming the path, whatever the decoder's own error type. Never imports the
+facade.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterable, Iterator, MutableMapping
+from typing import Any
+
+from barecat.codecs.builtin import default_registry
+from barecat.codecs.registry import CodecChain, Decoder, Encoder
+
+_DEFAULTS = default_registry()
+
+
+class UnsafePickleWarning(UserWarning):
+    """A pickle was loaded from an archive: that can run code the archive's maker chose."""
+
+
+class DecodedView(MutableMapping[str, Any]):
+    """Values in, values out; bytes in the store underneath, as the extensions say."""
+
+    def __init__(self, store: MutableMapping[str, bytes], allow_pickle: bool | None = None) -> None:
+        self.store = store
+        self.allow_pickle = allow_pickle
+        self._codecs = _DEFAULTS.copy()
+        self._warned = False
+
+    @property
+    def extensions(self) -> list[str]:
+        """The extensions this view has codecs for."""
+        return self._codecs.extensions()
+
+    def register_codec(
+        self, exts: Iterable[str], encoder: Encoder, decoder: Decoder, nonfinal: bool = False
+    ) -> None:
+        """Add a codec for ``exts`` (in this view only); ``nonfinal`` makes it a layer
+        that stacks over another format, as compression does."""
+        self._codecs.register(exts, encoder, decoder, nonfinal)
+
+    def clear_codecs(self) -> None:
+        """Forget every codec of this view, the built-in ones included."""
+        self._codecs.clear()
+
+    def __getitem__(self, path: str) -> Any:
+        chain = self._codecs.chain_for(path)
+        data = self.store[path]
+        self._check_pickle(chain, path)
+        try:
+            return chain.decode(data)
+        except ModuleNotFoundError:
+            raise
+        except Exception as e:  # each decoder has its own error types: one for callers
+            raise ValueError(f"{path}: cannot be decoded as {chain.final_ext}: {e}") from e
+
+    def __setitem__(self, path: str, value: Any) -> None:
+        self.store[path] = self._codecs.chain_for(path).encode(value)
+
+    def __delitem__(self, path: str) -> None:
+        del self.store[path]
+
+    def __contains__(self, path: object) -> bool:
+        return path in self.store
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.store)
+
+    def __len__(self) -> int:
+        return len(self.store)
+
+    def _check_pickle(self, chain: CodecChain, path: str) -> None:
+        if not chain.final.runs_code or self.allow_pickle:
+            return
+        if self.allow_pickle is False:
+            raise PermissionError(
+                f"{path}: loading pickles is disabled (allow_pickle=False); a pickle can "
+                "run any code when loaded"
+            )
+        if not self._warned:
+            self._warned = True
+            warnings.warn(
+                UnsafePickleWarning(
+                    f"{path}: loading a pickle runs whatever code it names; pass "
+                    "allow_pickle=True to DecodedView for archives you trust (this warning "
+                    "goes away), or allow_pickle=False to refuse pickles"
+                ),
+                stacklevel=3,
+            )
+
+
+__all__ = ["DecodedView", "UnsafePickleWarning"]
