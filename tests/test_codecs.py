@@ -190,6 +190,27 @@ def test_jpeg_is_close_to_the_original(name: str) -> None:
     assert np.abs(back.astype(int) - image).mean() < 2.0  # quality 95
 
 
+@pytest.mark.parametrize(
+    "layer", [".gz", ".gzip", ".bz2", ".xz", ".lzma", ".zst", ".zstd", ".lz4", ".GZ"]
+)
+def test_every_compression_layer_and_alias(layer: str) -> None:
+    store: dict[str, bytes] = {}
+    dec = DecodedView(store)
+    value = {"text": "abc " * 1000}
+    dec["v.json" + layer] = value
+    assert len(store["v.json" + layer]) < 500  # really compressed
+    assert dec["v.json" + layer] == value
+
+
+def test_exr_without_a_library_for_it_says_what_to_install() -> None:
+    import importlib.util
+
+    if any(importlib.util.find_spec(m) for m in ("cv2", "imageio")):
+        pytest.skip("a library that may handle .exr is installed here")
+    with pytest.raises(ModuleNotFoundError, match="OpenEXR"):
+        view()["hdr.exr"] = np.zeros((2, 2, 3), np.float32)
+
+
 def test_stacked_layers_are_applied_in_order() -> None:
     store: dict[str, bytes] = {}
     dec = DecodedView(store)

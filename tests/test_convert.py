@@ -372,7 +372,7 @@ def test_wrap_stored_zip_and_refuse_compressed_inputs(tmp_path: Path, run: Run) 
     assert code == 1 and "gzip-compressed" in err
 
 
-def test_wrap_many_tar_shards_into_one_archive(tmp_path: Path) -> None:
+def test_wrap_many_tar_shards_into_one_archive(tmp_path: Path, run: Run) -> None:
     """WebDataset style: one shard per tar, members of all of them in one namespace."""
     tars = []
     for n in range(3):
@@ -384,13 +384,14 @@ def test_wrap_many_tar_shards_into_one_archive(tmp_path: Path) -> None:
                 info.size = len(data)
                 tar.addfile(info, io.BytesIO(data))
         tars.append(str(path))
-    result = barecat.transfer.wrap_archive(tars, str(tmp_path / "wds.barecat"))
-    assert result.files == 12
+    assert run("convert", "--wrap", *tars, str(tmp_path / "wds.barecat"))[0] == 0
     with barecat.Barecat(str(tmp_path / "wds.barecat")) as bc:
         assert bc["0102.txt"] == b"sample 1-2"
         assert {bc.index.lookup_file(p).shard for p in bc} == {0, 1, 2}
     for n in range(3):
         assert Path(shard_path(str(tmp_path / "wds.barecat"), n)).is_symlink()
+    code, _, err = run("convert", *tars[:2], str(tmp_path / "two.barecat"))
+    assert code == 1 and "only taken by --wrap" in err
 
 
 def test_maintenance_never_touches_a_wrapped_file(tmp_path: Path, run: Run) -> None:

@@ -39,6 +39,7 @@ curl -s URL | barecat convert --stdin tar.gz data.barecat
 barecat convert --stdout data.barecat tar | ssh host tar xf -
 barecat convert --root-dir project data.barecat data.tar.zst
 barecat convert --wrap data.tar data.barecat          # index over the tar, no copy
+barecat convert --wrap shard-*.tar dataset.barecat    # WebDataset shards: one archive
 """
 
 
@@ -50,7 +51,12 @@ def register(sub: Subparsers) -> None:
         handler=run_convert,
         examples=EXAMPLES,
     )
-    parser.add_argument("input", help="Input file (a format name such as tar.gz with --stdin)")
+    parser.add_argument(
+        "input",
+        nargs="+",
+        help="Input file (a format name such as tar.gz with --stdin; with --wrap, one or "
+        "more tar/zip files, each becoming a shard)",
+    )
     parser.add_argument("output", help="Output file (a format name such as tar with --stdout)")
     parser.add_argument(
         "-s",
@@ -85,6 +91,9 @@ def run_convert(args: argparse.Namespace) -> int:
         if args.stdin or args.stdout:
             raise ValueError("--wrap needs an input file to index in place, not a stream")
         return _report(wrap_archive(args.input, args.output, overwrite=args.force))
+    if len(args.input) != 1:
+        raise ValueError("several inputs are only taken by --wrap (one shard each)")
+    args.input = args.input[0]
     with Progress("convert", None, wants_progress(args.quiet)) as progress:
         if args.stdout:
             barecat2stream(
