@@ -26,6 +26,7 @@ import statistics
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 
 import bench_dataset
 from bench_maintenance import OURS_BIN, REPO, reference_bin, remove_archive, timed
@@ -43,41 +44,40 @@ def run(work: str, files: int, repeats: int) -> dict[str, dict[str, object]]:
     if not os.path.exists(gz):
         subprocess.run(["tar", "cf", plain, "-C", parent, name], check=True)
         subprocess.run(["tar", "czf", gz, "-C", parent, name], check=True)
-    ref = reference_bin()
+    barecats = [(who, b) for who, b in (("ours", OURS_BIN), ("ref", reference_bin())) if b]
     out_dir, archive = os.path.join(work, "out"), os.path.join(work, "out.barecat")
+    out_tar, wrapped = os.path.join(work, "out.tar"), os.path.join(work, "wrapped.barecat")
+
+    def compare(
+        baseline: tuple[str, list[str], Callable[[], None] | None],
+        args: list[str],
+        prepare: Callable[[], None] | None,
+    ) -> dict[str, object]:
+        """A baseline command, then each barecat's ``convert ARGS``, timed alike."""
+        rows: dict[str, object] = {"bytes": tree.total_bytes, "files": len(tree.relpaths)}
+        label, command, baseline_prepare = baseline
+        rows[label] = timed(command, baseline_prepare, repeats)
+        for who, binary in barecats:
+            rows[who] = timed([str(binary), "convert", *args], prepare, repeats)
+        return rows
+
     results: dict[str, dict[str, object]] = {}
     for label, source, flags in (("tar -> barecat", plain, "xf"), ("tar.gz -> barecat", gz, "xzf")):
-        rows: dict[str, object] = {"bytes": tree.total_bytes, "files": len(tree.relpaths)}
-        rows[f"tar {flags}"] = timed(
-            ["tar", flags, source, "-C", out_dir], lambda: _fresh_dir(out_dir), repeats
+        untar = ["tar", flags, source, "-C", out_dir]
+        results[label] = compare(
+            (f"tar {flags}", untar, lambda: _fresh_dir(out_dir)),
+            ["-f", source, archive],
+            lambda: remove_archive(archive),
         )
-        for who, binary in (("ours", OURS_BIN), ("ref", ref)):
-            if binary is not None:
-                rows[who] = timed(
-                    [str(binary), "convert", "-f", source, archive],
-                    lambda: remove_archive(archive),
-                    repeats,
-                )
-        results[label] = rows
     subprocess.run([str(OURS_BIN), "convert", "-f", plain, archive], check=True)
-    out_tar = os.path.join(work, "out.tar")
-    rows = {"bytes": tree.total_bytes, "files": len(tree.relpaths)}
-    rows["tar cf"] = timed(["tar", "cf", out_tar, "-C", parent, name], None, repeats)
-    for who, binary in (("ours", OURS_BIN), ("ref", ref)):
-        if binary is not None:
-            rows[who] = timed([str(binary), "convert", "-f", archive, out_tar], None, repeats)
-    results["barecat -> tar"] = rows
-    wrapped = os.path.join(work, "wrapped.barecat")
-    rows = {"bytes": tree.total_bytes, "files": len(tree.relpaths)}
-    rows["cat tar"] = timed(["sh", "-c", f"cat {plain} > /dev/null"], None, repeats)
-    for who, binary in (("ours", OURS_BIN), ("ref", ref)):
-        if binary is not None:
-            rows[who] = timed(
-                [str(binary), "convert", "--wrap", plain, wrapped],
-                lambda: remove_archive(wrapped),
-                repeats,
-            )
-    results["wrap tar"] = rows
+    results["barecat -> tar"] = compare(
+        ("tar cf", ["tar", "cf", out_tar, "-C", parent, name], None), ["-f", archive, out_tar], None
+    )
+    results["wrap tar"] = compare(
+        ("cat tar", ["sh", "-c", f"cat {plain} > /dev/null"], None),
+        ["--wrap", plain, wrapped],
+        lambda: remove_archive(wrapped),
+    )
     return results
 
 

@@ -10,7 +10,6 @@ almost nothing left. Where the call does not exist this is a no-op. Standard lib
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import sys
 import threading
 from collections.abc import Callable
@@ -23,8 +22,9 @@ def _load_sync_file_range() -> Callable[[int, int, int, int], int] | None:
     if not sys.platform.startswith("linux"):
         return None
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        func = libc.sync_file_range
+        # The symbols already loaded into this process, libc's among them: no search for
+        # the library (ctypes.util.find_library runs ldconfig, several milliseconds).
+        func = ctypes.CDLL(None, use_errno=True).sync_file_range
     except (OSError, AttributeError):
         return None
     func.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import tarfile
+import zipfile
 from collections.abc import Iterator
 from typing import BinaryIO, cast
 
@@ -51,6 +52,12 @@ def format_of_name(name: str) -> str | None:
         if lower.endswith(suffix):
             return fmt
     return None
+
+
+def format_of_file(path: str) -> str:
+    """The format of the file at ``path``: what its name says, else ``zip`` if it is one
+    (zips are told by their table of contents), else ``tar`` (of any compression)."""
+    return format_of_name(path) or ("zip" if zipfile.is_zipfile(path) else "tar")
 
 
 def parse_format(text: str) -> str:
@@ -140,6 +147,7 @@ __all__ = [
     "FORMATS",
     "TAR_FORMATS",
     "compression_of",
+    "format_of_file",
     "format_of_name",
     "open_tar_reader",
     "open_tar_writer",

@@ -21,7 +21,7 @@ from barecat.archive import Barecat
 from barecat.exceptions import BarecatError, FileExistsBarecatError
 from barecat.layout import archive_exists, move_archive, remove_archive
 from barecat.transfer.archive_export import ExportResult, OnExported, export_tar, export_zip
-from barecat.transfer.archive_formats import format_of_name
+from barecat.transfer.archive_formats import format_of_file, format_of_name
 from barecat.transfer.archive_import import ImportResult, OnStored, import_tar, import_zip
 
 
@@ -33,9 +33,8 @@ def building_archive(
     target = os.fspath(target)
     if not overwrite and (archive_exists(target) or os.path.lexists(target)):
         raise FileExistsBarecatError(target, "Output")
-    folder, name = os.path.split(os.path.abspath(target))
-    staging = os.path.join(folder, f".{name}.partial-{os.getpid()}")
-    _remove_abandoned_stagings(folder, name)
+    staging = _staging_path(target)
+    _remove_abandoned_stagings(*os.path.split(os.path.abspath(target)))
     remove_archive(staging)
     try:
         with Barecat(staging, readonly=False, shard_size_limit=shard_size_limit) as bc:
@@ -48,6 +47,13 @@ def building_archive(
     elif os.path.lexists(target):
         os.remove(target)
     move_archive(staging, target)
+
+
+def _staging_path(target: str) -> str:
+    """Where an output is built before it is renamed to ``target``: hidden, beside it
+    (so the rename stays on one filesystem), and named after this process."""
+    folder, name = os.path.split(os.path.abspath(target))
+    return os.path.join(folder, f".{name}.partial-{os.getpid()}")
 
 
 def _remove_abandoned_stagings(folder: str, name: str) -> None:
@@ -76,11 +82,9 @@ def archive2barecat(
     on_stored: OnStored | None = None,
 ) -> ImportResult:
     """Convert a tar (plain or compressed) or zip file into a new barecat archive."""
-    with building_archive(target_path, overwrite, shard_size_limit) as bc:
-        if _is_zip(src_path):
-            return import_zip(bc, src_path, on_stored)
-        with open(src_path, "rb") as f:
-            return import_tar(bc, f, on_stored)
+    fmt = format_of_file(src_path)
+    with open(src_path, "rb") as f:
+        return stream2barecat(f, fmt, target_path, shard_size_limit, overwrite, on_stored=on_stored)
 
 
 def stream2barecat(
@@ -92,10 +96,13 @@ def stream2barecat(
     *,
     on_stored: OnStored | None = None,
 ) -> ImportResult:
-    """Convert a tar stream (any compression) or zip stream of format ``fmt``."""
+    """Convert a tar stream (any compression) or a zip of format ``fmt``; a zip that
+    cannot seek (a pipe) is spooled to a temporary file first."""
     with building_archive(target_path, overwrite, shard_size_limit) as bc:
         if fmt != "zip":
             return import_tar(bc, stream, on_stored)
+        if stream.seekable():
+            return import_zip(bc, stream, on_stored)
         with tempfile.TemporaryFile(dir=os.path.dirname(os.path.abspath(target_path))) as spool:
             shutil.copyfileobj(stream, spool, 1 << 20)
             spool.seek(0)
@@ -119,8 +126,7 @@ def barecat2archive(
         )
     if not overwrite and os.path.lexists(target_path):
         raise FileExistsBarecatError(target_path, "Output")
-    folder, name = os.path.split(os.path.abspath(target_path))
-    staging = os.path.join(folder, f".{name}.partial-{os.getpid()}")
+    staging = _staging_path(target_path)
     try:
         with open(staging, "wb") as out:
             result = barecat2stream(src_path, out, fmt, root_dir, on_entry=on_entry)
@@ -145,18 +151,6 @@ def barecat2stream(
         if fmt == "zip":
             return export_zip(bc, stream, root_dir, on_entry)
         return export_tar(bc, stream, fmt, root_dir, on_entry)
-
-
-def _is_zip(path: str) -> bool:
-    fmt = format_of_name(path)
-    return fmt == "zip" if fmt is not None else zipfile_at(path)
-
-
-def zipfile_at(path: str) -> bool:
-    """True if the file at ``path`` is a zip (whatever its name)."""
-    import zipfile
-
-    return zipfile.is_zipfile(path)
 
 
 __all__ = [

@@ -25,7 +25,7 @@ from barecat.entries import BarecatDirInfo, BarecatFileInfo
 from barecat.exceptions import BarecatError, InvalidPathBarecatError
 from barecat.layout import shard_path
 from barecat.paths import normalize
-from barecat.transfer.archive_formats import compression_of, format_of_name
+from barecat.transfer.archive_formats import compression_of, format_of_file
 from barecat.transfer.archive_import import ImportResult, tar_mtime_ns
 from barecat.transfer.conversion import building_archive
 
@@ -52,17 +52,12 @@ def wrap_archive(
         entries: dict[str, BarecatFileInfo | BarecatDirInfo] = {}
         links: dict[str, tuple[BarecatFileInfo, bytes | tuple[int, int, int]]] = {}
         for number, source in enumerate(sources):
-            members = _zip_members(source, number) if _is_zip(source) else _tar_members(source)
+            zipped = format_of_file(source) == "zip"
+            members = _zip_members(source, number) if zipped else _tar_members(source)
             for name, entry, link_target in members:
                 _collect(name, entry, link_target, number, entries, links, result)
         _store(bc, entries, links, result)
     return result
-
-
-def _is_zip(path: str) -> bool:
-    return format_of_name(path) == "zip" or (
-        format_of_name(path) is None and zipfile.is_zipfile(path)
-    )
 
 
 def _check_wrappable(path: str) -> None:
