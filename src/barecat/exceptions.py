@@ -112,6 +112,12 @@ class ReadOnlyBarecatError(_OSBarecatError, PermissionError):
     errno_code = _errno.EROFS
 
 
+class WrongPassphraseBarecatError(_OSBarecatError, PermissionError):
+    """The passphrase (or key) does not unlock an encrypted archive."""
+
+    errno_code = _errno.EACCES
+
+
 class ArchiveLockedBarecatError(_OSBarecatError, BlockingIOError):
     """Another writer holds the archive; two writers would interleave bytes."""
 
@@ -141,4 +147,5 @@ __all__ = [
     "NotEnoughSpaceBarecatError",
     "ReadOnlyBarecatError",
     "SchemaVersionBarecatError",
+    "WrongPassphraseBarecatError",
 ]

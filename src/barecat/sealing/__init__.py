@@ -1,0 +1,23 @@
+"""Per-file compression and authenticated encryption of stored bytes (no SQL, no paths
+beyond the text a caller binds a file to)."""
+
+from barecat.sealing.blocks import DEFAULT_BLOCK_SIZE, SealedLayout, Sealer, read_layout
+from barecat.sealing.keys import (
+    KeyDerivation,
+    WrongPassphraseBarecatError,
+    new_data_key,
+    unwrap_key,
+    wrap_key,
+)
+
+__all__ = [
+    "DEFAULT_BLOCK_SIZE",
+    "KeyDerivation",
+    "SealedLayout",
+    "Sealer",
+    "WrongPassphraseBarecatError",
+    "new_data_key",
+    "read_layout",
+    "unwrap_key",
+    "wrap_key",
+]

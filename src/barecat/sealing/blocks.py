@@ -1,0 +1,245 @@
+"""Sealing one file's bytes: compression and authenticated encryption, block by block.
+
+A sealed file is a small header, a table of block lengths and the blocks. The bytes are
+cut into blocks of ``block_size`` (a power of two); each block is compressed on its own
+(kept raw when that does not make it smaller) and, with a key, encrypted with
+AES-256-GCM. So a reader of bytes ``a..b`` of a big file decodes and authenticates only
+the blocks that hold them. The associated data of every block binds it to the file's
+path, its block number, the block count and the file's length: bytes moved to another
+path, blocks swapped, dropped or appended, or any bit flipped, fail authentication. Each
+file gets a fresh random nonce base; block ``i`` uses it with ``i`` added in its last four
+bytes, so no (key, nonce) pair repeats. Layout, little-endian::
+
+    header   u8 version (1) | u8 flags (bit 0: encrypted) | u8 codec (0 none, 1 zstd,
+             2 lz4) | u8 log2(block_size) | u32 block count | u64 logical length
+    nonce    12 bytes, only when encrypted
+    table    u32 per block: stored length, high bit set when the block is compressed
+    blocks   each: payload, plus a 16-byte GCM tag when encrypted
+
+Knows nothing of SQL, shards or archives; the caller passes paths as text.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import zstandard
+
+from barecat.exceptions import BarecatError, BarecatIntegrityError
+
+VERSION = 1
+CODECS = {"none": 0, "zstd": 1, "lz4": 2}
+_HEADER = struct.Struct("<BBBBIQ")
+_NONCE_SIZE = 12
+_TAG_SIZE = 16
+_COMPRESSED = 1 << 31
+_ENCRYPTED = 1
+DEFAULT_BLOCK_SIZE = 256 << 10
+MIN_BLOCK_BITS, MAX_BLOCK_BITS = 12, 24  # 4 KiB .. 16 MiB
+
+
+@dataclass(frozen=True, slots=True)
+class SealedLayout:
+    """Where a sealed file's blocks are, read from its header and table."""
+
+    encrypted: bool
+    codec: int
+    block_size: int
+    logical_size: int
+    nonce: bytes
+    blocks: tuple[tuple[int, int, bool], ...]  # (offset in the sealed bytes, length, compressed)
+
+
+class Sealer:
+    """Seals and unseals file bytes with one set of choices (codec, level, block size, key).
+
+    ``key`` is the archive's 32-byte data key, or None for compression only.
+    """
+
+    def __init__(
+        self,
+        codec: str = "zstd",
+        level: int = 3,
+        block_size: int = DEFAULT_BLOCK_SIZE,
+        key: bytes | None = None,
+    ) -> None:
+        if codec not in CODECS:
+            raise BarecatError(f"Unknown compression {codec!r}; known: {', '.join(CODECS)}")
+        bits = max(0, block_size.bit_length() - 1)
+        if block_size != 1 << bits or not MIN_BLOCK_BITS <= bits <= MAX_BLOCK_BITS:
+            raise BarecatError(f"Block size must be a power of two, 4 KiB to 16 MiB: {block_size}")
+        if key is not None and len(key) != 32:
+            raise BarecatError("The data key must be 32 bytes (AES-256)")
+        self.codec = codec
+        self.level = level
+        self.block_bits = bits
+        self.block_size = block_size
+        self._aead = aead_cipher(key) if key is not None else None
+        self._compress = _compressor(codec, level)
+
+    # -- sealing ---------------------------------------------------------------------------
+
+    def seal(self, path: str, data: bytes | bytearray | memoryview) -> bytes:
+        """The sealed form of ``data``, bound to ``path`` when encrypted."""
+        view = memoryview(data).cast("B")
+        count = max(1, -(-len(view) // self.block_size))
+        encrypted = self._aead is not None
+        nonce = os.urandom(_NONCE_SIZE) if encrypted else b""
+        header = _HEADER.pack(
+            VERSION, _ENCRYPTED if encrypted else 0, CODECS[self.codec], self.block_bits,
+            count, len(view),
+        )  # fmt: skip
+        lengths, payloads = [], []
+        for i in range(count):
+            block = bytes(view[i * self.block_size : (i + 1) * self.block_size])
+            packed = self._compress(block) if self._compress is not None else block
+            compressed = len(packed) < len(block)
+            payload = packed if compressed else block
+            if self._aead is not None:
+                aad = _associated_data(path, i, count, len(view))
+                payload = self._aead.encrypt(_block_nonce(nonce, i), payload, aad)
+            lengths.append(len(payload) | (_COMPRESSED if compressed else 0))
+            payloads.append(payload)
+        table = struct.pack(f"<{count}I", *lengths)
+        return b"".join([header, nonce, table, *payloads])
+
+    # -- unsealing -------------------------------------------------------------------------
+
+    def unseal(self, path: str, sealed: bytes) -> bytes:
+        """The original bytes of a whole sealed file, every block authenticated."""
+        layout = read_layout(sealed[: layout_size_hint(sealed)], path)
+        return b"".join(
+            self._open_block(path, layout, i, sealed[start : start + length])
+            for i, (start, length, _) in enumerate(layout.blocks)
+        )
+
+    def read_range(
+        self, path: str, fetch: Callable[[int, int], bytes], start: int, length: int
+    ) -> bytes:
+        """Bytes ``start .. start+length`` of a sealed file whose stored bytes ``fetch(offset,
+        size)`` returns; decodes only the blocks that hold them."""
+        head = fetch(0, _HEADER.size + _NONCE_SIZE)
+        need = layout_size_hint(head)
+        if need > len(head):
+            head += fetch(len(head), need - len(head))
+        layout = read_layout(head[:need], path)
+        end = min(start + max(0, length), layout.logical_size)
+        if start >= end:
+            return b""
+        bits = layout.block_size.bit_length() - 1
+        first, last = start >> bits, (end - 1) >> bits
+        parts = []
+        for i in range(first, last + 1):
+            offset, size, _ = layout.blocks[i]
+            parts.append(self._open_block(path, layout, i, fetch(offset, size)))
+        skip = start - (first << bits)
+        return b"".join(parts)[skip : skip + end - start]
+
+    def _open_block(self, path: str, layout: SealedLayout, i: int, payload: bytes) -> bytes:
+        if layout.encrypted:
+            if self._aead is None:
+                raise BarecatError(f"{path} is encrypted: the archive must be opened with its key")
+            aad = _associated_data(path, i, len(layout.blocks), layout.logical_size)
+            try:
+                payload = self._aead.decrypt(_block_nonce(layout.nonce, i), payload, aad)
+            except Exception as e:  # cryptography's InvalidTag: the one failure it has
+                raise BarecatIntegrityError(
+                    f"{path}: block {i} fails authentication (tampered, moved or truncated)"
+                ) from e
+        _, _, compressed = layout.blocks[i]
+        if compressed:
+            payload = _decompress(layout.codec, payload, layout.block_size)
+        expected = min(layout.block_size, layout.logical_size - i * layout.block_size)
+        if len(payload) != expected:
+            raise BarecatIntegrityError(f"{path}: block {i} has the wrong length when decoded")
+        return payload
+
+
+def layout_size_hint(head: bytes) -> int:
+    """How many leading bytes hold the header, nonce and table (from the first 8 bytes)."""
+    if len(head) < _HEADER.size:
+        raise BarecatIntegrityError("Sealed file shorter than its header")
+    _, flags, _, _, count, _ = _HEADER.unpack_from(head)
+    return int(_HEADER.size + (_NONCE_SIZE if flags & _ENCRYPTED else 0) + 4 * count)
+
+
+def read_layout(head: bytes, path: str = "") -> SealedLayout:
+    """Parse the header and table of a sealed file (``head``: at least its first
+    ``layout_size_hint`` bytes)."""
+    version, flags, codec, bits, count, logical = _HEADER.unpack_from(head)
+    if version != VERSION or codec not in CODECS.values():
+        raise BarecatIntegrityError(f"{path}: not a sealed file of a known version")
+    if not MIN_BLOCK_BITS <= bits <= MAX_BLOCK_BITS or count != max(1, -(-logical >> bits)):
+        raise BarecatIntegrityError(f"{path}: damaged sealed-file header")
+    encrypted = bool(flags & _ENCRYPTED)
+    pos = _HEADER.size
+    nonce = head[pos : pos + _NONCE_SIZE] if encrypted else b""
+    pos += len(nonce)
+    lengths = struct.unpack_from(f"<{count}I", head, pos)
+    offset = pos + 4 * count
+    blocks = []
+    for word in lengths:
+        size = word & ~_COMPRESSED
+        blocks.append((offset, size, bool(word & _COMPRESSED)))
+        offset += size
+    return SealedLayout(encrypted, codec, 1 << bits, logical, nonce, tuple(blocks))
+
+
+def _associated_data(path: str, block: int, count: int, logical_size: int) -> bytes:
+    return (
+        b"barecat-sealed-v1\0"
+        + path.encode("utf-8", "surrogateescape")
+        + struct.pack("<IIQ", block, count, logical_size)
+    )
+
+
+def _block_nonce(base: bytes, block: int) -> bytes:
+    counter = (int.from_bytes(base[8:], "little") + block) & 0xFFFFFFFF
+    return base[:8] + counter.to_bytes(4, "little")
+
+
+def aead_cipher(key: bytes) -> Any:
+    """AES-256-GCM with ``key`` (the optional ``cryptography`` package)."""
+    try:
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+    except ModuleNotFoundError as e:
+        raise ModuleNotFoundError(
+            "Encrypted archives need the 'cryptography' package: "
+            "pip install 'barecat[sealing]' (or pip install cryptography)",
+            name="cryptography",
+        ) from e
+    return AESGCM(key)
+
+
+def _compressor(codec: str, level: int) -> Callable[[bytes], bytes] | None:
+    if codec == "zstd":
+        return zstandard.ZstdCompressor(level=level).compress
+    if codec == "lz4":
+        import lz4.frame
+
+        return lambda data: bytes(lz4.frame.compress(data, compression_level=level))
+    return None
+
+
+def _decompress(codec: int, payload: bytes, limit: int) -> bytes:
+    if codec == CODECS["zstd"]:
+        return bytes(zstandard.ZstdDecompressor().decompress(payload, max_output_size=limit))
+    if codec == CODECS["lz4"]:
+        import lz4.frame
+
+        return bytes(lz4.frame.decompress(payload))
+    raise BarecatIntegrityError("A block marked compressed in a file sealed without a codec")
+
+
+__all__ = [
+    "DEFAULT_BLOCK_SIZE",
+    "SealedLayout",
+    "Sealer",
+    "aead_cipher",
+    "layout_size_hint",
+    "read_layout",
+]
