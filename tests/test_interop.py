@@ -817,3 +817,53 @@ def test_decoded_view_files_interchange(ref: Reference, tmp_path: Path) -> None:
     with barecat.Barecat(theirs) as bc:
         dec = barecat.DecodedView(bc, allow_pickle=True)
         assert {name: dec[name] for name in CODEC_VALUES} == CODEC_VALUES
+
+
+NUMPY_CODECS = """
+import numpy as np
+from barecat import DecodedView
+if args['write']:
+    with barecat.Barecat(args['path'], readonly=False) as bc:
+        dec = DecodedView(bc)
+        dec['a.msgpack'] = {'x': np.arange(6, dtype=np.int16).reshape(2, 3),
+                            's': np.float32(2.5), 'l': [1, 'a']}
+        dec['b.npy.gz'] = np.eye(3, dtype=np.float32)
+        dec['c.npz'] = {'k': np.arange(4, dtype=np.uint8)}
+    result = None
+else:
+    with barecat.Barecat(args['path']) as bc:
+        dec = DecodedView(bc)
+        m = dec['a.msgpack']
+        result = [m['x'].tolist(), str(m['x'].dtype), float(m['s']), str(type(m['s']).__name__),
+                  m['l'], dec['b.npy.gz'].tolist(), dec['c.npz']['k'].tolist()]
+"""
+
+
+def _numpy_view(path: str) -> list[Any]:
+    import numpy as np
+
+    with barecat.Barecat(path) as bc:
+        dec = barecat.DecodedView(bc)
+        m = dec["a.msgpack"]
+        assert isinstance(m["x"], np.ndarray)
+        return [m["x"].tolist(), str(m["x"].dtype), float(m["s"]), type(m["s"]).__name__,
+                m["l"], dec["b.npy.gz"].tolist(), dec["c.npz"]["k"].tolist()]  # fmt: skip
+
+
+def test_numpy_codec_files_interchange(ref: Reference, tmp_path: Path) -> None:
+    """.msgpack with NumPy inside (msgpack-numpy's layout), .npy and .npz written by
+    either DecodedView read back identically through the other."""
+    np = pytest.importorskip("numpy")
+    expected = [[[0, 1, 2], [3, 4, 5]], "int16", 2.5, "float32", [1, "a"],
+                np.eye(3).tolist(), [0, 1, 2, 3]]  # fmt: skip
+    theirs = str(tmp_path / "theirs.barecat")
+    ref.run(NUMPY_CODECS, path=theirs, write=True)
+    assert _numpy_view(theirs) == expected
+    ours = str(tmp_path / "ours.barecat")
+    with barecat.Barecat(ours, readonly=False) as bc:
+        dec = barecat.DecodedView(bc)
+        dec["a.msgpack"] = {"x": np.arange(6, dtype=np.int16).reshape(2, 3),
+                            "s": np.float32(2.5), "l": [1, "a"]}  # fmt: skip
+        dec["b.npy.gz"] = np.eye(3, dtype=np.float32)
+        dec["c.npz"] = {"k": np.arange(4, dtype=np.uint8)}
+    assert ref.run(NUMPY_CODECS, path=ours, write=False) == expected
