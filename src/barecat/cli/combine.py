@@ -18,8 +18,13 @@ import tempfile
 from collections.abc import Callable, Iterator, Sequence
 
 from barecat.archive import Barecat
-from barecat.cli.create import size
-from barecat.cli.parsing import Subparsers, add_command, add_filter_options
+from barecat.cli.parsing import (
+    Subparsers,
+    add_command,
+    add_filter_options,
+    add_shard_limit_option,
+    size,
+)
 from barecat.cli.running import run_legacy
 from barecat.cli.terminal import Progress, describe, error, human_size, wants_progress
 from barecat.exceptions import BarecatError, FileExistsBarecatError
@@ -104,12 +109,8 @@ def register(sub: Subparsers) -> None:
 
 def _output_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-o", "--output", required=True, help="Output archive")
-    parser.add_argument(
-        "-s",
-        "--shard-size-limit",
-        type=size,
-        metavar="SIZE",
-        help="Start a new output shard beyond SIZE (e.g. 1G, 500M). Default: unlimited",
+    add_shard_limit_option(
+        parser, "Start a new output shard beyond SIZE (e.g. 1G, 500M). Default: unlimited"
     )
     parser.add_argument("-q", "--quiet", action="store_true", help="No progress bar")
 

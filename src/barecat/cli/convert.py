@@ -14,8 +14,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from barecat.cli.create import size
-from barecat.cli.parsing import Subparsers, add_command
+from barecat.cli.parsing import Subparsers, add_command, add_shard_limit_option, size
 from barecat.cli.running import run_legacy
 from barecat.cli.terminal import Progress, error, wants_progress
 from barecat.entries import BarecatEntryInfo, BarecatFileInfo
@@ -58,13 +57,7 @@ def register(sub: Subparsers) -> None:
         "more tar/zip files, each becoming a shard)",
     )
     parser.add_argument("output", help="Output file (a format name such as tar with --stdout)")
-    parser.add_argument(
-        "-s",
-        "--shard-size-limit",
-        type=size,
-        metavar="SIZE",
-        help="Shard size limit of a barecat output (500M, 10G)",
-    )
+    add_shard_limit_option(parser, "Shard size limit of a barecat output (500M, 10G)")
     parser.add_argument("-f", "--force", action="store_true", help="Overwrite the output")
     parser.add_argument("--stdin", action="store_true", help="Read the input from stdin")
     parser.add_argument("--stdout", action="store_true", help="Write the output to stdout")

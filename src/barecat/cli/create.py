@@ -18,11 +18,11 @@ from barecat.cli.parsing import (
     add_archive_argument,
     add_command,
     add_filter_options,
+    add_shard_limit_option,
 )
 from barecat.cli.terminal import Progress, describe, error, human_size, wants_progress
 from barecat.glob import PathFilter
 from barecat.layout import archive_exists, base_path
-from barecat.sizes import parse_size
 from barecat.transfer import DEFAULT_WORKERS, IngestPlan, IngestResult, ingest, plan_sources
 
 CREATE_EXAMPLES = """
@@ -36,11 +36,6 @@ ADD_EXAMPLES = """
 barecat add photos.barecat more/photos/
 barecat add -c new.barecat data/                 # create it if missing
 """
-
-
-def size(text: str) -> int:
-    """argparse type for SIZE options (named so its error reads 'invalid size value')."""
-    return parse_size(text)
 
 
 def _add_source_options(parser: argparse.ArgumentParser) -> None:
@@ -64,12 +59,8 @@ def _add_source_options(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="Threads reading sources",
     )
-    parser.add_argument(
-        "-s",
-        "--shard-size-limit",
-        type=size,
-        metavar="SIZE",
-        help="Start a new shard file beyond SIZE (e.g. 1G, 500M). Default: unlimited",
+    add_shard_limit_option(
+        parser, "Start a new shard file beyond SIZE (e.g. 1G, 500M). Default: unlimited"
     )
     parser.add_argument(
         "--physical-order",

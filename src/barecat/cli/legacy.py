@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from barecat.archive import Barecat
 from barecat.cli import create as create_cmd
 from barecat.cli.maintenance import run_upgrade, run_verify
+from barecat.cli.parsing import size
 from barecat.cli.reports import run_index_to_csv, run_to_ncdu_json
 from barecat.cli.running import run_legacy
 from barecat.cli.terminal import error
@@ -31,7 +32,7 @@ def _creation_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--file", required=True, help="Archive to create")
     parser.add_argument("--workers", type=int, default=DEFAULT_WORKERS)
     parser.add_argument(
-        "--shard-size-limit", type=create_cmd.size, help="Maximum shard size (default: unlimited)"
+        "--shard-size-limit", type=size, help="Maximum shard size (default: unlimited)"
     )
     parser.add_argument("--overwrite", action="store_true", help="Overwrite an existing archive")
 

@@ -12,6 +12,8 @@ import textwrap
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from barecat.sizes import parse_size
+
 Handler = Callable[[argparse.Namespace], int]
 Subparsers = Any
 """``argparse._SubParsersAction``, which argparse does not export."""
@@ -62,6 +64,20 @@ def add_command(
     )
     parser.set_defaults(handler=handler, command=name)
     return parser
+
+
+def size(text: str) -> int:
+    """argparse type for SIZE options (named so its error reads 'invalid size value')."""
+    return parse_size(text)
+
+
+def add_shard_limit_option(
+    parser: argparse.ArgumentParser, help: str, required: bool = False
+) -> None:
+    """``-s/--shard-size-limit SIZE`` (``500M``, ``10G``), as every writing command has it."""
+    parser.add_argument(
+        "-s", "--shard-size-limit", type=size, metavar="SIZE", required=required, help=help
+    )
 
 
 def add_archive_argument(parser: argparse.ArgumentParser, help: str | None = None) -> None:

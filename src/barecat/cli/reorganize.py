@@ -13,8 +13,12 @@ import argparse
 from collections.abc import Sequence
 
 from barecat.archive import Barecat
-from barecat.cli.create import size
-from barecat.cli.parsing import Subparsers, add_archive_argument, add_command
+from barecat.cli.parsing import (
+    Subparsers,
+    add_archive_argument,
+    add_command,
+    add_shard_limit_option,
+)
 from barecat.cli.running import run_legacy
 from barecat.cli.terminal import Progress, error, human_size, wants_progress
 from barecat.exceptions import FileNotFoundBarecatError
@@ -79,14 +83,7 @@ def register(sub: Subparsers) -> None:
         examples=RESHARD_EXAMPLES,
     )
     add_archive_argument(p)
-    p.add_argument(
-        "-s",
-        "--shard-size-limit",
-        type=size,
-        required=True,
-        metavar="SIZE",
-        help="New shard size limit (e.g. 1G, 500M)",
-    )
+    add_shard_limit_option(p, "New shard size limit (e.g. 1G, 500M)", required=True)
     p.add_argument("-q", "--quiet", action="store_true", help="No progress bar")
 
 
