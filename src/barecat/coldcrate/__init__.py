@@ -1,0 +1,49 @@
+"""ColdCrate chunks (the format of the ``coldcrate`` package), read and written here with
+the same API names: schemas with nested types, append-only entries with per-entry
+compression, tombstones, the commit marker, scans that resync past damage, repair."""
+
+from barecat.coldcrate.chunks import (
+    FORMAT_VERSION,
+    MAGIC,
+    AppendResult,
+    ChunkHeader,
+    ChunkReader,
+    ChunkWriter,
+    Entry,
+    RawEntry,
+    RepairResult,
+    repair,
+)
+from barecat.coldcrate.errors import (
+    ColdCrateError,
+    CompressionError,
+    EncryptionError,
+    InvalidChunkError,
+    InvalidEntryError,
+    SchemaError,
+)
+from barecat.coldcrate.schema import Field, FixedArray, Schema, Struct, VarArray
+
+__all__ = [
+    "FORMAT_VERSION",
+    "MAGIC",
+    "AppendResult",
+    "ChunkHeader",
+    "ChunkReader",
+    "ChunkWriter",
+    "ColdCrateError",
+    "CompressionError",
+    "EncryptionError",
+    "Entry",
+    "Field",
+    "FixedArray",
+    "InvalidChunkError",
+    "InvalidEntryError",
+    "RawEntry",
+    "RepairResult",
+    "Schema",
+    "SchemaError",
+    "Struct",
+    "VarArray",
+    "repair",
+]

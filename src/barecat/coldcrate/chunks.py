@@ -1,0 +1,497 @@
+"""ColdCrate chunks, read and written byte-compatibly with the ``coldcrate`` package.
+
+A chunk is one file, little-endian throughout::
+
+    header (128 bytes)
+       0  8  magic b"COLDCRT\\0"          36  4  schema length
+       8  2  format version (2; 1 read)  40  1  compression (0 none, 1 lz4, 2 zstd)
+      10  2  flags (0)                   41  1  encryption (0 none, 1 AES-256-XTS)
+      12 16  chunk id (UUID)             42 16  scrypt salt, 58-60 log2 N, r, p
+      28  8  created at (Unix µs)        61  3  zero
+      64  8  entry count                 72  8  tail offset (the commit marker)
+      80 48  zero
+    schema JSON, zero-padded to a multiple of 8
+    entries, each starting at a multiple of 8:
+       preamble: u32 0xE4E4E4E4 | u16 resource-id length (1..512) | u16 flags (1
+       tombstone, 2 compressed, 4 encrypted) | u64 stored payload length | u64 XXH64 of
+       resource id and stored payload; then the resource id, the payload, zero padding
+
+A compressed payload is a u64 original length and then an LZ4 block or a zstd frame.
+The two counters are rewritten by ``flush``; the tail offset last, so a reader trusts
+them only when it equals the file's size (otherwise both read as None and a scan tells).
+This barecat reads and writes plain and compressed chunks; encrypted chunks raise
+``EncryptionError`` (not supported yet). Imports ``xxhash``, ``zstandard`` and,
+for LZ4 chunks, ``lz4``.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import struct
+import time
+import uuid
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import xxhash
+import zstandard
+
+from barecat.coldcrate.errors import (
+    ColdCrateError,
+    CompressionError,
+    EncryptionError,
+    InvalidChunkError,
+    InvalidEntryError,
+)
+from barecat.coldcrate.schema import Schema
+
+MAGIC = b"COLDCRT\x00"
+FORMAT_VERSION = 2
+HEADER_SIZE = 128
+MAX_SCHEMA_BYTES = 8 << 20
+ENTRY_MAGIC = 0xE4E4E4E4
+FLAG_TOMBSTONE, FLAG_COMPRESSED, FLAG_ENCRYPTED = 1, 2, 4
+MAX_RID = 512
+COMPRESSIONS = {"none": 0, "lz4": 1, "zstd": 2}
+
+_FIXED = struct.Struct("<8sHH16sQIBB16sBBB3s")
+_COUNTERS = struct.Struct("<QQ")
+_PREAMBLE = struct.Struct("<IHHQQ")
+_U64 = struct.Struct("<Q")
+_ENTRY_MAGIC_BYTES = struct.pack("<I", ENTRY_MAGIC)
+
+
+def align8(n: int) -> int:
+    return (n + 7) & ~7
+
+
+@dataclass(frozen=True)
+class ChunkHeader:
+    version: int
+    flags: int
+    chunk_id: uuid.UUID
+    created_at: int
+    schema_size: int
+    compression: int
+    encryption: int
+    kdf_salt: bytes
+    kdf_log2n: int
+    kdf_r: int
+    kdf_p: int
+    entry_count: int | None
+    tail_offset: int | None
+
+    @property
+    def data_start(self) -> int:
+        return HEADER_SIZE + align8(self.schema_size)
+
+
+@dataclass(frozen=True)
+class AppendResult:
+    offset: int
+    checksum: int
+
+
+@dataclass(frozen=True)
+class RawEntry:
+    offset: int
+    resource_id: bytes
+    payload: bytes
+    checksum_ok: bool | None
+    flags: int
+
+    @property
+    def tombstone(self) -> bool:
+        return bool(self.flags & FLAG_TOMBSTONE)
+
+    @property
+    def compressed(self) -> bool:
+        return bool(self.flags & FLAG_COMPRESSED)
+
+    @property
+    def encrypted(self) -> bool:
+        return bool(self.flags & FLAG_ENCRYPTED)
+
+
+@dataclass(frozen=True)
+class Entry:
+    offset: int
+    resource_id: bytes
+    fields: dict[str, Any] | None
+    checksum_ok: bool | None
+    flags: int
+
+    tombstone = RawEntry.tombstone
+    compressed = RawEntry.compressed
+    encrypted = RawEntry.encrypted
+
+
+@dataclass(frozen=True)
+class RepairResult:
+    entry_count: int
+    tail_offset: int
+    truncated_bytes: int
+
+
+def _parse_header(raw: bytes, file_size: int) -> ChunkHeader:
+    if len(raw) < HEADER_SIZE:
+        raise InvalidChunkError("The chunk header is truncated")
+    fields = _FIXED.unpack_from(raw)
+    magic, version, flags, chunk_id, created, schema_size, comp, enc, salt, n, r, p, _ = fields
+    if magic != MAGIC:
+        raise InvalidChunkError("Not a ColdCrate chunk (magic mismatch)")
+    if not 1 <= version <= FORMAT_VERSION:
+        raise InvalidChunkError(f"Unsupported ColdCrate format version {version}")
+    if comp not in COMPRESSIONS.values() or enc not in (0, 1):
+        raise InvalidChunkError(f"Unknown compression {comp} or encryption {enc}")
+    count, tail = _COUNTERS.unpack_from(raw, _FIXED.size)
+    trusted = tail == file_size
+    return ChunkHeader(
+        version, flags, uuid.UUID(bytes=chunk_id), created, schema_size, comp, enc, salt,
+        n, r, p, count if trusted else None, tail if trusted else None,
+    )  # fmt: skip
+
+
+def _compress(algo: int, data: bytes, level: int | None) -> bytes:
+    if algo == COMPRESSIONS["zstd"]:
+        packed = zstandard.ZstdCompressor(level=3 if level is None else level).compress(data)
+    else:
+        block = _lz4_block()
+        extra = {} if level is None else {"mode": "high_compression", "compression": level}
+        packed = block.compress(data, store_size=False, **extra)
+    return _U64.pack(len(data)) + bytes(packed)
+
+
+def _decompress(algo: int, stored: bytes) -> bytes:
+    if len(stored) < 8:
+        raise CompressionError("A compressed payload shorter than its length prefix")
+    (size,) = _U64.unpack_from(stored)
+    try:
+        if algo == COMPRESSIONS["zstd"]:
+            out = zstandard.ZstdDecompressor().decompress(stored[8:], max_output_size=size)
+        elif algo == COMPRESSIONS["lz4"]:
+            out = _lz4_block().decompress(stored[8:], uncompressed_size=size)
+        else:
+            raise CompressionError("An entry marked compressed in a chunk without compression")
+    except CompressionError:
+        raise
+    except Exception as e:  # the backends' own error types
+        raise CompressionError(f"Decompression failed: {e}") from e
+    if len(out) != size:
+        raise CompressionError(f"Decompressed to {len(out)} bytes, expected {size}")
+    return bytes(out)
+
+
+def _lz4_block() -> Any:
+    try:
+        import lz4.block
+    except ModuleNotFoundError:
+        raise CompressionError("LZ4 chunks need the 'lz4' package: pip install lz4") from None
+    return lz4.block
+
+
+def _checksum(rid: bytes, stored: bytes) -> int:
+    digest = xxhash.xxh64()
+    digest.update(rid)
+    digest.update(stored)
+    return int(digest.intdigest())
+
+
+# -- writing ---------------------------------------------------------------------------
+
+
+class ChunkWriter:
+    """Appends entries to one chunk; the only writer (an advisory ``flock``)."""
+
+    def __init__(self, fd: int, header: ChunkHeader, schema: Schema, level: int | None) -> None:
+        self._fd = fd
+        self._header = header
+        self.schema = schema
+        self._level = level
+        self.entry_count = header.entry_count or 0
+        self.tail_offset = header.tail_offset or header.data_start
+
+    @classmethod
+    def create(
+        cls,
+        path: str | os.PathLike[str],
+        schema: Schema,
+        *,
+        compression: str = "none",
+        compression_level: int | None = None,
+        encryption: str = "none",
+        passphrase: str | bytes | None = None,
+        kdf: tuple[int, int, int] | None = None,
+        chunk_id: uuid.UUID | None = None,
+        created_at: int | None = None,
+    ) -> ChunkWriter:
+        if compression not in COMPRESSIONS:
+            raise CompressionError(f"Unknown compression {compression!r}")
+        if encryption != "none":
+            raise EncryptionError("Encrypted ColdCrate chunks are not supported by barecat yet")
+        if compression == "lz4":
+            _lz4_block()
+        schema_json = schema.to_json_bytes()
+        chunk_id = chunk_id or uuid.uuid4()
+        created_at = created_at if created_at is not None else time.time_ns() // 1000
+        fixed = _FIXED.pack(
+            MAGIC, FORMAT_VERSION, 0, chunk_id.bytes, created_at, len(schema_json),
+            COMPRESSIONS[compression], 0, bytes(16), 0, 0, 0, bytes(3),
+        )  # fmt: skip
+        data_start = HEADER_SIZE + align8(len(schema_json))
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
+        try:
+            _lock(fd)
+            head = fixed + _COUNTERS.pack(0, data_start) + bytes(48)
+            body = schema_json + bytes(data_start - HEADER_SIZE - len(schema_json))
+            os.write(fd, head + body)
+            header = _parse_header(head, data_start)
+        except BaseException:
+            os.close(fd)
+            raise
+        return cls(fd, header, schema, compression_level)
+
+    @classmethod
+    def open(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        passphrase: str | bytes | None = None,
+        compression_level: int | None = None,
+    ) -> ChunkWriter:
+        fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+        try:
+            _lock(fd)
+            header, schema = _read_start(fd)
+            if header.tail_offset is None:
+                raise InvalidChunkError(f"{path}: the chunk is dirty (a crash?); repair() it")
+        except BaseException:
+            os.close(fd)
+            raise
+        return cls(fd, header, schema, compression_level)
+
+    @property
+    def header(self) -> ChunkHeader:
+        return self._header
+
+    def append(
+        self,
+        resource_id: bytes,
+        row: dict[str, Any],
+        *,
+        compress: bool | None = None,
+        encrypt: bool | None = None,
+    ) -> AppendResult:
+        if encrypt:
+            raise EncryptionError("This chunk is not encrypted")
+        payload = self.schema.encode_row(row)
+        flags = 0
+        if compress is not False and self._header.compression:
+            payload = _compress(self._header.compression, payload, self._level)
+            flags |= FLAG_COMPRESSED
+        return self._write(resource_id, payload, flags)
+
+    def append_tombstone(self, resource_id: bytes) -> AppendResult:
+        return self._write(resource_id, b"", FLAG_TOMBSTONE)
+
+    def append_many(self, items: Iterable[tuple[bytes, dict[str, Any]]]) -> list[AppendResult]:
+        return [self.append(rid, row) for rid, row in items]
+
+    def _write(self, rid: bytes, stored: bytes, flags: int) -> AppendResult:
+        if not isinstance(rid, bytes) or not 1 <= len(rid) <= MAX_RID:
+            raise InvalidEntryError(f"resource_id must be 1..{MAX_RID} bytes")
+        checksum = _checksum(rid, stored)
+        entry = _PREAMBLE.pack(ENTRY_MAGIC, len(rid), flags, len(stored), checksum) + rid + stored
+        entry += bytes(align8(len(entry)) - len(entry))
+        offset = self.tail_offset
+        os.pwrite(self._fd, entry, offset)
+        self.tail_offset += len(entry)
+        self.entry_count += 1
+        return AppendResult(offset, checksum)
+
+    def flush(self, *, sync: bool = False) -> None:
+        """Commit the counters: the entry count first, the tail offset (the marker) last."""
+        os.pwrite(self._fd, _U64.pack(self.entry_count), _FIXED.size)
+        if sync:
+            os.fsync(self._fd)
+        os.pwrite(self._fd, _U64.pack(self.tail_offset), _FIXED.size + 8)
+        if sync:
+            os.fsync(self._fd)
+
+    def close(self, *, sync: bool = False) -> None:
+        if self._fd < 0:
+            return
+        try:
+            self.flush(sync=sync)
+        finally:
+            os.close(self._fd)  # releases the lock
+            self._fd = -1
+
+    def __enter__(self) -> ChunkWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _lock(fd: int) -> None:
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        raise ColdCrateError("Another writer holds this chunk") from None
+
+
+def _read_start(fd: int) -> tuple[ChunkHeader, Schema]:
+    size = os.fstat(fd).st_size
+    header = _parse_header(os.pread(fd, HEADER_SIZE, 0), size)
+    if header.encryption:
+        raise EncryptionError("Encrypted ColdCrate chunks are not supported by barecat yet")
+    if header.schema_size > MAX_SCHEMA_BYTES or HEADER_SIZE + header.schema_size > size:
+        raise InvalidChunkError(f"Schema block of {header.schema_size} bytes does not fit")
+    return header, Schema.from_json_bytes(os.pread(fd, header.schema_size, HEADER_SIZE))
+
+
+# -- reading ---------------------------------------------------------------------------
+
+
+class ChunkReader:
+    """Reads entries by offset or in order; takes no lock (positional reads)."""
+
+    def __init__(self, fd: int, header: ChunkHeader, schema: Schema) -> None:
+        self._fd = fd
+        self.header = header
+        self.schema: Schema | None = schema
+
+    @classmethod
+    def open(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        passphrase: str | bytes | None = None,
+        mmap: bool = True,
+    ) -> ChunkReader:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            header, schema = _read_start(fd)
+        except BaseException:
+            os.close(fd)
+            raise
+        return cls(fd, header, schema)
+
+    def read_at(self, offset: int) -> Entry:
+        raw = self._raw_at(offset, self.size, verify=True)
+        return self._decoded(raw)
+
+    def scan(self, *, verify: bool = True) -> Iterator[Entry]:
+        for raw in self.scan_raw(verify=verify):
+            yield self._decoded(raw)
+
+    def scan_raw(self, *, verify: bool = True) -> Iterator[RawEntry]:
+        """Entries in file order. With ``verify`` a damaged stretch is skipped (the scan
+        resyncs at the next entry whose checksum holds); without, the first anomaly ends it."""
+        size, pos = self.size, self.header.data_start
+        while pos + _PREAMBLE.size <= size:
+            try:
+                raw = self._raw_at(pos, size, verify)
+            except InvalidEntryError:
+                if not verify:
+                    return
+                pos += 8
+                continue
+            if verify and not raw.checksum_ok:
+                pos += 8
+                continue
+            yield raw
+            pos = self._end_of(raw)
+
+    def _raw_at(self, offset: int, size: int, verify: bool) -> RawEntry:
+        if offset < self.header.data_start or offset % 8 or offset + _PREAMBLE.size > size:
+            raise InvalidEntryError(f"No entry can start at offset {offset}")
+        magic, rid_len, flags, length, checksum = _PREAMBLE.unpack(
+            os.pread(self._fd, _PREAMBLE.size, offset)
+        )
+        body_end = offset + _PREAMBLE.size + rid_len + length
+        if magic != ENTRY_MAGIC or not 1 <= rid_len <= MAX_RID or body_end > size:
+            raise InvalidEntryError(f"No valid entry at offset {offset}")
+        body = os.pread(self._fd, rid_len + length, offset + _PREAMBLE.size)
+        rid, payload = body[:rid_len], body[rid_len:]
+        ok = _checksum(rid, payload) == checksum if verify else None
+        return RawEntry(offset, rid, payload, ok, flags)
+
+    @property
+    def size(self) -> int:
+        return os.fstat(self._fd).st_size
+
+    def valid_run(self) -> tuple[int, int]:
+        """Entries in the unbroken run of valid ones from the start, and where it ends."""
+        size, count, pos = self.size, 0, self.header.data_start
+        while pos + _PREAMBLE.size <= size:
+            try:
+                raw = self._raw_at(pos, size, verify=True)
+            except InvalidEntryError:
+                break
+            if not raw.checksum_ok:
+                break
+            count, pos = count + 1, self._end_of(raw)
+        return count, pos
+
+    @staticmethod
+    def _end_of(raw: RawEntry) -> int:
+        return align8(raw.offset + _PREAMBLE.size + len(raw.resource_id) + len(raw.payload))
+
+    def _decoded(self, raw: RawEntry) -> Entry:
+        if raw.tombstone:
+            return Entry(raw.offset, raw.resource_id, None, raw.checksum_ok, raw.flags)
+        if raw.encrypted:
+            raise EncryptionError("Encrypted entries are not supported by barecat yet")
+        payload = raw.payload
+        if raw.compressed:
+            payload = _decompress(self.header.compression, payload)
+        assert self.schema is not None
+        fields = self.schema.decode_row(payload)
+        return Entry(raw.offset, raw.resource_id, fields, raw.checksum_ok, raw.flags)
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def __enter__(self) -> ChunkReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def repair(path: str | os.PathLike[str]) -> RepairResult:
+    """After a crash: keep the longest run of valid entries from the start, cut what
+    follows, and commit the counters. Needs no passphrase."""
+    with ChunkReader.open(path) as reader:
+        size, (count, end) = reader.size, reader.valid_run()
+    fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+    try:
+        _lock(fd)
+        os.ftruncate(fd, end)
+        os.pwrite(fd, _U64.pack(count), _FIXED.size)
+        os.fsync(fd)
+        os.pwrite(fd, _U64.pack(end), _FIXED.size + 8)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return RepairResult(count, end, size - end)
+
+
+__all__ = [
+    "FORMAT_VERSION",
+    "MAGIC",
+    "AppendResult",
+    "ChunkHeader",
+    "ChunkReader",
+    "ChunkWriter",
+    "Entry",
+    "RawEntry",
+    "RepairResult",
+    "repair",
+]

@@ -1,0 +1,227 @@
+"""barecat.coldcrate against the real coldcrate 0.2.0 (in its own venv): chunks written
+by either read identically in the other, for every compression and every type."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import textwrap
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from barecat import coldcrate as cc
+from conftest import REPO
+
+
+def coldcrate_python() -> str:
+    configured = os.environ.get("COLDCRATE_PYTHON")
+    fallback = os.path.join(REPO, ".venv-coldcrate", "bin", "python")
+    for candidate in (configured, fallback):
+        if candidate and os.access(candidate, os.X_OK):
+            return candidate
+    pytest.skip("coldcrate 0.2.0 interpreter not found (./run test creates .venv-coldcrate)")
+
+
+# The same schema and rows, built on both sides from this one source text.
+MODEL = textwrap.dedent(
+    """
+    import uuid
+    def model(cc):
+        schema = cc.Schema(
+            description="every type",
+            fields=[
+                cc.Field("u8", "u8"), cc.Field("u16", "u16"), cc.Field("u32", "u32"),
+                cc.Field("u64", "u64"), cc.Field("i8", "i8"), cc.Field("i16", "i16"),
+                cc.Field("i32", "i32"), cc.Field("i64", "i64"), cc.Field("f32", "f32"),
+                cc.Field("f64", "f64"), cc.Field("flag", "bool"), cc.Field("blob", "bytes"),
+                cc.Field("text", "utf8", description="any text"),
+                cc.Field("id", "uuid"), cc.Field("at", "timestamp"),
+                cc.Field("dims", cc.Struct([cc.Field("w", "u32"), cc.Field("h", "u32")])),
+                cc.Field("tags", cc.VarArray("utf8")),
+                cc.Field("vec", cc.FixedArray("f32", 3), nullable=True),
+                cc.Field("nested", cc.VarArray(cc.Struct([
+                    cc.Field("k", "utf8"), cc.Field("v", cc.FixedArray("i16", 2)),
+                ]))),
+                cc.Field("maybe", "bytes", nullable=True),
+            ],
+        )
+        rows = []
+        for i in range(40):
+            rows.append((f"rid-{i:03d}".encode(), {
+                "u8": 255 - i, "u16": 65535 - i, "u32": 2**32 - 1 - i, "u64": 2**64 - 1 - i,
+                "i8": -128 + i, "i16": -(2**15) + i, "i32": -(2**31) + i, "i64": -(2**63) + i,
+                "f32": 0.5 * i, "f64": -1.0 / (i + 1), "flag": i % 2 == 0,
+                "blob": bytes(range(i % 7)) * (i + 1) * 40, "text": "žluťoučký " * (i % 4),
+                "id": uuid.UUID(int=i), "at": 1_700_000_000_000_000 + i,
+                "dims": {"w": 640 + i, "h": 480}, "tags": ["a", "bb"][: i % 3],
+                "vec": None if i % 5 == 0 else [1.0, 2.5, -i],
+                "nested": [{"k": "x" * j, "v": [j, -j]} for j in range(i % 3)],
+                "maybe": None if i % 2 else b"\\x00\\xff",
+            }))
+        return schema, rows
+    """
+)
+
+DUMP = textwrap.dedent(
+    """
+    import base64, uuid
+    def plain(value):
+        if isinstance(value, (bytes, bytearray)):
+            return {"b": base64.b64encode(bytes(value)).decode()}
+        if isinstance(value, uuid.UUID):
+            return {"u": str(value)}
+        if isinstance(value, dict):
+            return {k: plain(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [plain(v) for v in value]
+        return value
+    def dump(cc, path):
+        with cc.ChunkReader.open(path) as r:
+            h = r.header
+            head = [str(h.chunk_id), h.created_at, h.entry_count, h.tail_offset, h.compression]
+            entries = [[e.offset, e.resource_id.decode(), e.tombstone, e.checksum_ok,
+                        plain(e.fields)] for e in r.scan()]
+        return {"header": head, "entries": entries}
+    """
+)
+
+WRITE = textwrap.dedent(
+    """
+    def write(cc, path, compression):
+        schema, rows = model(cc)
+        with cc.ChunkWriter.create(path, schema, compression=compression,
+                                   chunk_id=uuid.UUID(int=7), created_at=123) as w:
+            for i, (rid, row) in enumerate(rows):
+                w.append(rid, row, compress=False if i % 7 == 3 else None)
+            w.append_tombstone(b"rid-005")
+    """
+)
+
+
+def run_theirs(action: str, path: str, compression: str = "none") -> Any:
+    script = "\n".join(
+        [
+            "import json, sys, uuid",
+            "import coldcrate as cc",
+            MODEL,
+            DUMP,
+            WRITE,
+            f"action, path, compression = {action!r}, {path!r}, {compression!r}",
+            "if action == 'write':",
+            "    write(cc, path, compression)",
+            "print(json.dumps(dump(cc, path)))",
+        ]
+    )
+    done = subprocess.run(
+        [coldcrate_python(), "-I", "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def run_ours(action: str, path: str, compression: str = "none") -> Any:
+    space: dict[str, Any] = {"uuid": uuid}
+    exec(MODEL + DUMP + WRITE, space)  # the same source both sides run
+    if action == "write":
+        space["write"](cc, path, compression)
+    return json.loads(json.dumps(space["dump"](cc, path)))
+
+
+@pytest.mark.parametrize("compression", ["none", "lz4", "zstd"])
+def test_their_chunks_read_identically_here(tmp_path: Path, compression: str) -> None:
+    path = str(tmp_path / "theirs.coldcrate")
+    theirs = run_theirs("write", path, compression)
+    assert run_ours("read", path) == theirs
+    assert len(theirs["entries"]) == 41 and theirs["entries"][-1][2] is True  # tombstone
+
+
+@pytest.mark.parametrize("compression", ["none", "lz4", "zstd"])
+def test_our_chunks_read_identically_there(tmp_path: Path, compression: str) -> None:
+    ours_path = str(tmp_path / "ours.coldcrate")
+    ours = run_ours("write", ours_path, compression)
+    assert run_theirs("read", ours_path) == ours
+    their_path = str(tmp_path / "theirs.coldcrate")
+    theirs = run_theirs("write", their_path, compression)
+    assert ours["entries"] == theirs["entries"]  # the same offsets: the same layout
+    assert Path(ours_path).read_bytes() == Path(their_path).read_bytes()
+
+
+def sample_schema() -> cc.Schema:
+    return cc.Schema([cc.Field("n", "u16"), cc.Field("data", "bytes")])
+
+
+def test_dirty_chunk_is_refused_then_repaired(tmp_path: Path) -> None:
+    path = str(tmp_path / "c.coldcrate")
+    with cc.ChunkWriter.create(path, sample_schema(), compression="zstd") as w:
+        for i in range(5):
+            w.append(b"r%d" % i, {"n": i, "data": b"x" * 1000})
+    writer = cc.ChunkWriter.open(path)
+    writer.append(b"late", {"n": 9, "data": b"y" * 100})  # never flushed: a crash
+    os.close(writer._fd)  # the process dies without close()
+    with open(path, "ab") as f:
+        f.write(b"\xe4\xe4\xe4\xe4partial")  # and a torn entry after it
+    with cc.ChunkReader.open(path) as r:
+        assert r.header.entry_count is None and r.header.tail_offset is None
+    with pytest.raises(cc.InvalidChunkError, match="dirty"):
+        cc.ChunkWriter.open(path)
+    result = cc.repair(path)
+    assert result.entry_count == 6 and result.truncated_bytes == 11
+    assert run_ours("read", path)["entries"][-1][1] == "late"
+    assert run_theirs("read", path)["header"][2:4] == [6, result.tail_offset]
+
+
+def test_scan_resyncs_past_damage_like_coldcrate(tmp_path: Path) -> None:
+    path = str(tmp_path / "c.coldcrate")
+    with cc.ChunkWriter.create(path, sample_schema()) as w:
+        offsets = [w.append(b"r%d" % i, {"n": i, "data": b"z" * 200}).offset for i in range(6)]
+    with open(path, "r+b") as f:
+        f.seek(offsets[2] + 40)
+        f.write(b"\x00\x01\x02")  # damage inside entry 2
+    ours = run_ours("read", path)
+    assert [e[1] for e in ours["entries"]] == ["r0", "r1", "r3", "r4", "r5"]
+    assert run_theirs("read", path)["entries"] == ours["entries"]
+    with cc.ChunkReader.open(path) as r:
+        assert r.read_at(offsets[2]).checksum_ok is False
+
+
+def test_strict_validation_and_single_writer(tmp_path: Path) -> None:
+    path = str(tmp_path / "c.coldcrate")
+    with cc.ChunkWriter.create(path, sample_schema()) as w:
+        for bad in [
+            {"n": 70000, "data": b""},  # out of range
+            {"n": True, "data": b""},  # bool is not an int
+            {"n": 1},  # missing non-nullable
+            {"n": 1, "data": b"", "extra": 1},  # unknown key
+            {"n": 1, "data": "text"},  # wrong type
+        ]:
+            with pytest.raises(cc.SchemaError):
+                w.append(b"r", bad)
+        with pytest.raises(cc.InvalidEntryError):
+            w.append(b"", {"n": 1, "data": b""})
+        with pytest.raises(cc.ColdCrateError, match="Another writer"):
+            cc.ChunkWriter.open(path)
+    with pytest.raises(FileExistsError):
+        cc.ChunkWriter.create(path, sample_schema())
+    (tmp_path / "not.coldcrate").write_bytes(b"PK" + bytes(200))
+    with pytest.raises(cc.InvalidChunkError, match="magic"):
+        cc.ChunkReader.open(str(tmp_path / "not.coldcrate"))
+
+
+ENCRYPTED = """
+import coldcrate as cc, sys
+s = cc.Schema([cc.Field("n", "u8")])
+with cc.ChunkWriter.create(sys.argv[1], s, encryption="aes-256-xts", passphrase="pw",
+                           kdf=(10, 8, 1)) as w:
+    w.append(b"r", {"n": 1})
+"""
+
+
+def test_encrypted_chunks_are_refused_clearly(tmp_path: Path) -> None:
+    path = str(tmp_path / "e.coldcrate")
+    subprocess.run([coldcrate_python(), "-I", "-c", ENCRYPTED, path], check=True)
+    with pytest.raises(cc.EncryptionError, match="not supported"):
+        cc.ChunkReader.open(path, passphrase="pw")
