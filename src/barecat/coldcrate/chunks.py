@@ -19,9 +19,10 @@ A chunk is one file, little-endian throughout::
 A compressed payload is a u64 original length and then an LZ4 block or a zstd frame.
 The two counters are rewritten by ``flush``; the tail offset last, so a reader trusts
 them only when it equals the file's size (otherwise both read as None and a scan tells).
-This barecat reads and writes plain and compressed chunks; encrypted chunks raise
-``EncryptionError`` (not supported yet). Imports ``xxhash``, ``zstandard`` and,
-for LZ4 chunks, ``lz4``.
+Encrypted chunks (``crypto.py``) store the schema, every resource id and, unless an
+entry opts out, its payload (after compression) encrypted; ``scan_raw`` works without
+the passphrase. Imports ``xxhash``, ``zstandard`` and, where used, ``lz4`` and
+``cryptography``.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from typing import Any
 import xxhash
 import zstandard
 
+from barecat.coldcrate import crypto
 from barecat.coldcrate.errors import (
     ColdCrateError,
     CompressionError,
@@ -55,6 +57,7 @@ ENTRY_MAGIC = 0xE4E4E4E4
 FLAG_TOMBSTONE, FLAG_COMPRESSED, FLAG_ENCRYPTED = 1, 2, 4
 MAX_RID = 512
 COMPRESSIONS = {"none": 0, "lz4": 1, "zstd": 2}
+ENCRYPTIONS = {"none": 0, "aes-256-xts": 1}
 
 _FIXED = struct.Struct("<8sHH16sQIBB16sBBB3s")
 _COUNTERS = struct.Struct("<QQ")
@@ -205,11 +208,19 @@ def _checksum(rid: bytes, stored: bytes) -> int:
 class ChunkWriter:
     """Appends entries to one chunk; the only writer (an advisory ``flock``)."""
 
-    def __init__(self, fd: int, header: ChunkHeader, schema: Schema, level: int | None) -> None:
+    def __init__(
+        self,
+        fd: int,
+        header: ChunkHeader,
+        schema: Schema,
+        level: int | None,
+        key: bytes | None,
+    ) -> None:
         self._fd = fd
         self._header = header
         self.schema = schema
         self._level = level
+        self._key = key
         self.entry_count = header.entry_count or 0
         self.tail_offset = header.tail_offset or header.data_start
 
@@ -229,16 +240,23 @@ class ChunkWriter:
     ) -> ChunkWriter:
         if compression not in COMPRESSIONS:
             raise CompressionError(f"Unknown compression {compression!r}")
-        if encryption != "none":
-            raise EncryptionError("Encrypted ColdCrate chunks are not supported by barecat yet")
+        if encryption not in ENCRYPTIONS:
+            raise EncryptionError(f"Unknown encryption {encryption!r}")
         if compression == "lz4":
             _lz4_block()
         schema_json = schema.to_json_bytes()
+        key, salt, (log2n, r, p) = None, bytes(16), (0, 0, 0)
+        if encryption != "none":
+            if passphrase is None:
+                raise EncryptionError("An encrypted chunk needs a passphrase")
+            salt, (log2n, r, p) = os.urandom(16), kdf or crypto.DEFAULT_KDF
+            key = crypto.chunk_key(passphrase, salt, log2n, r, p)
+            schema_json = crypto.encrypt_payload(key, HEADER_SIZE, schema_json)
         chunk_id = chunk_id or uuid.uuid4()
         created_at = created_at if created_at is not None else time.time_ns() // 1000
         fixed = _FIXED.pack(
             MAGIC, FORMAT_VERSION, 0, chunk_id.bytes, created_at, len(schema_json),
-            COMPRESSIONS[compression], 0, bytes(16), 0, 0, 0, bytes(3),
+            COMPRESSIONS[compression], ENCRYPTIONS[encryption], salt, log2n, r, p, bytes(3),
         )  # fmt: skip
         data_start = HEADER_SIZE + align8(len(schema_json))
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
@@ -251,7 +269,7 @@ class ChunkWriter:
         except BaseException:
             os.close(fd)
             raise
-        return cls(fd, header, schema, compression_level)
+        return cls(fd, header, schema, compression_level, key)
 
     @classmethod
     def open(
@@ -264,13 +282,17 @@ class ChunkWriter:
         fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
         try:
             _lock(fd)
-            header, schema = _read_start(fd)
+            header, schema, key = _read_start(fd, passphrase)
+            if schema is None:
+                raise EncryptionError(
+                    f"{path}: appending to an encrypted chunk needs its passphrase"
+                )
             if header.tail_offset is None:
                 raise InvalidChunkError(f"{path}: the chunk is dirty (a crash?); repair() it")
         except BaseException:
             os.close(fd)
             raise
-        return cls(fd, header, schema, compression_level)
+        return cls(fd, header, schema, compression_level, key)
 
     @property
     def header(self) -> ChunkHeader:
@@ -284,13 +306,16 @@ class ChunkWriter:
         compress: bool | None = None,
         encrypt: bool | None = None,
     ) -> AppendResult:
-        if encrypt:
-            raise EncryptionError("This chunk is not encrypted")
+        if encrypt and self._key is None:
+            raise EncryptionError("This chunk is not encrypted; its entries cannot be")
         payload = self.schema.encode_row(row)
         flags = 0
         if compress is not False and self._header.compression:
             payload = _compress(self._header.compression, payload, self._level)
             flags |= FLAG_COMPRESSED
+        if encrypt is not False and self._key is not None:
+            payload = crypto.encrypt_payload(self._key, self.tail_offset, payload)
+            flags |= FLAG_ENCRYPTED
         return self._write(resource_id, payload, flags)
 
     def append_tombstone(self, resource_id: bytes) -> AppendResult:
@@ -302,6 +327,8 @@ class ChunkWriter:
     def _write(self, rid: bytes, stored: bytes, flags: int) -> AppendResult:
         if not isinstance(rid, bytes) or not 1 <= len(rid) <= MAX_RID:
             raise InvalidEntryError(f"resource_id must be 1..{MAX_RID} bytes")
+        if self._key is not None:  # format 2: resource ids are encrypted too
+            rid = crypto.encrypt_rid(self._key, self.tail_offset, rid)
         checksum = _checksum(rid, stored)
         entry = _PREAMBLE.pack(ENTRY_MAGIC, len(rid), flags, len(stored), checksum) + rid + stored
         entry += bytes(align8(len(entry)) - len(entry))
@@ -343,14 +370,30 @@ def _lock(fd: int) -> None:
         raise ColdCrateError("Another writer holds this chunk") from None
 
 
-def _read_start(fd: int) -> tuple[ChunkHeader, Schema]:
+def _read_start(
+    fd: int, passphrase: str | bytes | None
+) -> tuple[ChunkHeader, Schema | None, bytes | None]:
+    """Header, schema and key; an encrypted chunk opened without its passphrase has
+    neither schema nor key, and a wrong passphrase fails here."""
     size = os.fstat(fd).st_size
     header = _parse_header(os.pread(fd, HEADER_SIZE, 0), size)
-    if header.encryption:
-        raise EncryptionError("Encrypted ColdCrate chunks are not supported by barecat yet")
     if header.schema_size > MAX_SCHEMA_BYTES or HEADER_SIZE + header.schema_size > size:
         raise InvalidChunkError(f"Schema block of {header.schema_size} bytes does not fit")
-    return header, Schema.from_json_bytes(os.pread(fd, header.schema_size, HEADER_SIZE))
+    schema_bytes = os.pread(fd, header.schema_size, HEADER_SIZE)
+    if not header.encryption:
+        return header, Schema.from_json_bytes(schema_bytes), None
+    if passphrase is None:
+        return header, None, None
+    key = crypto.chunk_key(
+        passphrase, header.kdf_salt, header.kdf_log2n, header.kdf_r, header.kdf_p
+    )
+    try:
+        schema = Schema.from_json_bytes(crypto.decrypt_payload(key, HEADER_SIZE, schema_bytes))
+    except EncryptionError:
+        raise
+    except Exception:
+        raise EncryptionError("Cannot decode the schema: wrong passphrase?") from None
+    return header, schema, key
 
 
 # -- reading ---------------------------------------------------------------------------
@@ -359,10 +402,13 @@ def _read_start(fd: int) -> tuple[ChunkHeader, Schema]:
 class ChunkReader:
     """Reads entries by offset or in order; takes no lock (positional reads)."""
 
-    def __init__(self, fd: int, header: ChunkHeader, schema: Schema) -> None:
+    def __init__(
+        self, fd: int, header: ChunkHeader, schema: Schema | None, key: bytes | None
+    ) -> None:
         self._fd = fd
         self.header = header
-        self.schema: Schema | None = schema
+        self.schema = schema
+        self._key = key
 
     @classmethod
     def open(
@@ -374,11 +420,11 @@ class ChunkReader:
     ) -> ChunkReader:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
         try:
-            header, schema = _read_start(fd)
+            header, schema, key = _read_start(fd, passphrase)
         except BaseException:
             os.close(fd)
             raise
-        return cls(fd, header, schema)
+        return cls(fd, header, schema, key)
 
     def read_at(self, offset: int) -> Entry:
         raw = self._raw_at(offset, self.size, verify=True)
@@ -442,16 +488,25 @@ class ChunkReader:
         return align8(raw.offset + _PREAMBLE.size + len(raw.resource_id) + len(raw.payload))
 
     def _decoded(self, raw: RawEntry) -> Entry:
+        rid = raw.resource_id
+        if self.header.encryption and self.header.version >= 2:
+            rid = crypto.decrypt_rid(self._need_key(), raw.offset, rid)
         if raw.tombstone:
-            return Entry(raw.offset, raw.resource_id, None, raw.checksum_ok, raw.flags)
-        if raw.encrypted:
-            raise EncryptionError("Encrypted entries are not supported by barecat yet")
+            return Entry(raw.offset, rid, None, raw.checksum_ok, raw.flags)
         payload = raw.payload
+        if raw.encrypted:
+            payload = crypto.decrypt_payload(self._need_key(), raw.offset, payload)
         if raw.compressed:
             payload = _decompress(self.header.compression, payload)
-        assert self.schema is not None
+        if self.schema is None:
+            raise EncryptionError("The schema is encrypted: open with the passphrase")
         fields = self.schema.decode_row(payload)
-        return Entry(raw.offset, raw.resource_id, fields, raw.checksum_ok, raw.flags)
+        return Entry(raw.offset, rid, fields, raw.checksum_ok, raw.flags)
+
+    def _need_key(self) -> bytes:
+        if self._key is None:
+            raise EncryptionError("This chunk is encrypted: open it with the passphrase")
+        return self._key
 
     def close(self) -> None:
         if self._fd >= 0:
