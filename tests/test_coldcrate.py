@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import subprocess
+import sys
 import textwrap
 import uuid
 from pathlib import Path
@@ -13,6 +15,7 @@ from typing import Any
 
 import pytest
 
+import barecat
 from barecat import coldcrate as cc
 from conftest import REPO
 
@@ -240,3 +243,90 @@ def test_encrypted_chunks_both_ways(tmp_path: Path, compression: str) -> None:
             assert len(raw) == 41 and all(e.checksum_ok for e in raw)
             with pytest.raises(cc.EncryptionError):
                 keyless.read_at(raw[0].offset)
+
+
+# -- conversion between chunks and archives ------------------------------------------------
+
+
+def test_archive_to_chunk_and_back_keeps_files_and_metadata(
+    tmp_path: Path, run: Any, make_archive: Any
+) -> None:
+    files = {f"d{i % 3}/f{i}.bin": os.urandom(100 * i) for i in range(12)}
+    src = make_archive(files)
+    with barecat.Barecat(src, readonly=False) as bc:
+        bc.chmod("d0/f0.bin", 0o600)
+        bc.utime("d0/f0.bin", ns=(5, 1_600_000_000_123_456_789))
+    chunk = str(tmp_path / "all.coldcrate")
+    assert run("convert", "-q", src, chunk)[0] == 0
+    theirs = run_theirs("read", chunk)  # the real coldcrate reads our export
+    assert [e[1] for e in theirs["entries"]] == sorted(files)
+    back = str(tmp_path / "back.barecat")
+    assert run("convert", "-q", chunk, back)[0] == 0
+    with barecat.Barecat(back) as bc:
+        assert {p: bc[p] for p in bc} == files
+        info = bc.index.lookup_file("d0/f0.bin")
+        assert stat.S_IMODE(info.mode or 0) == 0o600 and info.mtime_ns == 1_600_000_000_123_456_789
+
+
+def test_foreign_chunk_maps_to_blobs_and_row_sidecars(
+    tmp_path: Path, run: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A chunk of another schema, written by coldcrate itself with tombstones and a
+    repeated id: the latest entry per id wins, the blob becomes the file, the rest a
+    JSON sidecar, and the schema is kept in the archive."""
+    chunk = str(tmp_path / "theirs.coldcrate")
+    run_theirs("write", chunk, "zstd", "pw")
+    monkeypatch.setenv("BARECAT_PASSPHRASE", "pw")
+    out = str(tmp_path / "mapped.barecat")
+    assert run("convert", "-q", chunk, out)[0] == 0
+    space: dict[str, Any] = {"uuid": uuid}
+    exec(MODEL, space)
+    _, rows = space["model"](cc)
+    with barecat.Barecat(out) as bc:
+        ids = sorted(p for p in bc if not p.endswith(".row.json") and not p.startswith("."))
+        assert ids == sorted(r.decode() for r, _ in rows if r != b"rid-005")  # tombstoned
+        rid, row = rows[7]
+        assert bc[rid.decode()] == row["blob"]
+        sidecar = json.loads(bc[rid.decode() + ".row.json"])
+        assert sidecar["text"] == row["text"] and sidecar["id"] == str(row["id"])
+        assert json.loads(bc[".coldcrate/schema.json"])["description"] == "every type"
+
+
+def test_encrypted_chunk_needs_a_passphrase_from_file_or_env(tmp_path: Path, run: Any) -> None:
+    chunk = str(tmp_path / "e.coldcrate")
+    run_theirs("write", chunk, "none", "s3cret")
+    code, _, err = subprocess_run(["convert", chunk, str(tmp_path / "x.barecat")])
+    assert code == 1 and "passphrase" in err
+    (tmp_path / "pw.txt").write_text("wrong\n")
+    code, _, err = subprocess_run(
+        [
+            "convert",
+            "--passphrase-file",
+            str(tmp_path / "pw.txt"),
+            chunk,
+            str(tmp_path / "x.barecat"),
+        ]
+    )
+    assert code == 1 and "wrong passphrase" in err.lower()
+    (tmp_path / "pw.txt").write_text("s3cret\n")
+    code, _, err = subprocess_run(
+        [
+            "convert",
+            "--passphrase-file",
+            str(tmp_path / "pw.txt"),
+            chunk,
+            str(tmp_path / "x.barecat"),
+        ]
+    )
+    assert code == 0, err
+    assert not any(p.name.startswith(".x.barecat") for p in tmp_path.iterdir())
+
+
+def subprocess_run(argv: list[str]) -> tuple[int, str, str]:
+    """The CLI as a separate process with no terminal and no passphrase in the env."""
+    env = {k: v for k, v in os.environ.items() if k != "BARECAT_PASSPHRASE"}
+    done = subprocess.run(
+        [sys.executable, "-m", "barecat.cli", *argv],
+        capture_output=True, text=True, stdin=subprocess.DEVNULL, env=env, cwd=REPO,
+    )  # fmt: skip
+    return done.returncode, done.stdout, done.stderr

@@ -10,6 +10,7 @@ with everything else converted.
 from __future__ import annotations
 
 import argparse
+import getpass
 import os
 import sys
 from collections.abc import Sequence
@@ -17,13 +18,16 @@ from collections.abc import Sequence
 from barecat.cli.parsing import Subparsers, add_command, add_shard_limit_option, size
 from barecat.cli.running import run_legacy
 from barecat.cli.terminal import Progress, error, wants_progress
+from barecat.coldcrate import ChunkReader
 from barecat.entries import BarecatEntryInfo, BarecatFileInfo
 from barecat.layout import is_sqlite_file
 from barecat.transfer import (
     ImportResult,
     archive2barecat,
     barecat2archive,
+    barecat2coldcrate,
     barecat2stream,
+    coldcrate2barecat,
     format_of_name,
     parse_format,
     stream2barecat,
@@ -39,6 +43,8 @@ barecat convert --stdout data.barecat tar | ssh host tar xf -
 barecat convert --root-dir project data.barecat data.tar.zst
 barecat convert --wrap data.tar data.barecat          # index over the tar, no copy
 barecat convert --wrap shard-*.tar dataset.barecat    # WebDataset shards: one archive
+barecat convert images.coldcrate images.barecat       # ColdCrate chunks, both ways
+barecat convert --encrypt data.barecat data.coldcrate # passphrase: $BARECAT_PASSPHRASE
 """
 
 
@@ -70,6 +76,17 @@ def register(sub: Subparsers) -> None:
         help="Index an uncompressed tar or stored zip in place: it becomes the shard, "
         "no bytes are copied",
     )
+    parser.add_argument(
+        "--encrypt",
+        action="store_true",
+        help="Encrypt a .coldcrate output (AES-256-XTS, as coldcrate does)",
+    )
+    parser.add_argument(
+        "--passphrase-file",
+        metavar="FILE",
+        help="Read the passphrase of an encrypted chunk from FILE (else $BARECAT_PASSPHRASE, "
+        "else a prompt)",
+    )
     parser.add_argument("-q", "--quiet", action="store_true", help="No progress bar")
 
 
@@ -87,6 +104,8 @@ def run_convert(args: argparse.Namespace) -> int:
     if len(args.input) != 1:
         raise ValueError("several inputs are only taken by --wrap (one shard each)")
     args.input = args.input[0]
+    if COLDCRATE_SUFFIX in (_suffix(args.input), _suffix(args.output)):
+        return _convert_coldcrate(args)
     with Progress("convert", None, wants_progress(args.quiet)) as progress:
         if args.stdout:
             barecat2stream(
@@ -174,3 +193,55 @@ def legacy_barecat2archive(argv: Sequence[str] | None = None) -> int:
         return 0
 
     return run_legacy("barecat2archive", "barecat convert", parser, body, argv)
+
+
+COLDCRATE_SUFFIX = ".coldcrate"
+
+
+def _suffix(path: str) -> str:
+    return os.path.splitext(path)[1].lower()
+
+
+def _convert_coldcrate(args: argparse.Namespace) -> int:
+    """ColdCrate chunks in or out, by the mapping of barecat.transfer.coldcrate_conversion."""
+    if args.stdin or args.stdout or args.root_dir:
+        raise ValueError("--stdin, --stdout and --root-dir do not apply to ColdCrate chunks")
+    with Progress("convert", None, wants_progress(args.quiet)) as progress:
+        if _suffix(args.input) == COLDCRATE_SUFFIX:
+            with ChunkReader.open(args.input) as probe:
+                encrypted = bool(probe.header.encryption)
+            result = coldcrate2barecat(
+                args.input,
+                args.output,
+                args.shard_size_limit,
+                args.force,
+                passphrase=_passphrase(args) if encrypted else None,
+                on_stored=progress.advance,
+            )
+        else:
+            if args.force and os.path.lexists(args.output):
+                os.remove(args.output)
+            result = barecat2coldcrate(
+                args.input,
+                args.output,
+                passphrase=_passphrase(args) if args.encrypt else None,
+                on_stored=progress.advance,
+            )
+    return _report(result)
+
+
+PASSPHRASE_ENV = "BARECAT_PASSPHRASE"
+
+
+def _passphrase(args: argparse.Namespace) -> str:
+    """From --passphrase-file, else the environment, else a prompt; never from argv."""
+    if args.passphrase_file:
+        with open(args.passphrase_file, encoding="utf-8") as f:
+            return f.readline().rstrip("\r\n")
+    if os.environ.get(PASSPHRASE_ENV):
+        return os.environ[PASSPHRASE_ENV]
+    if sys.stdin.isatty():
+        return getpass.getpass("Passphrase: ")
+    raise ValueError(
+        f"a passphrase is needed: --passphrase-file FILE or ${PASSPHRASE_ENV} (or a terminal)"
+    )

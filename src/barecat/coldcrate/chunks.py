@@ -97,12 +97,9 @@ class AppendResult:
     checksum: int
 
 
-@dataclass(frozen=True)
-class RawEntry:
-    offset: int
-    resource_id: bytes
-    payload: bytes
-    checksum_ok: bool | None
+class _EntryFlags:
+    """What an entry's flags say (shared by decoded and raw entries)."""
+
     flags: int
 
     @property
@@ -119,16 +116,21 @@ class RawEntry:
 
 
 @dataclass(frozen=True)
-class Entry:
+class RawEntry(_EntryFlags):
+    offset: int
+    resource_id: bytes
+    payload: bytes
+    checksum_ok: bool | None
+    flags: int
+
+
+@dataclass(frozen=True)
+class Entry(_EntryFlags):
     offset: int
     resource_id: bytes
     fields: dict[str, Any] | None
     checksum_ok: bool | None
     flags: int
-
-    tombstone = RawEntry.tombstone
-    compressed = RawEntry.compressed
-    encrypted = RawEntry.encrypted
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,7 @@
 from barecat.transfer.archive_export import ExportResult, export_tar, export_zip
 from barecat.transfer.archive_formats import FORMATS, format_of_name, parse_format
 from barecat.transfer.archive_import import ImportResult, import_tar, import_zip
+from barecat.transfer.coldcrate_conversion import barecat2coldcrate, coldcrate2barecat
 from barecat.transfer.conversion import (
     archive2barecat,
     barecat2archive,
@@ -33,8 +34,10 @@ __all__ = [
     "add_directory",
     "archive2barecat",
     "barecat2archive",
+    "barecat2coldcrate",
     "barecat2stream",
     "building_archive",
+    "coldcrate2barecat",
     "copy_file_to",
     "export_tar",
     "export_zip",
