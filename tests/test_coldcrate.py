@@ -171,7 +171,8 @@ def test_dirty_chunk_is_refused_then_repaired(tmp_path: Path) -> None:
         for i in range(5):
             w.append(b"r%d" % i, {"n": i, "data": b"x" * 1000})
     writer = cc.ChunkWriter.open(path)
-    writer.append(b"late", {"n": 9, "data": b"y" * 100})  # never flushed: a crash
+    # big enough to go to the file at once, but the counters are never committed:
+    writer.append(b"late", {"n": 9, "data": os.urandom(2 << 20)})
     os.close(writer._fd)  # the process dies without close()
     with open(path, "ab") as f:
         f.write(b"\xe4\xe4\xe4\xe4partial")  # and a torn entry after it
@@ -330,3 +331,28 @@ def subprocess_run(argv: list[str]) -> tuple[int, str, str]:
         capture_output=True, text=True, stdin=subprocess.DEVNULL, env=env, cwd=REPO,
     )  # fmt: skip
     return done.returncode, done.stdout, done.stderr
+
+
+def test_version_1_chunks_and_hostile_headers(tmp_path: Path) -> None:
+    path = tmp_path / "v1.coldcrate"
+    with cc.ChunkWriter.create(str(path), sample_schema()) as w:
+        w.append(b"r", {"n": 1, "data": b"v1"})
+    raw = bytearray(path.read_bytes())
+    raw[8:10] = (1).to_bytes(2, "little")  # format 1: the same layout when not encrypted
+    path.write_bytes(bytes(raw))
+    with cc.ChunkReader.open(str(path)) as r:
+        assert r.header.version == 1
+        assert [(e.resource_id, e.fields) for e in r.scan()] == [(b"r", {"n": 1, "data": b"v1"})]
+    for offset, value, message in [
+        (8, (3).to_bytes(2, "little"), "version"),  # from the future
+        (36, (64 << 20).to_bytes(4, "little"), "Schema block"),  # an absurd schema size
+        (40, bytes([9]), "compression"),
+    ]:
+        bad = bytearray(raw)
+        bad[offset : offset + len(value)] = value
+        (tmp_path / "bad.coldcrate").write_bytes(bytes(bad))
+        with pytest.raises(cc.InvalidChunkError, match=message):
+            cc.ChunkReader.open(str(tmp_path / "bad.coldcrate"))
+    (tmp_path / "short.coldcrate").write_bytes(bytes(raw[:100]))
+    with pytest.raises(cc.InvalidChunkError, match="truncated"):
+        cc.ChunkReader.open(str(tmp_path / "short.coldcrate"))

@@ -63,7 +63,9 @@ _FIXED = struct.Struct("<8sHH16sQIBB16sBBB3s")
 _COUNTERS = struct.Struct("<QQ")
 _PREAMBLE = struct.Struct("<IHHQQ")
 _U64 = struct.Struct("<Q")
-_ENTRY_MAGIC_BYTES = struct.pack("<I", ENTRY_MAGIC)
+_FIRST_READ = 8 << 10  # one pread reads a small entry whole
+_SCAN_READ = 1 << 20  # a scan reads ahead in big steps
+_WRITE_BUFFER = 1 << 20  # a writer writes in steps this big
 
 
 def align8(n: int) -> int:
@@ -159,34 +161,49 @@ def _parse_header(raw: bytes, file_size: int) -> ChunkHeader:
     )  # fmt: skip
 
 
-def _compress(algo: int, data: bytes, level: int | None) -> bytes:
-    if algo == COMPRESSIONS["zstd"]:
-        packed = zstandard.ZstdCompressor(level=3 if level is None else level).compress(data)
-    else:
-        block = _lz4_block()
-        extra = {} if level is None else {"mode": "high_compression", "compression": level}
-        packed = block.compress(data, store_size=False, **extra)
-    return _U64.pack(len(data)) + bytes(packed)
+class _Codec:
+    """A chunk's compression, with its (de)compressor objects made once, not per entry."""
 
+    def __init__(self, algo: int, level: int | None = None) -> None:
+        self.algo = algo
+        self._level = level
+        self._zstd_c: Any = None
+        self._zstd_d: Any = None
+        self._lz4: Any = _lz4_block() if algo == COMPRESSIONS["lz4"] else None
 
-def _decompress(algo: int, stored: bytes) -> bytes:
-    if len(stored) < 8:
-        raise CompressionError("A compressed payload shorter than its length prefix")
-    (size,) = _U64.unpack_from(stored)
-    try:
-        if algo == COMPRESSIONS["zstd"]:
-            out = zstandard.ZstdDecompressor().decompress(stored[8:], max_output_size=size)
-        elif algo == COMPRESSIONS["lz4"]:
-            out = _lz4_block().decompress(stored[8:], uncompressed_size=size)
+    def compress(self, data: bytes) -> bytes:
+        if self.algo == COMPRESSIONS["zstd"]:
+            if self._zstd_c is None:
+                level = 3 if self._level is None else self._level
+                self._zstd_c = zstandard.ZstdCompressor(level=level)
+            packed = self._zstd_c.compress(data)
         else:
-            raise CompressionError("An entry marked compressed in a chunk without compression")
-    except CompressionError:
-        raise
-    except Exception as e:  # the backends' own error types
-        raise CompressionError(f"Decompression failed: {e}") from e
-    if len(out) != size:
-        raise CompressionError(f"Decompressed to {len(out)} bytes, expected {size}")
-    return bytes(out)
+            extra: dict[str, Any] = {}
+            if self._level is not None:
+                extra = {"mode": "high_compression", "compression": self._level}
+            packed = self._lz4.compress(data, store_size=False, **extra)
+        return _U64.pack(len(data)) + bytes(packed)
+
+    def decompress(self, stored: bytes) -> bytes:
+        if len(stored) < 8:
+            raise CompressionError("A compressed payload shorter than its length prefix")
+        (size,) = _U64.unpack_from(stored)
+        try:
+            if self.algo == COMPRESSIONS["zstd"]:
+                if self._zstd_d is None:
+                    self._zstd_d = zstandard.ZstdDecompressor()
+                out = self._zstd_d.decompress(stored[8:], max_output_size=size)
+            elif self.algo == COMPRESSIONS["lz4"]:
+                out = self._lz4.decompress(stored[8:], uncompressed_size=size)
+            else:
+                raise CompressionError("An entry marked compressed in a chunk without it")
+        except CompressionError:
+            raise
+        except Exception as e:  # the backends' own error types
+            raise CompressionError(f"Decompression failed: {e}") from e
+        if len(out) != size:
+            raise CompressionError(f"Decompressed to {len(out)} bytes, expected {size}")
+        return bytes(out)
 
 
 def _lz4_block() -> Any:
@@ -221,10 +238,12 @@ class ChunkWriter:
         self._fd = fd
         self._header = header
         self.schema = schema
-        self._level = level
+        self._codec = _Codec(header.compression, level)
         self._key = key
         self.entry_count = header.entry_count or 0
         self.tail_offset = header.tail_offset or header.data_start
+        self._pending = bytearray()
+        self._pending_start = self.tail_offset
 
     @classmethod
     def create(
@@ -244,8 +263,6 @@ class ChunkWriter:
             raise CompressionError(f"Unknown compression {compression!r}")
         if encryption not in ENCRYPTIONS:
             raise EncryptionError(f"Unknown encryption {encryption!r}")
-        if compression == "lz4":
-            _lz4_block()
         schema_json = schema.to_json_bytes()
         key, salt, (log2n, r, p) = None, bytes(16), (0, 0, 0)
         if encryption != "none":
@@ -313,7 +330,7 @@ class ChunkWriter:
         payload = self.schema.encode_row(row)
         flags = 0
         if compress is not False and self._header.compression:
-            payload = _compress(self._header.compression, payload, self._level)
+            payload = self._codec.compress(payload)
             flags |= FLAG_COMPRESSED
         if encrypt is not False and self._key is not None:
             payload = crypto.encrypt_payload(self._key, self.tail_offset, payload)
@@ -335,13 +352,24 @@ class ChunkWriter:
         entry = _PREAMBLE.pack(ENTRY_MAGIC, len(rid), flags, len(stored), checksum) + rid + stored
         entry += bytes(align8(len(entry)) - len(entry))
         offset = self.tail_offset
-        os.pwrite(self._fd, entry, offset)
+        if not self._pending:
+            self._pending_start = offset
+        self._pending += entry  # written in big steps; all of it by flush() and close()
         self.tail_offset += len(entry)
         self.entry_count += 1
+        if len(self._pending) >= _WRITE_BUFFER:
+            self._write_pending()
         return AppendResult(offset, checksum)
 
+    def _write_pending(self) -> None:
+        if self._pending:
+            os.pwrite(self._fd, self._pending, self._pending_start)
+            self._pending = bytearray()
+
     def flush(self, *, sync: bool = False) -> None:
-        """Commit the counters: the entry count first, the tail offset (the marker) last."""
+        """Write what is buffered, then commit the counters: the entry count first, the
+        tail offset (the commit marker) last."""
+        self._write_pending()
         os.pwrite(self._fd, _U64.pack(self.entry_count), _FIXED.size)
         if sync:
             os.fsync(self._fd)
@@ -411,6 +439,9 @@ class ChunkReader:
         self.header = header
         self.schema = schema
         self._key = key
+        self._codec = _Codec(header.compression)
+        self._size = os.fstat(fd).st_size
+        self._window: tuple[int, bytes] = (0, b"")
 
     @classmethod
     def open(
@@ -429,7 +460,7 @@ class ChunkReader:
         return cls(fd, header, schema, key)
 
     def read_at(self, offset: int) -> Entry:
-        raw = self._raw_at(offset, self.size, verify=True)
+        raw = self._raw_at(offset, verify=True)
         return self._decoded(raw)
 
     def scan(self, *, verify: bool = True) -> Iterator[Entry]:
@@ -439,10 +470,10 @@ class ChunkReader:
     def scan_raw(self, *, verify: bool = True) -> Iterator[RawEntry]:
         """Entries in file order. With ``verify`` a damaged stretch is skipped (the scan
         resyncs at the next entry whose checksum holds); without, the first anomaly ends it."""
-        size, pos = self.size, self.header.data_start
-        while pos + _PREAMBLE.size <= size:
+        pos = self.header.data_start
+        while pos + _PREAMBLE.size <= self.size:
             try:
-                raw = self._raw_at(pos, size, verify)
+                raw = self._raw_at(pos, verify, ahead=_SCAN_READ)
             except InvalidEntryError:
                 if not verify:
                     return
@@ -454,30 +485,49 @@ class ChunkReader:
             yield raw
             pos = self._end_of(raw)
 
-    def _raw_at(self, offset: int, size: int, verify: bool) -> RawEntry:
-        if offset < self.header.data_start or offset % 8 or offset + _PREAMBLE.size > size:
+    def _raw_at(self, offset: int, verify: bool, ahead: int = _FIRST_READ) -> RawEntry:
+        """The entry at ``offset``, read with one ``pread`` when it is small (``ahead``
+        bytes are read at once, and kept for the entries after it during a scan)."""
+        if offset < self.header.data_start or offset % 8:
             raise InvalidEntryError(f"No entry can start at offset {offset}")
-        magic, rid_len, flags, length, checksum = _PREAMBLE.unpack(
-            os.pread(self._fd, _PREAMBLE.size, offset)
-        )
-        body_end = offset + _PREAMBLE.size + rid_len + length
-        if magic != ENTRY_MAGIC or not 1 <= rid_len <= MAX_RID or body_end > size:
+        head = self._read(offset, _PREAMBLE.size, ahead)
+        if len(head) < _PREAMBLE.size:
+            raise InvalidEntryError(f"No entry can start at offset {offset}")
+        magic, rid_len, flags, length, checksum = _PREAMBLE.unpack(head)
+        body_start = offset + _PREAMBLE.size
+        if magic != ENTRY_MAGIC or not 1 <= rid_len <= MAX_RID:
             raise InvalidEntryError(f"No valid entry at offset {offset}")
-        body = os.pread(self._fd, rid_len + length, offset + _PREAMBLE.size)
+        body = self._read(body_start, rid_len + length, ahead)
+        if len(body) < rid_len + length:
+            raise InvalidEntryError(f"The entry at offset {offset} is truncated")
         rid, payload = body[:rid_len], body[rid_len:]
         ok = _checksum(rid, payload) == checksum if verify else None
         return RawEntry(offset, rid, payload, ok, flags)
 
+    def _read(self, offset: int, size: int, ahead: int) -> bytes:
+        """``size`` bytes at ``offset`` (fewer at the end of the file), from the window
+        of bytes read last when they are in it."""
+        start, window = self._window
+        if start <= offset and offset + size <= start + len(window):
+            return window[offset - start : offset - start + size]
+        if offset + size > self._size:
+            self._size = os.fstat(self._fd).st_size  # a writer may have appended
+            size = max(0, min(size, self._size - offset))
+        window = os.pread(self._fd, max(size, ahead), offset)
+        self._window = (offset, window)
+        return window[:size]
+
     @property
     def size(self) -> int:
-        return os.fstat(self._fd).st_size
+        self._size = os.fstat(self._fd).st_size
+        return self._size
 
     def valid_run(self) -> tuple[int, int]:
         """Entries in the unbroken run of valid ones from the start, and where it ends."""
         size, count, pos = self.size, 0, self.header.data_start
         while pos + _PREAMBLE.size <= size:
             try:
-                raw = self._raw_at(pos, size, verify=True)
+                raw = self._raw_at(pos, verify=True, ahead=_SCAN_READ)
             except InvalidEntryError:
                 break
             if not raw.checksum_ok:
@@ -499,7 +549,7 @@ class ChunkReader:
         if raw.encrypted:
             payload = crypto.decrypt_payload(self._need_key(), raw.offset, payload)
         if raw.compressed:
-            payload = _decompress(self.header.compression, payload)
+            payload = self._codec.decompress(payload)
         if self.schema is None:
             raise EncryptionError("The schema is encrypted: open with the passphrase")
         fields = self.schema.decode_row(payload)

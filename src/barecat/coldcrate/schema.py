@@ -16,7 +16,8 @@ import json
 import math
 import struct
 import uuid
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any, Union
 
 from barecat.coldcrate.errors import InvalidEntryError, SchemaError
@@ -73,6 +74,7 @@ class Schema:
     fields: list[Field]
     description: str | None = None
     version: int = 1
+    _read_row: Reader | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         _check_fields(self.fields, 0)
@@ -117,13 +119,17 @@ class Schema:
 
     def decode_row(self, buf: bytes | bytearray | memoryview) -> dict[str, Any]:
         view = memoryview(buf)
+        read_row = self._read_row
+        if read_row is None:  # compiled on first use (the dataclass is frozen)
+            read_row = _struct_reader(self.fields)
+            object.__setattr__(self, "_read_row", read_row)
         try:
-            row, pos = _decode_struct(self.fields, view, 0)
+            row, pos = read_row(view, 0)
         except (struct.error, IndexError, ValueError) as e:
             raise InvalidEntryError(f"Row bytes do not fit the schema: {e}") from e
         if pos != len(view):
             raise InvalidEntryError(f"{len(view) - pos} byte(s) left over after the row")
-        return row
+        return dict(row)
 
 
 # -- checks and JSON ---------------------------------------------------------------------
@@ -277,49 +283,77 @@ def _encode_primitive(t: str, value: Any, out: bytearray, where: str) -> None:
 
 
 # -- decoding ----------------------------------------------------------------------------
+# A schema is compiled once into nested readers, functions (view, pos) -> (value, pos),
+# so decoding a row walks no type tests: that is most of a read's time for small rows.
+
+Reader = Callable[[memoryview, int], tuple[Any, int]]
 
 
-def _decode_struct(fields: list[Field], view: memoryview, pos: int) -> tuple[dict[str, Any], int]:
-    row: dict[str, Any] = {}
-    for f in fields:
-        if f.nullable:
-            flag = view[pos]
-            pos += 1
-            if flag == 0:
-                row[f.name] = None
-                continue
-            if flag != 1:
-                raise ValueError(f"bad presence byte {flag} for {f.name}")
-        row[f.name], pos = _decode(f.type, view, pos)
-    return row, pos
+def _struct_reader(fields: list[Field]) -> Reader:
+    parts = [(f.name, f.nullable, _reader(f.type)) for f in fields]
+
+    def read(view: memoryview, pos: int) -> tuple[dict[str, Any], int]:
+        row: dict[str, Any] = {}
+        for name, nullable, read_value in parts:
+            if nullable:
+                flag = view[pos]
+                pos += 1
+                if flag == 0:
+                    row[name] = None
+                    continue
+                if flag != 1:
+                    raise ValueError(f"bad presence byte {flag} for {name}")
+            row[name], pos = read_value(view, pos)
+        return row, pos
+
+    return read
 
 
-def _decode(t: TypeExpr, view: memoryview, pos: int) -> tuple[Any, int]:
+def _reader(t: TypeExpr) -> Reader:
     if isinstance(t, Struct):
-        return _decode_struct(t.fields, view, pos)
+        return _struct_reader(t.fields)
+    if isinstance(t, FixedArray) and isinstance(t.elem, str) and t.elem in _NUMBERS:
+        many = struct.Struct("<" + _NUMBERS[t.elem].format[1:] * t.count)
+        return lambda view, pos: (list(many.unpack_from(view, pos)), pos + many.size)
     if isinstance(t, FixedArray | VarArray):
-        if isinstance(t, VarArray):
-            (count,) = _U32.unpack_from(view, pos)
-            pos += 4
-        else:
-            count = t.count
-        items = []
-        for _ in range(count):
-            item, pos = _decode(t.elem, view, pos)
-            items.append(item)
-        return items, pos
+        read_item, fixed = _reader(t.elem), t.count if isinstance(t, FixedArray) else None
+
+        def read_array(view: memoryview, pos: int) -> tuple[list[Any], int]:
+            count = fixed
+            if count is None:
+                (count,) = _U32.unpack_from(view, pos)
+                pos += 4
+            items = []
+            for _ in range(count):
+                item, pos = read_item(view, pos)
+                items.append(item)
+            return items, pos
+
+        return read_array
     if t in _NUMBERS:
         number = _NUMBERS[t]
-        return number.unpack_from(view, pos)[0], pos + number.size
+        return lambda view, pos: (number.unpack_from(view, pos)[0], pos + number.size)
     if t == "bool":
-        if view[pos] > 1:
-            raise ValueError(f"bad bool byte {view[pos]}")
-        return view[pos] == 1, pos + 1
+        return _read_bool
     if t == "uuid":
-        return uuid.UUID(bytes=bytes(_take(view, pos, 16))), pos + 16
+        return lambda view, pos: (uuid.UUID(bytes=bytes(_take(view, pos, 16))), pos + 16)
+    return _read_bytes if t == "bytes" else _read_text
+
+
+def _read_bool(view: memoryview, pos: int) -> tuple[bool, int]:
+    if view[pos] > 1:
+        raise ValueError(f"bad bool byte {view[pos]}")
+    return view[pos] == 1, pos + 1
+
+
+def _read_bytes(view: memoryview, pos: int) -> tuple[bytes, int]:
     (size,) = _U32.unpack_from(view, pos)
-    data = bytes(_take(view, pos + 4, size))
-    return (data if t == "bytes" else data.decode("utf-8")), pos + 4 + size
+    return bytes(_take(view, pos + 4, size)), pos + 4 + size
+
+
+def _read_text(view: memoryview, pos: int) -> tuple[str, int]:
+    data, pos = _read_bytes(view, pos)
+    return data.decode("utf-8"), pos
 
 
 def _take(view: memoryview, pos: int, size: int) -> memoryview:
