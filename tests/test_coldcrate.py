@@ -296,30 +296,15 @@ def test_foreign_chunk_maps_to_blobs_and_row_sidecars(
 def test_encrypted_chunk_needs_a_passphrase_from_file_or_env(tmp_path: Path, run: Any) -> None:
     chunk = str(tmp_path / "e.coldcrate")
     run_theirs("write", chunk, "none", "s3cret")
-    code, _, err = subprocess_run(["convert", chunk, str(tmp_path / "x.barecat")])
+    convert = ["convert", chunk, str(tmp_path / "x.barecat")]
+    code, _, err = subprocess_run(convert)
     assert code == 1 and "passphrase" in err
-    (tmp_path / "pw.txt").write_text("wrong\n")
-    code, _, err = subprocess_run(
-        [
-            "convert",
-            "--passphrase-file",
-            str(tmp_path / "pw.txt"),
-            chunk,
-            str(tmp_path / "x.barecat"),
-        ]
-    )
-    assert code == 1 and "wrong passphrase" in err.lower()
-    (tmp_path / "pw.txt").write_text("s3cret\n")
-    code, _, err = subprocess_run(
-        [
-            "convert",
-            "--passphrase-file",
-            str(tmp_path / "pw.txt"),
-            chunk,
-            str(tmp_path / "x.barecat"),
-        ]
-    )
-    assert code == 0, err
+    with_file = ["convert", "--passphrase-file", str(tmp_path / "pw.txt"), *convert[1:]]
+    for secret, expected in [("wrong", 1), ("s3cret", 0)]:
+        (tmp_path / "pw.txt").write_text(secret + "\n")
+        code, _, err = subprocess_run(with_file)
+        assert code == expected, err
+        assert expected == 0 or "wrong passphrase" in err.lower()
     assert not any(p.name.startswith(".x.barecat") for p in tmp_path.iterdir())
 
 

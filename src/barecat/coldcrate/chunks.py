@@ -370,12 +370,7 @@ class ChunkWriter:
         """Write what is buffered, then commit the counters: the entry count first, the
         tail offset (the commit marker) last."""
         self._write_pending()
-        os.pwrite(self._fd, _U64.pack(self.entry_count), _FIXED.size)
-        if sync:
-            os.fsync(self._fd)
-        os.pwrite(self._fd, _U64.pack(self.tail_offset), _FIXED.size + 8)
-        if sync:
-            os.fsync(self._fd)
+        _commit_counters(self._fd, self.entry_count, self.tail_offset, sync)
 
     def close(self, *, sync: bool = False) -> None:
         if self._fd < 0:
@@ -391,6 +386,16 @@ class ChunkWriter:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _commit_counters(fd: int, count: int, tail: int, sync: bool) -> None:
+    """The entry count first, then the tail offset: the commit marker goes last."""
+    os.pwrite(fd, _U64.pack(count), _FIXED.size)
+    if sync:
+        os.fsync(fd)
+    os.pwrite(fd, _U64.pack(tail), _FIXED.size + 8)
+    if sync:
+        os.fsync(fd)
 
 
 def _lock(fd: int) -> None:
@@ -581,10 +586,7 @@ def repair(path: str | os.PathLike[str]) -> RepairResult:
     try:
         _lock(fd)
         os.ftruncate(fd, end)
-        os.pwrite(fd, _U64.pack(count), _FIXED.size)
-        os.fsync(fd)
-        os.pwrite(fd, _U64.pack(end), _FIXED.size + 8)
-        os.fsync(fd)
+        _commit_counters(fd, count, end, sync=True)
     finally:
         os.close(fd)
     return RepairResult(count, end, size - end)
