@@ -456,6 +456,9 @@ class ChunkReader:
         passphrase: str | bytes | None = None,
         mmap: bool = True,
     ) -> ChunkReader:
+        """Open a chunk to read. ``mmap`` is accepted for coldcrate's signature, but reads
+        are always positional: a memory map turns a chunk shortened by ``repair`` under a
+        reader into a crash (SIGBUS) instead of an error."""
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
         try:
             header, schema, key = _read_start(fd, passphrase)
