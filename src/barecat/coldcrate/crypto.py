@@ -13,6 +13,7 @@ finds corruption, not tampering), exactly as in the ``coldcrate`` package.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from typing import Any
 
@@ -49,14 +50,16 @@ def chunk_key(passphrase: str | bytes, salt: bytes, log2n: int, r: int, p: int) 
         raise EncryptionError(f"Key derivation failed (bad KDF parameters): {e}") from None
 
 
+@functools.cache
 def _cipher_parts() -> Any:
+    """cryptography's cipher classes, imported once (this is on every entry's path)."""
     try:
         from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
     except ModuleNotFoundError:
         raise EncryptionError(
             "Encrypted chunks need the 'cryptography' package: pip install 'barecat[sealing]'"
         ) from None
-    return Cipher, algorithms, modes
+    return Cipher, algorithms.AES, modes.XTS, modes.CTR
 
 
 def _unit(key: bytes, offset: int, index: int, domain: bytes, data: bytes, encrypt: bool) -> bytes:
@@ -64,12 +67,12 @@ def _unit(key: bytes, offset: int, index: int, domain: bytes, data: bytes, encry
         offset.to_bytes(8, "little") + index.to_bytes(8, "little"),
         key=key, person=domain, digest_size=64,
     ).digest()  # fmt: skip
-    cipher_cls, algorithms, modes = _cipher_parts()
+    cipher_cls, aes, xts, ctr = _cipher_parts()
     tweak = index.to_bytes(16, "little")
     if len(data) >= 16:
-        cipher = cipher_cls(algorithms.AES(unit_key), modes.XTS(tweak))
+        cipher = cipher_cls(aes(unit_key), xts(tweak))
     else:
-        cipher = cipher_cls(algorithms.AES(unit_key[:32]), modes.CTR(tweak))
+        cipher = cipher_cls(aes(unit_key[:32]), ctr(tweak))
     op = cipher.encryptor() if encrypt else cipher.decryptor()
     return bytes(op.update(data) + op.finalize())
 
