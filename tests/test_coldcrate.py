@@ -341,3 +341,18 @@ def test_version_1_chunks_and_hostile_headers(tmp_path: Path) -> None:
     (tmp_path / "short.coldcrate").write_bytes(bytes(raw[:100]))
     with pytest.raises(cc.InvalidChunkError, match="truncated"):
         cc.ChunkReader.open(str(tmp_path / "short.coldcrate"))
+
+
+def test_chunk_output_needs_force_and_appears_only_whole(
+    tmp_path: Path, run: Any, make_archive: Any
+) -> None:
+    src = make_archive({"a.txt": b"a", "b/c.txt": b"c"})
+    out = tmp_path / "o.coldcrate"
+    out.write_bytes(b"precious")
+    code, _, err = run("convert", src, str(out))
+    assert code == 1 and "exists" in err and out.read_bytes() == b"precious"
+    assert run("convert", "-f", src, str(out))[0] == 0
+    with cc.ChunkReader.open(str(out)) as r:
+        assert [e.resource_id for e in r.scan()] == [b"a.txt", b"b/c.txt"]
+        assert r.header.entry_count == 2  # committed: the file is complete
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []

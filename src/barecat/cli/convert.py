@@ -219,12 +219,11 @@ def _convert_coldcrate(args: argparse.Namespace) -> int:
                 on_stored=progress.advance,
             )
         else:
-            if args.force and os.path.lexists(args.output):
-                os.remove(args.output)
             result = barecat2coldcrate(
                 args.input,
                 args.output,
                 passphrase=_passphrase(args) if args.encrypt else None,
+                overwrite=args.force,
                 on_stored=progress.advance,
             )
     return _report(result)

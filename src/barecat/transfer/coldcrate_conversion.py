@@ -30,7 +30,7 @@ from barecat.entries import BarecatFileInfo, Order
 from barecat.exceptions import InvalidPathBarecatError
 from barecat.paths import normalize
 from barecat.transfer.archive_import import ImportResult
-from barecat.transfer.conversion import building_archive
+from barecat.transfer.conversion import building_archive, building_file
 
 FILE_SCHEMA = Schema(
     [
@@ -54,16 +54,19 @@ def barecat2coldcrate(
     *,
     compression: str = "zstd",
     passphrase: str | bytes | None = None,
+    overwrite: bool = False,
     on_stored: OnStored | None = None,
 ) -> ImportResult:
-    """Write every file of an archive to a new chunk (``target_path`` must not exist)."""
+    """Write every file of an archive to a new chunk, which appears at ``target_path``
+    only when complete."""
     result = ImportResult()
     secret: dict[str, Any] = {}
     if passphrase is not None:
         secret = {"encryption": "aes-256-xts", "passphrase": passphrase}
     with (
+        building_file(target_path, overwrite) as staging,
         Barecat(src_path) as bc,
-        ChunkWriter.create(target_path, FILE_SCHEMA, compression=compression, **secret) as w,
+        ChunkWriter.create(staging, FILE_SCHEMA, compression=compression, **secret) as w,
     ):
         for info in bc.index.iter_all_fileinfos(order=Order.PATH):
             rid = info.path.encode("utf-8", "surrogateescape")

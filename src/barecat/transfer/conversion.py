@@ -124,18 +124,26 @@ def barecat2archive(
             f"Cannot tell the format of {target_path!r}: name it .tar, .tar.gz, .tgz, "
             ".tar.bz2, .tar.xz, .tar.zst or .zip"
         )
-    if not overwrite and os.path.lexists(target_path):
-        raise FileExistsBarecatError(target_path, "Output")
-    staging = _staging_path(target_path)
+    with building_file(target_path, overwrite) as staging, open(staging, "wb") as out:
+        return barecat2stream(src_path, out, fmt, root_dir, on_entry=on_entry)
+
+
+@contextlib.contextmanager
+def building_file(target: str, overwrite: bool = True) -> Iterator[str]:
+    """A temporary path to write a one-file output to; it becomes ``target`` only if the
+    block completes (and is removed if it does not)."""
+    if not overwrite and os.path.lexists(target):
+        raise FileExistsBarecatError(target, "Output")
+    staging = _staging_path(target)
+    with contextlib.suppress(FileNotFoundError):
+        os.remove(staging)
     try:
-        with open(staging, "wb") as out:
-            result = barecat2stream(src_path, out, fmt, root_dir, on_entry=on_entry)
+        yield staging
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.remove(staging)
         raise
-    os.replace(staging, target_path)
-    return result
+    os.replace(staging, target)
 
 
 def barecat2stream(
@@ -158,5 +166,6 @@ __all__ = [
     "barecat2archive",
     "barecat2stream",
     "building_archive",
+    "building_file",
     "stream2barecat",
 ]
