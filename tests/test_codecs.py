@@ -236,12 +236,15 @@ def test_custom_codecs_are_per_view_and_can_stack() -> None:
     dec.register_codec([".csv"], lambda rows: "\n".join(map(",".join, rows)).encode(),
                        lambda b: [line.split(",") for line in b.decode().split("\n")])  # fmt: skip
     dec.register_codec(["rev"], lambda b: b[::-1], lambda b: b[::-1], nonfinal=True)
+    assert {".csv", ".rev", ".json"} <= set(dec.extensions)
+    assert ".csv" not in DecodedView(store).extensions
     dec["t.csv.rev"] = [["a", "b"], ["c", "d"]]
     assert store["t.csv.rev"] == b"d,c\nb,a"
     assert dec["t.csv.rev"] == [["a", "b"], ["c", "d"]]
     with pytest.raises(ValueError, match=r"'\.csv'"):
         DecodedView(store)["t.csv"] = [["x"]]  # another view does not see it
     dec.clear_codecs()
+    assert dec.extensions == []
     with pytest.raises(ValueError, match=r"No codec registered for '\.json'"):
         dec["x.json"] = 1
 

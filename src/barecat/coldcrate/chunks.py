@@ -478,8 +478,8 @@ class ChunkReader:
     def scan_raw(self, *, verify: bool = True) -> Iterator[RawEntry]:
         """Entries in file order. With ``verify`` a damaged stretch is skipped (the scan
         resyncs at the next entry whose checksum holds); without, the first anomaly ends it."""
-        pos = self.header.data_start
-        while pos + _PREAMBLE.size <= self.size:
+        pos, end = self.header.data_start, self.size
+        while pos + _PREAMBLE.size <= end:
             try:
                 raw = self._raw_at(pos, verify, ahead=_SCAN_READ)
             except InvalidEntryError:

@@ -23,7 +23,6 @@ from collections.abc import Iterator, Sequence
 from barecat.archive import Barecat
 from barecat.entries import BarecatDirInfo, BarecatFileInfo
 from barecat.exceptions import BarecatError, InvalidPathBarecatError
-from barecat.layout import shard_path
 from barecat.paths import normalize
 from barecat.transfer.archive_formats import compression_of, format_of_file
 from barecat.transfer.archive_import import ImportResult, tar_mtime_ns
@@ -46,9 +45,8 @@ def wrap_archive(
         _check_wrappable(source)
     result = ImportResult()
     with building_archive(target_path, overwrite) as bc:
-        for number, source in enumerate(sources):
-            os.symlink(os.path.abspath(source), shard_path(bc.path, number))
-        bc.sharder.set_write_position(len(sources), 0)
+        for source in sources:  # shard N links to input N; appends go past them
+            bc.sharder.link_shard(source)
         entries: dict[str, BarecatFileInfo | BarecatDirInfo] = {}
         links: dict[str, tuple[BarecatFileInfo, bytes | tuple[int, int, int]]] = {}
         for number, source in enumerate(sources):
