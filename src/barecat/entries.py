@@ -88,25 +88,42 @@ class BarecatEntryInfo:
         self.mtime_ns = s.st_mtime_ns
 
     def asdict(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        """The record's fields; ``sealed_size`` only for sealed files (so a plain file's
+        dict is the reference's)."""
+        d = {f.name: getattr(self, f.name) for f in fields(self)}
+        if d.get("sealed_size", 0) is None:
+            del d["sealed_size"]
+        return d
 
 
 @dataclass(slots=True, repr=False)
 class BarecatFileInfo(BarecatEntryInfo):
-    """A file: where its bytes live (shard, offset, size) and their CRC32C."""
+    """A file: where its bytes live (shard, offset, size) and their CRC32C.
+
+    ``size`` is always the file's own length. In a sealed archive (compressed or
+    encrypted files) the shard holds the sealed form instead, ``sealed_size`` bytes long,
+    and the CRC32C is that of the sealed bytes; ``stored_size`` is the length in the
+    shard either way, the one that operations moving bytes need.
+    """
 
     shard: int | None = None
     offset: int | None = None
     size: int | None = None
     crc32c: int | None = None
+    sealed_size: int | None = None
 
     def isfile(self) -> bool:
         return True
 
     @property
+    def stored_size(self) -> int:
+        """Bytes this file takes in its shard."""
+        return (self.size or 0) if self.sealed_size is None else self.sealed_size
+
+    @property
     def end(self) -> int:
-        """Offset one past the file's last byte in its shard."""
-        return (self.offset or 0) + (self.size or 0)
+        """Offset one past the file's last stored byte in its shard."""
+        return (self.offset or 0) + self.stored_size
 
     @property
     def is_symlink_entry(self) -> bool:

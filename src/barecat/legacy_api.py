@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import os
+from typing import Any
 
 from barecat.archive import Barecat
 from barecat.entries import BarecatFileInfo
@@ -34,7 +35,7 @@ def open(
         raise ValueError(f"Invalid mode {mode!r}; expected one of {', '.join(_MODES)}")
     if mode == "r+" and not archive_exists(path):
         raise FileNotFoundError(f"Archive not found: {os.fspath(path)}")
-    options = dict(_MODES[mode])
+    options: dict[str, Any] = dict(_MODES[mode])
     return Barecat(
         path, auto_codec=auto_codec, threadsafe=threadsafe_reader and mode == "r", **options
     )

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Iterator, MutableMapping
 from typing import IO, Any, BinaryIO, cast
 
 from barecat.archive.inspecting import ArchiveInspection
+from barecat.archive.sealed import ArchiveSealing, Passphrase, SealedFileWriter
 from barecat.entries import BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo
 from barecat.exceptions import (
     ArchiveLockedBarecatError,
@@ -38,6 +39,7 @@ from barecat.layout import archive_exists, base_path, index_path, remove_archive
 from barecat.ops.defrag import defrag as defrag_archive
 from barecat.ops.merge import merge_archives
 from barecat.paths import normalize, normalize_many, parent
+from barecat.sealing import SealedFileReader, SealingSettings
 from barecat.shards import BarecatReadOnlyFileObject, BarecatReadWriteFileObject, Sharder
 from barecat.shards.sharder import Address
 from barecat.sizes import parse_size
@@ -73,6 +75,9 @@ class Barecat(ArchiveInspection, MutableMapping[str, bytes]):
         readonly_is_immutable: bool = False,
         commit_interval: float = 1.0,
         lookup_table: bool | None = None,
+        compression: str | None = None,
+        compression_level: int | None = None,
+        passphrase: Passphrase | None = None,
     ) -> None:
         if auto_codec:
             raise BarecatError(
@@ -85,7 +90,7 @@ class Barecat(ArchiveInspection, MutableMapping[str, bytes]):
         self.commit_interval = commit_interval
         self._readonly_is_immutable = readonly_is_immutable
         self._lock_fd: int | None = None
-        self._writer: BarecatReadWriteFileObject | None = None
+        self._writer: BarecatReadWriteFileObject | SealedFileWriter | None = None
         self._owner_pid = os.getpid()
         self.on_commit: Callable[[], None] | None = None
         """Called after each commit: what was written before it is now durable."""
@@ -122,10 +127,56 @@ class Barecat(ArchiveInspection, MutableMapping[str, bytes]):
         except BaseException:
             self._release_writer_lock()
             raise
+        try:
+            self._sealing = self._open_sealing(compression, compression_level, passphrase)
+        except BaseException:
+            self.close()
+            raise
         if not readonly:
             self._resync_write_position()
         self._last_commit = time.monotonic()
         self._uncommitted = 0
+
+    def _open_sealing(
+        self, codec: str | None, level: int | None, passphrase: Passphrase | None
+    ) -> ArchiveSealing | None:
+        """The archive's sealing; a new (empty) archive becomes sealed when given a
+        compression or a passphrase as text."""
+        if self.index.sealed:
+            settings = SealingSettings.from_config(self.index.sealing_config())
+            if not settings.encrypted and isinstance(passphrase, str | bytes):
+                raise BarecatError(f"{self.path} is not encrypted: it takes no passphrase")
+            return ArchiveSealing(self.path, settings, passphrase, codec, level)
+        key_text = passphrase if isinstance(passphrase, str | bytes) else None
+        if codec is None and level is None and key_text is None:
+            return None
+        if self.readonly or self.index.num_files:
+            raise BarecatError(
+                f"{self.path} is a plain archive: compression and encryption are chosen when "
+                "an archive is created (copy its files into a new one: barecat convert "
+                "--compress/--encrypt)"
+            )
+        settings, key = SealingSettings.new(codec or "zstd", level, passphrase=key_text)
+        self.index.enable_sealing(settings.to_config())
+        return ArchiveSealing(self.path, settings, passphrase, data_key=key)
+
+    @property
+    def sealed(self) -> bool:
+        """True if files are stored compressed and/or encrypted (see ``barecat.sealing``)."""
+        return self._sealing is not None
+
+    @property
+    def encrypted(self) -> bool:
+        return self._sealing is not None and self._sealing.encrypted
+
+    def rekey(self, new_passphrase: str | bytes) -> None:
+        """Change the passphrase of an encrypted archive: its data key is rewrapped, no
+        file is rewritten. The archive must be open for writing with the old one."""
+        self._require_writable()
+        if self._sealing is None:
+            raise BarecatError(f"{self.path} is not encrypted: it has no passphrase to change")
+        self.commit()
+        self.index.update_sealing_config(self._sealing.rekeyed(new_passphrase).to_config())
 
     def _resync_write_position(self) -> None:
         """Append after the last file the index knows (SQLite may have rolled back rows)."""
@@ -202,16 +253,22 @@ class Barecat(ArchiveInspection, MutableMapping[str, bytes]):
         self.close()
 
     def __getstate__(self) -> dict[str, Any]:
+        """A read-only archive travels to worker processes as its path (and, if encrypted
+        and already unlocked, its data key: keep such pickles in memory)."""
         if not self.readonly:
             raise TypeError("A writable Barecat cannot be pickled: only one writer may exist")
         return {
             "path": self.path,
             "threadsafe": self.threadsafe,
             "readonly_is_immutable": self._readonly_is_immutable,
+            "data_key": None if self._sealing is None else self._sealing.unlocked_key,
         }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
+        data_key = state.pop("data_key", None)
         self.__init__(readonly=True, **state)  # type: ignore[misc]
+        if self._sealing is not None and data_key is not None:
+            self._sealing.unlocked_key = data_key
 
     def _require_writable(self) -> None:
         if self.readonly:
@@ -249,14 +306,15 @@ class Barecat(ArchiveInspection, MutableMapping[str, bytes]):
         if addr is None:
             raise KeyError(path)
         try:
-            return self.sharder.read_from_address(addr[0], addr[1], addr[2], addr[3])
+            data = self.sharder.read_from_address(addr[0], addr[1], addr[2], addr[3])
         except BarecatIntegrityError:  # the lookup table may be what is damaged: ask SQLite
             checked = self.index.lookup_address_in_sqlite(normalized)
             if checked is None:
                 raise KeyError(path) from None
             if checked == addr:
                 raise
-            return self.sharder.read_from_address(*checked)
+            data = self.sharder.read_from_address(*checked)
+        return data if self._sealing is None else self._sealing.unseal(normalized, data)
 
     def __setitem__(self, path: str, content: bytes) -> None:
         self.add(path, data=content)
@@ -301,7 +359,11 @@ class Barecat(ArchiveInspection, MutableMapping[str, bytes]):
         if len(located) < len(wanted):
             hit = {pos for pos, *_ in located}
             raise KeyError(next(p for i, p in enumerate(wanted) if i not in hit))
-        return self.sharder.read_many(located, max_gap)
+        stored = self.sharder.read_many(located, max_gap)
+        if self._sealing is None:
+            return stored
+        unseal = self._sealing.unseal
+        return [unseal(p, data) for p, data in zip(wanted, stored, strict=True)]
 
     read_many = get_many
 
@@ -322,9 +384,16 @@ class Barecat(ArchiveInspection, MutableMapping[str, bytes]):
         return self.index.lookup_file(item.path if isinstance(item, BarecatFileInfo) else item)
 
     def read(self, item: BarecatFileInfo | str, offset: int = 0, size: int = -1) -> bytes:
-        """A file's bytes; CRC32C-verified when the whole file is read."""
+        """A file's bytes; CRC32C-verified when the whole file is read (in a sealed
+        archive, every block read is authenticated or decompressed instead)."""
         f = self._fileinfo(item)
         total = f.size or 0
+        if self._sealing is not None:
+            if offset == 0 and (size < 0 or size >= total):
+                return self._sealing.unseal(f.path, self._stored_bytes(f))
+            with self._open_sealed(f) as reader:
+                reader.seek(max(offset, 0))
+                return reader.read(total if size < 0 else size) or b""
         if offset == 0 and (size < 0 or size >= total):
             return self.sharder.read_from_address(f.shard or 0, f.offset or 0, total, f.crc32c)
         offset = min(max(offset, 0), total)
@@ -338,6 +407,9 @@ class Barecat(ArchiveInspection, MutableMapping[str, bytes]):
         total = f.size or 0
         view = memoryview(buffer).cast("B")
         n = max(0, min(len(view), total - offset))
+        if self._sealing is not None:
+            view[:n] = self.read(f, offset, n)
+            return n
         crc = f.crc32c if offset == 0 and n == total else None
         return self.sharder.readinto_from_address(
             f.shard or 0, (f.offset or 0) + offset, view[:n], crc
@@ -347,7 +419,7 @@ class Barecat(ArchiveInspection, MutableMapping[str, bytes]):
         f = self._fileinfo(item)
         if f.crc32c is None:
             return True
-        return self.sharder.crc_of_range(f.shard or 0, f.offset or 0, f.size or 0) == f.crc32c
+        return self.sharder.crc_of_range(f.shard or 0, f.offset or 0, f.stored_size) == f.crc32c
 
     def open(
         self,
@@ -364,24 +436,50 @@ class Barecat(ArchiveInspection, MutableMapping[str, bytes]):
         raw: io.RawIOBase
         if mode.replace("b", "").replace("t", "") == "r":
             f = self._fileinfo(item)
-            raw = BarecatReadOnlyFileObject(self.sharder, f.shard or 0, f.offset or 0, f.size or 0)
+            if self._sealing is not None:
+                raw = self._open_sealed(f)
+            else:
+                raw = BarecatReadOnlyFileObject(
+                    self.sharder, f.shard or 0, f.offset or 0, f.size or 0
+                )
             if not text:
                 return raw  # type: ignore[return-value]
             return io.TextIOWrapper(
                 io.BufferedReader(raw), encoding=encoding or "utf-8", errors=errors, newline=newline
             )
-        raw = self._open_for_writing(
+        writer = self._open_for_writing(
             item.path if isinstance(item, BarecatEntryInfo) else item, mode
         )
         if not text:
-            return raw  # type: ignore[return-value]
-        stream = cast(Any, raw)
-        buffered = io.BufferedRandom(stream) if raw.readable() else io.BufferedWriter(stream)
+            return writer  # type: ignore[return-value]
+        buffered: io.BufferedIOBase
+        if isinstance(writer, SealedFileWriter):
+            buffered = writer
+        else:
+            stream = cast(Any, writer)
+            buffered = io.BufferedRandom(stream) if writer.readable() else io.BufferedWriter(stream)
         return io.TextIOWrapper(
             buffered, encoding=encoding or "utf-8", errors=errors, newline=newline
         )
 
-    def _open_for_writing(self, path: str, mode: str) -> BarecatReadWriteFileObject:
+    def _stored_bytes(self, f: BarecatFileInfo) -> bytes:
+        """A file's bytes as the shard holds them (sealed, in a sealed archive), CRC-checked."""
+        return self.sharder.read_from_address(f.shard or 0, f.offset or 0, f.stored_size, f.crc32c)
+
+    def _open_sealed(self, f: BarecatFileInfo) -> SealedFileReader:
+        """A stream over a sealed file that decodes only the blocks it reads."""
+        assert self._sealing is not None
+        shard, base, stored = f.shard or 0, f.offset or 0, f.stored_size
+
+        def fetch(offset: int, size: int) -> bytes:
+            size = max(0, min(size, stored - offset))
+            return self.sharder.read_from_address(shard, base + offset, size)
+
+        return SealedFileReader(self._sealing.sealer(), f.path, fetch)
+
+    def _open_for_writing(
+        self, path: str, mode: str
+    ) -> BarecatReadWriteFileObject | SealedFileWriter:
         self._require_writable()
         self._require_no_open_writer()
         path = normalize(path)
@@ -395,6 +493,8 @@ class Barecat(ArchiveInspection, MutableMapping[str, bytes]):
         if kind == "x" and existing is not None:
             raise FileExistsBarecatError(path)
         keep = existing is not None and kind in ("r", "a")
+        if self._sealing is not None:
+            return self._open_sealed_for_writing(path, existing, keep, kind == "a")
         size = (existing.size or 0) if keep and existing else 0
         self.sharder.make_room(size)
         shard, offset = self.sharder.write_shard, self.sharder.write_offset
@@ -407,6 +507,25 @@ class Barecat(ArchiveInspection, MutableMapping[str, bytes]):
             self.sharder, shard, offset, size, self._finish_writer, mode
         )
         return self._writer
+
+    def _open_sealed_for_writing(
+        self, path: str, existing: BarecatFileInfo | None, keep: bool, append: bool
+    ) -> SealedFileWriter:
+        def store(data: bytes) -> None:
+            self._writer = None
+            stamp = BarecatFileInfo(path, mtime_ns=time.time_ns())
+            if existing is not None:
+                self.update_file(existing, stamp, data=data)
+            else:
+                stamp.mode = 0o100644
+                self.add(stamp, data=data)
+
+        writer = SealedFileWriter(self.read(existing) if keep and existing else b"", store)
+        if append:
+            writer.seek(0, io.SEEK_END)
+        self._writer_path = path
+        self._writer = writer
+        return writer
 
     def _finish_writer(self, w: BarecatReadWriteFileObject) -> None:
         self._writer = None
@@ -439,8 +558,13 @@ class Barecat(ArchiveInspection, MutableMapping[str, bytes]):
         gid: int | None = None,
         mtime_ns: int | None = None,
         dir: bool = False,
+        compress: bool = True,
     ) -> None:
-        """Add a file from ``data`` or ``fileobj``; a dir info or ``dir=True`` adds a directory."""
+        """Add a file from ``data`` or ``fileobj``; a dir info or ``dir=True`` adds a directory.
+
+        In a sealed archive ``compress=False`` stores this file's blocks uncompressed
+        (still encrypted if the archive is); blocks that do not shrink are stored raw anyway.
+        """
         self._require_writable()
         self._require_no_open_writer()
         if isinstance(item, BarecatDirInfo) or (dir and isinstance(item, str)):
@@ -461,31 +585,45 @@ class Barecat(ArchiveInspection, MutableMapping[str, bytes]):
         if file_exist_ok and self.index.lookup_address(finfo.path) is not None:
             return
 
-        def record(address: Address) -> None:
+        def record(address: Address, logical_size: int | None) -> None:
             finfo.shard, finfo.offset, finfo.size, finfo.crc32c = address
+            if logical_size is not None:
+                finfo.sealed_size, finfo.size = finfo.size, logical_size
             self.index.add_file(finfo)
 
-        self._append_then_record(data, fileobj, _size_hint(fileobj), bufsize, record)
+        self._append_then_record(
+            finfo.path, data, fileobj, _size_hint(fileobj), bufsize, record, compress
+        )
 
     def _append_then_record(
         self,
+        path: str,
         data: bytes | bytearray | memoryview | None,
         fileobj: BinaryIO | None,
         size_hint: int | None,
         bufsize: int,
-        record: Callable[[Address], None],
+        record: Callable[[Address, int | None], None],
+        compress: bool = True,
     ) -> None:
-        """Write the bytes, then let ``record`` store the row that points at them.
+        """Write the bytes (sealed for ``path`` in a sealed archive), then let ``record``
+        store the row that points at them; it gets their address and, when sealed, the
+        file's own length.
 
         If recording fails the bytes are dropped again, so no row ever points at bytes
-        that were not written and no refused file leaves bytes behind.
+        that were not written and no refused file leaves bytes behind. A sealed file is
+        sealed whole, in memory: its block table comes before its blocks.
         """
-        if fileobj is not None:
+        logical_size = None
+        if self._sealing is not None:
+            plain = fileobj.read() if fileobj is not None else (b"" if data is None else data)
+            logical_size = len(plain)
+            address = self.sharder.append(self._sealing.seal(path, plain, compress))
+        elif fileobj is not None:
             address = self.sharder.append_stream(fileobj, size_hint, bufsize)
         else:
             address = self.sharder.append(b"" if data is None else data)
         try:
-            record(address)
+            record(address, logical_size)
         except BaseException:
             self.sharder.rollback_append(address)
             self._resync_write_position()
@@ -513,7 +651,7 @@ class Barecat(ArchiveInspection, MutableMapping[str, bytes]):
         new = new_item if isinstance(new_item, BarecatFileInfo) else None
         target = _path_str(new_item) if new_item is not None else old.path
 
-        def record(address: Address) -> None:
+        def record(address: Address, logical_size: int | None) -> None:
             if target != old.path:
                 self.index.rename_file(old.path, target)
             self.index.update_file(
@@ -523,10 +661,11 @@ class Barecat(ArchiveInspection, MutableMapping[str, bytes]):
                 new_mode=new.mode if new else None,
                 new_uid=new.uid if new else None,
                 new_gid=new.gid if new else None,
+                new_logical_size=logical_size,
             )
 
         size_hint = size if size is not None else _size_hint(fileobj)
-        self._append_then_record(data, fileobj, size_hint, bufsize, record)
+        self._append_then_record(target, data, fileobj, size_hint, bufsize, record)
 
     def add_many(
         self,
@@ -568,17 +707,36 @@ class Barecat(ArchiveInspection, MutableMapping[str, bytes]):
             for i, _ in batch
         ]
         _normalize_paths(infos)
+        datas = [data for _, data in batch]
+        if self._sealing is not None:
+            for f, data in zip(infos, datas, strict=True):
+                f.size = len(data)
+            datas = [self._sealing.seal(f.path, d) for f, d in zip(infos, datas, strict=True)]
         start = (self.sharder.write_shard, self.sharder.write_offset)
         try:
-            addresses = self.sharder.append_batch([data for _, data in batch])
+            addresses = self.sharder.append_batch(datas)
             for f, (shard, offset, size, crc) in zip(infos, addresses, strict=True):
-                f.shard, f.offset, f.size, f.crc32c = shard, offset, size, crc
+                f.shard, f.offset, f.crc32c = shard, offset, crc
+                if self._sealing is None:
+                    f.size = size
+                else:
+                    f.sealed_size = size
             self.index.add_files_bulk(infos)
         except BaseException:
             self.sharder.rewind(*start)
             raise
         self._maybe_commit(len(infos))
         return len(infos)
+
+    def sealing_for_writers(self) -> Callable[[str, bytes | memoryview], bytes] | None:
+        """For writers that place bytes themselves (``add_placed``): the function turning
+        a file's bytes into what a sealed archive stores for its (normalized) path; None
+        for a plain archive. Safe to call from several threads."""
+        self._require_writable()
+        if self._sealing is None:
+            return None
+        self._sealing.data_key()  # ask for the passphrase now, not in a worker thread
+        return self._sealing.sealer().seal
 
     def add_placed(self, infos: list[BarecatFileInfo]) -> None:
         """Index files whose bytes are already in the shards, at places claimed with
@@ -655,8 +813,35 @@ class Barecat(ArchiveInspection, MutableMapping[str, bytes]):
     def rename(self, old_path: str, new_path: str) -> None:
         """Move a file or a whole directory; fails if the target exists."""
         self._require_changeable()
-        self.index.rename(old_path, new_path)
+        if self.encrypted:
+            self._rename_resealing(normalize(old_path), normalize(new_path))
+        else:
+            self.index.rename(old_path, new_path)
         self._maybe_commit()
+
+    def _rename_resealing(self, old: str, new: str) -> None:
+        """Encrypted files are bound to their paths: each renamed file is sealed again for
+        its new path (its old bytes become a hole until defrag), rows and all in one step."""
+        assert self._sealing is not None
+        entry = self.index.lookup(old)
+        files = (
+            [entry]
+            if isinstance(entry, BarecatFileInfo)
+            else list(self.index.iter_fileinfos_below(old))
+        )
+        start = (self.sharder.write_shard, self.sharder.write_offset)
+        try:
+            places = []
+            for f in files:
+                target = new + f.path[len(old) :]
+                plain = self._sealing.unseal(f.path, self._stored_bytes(f))
+                address = self.sharder.append(self._sealing.seal(target, plain))
+                self.sharder.commit_append(address)
+                places.append((target, *address))
+            self.index.rename_with_new_bytes(old, new, places)
+        except BaseException:
+            self.sharder.rewind(*start)
+            raise
 
     move = rename
 

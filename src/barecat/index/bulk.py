@@ -40,7 +40,23 @@ def _first_in(conn: sqlite3.Connection, table: str, paths: Sequence[str]) -> str
     return None if row is None else str(row[0])
 
 
-def insert_files(conn: sqlite3.Connection, files: Sequence[BarecatFileInfo]) -> None:
+_COLUMNS = "path, shard, offset, size, crc32c, mode, uid, gid, mtime_ns"
+INSERT_FILE = f"INSERT INTO files ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+INSERT_SEALED_FILE = (
+    f"INSERT INTO files ({_COLUMNS}, logical_size) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+
+
+def file_row(f: BarecatFileInfo, sealed: bool) -> tuple[object, ...]:
+    """The values of ``INSERT_FILE`` (``INSERT_SEALED_FILE`` in a sealed archive, whose
+    ``size`` column holds the stored length and ``logical_size`` the file's own)."""
+    row = (f.path, f.shard, f.offset, f.stored_size, f.crc32c, f.mode, f.uid, f.gid, f.mtime_ns)
+    return (*row, f.size) if sealed else row
+
+
+def insert_files(
+    conn: sqlite3.Connection, files: Sequence[BarecatFileInfo], sealed: bool = False
+) -> None:
     """Insert ``files`` (normalized paths) and update every affected directory once."""
     if not files:
         return
@@ -49,7 +65,7 @@ def insert_files(conn: sqlite3.Connection, files: Sequence[BarecatFileInfo]) -> 
     for f in files:
         acc = per_parent[parent(f.path)]
         acc[0] += 1
-        acc[1] += f.size or 0
+        acc[1] += f.stored_size
     chain: set[str] = set()
     for par in per_parent:
         if par not in chain:
@@ -60,12 +76,8 @@ def insert_files(conn: sqlite3.Connection, files: Sequence[BarecatFileInfo]) -> 
     def insert() -> None:
         try:
             conn.executemany(
-                "INSERT INTO files (path, shard, offset, size, crc32c, mode, uid, gid, mtime_ns) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [
-                    (f.path, f.shard, f.offset, f.size, f.crc32c, f.mode, f.uid, f.gid, f.mtime_ns)
-                    for f in files
-                ],
+                INSERT_SEALED_FILE if sealed else INSERT_FILE,
+                [file_row(f, sealed) for f in files],
             )
         except sqlite3.IntegrityError:
             raise _duplicate_error(conn, paths) from None

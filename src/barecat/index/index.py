@@ -37,6 +37,13 @@ from barecat.index.connection import open_savepoint, sqlite_uri
 from barecat.index.lookup_table import LookupTable
 from barecat.index.merging import MergeSource
 from barecat.index.reading import DirItem, FileItem, IndexReader, path_of
+from barecat.index.schema import (
+    SEALING_KEY,
+    ConfigValue,
+    check_version,
+    enable_sealing,
+    write_config,
+)
 from barecat.layout import lookup_table_path
 from barecat.paths import ancestors, is_within, normalize, subtree_bounds
 
@@ -172,6 +179,23 @@ class Index(IndexReader):
             for name, definition in dropped.items():
                 self.conn.execute(f"CREATE INDEX IF NOT EXISTS {name} ON {definition}")
 
+    def enable_sealing(self, records: dict[str, ConfigValue]) -> None:
+        """Make this empty archive a sealed one, described by the ``sealing*`` ``records``
+        (see ``schema.enable_sealing``); committed at once."""
+        self._require_writable()
+        self.commit()
+        enable_sealing(self.conn, {SEALING_KEY: "1", **records})
+        self._read_layout(self.conn)
+        self.schema_version = check_version(self.conn, self.path)
+
+    def update_sealing_config(self, records: dict[str, ConfigValue]) -> None:
+        """Replace ``sealing*`` config rows (a new wrapped key, say); committed at once."""
+        self._require_writable()
+        if not self.sealed or any(not k.startswith(SEALING_KEY) for k in records):
+            raise BarecatError("Only a sealed archive's sealing settings can be updated")
+        with self.conn:
+            write_config(self.conn, records)
+
     @contextlib.contextmanager
     def attached_database(
         self, path: str, name: str = "sourcedb", readonly: bool = True
@@ -197,7 +221,7 @@ class Index(IndexReader):
         self._require_writable()
         self.commit()
         with self.attached_database(path, merging.SCHEMA):
-            source = MergeSource(self.conn, prefix)
+            source = MergeSource(self.conn, prefix, self.sealed)
             try:
                 yield source
             finally:
@@ -242,9 +266,8 @@ class Index(IndexReader):
         f = finfo
         try:
             self.conn.execute(
-                "INSERT INTO files (path, shard, offset, size, crc32c, mode, uid, gid, mtime_ns) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (f.path, f.shard, f.offset, f.size, f.crc32c, f.mode, f.uid, f.gid, f.mtime_ns),
+                bulk.INSERT_SEALED_FILE if self.sealed else bulk.INSERT_FILE,
+                bulk.file_row(f, self.sealed),
             )
         except sqlite3.IntegrityError as e:
             raise self._translate_integrity_error(e, f.path, True) from None
@@ -259,7 +282,7 @@ class Index(IndexReader):
         """Insert many files at once, statistics applied once per batch; all or nothing."""
         self._require_writable()
         try:
-            bulk.insert_files(self.conn, finfos)
+            bulk.insert_files(self.conn, finfos, self.sealed)
         except sqlite3.OperationalError as e:
             raise _disk_full_or(e, self.path) from e
 
@@ -323,7 +346,9 @@ class Index(IndexReader):
         else:
             raise TypeError(f"Expected a file or directory info, got {type(info).__name__}")
 
-    _FILE_FIELDS = ("shard", "offset", "size", "crc32c", "mtime_ns", "mode", "uid", "gid")
+    _FILE_FIELDS = (
+        *("shard", "offset", "size", "crc32c", "mtime_ns", "mode", "uid", "gid", "logical_size"),
+    )
 
     def update_file(
         self,
@@ -336,18 +361,16 @@ class Index(IndexReader):
         new_mode: int | None = None,
         new_uid: int | None = None,
         new_gid: int | None = None,
+        new_logical_size: int | None = None,
     ) -> None:
-        """Change the given fields of a file's row (None = keep)."""
+        """Change the given fields of a file's row (None = keep). In a sealed archive
+        ``new_size`` is the length of the sealed bytes and ``new_logical_size`` the file's."""
         self._require_writable()
+        if new_logical_size is not None and not self.sealed:
+            raise BarecatError("Only a sealed archive stores a logical size apart")
         values = (
-            new_shard,
-            new_offset,
-            new_size,
-            new_crc32c,
-            new_mtime_ns,
-            new_mode,
-            new_uid,
-            new_gid,
+            *(new_shard, new_offset, new_size, new_crc32c),
+            *(new_mtime_ns, new_mode, new_uid, new_gid, new_logical_size),
         )
         sets = [(f, v) for f, v in zip(self._FILE_FIELDS, values, strict=False) if v is not None]
         if not sets:
@@ -417,6 +440,26 @@ class Index(IndexReader):
                     "size_tree = 0 "
                     "WHERE path = ''"
                 )
+
+    def rename_with_new_bytes(
+        self, old: str, new: str, places: Sequence[tuple[str, int, int, int, int | None]]
+    ) -> None:
+        """Rename, and point renamed files at new bytes: ``places`` holds (new path, shard,
+        offset, size, crc32c) for each. All or nothing (encrypted files are re-sealed for
+        their new path, so no row may keep the old bytes)."""
+        self._require_writable()
+        open_savepoint(self.conn, "barecat_rename")
+        try:
+            self.rename(old, new)
+            self.conn.executemany(
+                "UPDATE files SET shard = ?, offset = ?, size = ?, crc32c = ? WHERE path = ?",
+                [(shard, offset, size, crc, path) for path, shard, offset, size, crc in places],
+            )
+        except BaseException:
+            self.conn.execute("ROLLBACK TO barecat_rename")
+            self.conn.execute("RELEASE barecat_rename")
+            raise
+        self.conn.execute("RELEASE barecat_rename")
 
     def rename(self, old: BarecatEntryInfo | str, new: str, allow_overwrite: bool = False) -> None:
         path = path_of(old)

@@ -67,8 +67,9 @@ class MergeSource:
     ``prefix`` (normalized, '' for none) is put in front of every source path.
     """
 
-    def __init__(self, conn: sqlite3.Connection, prefix: str = "") -> None:
+    def __init__(self, conn: sqlite3.Connection, prefix: str = "", sealed: bool = False) -> None:
         self._conn = conn
+        self.sealed = sealed
         pre = f"{prefix}/" if prefix else ""
         self._args: dict[str, object] = {
             "pre": pre,  # before each source path ('' or 'PREFIX/')
@@ -252,11 +253,14 @@ class MergeSource:
                 for r in relocations
             ],
         )
+        # sealed archives take only sealed sources (checked by the caller): both have it
+        logical = ", f.logical_size" if self.sealed else ""
         sql = (
-            "INSERT INTO main.files (path, shard, offset, size, crc32c, mode, uid, gid, mtime_ns) "
+            "INSERT INTO main.files (path, shard, offset, size, crc32c, mode, uid, gid, mtime_ns"
+            f"{logical}) "
             f"SELECT {self._FILE_TARGET}, r.dst_shard, "
             "min(f.offset, r.src_end) - r.src_start + r.dst_start, "
-            "f.size, f.crc32c, f.mode, f.uid, f.gid, f.mtime_ns "
+            f"f.size, f.crc32c, f.mode, f.uid, f.gid, f.mtime_ns{logical} "
             f"FROM {_MOVES} AS r CROSS JOIN {SCHEMA}.files AS f "
             "WHERE f.shard = r.src_shard AND f.offset >= r.src_start AND f.offset < r.src_next "
             f"AND {self._files_where(by_path=False)}"

@@ -8,6 +8,7 @@ cursors merged on the directory key instead of two queries per directory. Import
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 import sqlite3
@@ -20,6 +21,9 @@ from barecat.glob import GlobPattern
 from barecat.paths import join, parent, subtree_bounds
 
 FILE_COLUMNS = "path, shard, offset, size, crc32c, mode, uid, gid, mtime_ns"
+SEALED_FILE_COLUMNS = "path, shard, offset, logical_size, crc32c, mode, uid, gid, mtime_ns, size"
+"""A sealed archive's files: ``size`` is the length of the sealed bytes in the shard and
+``logical_size`` the file's own; records get the latter as ``size``."""
 DIR_COLUMNS = "path, num_subdirs, num_files, size_tree, num_files_tree, mode, uid, gid, mtime_ns"
 
 WalkStep = tuple[BarecatDirInfo, list[BarecatDirInfo], list[BarecatFileInfo]]
@@ -36,7 +40,8 @@ def file_from_row(row: tuple[Any, ...]) -> BarecatFileInfo:
     still be listed, and building records for big listings stays cheap.
     """
     f = object.__new__(BarecatFileInfo)
-    f.path, f.shard, f.offset, f.size, f.crc32c, f.mode, f.uid, f.gid, f.mtime_ns = row
+    f.path, f.shard, f.offset, f.size, f.crc32c, f.mode, f.uid, f.gid, f.mtime_ns = row[:9]
+    f.sealed_size = row[9] if len(row) > 9 else None
     return f
 
 
@@ -61,9 +66,15 @@ def order_clause(order: Order, for_files: bool) -> str:
 
 
 def iter_files(
-    conn: sqlite3.Connection, order: Order, where: str = "", args: tuple[object, ...] = ()
+    conn: sqlite3.Connection,
+    columns: str,
+    order: Order,
+    where: str = "",
+    args: tuple[object, ...] = (),
 ) -> Iterator[BarecatFileInfo]:
-    sql = f"SELECT {FILE_COLUMNS} FROM files{where}{order_clause(order, True)}"
+    """File records; ``columns`` is ``FILE_COLUMNS`` or, in a sealed archive,
+    ``SEALED_FILE_COLUMNS``."""
+    sql = f"SELECT {columns} FROM files{where}{order_clause(order, True)}"
     for row in conn.execute(sql, args):
         yield file_from_row(row)
 
@@ -236,6 +247,7 @@ WALK_INFOS: WalkDecoders[BarecatDirInfo, BarecatDirInfo, BarecatFileInfo] = Walk
     DIR_COLUMNS, _child_dirs, _info_name,
     FILE_COLUMNS, _child_files, _info_name,
 )  # fmt: skip
+SEALED_WALK_INFOS = dataclasses.replace(WALK_INFOS, file_columns=SEALED_FILE_COLUMNS)
 WALK_NAMES: WalkDecoders[str, str, str] = WalkDecoders(
     "path", _first, _same,
     "path", _child_names, _same,

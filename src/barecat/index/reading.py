@@ -36,7 +36,14 @@ from barecat.glob import compile_glob
 from barecat.index import query
 from barecat.index.connection import ConnectionPool, roll_back_crashed_transaction
 from barecat.index.lookup_table import LookupTable
-from barecat.index.schema import check_version, create_schema
+from barecat.index.schema import (
+    SEALING_KEY,
+    ConfigValue,
+    check_version,
+    create_schema,
+    is_sealed,
+    read_config,
+)
 from barecat.layout import lookup_table_path
 from barecat.paths import ancestors, normalize
 
@@ -96,6 +103,7 @@ class IndexReader:
             if fresh:
                 create_schema(conn, shard_size_limit)
             self.schema_version = check_version(conn, self.path)
+            self._read_layout(conn)
         except sqlite3.OperationalError as e:
             self._pool.close()
             if "readonly" not in str(e):
@@ -122,6 +130,16 @@ class IndexReader:
                 self._table_after = max(_AUTO_TABLE_MIN_LOOKUPS, self.num_files)
         if wal and not readonly:
             conn.execute("PRAGMA journal_mode = WAL")
+
+    def _read_layout(self, conn: sqlite3.Connection) -> None:
+        """Which columns file records come from: a sealed archive's hold two sizes."""
+        self.sealed = is_sealed(conn)
+        self.file_columns = query.SEALED_FILE_COLUMNS if self.sealed else query.FILE_COLUMNS
+        self._walk_infos = query.SEALED_WALK_INFOS if self.sealed else query.WALK_INFOS
+
+    def sealing_config(self) -> dict[str, ConfigValue]:
+        """The ``sealing*`` config rows (empty for a plain archive)."""
+        return read_config(self.conn, SEALING_KEY) if self.sealed else {}
 
     def _configure(self, shard_size_limit: int | None) -> None:
         """Hook for the editable subclass; reading needs no configuration."""
@@ -239,7 +257,7 @@ class IndexReader:
     def get_last_file(self) -> BarecatFileInfo:
         """The file stored last (highest shard, then offset)."""
         row = self.conn.execute(
-            f"SELECT {query.FILE_COLUMNS} FROM files "
+            f"SELECT {self.file_columns} FROM files "
             "ORDER BY shard DESC, offset DESC, size DESC LIMIT 1"
         ).fetchone()
         if row is None:
@@ -250,7 +268,7 @@ class IndexReader:
         if not normalized:
             path = normalize(path)
         row = self.conn.execute(
-            f"SELECT {query.FILE_COLUMNS} FROM files WHERE path = ?", (path,)
+            f"SELECT {self.file_columns} FROM files WHERE path = ?", (path,)
         ).fetchone()
         if row is None:
             if self.isdir(path):
@@ -391,7 +409,13 @@ class IndexReader:
     def iter_all_fileinfos(
         self, order: Order = Order.ANY, bufsize: int | None = None
     ) -> Iterator[BarecatFileInfo]:
-        return query.iter_files(self.conn, order)
+        return query.iter_files(self.conn, self.file_columns, order)
+
+    def iter_fileinfos_below(self, dirpath: str) -> Iterator[BarecatFileInfo]:
+        """Every file in the subtree of the directory ``dirpath`` (normalized), in storage
+        order."""
+        where, args = query.subtree_where(dirpath)
+        return query.iter_files(self.conn, self.file_columns, Order.ADDRESS, where, args)
 
     def iter_all_dirinfos(
         self, order: Order = Order.ANY, bufsize: int | None = None
@@ -429,7 +453,9 @@ class IndexReader:
     def iter_direct_fileinfos(
         self, diritem: DirItem, order: Order = Order.ANY, bufsize: int | None = None
     ) -> Iterator[BarecatFileInfo]:
-        return query.iter_files(self.conn, order, " WHERE parent = ?", (path_of(diritem),))
+        return query.iter_files(
+            self.conn, self.file_columns, order, " WHERE parent = ?", (path_of(diritem),)
+        )
 
     def iter_subdir_dirinfos(
         self, diritem: DirItem, order: Order = Order.ANY, bufsize: int | None = None
@@ -480,7 +506,7 @@ class IndexReader:
         return [name[cut:] for name in names]
 
     def walk_infos(self, rootitem: DirItem, bufsize: int = 32) -> Iterator[query.WalkStep]:
-        return query.walk(self.conn, self._existing_dir(rootitem), query.WALK_INFOS)
+        return query.walk(self.conn, self._existing_dir(rootitem), self._walk_infos)
 
     def walk_names(
         self, rootitem: DirItem, bufsize: int = 32
@@ -586,4 +612,6 @@ class IndexReader:
     ) -> Iterator[BarecatEntryInfo]:
         if not only_files:
             yield from query.iter_dirs(self.conn, Order.ANY, " WHERE path GLOB ?", (pattern,))
-        yield from query.iter_files(self.conn, Order.ANY, " WHERE path GLOB ?", (pattern,))
+        yield from query.iter_files(
+            self.conn, self.file_columns, Order.ANY, " WHERE path GLOB ?", (pattern,)
+        )

@@ -14,6 +14,15 @@ from barecat.exceptions import CorruptIndexBarecatError, SchemaVersionBarecatErr
 
 SCHEMA_VERSION_MAJOR = 0
 SCHEMA_VERSION_MINOR = 3
+SEALED_SCHEMA_VERSION_MAJOR = 1
+"""The major version of an archive with sealed (compressed or encrypted) files: the 0.3
+layout plus a ``logical_size`` column and ``sealing*`` config rows. Being a newer major,
+it makes barecat 0.3.x refuse the archive with its own error instead of returning
+sealed bytes as if they were the files."""
+SEALING_KEY = "sealing"
+"""The config row whose presence marks a sealed archive (its text: the sealing version)."""
+
+ConfigValue = str | int
 
 
 def _sql(name: str) -> str:
@@ -38,6 +47,44 @@ def create_schema(conn: sqlite3.Connection, shard_size_limit: int | None) -> Non
     )
     conn.execute("INSERT INTO dirs (path) VALUES ('')")
     conn.commit()
+
+
+def is_sealed(conn: sqlite3.Connection) -> bool:
+    row = conn.execute("SELECT 1 FROM config WHERE key = ?", (SEALING_KEY,)).fetchone()
+    return row is not None
+
+
+def read_config(conn: sqlite3.Connection, prefix: str) -> dict[str, ConfigValue]:
+    """The config rows whose key starts with ``prefix``, each as its text or integer."""
+    rows = conn.execute(
+        "SELECT key, value_text, value_int FROM config WHERE substr(key, 1, ?) = ?",
+        (len(prefix), prefix),
+    )
+    return {key: text if text is not None else int(number) for key, text, number in rows}
+
+
+def write_config(conn: sqlite3.Connection, records: dict[str, ConfigValue]) -> None:
+    """Insert or replace config rows (text in ``value_text``, integers in ``value_int``);
+    the caller commits."""
+    conn.executemany(
+        "INSERT OR REPLACE INTO config (key, value_text, value_int) VALUES (?, ?, ?)",
+        [
+            (key, value, None) if isinstance(value, str) else (key, None, value)
+            for key, value in records.items()
+        ],
+    )
+
+
+def enable_sealing(conn: sqlite3.Connection, records: dict[str, ConfigValue]) -> None:
+    """Turn an empty schema-0.3 index into a sealed one, in one transaction."""
+    if conn.execute("SELECT 1 FROM files LIMIT 1").fetchone() is not None:
+        raise SchemaVersionBarecatError(
+            "Only an empty archive can become a sealed one; copy the files into a new "
+            "sealed archive instead (barecat subset, or barecat create from an extraction)"
+        )
+    with conn:
+        conn.execute("ALTER TABLE files ADD COLUMN logical_size INTEGER DEFAULT NULL")
+        write_config(conn, {**records, "schema_version_major": SEALED_SCHEMA_VERSION_MAJOR})
 
 
 def read_version(conn: sqlite3.Connection, where: str) -> tuple[int, int]:
@@ -66,6 +113,8 @@ def check_version(conn: sqlite3.Connection, where: str) -> tuple[int, int]:
     only difference is trigger logic) but are reported so `barecat upgrade` can fix them.
     """
     major, minor = read_version(conn, where)
+    if major == SEALED_SCHEMA_VERSION_MAJOR and is_sealed(conn):
+        return major, minor
     if major > SCHEMA_VERSION_MAJOR:
         raise SchemaVersionBarecatError(
             f"{where} uses barecat index schema {major}.{minor}, newer than the "

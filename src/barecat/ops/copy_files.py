@@ -30,6 +30,7 @@ from barecat.exceptions import BarecatError, BarecatIntegrityError, FileTooLarge
 from barecat.index import Index
 from barecat.index.merging import FAR, MergeSource, Relocation, SourceTotals
 from barecat.index.reading import IndexReader
+from barecat.sealing.settings import SealingSettings
 from barecat.shards import Sharder
 
 ProgressCallback = Callable[[int, int], None]
@@ -76,6 +77,7 @@ def copy_files_from(
     makes the target's new shards symlinks to the source's instead of copies.
     """
     _refuse_same_archive(index, src_index)
+    _match_sealing(index, src_index, prefix)
     sharder.sync()  # merge_source commits what the caller wrote: its bytes go first
     start = (sharder.write_shard, sharder.write_offset)
     first_new_shard = sharder.num_shards
@@ -108,6 +110,31 @@ def copy_files_from(
             sharder.set_write_position(*start)
             raise
     return stats
+
+
+def _match_sealing(index: Index, src_index: IndexReader, prefix: str) -> None:
+    """Sealed bytes are copied as they are, so both archives must read them alike: an
+    empty plain target becomes sealed like its source; otherwise the sealing must agree
+    (``SealingSettings.can_take_bytes_from``)."""
+    source = sealing_settings(src_index)
+    target = sealing_settings(index)
+    if target is None and source is not None:
+        if index.num_files:
+            kind = "encrypted" if source.encrypted else "compressed"
+            raise BarecatError(
+                f"{src_index.path}: its files are {kind}, and {index.path} is a plain archive "
+                "with files; copy them into a sealed archive or a new one"
+            )
+        index.enable_sealing(source.to_config())
+        target = source
+    why = None if target is None else target.can_take_bytes_from(source, prefix)
+    if why is not None:
+        raise BarecatError(f"Cannot copy {src_index.path} into {index.path}: {why}")
+
+
+def sealing_settings(index: IndexReader) -> SealingSettings | None:
+    """The archive's sealing, or None for a plain archive."""
+    return SealingSettings.from_config(index.sealing_config()) if index.sealed else None
 
 
 def _refuse_same_archive(index: Index, src_index: IndexReader) -> None:

@@ -101,7 +101,7 @@ def _check_bytes(
                 if not good:
                     report.flag(f.path, "CRC32C mismatch")
                 report.files_checked += 1
-                report.bytes_checked += f.size or 0
+                report.bytes_checked += f.stored_size
                 if on_file is not None:
                     on_file(f)
 
@@ -118,6 +118,6 @@ def _bytes_match(sharder: Sharder, f: BarecatFileInfo) -> bool:
     if f.crc32c is None:
         return True
     try:
-        return sharder.crc_of_range(f.shard or 0, f.offset or 0, f.size or 0) == f.crc32c
+        return sharder.crc_of_range(f.shard or 0, f.offset or 0, f.stored_size) == f.crc32c
     except (OSError, BarecatError):  # missing shard, truncated bytes
         return False

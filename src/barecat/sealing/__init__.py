@@ -9,12 +9,16 @@ from barecat.sealing.keys import (
     unwrap_key,
     wrap_key,
 )
+from barecat.sealing.reader import SealedFileReader
+from barecat.sealing.settings import SealingSettings
 
 __all__ = [
     "DEFAULT_BLOCK_SIZE",
     "KeyDerivation",
+    "SealedFileReader",
     "SealedLayout",
     "Sealer",
+    "SealingSettings",
     "WrongPassphraseBarecatError",
     "new_data_key",
     "read_layout",

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 import struct
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -113,33 +114,12 @@ class Sealer:
         """The original bytes of a whole sealed file, every block authenticated."""
         layout = read_layout(sealed[: layout_size_hint(sealed)], path)
         return b"".join(
-            self._open_block(path, layout, i, sealed[start : start + length])
+            self.open_block(path, layout, i, sealed[start : start + length])
             for i, (start, length, _) in enumerate(layout.blocks)
         )
 
-    def read_range(
-        self, path: str, fetch: Callable[[int, int], bytes], start: int, length: int
-    ) -> bytes:
-        """Bytes ``start .. start+length`` of a sealed file whose stored bytes ``fetch(offset,
-        size)`` returns; decodes only the blocks that hold them."""
-        head = fetch(0, _HEADER.size + _NONCE_SIZE)
-        need = layout_size_hint(head)
-        if need > len(head):
-            head += fetch(len(head), need - len(head))
-        layout = read_layout(head[:need], path)
-        end = min(start + max(0, length), layout.logical_size)
-        if start >= end:
-            return b""
-        bits = layout.block_size.bit_length() - 1
-        first, last = start >> bits, (end - 1) >> bits
-        parts = []
-        for i in range(first, last + 1):
-            offset, size, _ = layout.blocks[i]
-            parts.append(self._open_block(path, layout, i, fetch(offset, size)))
-        skip = start - (first << bits)
-        return b"".join(parts)[skip : skip + end - start]
-
-    def _open_block(self, path: str, layout: SealedLayout, i: int, payload: bytes) -> bytes:
+    def open_block(self, path: str, layout: SealedLayout, i: int, payload: bytes) -> bytes:
+        """Block ``i`` of a sealed file decoded, after authenticating it when encrypted."""
         if layout.encrypted:
             if self._aead is None:
                 raise BarecatError(f"{path} is encrypted: the archive must be opened with its key")
@@ -215,9 +195,29 @@ def aead_cipher(key: bytes) -> Any:
     return AESGCM(key)
 
 
+_per_thread = threading.local()
+"""zstd contexts are not safe for simultaneous use, and costly to create per block: each
+thread keeps its own."""
+
+
+def _zstd_compressor(level: int) -> zstandard.ZstdCompressor:
+    cache: dict[int, zstandard.ZstdCompressor] = _per_thread.__dict__.setdefault("zstd", {})
+    found = cache.get(level)
+    if found is None:
+        found = cache[level] = zstandard.ZstdCompressor(level=level)
+    return found
+
+
+def _zstd_decompressor() -> zstandard.ZstdDecompressor:
+    found: zstandard.ZstdDecompressor | None = getattr(_per_thread, "unzstd", None)
+    if found is None:
+        found = _per_thread.unzstd = zstandard.ZstdDecompressor()
+    return found
+
+
 def _compressor(codec: str, level: int) -> Callable[[bytes], bytes] | None:
     if codec == "zstd":
-        return zstandard.ZstdCompressor(level=level).compress
+        return lambda data: _zstd_compressor(level).compress(data)
     if codec == "lz4":
         import lz4.frame
 
@@ -227,7 +227,7 @@ def _compressor(codec: str, level: int) -> Callable[[bytes], bytes] | None:
 
 def _decompress(codec: int, payload: bytes, limit: int) -> bytes:
     if codec == CODECS["zstd"]:
-        return bytes(zstandard.ZstdDecompressor().decompress(payload, max_output_size=limit))
+        return bytes(_zstd_decompressor().decompress(payload, max_output_size=limit))
     if codec == CODECS["lz4"]:
         import lz4.frame
 

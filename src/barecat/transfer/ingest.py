@@ -56,6 +56,7 @@ OnAdded = Callable[[list[str], int], None]
 """Called with the archive paths of a stored batch and its total bytes."""
 
 Failure = tuple[str, OSError]
+Seal = Callable[[str, bytes | memoryview], bytes]
 Position = tuple[int, int]  # shard, offset: a place in the archive's shards
 
 
@@ -140,8 +141,11 @@ def _read_rest(fd: int, size_hint: int) -> bytes:
     return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
-def _read_chunk(sources: list[Source], size_limit: int) -> tuple[list[_Read], list[Failure]]:
-    """Read a task's files, small ones into the thread's buffer, with their CRC32C."""
+def _read_chunk(
+    sources: list[Source], size_limit: int, seal: Seal | None
+) -> tuple[list[_Read], list[Failure]]:
+    """Read a task's files, small ones into the thread's buffer, with their CRC32C; in a
+    sealed archive, each file is read whole and sealed here."""
     buffer = _thread_buffer()
     used = held = 0
     reads: list[_Read] = []
@@ -159,7 +163,7 @@ def _read_chunk(sources: list[Source], size_limit: int) -> tuple[list[_Read], li
                     st = os.fstat(fd)
                     info.fill_from_statresult(st)
                     size = st.st_size
-                    if size > STREAM_THRESHOLD or held + size > CHUNK_BYTES:
+                    if seal is None and (size > STREAM_THRESHOLD or held + size > CHUNK_BYTES):
                         data = None
                     elif used + size < len(buffer):  # room for one byte more: sees growth
                         n = _read_into(fd, buffer[used : used + size + 1], size)
@@ -172,6 +176,10 @@ def _read_chunk(sources: list[Source], size_limit: int) -> tuple[list[_Read], li
                         data = _read_rest(fd, size)
                 finally:
                     os.close(fd)
+            if seal is not None and data is not None:
+                plain_size = len(data)
+                data = seal(info.path, data)
+                info.sealed_size = len(data)
             if data is not None and len(data) > size_limit:
                 raise FileTooLargeBarecatError(
                     f"File of {len(data)} bytes exceeds the shard size limit of {size_limit} bytes"
@@ -182,6 +190,8 @@ def _read_chunk(sources: list[Source], size_limit: int) -> tuple[list[_Read], li
         if data is not None:
             held += len(data)
             info.size, info.crc32c = len(data), _crc32c.crc32c(data)
+            if seal is not None:
+                info.size = plain_size
         reads.append((source, info, data))
     return reads, failures
 
@@ -200,10 +210,12 @@ def _stream(sharder: Sharder, source: Source, info: BarecatFileInfo) -> OSError 
     return None
 
 
-def _write_chunk(sharder: Sharder, turns: _Turns, number: int, sources: list[Source]) -> _Written:
+def _write_chunk(
+    sharder: Sharder, turns: _Turns, number: int, sources: list[Source], seal: Seal | None
+) -> _Written:
     """A pool task: read a chunk, claim its room in turn ``number``, write it."""
     try:
-        reads, failures = _read_chunk(sources, sharder.shard_size_limit)
+        reads, failures = _read_chunk(sources, sharder.shard_size_limit, seal)
     except BaseException:
         with turns.turn(number):
             raise
@@ -289,12 +301,13 @@ def ingest(
     workers = max(1, workers)
     indexer = _Indexer(bc, result, on_added)
     turns = _Turns()
+    seal = bc.sealing_for_writers()
     pool = ThreadPoolExecutor(workers)
     try:
         window: deque[Future[_Written]] = deque()
         for number, start in enumerate(range(0, len(files), READ_CHUNK)):
             chunk = files[start : start + READ_CHUNK]
-            window.append(pool.submit(_write_chunk, bc.sharder, turns, number, chunk))
+            window.append(pool.submit(_write_chunk, bc.sharder, turns, number, chunk, seal))
             if len(window) > 2 * workers:
                 indexer.take(window.popleft().result())
         while window:

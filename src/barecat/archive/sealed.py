@@ -1,0 +1,115 @@
+"""The sealing side of a :class:`~barecat.archive.Barecat`: its settings, its key, and
+the sealers that turn file bytes into what the shards hold and back.
+
+The passphrase may be given as text (checked at open, so a wrong one fails at once) or as
+a callable, asked only when a file's bytes are first needed: so listing, verifying CRCs
+or moving bytes of an encrypted archive never prompt. Imports ``sealing`` and
+``exceptions`` only.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable
+
+from barecat.exceptions import BarecatError
+from barecat.sealing import Sealer, SealingSettings
+from barecat.sealing.settings import DEFAULT_LEVELS
+
+Passphrase = str | bytes | Callable[[], str | bytes]
+"""A passphrase, or a function that supplies one when it is needed."""
+
+
+class ArchiveSealing:
+    """Seals and unseals the files of one sealed archive (see the module doc).
+
+    ``codec`` and ``level`` override, for the files this writer adds, the compression the
+    archive was created with; every sealed file names its own codec.
+    """
+
+    def __init__(
+        self,
+        where: str,
+        settings: SealingSettings,
+        passphrase: Passphrase | None,
+        codec: str | None = None,
+        level: int | None = None,
+        data_key: bytes | None = None,
+    ) -> None:
+        self.where = where
+        self.settings = settings
+        self._passphrase = passphrase
+        self._codec = codec or settings.codec
+        if self._codec not in DEFAULT_LEVELS:
+            known = ", ".join(DEFAULT_LEVELS)
+            raise BarecatError(f"Unknown compression {self._codec!r}; known: {known}")
+        if level is None:
+            level = settings.level if self._codec == settings.codec else DEFAULT_LEVELS[self._codec]
+        self._level = level
+        self.unlocked_key = data_key
+        """The data key once known (None before the passphrase was needed)."""
+        self._sealers: dict[bool, Sealer] = {}
+        if settings.encrypted and isinstance(passphrase, str | bytes):
+            self.data_key()  # a wrong passphrase fails at open
+
+    @property
+    def encrypted(self) -> bool:
+        return self.settings.encrypted
+
+    def data_key(self) -> bytes | None:
+        """The archive's data key (None when not encrypted), asking for the passphrase
+        the first time."""
+        if not self.settings.encrypted:
+            return None
+        if self.unlocked_key is None:
+            supplied = self._passphrase() if callable(self._passphrase) else self._passphrase
+            if not supplied:
+                raise BarecatError(
+                    f"{self.where} is encrypted: open it with its passphrase to read or "
+                    "write file contents"
+                )
+            self.unlocked_key = self.settings.unlock(supplied)
+        return self.unlocked_key
+
+    def sealer(self, compress: bool = True) -> Sealer:
+        """The sealer for new files (``compress=False``: blocks stored uncompressed), or,
+        for reading, any of them (each sealed file says how it was sealed)."""
+        found = self._sealers.get(compress)
+        if found is None:
+            codec = self._codec if compress else "none"
+            level = self._level if compress else 0
+            found = Sealer(codec, level, self.settings.block_size, self.data_key())
+            self._sealers[compress] = found
+        return found
+
+    def seal(self, path: str, data: bytes | bytearray | memoryview, compress: bool = True) -> bytes:
+        return self.sealer(compress).seal(path, data)
+
+    def unseal(self, path: str, stored: bytes) -> bytes:
+        return self.sealer().unseal(path, stored)
+
+    def rekeyed(self, new_passphrase: str | bytes) -> SealingSettings:
+        """The settings with the data key wrapped under ``new_passphrase``."""
+        key = self.data_key()
+        if key is None:
+            raise BarecatError(f"{self.where} is not encrypted: it has no passphrase to change")
+        self.settings = self.settings.with_passphrase(key, new_passphrase)
+        return self.settings
+
+
+class SealedFileWriter(io.BytesIO):
+    """A file being written into a sealed archive: collected in memory and handed to
+    ``store`` when closed (a sealed file is sealed whole, its block table first)."""
+
+    def __init__(self, initial: bytes, store: Callable[[bytes], None]) -> None:
+        super().__init__(initial)
+        self._store = store
+
+    def close(self) -> None:
+        if not self.closed:
+            data = self.getvalue()
+            super().close()
+            self._store(data)
+
+
+__all__ = ["ArchiveSealing", "Passphrase", "SealedFileWriter"]
