@@ -254,13 +254,13 @@ class MergeSource:
             ],
         )
         # sealed archives take only sealed sources (checked by the caller): both have it
-        logical = ", f.logical_size" if self.sealed else ""
+        logical, from_logical = (", logical_size", ", f.logical_size") if self.sealed else ("", "")
         sql = (
             "INSERT INTO main.files (path, shard, offset, size, crc32c, mode, uid, gid, mtime_ns"
             f"{logical}) "
             f"SELECT {self._FILE_TARGET}, r.dst_shard, "
             "min(f.offset, r.src_end) - r.src_start + r.dst_start, "
-            f"f.size, f.crc32c, f.mode, f.uid, f.gid, f.mtime_ns{logical} "
+            f"f.size, f.crc32c, f.mode, f.uid, f.gid, f.mtime_ns{from_logical} "
             f"FROM {_MOVES} AS r CROSS JOIN {SCHEMA}.files AS f "
             "WHERE f.shard = r.src_shard AND f.offset >= r.src_start AND f.offset < r.src_next "
             f"AND {self._files_where(by_path=False)}"
