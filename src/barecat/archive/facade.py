@@ -22,7 +22,7 @@ from typing import IO, Any, BinaryIO, cast
 
 from barecat.archive.inspecting import ArchiveInspection
 from barecat.archive.sealed import ArchiveSealing, Passphrase, SealedFileWriter
-from barecat.entries import BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo
+from barecat.entries import BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo, Order
 from barecat.exceptions import (
     ArchiveLockedBarecatError,
     BarecatError,
@@ -169,6 +169,12 @@ class Barecat(ArchiveInspection, MutableMapping[str, bytes]):
     def encrypted(self) -> bool:
         return self._sealing is not None and self._sealing.encrypted
 
+    def unlock(self) -> None:
+        """Get an encrypted archive's key now (asking a passphrase source if that is what
+        was given); a wrong passphrase raises ``WrongPassphraseBarecatError``."""
+        if self._sealing is not None:
+            self._sealing.data_key()
+
     def rekey(self, new_passphrase: str | bytes) -> None:
         """Change the passphrase of an encrypted archive: its data key is rewrapped, no
         file is rewritten. The archive must be open for writing with the old one."""
@@ -177,6 +183,26 @@ class Barecat(ArchiveInspection, MutableMapping[str, bytes]):
             raise BarecatError(f"{self.path} is not encrypted: it has no passphrase to change")
         self.commit()
         self.index.update_sealing_config(self._sealing.rekeyed(new_passphrase).to_config())
+
+    def verify_seals(
+        self, on_file: Callable[[BarecatFileInfo], None] | None = None
+    ) -> list[tuple[str, str]]:
+        """Open every sealed file: authenticate each block (encrypted archives; needs the
+        passphrase) and decompress it. Returns (path, reason) for each that fails. The
+        CRC32C check of ``verify_integrity`` needs no key; this one sees what the CRC
+        cannot: bytes sealed for another path, or forged together with their checksum."""
+        if self._sealing is None:
+            return []
+        sealer = self._sealing.sealer()
+        bad = []
+        for f in self.index.iter_all_fileinfos(Order.ADDRESS):
+            try:
+                sealer.unseal(f.path, self._stored_bytes(f))
+            except BarecatIntegrityError as e:
+                bad.append((f.path, str(e)))
+            if on_file is not None:
+                on_file(f)
+        return bad
 
     def _resync_write_position(self) -> None:
         """Append after the last file the index knows (SQLite may have rolled back rows)."""
@@ -735,7 +761,7 @@ class Barecat(ArchiveInspection, MutableMapping[str, bytes]):
         self._require_writable()
         if self._sealing is None:
             return None
-        self._sealing.data_key()  # ask for the passphrase now, not in a worker thread
+        self.unlock()  # ask for the passphrase now, not in a worker thread
         return self._sealing.sealer().seal
 
     def add_placed(self, infos: list[BarecatFileInfo]) -> None:

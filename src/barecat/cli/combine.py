@@ -26,6 +26,7 @@ from barecat.cli.parsing import (
     size,
 )
 from barecat.cli.running import run_legacy
+from barecat.cli.sealing import open_archive
 from barecat.cli.terminal import Progress, describe, error, human_size, wants_progress
 from barecat.exceptions import BarecatError, FileExistsBarecatError
 from barecat.glob import PathFilter
@@ -251,7 +252,7 @@ def run_subset(args: argparse.Namespace) -> int:
     path_filter = _path_filter(args)
     _check_output(args.output, [args.archive], args.force, "use -f to overwrite")
     show = wants_progress(args.quiet)
-    with Barecat(args.archive) as src:
+    with open_archive(args.archive, args) as src:
         selection = select_entries(src.index, args.pattern, path_filter)
         total = src.num_files if selection is None else len(selection.files)
         with _open_output(args) as out, Progress("subset", total, show) as bar:

@@ -10,13 +10,26 @@ with everything else converted.
 from __future__ import annotations
 
 import argparse
-import getpass
 import os
 import sys
 from collections.abc import Sequence
 
-from barecat.cli.parsing import Subparsers, add_command, add_shard_limit_option, size
+from barecat.cli.parsing import (
+    Subparsers,
+    add_command,
+    add_passphrase_option,
+    add_shard_limit_option,
+    size,
+)
 from barecat.cli.running import run_legacy
+from barecat.cli.sealing import (
+    PASSPHRASE_ENV,
+    add_sealing_options,
+    new_archive_options,
+    new_passphrase,
+    passphrase_source,
+    read_passphrase,
+)
 from barecat.cli.terminal import Progress, error, wants_progress
 from barecat.coldcrate import ChunkReader
 from barecat.entries import BarecatEntryInfo, BarecatFileInfo
@@ -25,6 +38,7 @@ from barecat.transfer import (
     ImportResult,
     archive2barecat,
     barecat2archive,
+    barecat2barecat,
     barecat2coldcrate,
     barecat2stream,
     coldcrate2barecat,
@@ -45,6 +59,8 @@ barecat convert --wrap data.tar data.barecat          # index over the tar, no c
 barecat convert --wrap shard-*.tar dataset.barecat    # WebDataset shards: one archive
 barecat convert images.coldcrate images.barecat       # ColdCrate chunks, both ways
 barecat convert --encrypt data.barecat data.coldcrate # passphrase: $BARECAT_PASSPHRASE
+barecat convert --compress zstd --encrypt plain.barecat sealed.barecat  # re-seal a copy
+barecat convert sealed.barecat plain.barecat          # a plain copy (the reference reads it)
 """
 
 
@@ -76,17 +92,8 @@ def register(sub: Subparsers) -> None:
         help="Index an uncompressed tar or stored zip in place: it becomes the shard, "
         "no bytes are copied",
     )
-    parser.add_argument(
-        "--encrypt",
-        action="store_true",
-        help="Encrypt a .coldcrate output (AES-256-XTS, as coldcrate does)",
-    )
-    parser.add_argument(
-        "--passphrase-file",
-        metavar="FILE",
-        help="Read the passphrase of an encrypted chunk from FILE (else $BARECAT_PASSPHRASE, "
-        "else a prompt)",
-    )
+    add_sealing_options(parser, "a barecat output (a .coldcrate output: AES-256-XTS)")
+    add_passphrase_option(parser)
     parser.add_argument("-q", "--quiet", action="store_true", help="No progress bar")
 
 
@@ -114,6 +121,7 @@ def run_convert(args: argparse.Namespace) -> int:
                 parse_format(args.output),
                 args.root_dir,
                 on_entry=lambda entry: _advance(progress, entry),
+                passphrase=passphrase_source(args),
             )
             sys.stdout.buffer.flush()
             return 0
@@ -125,6 +133,7 @@ def run_convert(args: argparse.Namespace) -> int:
                 args.shard_size_limit,
                 args.force,
                 on_stored=progress.advance,
+                archive_options=new_archive_options(args),
             )
             return _report(result)
         if not _is_barecat_side(args.input) or not os.path.exists(args.input):
@@ -133,6 +142,18 @@ def run_convert(args: argparse.Namespace) -> int:
                 args.output,
                 args.shard_size_limit,
                 args.force,
+                on_stored=progress.advance,
+                archive_options=new_archive_options(args),
+            )
+            return _report(result)
+        if format_of_name(args.output) is None:
+            result = barecat2barecat(
+                args.input,
+                args.output,
+                args.shard_size_limit,
+                args.force,
+                passphrase=passphrase_source(args),
+                archive_options=new_archive_options(args),
                 on_stored=progress.advance,
             )
             return _report(result)
@@ -145,6 +166,7 @@ def run_convert(args: argparse.Namespace) -> int:
             args.output,
             args.root_dir,
             on_entry=lambda entry: _advance(progress, entry),
+            passphrase=passphrase_source(args),
         )
     return 0
 
@@ -215,32 +237,22 @@ def _convert_coldcrate(args: argparse.Namespace) -> int:
                 args.output,
                 args.shard_size_limit,
                 args.force,
-                passphrase=_passphrase(args) if encrypted else None,
+                passphrase=read_passphrase(args.passphrase_file) if encrypted else None,
                 on_stored=progress.advance,
+                archive_options=new_archive_options(args),
             )
         else:
             result = barecat2coldcrate(
                 args.input,
                 args.output,
-                passphrase=_passphrase(args) if args.encrypt else None,
+                compression=args.compress or "zstd",
+                passphrase=(
+                    new_passphrase(args.passphrase_file, PASSPHRASE_ENV, "--passphrase-file")
+                    if args.encrypt
+                    else None
+                ),
                 overwrite=args.force,
                 on_stored=progress.advance,
+                archive_passphrase=passphrase_source(args),
             )
     return _report(result)
-
-
-PASSPHRASE_ENV = "BARECAT_PASSPHRASE"
-
-
-def _passphrase(args: argparse.Namespace) -> str:
-    """From --passphrase-file, else the environment, else a prompt; never from argv."""
-    if args.passphrase_file:
-        with open(args.passphrase_file, encoding="utf-8") as f:
-            return f.readline().rstrip("\r\n")
-    if os.environ.get(PASSPHRASE_ENV):
-        return os.environ[PASSPHRASE_ENV]
-    if sys.stdin.isatty():
-        return getpass.getpass("Passphrase: ")
-    raise ValueError(
-        f"a passphrase is needed: --passphrase-file FILE or ${PASSPHRASE_ENV} (or a terminal)"
-    )

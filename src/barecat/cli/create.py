@@ -12,7 +12,6 @@ import argparse
 import sys
 from collections.abc import Iterator
 
-from barecat.archive import Barecat
 from barecat.cli.parsing import (
     Subparsers,
     add_archive_argument,
@@ -20,6 +19,7 @@ from barecat.cli.parsing import (
     add_filter_options,
     add_shard_limit_option,
 )
+from barecat.cli.sealing import add_sealing_options, new_archive_options, open_archive
 from barecat.cli.terminal import Progress, describe, error, human_size, wants_progress
 from barecat.glob import PathFilter
 from barecat.layout import archive_exists, base_path
@@ -30,6 +30,8 @@ barecat create photos.barecat ~/photos/          # a tree, stored as home/.../ph
 barecat create -C ~/photos photos.barecat .      # the same tree, stored at the root
 find /data -name '*.jpg' -print0 | barecat create -T - -0 jpgs.barecat
 barecat create -s 10G --exclude '*.tmp' big.barecat /data/
+barecat create --compress zstd labels.barecat labels/   # each file compressed on its own
+barecat create --encrypt private.barecat docs/       # passphrase typed twice (or from a file)
 """
 
 ADD_EXAMPLES = """
@@ -73,6 +75,7 @@ def _add_source_options(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="Store what symbolic links point to, instead of the links",
     )
+    add_sealing_options(parser, "a new archive")
     parser.add_argument("-v", "--verbose", action="store_true", help="List files as they are added")
     parser.add_argument("-q", "--quiet", action="store_true", help="No progress bar or summary")
 
@@ -164,11 +167,13 @@ def store(
 
     with (
         progress,
-        Barecat(
+        open_archive(
             args.archive,
+            args,
             readonly=False,
             overwrite=overwrite,
             shard_size_limit=args.shard_size_limit,
+            **new_archive_options(args),
         ) as bc,
     ):
         bc.on_commit = on_commit

@@ -10,13 +10,13 @@ from __future__ import annotations
 import argparse
 import sys
 
-from barecat.archive import Barecat
 from barecat.cli.parsing import (
     Subparsers,
     add_archive_argument,
     add_command,
     add_filter_options,
 )
+from barecat.cli.sealing import open_archive
 from barecat.cli.terminal import Progress, describe, error, wants_progress
 from barecat.entries import BarecatFileInfo
 from barecat.glob import PathFilter
@@ -81,7 +81,7 @@ def _path_filter(args: argparse.Namespace) -> PathFilter | None:
 
 def run_extract(args: argparse.Namespace) -> int:
     path_filter = _path_filter(args)
-    with Barecat(args.archive) as bc:
+    with open_archive(args.archive, args) as bc:
         total = bc.num_files if not args.paths and path_filter is None else None
         with Progress("extract", total, wants_progress(args.quiet)) as progress:
 
@@ -106,7 +106,7 @@ def run_extract(args: argparse.Namespace) -> int:
 
 def run_cat(args: argparse.Namespace) -> int:
     out = sys.stdout.buffer
-    with Barecat(args.archive) as bc:
+    with open_archive(args.archive, args) as bc:
         for path in args.path:
             copy_file_to(bc, path, out)
     out.flush()

@@ -16,6 +16,7 @@ from barecat.cli.maintenance import run_upgrade, run_verify
 from barecat.cli.parsing import size
 from barecat.cli.reports import run_index_to_csv, run_to_ncdu_json
 from barecat.cli.running import run_legacy
+from barecat.cli.sealing import open_archive
 from barecat.cli.terminal import error
 from barecat.transfer import (
     DEFAULT_WORKERS,
@@ -95,7 +96,7 @@ def extract(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--target-directory", default=".")
 
     def body(args: argparse.Namespace) -> int:
-        with Barecat(args.file) as bc:
+        with open_archive(args.file) as bc:
             result = extract_to_directory(bc, args.target_directory)
         for path, exc in result.failures:
             error(f"{path}: {exc}")
@@ -113,7 +114,7 @@ def extract_single(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--path", required=True)
 
     def body(args: argparse.Namespace) -> int:
-        with Barecat(args.barecat_file) as bc:
+        with open_archive(args.barecat_file) as bc:
             copy_file_to(bc, args.path, sys.stdout.buffer)
         sys.stdout.buffer.flush()
         return 0

@@ -21,6 +21,7 @@ from typing import TextIO
 from barecat.archive import Barecat
 from barecat.cli.entry_format import bytewise, long_listing
 from barecat.cli.parsing import Subparsers, add_archive_argument, add_command
+from barecat.cli.sealing import open_archive
 from barecat.cli.terminal import describe, error
 from barecat.entries import BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo
 from barecat.exceptions import FileNotFoundBarecatError
@@ -178,7 +179,7 @@ def _expand(bc: Barecat, arg: str) -> list[BarecatEntryInfo]:
 def run_list(args: argparse.Namespace) -> int:
     out = sys.stdout
     status = 0
-    with Barecat(args.archive) as bc:
+    with open_archive(args.archive, args) as bc:
         targets: list[BarecatEntryInfo] = []
         for arg in args.paths or [""]:
             try:
@@ -272,7 +273,7 @@ def _kind(info: BarecatEntryInfo) -> str:
 
 
 def run_find(args: argparse.Namespace) -> int:
-    with Barecat(args.archive) as bc:
+    with open_archive(args.archive, args) as bc:
         print_find(
             bc,
             args.path,
@@ -351,6 +352,6 @@ def _draw(
 
 
 def run_tree(args: argparse.Namespace) -> int:
-    with Barecat(args.archive) as bc:
+    with open_archive(args.archive, args) as bc:
         print_tree(bc, args.path, sys.stdout, level=args.level, dirs_only=args.dirs_only)
     return 0

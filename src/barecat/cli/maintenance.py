@@ -12,12 +12,14 @@ import sys
 
 from barecat.archive import Barecat
 from barecat.cli.parsing import Subparsers, add_archive_argument, add_command
+from barecat.cli.sealing import NEW_PASSPHRASE_ENV, PASSPHRASE_ENV, new_passphrase, open_archive
 from barecat.cli.terminal import Progress, human_size, wants_progress
 from barecat.entries import BarecatFileInfo
+from barecat.exceptions import BarecatError
 from barecat.ops import verify_archive
 from barecat.ops.repair import repair
 from barecat.ops.upgrade import UpgradeResult, format_version, upgrade
-from barecat.ops.verify import OnFile
+from barecat.ops.verify import OnFile, VerifyReport
 
 DEFAULT_JOBS = min(4, os.cpu_count() or 1)
 
@@ -57,6 +59,24 @@ def register(sub: Subparsers) -> None:
     )
     _add_common(fix)
     _register_upgrade(sub)
+    rekey = add_command(
+        sub,
+        "rekey",
+        help="Change the passphrase of an encrypted archive (no file is rewritten)",
+        handler=run_rekey,
+        examples=f"""
+        barecat rekey private.barecat        # old passphrase, then the new one twice
+        barecat rekey --passphrase-file old.txt --new-passphrase-file new.txt private.barecat
+        ${PASSPHRASE_ENV}=... ${NEW_PASSPHRASE_ENV}=... barecat rekey private.barecat
+        """,
+    )
+    add_archive_argument(rekey)
+    rekey.add_argument(
+        "--new-passphrase-file",
+        metavar="FILE",
+        help=f"The new passphrase: the first line of FILE (else ${NEW_PASSPHRASE_ENV}, else "
+        "typed twice)",
+    )
 
 
 def _add_common(parser: argparse.ArgumentParser) -> None:
@@ -81,7 +101,7 @@ def _print_bad(paths: list[str], reasons: dict[str, str]) -> None:
 
 
 def run_verify(args: argparse.Namespace) -> int:
-    with Barecat(args.archive) as bc:
+    with open_archive(args.archive, args) as bc:
         total = 1 if args.quick else bc.num_files
         progress, on_file = _progress(args, total)
         with progress:
@@ -92,6 +112,7 @@ def run_verify(args: argparse.Namespace) -> int:
                 on_file=on_file,
                 workers=args.workers,
             )
+        unsealed = _verify_seals(args, bc, report) if not args.quick else ""
     for problem in report.index_problems:
         print(f"index: {problem}", file=sys.stderr)
     _print_bad(report.bad_files, report.reasons)
@@ -103,12 +124,43 @@ def run_verify(args: argparse.Namespace) -> int:
         )
         return 1
     scope = " (quick check)" if args.quick else f" ({human_size(report.bytes_checked)}B)"
-    print(f"Verified {report.files_checked} files{scope}, all checksums OK.")
+    print(f"Verified {report.files_checked} files{scope}, all checksums OK{unsealed}.")
+    return 0
+
+
+def _verify_seals(args: argparse.Namespace, bc: Barecat, report: VerifyReport) -> str:
+    """Authenticate and decode a sealed archive's files as well, when the key is at hand;
+    bad ones join the report. Returns what to add to the summary."""
+    if not bc.sealed:
+        return ""
+    if bc.encrypted and not (args.passphrase_file or os.environ.get(PASSPHRASE_ENV)):
+        print(
+            f"note: encrypted archive: only the checksums were verified; give the passphrase "
+            f"(--passphrase-file or ${PASSPHRASE_ENV}) to authenticate every file too",
+            file=sys.stderr,
+        )
+        return ""
+    progress, on_file = _progress(args, bc.num_files)
+    with progress:
+        for path, reason in bc.verify_seals(on_file):
+            report.flag(path, reason)
+    return ", every file authenticated" if bc.encrypted else ", every file decodes"
+
+
+def run_rekey(args: argparse.Namespace) -> int:
+    with open_archive(args.archive, args, readonly=False) as bc:
+        if not bc.encrypted:
+            raise BarecatError(f"{bc.path} is not encrypted: it has no passphrase to change")
+        bc.sealing_for_writers()  # the old passphrase first: a wrong one stops here
+        bc.rekey(
+            new_passphrase(args.new_passphrase_file, NEW_PASSPHRASE_ENV, "--new-passphrase-file")
+        )
+    print(f"Changed the passphrase of {bc.path}; the old one no longer opens it.")
     return 0
 
 
 def run_repair(args: argparse.Namespace) -> int:
-    with Barecat(args.archive, readonly=False) as bc:
+    with open_archive(args.archive, args, readonly=False) as bc:
         progress, on_file = _progress(args, bc.num_files)
         with progress:
             result = repair(

@@ -81,7 +81,18 @@ def add_shard_limit_option(
 
 
 def add_archive_argument(parser: argparse.ArgumentParser, help: str | None = None) -> None:
+    """The ``archive`` positional, and how to unlock it if it is encrypted."""
     parser.add_argument("archive", help=help or "Barecat archive path (without -shard suffix)")
+    add_passphrase_option(parser)
+
+
+def add_passphrase_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--passphrase-file",
+        metavar="FILE",
+        help="Passphrase of an encrypted archive: the first line of FILE (else "
+        "$BARECAT_PASSPHRASE, else a prompt on the terminal; never on the command line)",
+    )
 
 
 def add_filter_options(parser: argparse.ArgumentParser, exclude_flags: Sequence[str]) -> None:

@@ -20,6 +20,7 @@ from barecat.cli.parsing import (
     add_shard_limit_option,
 )
 from barecat.cli.running import run_legacy
+from barecat.cli.sealing import open_archive
 from barecat.cli.terminal import Progress, error, human_size, wants_progress
 from barecat.exceptions import FileNotFoundBarecatError
 from barecat.layout import archive_exists
@@ -97,7 +98,7 @@ def run_defrag(args: argparse.Namespace) -> int:
     if args.dry_run:
         return _show_fragmentation(args.archive)
     _require_archive(args.archive)
-    with Barecat(args.archive, readonly=False) as bc:
+    with open_archive(args.archive, args, readonly=False) as bc:
         total = None if args.quick else bc.num_files
         with Progress(args.command, total, wants_progress(args.quiet)) as progress:
             result = defrag(
@@ -157,7 +158,7 @@ def _require_archive(path: str) -> None:
 def run_reshard(args: argparse.Namespace) -> int:
     _require_archive(args.archive)
     with (
-        Barecat(args.archive, readonly=False) as bc,
+        open_archive(args.archive, args, readonly=False) as bc,
         Progress(args.command, bc.num_files, wants_progress(args.quiet)) as progress,
     ):
         result = reshard(bc.index, bc.sharder, args.shard_size_limit, on_progress=progress.advance)

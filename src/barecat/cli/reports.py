@@ -21,6 +21,7 @@ from barecat import __version__
 from barecat.archive import Barecat
 from barecat.cli.listing import children, display, is_link, name_key
 from barecat.cli.parsing import Subparsers, add_archive_argument, add_command
+from barecat.cli.sealing import open_archive
 from barecat.cli.terminal import human_size
 from barecat.entries import BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo, Order
 
@@ -101,7 +102,7 @@ def print_du(
 
 
 def run_du(args: argparse.Namespace) -> int:
-    with Barecat(args.archive) as bc:
+    with open_archive(args.archive, args) as bc:
         print_du(
             bc,
             args.path,
@@ -121,10 +122,10 @@ def run_index_to_csv(args: argparse.Namespace) -> int:
     """Same columns, quoting and order as the reference, so tools reading its CSV still work."""
     writer = csv.writer(sys.stdout, quoting=csv.QUOTE_NONNUMERIC, lineterminator="\n")
     writer.writerow(["path", "shard", "offset", "size", "crc32c"])
-    with Barecat(args.archive) as bc:
+    with open_archive(args.archive, args) as bc:
         for f in bc.index.iter_all_fileinfos(Order.PATH):
             crc = "" if f.crc32c is None else f.crc32c
-            writer.writerow([f.path, f.shard, f.offset, f.size, crc])
+            writer.writerow([f.path, f.shard, f.offset, f.stored_size, crc])
     return 0
 
 
@@ -156,7 +157,7 @@ def _write_ncdu_dir(bc: Barecat, info: BarecatDirInfo, name: str, out: TextIO) -
 def run_to_ncdu_json(args: argparse.Namespace) -> int:
     out = sys.stdout
     meta = {"progname": "barecat", "progver": __version__, "timestamp": int(time.time())}
-    with Barecat(args.archive) as bc:
+    with open_archive(args.archive, args) as bc:
         out.write(f"[1,1,{json.dumps(meta)},\n")
         root = bc.stat("")
         assert isinstance(root, BarecatDirInfo)

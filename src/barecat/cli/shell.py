@@ -21,7 +21,6 @@ import sys
 from collections.abc import Mapping
 from typing import ClassVar, cast
 
-from barecat.archive import Barecat
 from barecat.cli import listing, reports
 from barecat.cli.entry_format import (
     aligned_fields,
@@ -31,6 +30,7 @@ from barecat.cli.entry_format import (
     stat_fields,
 )
 from barecat.cli.parsing import Subparsers, add_archive_argument, add_command
+from barecat.cli.sealing import open_archive
 from barecat.cli.shell_engine import ShellEngine, ShellError, has_magic, natural_number
 from barecat.entries import SHARD_SIZE_UNLIMITED, BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo
 from barecat.exceptions import FileNotFoundBarecatError
@@ -75,7 +75,7 @@ def run_shell(args: argparse.Namespace) -> int:
     if args.write and not archive_exists(args.archive):
         # Opening writable would otherwise create a new, empty archive from a typo.
         raise FileNotFoundBarecatError(args.archive, "Archive")
-    with Barecat(args.archive, readonly=not args.write) as bc:
+    with open_archive(args.archive, args, readonly=not args.write) as bc:
         if args.shell_cmd is not None:
             shell = BarecatShell(bc)
             shell.onecmd(args.shell_cmd)

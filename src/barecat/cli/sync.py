@@ -11,7 +11,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from barecat.cli.parsing import Subparsers, add_command
+from barecat.cli.parsing import Subparsers, add_command, add_passphrase_option
+from barecat.cli.sealing import passphrase_source
 from barecat.cli.terminal import Progress, describe, error
 from barecat.glob import PathFilter
 from barecat.transfer.sync import SyncOptions, sync
@@ -60,6 +61,7 @@ def register(sub: Subparsers) -> None:
         ("--exclude", "Leave out paths matching PAT (repeatable)"),
     ):
         parser.add_argument(flag, action="append", default=[], metavar="PAT", help=help_text)
+    add_passphrase_option(parser)
 
 
 def run_rsync(args: argparse.Namespace) -> int:
@@ -82,6 +84,7 @@ def run_rsync(args: argparse.Namespace) -> int:
             path_filter=None if path_filter.selects_everything else path_filter,
             dry_run=args.dry_run,
             on_action=on_action,
+            passphrase=passphrase_source(args),
         )
     sys.stdout.flush()
     for path, exc in result.failures:

@@ -35,11 +35,14 @@ from barecat.index.connection import connect, sqlite_uri
 from barecat.index.schema import (
     SCHEMA_VERSION_MAJOR,
     SCHEMA_VERSION_MINOR,
+    SEALED_SCHEMA_VERSION_MAJOR,
     create_schema,
     read_version,
 )
 
 CURRENT_VERSION = (SCHEMA_VERSION_MAJOR, SCHEMA_VERSION_MINOR)
+SEALED_VERSION = (SEALED_SCHEMA_VERSION_MAJOR, SCHEMA_VERSION_MINOR)
+"""A sealed archive of the current layout: nothing to upgrade either."""
 UNVERSIONED = (-1, 0)
 """What :func:`read_version` says about the 2023 layout without a ``config`` table."""
 

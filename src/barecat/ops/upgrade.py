@@ -36,6 +36,7 @@ from barecat.exceptions import (
 from barecat.index import Index
 from barecat.index.migrate import (
     CURRENT_VERSION,
+    SEALED_VERSION,
     TEMP_SUFFIX,
     BuildReport,
     FileToChecksum,
@@ -101,7 +102,7 @@ def upgrade(
     real = os.path.realpath(idx)
     with held_for_upgrade(real) as version:
         result = UpgradeResult(index_path=idx, from_version=version)
-        if version == CURRENT_VERSION:
+        if version in (CURRENT_VERSION, SEALED_VERSION):
             return result
         if version > CURRENT_VERSION:
             raise SchemaVersionBarecatError(

@@ -7,6 +7,7 @@ from barecat.transfer.coldcrate_conversion import barecat2coldcrate, coldcrate2b
 from barecat.transfer.conversion import (
     archive2barecat,
     barecat2archive,
+    barecat2barecat,
     barecat2stream,
     building_archive,
     stream2barecat,
@@ -34,6 +35,7 @@ __all__ = [
     "add_directory",
     "archive2barecat",
     "barecat2archive",
+    "barecat2barecat",
     "barecat2coldcrate",
     "barecat2stream",
     "building_archive",

@@ -24,13 +24,13 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from barecat.archive import Barecat
+from barecat.archive import Barecat, Passphrase
 from barecat.coldcrate import ChunkReader, ChunkWriter, EncryptionError, Field, Schema
 from barecat.entries import BarecatFileInfo, Order
 from barecat.exceptions import InvalidPathBarecatError
 from barecat.paths import normalize
 from barecat.transfer.archive_import import ImportResult
-from barecat.transfer.conversion import building_archive, building_file
+from barecat.transfer.conversion import ArchiveOptions, building_archive, building_file
 
 FILE_SCHEMA = Schema(
     [
@@ -56,16 +56,18 @@ def barecat2coldcrate(
     passphrase: str | bytes | None = None,
     overwrite: bool = False,
     on_stored: OnStored | None = None,
+    archive_passphrase: Passphrase | None = None,
 ) -> ImportResult:
     """Write every file of an archive to a new chunk, which appears at ``target_path``
-    only when complete."""
+    only when complete. ``passphrase`` encrypts the chunk; ``archive_passphrase`` opens
+    an encrypted source archive."""
     result = ImportResult()
     secret: dict[str, Any] = {}
     if passphrase is not None:
         secret = {"encryption": "aes-256-xts", "passphrase": passphrase}
     with (
         building_file(target_path, overwrite) as staging,
-        Barecat(src_path) as bc,
+        Barecat(src_path, passphrase=archive_passphrase) as bc,
         ChunkWriter.create(staging, FILE_SCHEMA, compression=compression, **secret) as w,
     ):
         for info in bc.index.iter_all_fileinfos(order=Order.PATH):
@@ -92,8 +94,10 @@ def coldcrate2barecat(
     *,
     passphrase: str | bytes | None = None,
     on_stored: OnStored | None = None,
+    archive_options: ArchiveOptions | None = None,
 ) -> ImportResult:
-    """Convert a chunk into a new archive, by the mapping in this module's docstring."""
+    """Convert a chunk into a new archive, by the mapping in this module's docstring
+    (``passphrase``: of an encrypted chunk; ``archive_options``: of the new archive)."""
     result = ImportResult()
     with ChunkReader.open(src_path, passphrase=passphrase) as reader:
         schema = reader.schema
@@ -113,7 +117,7 @@ def coldcrate2barecat(
             else:
                 live[path] = entry.offset
         as_files = schema.to_dict()["fields"] == FILE_SCHEMA.to_dict()["fields"]
-        with building_archive(target_path, overwrite, shard_size_limit) as bc:
+        with building_archive(target_path, overwrite, shard_size_limit, archive_options) as bc:
             if not as_files:
                 bc[SCHEMA_PATH] = json.dumps(schema.to_dict(), indent=2).encode()
             for path, offset in sorted(live.items()):

@@ -15,21 +15,33 @@ import os
 import shutil
 import tempfile
 from collections.abc import Iterator
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
-from barecat.archive import Barecat
+from barecat.archive import Barecat, Passphrase
+from barecat.entries import BarecatFileInfo, Order
 from barecat.exceptions import BarecatError, FileExistsBarecatError
 from barecat.layout import archive_exists, move_archive, remove_archive
 from barecat.transfer.archive_export import ExportResult, OnExported, export_tar, export_zip
 from barecat.transfer.archive_formats import format_of_file, format_of_name
 from barecat.transfer.archive_import import ImportResult, OnStored, import_tar, import_zip
 
+ArchiveOptions = dict[str, Any]
+"""Options for ``Barecat()`` when an output archive is created (compression, passphrase)."""
+COPY_BATCH_BYTES = 64 << 20
+"""Bytes ``barecat2barecat`` holds before storing them."""
+
 
 @contextlib.contextmanager
 def building_archive(
-    target: str, overwrite: bool = False, shard_size_limit: int | str | None = None
+    target: str,
+    overwrite: bool = False,
+    shard_size_limit: int | str | None = None,
+    archive_options: ArchiveOptions | None = None,
 ) -> Iterator[Barecat]:
-    """A writable archive that appears at ``target`` only if the block completes."""
+    """A writable archive that appears at ``target`` only if the block completes.
+
+    ``archive_options`` are more ``Barecat()`` options for it, such as ``compression``
+    and ``passphrase`` for a sealed archive."""
     target = os.fspath(target)
     if not overwrite and (archive_exists(target) or os.path.lexists(target)):
         raise FileExistsBarecatError(target, "Output")
@@ -37,7 +49,9 @@ def building_archive(
     _remove_abandoned_stagings(*os.path.split(os.path.abspath(target)))
     remove_archive(staging)
     try:
-        with Barecat(staging, readonly=False, shard_size_limit=shard_size_limit) as bc:
+        with Barecat(
+            staging, readonly=False, shard_size_limit=shard_size_limit, **(archive_options or {})
+        ) as bc:
             yield bc
     except BaseException:
         remove_archive(staging)
@@ -80,11 +94,20 @@ def archive2barecat(
     overwrite: bool = False,
     *,
     on_stored: OnStored | None = None,
+    archive_options: ArchiveOptions | None = None,
 ) -> ImportResult:
     """Convert a tar (plain or compressed) or zip file into a new barecat archive."""
     fmt = format_of_file(src_path)
     with open(src_path, "rb") as f:
-        return stream2barecat(f, fmt, target_path, shard_size_limit, overwrite, on_stored=on_stored)
+        return stream2barecat(
+            f,
+            fmt,
+            target_path,
+            shard_size_limit,
+            overwrite,
+            on_stored=on_stored,
+            archive_options=archive_options,
+        )
 
 
 def stream2barecat(
@@ -95,10 +118,11 @@ def stream2barecat(
     overwrite: bool = False,
     *,
     on_stored: OnStored | None = None,
+    archive_options: ArchiveOptions | None = None,
 ) -> ImportResult:
     """Convert a tar stream (any compression) or a zip of format ``fmt``; a zip that
     cannot seek (a pipe) is spooled to a temporary file first."""
-    with building_archive(target_path, overwrite, shard_size_limit) as bc:
+    with building_archive(target_path, overwrite, shard_size_limit, archive_options) as bc:
         if fmt != "zip":
             return import_tar(bc, stream, on_stored)
         if stream.seekable():
@@ -116,8 +140,10 @@ def barecat2archive(
     *,
     overwrite: bool = True,
     on_entry: OnExported | None = None,
+    passphrase: Passphrase | None = None,
 ) -> ExportResult:
-    """Convert a barecat archive into a tar (compressed as its name says) or zip file."""
+    """Convert a barecat archive into a tar (compressed as its name says) or zip file
+    (``passphrase``: of an encrypted archive)."""
     fmt = format_of_name(target_path)
     if fmt is None:
         raise BarecatError(
@@ -125,7 +151,9 @@ def barecat2archive(
             ".tar.bz2, .tar.xz, .tar.zst or .zip"
         )
     with building_file(target_path, overwrite) as staging, open(staging, "wb") as out:
-        return barecat2stream(src_path, out, fmt, root_dir, on_entry=on_entry)
+        return barecat2stream(
+            src_path, out, fmt, root_dir, on_entry=on_entry, passphrase=passphrase
+        )
 
 
 @contextlib.contextmanager
@@ -153,15 +181,67 @@ def barecat2stream(
     root_dir: str | None = None,
     *,
     on_entry: OnExported | None = None,
+    passphrase: Passphrase | None = None,
 ) -> ExportResult:
     """Write a barecat archive to ``stream`` as format ``fmt`` (a tar format or zip)."""
-    with Barecat(src_path) as bc:
+    with Barecat(src_path, passphrase=passphrase) as bc:
         if fmt == "zip":
             return export_zip(bc, stream, root_dir, on_entry)
         return export_tar(bc, stream, fmt, root_dir, on_entry)
 
 
+def barecat2barecat(
+    src_path: str,
+    target_path: str,
+    shard_size_limit: int | str | None = None,
+    overwrite: bool = False,
+    *,
+    passphrase: Passphrase | None = None,
+    archive_options: ArchiveOptions | None = None,
+    on_stored: OnStored | None = None,
+) -> ImportResult:
+    """Copy an archive file by file into a new one made with ``archive_options`` (to seal
+    a plain archive, unseal a sealed one, or change its compression, key or shard size).
+
+    Unlike merge and subset, which move stored bytes as they are, every file is read
+    (``passphrase``: of an encrypted source) and written anew. Metadata comes along."""
+    result = ImportResult()
+    with (
+        Barecat(src_path, passphrase=passphrase) as src,
+        building_archive(target_path, overwrite, shard_size_limit, archive_options) as out,
+    ):
+        out.add_dirs(src.index.iter_all_dirinfos())
+        batch: list[tuple[BarecatFileInfo, bytes]] = []
+        held = 0
+        for info in src.index.iter_all_fileinfos(Order.ADDRESS):
+            data = src.read(info)
+            batch.append(
+                (BarecatFileInfo(info.path, info.mode, info.uid, info.gid, info.mtime_ns), data)
+            )
+            held += len(data)
+            if held >= COPY_BATCH_BYTES or len(batch) >= 4096:
+                _store_batch(out, batch, result, on_stored)
+                batch, held = [], 0
+        _store_batch(out, batch, result, on_stored)
+    return result
+
+
+def _store_batch(
+    out: Barecat,
+    batch: list[tuple[BarecatFileInfo, bytes]],
+    result: ImportResult,
+    on_stored: OnStored | None,
+) -> None:
+    out.add_many(batch)
+    nbytes = sum(len(data) for _, data in batch)
+    result.files += len(batch)
+    result.bytes += nbytes
+    if on_stored is not None and batch:
+        on_stored(len(batch), nbytes)
+
+
 __all__ = [
+    "barecat2barecat",
     "archive2barecat",
     "barecat2archive",
     "barecat2stream",

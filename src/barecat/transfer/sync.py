@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 
-from barecat.archive import Barecat
+from barecat.archive import Barecat, Passphrase
 from barecat.glob import PathFilter
 from barecat.layout import base_path
 from barecat.transfer.sync_plan import (
@@ -55,15 +55,18 @@ class SyncResult:
 class _Archives:
     """Open archives by base path, so an archive named twice is opened once."""
 
-    def __init__(self, stack: ExitStack) -> None:
+    def __init__(self, stack: ExitStack, passphrase: Passphrase | None) -> None:
         self.stack = stack
+        self.passphrase = passphrase
         self.open: dict[str, Barecat] = {}
 
     def get(self, path: str, writable: bool) -> Barecat:
         key = os.path.realpath(base_path(path))
         bc = self.open.get(key)
         if bc is None:
-            bc = self.stack.enter_context(Barecat(path, readonly=not writable))
+            bc = self.stack.enter_context(
+                Barecat(path, readonly=not writable, passphrase=self.passphrase)
+            )
             self.open[key] = bc
         return bc
 
@@ -149,11 +152,13 @@ def sync(
     path_filter: PathFilter | None = None,
     dry_run: bool = False,
     on_action: OnAction | None = None,
+    passphrase: Passphrase | None = None,
 ) -> SyncResult:
     """Make ``dest`` hold what ``sources`` name, as ``rsync -a`` would.
 
     Strings are parsed with :func:`parse_location`. ``on_action`` is called after each
     change is made (in a dry run: for each planned change) with the bytes it moved.
+    ``passphrase`` opens encrypted archives among them.
     """
     options = options or SyncOptions()
     src_locs = [s if isinstance(s, Location) else parse_location(s) for s in sources]
@@ -161,7 +166,7 @@ def sync(
     if dst_loc.archive is None and any(s.archive is None for s in src_locs):
         raise ValueError("a local source needs an archive destination (use rsync otherwise)")
     with ExitStack() as stack:
-        archives = _Archives(stack)
+        archives = _Archives(stack, passphrase)
         dest_bc = _open_destination(dst_loc, archives, dry_run)  # first: it may be a source too
         src, origin = _gather_sources(src_locs, archives, path_filter)
         if dst_loc.archive is not None and dest_bc is None:

@@ -133,7 +133,7 @@ def _archive_entry(bc: Barecat, info: BarecatEntryInfo) -> Entry:
     if isinstance(info, BarecatFileInfo):
         kind = Kind.LINK if info.is_symlink_entry else Kind.FILE
         entry = Entry(kind, info.size or 0, info.mtime_ns, info.mode, info.uid, info.gid)
-        entry.crc32c = info.crc32c
+        entry.crc32c = info.crc32c if info.sealed_size is None else None  # sealed: of the seal
         if kind is Kind.LINK:
             entry.target = bc.read(info)
     else:

@@ -1,0 +1,132 @@
+"""The command line's side of sealed archives: the options that make one, and where
+passphrases come from — a file, the environment, or the terminal.
+
+Never from argv, which other users of the machine can read in the process list. The
+order: ``--passphrase-file FILE`` (its first line), then ``$BARECAT_PASSPHRASE``, then a
+prompt on the controlling terminal. Archives are opened with a *source*, asked only when
+an encrypted archive's file contents are first needed, so listing or verifying checksums
+of an encrypted archive never prompts. Only this module reads passphrases.
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import os
+from collections.abc import Callable
+from typing import Any
+
+from barecat.archive import Barecat
+from barecat.exceptions import BarecatError
+
+PASSPHRASE_ENV = "BARECAT_PASSPHRASE"
+NEW_PASSPHRASE_ENV = "BARECAT_NEW_PASSPHRASE"
+
+
+def add_sealing_options(parser: argparse.ArgumentParser, what: str = "the archive") -> None:
+    """``--compress``, ``--level`` and ``--encrypt`` for commands that make an archive."""
+    parser.add_argument(
+        "--compress",
+        choices=["zstd", "lz4", "none"],
+        help=f"Store the files of {what} compressed, each on its own (files that do not "
+        "shrink are kept as they are)",
+    )
+    parser.add_argument(
+        "--level", type=int, metavar="N", help="Compression level (zstd: 1-22, default 3)"
+    )
+    parser.add_argument(
+        "--encrypt",
+        action="store_true",
+        help=f"Encrypt the files of {what} (AES-256-GCM, key from a passphrase: "
+        f"--passphrase-file, ${PASSPHRASE_ENV} or typed twice; compressed with zstd "
+        "unless --compress none)",
+    )
+
+
+def new_archive_options(args: argparse.Namespace) -> dict[str, Any]:
+    """``Barecat()`` options for a new archive, as the sealing options ask (asking for the
+    passphrase of ``--encrypt`` now)."""
+    options: dict[str, Any] = {}
+    if getattr(args, "compress", None):
+        options["compression"] = args.compress
+    if getattr(args, "level", None) is not None:
+        options["compression_level"] = args.level
+    if getattr(args, "encrypt", False):
+        options["passphrase"] = new_passphrase(
+            args.passphrase_file, PASSPHRASE_ENV, "--passphrase-file"
+        )
+    return options
+
+
+def read_passphrase(
+    file: str | None, env: str = PASSPHRASE_ENV, prompt: str = "Passphrase: "
+) -> str:
+    """From ``file``, else the environment variable ``env``, else the terminal."""
+    if file:
+        with open(file, encoding="utf-8") as f:
+            text = f.readline().rstrip("\r\n")
+        if not text:
+            raise BarecatError(f"{file}: the passphrase file is empty")
+        return text
+    if os.environ.get(env):
+        return os.environ[env]
+    if _has_terminal():
+        return getpass.getpass(prompt)
+    raise BarecatError(
+        f"a passphrase is needed: --passphrase-file FILE or ${env} (or run on a terminal)"
+    )
+
+
+def new_passphrase(file: str | None, env: str, option: str) -> str:
+    """A passphrase for new encryption: from ``file`` or ``$env``, else typed twice."""
+    if file or os.environ.get(env):
+        return read_passphrase(file, env)
+    if not _has_terminal():
+        raise BarecatError(
+            f"a new passphrase is needed: {option} FILE or ${env} (or run on a terminal)"
+        )
+    first = getpass.getpass("New passphrase: ")
+    if first != getpass.getpass("Repeat it: "):
+        raise BarecatError("the two passphrases differ; nothing was changed")
+    if not first:
+        raise BarecatError("an empty passphrase cannot protect an archive")
+    return first
+
+
+def passphrase_source(args: argparse.Namespace | None) -> Callable[[], str]:
+    """A source for ``Barecat(passphrase=...)``, asked only if the archive needs it."""
+    file = getattr(args, "passphrase_file", None)
+    asked: list[str] = []
+
+    def ask() -> str:
+        if not asked:
+            asked.append(read_passphrase(file))
+        return asked[0]
+
+    return ask
+
+
+def open_archive(path: str, args: argparse.Namespace | None = None, **options: Any) -> Barecat:
+    """``Barecat(path, **options)``, able to read an encrypted archive's contents (a
+    ``passphrase`` among the options, for a new archive, takes precedence)."""
+    return Barecat(path, **{"passphrase": passphrase_source(args), **options})
+
+
+def _has_terminal() -> bool:
+    try:
+        os.close(os.open("/dev/tty", os.O_RDWR | os.O_NOCTTY))
+    except OSError:
+        return False
+    return True
+
+
+__all__ = [
+    "add_sealing_options",
+    "new_archive_options",
+    "NEW_PASSPHRASE_ENV",
+    "PASSPHRASE_ENV",
+    "new_passphrase",
+    "open_archive",
+    "passphrase_source",
+    "read_passphrase",
+]
