@@ -169,6 +169,11 @@ class Barecat(ArchiveInspection, MutableMapping[str, bytes]):
     def encrypted(self) -> bool:
         return self._sealing is not None and self._sealing.encrypted
 
+    @property
+    def unlocked(self) -> bool:
+        """True if file contents can be read without asking for a passphrase."""
+        return self._sealing is None or self._sealing.data_key_known
+
     def unlock(self) -> None:
         """Get an encrypted archive's key now (asking a passphrase source if that is what
         was given); a wrong passphrase raises ``WrongPassphraseBarecatError``."""

@@ -56,6 +56,10 @@ class ArchiveSealing:
     def encrypted(self) -> bool:
         return self.settings.encrypted
 
+    @property
+    def data_key_known(self) -> bool:
+        return not self.settings.encrypted or self.unlocked_key is not None
+
     def data_key(self) -> bytes | None:
         """The archive's data key (None when not encrypted), asking for the passphrase
         the first time."""

@@ -21,7 +21,7 @@ from typing import TextIO
 from barecat.archive import Barecat
 from barecat.cli.entry_format import bytewise, long_listing
 from barecat.cli.parsing import Subparsers, add_archive_argument, add_command
-from barecat.cli.sealing import open_archive
+from barecat.cli.sealing import open_archive, unlock_if_at_hand
 from barecat.cli.terminal import describe, error
 from barecat.entries import BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo
 from barecat.exceptions import FileNotFoundBarecatError
@@ -116,8 +116,14 @@ def display(path: str) -> str:
     return path or "."
 
 
+ENCRYPTED_TARGET = "(encrypted)"
+"""What a link points to, as listings show it while an encrypted archive is locked."""
+
+
 def link_target(bc: Barecat, info: BarecatEntryInfo) -> str | None:
     if isinstance(info, BarecatFileInfo) and info.is_symlink_entry:
+        if not bc.unlocked:  # listings never prompt for a passphrase
+            return ENCRYPTED_TARGET
         return os.fsdecode(bc.read(info))
     return None
 
@@ -180,6 +186,7 @@ def run_list(args: argparse.Namespace) -> int:
     out = sys.stdout
     status = 0
     with open_archive(args.archive, args) as bc:
+        unlock_if_at_hand(bc, args)
         targets: list[BarecatEntryInfo] = []
         for arg in args.paths or [""]:
             try:
@@ -274,6 +281,7 @@ def _kind(info: BarecatEntryInfo) -> str:
 
 def run_find(args: argparse.Namespace) -> int:
     with open_archive(args.archive, args) as bc:
+        unlock_if_at_hand(bc, args)
         print_find(
             bc,
             args.path,
@@ -353,5 +361,6 @@ def _draw(
 
 def run_tree(args: argparse.Namespace) -> int:
     with open_archive(args.archive, args) as bc:
+        unlock_if_at_hand(bc, args)
         print_tree(bc, args.path, sys.stdout, level=args.level, dirs_only=args.dirs_only)
     return 0

@@ -242,7 +242,8 @@ def run_upgrade(args: argparse.Namespace) -> int:
         for bar in progress:
             bar.close()
     if not result.upgraded:
-        print(f"{result.index_path} is already at schema 0.3, nothing to do.")
+        at = format_version(result.from_version)
+        print(f"{result.index_path} is already at {at}, nothing to do.")
         return 0
     _report_upgrade(result)
     return 1 if result.bad_files else 0

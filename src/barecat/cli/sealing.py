@@ -112,6 +112,13 @@ def open_archive(path: str, args: argparse.Namespace | None = None, **options: A
     return Barecat(path, **{"passphrase": passphrase_source(args), **options})
 
 
+def unlock_if_at_hand(bc: Barecat, args: argparse.Namespace) -> None:
+    """Unlock an encrypted archive if its passphrase was given (file or environment),
+    never prompting: for commands that show contents only in passing (link targets)."""
+    if bc.encrypted and (getattr(args, "passphrase_file", None) or os.environ.get(PASSPHRASE_ENV)):
+        bc.unlock()
+
+
 def _has_terminal() -> bool:
     try:
         os.close(os.open("/dev/tty", os.O_RDWR | os.O_NOCTTY))
@@ -129,4 +136,5 @@ __all__ = [
     "open_archive",
     "passphrase_source",
     "read_passphrase",
+    "unlock_if_at_hand",
 ]

@@ -1,0 +1,268 @@
+"""Sealed (compressed, encrypted) archives through every command of the command line."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import crc32c
+import pytest
+
+import barecat
+from conftest import Run, make_tree
+from test_cli import tree_state
+
+PASSPHRASE = "sealed test passphrase"
+
+
+@pytest.fixture
+def pw_file(tmp_path: Path) -> str:
+    path = tmp_path / "pw.txt"
+    path.write_text(PASSPHRASE + "\n")
+    return str(path)
+
+
+@pytest.fixture
+def encrypted(run: Run, tmp_path: Path, pw_file: str) -> tuple[str, Path]:
+    """An encrypted, zstd-compressed archive made by ``barecat create`` from a tree."""
+    src = make_tree(tmp_path / "src")
+    archive = str(tmp_path / "enc.barecat")
+    code, _, err = run(
+        "create", "-q", "--compress", "zstd", "--encrypt", "--passphrase-file", pw_file,
+        "-C", str(src), archive, ".",
+    )  # fmt: skip
+    assert code == 0, err
+    return archive, src
+
+
+def detached(*argv: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """``barecat ARGV`` in a new session: no controlling terminal to prompt on."""
+    return subprocess.run(
+        [sys.executable, "-m", "barecat.cli", *argv],
+        capture_output=True,
+        text=True,
+        start_new_session=True,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def test_create_stores_sealed_files_and_listing_needs_no_key(
+    run: Run, encrypted: tuple[str, Path]
+) -> None:
+    archive, src = encrypted
+    with open(archive + "-shard-00000", "rb") as f:
+        assert (src / "a/b/big.bin").read_bytes()[:64] not in f.read()
+    with barecat.Barecat(archive) as bc:
+        assert bc.encrypted and bc.stat("a/b/big.bin").size == 3 << 20
+    code, out, err = run("ls", "-l", archive, "a/b")  # (link targets would need the key)
+    assert code == 0, err
+    big_line = next(line for line in out.splitlines() if line.endswith(" big.bin"))
+    assert f" {3 << 20} " in big_line  # the file's own length, not its sealed one
+    for argv in (("find", archive, "-name", "*.txt"), ("tree", archive), ("du", archive)):
+        code, out, err = run(*argv)
+        assert code == 0 and out, (argv, err)
+
+
+def test_reading_contents_asks_for_the_passphrase(
+    run: Run, encrypted: tuple[str, Path], pw_file: str, tmp_path: Path
+) -> None:
+    archive, src = encrypted
+    no_key = detached("cat", archive, "a/x.txt", env={"BARECAT_PASSPHRASE": ""})
+    assert no_key.returncode == 1
+    assert "a passphrase is needed: --passphrase-file FILE or $BARECAT_PASSPHRASE" in no_key.stderr
+    wrong = detached("cat", archive, "a/x.txt", env={"BARECAT_PASSPHRASE": "nope"})
+    assert wrong.returncode == 1 and "Wrong passphrase for this archive" in wrong.stderr
+    by_env = detached("cat", archive, "a/x.txt", env={"BARECAT_PASSPHRASE": PASSPHRASE})
+    assert by_env.returncode == 0 and by_env.stdout == "hello\n"
+    out_dir = tmp_path / "out"
+    code, _, err = run("extract", "--passphrase-file", pw_file, archive, "-C", str(out_dir))
+    assert code == 0, err
+    assert tree_state(out_dir) == tree_state(src)
+
+
+def test_verify_checks_crcs_without_the_key_and_tags_with_it(
+    run: Run, encrypted: tuple[str, Path], pw_file: str
+) -> None:
+    archive, _ = encrypted
+    code, out, err = run("verify", archive)
+    assert code == 0 and "all checksums OK." in out and "only the checksums" in err
+    code, out, _ = run("verify", "--passphrase-file", pw_file, archive)
+    assert code == 0 and "every file authenticated" in out
+    # forge: flip a stored byte and give the index the CRC of the forged bytes
+    with barecat.Barecat(archive, lookup_table=False) as bc:
+        f = bc.index.lookup_file("a/b/big.bin")
+    start, size = f.offset or 0, f.stored_size
+    with open(archive + "-shard-00000", "r+b") as shard:
+        shard.seek(start + size // 2)
+        byte = shard.read(1)
+        shard.seek(start + size // 2)
+        shard.write(bytes([byte[0] ^ 0x40]))
+        shard.seek(start)
+        forged = crc32c.crc32c(shard.read(size))
+    with sqlite3.connect(archive) as conn:
+        conn.execute("UPDATE files SET crc32c = ? WHERE path = 'a/b/big.bin'", (forged,))
+    with contextlib.suppress(FileNotFoundError):
+        os.remove(archive + "-lookup")
+    code, out, _ = run("verify", archive)
+    assert code == 0  # the checksum was forged with the bytes: only the tag can tell
+    code, out, err = run("verify", "--passphrase-file", pw_file, archive)
+    assert code == 1
+    assert "a/b/big.bin: a/b/big.bin: block" in err and "fails authentication" in err
+
+
+def test_rekey_from_files_and_from_the_environment(
+    run: Run, encrypted: tuple[str, Path], pw_file: str, tmp_path: Path
+) -> None:
+    archive, _ = encrypted
+    new_file = tmp_path / "new.txt"
+    new_file.write_text("second passphrase\n")
+    wrong = tmp_path / "wrong.txt"
+    wrong.write_text("not it\n")
+    code, _, err = run(
+        "rekey", "--passphrase-file", str(wrong), "--new-passphrase-file", str(new_file), archive
+    )
+    assert code == 1 and "Wrong passphrase" in err
+    code, out, err = run(
+        "rekey", "--passphrase-file", pw_file, "--new-passphrase-file", str(new_file), archive
+    )
+    assert code == 0 and "Changed the passphrase" in out, err
+    assert detached("cat", archive, "a/x.txt", env={"BARECAT_PASSPHRASE": PASSPHRASE}).returncode
+    third = detached(
+        "rekey",
+        archive,
+        env={"BARECAT_PASSPHRASE": "second passphrase", "BARECAT_NEW_PASSPHRASE": "third"},
+    )
+    assert third.returncode == 0, third.stderr
+    got = detached("cat", archive, "a/x.txt", env={"BARECAT_PASSPHRASE": "third"})
+    assert got.stdout == "hello\n"
+    plain = tmp_path / "plain.barecat"
+    with barecat.Barecat(str(plain), readonly=False) as bc:
+        bc["f"] = b"1"
+    code, _, err = run("rekey", "--new-passphrase-file", str(new_file), str(plain))
+    assert code == 1 and "not encrypted" in err
+
+
+def test_maintenance_commands_move_sealed_bytes(
+    run: Run, encrypted: tuple[str, Path], pw_file: str, tmp_path: Path
+) -> None:
+    archive, src = encrypted
+    expected = tree_state(src)
+    with barecat.Barecat(archive, readonly=False, passphrase=PASSPHRASE) as bc:
+        bc.remove("a/x.txt")  # a hole for defrag
+    steps = [
+        ("defrag", archive),
+        ("reshard", "-s", "4M", archive),
+        ("repair", archive),
+        ("subset", "--pattern", "a/**", "-o", str(tmp_path / "sub.barecat"), archive),
+        ("merge", "-o", str(tmp_path / "merged.barecat"), archive),
+        ("upgrade", archive),
+    ]
+    for argv in steps:
+        code, out, err = run(*argv)
+        assert code == 0, (argv, out, err)
+    assert "already at schema 1.3, nothing to do" in out
+    for name, selected in (("enc", None), ("sub", "a/"), ("merged", None)):
+        path = archive if name == "enc" else str(tmp_path / f"{name}.barecat")
+        out_dir = tmp_path / f"out-{name}"
+        code, _, err = run("extract", "--passphrase-file", pw_file, path, "-C", str(out_dir))
+        assert code == 0, err
+        got = tree_state(out_dir)
+        want = {
+            k: v
+            for k, v in expected.items()
+            if k != "a/x.txt" and (selected is None or k.startswith(selected) or k == "a")
+        }
+        assert {k: v for k, v in got.items() if v[0] != "dir"} == {
+            k: v for k, v in want.items() if v[0] != "dir"
+        }
+    other = tmp_path / "other.barecat"
+    with barecat.Barecat(str(other), readonly=False, passphrase="another key") as bc:
+        bc["z"] = b"z"
+    code, _, err = run("merge", "-o", str(tmp_path / "mixed.barecat"), archive, str(other))
+    assert code == 1 and "not encrypted with the same key" in err
+
+
+def test_convert_seals_unseals_and_exports(run: Run, tmp_path: Path, pw_file: str) -> None:
+    src = make_tree(tmp_path / "src")
+    tar_path = tmp_path / "in.tar"
+    with tarfile.open(tar_path, "w") as tar:
+        tar.add(src, arcname=".")
+    sealed = str(tmp_path / "sealed.barecat")
+    code, _, err = run(
+        "convert", "-q", "--encrypt", "--compress", "lz4", "--passphrase-file", pw_file,
+        str(tar_path), sealed,
+    )  # fmt: skip
+    assert code == 0, err
+    with barecat.Barecat(sealed) as bc:
+        assert bc.encrypted
+    plain = str(tmp_path / "plain.barecat")
+    code, _, err = run("convert", "-q", "--passphrase-file", pw_file, sealed, plain)
+    assert code == 0, err
+    with barecat.Barecat(plain) as bc:
+        assert not bc.sealed and bc["a/x.txt"] == b"hello\n"
+        assert bc.index.schema_version == (0, 3)  # the reference reads this copy
+    resealed = str(tmp_path / "zstd.barecat")
+    code, _, err = run("convert", "-q", "--compress", "zstd", plain, resealed)
+    assert code == 0, err
+    out_tar = tmp_path / "out.tar"
+    code, _, err = run("convert", "-q", "--passphrase-file", pw_file, sealed, str(out_tar))
+    assert code == 0, err
+    with tarfile.open(out_tar) as tar:
+        big = tar.extractfile("a/b/big.bin")
+        assert big is not None and big.read() == (src / "a/b/big.bin").read_bytes()
+    for archive in (plain, resealed):
+        out_dir = tmp_path / f"out-{Path(archive).stem}"
+        assert run("extract", archive, "-C", str(out_dir))[0] == 0
+        assert without_mtimes(tree_state(out_dir)) == without_mtimes(tree_state(src))
+
+
+def without_mtimes(state: dict[str, tuple[object, ...]]) -> dict[str, tuple[object, ...]]:
+    """(Python's tarfile, which made the input here, keeps whole seconds only.)"""
+    return {path: v[:2] + v[3:] for path, v in state.items()}
+
+
+def test_add_shell_and_rsync_on_an_encrypted_archive(
+    run: Run, encrypted: tuple[str, Path], pw_file: str, tmp_path: Path
+) -> None:
+    archive, src = encrypted
+    more = tmp_path / "more"
+    more.mkdir()
+    (more / "new.txt").write_bytes(b"added later\n")
+    code, _, err = run("add", "-q", "--passphrase-file", pw_file, archive, "-C", str(more), ".")
+    assert code == 0, err
+    code, out, err = run(
+        "shell", "--passphrase-file", pw_file, "-w", "-c", "cat new.txt; mv new.txt moved.txt",
+        archive,
+    )  # fmt: skip
+    assert code == 0 and out == "added later\n", err
+    code, _, err = run(
+        "rsync", "--passphrase-file", pw_file, f"{archive}:a/b/", str(tmp_path / "r")
+    )
+    assert code == 0, err
+    assert (tmp_path / "r/big.bin").read_bytes() == (src / "a/b/big.bin").read_bytes()
+    with barecat.Barecat(archive, passphrase=PASSPHRASE) as bc:
+        assert bc["moved.txt"] == b"added later\n" and not bc.exists("new.txt")
+        assert bc.verify_seals() == []
+
+
+def test_rsync_by_checksum_into_an_encrypted_archive_is_idempotent(
+    run: Run, encrypted: tuple[str, Path], pw_file: str
+) -> None:
+    archive, src = encrypted
+    argv = ("rsync", "-c", "-v", "--passphrase-file", pw_file, f"{src}/a/", f"{archive}:a/")
+    code, out, err = run(*argv)
+    assert code == 0, err
+    assert out == ""  # same contents: the sealed files' checksums are of their contents
+    (src / "a/x.txt").write_bytes(b"HELLO\n")  # same size, same mtime: only -c sees it
+    with barecat.Barecat(archive) as bc:
+        mtime = bc.stat("a/x.txt").mtime_ns
+    os.utime(src / "a/x.txt", ns=(mtime, mtime))
+    code, out, err = run(*argv)
+    assert code == 0 and "x.txt" in out, err
+    with barecat.Barecat(archive, passphrase=PASSPHRASE) as bc:
+        assert bc["a/x.txt"] == b"HELLO\n"
