@@ -266,3 +266,25 @@ def test_rsync_by_checksum_into_an_encrypted_archive_is_idempotent(
     assert code == 0 and "x.txt" in out, err
     with barecat.Barecat(archive, passphrase=PASSPHRASE) as bc:
         assert bc["a/x.txt"] == b"HELLO\n"
+
+
+def test_create_with_a_trained_dictionary(run: Run, tmp_path: Path) -> None:
+    src = tmp_path / "labels"
+    src.mkdir()
+    for i in range(2000):
+        (src / f"{i:05d}.json").write_text(
+            f'{{"id": {i}, "label": "{["cat", "dog", "bird"][i % 3]}", "score": 0.{i:04d}}}'
+        )
+    sizes = {}
+    for name, extra in (("zstd", ()), ("dict", ("--dictionary", "--dictionary-size", "8K"))):
+        archive = str(tmp_path / f"{name}.barecat")
+        code, _, err = run(
+            "create", "-q", "--compress", "zstd", *extra, archive, "-C", str(src), "."
+        )
+        assert code == 0, err
+        code, out, _ = run("cat", archive, "01234.json")
+        assert out == (src / "01234.json").read_text()
+        sizes[name] = os.path.getsize(archive + "-shard-00000")
+    assert sizes["dict"] < sizes["zstd"] * 0.8
+    code, _, err = run("create", "--compress", "lz4", "--dictionary", str(tmp_path / "x"), str(src))
+    assert code == 1 and "--dictionary is for zstd" in err

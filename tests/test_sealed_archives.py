@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import pickle
 import random
@@ -399,3 +400,68 @@ def test_ingest_extract_and_pickle(tmp_path: os.PathLike[str]) -> None:
         with open(os.path.join(base, "out", rel), "rb") as f:
             assert f.read() == data
     assert os.readlink(os.path.join(base, "out", "d1", "link")) == "f1.bin"
+
+
+def label_files(count: int, seed: int = 1) -> dict[str, bytes]:
+    """Small, similar JSON files: what a trained dictionary is for."""
+    rng = random.Random(seed)
+    kinds = ["cat", "dog", "car", "person", "bicycle"]
+    return {
+        f"labels/{i:06d}.json": json.dumps(
+            {
+                "image_id": i,
+                "file": f"train/{i:08d}.jpg",
+                "annotations": [
+                    {
+                        "category": rng.choice(kinds),
+                        "bbox": [round(rng.uniform(0, 600), 1) for _ in range(4)],
+                        "iscrowd": 0,
+                    }
+                ],
+            }
+        ).encode()
+        for i in range(count)
+    }
+
+
+def test_a_trained_dictionary_shrinks_small_similar_files(tmp_path: os.PathLike[str]) -> None:
+    files = label_files(3000)
+    dictionary = barecat.sealing.train_dictionary(list(files.values())[::3], 16 << 10)
+    sizes = {}
+    for name, extra in (("plain", {}), ("dict", {"compression_dictionary": dictionary})):
+        path = os.path.join(os.fspath(tmp_path), f"{name}.barecat")
+        with barecat.Barecat(path, readonly=False, compression="zstd", **extra) as bc:  # type: ignore[arg-type]
+            bc.add_many(files.items())
+        with barecat.Barecat(path) as bc:
+            assert {p: bc[p] for p in bc} == files
+            assert bc.verify_seals() == []
+        sizes[name] = os.path.getsize(path + "-shard-00000")
+    assert sizes["dict"] < sizes["plain"] * 0.7
+    # bytes compressed with a dictionary move only to archives that have it
+    target = os.path.join(os.fspath(tmp_path), "target.barecat")
+    with barecat.Barecat(target, readonly=False, compression="zstd") as out:
+        out["x"] = b"x"
+        with pytest.raises(BarecatError, match="compression dictionary"):
+            merge_archives(
+                out.index, out.sharder, [os.path.join(os.fspath(tmp_path), "dict.barecat")]
+            )
+    with pytest.raises(BarecatError, match="dictionary is for zstd only"):
+        barecat.Barecat(
+            os.path.join(os.fspath(tmp_path), "lz4.barecat"),
+            readonly=False,
+            compression="lz4",
+            compression_dictionary=dictionary,
+        )
+
+
+def test_codecs_decode_sealed_files(tmp_path: os.PathLike[str]) -> None:
+    path = os.path.join(os.fspath(tmp_path), "c.barecat")
+    with barecat.Barecat(path, readonly=False, compression="zstd", passphrase="pw") as bc:
+        view = barecat.DecodedView(bc)
+        view["meta/a.json"] = {"label": "cat", "box": [1, 2, 3]}
+        view["meta/b.json.gz"] = [1, 2, 3]
+    with barecat.Barecat(path, passphrase="pw") as bc:
+        view = barecat.DecodedView(bc)
+        assert view["meta/a.json"] == {"label": "cat", "box": [1, 2, 3]}
+        assert view["meta/b.json.gz"] == [1, 2, 3]
+        assert json.loads(bc["meta/a.json"]) == {"label": "cat", "box": [1, 2, 3]}

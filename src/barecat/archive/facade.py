@@ -78,6 +78,7 @@ class Barecat(ArchiveInspection, MutableMapping[str, bytes]):
         compression: str | None = None,
         compression_level: int | None = None,
         passphrase: Passphrase | None = None,
+        compression_dictionary: bytes | None = None,
     ) -> None:
         if auto_codec:
             raise BarecatError(
@@ -128,7 +129,9 @@ class Barecat(ArchiveInspection, MutableMapping[str, bytes]):
             self._release_writer_lock()
             raise
         try:
-            self._sealing = self._open_sealing(compression, compression_level, passphrase)
+            self._sealing = self._open_sealing(
+                compression, compression_level, passphrase, compression_dictionary
+            )
         except BaseException:
             self.close()
             raise
@@ -138,17 +141,26 @@ class Barecat(ArchiveInspection, MutableMapping[str, bytes]):
         self._uncommitted = 0
 
     def _open_sealing(
-        self, codec: str | None, level: int | None, passphrase: Passphrase | None
+        self,
+        codec: str | None,
+        level: int | None,
+        passphrase: Passphrase | None,
+        dictionary: bytes | None,
     ) -> ArchiveSealing | None:
         """The archive's sealing; a new (empty) archive becomes sealed when given a
-        compression or a passphrase as text."""
+        compression or a passphrase as text (and a trained zstd ``dictionary``)."""
         if self.index.sealed:
+            if dictionary:
+                raise BarecatError(
+                    f"{self.path} exists: a compression dictionary is given when an archive "
+                    "is created"
+                )
             settings = SealingSettings.from_config(self.index.sealing_config())
             if not settings.encrypted and isinstance(passphrase, str | bytes):
                 raise BarecatError(f"{self.path} is not encrypted: it takes no passphrase")
             return ArchiveSealing(self.path, settings, passphrase, codec, level)
         key_text = passphrase if isinstance(passphrase, str | bytes) else None
-        if codec is None and level is None and key_text is None:
+        if codec is None and level is None and key_text is None and not dictionary:
             return None
         if self.readonly or self.index.num_files:
             raise BarecatError(
@@ -156,7 +168,9 @@ class Barecat(ArchiveInspection, MutableMapping[str, bytes]):
                 "an archive is created (copy its files into a new one: barecat convert "
                 "--compress/--encrypt)"
             )
-        settings, key = SealingSettings.new(codec or "zstd", level, passphrase=key_text)
+        settings, key = SealingSettings.new(
+            codec or "zstd", level, passphrase=key_text, dictionary=dictionary or b""
+        )
         self.index.enable_sealing(settings.to_config())
         return ArchiveSealing(self.path, settings, passphrase, data_key=key)
 

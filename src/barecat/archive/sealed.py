@@ -82,7 +82,13 @@ class ArchiveSealing:
         if found is None:
             codec = self._codec if compress else "none"
             level = self._level if compress else 0
-            found = Sealer(codec, level, self.settings.block_size, self.data_key())
+            found = Sealer(
+                codec,
+                level,
+                self.settings.block_size,
+                self.data_key(),
+                self.settings.dictionary or None,
+            )
             self._sealers[compress] = found
         return found
 

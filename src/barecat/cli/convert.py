@@ -14,6 +14,7 @@ import os
 import sys
 from collections.abc import Sequence
 
+from barecat.archive import Barecat
 from barecat.cli.parsing import (
     Subparsers,
     add_command,
@@ -47,6 +48,7 @@ from barecat.transfer import (
     stream2barecat,
     wrap_archive,
 )
+from barecat.transfer.dictionary_samples import sample_archive
 
 EXAMPLES = """
 barecat convert dataset.tar.gz dataset.barecat        # tar/zip -> barecat
@@ -147,13 +149,19 @@ def run_convert(args: argparse.Namespace) -> int:
             )
             return _report(result)
         if format_of_name(args.output) is None:
+            source_key = passphrase_source(args)
+
+            def samples() -> list[bytes]:
+                with Barecat(args.input, passphrase=source_key) as src:
+                    return sample_archive(src)
+
             result = barecat2barecat(
                 args.input,
                 args.output,
                 args.shard_size_limit,
                 args.force,
-                passphrase=passphrase_source(args),
-                archive_options=new_archive_options(args),
+                passphrase=source_key,
+                archive_options=new_archive_options(args, samples),
                 on_stored=progress.advance,
             )
             return _report(result)

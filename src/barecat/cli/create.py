@@ -24,6 +24,7 @@ from barecat.cli.terminal import Progress, describe, error, human_size, wants_pr
 from barecat.glob import PathFilter
 from barecat.layout import archive_exists, base_path
 from barecat.transfer import DEFAULT_WORKERS, IngestPlan, IngestResult, ingest, plan_sources
+from barecat.transfer.dictionary_samples import sample_plan
 
 CREATE_EXAMPLES = """
 barecat create photos.barecat ~/photos/          # a tree, stored as home/.../photos/...
@@ -173,7 +174,7 @@ def store(
             readonly=False,
             overwrite=overwrite,
             shard_size_limit=args.shard_size_limit,
-            **new_archive_options(args),
+            **new_archive_options(args, lambda: sample_plan(plan)),
         ) as bc,
     ):
         bc.on_commit = on_commit

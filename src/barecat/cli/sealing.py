@@ -13,14 +13,17 @@ from __future__ import annotations
 import argparse
 import getpass
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from barecat.archive import Barecat
+from barecat.cli.parsing import size
 from barecat.exceptions import BarecatError
+from barecat.sealing import train_dictionary
 
 PASSPHRASE_ENV = "BARECAT_PASSPHRASE"
 NEW_PASSPHRASE_ENV = "BARECAT_NEW_PASSPHRASE"
+DEFAULT_DICTIONARY_SIZE = 112_640
 
 
 def add_sealing_options(parser: argparse.ArgumentParser, what: str = "the archive") -> None:
@@ -35,6 +38,19 @@ def add_sealing_options(parser: argparse.ArgumentParser, what: str = "the archiv
         "--level", type=int, metavar="N", help="Compression level (zstd: 1-22, default 3)"
     )
     parser.add_argument(
+        "--dictionary",
+        action="store_true",
+        help="Train a zstd dictionary on a sample of the files first: many small similar "
+        "files (JSON, text) shrink much more",
+    )
+    parser.add_argument(
+        "--dictionary-size",
+        type=size,
+        default=DEFAULT_DICTIONARY_SIZE,
+        metavar="SIZE",
+        help="Size of the --dictionary (default 110K)",
+    )
+    parser.add_argument(
         "--encrypt",
         action="store_true",
         help=f"Encrypt the files of {what} (AES-256-GCM, key from a passphrase: "
@@ -43,10 +59,20 @@ def add_sealing_options(parser: argparse.ArgumentParser, what: str = "the archiv
     )
 
 
-def new_archive_options(args: argparse.Namespace) -> dict[str, Any]:
+def new_archive_options(
+    args: argparse.Namespace, samples: Callable[[], Sequence[bytes]] | None = None
+) -> dict[str, Any]:
     """``Barecat()`` options for a new archive, as the sealing options ask (asking for the
-    passphrase of ``--encrypt`` now)."""
+    passphrase of ``--encrypt`` now; training the ``--dictionary`` on ``samples()``)."""
     options: dict[str, Any] = {}
+    if getattr(args, "dictionary", None):
+        if samples is None:
+            raise ValueError(
+                "--dictionary learns from the files of a directory or an archive, not a stream"
+            )
+        if args.compress not in (None, "zstd"):
+            raise ValueError("--dictionary is for zstd compression")
+        options["compression_dictionary"] = train_dictionary(samples(), args.dictionary_size)
     if getattr(args, "compress", None):
         options["compression"] = args.compress
     if getattr(args, "level", None) is not None:

@@ -1,7 +1,13 @@
 """Per-file compression and authenticated encryption of stored bytes (no SQL, no paths
 beyond the text a caller binds a file to)."""
 
-from barecat.sealing.blocks import DEFAULT_BLOCK_SIZE, SealedLayout, Sealer, read_layout
+from barecat.sealing.blocks import (
+    DEFAULT_BLOCK_SIZE,
+    SealedLayout,
+    Sealer,
+    read_layout,
+    train_dictionary,
+)
 from barecat.sealing.keys import (
     KeyDerivation,
     WrongPassphraseBarecatError,
@@ -22,6 +28,7 @@ __all__ = [
     "WrongPassphraseBarecatError",
     "new_data_key",
     "read_layout",
+    "train_dictionary",
     "unwrap_key",
     "wrap_key",
 ]

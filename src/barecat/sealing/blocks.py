@@ -11,7 +11,8 @@ file gets a fresh random nonce base; block ``i`` uses it with ``i`` added in its
 bytes, so no (key, nonce) pair repeats. Layout, little-endian::
 
     header   u8 version (1) | u8 flags (bit 0: encrypted) | u8 codec (0 none, 1 zstd,
-             2 lz4) | u8 log2(block_size) | u32 block count | u64 logical length
+             2 lz4, 3 zstd with the archive's dictionary) | u8 log2(block_size) |
+             u32 block count | u64 logical length
     nonce    12 bytes, only when encrypted
     table    u32 per block: stored length, high bit set when the block is compressed
     blocks   each: payload, plus a 16-byte GCM tag when encrypted
@@ -24,7 +25,7 @@ from __future__ import annotations
 import os
 import struct
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,6 +35,8 @@ from barecat.exceptions import BarecatError, BarecatIntegrityError
 
 VERSION = 1
 CODECS = {"none": 0, "zstd": 1, "lz4": 2}
+ZSTD_WITH_DICTIONARY = 3
+"""The codec byte of files compressed with zstd and the archive's trained dictionary."""
 _HEADER = struct.Struct("<BBBBIQ")
 _NONCE_SIZE = 12
 _TAG_SIZE = 16
@@ -59,6 +62,8 @@ class Sealer:
     """Seals and unseals file bytes with one set of choices (codec, level, block size, key).
 
     ``key`` is the archive's 32-byte data key, or None for compression only.
+    ``dictionary`` is the archive's trained zstd dictionary, if it has one: zstd
+    compresses with it, and reading a file compressed with it needs it.
     """
 
     def __init__(
@@ -67,6 +72,7 @@ class Sealer:
         level: int = 3,
         block_size: int = DEFAULT_BLOCK_SIZE,
         key: bytes | None = None,
+        dictionary: bytes | None = None,
     ) -> None:
         if codec not in CODECS:
             raise BarecatError(f"Unknown compression {codec!r}; known: {', '.join(CODECS)}")
@@ -80,7 +86,11 @@ class Sealer:
         self.block_bits = bits
         self.block_size = block_size
         self._aead = aead_cipher(key) if key is not None else None
-        self._compress = _compressor(codec, level)
+        self._dictionary = zstandard.ZstdCompressionDict(dictionary) if dictionary else None
+        self._codec_byte = CODECS[codec]
+        if codec == "zstd" and self._dictionary is not None:
+            self._codec_byte = ZSTD_WITH_DICTIONARY
+        self._compress = _compressor(codec, level, self._dictionary)
 
     # -- sealing ---------------------------------------------------------------------------
 
@@ -91,7 +101,7 @@ class Sealer:
         encrypted = self._aead is not None
         nonce = os.urandom(_NONCE_SIZE) if encrypted else b""
         header = _HEADER.pack(
-            VERSION, _ENCRYPTED if encrypted else 0, CODECS[self.codec], self.block_bits,
+            VERSION, _ENCRYPTED if encrypted else 0, self._codec_byte, self.block_bits,
             count, len(view),
         )  # fmt: skip
         lengths, payloads = [], []
@@ -132,7 +142,9 @@ class Sealer:
                 ) from e
         _, _, compressed = layout.blocks[i]
         if compressed:
-            payload = _decompress(layout.codec, payload, layout.block_size)
+            if layout.codec == ZSTD_WITH_DICTIONARY and self._dictionary is None:
+                raise BarecatIntegrityError(f"{path}: compressed with a dictionary not at hand")
+            payload = _decompress(layout.codec, payload, layout.block_size, self._dictionary)
         expected = min(layout.block_size, layout.logical_size - i * layout.block_size)
         if len(payload) != expected:
             raise BarecatIntegrityError(f"{path}: block {i} has the wrong length when decoded")
@@ -151,7 +163,7 @@ def read_layout(head: bytes, path: str = "") -> SealedLayout:
     """Parse the header and table of a sealed file (``head``: at least its first
     ``layout_size_hint`` bytes)."""
     version, flags, codec, bits, count, logical = _HEADER.unpack_from(head)
-    if version != VERSION or codec not in CODECS.values():
+    if version != VERSION or codec not in (*CODECS.values(), ZSTD_WITH_DICTIONARY):
         raise BarecatIntegrityError(f"{path}: not a sealed file of a known version")
     if not MIN_BLOCK_BITS <= bits <= MAX_BLOCK_BITS or count != max(1, -(-logical >> bits)):
         raise BarecatIntegrityError(f"{path}: damaged sealed-file header")
@@ -200,24 +212,37 @@ _per_thread = threading.local()
 thread keeps its own."""
 
 
-def _zstd_compressor(level: int) -> zstandard.ZstdCompressor:
-    cache: dict[int, zstandard.ZstdCompressor] = _per_thread.__dict__.setdefault("zstd", {})
-    found = cache.get(level)
+Dictionary = zstandard.ZstdCompressionDict
+
+
+def _zstd_compressor(level: int, dictionary: Dictionary | None) -> zstandard.ZstdCompressor:
+    cache: dict[object, zstandard.ZstdCompressor] = _per_thread.__dict__.setdefault("zstd", {})
+    key = (level, _identity(dictionary))
+    found = cache.get(key)
     if found is None:
-        found = cache[level] = zstandard.ZstdCompressor(level=level)
+        found = cache[key] = zstandard.ZstdCompressor(level=level, dict_data=dictionary)
     return found
 
 
-def _zstd_decompressor() -> zstandard.ZstdDecompressor:
-    found: zstandard.ZstdDecompressor | None = getattr(_per_thread, "unzstd", None)
+def _zstd_decompressor(dictionary: Dictionary | None) -> zstandard.ZstdDecompressor:
+    cache: dict[object, zstandard.ZstdDecompressor] = _per_thread.__dict__.setdefault("unzstd", {})
+    key = _identity(dictionary)
+    found = cache.get(key)
     if found is None:
-        found = _per_thread.unzstd = zstandard.ZstdDecompressor()
+        found = cache[key] = zstandard.ZstdDecompressor(dict_data=dictionary)
     return found
 
 
-def _compressor(codec: str, level: int) -> Callable[[bytes], bytes] | None:
+def _identity(dictionary: Dictionary | None) -> tuple[int, int]:
+    """What tells dictionaries apart in the per-thread caches: zstd's id and the length."""
+    return (0, 0) if dictionary is None else (dictionary.dict_id(), len(dictionary))
+
+
+def _compressor(
+    codec: str, level: int, dictionary: Dictionary | None
+) -> Callable[[bytes], bytes] | None:
     if codec == "zstd":
-        return lambda data: _zstd_compressor(level).compress(data)
+        return lambda data: _zstd_compressor(level, dictionary).compress(data)
     if codec == "lz4":
         import lz4.frame
 
@@ -225,9 +250,10 @@ def _compressor(codec: str, level: int) -> Callable[[bytes], bytes] | None:
     return None
 
 
-def _decompress(codec: int, payload: bytes, limit: int) -> bytes:
-    if codec == CODECS["zstd"]:
-        return bytes(_zstd_decompressor().decompress(payload, max_output_size=limit))
+def _decompress(codec: int, payload: bytes, limit: int, dictionary: Dictionary | None) -> bytes:
+    if codec in (CODECS["zstd"], ZSTD_WITH_DICTIONARY):
+        chosen = dictionary if codec == ZSTD_WITH_DICTIONARY else None
+        return bytes(_zstd_decompressor(chosen).decompress(payload, max_output_size=limit))
     if codec == CODECS["lz4"]:
         import lz4.frame
 
@@ -235,8 +261,27 @@ def _decompress(codec: int, payload: bytes, limit: int) -> bytes:
     raise BarecatIntegrityError("A block marked compressed in a file sealed without a codec")
 
 
+def train_dictionary(samples: Sequence[bytes], size: int = 112_640) -> bytes:
+    """A zstd dictionary of at most ``size`` bytes trained on ``samples`` (typical files:
+    zstd wants about a hundred times the dictionary's size in all)."""
+    try:
+        return bytes(zstandard.train_dictionary(size, list(samples)).as_bytes())
+    except zstandard.ZstdError as e:
+        raise BarecatError(
+            f"Could not train a dictionary on {len(samples)} samples ({e}); it needs more, "
+            "or bigger, sample files"
+        ) from e
+
+
+def dictionary_id(dictionary: bytes) -> int:
+    """The id zstd gave a trained dictionary (0 for none)."""
+    return int(zstandard.ZstdCompressionDict(dictionary).dict_id()) if dictionary else 0
+
+
 __all__ = [
     "DEFAULT_BLOCK_SIZE",
+    "dictionary_id",
+    "train_dictionary",
     "SealedLayout",
     "Sealer",
     "aead_cipher",

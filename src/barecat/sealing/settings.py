@@ -11,11 +11,13 @@ hold the key that sealed them. Knows nothing of SQL; the index stores these reco
 
 from __future__ import annotations
 
+import base64
+import binascii
 import os
 from dataclasses import dataclass, replace
 
 from barecat.exceptions import BarecatError
-from barecat.sealing.blocks import CODECS, DEFAULT_BLOCK_SIZE
+from barecat.sealing.blocks import CODECS, DEFAULT_BLOCK_SIZE, dictionary_id
 from barecat.sealing.keys import KeyDerivation, new_data_key, unwrap_key, wrap_key
 
 ConfigValue = str | int
@@ -32,6 +34,8 @@ class SealingSettings:
     key_derivation: KeyDerivation | None = None
     wrapped_key: bytes = b""
     key_id: str = ""
+    dictionary: bytes = b""
+    """A trained zstd dictionary used by every zstd-compressed file, or empty."""
 
     @property
     def encrypted(self) -> bool:
@@ -44,11 +48,15 @@ class SealingSettings:
         level: int | None = None,
         block_size: int = DEFAULT_BLOCK_SIZE,
         passphrase: str | bytes | None = None,
+        dictionary: bytes = b"",
     ) -> tuple[SealingSettings, bytes | None]:
         """Settings for a new sealed archive, and its data key (None unless encrypted)."""
         if codec not in CODECS:
             raise BarecatError(f"Unknown compression {codec!r}; known: {', '.join(CODECS)}")
-        settings = cls(codec, DEFAULT_LEVELS[codec] if level is None else level, block_size)
+        if dictionary and codec != "zstd":
+            raise BarecatError("A compression dictionary is for zstd only")
+        level = DEFAULT_LEVELS[codec] if level is None else level
+        settings = cls(codec, level, block_size, dictionary=dictionary)
         if passphrase is None:
             return settings, None
         data_key = new_data_key()
@@ -79,6 +87,11 @@ class SealingSettings:
             "sealing_level": self.level,
             "sealing_block_size": self.block_size,
         }
+        if self.dictionary:
+            records.update(
+                sealing_zstd_dictionary=base64.b64encode(self.dictionary).decode("ascii"),
+                sealing_zstd_dictionary_id=dictionary_id(self.dictionary),
+            )
         if self.key_derivation is not None:
             kd = self.key_derivation
             records.update(
@@ -115,8 +128,9 @@ class SealingSettings:
                 derivation,
                 bytes.fromhex(str(records.get("sealing_wrapped_key", ""))),
                 str(records.get("sealing_key_id", "")),
+                base64.b64decode(str(records.get("sealing_zstd_dictionary", ""))),
             )
-        except (KeyError, ValueError) as e:
+        except (KeyError, ValueError, binascii.Error) as e:
             raise BarecatError(f"Damaged sealing settings in the archive's config: {e}") from e
 
     def can_take_bytes_from(self, source: SealingSettings | None, prefix: str) -> str | None:
@@ -128,6 +142,8 @@ class SealingSettings:
             return "the archives are not encrypted with the same key"
         if self.encrypted and prefix:
             return "encrypted files are bound to their paths, so they cannot move under a prefix"
+        if source.dictionary and source.dictionary != self.dictionary:
+            return "the source's files need its compression dictionary, which differs"
         return None
 
 
