@@ -37,9 +37,11 @@ VERSION = 1
 CODECS = {"none": 0, "zstd": 1, "lz4": 2}
 ZSTD_WITH_DICTIONARY = 3
 """The codec byte of files compressed with zstd and the archive's trained dictionary."""
+_KNOWN_CODECS = frozenset((*CODECS.values(), ZSTD_WITH_DICTIONARY))
 _HEADER = struct.Struct("<BBBBIQ")
 _NONCE_SIZE = 12
 _TAG_SIZE = 16
+_WORD = struct.Struct("<I")
 _COMPRESSED = 1 << 31
 _ENCRYPTED = 1
 DEFAULT_BLOCK_SIZE = 256 << 10
@@ -122,6 +124,21 @@ class Sealer:
 
     def unseal(self, path: str, sealed: bytes) -> bytes:
         """The original bytes of a whole sealed file, every block authenticated."""
+        version, flags, codec, bits, count, logical = _HEADER.unpack_from(sealed)
+        if count == 1 and version == VERSION and MIN_BLOCK_BITS <= bits <= MAX_BLOCK_BITS:
+            # one block, the common case of small files: no layout object to build
+            if logical > 1 << bits or codec not in _KNOWN_CODECS:
+                raise BarecatIntegrityError(f"{path}: damaged sealed-file header")
+            pos = _HEADER.size
+            nonce = b""
+            if flags & _ENCRYPTED:
+                nonce = sealed[pos : pos + _NONCE_SIZE]
+                pos += _NONCE_SIZE
+            (word,) = _WORD.unpack_from(sealed, pos)
+            payload = sealed[pos + 4 : pos + 4 + (word & ~_COMPRESSED)]
+            return self._decode(
+                path, nonce, codec, 0, 1, logical, bool(word & _COMPRESSED), payload, logical
+            )
         layout = read_layout(sealed[: layout_size_hint(sealed)], path)
         return b"".join(
             self.open_block(path, layout, i, sealed[start : start + length])
@@ -130,22 +147,41 @@ class Sealer:
 
     def open_block(self, path: str, layout: SealedLayout, i: int, payload: bytes) -> bytes:
         """Block ``i`` of a sealed file decoded, after authenticating it when encrypted."""
-        if layout.encrypted:
+        count, logical = len(layout.blocks), layout.logical_size
+        expected = min(layout.block_size, logical - i * layout.block_size)
+        nonce = layout.nonce if layout.encrypted else b""
+        compressed = layout.blocks[i][2]
+        return self._decode(
+            path, nonce, layout.codec, i, count, logical, compressed, payload, expected
+        )
+
+    def _decode(
+        self,
+        path: str,
+        nonce: bytes,
+        codec: int,
+        i: int,
+        count: int,
+        logical: int,
+        compressed: bool,
+        payload: bytes,
+        expected: int,
+    ) -> bytes:
+        """Authenticate (when ``nonce``: encrypted), then decompress, one block."""
+        if nonce:
             if self._aead is None:
                 raise BarecatError(f"{path} is encrypted: the archive must be opened with its key")
-            aad = _associated_data(path, i, len(layout.blocks), layout.logical_size)
+            aad = _associated_data(path, i, count, logical)
             try:
-                payload = self._aead.decrypt(_block_nonce(layout.nonce, i), payload, aad)
+                payload = self._aead.decrypt(_block_nonce(nonce, i), payload, aad)
             except Exception as e:  # cryptography's InvalidTag: the one failure it has
                 raise BarecatIntegrityError(
                     f"{path}: block {i} fails authentication (tampered, moved or truncated)"
                 ) from e
-        _, _, compressed = layout.blocks[i]
         if compressed:
-            if layout.codec == ZSTD_WITH_DICTIONARY and self._dictionary is None:
+            if codec == ZSTD_WITH_DICTIONARY and self._dictionary is None:
                 raise BarecatIntegrityError(f"{path}: compressed with a dictionary not at hand")
-            payload = _decompress(layout.codec, payload, layout.block_size, self._dictionary)
-        expected = min(layout.block_size, layout.logical_size - i * layout.block_size)
+            payload = _decompress(codec, payload, expected, self._dictionary)
         if len(payload) != expected:
             raise BarecatIntegrityError(f"{path}: block {i} has the wrong length when decoded")
         return payload
@@ -163,7 +199,7 @@ def read_layout(head: bytes, path: str = "") -> SealedLayout:
     """Parse the header and table of a sealed file (``head``: at least its first
     ``layout_size_hint`` bytes)."""
     version, flags, codec, bits, count, logical = _HEADER.unpack_from(head)
-    if version != VERSION or codec not in (*CODECS.values(), ZSTD_WITH_DICTIONARY):
+    if version != VERSION or codec not in _KNOWN_CODECS:
         raise BarecatIntegrityError(f"{path}: not a sealed file of a known version")
     if not MIN_BLOCK_BITS <= bits <= MAX_BLOCK_BITS or count != max(1, -(-logical >> bits)):
         raise BarecatIntegrityError(f"{path}: damaged sealed-file header")
