@@ -15,7 +15,7 @@ import pytest
 
 import barecat
 from conftest import Run, make_tree
-from test_cli import tree_state
+from test_cli import BIN, tree_state
 
 PASSPHRASE = "sealed test passphrase"
 
@@ -63,9 +63,17 @@ def test_create_stores_sealed_files_and_listing_needs_no_key(
     assert code == 0, err
     big_line = next(line for line in out.splitlines() if line.endswith(" big.bin"))
     assert f" {3 << 20} " in big_line  # the file's own length, not its sealed one
-    for argv in (("find", archive, "-name", "*.txt"), ("tree", archive), ("du", archive)):
+    for argv in (
+        ("find", archive, "-name", "*.txt"),
+        ("tree", archive),
+        ("du", archive),
+        ("index-to-csv", archive),
+        ("to-ncdu-json", archive),
+        ("ls", "-l", archive, "a"),  # a link: shown locked
+    ):
         code, out, err = run(*argv)
         assert code == 0 and out, (argv, err)
+    assert "link_to_file -> (encrypted)" in out
 
 
 def test_reading_contents_asks_for_the_passphrase(
@@ -288,3 +296,33 @@ def test_create_with_a_trained_dictionary(run: Run, tmp_path: Path) -> None:
     assert sizes["dict"] < sizes["zstd"] * 0.8
     code, _, err = run("create", "--compress", "lz4", "--dictionary", str(tmp_path / "x"), str(src))
     assert code == 1 and "--dictionary is for zstd" in err
+
+
+def test_kill_during_an_encrypted_create_keeps_committed_files(tmp_path: Path) -> None:
+    """SIGKILL a sealed create after its first commit: what -v listed is there, decrypts,
+    and ``--resume`` (with the passphrase) adds exactly the rest."""
+    src = tmp_path / "src"
+    expected = {}
+    for d in range(20):
+        (src / f"d{d:02}").mkdir(parents=True)
+        for i in range(400):
+            data = b"%d/%d;" % (d, i) * (i % 50 + 1)
+            (src / f"d{d:02}/{i:03}").write_bytes(data)
+            expected[f"d{d:02}/{i:03}"] = data
+    archive = str(tmp_path / "killed.barecat")
+    env = {**os.environ, "BARECAT_PASSPHRASE": PASSPHRASE}
+    argv = [str(BIN / "barecat"), "create", "-q", "-v", "-j", "1", "--compress", "zstd",
+            "--encrypt", "-C", str(src), archive, "."]  # fmt: skip
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+    assert proc.stdout is not None
+    first = proc.stdout.readline()  # the first commit is done: kill right after it
+    proc.kill()
+    listed = (first + proc.communicate()[0]).decode().split()
+    with barecat.Barecat(archive, passphrase=PASSPHRASE) as bc:
+        assert bc.verify_integrity() and bc.verify_seals() == []
+        kept = {p: bc[p] for p in bc}
+    assert set(listed) <= set(kept) and all(expected[p] == data for p, data in kept.items())
+    resumed = subprocess.run([*argv[:2], "--resume", *argv[2:]], capture_output=True, env=env)
+    assert resumed.returncode == 0, resumed.stderr
+    with barecat.Barecat(archive, passphrase=PASSPHRASE) as bc:
+        assert {p: bc[p] for p in bc} == expected

@@ -8,6 +8,7 @@ import pickle
 import random
 import sqlite3
 import subprocess
+import sys
 import textwrap
 from collections.abc import Iterator
 
@@ -465,3 +466,34 @@ def test_codecs_decode_sealed_files(tmp_path: os.PathLike[str]) -> None:
         assert view["meta/a.json"] == {"label": "cat", "box": [1, 2, 3]}
         assert view["meta/b.json.gz"] == [1, 2, 3]
         assert json.loads(bc["meta/a.json"]) == {"label": "cat", "box": [1, 2, 3]}
+
+
+@pytest.mark.parametrize(
+    ("module", "options", "hint"),
+    [
+        ("cryptography", {"passphrase": "pw"}, "pip install 'barecat[sealing]'"),
+        ("lz4", {"compression": "lz4"}, "need the 'lz4' package: pip install 'barecat[sealing]'"),
+    ],
+)
+def test_a_missing_backend_is_named(
+    tmp_path: os.PathLike[str], module: str, options: dict[str, str], hint: str
+) -> None:
+    path = os.path.join(os.fspath(tmp_path), "m.barecat")
+    with barecat.Barecat(path, readonly=False, **options) as bc:  # type: ignore[arg-type]
+        bc["f"] = b"data" * 100
+    script = textwrap.dedent(
+        f"""
+        import sys
+        sys.modules[{module!r}] = None  # as if it were not installed
+        import barecat
+        try:
+            with barecat.Barecat({path!r}, passphrase={options.get("passphrase")!r}) as bc:
+                bc["f"]
+        except ModuleNotFoundError as e:
+            print("missing:", e)
+        """
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.startswith("missing:") and hint in out

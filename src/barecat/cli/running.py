@@ -33,7 +33,7 @@ def run_command(command: str | None, body: Callable[[], int]) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return EXIT_PIPE
-    except (BarecatError, OSError, ValueError, KeyError, sqlite3.Error) as e:
+    except (BarecatError, OSError, ValueError, KeyError, sqlite3.Error, ModuleNotFoundError) as e:
         error(describe(e), command=command)
         return EXIT_ERROR
 

@@ -280,9 +280,8 @@ def _compressor(
     if codec == "zstd":
         return lambda data: _zstd_compressor(level, dictionary).compress(data)
     if codec == "lz4":
-        import lz4.frame
-
-        return lambda data: bytes(lz4.frame.compress(data, compression_level=level))
+        frame = _lz4_frame()
+        return lambda data: bytes(frame.compress(data, compression_level=level))
     return None
 
 
@@ -291,10 +290,21 @@ def _decompress(codec: int, payload: bytes, limit: int, dictionary: Dictionary |
         chosen = dictionary if codec == ZSTD_WITH_DICTIONARY else None
         return bytes(_zstd_decompressor(chosen).decompress(payload, max_output_size=limit))
     if codec == CODECS["lz4"]:
-        import lz4.frame
-
-        return bytes(lz4.frame.decompress(payload))
+        return bytes(_lz4_frame().decompress(payload))
     raise BarecatIntegrityError("A block marked compressed in a file sealed without a codec")
+
+
+def _lz4_frame() -> Any:
+    """``lz4.frame`` (the optional ``lz4`` package), or an error saying how to get it."""
+    try:
+        import lz4.frame
+    except ModuleNotFoundError as e:
+        raise ModuleNotFoundError(
+            "lz4-compressed files need the 'lz4' package: pip install 'barecat[sealing]' "
+            "(or pip install lz4)",
+            name="lz4",
+        ) from e
+    return lz4.frame
 
 
 def train_dictionary(samples: Sequence[bytes], size: int = 112_640) -> bytes:
