@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import pty
+import select
 import sqlite3
 import subprocess
 import sys
@@ -326,3 +328,55 @@ def test_kill_during_an_encrypted_create_keeps_committed_files(tmp_path: Path) -
     assert resumed.returncode == 0, resumed.stderr
     with barecat.Barecat(archive, passphrase=PASSPHRASE) as bc:
         assert {p: bc[p] for p in bc} == expected
+
+
+def on_a_terminal(argv: list[str], answers: list[str]) -> tuple[int, str]:
+    """Run ``barecat ARGV`` with a pseudo-terminal as its controlling terminal, typing
+    each of ``answers`` after a prompt ending in ': '; returns (exit code, screen)."""
+    pid, master = pty.fork()
+    if pid == 0:  # the child: the pty is its terminal
+        os.execv(str(BIN / "barecat"), [str(BIN / "barecat"), *argv])
+    screen = b""
+    answered = 0  # where the screen stood when the last answer was typed
+    pending = list(answers)
+    while True:
+        if not select.select([master], [], [], 60)[0]:
+            os.kill(pid, 9)
+            pytest.fail(f"no output for 60 s; the screen so far: {screen!r}")
+        try:
+            chunk = os.read(master, 4096)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not chunk:
+            break
+        screen += chunk
+        if pending and screen[answered:].rstrip().endswith(b":"):
+            os.write(master, pending.pop(0).encode() + b"\n")
+            answered = len(screen)
+    os.close(master)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status), screen.decode("utf-8", "replace")
+
+
+def test_passphrases_typed_at_the_terminal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "note.txt").write_text("typed\n")
+    archive = str(tmp_path / "t.barecat")
+    for name in ("BARECAT_PASSPHRASE", "BARECAT_NEW_PASSPHRASE"):
+        monkeypatch.delenv(name, raising=False)
+    code, screen = on_a_terminal(
+        ["create", "-q", "--encrypt", archive, "-C", str(src), "."], ["open sesame", "typo"]
+    )
+    assert code == 1 and "New passphrase:" in screen and "Repeat it:" in screen
+    assert "the two passphrases differ" in screen
+    code, screen = on_a_terminal(
+        ["create", "-q", "-f", "--encrypt", archive, "-C", str(src), "."],
+        ["open sesame", "open sesame"],
+    )
+    assert code == 0, screen
+    code, screen = on_a_terminal(["cat", archive, "note.txt"], ["open sesame"])
+    assert code == 0 and "Passphrase:" in screen and "typed" in screen
+    assert "open sesame" not in screen  # not echoed
+    code, screen = on_a_terminal(["ls", archive], [])
+    assert code == 0 and "Passphrase" not in screen and "note.txt" in screen
