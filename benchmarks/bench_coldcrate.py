@@ -84,17 +84,24 @@ def run(mode: str, python: str, args: argparse.Namespace, folder: str) -> dict[s
     return result
 
 
+def coldcrate_python() -> str | None:
+    """The interpreter with coldcrate 0.2.0 (``COLDCRATE_PYTHON`` or ``.venv-coldcrate``);
+    None, saying so, if there is none."""
+    python = os.environ.get("COLDCRATE_PYTHON") or str(REPO / ".venv-coldcrate/bin/python")
+    if not os.access(python, os.X_OK):
+        print(f"coldcrate 0.2.0 not found at {python} (./run test creates it)")
+        return None
+    return python
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rows", type=int, default=20_000)
     parser.add_argument("--blob", type=int, default=4096)
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
-    theirs_python = os.environ.get("COLDCRATE_PYTHON") or str(
-        REPO / ".venv-coldcrate" / "bin" / "python"
-    )
-    if not os.access(theirs_python, os.X_OK):
-        print(f"coldcrate 0.2.0 not found at {theirs_python} (./run test creates it)")
+    theirs_python = coldcrate_python()
+    if theirs_python is None:
         return 1
     with tempfile.TemporaryDirectory(prefix="bench-coldcrate-") as folder:
         ours = run("ours", sys.executable, args, folder)

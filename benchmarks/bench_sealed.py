@@ -25,6 +25,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from bench_coldcrate import coldcrate_python
+
 REPO = Path(__file__).resolve().parent.parent
 
 DATA = r"""
@@ -138,11 +140,8 @@ def main() -> int:
     parser.add_argument("--blob", type=int, default=4096)
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
-    theirs_python = os.environ.get("COLDCRATE_PYTHON") or str(
-        REPO / ".venv-coldcrate" / "bin" / "python"
-    )
-    if not os.access(theirs_python, os.X_OK):
-        print(f"coldcrate 0.2.0 not found at {theirs_python} (./run test creates it)")
+    theirs_python = coldcrate_python()
+    if theirs_python is None:
         return 1
     with tempfile.TemporaryDirectory(prefix="bench-sealed-", dir=REPO) as folder:
         ours = run(OURS, sys.executable, args, folder)

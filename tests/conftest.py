@@ -80,6 +80,18 @@ def run(capfdbinary: pytest.CaptureFixture[bytes]) -> Run:
     return call
 
 
+def make_numbered_tree(root: Path, dirs: int, per_dir: int) -> dict[str, bytes]:
+    """``dNN/III`` files of distinct, size-varying bytes; returns {relative path: bytes}."""
+    expected = {}
+    for d in range(dirs):
+        (root / f"d{d:02}").mkdir(parents=True)
+        for i in range(per_dir):
+            data = b"%d/%d;" % (d, i) * (i % 50 + 1)
+            (root / f"d{d:02}/{i:03}").write_bytes(data)
+            expected[f"d{d:02}/{i:03}"] = data
+    return expected
+
+
 def make_tree(root: Path) -> Path:
     """A small tree with everything create/extract must keep: modes, mtimes, empty and
     private directories, file and directory links, a dangling link, odd names."""

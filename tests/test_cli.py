@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 import barecat
-from conftest import Run, make_tree, reference_python
+from conftest import Run, make_numbered_tree, make_tree, reference_python
 
 BIN = Path(sys.executable).parent
 REFERENCE_CLI_DOCS = (
@@ -467,13 +467,7 @@ def test_killed_create_keeps_committed_files_and_resume_finishes(tmp_path: Path)
     import random
 
     src = tmp_path / "src"
-    expected = {}
-    for d in range(30):
-        (src / f"d{d:02}").mkdir(parents=True)
-        for i in range(400):
-            data = b"%d/%d;" % (d, i) * (i % 50 + 1)
-            (src / f"d{d:02}/{i:03}").write_bytes(data)
-            expected[f"d{d:02}/{i:03}"] = data
+    expected = make_numbered_tree(src, 30, 400)
     rng = random.Random(7)
     partial = 0
     for attempt in range(4):

@@ -16,7 +16,7 @@ import crc32c
 import pytest
 
 import barecat
-from conftest import Run, make_tree
+from conftest import Run, make_numbered_tree, make_tree
 from test_cli import BIN, tree_state
 
 PASSPHRASE = "sealed test passphrase"
@@ -304,13 +304,7 @@ def test_kill_during_an_encrypted_create_keeps_committed_files(tmp_path: Path) -
     """SIGKILL a sealed create after its first commit: what -v listed is there, decrypts,
     and ``--resume`` (with the passphrase) adds exactly the rest."""
     src = tmp_path / "src"
-    expected = {}
-    for d in range(20):
-        (src / f"d{d:02}").mkdir(parents=True)
-        for i in range(400):
-            data = b"%d/%d;" % (d, i) * (i % 50 + 1)
-            (src / f"d{d:02}/{i:03}").write_bytes(data)
-            expected[f"d{d:02}/{i:03}"] = data
+    expected = make_numbered_tree(src, 20, 400)
     archive = str(tmp_path / "killed.barecat")
     env = {**os.environ, "BARECAT_PASSPHRASE": PASSPHRASE}
     argv = [str(BIN / "barecat"), "create", "-q", "-v", "-j", "1", "--compress", "zstd",
