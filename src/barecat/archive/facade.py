@@ -21,12 +21,12 @@ from collections.abc import Callable, Iterable, Iterator, MutableMapping
 from typing import IO, Any, BinaryIO, cast
 
 from barecat.archive.inspecting import ArchiveInspection
-from barecat.archive.sealed import ArchiveSealing, Passphrase, SealedFileWriter
-from barecat.entries import BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo, Order
+from barecat.archive.reading import ArchiveReading
+from barecat.archive.sealed import Passphrase, SealedFileWriter, open_sealing
+from barecat.entries import BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo
 from barecat.exceptions import (
     ArchiveLockedBarecatError,
     BarecatError,
-    BarecatIntegrityError,
     FileExistsBarecatError,
     FileNotFoundBarecatError,
     IsADirectoryBarecatError,
@@ -39,8 +39,7 @@ from barecat.layout import archive_exists, base_path, index_path, remove_archive
 from barecat.ops.defrag import defrag as defrag_archive
 from barecat.ops.merge import merge_archives
 from barecat.paths import normalize, normalize_many, parent
-from barecat.sealing import SealedFileReader, SealingSettings
-from barecat.shards import BarecatReadOnlyFileObject, BarecatReadWriteFileObject, Sharder
+from barecat.shards import BarecatReadWriteFileObject, Sharder
 from barecat.shards.sharder import Address
 from barecat.sizes import parse_size
 
@@ -49,7 +48,7 @@ COMMIT_EVERY_FILES = 4096
 _TEXT_MODES = {"r", "rt", "w", "wt", "a", "at", "x", "xt", "r+", "rt+", "r+t", "w+", "a+", "x+"}
 
 
-class Barecat(ArchiveInspection, MutableMapping[str, bytes]):
+class Barecat(ArchiveReading, ArchiveInspection, MutableMapping[str, bytes]):
     """An archive of files addressed by path.
 
     Opens read-only by default. ``readonly=False`` creates the archive if missing (unless
@@ -129,8 +128,13 @@ class Barecat(ArchiveInspection, MutableMapping[str, bytes]):
             self._release_writer_lock()
             raise
         try:
-            self._sealing = self._open_sealing(
-                compression, compression_level, passphrase, compression_dictionary
+            self._sealing = open_sealing(
+                self.index,
+                self.path,
+                compression,
+                compression_level,
+                passphrase,
+                compression_dictionary,
             )
         except BaseException:
             self.close()
@@ -140,60 +144,6 @@ class Barecat(ArchiveInspection, MutableMapping[str, bytes]):
         self._last_commit = time.monotonic()
         self._uncommitted = 0
 
-    def _open_sealing(
-        self,
-        codec: str | None,
-        level: int | None,
-        passphrase: Passphrase | None,
-        dictionary: bytes | None,
-    ) -> ArchiveSealing | None:
-        """The archive's sealing; a new (empty) archive becomes sealed when given a
-        compression or a passphrase as text (and a trained zstd ``dictionary``)."""
-        if self.index.sealed:
-            if dictionary:
-                raise BarecatError(
-                    f"{self.path} exists: a compression dictionary is given when an archive "
-                    "is created"
-                )
-            settings = SealingSettings.from_config(self.index.sealing_config())
-            if not settings.encrypted and isinstance(passphrase, str | bytes):
-                raise BarecatError(f"{self.path} is not encrypted: it takes no passphrase")
-            return ArchiveSealing(self.path, settings, passphrase, codec, level)
-        key_text = passphrase if isinstance(passphrase, str | bytes) else None
-        if codec is None and level is None and key_text is None and not dictionary:
-            return None
-        if self.readonly or self.index.num_files:
-            raise BarecatError(
-                f"{self.path} is a plain archive: compression and encryption are chosen when "
-                "an archive is created (copy its files into a new one: barecat convert "
-                "--compress/--encrypt)"
-            )
-        settings, key = SealingSettings.new(
-            codec or "zstd", level, passphrase=key_text, dictionary=dictionary or b""
-        )
-        self.index.enable_sealing(settings.to_config())
-        return ArchiveSealing(self.path, settings, passphrase, data_key=key)
-
-    @property
-    def sealed(self) -> bool:
-        """True if files are stored compressed and/or encrypted (see ``barecat.sealing``)."""
-        return self._sealing is not None
-
-    @property
-    def encrypted(self) -> bool:
-        return self._sealing is not None and self._sealing.encrypted
-
-    @property
-    def unlocked(self) -> bool:
-        """True if file contents can be read without asking for a passphrase."""
-        return self._sealing is None or self._sealing.data_key_known
-
-    def unlock(self) -> None:
-        """Get an encrypted archive's key now (asking a passphrase source if that is what
-        was given); a wrong passphrase raises ``WrongPassphraseBarecatError``."""
-        if self._sealing is not None:
-            self._sealing.data_key()
-
     def rekey(self, new_passphrase: str | bytes) -> None:
         """Change the passphrase of an encrypted archive: its data key is rewrapped, no
         file is rewritten. The archive must be open for writing with the old one."""
@@ -202,26 +152,6 @@ class Barecat(ArchiveInspection, MutableMapping[str, bytes]):
             raise BarecatError(f"{self.path} is not encrypted: it has no passphrase to change")
         self.commit()
         self.index.update_sealing_config(self._sealing.rekeyed(new_passphrase).to_config())
-
-    def verify_seals(
-        self, on_file: Callable[[BarecatFileInfo], None] | None = None
-    ) -> list[tuple[str, str]]:
-        """Open every sealed file: authenticate each block (encrypted archives; needs the
-        passphrase) and decompress it. Returns (path, reason) for each that fails. The
-        CRC32C check of ``verify_integrity`` needs no key; this one sees what the CRC
-        cannot: bytes sealed for another path, or forged together with their checksum."""
-        if self._sealing is None:
-            return []
-        sealer = self._sealing.sealer()
-        bad = []
-        for f in self.index.iter_all_fileinfos(Order.ADDRESS):
-            try:
-                sealer.unseal(f.path, self._stored_bytes(f))
-            except BarecatIntegrityError as e:
-                bad.append((f.path, str(e)))
-            if on_file is not None:
-                on_file(f)
-        return bad
 
     def _resync_write_position(self) -> None:
         """Append after the last file the index knows (SQLite may have rolled back rows)."""
@@ -345,22 +275,6 @@ class Barecat(ArchiveInspection, MutableMapping[str, bytes]):
 
     # -- dict API --------------------------------------------------------------------
 
-    def __getitem__(self, path: str) -> bytes:
-        normalized = normalize(path)
-        addr = self.index.lookup_address(normalized)
-        if addr is None:
-            raise KeyError(path)
-        try:
-            data = self.sharder.read_from_address(addr[0], addr[1], addr[2], addr[3])
-        except BarecatIntegrityError:  # the lookup table may be what is damaged: ask SQLite
-            checked = self.index.lookup_address_in_sqlite(normalized)
-            if checked is None:
-                raise KeyError(path) from None
-            if checked == addr:
-                raise
-            data = self.sharder.read_from_address(*checked)
-        return data if self._sealing is None else self._sealing.unseal(normalized, data)
-
     def __setitem__(self, path: str, content: bytes) -> None:
         self.add(path, data=content)
 
@@ -379,39 +293,6 @@ class Barecat(ArchiveInspection, MutableMapping[str, bytes]):
     def __iter__(self) -> Iterator[str]:
         return self.index.iter_all_filepaths()
 
-    def get(self, path: str, default: Any = None) -> Any:
-        try:
-            return self[path]
-        except KeyError:
-            return default
-
-    def get_many(self, paths: Iterable[str], max_gap: int = 4096) -> list[bytes]:
-        """Contents of many files, CRC-verified, in request order.
-
-        One index query for the whole batch, then reads in storage order; files at most
-        ``max_gap`` bytes apart are fetched with a single read. A missing path raises
-        ``KeyError``.
-        """
-        wanted = normalize_many(list(paths))
-        try:
-            return self._read_located(wanted, self.index.locate_many(wanted), max_gap)
-        except BarecatIntegrityError:  # the lookup table may be what is damaged: ask SQLite
-            return self._read_located(wanted, self.index.locate_many_in_sqlite(wanted), max_gap)
-
-    def _read_located(
-        self, wanted: list[str], located: list[tuple[int, int, int, int, int | None]], max_gap: int
-    ) -> list[bytes]:
-        if len(located) < len(wanted):
-            hit = {pos for pos, *_ in located}
-            raise KeyError(next(p for i, p in enumerate(wanted) if i not in hit))
-        stored = self.sharder.read_many(located, max_gap)
-        if self._sealing is None:
-            return stored
-        unseal = self._sealing.unseal
-        return [unseal(p, data) for p, data in zip(wanted, stored, strict=True)]
-
-    read_many = get_many
-
     def files(self) -> Iterator[str]:
         return self.index.iter_all_filepaths()
 
@@ -422,49 +303,6 @@ class Barecat(ArchiveInspection, MutableMapping[str, bytes]):
         self.rmtree("")
 
     # -- reading ---------------------------------------------------------------------
-
-    def _fileinfo(self, item: BarecatFileInfo | str) -> BarecatFileInfo:
-        if isinstance(item, BarecatFileInfo) and item.shard is not None:
-            return item
-        return self.index.lookup_file(item.path if isinstance(item, BarecatFileInfo) else item)
-
-    def read(self, item: BarecatFileInfo | str, offset: int = 0, size: int = -1) -> bytes:
-        """A file's bytes; CRC32C-verified when the whole file is read (in a sealed
-        archive, every block read is authenticated or decompressed instead)."""
-        f = self._fileinfo(item)
-        total = f.size or 0
-        if self._sealing is not None:
-            if offset == 0 and (size < 0 or size >= total):
-                return self._sealing.unseal(f.path, self._stored_bytes(f))
-            with self._open_sealed(f) as reader:
-                reader.seek(max(offset, 0))
-                return reader.read(total if size < 0 else size) or b""
-        if offset == 0 and (size < 0 or size >= total):
-            return self.sharder.read_from_address(f.shard or 0, f.offset or 0, total, f.crc32c)
-        offset = min(max(offset, 0), total)
-        n = total - offset if size < 0 else min(size, total - offset)
-        return self.sharder.read_from_address(f.shard or 0, (f.offset or 0) + offset, n)
-
-    def readinto(
-        self, item: BarecatFileInfo | str, buffer: bytearray | memoryview, offset: int = 0
-    ) -> int:
-        f = self._fileinfo(item)
-        total = f.size or 0
-        view = memoryview(buffer).cast("B")
-        n = max(0, min(len(view), total - offset))
-        if self._sealing is not None:
-            view[:n] = self.read(f, offset, n)
-            return n
-        crc = f.crc32c if offset == 0 and n == total else None
-        return self.sharder.readinto_from_address(
-            f.shard or 0, (f.offset or 0) + offset, view[:n], crc
-        )
-
-    def check_crc32c(self, item: BarecatFileInfo | str) -> bool:
-        f = self._fileinfo(item)
-        if f.crc32c is None:
-            return True
-        return self.sharder.crc_of_range(f.shard or 0, f.offset or 0, f.stored_size) == f.crc32c
 
     def open(
         self,
@@ -480,13 +318,7 @@ class Barecat(ArchiveInspection, MutableMapping[str, bytes]):
             raise ValueError(f"Invalid mode: {mode!r}")
         raw: io.RawIOBase
         if mode.replace("b", "").replace("t", "") == "r":
-            f = self._fileinfo(item)
-            if self._sealing is not None:
-                raw = self._open_sealed(f)
-            else:
-                raw = BarecatReadOnlyFileObject(
-                    self.sharder, f.shard or 0, f.offset or 0, f.size or 0
-                )
+            raw = self._open_reader(self._fileinfo(item))
             if not text:
                 return raw  # type: ignore[return-value]
             return io.TextIOWrapper(
@@ -506,21 +338,6 @@ class Barecat(ArchiveInspection, MutableMapping[str, bytes]):
         return io.TextIOWrapper(
             buffered, encoding=encoding or "utf-8", errors=errors, newline=newline
         )
-
-    def _stored_bytes(self, f: BarecatFileInfo) -> bytes:
-        """A file's bytes as the shard holds them (sealed, in a sealed archive), CRC-checked."""
-        return self.sharder.read_from_address(f.shard or 0, f.offset or 0, f.stored_size, f.crc32c)
-
-    def _open_sealed(self, f: BarecatFileInfo) -> SealedFileReader:
-        """A stream over a sealed file that decodes only the blocks it reads."""
-        assert self._sealing is not None
-        shard, base, stored = f.shard or 0, f.offset or 0, f.stored_size
-
-        def fetch(offset: int, size: int) -> bytes:
-            size = max(0, min(size, stored - offset))
-            return self.sharder.read_from_address(shard, base + offset, size)
-
-        return SealedFileReader(self._sealing.sealer(), f.path, fetch)
 
     def _open_for_writing(
         self, path: str, mode: str

@@ -13,6 +13,7 @@ import io
 from collections.abc import Callable
 
 from barecat.exceptions import BarecatError
+from barecat.index import Index
 from barecat.sealing import Sealer, SealingSettings
 from barecat.sealing.settings import DEFAULT_LEVELS
 
@@ -107,6 +108,42 @@ class ArchiveSealing:
         return self.settings
 
 
+def open_sealing(
+    index: Index,
+    where: str,
+    codec: str | None,
+    level: int | None,
+    passphrase: Passphrase | None,
+    dictionary: bytes | None,
+) -> ArchiveSealing | None:
+    """The sealing of the archive whose index is ``index`` (None: plain). An empty writable
+    archive becomes sealed when given a compression, a passphrase as text or a trained
+    zstd ``dictionary``; a plain archive with files cannot."""
+    if index.sealed:
+        if dictionary:
+            raise BarecatError(
+                f"{where} exists: a compression dictionary is given when an archive is created"
+            )
+        settings = SealingSettings.from_config(index.sealing_config())
+        if not settings.encrypted and isinstance(passphrase, str | bytes):
+            raise BarecatError(f"{where} is not encrypted: it takes no passphrase")
+        return ArchiveSealing(where, settings, passphrase, codec, level)
+    key_text = passphrase if isinstance(passphrase, str | bytes) else None
+    if codec is None and level is None and key_text is None and not dictionary:
+        return None
+    if index.readonly or index.num_files:
+        raise BarecatError(
+            f"{where} is a plain archive: compression and encryption are chosen when an "
+            "archive is created (copy its files into a new one: barecat convert "
+            "--compress/--encrypt)"
+        )
+    settings, key = SealingSettings.new(
+        codec or "zstd", level, passphrase=key_text, dictionary=dictionary or b""
+    )
+    index.enable_sealing(settings.to_config())
+    return ArchiveSealing(where, settings, passphrase, data_key=key)
+
+
 class SealedFileWriter(io.BytesIO):
     """A file being written into a sealed archive: collected in memory and handed to
     ``store`` when closed (a sealed file is sealed whole, its block table first)."""
@@ -122,4 +159,4 @@ class SealedFileWriter(io.BytesIO):
             self._store(data)
 
 
-__all__ = ["ArchiveSealing", "Passphrase", "SealedFileWriter"]
+__all__ = ["ArchiveSealing", "Passphrase", "SealedFileWriter", "open_sealing"]

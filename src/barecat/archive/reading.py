@@ -1,0 +1,186 @@
+"""Reading file contents out of a :class:`~barecat.archive.Barecat`: verified, and in a
+sealed archive unsealed (authenticated, decompressed), whole, in batches, by range or as
+streams.
+
+A mixin over what the facade holds (``index``, ``sharder`` and the archive's sealing, None
+for a plain archive); it owns no state and writes nothing, so the facade module keeps
+what couples writing to the halves.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from barecat.archive.sealed import ArchiveSealing
+from barecat.entries import BarecatFileInfo, Order
+from barecat.exceptions import BarecatIntegrityError
+from barecat.index import Index
+from barecat.paths import normalize, normalize_many
+from barecat.sealing import SealedFileReader
+from barecat.shards import BarecatReadOnlyFileObject, Sharder
+
+
+class ArchiveReading:
+    """The read side of a :class:`~barecat.archive.Barecat` (see the module doc)."""
+
+    index: Index
+    sharder: Sharder
+    _sealing: ArchiveSealing | None
+
+    @property
+    def sealed(self) -> bool:
+        """True if files are stored compressed and/or encrypted (see ``barecat.sealing``)."""
+        return self._sealing is not None
+
+    @property
+    def encrypted(self) -> bool:
+        return self._sealing is not None and self._sealing.encrypted
+
+    @property
+    def unlocked(self) -> bool:
+        """True if file contents can be read without asking for a passphrase."""
+        return self._sealing is None or self._sealing.data_key_known
+
+    def unlock(self) -> None:
+        """Get an encrypted archive's key now (asking a passphrase source if that is what
+        was given); a wrong passphrase raises ``WrongPassphraseBarecatError``."""
+        if self._sealing is not None:
+            self._sealing.data_key()
+
+    def verify_seals(
+        self, on_file: Callable[[BarecatFileInfo], None] | None = None
+    ) -> list[tuple[str, str]]:
+        """Open every sealed file: authenticate each block (encrypted archives; needs the
+        passphrase) and decompress it. Returns (path, reason) for each that fails. The
+        CRC32C check of ``verify_integrity`` needs no key; this one sees what the CRC
+        cannot: bytes sealed for another path, or forged together with their checksum."""
+        if self._sealing is None:
+            return []
+        sealer = self._sealing.sealer()
+        bad = []
+        for f in self.index.iter_all_fileinfos(Order.ADDRESS):
+            try:
+                sealer.unseal(f.path, self._stored_bytes(f))
+            except BarecatIntegrityError as e:
+                bad.append((f.path, str(e)))
+            if on_file is not None:
+                on_file(f)
+        return bad
+
+    def __getitem__(self, path: str) -> bytes:
+        normalized = normalize(path)
+        addr = self.index.lookup_address(normalized)
+        if addr is None:
+            raise KeyError(path)
+        try:
+            data = self.sharder.read_from_address(addr[0], addr[1], addr[2], addr[3])
+        except BarecatIntegrityError:  # the lookup table may be what is damaged: ask SQLite
+            checked = self.index.lookup_address_in_sqlite(normalized)
+            if checked is None:
+                raise KeyError(path) from None
+            if checked == addr:
+                raise
+            data = self.sharder.read_from_address(*checked)
+        return data if self._sealing is None else self._sealing.unseal(normalized, data)
+
+    def get(self, path: str, default: Any = None) -> Any:
+        try:
+            return self[path]
+        except KeyError:
+            return default
+
+    def get_many(self, paths: Iterable[str], max_gap: int = 4096) -> list[bytes]:
+        """Contents of many files, CRC-verified, in request order.
+
+        One index query for the whole batch, then reads in storage order; files at most
+        ``max_gap`` bytes apart are fetched with a single read. A missing path raises
+        ``KeyError``.
+        """
+        wanted = normalize_many(list(paths))
+        try:
+            return self._read_located(wanted, self.index.locate_many(wanted), max_gap)
+        except BarecatIntegrityError:  # the lookup table may be what is damaged: ask SQLite
+            return self._read_located(wanted, self.index.locate_many_in_sqlite(wanted), max_gap)
+
+    def _read_located(
+        self, wanted: list[str], located: list[tuple[int, int, int, int, int | None]], max_gap: int
+    ) -> list[bytes]:
+        if len(located) < len(wanted):
+            hit = {pos for pos, *_ in located}
+            raise KeyError(next(p for i, p in enumerate(wanted) if i not in hit))
+        stored = self.sharder.read_many(located, max_gap)
+        if self._sealing is None:
+            return stored
+        unseal = self._sealing.unseal
+        return [unseal(p, data) for p, data in zip(wanted, stored, strict=True)]
+
+    def _fileinfo(self, item: BarecatFileInfo | str) -> BarecatFileInfo:
+        if isinstance(item, BarecatFileInfo) and item.shard is not None:
+            return item
+        return self.index.lookup_file(item.path if isinstance(item, BarecatFileInfo) else item)
+
+    def read(self, item: BarecatFileInfo | str, offset: int = 0, size: int = -1) -> bytes:
+        """A file's bytes; CRC32C-verified when the whole file is read (in a sealed
+        archive, every block read is authenticated or decompressed instead)."""
+        f = self._fileinfo(item)
+        total = f.size or 0
+        if self._sealing is not None:
+            if offset == 0 and (size < 0 or size >= total):
+                return self._sealing.unseal(f.path, self._stored_bytes(f))
+            with self._open_sealed(f) as reader:
+                reader.seek(max(offset, 0))
+                return reader.read(total if size < 0 else size) or b""
+        if offset == 0 and (size < 0 or size >= total):
+            return self.sharder.read_from_address(f.shard or 0, f.offset or 0, total, f.crc32c)
+        offset = min(max(offset, 0), total)
+        n = total - offset if size < 0 else min(size, total - offset)
+        return self.sharder.read_from_address(f.shard or 0, (f.offset or 0) + offset, n)
+
+    def readinto(
+        self, item: BarecatFileInfo | str, buffer: bytearray | memoryview, offset: int = 0
+    ) -> int:
+        f = self._fileinfo(item)
+        total = f.size or 0
+        view = memoryview(buffer).cast("B")
+        n = max(0, min(len(view), total - offset))
+        if self._sealing is not None:
+            view[:n] = self.read(f, offset, n)
+            return n
+        crc = f.crc32c if offset == 0 and n == total else None
+        return self.sharder.readinto_from_address(
+            f.shard or 0, (f.offset or 0) + offset, view[:n], crc
+        )
+
+    def check_crc32c(self, item: BarecatFileInfo | str) -> bool:
+        f = self._fileinfo(item)
+        if f.crc32c is None:
+            return True
+        return self.sharder.crc_of_range(f.shard or 0, f.offset or 0, f.stored_size) == f.crc32c
+
+    def _stored_bytes(self, f: BarecatFileInfo) -> bytes:
+        """A file's bytes as the shard holds them (sealed, in a sealed archive), CRC-checked."""
+        return self.sharder.read_from_address(f.shard or 0, f.offset or 0, f.stored_size, f.crc32c)
+
+    def _open_sealed(self, f: BarecatFileInfo) -> SealedFileReader:
+        """A stream over a sealed file that decodes only the blocks it reads."""
+        assert self._sealing is not None
+        shard, base, stored = f.shard or 0, f.offset or 0, f.stored_size
+
+        def fetch(offset: int, size: int) -> bytes:
+            size = max(0, min(size, stored - offset))
+            return self.sharder.read_from_address(shard, base + offset, size)
+
+        return SealedFileReader(self._sealing.sealer(), f.path, fetch)
+
+    read_many = get_many
+
+    def _open_reader(self, f: BarecatFileInfo) -> io.RawIOBase:
+        """A seekable binary stream over a file (block by block when sealed)."""
+        if self._sealing is not None:
+            return self._open_sealed(f)
+        return BarecatReadOnlyFileObject(self.sharder, f.shard or 0, f.offset or 0, f.size or 0)
+
+
+__all__ = ["ArchiveReading"]
