@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import pickle
@@ -497,3 +498,59 @@ def test_a_missing_backend_is_named(
         [sys.executable, "-c", script], capture_output=True, text=True, check=True
     ).stdout
     assert out.startswith("missing:") and hint in out
+
+
+def test_big_files_are_sealed_block_by_block_in_bounded_memory(
+    tmp_path: os.PathLike[str],
+) -> None:
+    """A 192 MB file (from add with a file object, and through a directory ingest) goes
+    into an encrypted archive with the process staying far below the file's size."""
+    base = os.fspath(tmp_path)
+    big = os.path.join(base, "tree", "big.bin")
+    os.makedirs(os.path.dirname(big))
+    rng = random.Random(9)
+    with open(big, "wb") as f:
+        for _ in range(48):  # half compressible, half not
+            f.write(b"compressible " * 157_000 + rng.randbytes(2_000_000))
+    size = os.path.getsize(big)
+    script = textwrap.dedent(
+        f"""
+        import resource, barecat
+        from barecat.transfer.ingest import add_directory
+        peak = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        with barecat.Barecat({base + "/a.barecat"!r}, readonly=False, passphrase="pw") as bc:
+            before = peak()  # scrypt's 32 MiB included
+            with open({big!r}, "rb") as f:
+                bc.add("big.bin", fileobj=f)
+        with barecat.Barecat({base + "/b.barecat"!r}, readonly=False, passphrase="pw") as bc:
+            add_directory(bc, {base + "/tree"!r})
+        print(peak() - before)
+        """
+    )
+    growth = int(
+        subprocess.run(
+            [sys.executable, "-c", script], capture_output=True, text=True, check=True
+        ).stdout
+    )
+    assert growth < 64_000_000 < size // 3
+    for name in ("a", "b"):
+        with barecat.Barecat(os.path.join(base, f"{name}.barecat"), passphrase="pw") as bc:
+            info = bc.index.lookup_file("big.bin")
+            assert info.size == size and info.sealed_size is not None
+            assert info.sealed_size < size * 0.8
+            assert bc.verify_integrity() and bc.verify_seals() == []
+            with bc.open("big.bin", "rb") as f, open(big, "rb") as original:
+                while chunk := original.read(1 << 22):
+                    assert f.read(len(chunk)) == chunk
+
+
+def test_a_stream_shorter_than_announced_leaves_nothing(tmp_path: os.PathLike[str]) -> None:
+    path = os.path.join(os.fspath(tmp_path), "s.barecat")
+    with barecat.Barecat(path, readonly=False, compression="zstd") as bc:
+        bc["before"] = b"kept"
+        with pytest.raises(BarecatError, match="shrank"):
+            bc.update_file("before", fileobj=io.BytesIO(b"short"), size=1000)
+    with barecat.Barecat(path) as bc:
+        assert bc["before"] == b"kept" and bc.verify_integrity()
+        end = bc.index.lookup_file("before").end
+    assert os.path.getsize(path + "-shard-00000") == end  # the half-written seal was cut

@@ -22,7 +22,12 @@ from typing import IO, Any, BinaryIO, cast
 
 from barecat.archive.inspecting import ArchiveInspection
 from barecat.archive.reading import ArchiveReading
-from barecat.archive.sealed import Passphrase, SealedFileWriter, open_sealing
+from barecat.archive.sealed import (
+    Passphrase,
+    SealedFileWriter,
+    append_sealed_stream,
+    open_sealing,
+)
 from barecat.entries import BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo
 from barecat.exceptions import (
     ArchiveLockedBarecatError,
@@ -39,6 +44,7 @@ from barecat.layout import archive_exists, base_path, index_path, remove_archive
 from barecat.ops.defrag import defrag as defrag_archive
 from barecat.ops.merge import merge_archives
 from barecat.paths import normalize, normalize_many, parent
+from barecat.sealing import Sealer
 from barecat.shards import BarecatReadWriteFileObject, Sharder
 from barecat.shards.sharder import Address
 from barecat.sizes import parse_size
@@ -472,11 +478,16 @@ class Barecat(ArchiveReading, ArchiveInspection, MutableMapping[str, bytes]):
         file's own length.
 
         If recording fails the bytes are dropped again, so no row ever points at bytes
-        that were not written and no refused file leaves bytes behind. A sealed file is
-        sealed whole, in memory: its block table comes before its blocks.
+        that were not written and no refused file leaves bytes behind. A sealed file from
+        a stream of known size (a regular file) is sealed block by block; from other
+        streams, whole in memory (its block table comes before its blocks).
         """
         logical_size = None
-        if self._sealing is not None:
+        if self._sealing is not None and fileobj is not None and size_hint is not None:
+            sealer = self._sealing.sealer(compress)
+            address = append_sealed_stream(self.sharder, sealer, path, fileobj, size_hint)
+            logical_size = size_hint
+        elif self._sealing is not None:
             plain = fileobj.read() if fileobj is not None else (b"" if data is None else data)
             logical_size = len(plain)
             address = self.sharder.append(self._sealing.seal(path, plain, compress))
@@ -590,15 +601,16 @@ class Barecat(ArchiveReading, ArchiveInspection, MutableMapping[str, bytes]):
         self._maybe_commit(len(infos))
         return len(infos)
 
-    def sealing_for_writers(self) -> Callable[[str, bytes | memoryview], bytes] | None:
-        """For writers that place bytes themselves (``add_placed``): the function turning
-        a file's bytes into what a sealed archive stores for its (normalized) path; None
-        for a plain archive. Safe to call from several threads."""
+    def sealing_for_writers(self) -> Sealer | None:
+        """For writers that place bytes themselves (``add_placed``): the sealer that turns
+        a file's bytes into what a sealed archive stores for its (normalized) path
+        (``seal``, or ``append_sealed_stream`` for big files); None for a plain archive.
+        Safe to use from several threads."""
         self._require_writable()
         if self._sealing is None:
             return None
         self.unlock()  # ask for the passphrase now, not in a worker thread
-        return self._sealing.sealer().seal
+        return self._sealing.sealer()
 
     def add_placed(self, infos: list[BarecatFileInfo]) -> None:
         """Index files whose bytes are already in the shards, at places claimed with

@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import io
 from collections.abc import Callable
+from typing import BinaryIO
 
 from barecat.exceptions import BarecatError
 from barecat.index import Index
 from barecat.sealing import Sealer, SealingSettings
 from barecat.sealing.settings import DEFAULT_LEVELS
+from barecat.shards import Sharder
+from barecat.shards.sharder import Address
 
 Passphrase = str | bytes | Callable[[], str | bytes]
 """A passphrase, or a function that supplies one when it is needed."""
@@ -144,6 +147,42 @@ def open_sealing(
     return ArchiveSealing(where, settings, passphrase, data_key=key)
 
 
+def append_sealed_stream(
+    sharder: Sharder, sealer: Sealer, path: str, fileobj: BinaryIO, size: int
+) -> Address:
+    """Seal a stream of ``size`` bytes straight into the shards, a block at a time (so a
+    file of any size takes one block of memory): room is made for the most the sealed
+    file can take, the blocks are written as they are sealed, the head last, and the CRC32C
+    is taken from the written bytes. Returns the address to ``commit_append``; a stream
+    that is not ``size`` bytes long raises, leaving bytes past the write position only."""
+    stream = sealer.start(path, size)
+    sharder.make_room(stream.max_size)
+    shard, offset = sharder.write_shard, sharder.write_offset
+    end = offset + stream.head_size
+    left = size
+    for _ in range(stream.count):
+        block = _read_exactly(fileobj, min(sealer.block_size, left), path)
+        left -= len(block)
+        payload = stream.seal_block(block)
+        sharder.write_at(shard, end, payload)
+        end += len(payload)
+    if fileobj.read(1):
+        raise BarecatError(f"{path}: the source grew while it was being stored")
+    sharder.write_at(shard, offset, stream.head())
+    return shard, offset, end - offset, sharder.crc_of_range(shard, offset, end - offset)
+
+
+def _read_exactly(fileobj: BinaryIO, n: int, path: str) -> bytes:
+    parts, got = [], 0
+    while got < n:
+        chunk = fileobj.read(n - got)
+        if not chunk:
+            raise BarecatError(f"{path}: the source shrank while it was being stored")
+        parts.append(chunk)
+        got += len(chunk)
+    return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
 class SealedFileWriter(io.BytesIO):
     """A file being written into a sealed archive: collected in memory and handed to
     ``store`` when closed (a sealed file is sealed whole, its block table first)."""
@@ -159,4 +198,10 @@ class SealedFileWriter(io.BytesIO):
             self._store(data)
 
 
-__all__ = ["ArchiveSealing", "Passphrase", "SealedFileWriter", "open_sealing"]
+__all__ = [
+    "ArchiveSealing",
+    "Passphrase",
+    "SealedFileWriter",
+    "append_sealed_stream",
+    "open_sealing",
+]

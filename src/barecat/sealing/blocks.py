@@ -99,26 +99,27 @@ class Sealer:
     def seal(self, path: str, data: bytes | bytearray | memoryview) -> bytes:
         """The sealed form of ``data``, bound to ``path`` when encrypted."""
         view = memoryview(data).cast("B")
-        count = max(1, -(-len(view) // self.block_size))
-        encrypted = self._aead is not None
-        nonce = os.urandom(_NONCE_SIZE) if encrypted else b""
-        header = _HEADER.pack(
-            VERSION, _ENCRYPTED if encrypted else 0, self._codec_byte, self.block_bits,
-            count, len(view),
-        )  # fmt: skip
-        lengths, payloads = [], []
-        for i in range(count):
-            block = bytes(view[i * self.block_size : (i + 1) * self.block_size])
-            packed = self._compress(block) if self._compress is not None else block
-            compressed = len(packed) < len(block)
-            payload = packed if compressed else block
-            if self._aead is not None:
-                aad = _associated_data(path, i, count, len(view))
-                payload = self._aead.encrypt(_block_nonce(nonce, i), payload, aad)
-            lengths.append(len(payload) | (_COMPRESSED if compressed else 0))
-            payloads.append(payload)
-        table = struct.pack(f"<{count}I", *lengths)
-        return b"".join([header, nonce, table, *payloads])
+        stream = self.start(path, len(view))
+        bs = self.block_size
+        payloads = [stream.seal_block(view[i * bs : (i + 1) * bs]) for i in range(stream.count)]
+        return b"".join([stream.head(), *payloads])
+
+    def start(self, path: str, size: int) -> SealingStream:
+        """Seal a file of ``size`` bytes block by block, for files too big to hold: each
+        block is sealed as it comes; the head, which goes before the blocks, is known
+        once they are all sealed."""
+        return SealingStream(self, path, size)
+
+    def _seal_block(
+        self, path: str, nonce: bytes, i: int, count: int, size: int, block: bytes
+    ) -> tuple[bytes, bool]:
+        packed = self._compress(block) if self._compress is not None else block
+        compressed = len(packed) < len(block)
+        payload = packed if compressed else block
+        if self._aead is not None:
+            aad = _associated_data(path, i, count, size)
+            payload = self._aead.encrypt(_block_nonce(nonce, i), payload, aad)
+        return payload, compressed
 
     # -- unsealing -------------------------------------------------------------------------
 
@@ -185,6 +186,44 @@ class Sealer:
         if len(payload) != expected:
             raise BarecatIntegrityError(f"{path}: block {i} has the wrong length when decoded")
         return payload
+
+
+class SealingStream:
+    """One file being sealed block by block (``Sealer.start``)."""
+
+    def __init__(self, sealer: Sealer, path: str, size: int) -> None:
+        self._sealer = sealer
+        self._path = path
+        self.size = size
+        self.count = max(1, -(-size // sealer.block_size))
+        encrypted = sealer._aead is not None
+        self._nonce = os.urandom(_NONCE_SIZE) if encrypted else b""
+        self._lengths: list[int] = []
+        self.head_size = _HEADER.size + len(self._nonce) + 4 * self.count
+        """Bytes the head takes: where the first block goes."""
+        self.max_size = self.head_size + size + (self.count * _TAG_SIZE if encrypted else 0)
+        """The most the sealed file can take (blocks that do not shrink are kept raw)."""
+
+    def seal_block(self, block: bytes | bytearray | memoryview) -> bytes:
+        """The next block (``block_size`` bytes, the last one the rest), sealed."""
+        i = len(self._lengths)
+        expected = min(self._sealer.block_size, self.size - i * self._sealer.block_size)
+        if i >= self.count or len(block) != expected:
+            raise BarecatError(f"{self._path}: block {i} of the wrong length while sealing")
+        payload, compressed = self._sealer._seal_block(
+            self._path, self._nonce, i, self.count, self.size, bytes(block)
+        )
+        self._lengths.append(len(payload) | (_COMPRESSED if compressed else 0))
+        return payload
+
+    def head(self) -> bytes:
+        """Header, nonce and block table, once every block is sealed."""
+        if len(self._lengths) != self.count:
+            raise BarecatError(f"{self._path}: sealed {len(self._lengths)} of {self.count} blocks")
+        flags = _ENCRYPTED if self._nonce else 0
+        s = self._sealer
+        header = _HEADER.pack(VERSION, flags, s._codec_byte, s.block_bits, self.count, self.size)
+        return b"".join([header, self._nonce, struct.pack(f"<{self.count}I", *self._lengths)])
 
 
 def layout_size_hint(head: bytes) -> int:
@@ -326,6 +365,7 @@ def dictionary_id(dictionary: bytes) -> int:
 
 __all__ = [
     "DEFAULT_BLOCK_SIZE",
+    "SealingStream",
     "dictionary_id",
     "train_dictionary",
     "SealedLayout",

@@ -17,6 +17,7 @@ the index, so an interrupted run has stored every file it reported. Never prints
 
 from __future__ import annotations
 
+import errno
 import os
 import threading
 from collections import deque
@@ -28,13 +29,16 @@ from dataclasses import dataclass, field
 import crc32c as _crc32c
 
 from barecat.archive import Barecat
+from barecat.archive.sealed import append_sealed_stream
 from barecat.entries import BarecatFileInfo
 from barecat.exceptions import (
+    BarecatError,
     FileExistsBarecatError,
     FileTooLargeBarecatError,
     NotEnoughSpaceBarecatError,
 )
 from barecat.paths import normalize
+from barecat.sealing import Sealer
 from barecat.shards.sharder import Sharder
 from barecat.transfer.sources import IngestPlan, Source, plan_tree
 
@@ -56,7 +60,6 @@ OnAdded = Callable[[list[str], int], None]
 """Called with the archive paths of a stored batch and its total bytes."""
 
 Failure = tuple[str, OSError]
-Seal = Callable[[str, bytes | memoryview], bytes]
 Position = tuple[int, int]  # shard, offset: a place in the archive's shards
 
 
@@ -142,10 +145,10 @@ def _read_rest(fd: int, size_hint: int) -> bytes:
 
 
 def _read_chunk(
-    sources: list[Source], size_limit: int, seal: Seal | None
+    sources: list[Source], size_limit: int, sealer: Sealer | None
 ) -> tuple[list[_Read], list[Failure]]:
     """Read a task's files, small ones into the thread's buffer, with their CRC32C; in a
-    sealed archive, each file is read whole and sealed here."""
+    sealed archive, each one that is not streamed is sealed here."""
     buffer = _thread_buffer()
     used = held = 0
     reads: list[_Read] = []
@@ -163,7 +166,7 @@ def _read_chunk(
                     st = os.fstat(fd)
                     info.fill_from_statresult(st)
                     size = st.st_size
-                    if seal is None and (size > STREAM_THRESHOLD or held + size > CHUNK_BYTES):
+                    if size > STREAM_THRESHOLD or held + size > CHUNK_BYTES:
                         data = None
                     elif used + size < len(buffer):  # room for one byte more: sees growth
                         n = _read_into(fd, buffer[used : used + size + 1], size)
@@ -176,9 +179,9 @@ def _read_chunk(
                         data = _read_rest(fd, size)
                 finally:
                     os.close(fd)
-            if seal is not None and data is not None:
+            if sealer is not None and data is not None:
                 plain_size = len(data)
-                data = seal(info.path, data)
+                data = sealer.seal(info.path, data)
                 info.sealed_size = len(data)
             if data is not None and len(data) > size_limit:
                 raise FileTooLargeBarecatError(
@@ -190,32 +193,41 @@ def _read_chunk(
         if data is not None:
             held += len(data)
             info.size, info.crc32c = len(data), _crc32c.crc32c(data)
-            if seal is not None:
+            if sealer is not None:
                 info.size = plain_size
         reads.append((source, info, data))
     return reads, failures
 
 
-def _stream(sharder: Sharder, source: Source, info: BarecatFileInfo) -> OSError | None:
-    """Copy one big file to the shards' end, in the caller's turn."""
+def _stream(
+    sharder: Sharder, source: Source, info: BarecatFileInfo, sealer: Sealer | None
+) -> OSError | None:
+    """Copy one big file to the shards' end (sealing it on the way in a sealed archive),
+    in the caller's turn."""
     try:
         with open(source.disk_path, "rb") as f:
-            address = sharder.append_stream(f, size_hint=info.size)
+            if sealer is None:
+                address = sharder.append_stream(f, size_hint=info.size)
+            else:
+                size = os.fstat(f.fileno()).st_size
+                address = append_sealed_stream(sharder, sealer, info.path, f, size)
+                info.sealed_size = address[2]
     except NotEnoughSpaceBarecatError:
         raise
-    except OSError as e:
-        return e
+    except (OSError, BarecatError) as e:
+        return e if isinstance(e, OSError) else OSError(errno.EIO, str(e), source.disk_path)
     sharder.commit_append(address)
-    info.shard, info.offset, info.size, info.crc32c = address
+    info.shard, info.offset, info.crc32c = address[0], address[1], address[3]
+    info.size = size if sealer is not None else address[2]
     return None
 
 
 def _write_chunk(
-    sharder: Sharder, turns: _Turns, number: int, sources: list[Source], seal: Seal | None
+    sharder: Sharder, turns: _Turns, number: int, sources: list[Source], sealer: Sealer | None
 ) -> _Written:
     """A pool task: read a chunk, claim its room in turn ``number``, write it."""
     try:
-        reads, failures = _read_chunk(sources, sharder.shard_size_limit, seal)
+        reads, failures = _read_chunk(sources, sharder.shard_size_limit, sealer)
     except BaseException:
         with turns.turn(number):
             raise
@@ -227,7 +239,7 @@ def _write_chunk(
         for source, info, data in reads:
             if data is None:  # streamed now, after what is claimed so far
                 places += sharder.reserve(len(d) for d in datas[len(places) :])
-                error = _stream(sharder, source, info)
+                error = _stream(sharder, source, info, sealer)
                 if error is not None:
                     failures.append((source.disk_path, error))
                     continue
@@ -301,13 +313,13 @@ def ingest(
     workers = max(1, workers)
     indexer = _Indexer(bc, result, on_added)
     turns = _Turns()
-    seal = bc.sealing_for_writers()
+    sealer = bc.sealing_for_writers()
     pool = ThreadPoolExecutor(workers)
     try:
         window: deque[Future[_Written]] = deque()
         for number, start in enumerate(range(0, len(files), READ_CHUNK)):
             chunk = files[start : start + READ_CHUNK]
-            window.append(pool.submit(_write_chunk, bc.sharder, turns, number, chunk, seal))
+            window.append(pool.submit(_write_chunk, bc.sharder, turns, number, chunk, sealer))
             if len(window) > 2 * workers:
                 indexer.take(window.popleft().result())
         while window:
