@@ -225,6 +225,8 @@ def test_convert_seals_unseals_and_exports(run: Run, tmp_path: Path, pw_file: st
     with tarfile.open(out_tar) as tar:
         big = tar.extractfile("a/b/big.bin")
         assert big is not None and big.read() == (src / "a/b/big.bin").read_bytes()
+    code, _, err = run("convert", "--wrap", "--encrypt", str(tar_path), str(tmp_path / "w.barecat"))
+    assert code == 1 and "--wrap keeps the input's bytes as they are" in err
     for archive in (plain, resealed):
         out_dir = tmp_path / f"out-{Path(archive).stem}"
         assert run("extract", archive, "-C", str(out_dir))[0] == 0

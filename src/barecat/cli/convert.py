@@ -109,6 +109,11 @@ def run_convert(args: argparse.Namespace) -> int:
     if args.wrap:
         if args.stdin or args.stdout:
             raise ValueError("--wrap needs an input file to index in place, not a stream")
+        if args.compress or args.encrypt or args.dictionary or args.level is not None:
+            raise ValueError(
+                "--wrap keeps the input's bytes as they are: it cannot compress or encrypt "
+                "(convert without --wrap to copy them sealed)"
+            )
         return _report(wrap_archive(args.input, args.output, overwrite=args.force))
     if len(args.input) != 1:
         raise ValueError("several inputs are only taken by --wrap (one shard each)")
