@@ -1,0 +1,122 @@
+"""``barecat mount``: an archive as a directory, read-only or read-write, and unmounting.
+
+Without ``-f`` the command starts the server in the background (a new session, its
+messages in a log beside nothing the user sees) and returns once the mount is there, or
+reports why the server stopped. An encrypted archive's passphrase is asked here, on the
+terminal, and handed to the server through a pipe, never through argv or the environment.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+from barecat.archive import Barecat
+from barecat.cli.parsing import Subparsers, add_command, add_passphrase_option
+from barecat.cli.sealing import PASSPHRASE_ENV, passphrase_source
+from barecat.exceptions import BarecatError
+from barecat.mount import check_fuse, is_mounted, mount_archive, unmount
+
+EXAMPLES = """
+barecat mount photos.barecat /mnt/photos          # read-only, in the background
+barecat mount -f photos.barecat /mnt/photos       # in the foreground (Ctrl-C unmounts)
+barecat mount --rw notes.barecat ~/notes          # read-write
+barecat mount --unmount /mnt/photos               # or: fusermount3 -u /mnt/photos
+"""
+START_TIMEOUT = 30.0
+"""Seconds to wait for a background server's mount to appear."""
+
+
+def register(sub: Subparsers) -> None:
+    parser = add_command(
+        sub,
+        "mount",
+        help="Mount an archive as a directory (FUSE; read-only unless --rw)",
+        handler=run_mount,
+        examples=EXAMPLES,
+    )
+    parser.add_argument("archive", nargs="?", help="Barecat archive path")
+    parser.add_argument("mountpoint", nargs="?", help="An existing, empty directory")
+    parser.add_argument("--rw", action="store_true", help="Allow changes (written on close)")
+    parser.add_argument(
+        "-f", "--foreground", action="store_true", help="Serve in the foreground until unmounted"
+    )
+    parser.add_argument(
+        "-u", "--unmount", metavar="MOUNTPOINT", help="Unmount MOUNTPOINT (also a dead one)"
+    )
+    parser.add_argument(
+        "-z", "--lazy", action="store_true", help="With --unmount: detach even while busy"
+    )
+    parser.add_argument("--debug", action="store_true", help="Print every FUSE call (with -f)")
+    add_passphrase_option(parser)
+
+
+def run_mount(args: argparse.Namespace) -> int:
+    if args.unmount:
+        if args.archive or args.mountpoint:
+            raise ValueError("--unmount takes only the mount point")
+        unmount(args.unmount, lazy=args.lazy)
+        return 0
+    if not args.archive or not args.mountpoint:
+        raise ValueError("give the archive and the mount point (or --unmount MOUNTPOINT)")
+    check_fuse()
+    if args.foreground:
+        mount_archive(
+            args.archive,
+            args.mountpoint,
+            writable=args.rw,
+            passphrase=passphrase_source(args),
+            debug=args.debug,
+        )
+        return 0
+    return _serve_in_background(args)
+
+
+def _serve_in_background(args: argparse.Namespace) -> int:
+    """Start ``barecat mount -f`` detached and wait until its mount is up."""
+    if is_mounted(args.mountpoint):
+        raise BarecatError(f"{args.mountpoint} is already a mount point")
+    secret = b""
+    ask = passphrase_source(args)  # asks once, then repeats the answer
+    with Barecat(args.archive, passphrase=ask) as bc:
+        if bc.encrypted:  # asked here, where the terminal is; checked before the server starts
+            bc.unlock()
+            secret = ask().encode("utf-8")
+    argv = [sys.executable, "-m", "barecat.cli", "mount", "-f", args.archive, args.mountpoint]
+    if args.rw:
+        argv.append("--rw")
+    if secret:
+        argv += ["--passphrase-file", "/dev/stdin"]
+    with tempfile.TemporaryFile() as log:
+        quiet_env = {k: v for k, v in os.environ.items() if k != PASSPHRASE_ENV}
+        server = subprocess.Popen(
+            argv,
+            stdin=subprocess.PIPE,
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+            env=quiet_env,  # the server lives on: it gets the passphrase by the pipe only
+        )
+        assert server.stdin is not None
+        server.stdin.write(secret + b"\n" if secret else b"")
+        server.stdin.close()
+        deadline = time.monotonic() + START_TIMEOUT
+        while time.monotonic() < deadline:
+            if is_mounted(args.mountpoint):
+                return 0
+            if server.poll() is not None:
+                log.seek(0)
+                lines = log.read().decode(errors="replace").strip().splitlines()
+                reason = lines[-1] if lines else f"exit status {server.returncode}"
+                reason = reason.removeprefix("barecat mount: ")
+                raise BarecatError(f"the mount server stopped: {reason}")
+            time.sleep(0.05)
+        server.terminate()
+        raise BarecatError(f"{args.mountpoint} did not appear within {START_TIMEOUT:.0f} s")
+
+
+__all__ = ["register", "run_mount"]

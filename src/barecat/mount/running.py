@@ -1,0 +1,127 @@
+"""Mounting and unmounting: checking that FUSE can work here, serving until unmounted, and
+``fusermount3 -u``.
+
+The FUSE binding (``mfusepy``, the ``mount`` extra) loads the system's libfuse when it is
+imported, so it is imported only here, when a mount is asked for; what is missing is
+named with the command that installs it. Imports the archive layer and
+``barecat.mount.filesystem``.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import subprocess
+
+from barecat.archive import Barecat, Passphrase
+from barecat.exceptions import BarecatError
+
+STOPPED_BY_SIGNAL = 8
+"""What fuse_main returns when SIGINT or SIGTERM ended the loop (the mount is gone and the
+filesystem closed: a normal stop)."""
+ATTRIBUTE_TIMEOUT = 3600.0
+"""Seconds the kernel may keep attributes and names of a read-only mount (it cannot change)."""
+
+
+def check_fuse() -> None:
+    """Raise ``BarecatError`` with how to fix it unless FUSE mounts can work here."""
+    if not os.path.exists("/dev/fuse"):
+        raise BarecatError(
+            "FUSE is not available: /dev/fuse is missing (load the fuse kernel module: "
+            "modprobe fuse; in a container, start it with --device /dev/fuse "
+            "--cap-add SYS_ADMIN)"
+        )
+    try:
+        import mfusepy  # noqa: F401
+    except ModuleNotFoundError as e:
+        raise BarecatError(
+            "Mounting needs the mfusepy package: pip install 'barecat[mount]'"
+        ) from e
+    except OSError as e:  # mfusepy could not load libfuse
+        raise BarecatError(
+            f"FUSE is not available: libfuse3 was not found ({e}); install it: "
+            "apt install fuse3 (Debian, Ubuntu), dnf install fuse3 (Fedora), "
+            "pacman -S fuse3 (Arch)"
+        ) from e
+    if _fusermount() is None:
+        raise BarecatError(
+            "FUSE is not available: fusermount3 was not found; install it: apt install fuse3"
+        )
+
+
+def mount_archive(
+    archive: str,
+    mountpoint: str,
+    *,
+    writable: bool = False,
+    passphrase: Passphrase | None = None,
+    debug: bool = False,
+) -> None:
+    """Serve ``archive`` at ``mountpoint`` until it is unmounted (``fusermount3 -u``,
+    SIGINT or SIGTERM); then the archive is closed, writes committed. Blocks."""
+    check_fuse()
+    archive, mountpoint = os.path.abspath(archive), os.path.abspath(mountpoint)  # libfuse cd's /
+    if not os.path.isdir(mountpoint):
+        raise BarecatError(f"{mountpoint}: the mount point must be an existing directory")
+    if is_mounted(mountpoint):
+        raise BarecatError(f"{mountpoint} is already a mount point")
+
+    def open_archive() -> Barecat:
+        return Barecat(archive, readonly=not writable, threadsafe=True, passphrase=passphrase)
+
+    with open_archive() as bc:  # a missing archive or a wrong passphrase fails here, unmounted
+        bc.unlock()
+    import mfusepy
+
+    from barecat.mount.filesystem import ArchiveFilesystem
+
+    options: dict[str, object] = {
+        "foreground": True,
+        "debug": debug,
+        "fsname": f"barecat:{archive}",
+        "subtype": "barecat",
+        "default_permissions": True,
+    }
+    if writable:
+        options.update(nothreads=True, attr_timeout=1.0, entry_timeout=1.0)
+    else:
+        options.update(
+            ro=True,
+            kernel_cache=True,
+            attr_timeout=ATTRIBUTE_TIMEOUT,
+            entry_timeout=ATTRIBUTE_TIMEOUT,
+            negative_timeout=ATTRIBUTE_TIMEOUT,
+        )
+    try:
+        mfusepy.FUSE(ArchiveFilesystem(open_archive, writable), mountpoint, **options)
+    except RuntimeError as e:  # fuse_main's non-zero status
+        if e.args != (STOPPED_BY_SIGNAL,):
+            raise BarecatError(f"FUSE could not serve {mountpoint} (status {e})") from e
+
+
+def is_mounted(mountpoint: str) -> bool:
+    """True if something is mounted there (also a FUSE mount whose server died)."""
+    try:
+        os.lstat(mountpoint)
+    except OSError as e:  # ENOTCONN: a dead FUSE server's mount (ismount says False)
+        return e.errno == errno.ENOTCONN
+    return os.path.ismount(mountpoint)
+
+
+def unmount(mountpoint: str, lazy: bool = False) -> None:
+    """Unmount a barecat (or any FUSE) mount, also one whose server was killed."""
+    tool = _fusermount()
+    if tool is None:
+        raise BarecatError("fusermount3 was not found; install it: apt install fuse3")
+    argv = [tool, "-u", *(["-z"] if lazy else []), mountpoint]
+    done = subprocess.run(argv, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise BarecatError(done.stderr.strip() or f"{tool} -u {mountpoint} failed")
+
+
+def _fusermount() -> str | None:
+    return shutil.which("fusermount3") or shutil.which("fusermount")
+
+
+__all__ = ["check_fuse", "is_mounted", "mount_archive", "unmount"]

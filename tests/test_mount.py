@@ -1,0 +1,293 @@
+"""Real FUSE mounts of archives: what programs see through them, read-only and read-write."""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import signal
+import sqlite3
+import stat
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import barecat
+from barecat.exceptions import BarecatError
+from barecat.mount import check_fuse, is_mounted
+from conftest import make_tree
+from test_cli import BIN, tree_state
+
+try:
+    check_fuse()
+    FUSE_PROBLEM = ""
+except BarecatError as e:
+    FUSE_PROBLEM = str(e)
+pytestmark = pytest.mark.skipif(bool(FUSE_PROBLEM), reason=FUSE_PROBLEM)
+
+BARECAT = str(BIN / "barecat")
+
+
+def wait_for(condition: object, what: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():  # type: ignore[operator]
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+@contextlib.contextmanager
+def served(archive: str, mountpoint: Path, *extra: str, env: dict[str, str] | None = None
+           ) -> Iterator[subprocess.Popen[bytes]]:  # fmt: skip
+    """``barecat mount -f`` as a process of its own, unmounted (even if dead) at the end."""
+    mountpoint.mkdir(exist_ok=True)
+    log = mountpoint.parent / f"{mountpoint.name}.log"
+    with open(log, "wb") as errors:
+        server = subprocess.Popen(
+            [BARECAT, "mount", "-f", *extra, archive, str(mountpoint)],
+            stderr=errors,
+            env={**os.environ, **(env or {})},
+        )
+    try:
+        wait_for(lambda: is_mounted(str(mountpoint)) or server.poll() is not None, "the mount")
+        if server.poll() is not None:
+            pytest.fail(f"the server stopped: {log.read_text()}")
+        yield server
+    finally:
+        if is_mounted(str(mountpoint)):
+            subprocess.run(["fusermount3", "-u", "-z", str(mountpoint)], capture_output=True)
+        try:
+            server.wait(timeout=30)  # it closes the archive (commits) after the unmount
+        except subprocess.TimeoutExpired:
+            server.kill()
+            raise
+
+
+@pytest.fixture
+def tree_archive(tmp_path: Path) -> tuple[str, Path]:
+    src = make_tree(tmp_path / "src")
+    archive = str(tmp_path / "t.barecat")
+    done = subprocess.run([BARECAT, "create", "-q", "-C", str(src), archive, "."])
+    assert done.returncode == 0
+    return archive, src
+
+
+def test_a_read_only_mount_shows_the_tree_exactly(
+    tree_archive: tuple[str, Path], tmp_path: Path
+) -> None:
+    archive, src = tree_archive
+    mnt = tmp_path / "mnt"
+    with served(archive, mnt):
+        assert tree_state(mnt) == tree_state(src)  # bytes, modes, mtimes, links, empty dirs
+        listing = subprocess.run(["ls", "-lR", str(mnt)], capture_output=True, text=True)
+        assert listing.returncode == 0 and "big.bin" in listing.stdout
+        found = subprocess.run(["find", str(mnt)], capture_output=True, text=True).stdout
+        assert len(found.splitlines()) == len(tree_state(src)) + 1
+        copy = tmp_path / "copy"
+        assert subprocess.run(["cp", "-a", f"{mnt}/.", str(copy)]).returncode == 0
+        assert tree_state(copy) == tree_state(src)
+        du = subprocess.run(["du", "-sb", str(mnt)], capture_output=True, text=True)
+        assert du.returncode == 0 and int(du.stdout.split()[0]) >= 3 << 20
+        with pytest.raises(OSError) as e:
+            (mnt / "new.txt").write_bytes(b"x")
+        assert e.value.errno == errno.EROFS
+        with pytest.raises(OSError) as e:
+            os.stat(mnt / "no/such")
+        assert e.value.errno == errno.ENOENT
+        with pytest.raises(OSError) as e:
+            os.stat(mnt / "a/x.txt/below")
+        assert e.value.errno == errno.ENOTDIR
+        with pytest.raises(OSError) as e:
+            open(mnt / "a").read()  # noqa: SIM115
+        assert e.value.errno == errno.EISDIR
+        statfs = os.statvfs(mnt)
+        assert statfs.f_files > 0
+    assert not is_mounted(str(mnt))
+
+
+def _corrupt(archive: str, path: str, at: int) -> None:
+    with barecat.Barecat(archive, lookup_table=False) as bc:
+        info = bc.index.lookup_file(path)
+    with open(f"{archive}-shard-{info.shard:05d}", "r+b") as shard:
+        shard.seek((info.offset or 0) + at)
+        byte = shard.read(1)
+        shard.seek((info.offset or 0) + at)
+        shard.write(bytes([byte[0] ^ 0xFF]))
+
+
+def test_damaged_bytes_read_whole_give_eio(tmp_path: Path) -> None:
+    archive = str(tmp_path / "d.barecat")
+    big = os.urandom(6 << 20)  # above VERIFY_AT_OPEN: checked as it is read in order
+    with barecat.Barecat(archive, readonly=False) as bc:
+        bc["small.txt"] = b"hello\n"
+        bc["big.bin"] = big
+        bc["fine.txt"] = b"fine"
+    _corrupt(archive, "small.txt", 2)
+    _corrupt(archive, "big.bin", len(big) - 10)
+    mnt = tmp_path / "mnt"
+    with served(archive, mnt):
+        for name in ("small.txt", "big.bin"):
+            with pytest.raises(OSError) as e:
+                (mnt / name).read_bytes()
+            assert e.value.errno == errno.EIO, name
+        assert (mnt / "fine.txt").read_bytes() == b"fine"
+        with open(mnt / "big.bin", "rb") as f:  # a part away from the damage reads
+            assert f.read(4096) == big[:4096]
+
+
+def test_a_read_write_session_ends_in_a_verified_archive(
+    tree_archive: tuple[str, Path], tmp_path: Path
+) -> None:
+    archive, src = tree_archive
+    mnt = tmp_path / "mnt"
+    big = os.urandom(5 << 20)
+    with served(archive, mnt, "--rw"):
+        (mnt / "new.txt").write_text("first\n")
+        with open(mnt / "new.txt", "a") as f:
+            f.write("second\n")
+        (mnt / "dir/sub").mkdir(parents=True)
+        (mnt / "dir/sub/big.bin").write_bytes(big)
+        os.rename(mnt / "new.txt", mnt / "dir/renamed.txt")
+        os.truncate(mnt / "a/b/big.bin", 100)
+        os.chmod(mnt / "dir/renamed.txt", 0o600)
+        os.utime(mnt / "dir/renamed.txt", ns=(1_600_000_000_000_000_000,) * 2)
+        os.unlink(mnt / ".hidden")
+        os.rmdir(mnt / "empty")
+        with pytest.raises(OSError) as e:
+            os.rmdir(mnt / "a")
+        assert e.value.errno == errno.ENOTEMPTY
+        os.replace(mnt / "a/x.txt", mnt / "private/secret")  # replaces a file
+        assert (mnt / "dir/renamed.txt").read_text() == "first\nsecond\n"
+        assert (mnt / "dir/sub/big.bin").read_bytes() == big
+    done = subprocess.run([BARECAT, "verify", archive], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    with barecat.Barecat(archive) as bc:
+        assert bc["dir/renamed.txt"] == b"first\nsecond\n"
+        info = bc.stat("dir/renamed.txt")
+        assert stat.S_IMODE(info.mode or 0) == 0o600
+        assert info.mtime_ns == 1_600_000_000_000_000_000
+        assert bc["dir/sub/big.bin"] == big
+        assert bc["a/b/big.bin"] == (src / "a/b/big.bin").read_bytes()[:100]
+        assert bc["private/secret"] == b"hello\n"
+        assert not bc.exists(".hidden") and not bc.exists("empty") and not bc.exists("a/x.txt")
+        assert bc.stat("dir/sub/big.bin").uid == os.getuid()
+
+
+def test_sigterm_unmounts_cleanly_and_keeps_what_was_written(
+    tree_archive: tuple[str, Path], tmp_path: Path
+) -> None:
+    archive, _ = tree_archive
+    mnt = tmp_path / "mnt"
+    with served(archive, mnt, "--rw") as server:
+        (mnt / "kept.txt").write_bytes(b"kept")
+        server.send_signal(signal.SIGTERM)
+        assert server.wait(timeout=30) == 0
+        assert not is_mounted(str(mnt))
+    with barecat.Barecat(archive) as bc:
+        assert bc["kept.txt"] == b"kept" and bc.verify_integrity()
+
+
+def test_a_killed_server_is_unmounted_by_barecat(
+    tree_archive: tuple[str, Path], tmp_path: Path
+) -> None:
+    archive, _ = tree_archive
+    mnt = tmp_path / "mnt"
+    with served(archive, mnt, "--rw") as server:
+        (mnt / "closed.txt").write_bytes(b"closed before the kill")
+        time.sleep(1.5)  # past a commit interval
+        (mnt / "other.txt").write_bytes(b"x")
+        server.kill()
+        server.wait(timeout=30)
+        with pytest.raises(OSError) as e:
+            os.listdir(mnt)
+        assert e.value.errno == errno.ENOTCONN
+        assert is_mounted(str(mnt))
+        done = subprocess.run([BARECAT, "mount", "--unmount", str(mnt)], capture_output=True)
+        assert done.returncode == 0, done.stderr
+        assert not is_mounted(str(mnt)) and os.listdir(mnt) == []
+    subprocess.run([BARECAT, "repair", "-q", archive], check=True)
+    with barecat.Barecat(archive) as bc:
+        assert bc.verify_integrity()
+        assert bc["closed.txt"] == b"closed before the kill"
+
+
+def test_background_mount_of_an_encrypted_archive(tmp_path: Path) -> None:
+    archive = str(tmp_path / "e.barecat")
+    with barecat.Barecat(archive, readonly=False, passphrase="mount me") as bc:
+        bc["secret/plan.txt"] = b"the plan\n"
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    env = {**os.environ, "BARECAT_PASSPHRASE": "wrong"}
+    wrong = subprocess.run([BARECAT, "mount", archive, str(mnt)], env=env, capture_output=True)
+    assert wrong.returncode == 1 and b"Wrong passphrase" in wrong.stderr
+    assert not is_mounted(str(mnt))
+    env["BARECAT_PASSPHRASE"] = "mount me"
+    done = subprocess.run([BARECAT, "mount", archive, str(mnt)], env=env, capture_output=True)
+    try:
+        assert done.returncode == 0, done.stderr
+        assert (mnt / "secret/plan.txt").read_bytes() == b"the plan\n"
+        server_env = [p for p in os.listdir("/proc") if p.isdigit() and _is_server(p, str(mnt))]
+        assert server_env and all(_environ_lacks(p, b"mount me") for p in server_env)
+    finally:
+        subprocess.run([BARECAT, "mount", "--unmount", str(mnt)], check=True)
+    assert not is_mounted(str(mnt))
+
+
+def _is_server(pid: str, mountpoint: str) -> bool:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return mountpoint.encode() in f.read()
+    except OSError:
+        return False
+
+
+def _environ_lacks(pid: str, secret: bytes) -> bool:
+    """The passphrase reached the server through a pipe: not in its argv or environment."""
+    with open(f"/proc/{pid}/environ", "rb") as f, open(f"/proc/{pid}/cmdline", "rb") as g:
+        return secret not in f.read() and secret not in g.read()
+
+
+def test_mount_errors_are_one_line(tmp_path: Path) -> None:
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    done = subprocess.run(
+        [BARECAT, "mount", str(tmp_path / "missing.barecat"), str(mnt)], capture_output=True
+    )
+    assert done.returncode == 1 and b"Archive not found" in done.stderr
+    script = (
+        "import sys; sys.modules['mfusepy'] = None\n"
+        "from barecat.mount import check_fuse\n"
+        "check_fuse()\n"
+    )
+    no_binding = subprocess.run([sys.executable, "-c", script], capture_output=True)
+    assert b"pip install 'barecat[mount]'" in no_binding.stderr
+
+
+def test_listing_a_big_directory_asks_the_index_once_per_directory(tmp_path: Path) -> None:
+    """``ls -l`` of 3,000 files: readdir fetches every record, getattr needs no query."""
+    archive = str(tmp_path / "many.barecat")
+    with barecat.Barecat(archive, readonly=False) as bc:
+        bc.add_many((f"d/{i:05d}.txt", b"%d" % i) for i in range(3000))
+    mnt = tmp_path / "mnt"
+    with served(archive, mnt):
+        listing = subprocess.run(["ls", "-l", str(mnt / "d")], capture_output=True, text=True)
+        assert listing.returncode == 0 and len(listing.stdout.splitlines()) == 3001
+        names = sorted(os.listdir(mnt / "d"))
+        assert names[0] == "00000.txt" and len(names) == 3000
+        assert (mnt / "d/02999.txt").read_bytes() == b"2999"
+
+
+def test_the_archive_is_closed_for_writers_while_mounted_rw(
+    tree_archive: tuple[str, Path], tmp_path: Path
+) -> None:
+    archive, _ = tree_archive
+    mnt = tmp_path / "mnt"
+    with served(archive, mnt, "--rw"):
+        with pytest.raises(BarecatError, match="already open for writing"):
+            barecat.Barecat(archive, readonly=False)
+        with sqlite3.connect(archive) as conn:  # readers are welcome
+            assert conn.execute("SELECT count(*) FROM files").fetchone()[0] > 0
