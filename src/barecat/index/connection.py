@@ -100,7 +100,13 @@ def roll_back_crashed_transaction(path: str) -> None:
 
 
 class ConnectionPool:
-    """One connection per process, or per thread when ``threadsafe``; opened lazily."""
+    """One connection per process, or per thread when ``threadsafe``; opened lazily.
+
+    Threads are told apart by their native identity, not by thread-local storage:
+    callbacks from threads Python did not start (libfuse's workers calling a mounted
+    archive through ctypes) get a fresh thread state, and so empty thread-locals, on every
+    call. A thread that ends leaves its connection to the next thread given its identity
+    (connections are made with ``check_same_thread=False`` for this)."""
 
     def __init__(self, path: str, readonly: bool, immutable: bool, threadsafe: bool) -> None:
         self.path = path
@@ -108,7 +114,7 @@ class ConnectionPool:
         self.immutable = immutable
         self.threadsafe = threadsafe
         self._conn: sqlite3.Connection | None = None
-        self._tls = threading.local()
+        self._by_thread: dict[int, sqlite3.Connection] = {}
         self._all: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
         register_fork_aware(self)
@@ -119,9 +125,10 @@ class ConnectionPool:
             if conn is None:
                 conn = self._conn = self._open()
             return conn
-        conn = getattr(self._tls, "conn", None)
+        thread = threading.get_ident()
+        conn = self._by_thread.get(thread)
         if conn is None:
-            conn = self._tls.conn = self._open()
+            conn = self._by_thread[thread] = self._open()
         return conn
 
     def _open(self) -> sqlite3.Connection:
@@ -136,12 +143,12 @@ class ConnectionPool:
         for conn in conns:
             conn.close()
         self._conn = None
-        self._tls = threading.local()
+        self._by_thread = {}
 
     def _forget_connections_after_fork(self) -> None:
         for conn in self._all:
             keep_alive_forever(conn)
         self._all = []
         self._conn = None
-        self._tls = threading.local()
+        self._by_thread = {}
         self._lock = threading.Lock()

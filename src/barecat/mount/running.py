@@ -75,6 +75,7 @@ def mount_archive(
     import mfusepy
 
     from barecat.mount.filesystem import ArchiveFilesystem
+    from barecat.mount.writable import WritableArchiveFilesystem
 
     options: dict[str, object] = {
         "foreground": True,
@@ -94,7 +95,8 @@ def mount_archive(
             negative_timeout=ATTRIBUTE_TIMEOUT,
         )
     try:
-        mfusepy.FUSE(ArchiveFilesystem(open_archive, writable), mountpoint, **options)
+        kind = WritableArchiveFilesystem if writable else ArchiveFilesystem
+        mfusepy.FUSE(kind(open_archive), mountpoint, **options)
     except RuntimeError as e:  # fuse_main's non-zero status
         if e.args != (STOPPED_BY_SIGNAL,):
             raise BarecatError(f"FUSE could not serve {mountpoint} (status {e})") from e

@@ -282,29 +282,30 @@ def aead_cipher(key: bytes) -> Any:
     return AESGCM(key)
 
 
-_per_thread = threading.local()
-"""zstd contexts are not safe for simultaneous use, and costly to create per block: each
-thread keeps its own."""
+_contexts: dict[tuple[int, str, object], Any] = {}
+"""zstd contexts by (native thread, kind, settings). They are not safe for simultaneous
+use and costly to create per block, so each thread keeps its own; keyed by the thread's
+identity rather than thread-local storage, which callbacks from threads Python did not
+start (a FUSE server's) lose after every call. A thread that ends leaves its contexts to
+the next one given its identity."""
 
 
 Dictionary = zstandard.ZstdCompressionDict
 
 
 def _zstd_compressor(level: int, dictionary: Dictionary | None) -> zstandard.ZstdCompressor:
-    cache: dict[object, zstandard.ZstdCompressor] = _per_thread.__dict__.setdefault("zstd", {})
-    key = (level, _identity(dictionary))
-    found = cache.get(key)
+    key = (threading.get_ident(), "compress", (level, _identity(dictionary)))
+    found: zstandard.ZstdCompressor | None = _contexts.get(key)
     if found is None:
-        found = cache[key] = zstandard.ZstdCompressor(level=level, dict_data=dictionary)
+        found = _contexts[key] = zstandard.ZstdCompressor(level=level, dict_data=dictionary)
     return found
 
 
 def _zstd_decompressor(dictionary: Dictionary | None) -> zstandard.ZstdDecompressor:
-    cache: dict[object, zstandard.ZstdDecompressor] = _per_thread.__dict__.setdefault("unzstd", {})
-    key = _identity(dictionary)
-    found = cache.get(key)
+    key = (threading.get_ident(), "decompress", _identity(dictionary))
+    found: zstandard.ZstdDecompressor | None = _contexts.get(key)
     if found is None:
-        found = cache[key] = zstandard.ZstdDecompressor(dict_data=dictionary)
+        found = _contexts[key] = zstandard.ZstdDecompressor(dict_data=dictionary)
     return found
 
 

@@ -1,0 +1,169 @@
+"""FUSE mounts: reading and walking through ``barecat mount`` next to a plain directory.
+
+1. ``cat`` of every file of a tree of ``--files`` small files (1-16 KiB, default 10,000)
+   through a read-only mount, against the same files in a plain directory (both trees
+   warm in the page cache; the mount fresh for each round, so the kernel's own cache of
+   the mounted files starts empty and every byte goes through the FUSE server), and
+   against the binding's floor: a Python FUSE filesystem over the same binding and
+   options that serves the same names and sizes from a dict and does nothing else.
+2. ``find MOUNT | wc -l`` over an archive of ``--walk-files`` tiny files (default
+   1,000,000), a fresh mount each round.
+
+Whole commands, medians of ``--repeats`` rounds; figures only, no assertions.
+
+    python benchmarks/bench_mount.py [--files N] [--walk-files N] [--repeats R]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "src"))
+
+import barecat  # noqa: E402
+from barecat.mount import check_fuse, is_mounted  # noqa: E402
+
+BARECAT = str(Path(sys.executable).parent / "barecat")
+
+
+NULL_FS = r"""
+import errno, stat, sys, mfusepy
+sizes = {"/" + line.split()[0]: int(line.split()[1]) for line in open(sys.argv[2])}
+dirs = {"/"} | {p.rsplit("/", 1)[0] or "/" for p in sizes}
+class Null(mfusepy.Operations):
+    use_ns = True
+    def getattr(self, path, fh=None):
+        if path in dirs: return {"st_mode": stat.S_IFDIR | 0o755, "st_nlink": 2}
+        if path in sizes:
+            return {"st_mode": stat.S_IFREG | 0o644, "st_nlink": 1, "st_size": sizes[path]}
+        raise mfusepy.FuseOSError(errno.ENOENT)
+    def readdir(self, path, fh):
+        prefix = path.rstrip("/") + "/"
+        names = {p[len(prefix):].split("/")[0] for p in sizes if p.startswith(prefix)}
+        return [".", "..", *sorted(names)]
+    def open(self, path, flags): return 0
+    def read(self, path, size, offset, fh): return bytes(min(size, max(0, sizes[path] - offset)))
+try:
+    mfusepy.FUSE(Null(), sys.argv[1], foreground=True, ro=True, kernel_cache=True,
+                 attr_timeout=3600, entry_timeout=3600)
+except RuntimeError:
+    pass
+"""
+
+
+@contextlib.contextmanager
+def mounted(archive: str, mountpoint: str) -> Iterator[None]:
+    subprocess.run([BARECAT, "mount", archive, mountpoint], check=True)
+    try:
+        yield
+    finally:
+        unmount(mountpoint)
+
+
+@contextlib.contextmanager
+def null_mounted(sizes_file: str, mountpoint: str) -> Iterator[None]:
+    server = subprocess.Popen(
+        [sys.executable, "-c", NULL_FS, mountpoint, sizes_file], stderr=subprocess.DEVNULL
+    )
+    while not is_mounted(mountpoint):
+        time.sleep(0.02)
+    try:
+        yield
+    finally:
+        unmount(mountpoint)
+        server.wait()
+
+
+def unmount(mountpoint: str) -> None:
+    subprocess.run([BARECAT, "mount", "--unmount", mountpoint], check=True)
+    while is_mounted(mountpoint):
+        time.sleep(0.01)
+
+
+def timed(command: str) -> float:
+    start = time.perf_counter()
+    subprocess.run(["sh", "-c", command], check=True, stdout=subprocess.DEVNULL)
+    return time.perf_counter() - start
+
+
+def make_tree(root: Path, count: int) -> list[tuple[str, bytes]]:
+    rng = random.Random(0)
+    files = []
+    for i in range(count):
+        rel = f"d{i % 100:02d}/{i:06d}.bin"
+        data = rng.randbytes(rng.randint(1024, 16384))
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+        files.append((rel, data))
+    return files
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--files", type=int, default=10_000)
+    parser.add_argument("--walk-files", type=int, default=1_000_000)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    check_fuse()
+    with tempfile.TemporaryDirectory(prefix="bench-mount-", dir=REPO) as work:
+        base = Path(work)
+        tree, mnt = base / "tree", base / "mnt"
+        mnt.mkdir()
+        files = make_tree(tree, args.files)
+        archive = str(base / "small.barecat")
+        with barecat.Barecat(archive, readonly=False) as bc:
+            bc.add_many(files)
+        sizes_file = base / "sizes.txt"
+        sizes_file.write_text("".join(f"{rel} {len(data)}\n" for rel, data in files))
+        cat = "find {} -type f -print0 | xargs -0 cat > /dev/null"
+        timed(cat.format(tree))  # warm both
+        plain, through, null = [], [], []
+        for _ in range(args.repeats):
+            plain.append(timed(cat.format(tree)))
+            with mounted(archive, str(mnt)):
+                through.append(timed(cat.format(mnt)))
+            with null_mounted(str(sizes_file), str(mnt)):
+                null.append(timed(cat.format(mnt)))
+        p, m, n = (statistics.median(x) for x in (plain, through, null))
+        mb = sum(len(d) for _, d in files) / 1e6
+        print(
+            f"cat of {args.files:,} files ({mb:.0f} MB): plain directory {p * 1e3:.0f} ms; "
+            f"through the mount {m * 1e3:.0f} ms ({m / p:.1f}x the directory); a FUSE "
+            f"filesystem doing nothing, same binding {n * 1e3:.0f} ms ({m / n:.2f}x that floor)"
+        )
+        shutil.rmtree(tree)
+
+        big = str(base / "many.barecat")
+        start = time.perf_counter()
+        with barecat.Barecat(big, readonly=False) as bc:
+            bc.add_many(
+                (f"{i // 100_000:02d}/{i // 1000 % 100:02d}/{i:07d}", b"x")
+                for i in range(args.walk_files)
+            )
+        built = time.perf_counter() - start
+        walks = []
+        for _ in range(args.repeats):
+            with mounted(big, str(mnt)):
+                walks.append(timed(f"find {mnt} | wc -l"))
+        w = statistics.median(walks)
+        print(
+            f"find | wc -l over {args.walk_files:,} files: {w:.2f} s through a fresh mount "
+            f"({args.walk_files / w:,.0f} entries/s; archive built in {built:.1f} s)"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
