@@ -1,0 +1,255 @@
+"""``barecat browse``: a ranger-like browser of an archive in three columns.
+
+Left: the parent directory; middle: the current one (directories first, then files);
+right: a preview of the highlighted entry — a directory's contents and totals, a text
+file's beginning, an image's format and dimensions (with Pillow), or a hex dump. Keys:
+up/down (k/j) move, Enter/right (l) opens, Backspace/left (h) goes up, ``/`` filters the
+current directory by a substring, ``g`` jumps to a path, Escape clears a filter, ``q``
+quits. Listings and totals come from the index; a preview reads at most
+``PREVIEW_BYTES`` of a file.
+"""
+
+from __future__ import annotations
+
+import datetime
+import io
+import stat
+from typing import ClassVar
+
+from textual.app import App, ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal
+from textual.widgets import Footer, Input, OptionList, Static
+from textual.widgets.option_list import Option
+
+from barecat.archive import Barecat
+from barecat.cli.terminal import human_size
+from barecat.entries import BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo
+from barecat.exceptions import BarecatError
+from barecat.paths import normalize, parent
+
+PREVIEW_BYTES = 4096
+PREVIEW_ENTRIES = 200
+IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".gif", ".bmp", ".webp", ".tif", ".tiff")
+
+
+def entries_of(bc: Barecat, path: str) -> list[BarecatEntryInfo]:
+    """A directory's entries as the browser lists them: directories first, by name."""
+    dirs: list[BarecatEntryInfo] = sorted(bc.index.list_subdir_dirinfos(path), key=_name)
+    files: list[BarecatEntryInfo] = sorted(bc.index.list_direct_fileinfos(path), key=_name)
+    return dirs + files
+
+
+def _name(info: BarecatEntryInfo) -> str:
+    return info.name
+
+
+def label(info: BarecatEntryInfo) -> str:
+    return info.name + "/" if isinstance(info, BarecatDirInfo) else info.name
+
+
+def preview(bc: Barecat, info: BarecatEntryInfo) -> str:
+    """What the right column shows for ``info``."""
+    if isinstance(info, BarecatDirInfo):
+        names = [label(e) for e in entries_of(bc, info.path)[:PREVIEW_ENTRIES]]
+        head = (
+            f"{info.num_files_tree or 0:,} files, {human_size(info.size_tree or 0)}B "
+            f"({info.num_subdirs or 0} directories here)"
+        )
+        return "\n".join([head, "", *names])
+    assert isinstance(info, BarecatFileInfo)
+    lines = [f"{human_size(info.size or 0)}B ({info.size or 0:,} bytes)"]
+    if info.mode is not None:
+        lines.append(f"mode {stat.filemode(info.mode)}")
+    if info.mtime_ns is not None:
+        moment = datetime.datetime.fromtimestamp(info.mtime_ns / 1e9)
+        lines.append(f"modified {moment:%Y-%m-%d %H:%M:%S}")
+    try:
+        start = bc.read(info, 0, PREVIEW_BYTES)
+    except BarecatError as e:  # an encrypted archive without its key, damaged bytes
+        return "\n".join([*lines, "", f"(cannot read: {e})"])
+    if info.is_symlink_entry:
+        return "\n".join([*lines, "", f"-> {start.decode(errors='replace')}"])
+    return "\n".join([*lines, "", *_describe_content(info, start)])
+
+
+def _describe_content(info: BarecatFileInfo, head: bytes) -> list[str]:
+    if info.path.lower().endswith(IMAGE_SUFFIXES):
+        return _image_lines(info, head)
+    try:
+        text = head.decode("utf-8")
+    except UnicodeDecodeError:
+        text = None
+    if text is not None and "\0" not in text:
+        return text.splitlines()[:100]
+    return [
+        " ".join(f"{b:02x}" for b in head[i : i + 16]) for i in range(0, min(len(head), 256), 16)
+    ]
+
+
+def _image_lines(info: BarecatFileInfo, head: bytes) -> list[str]:
+    try:
+        from PIL import Image
+    except ModuleNotFoundError:
+        return ["image (install Pillow to see its dimensions)"]
+    try:
+        with Image.open(io.BytesIO(head)) as image:  # the header is at the start
+            return [f"image: {image.format}, {image.width} x {image.height}, {image.mode}"]
+    except Exception:  # Pillow raises many kinds for what it cannot parse
+        return ["image (its header could not be read)"]
+
+
+class Entries(OptionList):
+    """A column of entries whose cursor stops at the ends, as in ranger (no wrapping)."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("down,j", "step(1)", show=False),
+        Binding("up,k", "step(-1)", show=False),
+    ]
+
+    def action_step(self, delta: int) -> None:
+        if self.option_count:
+            at = self.highlighted if self.highlighted is not None else 0
+            self.highlighted = min(max(at + delta, 0), self.option_count - 1)
+
+
+class BrowseApp(App[None]):
+    """The three-column browser of one archive."""
+
+    TITLE = "barecat browse"
+    CSS = """
+    #columns { height: 1fr; }
+    #parent { width: 1fr; }
+    #current { width: 2fr; }
+    #preview { width: 3fr; padding: 0 1; overflow-y: auto; }
+    #where { background: $boost; padding: 0 1; }
+    Input { dock: bottom; display: none; }
+    Input.shown { display: block; }
+    """
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("q", "quit", "Quit"),
+        Binding("right,l", "open", "Open"),
+        Binding("left,h,backspace", "up", "Up"),
+        Binding("slash", "ask('filter')", "Filter"),
+        Binding("g", "ask('jump')", "Go to"),
+        Binding("escape", "clear_filter", "Clear filter", show=False),
+    ]
+
+    def __init__(self, bc: Barecat, start: str = "") -> None:
+        super().__init__()
+        self.bc = bc
+        self.path = start
+        self.filter = ""
+        self.shown: list[BarecatEntryInfo] = []
+        self.asking = ""
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="where")
+        with Horizontal(id="columns"):
+            yield Entries(id="parent")
+            yield Entries(id="current")
+            yield Static(id="preview")
+        yield Input(id="ask")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#parent", OptionList).can_focus = False
+        self.show(self.path)
+
+    # -- what is shown ------------------------------------------------------------------------
+
+    def show(self, path: str, select: str | None = None) -> None:
+        self.path = path
+        entries = entries_of(self.bc, path)
+        if self.filter:
+            entries = [e for e in entries if self.filter.lower() in e.name.lower()]
+        self.shown = entries
+        current = self.query_one("#current", OptionList)
+        current.clear_options()
+        current.add_options([Option(label(e)) for e in entries])
+        names = [e.name for e in entries]
+        current.highlighted = names.index(select) if select in names else (0 if names else None)
+        current.focus()
+        parent_list = self.query_one("#parent", OptionList)
+        parent_list.clear_options()
+        if path:
+            siblings = entries_of(self.bc, parent(path))
+            parent_list.add_options([Option(label(e)) for e in siblings])
+            here = [e.name for e in siblings].index(path.rsplit("/", 1)[-1])
+            parent_list.highlighted = here
+        shown_filter = f"   filter: {self.filter!r}" if self.filter else ""
+        self.query_one("#where", Static).update(f"/{path}{shown_filter}")
+        self.update_preview()
+
+    def highlighted(self) -> BarecatEntryInfo | None:
+        index = self.query_one("#current", OptionList).highlighted
+        return None if index is None or index >= len(self.shown) else self.shown[index]
+
+    def update_preview(self) -> None:
+        info = self.highlighted()
+        text = "(empty directory)" if info is None else preview(self.bc, info)
+        self.query_one("#preview", Static).update(text)
+
+    def on_option_list_option_highlighted(self, event: OptionList.OptionHighlighted) -> None:
+        if event.option_list.id == "current":
+            self.update_preview()
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        if event.option_list.id == "current":
+            self.action_open()
+
+    # -- moving -------------------------------------------------------------------------------
+
+    def action_open(self) -> None:
+        info = self.highlighted()
+        if isinstance(info, BarecatDirInfo):
+            self.filter = ""
+            self.show(info.path)
+
+    def action_up(self) -> None:
+        if self.path:
+            self.filter = ""
+            self.show(parent(self.path), select=self.path.rsplit("/", 1)[-1])
+
+    def action_ask(self, what: str) -> None:
+        self.asking = what
+        ask = self.query_one("#ask", Input)
+        ask.placeholder = "filter: part of a name" if what == "filter" else "go to: a path"
+        ask.value = self.filter if what == "filter" else self.path
+        ask.add_class("shown")
+        ask.focus()
+
+    def action_clear_filter(self) -> None:
+        ask = self.query_one("#ask", Input)
+        if ask.has_class("shown"):
+            ask.remove_class("shown")
+        self.filter = ""
+        self.show(self.path)
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.input.remove_class("shown")
+        if self.asking == "filter":
+            self.filter = event.value.strip()
+            self.show(self.path)
+        else:
+            self.jump(event.value)
+
+    def jump(self, where: str) -> None:
+        """Go to a directory, or to the directory holding a file with the file selected."""
+        try:
+            target = normalize(where)
+        except BarecatError:
+            self.notify(f"not a valid path: {where!r}", severity="error")
+            return
+        if self.bc.isdir(target):
+            self.filter = ""
+            self.show(target)
+        elif self.bc.isfile(target):
+            self.filter = ""
+            self.show(parent(target), select=target.rsplit("/", 1)[-1])
+        else:
+            self.notify(f"not in the archive: {where}", severity="error")
+            self.show(self.path)
+
+
+__all__ = ["BrowseApp", "Entries", "entries_of", "preview"]
