@@ -1,14 +1,18 @@
-"""``barecat ncdu`` and ``barecat browse``: the interactive terminal interfaces.
+"""The interactive ways to look inside: ``barecat ncdu`` and ``barecat browse`` in the
+terminal, ``barecat view`` (``barecat-image-viewer``) in a web browser.
 
-Both are Textual applications (``barecat.cli.tui``), in the ``tui`` extra; Textual is
-imported only when one of them starts, and its absence is one line saying what to install.
+The terminal ones are Textual applications (``barecat.cli.tui``, the ``tui`` extra), the
+viewer a Starlette page (``barecat.viewer``, the ``viewer`` extra); each is imported when
+it starts, and a missing one is one line saying what to install.
 """
 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 
 from barecat.cli.parsing import Subparsers, add_archive_argument, add_command
+from barecat.cli.running import run_command
 from barecat.cli.sealing import open_archive, unlock_if_at_hand
 from barecat.exceptions import BarecatError
 from barecat.paths import normalize
@@ -37,6 +41,7 @@ def register(sub: Subparsers) -> None:
     for parser in (ncdu, browse):
         add_archive_argument(parser)
         parser.add_argument("path", nargs="?", default="", help="Directory to start in")
+    register_viewer(sub)
 
 
 def _textual_apps() -> None:
@@ -69,3 +74,54 @@ def run_browse(args: argparse.Namespace) -> int:
         bc.index.lookup_dir(start)
         BrowseApp(bc, start).run()
     return 0
+
+
+def register_viewer(sub: Subparsers) -> None:
+    view = add_command(
+        sub,
+        "view",
+        aliases=["image-viewer"],
+        help="Browse an archive's images in a web page on this machine",
+        handler=run_view,
+        examples="""
+        barecat view photos.barecat                 # opens the browser, or prints the address
+        barecat view --port 8080 --no-browser photos.barecat
+        """,
+    )
+    add_archive_argument(view)
+    _add_viewer_options(view)
+
+
+def _add_viewer_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--host", default="127.0.0.1", help="Address to listen on")
+    parser.add_argument("--port", type=int, default=0, help="Port (default: a free one)")
+    parser.add_argument(
+        "--no-browser", action="store_true", help="Only print the address; open no browser"
+    )
+
+
+def run_view(args: argparse.Namespace) -> int:
+    from barecat.viewer import serve_viewer
+
+    with open_archive(args.archive, args, threadsafe=True) as bc:
+        unlock_if_at_hand(bc, args)
+
+        def ready(url: str) -> None:
+            print(f"Serving {bc.path} at {url} (Ctrl-C to stop)", flush=True)
+
+        serve_viewer(bc, args.host, args.port, open_browser=not args.no_browser, on_ready=ready)
+    return 0
+
+
+def legacy_image_viewer(argv: Sequence[str] | None = None) -> int:
+    """The seeds' ``barecat-image-viewer ARCHIVE`` script."""
+    parser = argparse.ArgumentParser(
+        prog="barecat-image-viewer", description="Browse an archive's images in a web page."
+    )
+    add_archive_argument(parser)
+    _add_viewer_options(parser)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:
+        return e.code if isinstance(e.code, int) else 2
+    return run_command("barecat-image-viewer", lambda: run_view(args))

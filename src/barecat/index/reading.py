@@ -467,6 +467,16 @@ class IndexReader:
     ) -> list[BarecatFileInfo]:
         return list(self.iter_direct_fileinfos(dirpath, order))
 
+    def page_of_fileinfos(self, dirpath: str, offset: int, limit: int) -> list[BarecatFileInfo]:
+        """Files directly in ``dirpath``, in path order, ``limit`` of them from ``offset``:
+        one page of a directory too big to list at once."""
+        rows = self.conn.execute(
+            f"SELECT {self.file_columns} FROM files WHERE parent = ? "
+            "ORDER BY path LIMIT ? OFFSET ?",
+            (normalize(dirpath), limit, offset),
+        )
+        return [query.file_from_row(row) for row in rows]
+
     def list_subdir_dirinfos(self, dirpath: str, order: Order = Order.ANY) -> list[BarecatDirInfo]:
         return list(self.iter_subdir_dirinfos(dirpath, order))
 
