@@ -84,6 +84,15 @@ def run(mode: str, python: str, args: argparse.Namespace, folder: str) -> dict[s
     return result
 
 
+def parse_arguments(doc: str | None, count: str) -> argparse.Namespace:
+    """``--COUNT`` items (default 20,000) of ``--blob`` bytes, ``--repeats`` rounds."""
+    parser = argparse.ArgumentParser(description=(doc or "").split("\n")[0])
+    parser.add_argument(f"--{count}", type=int, default=20_000)
+    parser.add_argument("--blob", type=int, default=4096)
+    parser.add_argument("--repeats", type=int, default=3)
+    return parser.parse_args()
+
+
 def coldcrate_python() -> str | None:
     """The interpreter with coldcrate 0.2.0 (``COLDCRATE_PYTHON`` or ``.venv-coldcrate``);
     None, saying so, if there is none."""
@@ -95,11 +104,7 @@ def coldcrate_python() -> str | None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--rows", type=int, default=20_000)
-    parser.add_argument("--blob", type=int, default=4096)
-    parser.add_argument("--repeats", type=int, default=3)
-    args = parser.parse_args()
+    args = parse_arguments(__doc__, "rows")
     theirs_python = coldcrate_python()
     if theirs_python is None:
         return 1

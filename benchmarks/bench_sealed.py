@@ -25,7 +25,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from bench_coldcrate import coldcrate_python
+from bench_coldcrate import coldcrate_python, parse_arguments
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -135,11 +135,7 @@ def run(kernel: str, python: str, args: argparse.Namespace, folder: str) -> dict
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--files", type=int, default=20_000)
-    parser.add_argument("--blob", type=int, default=4096)
-    parser.add_argument("--repeats", type=int, default=3)
-    args = parser.parse_args()
+    args = parse_arguments(__doc__, "files")
     theirs_python = coldcrate_python()
     if theirs_python is None:
         return 1
