@@ -34,6 +34,9 @@ from barecat.exceptions import BarecatError, BarecatIntegrityError
 
 VERIFY_AT_OPEN = 4 << 20
 """Files up to this size are read and checked whole when opened (then served from memory)."""
+ATTRIBUTE_CACHE = 100_000
+"""Records kept from listings for the getattr calls that follow them (the kernel keeps
+attributes itself; this only saves the lookups right after a readdir)."""
 REORDER_BYTES = 16 << 20
 """Out-of-order reads a handle keeps while checking a big file's CRC32C in order."""
 
@@ -182,6 +185,8 @@ class ArchiveFilesystem(mfusepy.Operations):  # type: ignore[misc]
         yield "."
         yield ".."
         prefix = f"{inner}/" if inner else ""
+        if len(self._attrs) > ATTRIBUTE_CACHE:
+            self._attrs.clear()  # it only bridges readdir and the getattr calls after it
         for info in entries:
             attrs = self._stat(info)
             self._attrs[prefix + info.name] = attrs  # the getattr calls that follow
