@@ -5,6 +5,8 @@ The public face; names follow barecat 0.3.x so existing code keeps working.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from barecat.archive import Barecat
 from barecat.codecs import DecodedView, UnsafePickleWarning
 from barecat.entries import (
@@ -31,6 +33,9 @@ from barecat.exceptions import (
     SchemaVersionBarecatError,
 )
 from barecat.index import Index
+
+if TYPE_CHECKING:  # the client needs the optional httpx: imported when connecting
+    from barecat.server.client import RemoteBarecat
 from barecat.legacy_api import exists, get_cached_reader, open, read_index, remove, write_index
 from barecat.shards import (
     BarecatFileObject,
@@ -42,8 +47,18 @@ from barecat.transfer import archive2barecat, barecat2archive, extract
 
 __version__ = "0.4.0.dev0"
 
+
+def connect(url: str, token: str | None = None) -> RemoteBarecat:
+    """An archive served by ``barecat serve`` at ``url`` (``http://HOST:PORT/a/NAME``), with
+    the read API of :class:`Barecat` (the ``server`` extra: httpx)."""
+    from barecat.server.client import RemoteBarecat
+
+    return RemoteBarecat(url, token)
+
+
 __all__ = [
     "SHARD_SIZE_UNLIMITED",
+    "connect",
     "ArchiveLockedBarecatError",
     "Barecat",
     "BarecatDirInfo",

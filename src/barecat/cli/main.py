@@ -23,6 +23,7 @@ from barecat.cli import (
     mount,
     reorganize,
     reports,
+    serve,
     shell,
     sync,
 )
@@ -43,6 +44,7 @@ COMMAND_MODULES = (
     reorganize,
     combine,
     sync,
+    serve,
     completion,
 )
 

@@ -6,12 +6,11 @@ Starlette, uvicorn and Pillow are the ``viewer`` extra, imported when a viewer s
 
 from __future__ import annotations
 
-import socket
-import threading
 import webbrowser
 from collections.abc import Callable
 
 from barecat.archive import Barecat
+from barecat.asgi_serving import serve_asgi
 from barecat.exceptions import BarecatError
 
 
@@ -26,34 +25,19 @@ def serve_viewer(
     """Serve ``bc``'s viewer until interrupted (Ctrl-C). ``port`` 0 takes a free one;
     ``on_ready(url)`` is called once it listens."""
     try:
-        import uvicorn
+        import uvicorn  # noqa: F401
 
         from barecat.viewer.app import create_app
     except ModuleNotFoundError as e:
         raise BarecatError(f"The image viewer needs {e.name}: pip install 'barecat[viewer]'") from e
-    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host, port))
-    except OSError as e:
-        raise BarecatError(f"cannot listen on {host}:{port}: {e.strerror}") from e
-    bound = sock.getsockname()[1]
-    url = f"http://{'[' + host + ']' if ':' in host else host}:{bound}/"
-    config = uvicorn.Config(create_app(bc), log_level="warning", access_log=False)
-    server = uvicorn.Server(config)
 
-    def announce() -> None:
-        while not server.started:
-            if server.should_exit:
-                return
-            threading.Event().wait(0.02)
+    def ready(url: str) -> None:
         if on_ready is not None:
             on_ready(url)
         if open_browser:
             _open_browser(url)
 
-    threading.Thread(target=announce, daemon=True).start()
-    server.run(sockets=[sock])
+    serve_asgi(create_app(bc), host, port, ready)
 
 
 def _open_browser(url: str) -> None:

@@ -1,0 +1,70 @@
+"""``barecat serve``: archives over HTTP for other processes and machines."""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from barecat.cli.parsing import Subparsers, add_command, add_passphrase_option, size
+from barecat.cli.sealing import passphrase_source
+from barecat.exceptions import BarecatError
+
+EXAMPLES = """
+barecat serve photos.barecat                     # http://127.0.0.1:PORT/a/photos/files/...
+barecat serve --port 8000 train.barecat val.barecat
+barecat serve --host 0.0.0.0 --writable inbox.barecat    # prints the token to use
+python -c "import barecat; print(barecat.connect('http://127.0.0.1:8000/a/train').listdir())"
+"""
+TOKEN_ENV = "BARECAT_TOKEN"
+
+
+def register(sub: Subparsers) -> None:
+    parser = add_command(
+        sub,
+        "serve",
+        help="Serve archives over HTTP (files with Range and ETag, listings, batches)",
+        handler=run_serve,
+        examples=EXAMPLES,
+    )
+    parser.add_argument("archives", nargs="+", help="Archives to serve (each at /a/NAME)")
+    parser.add_argument("--host", default="127.0.0.1", help="Address to listen on")
+    parser.add_argument("--port", type=int, default=0, help="Port (default: a free one)")
+    parser.add_argument(
+        "--writable", action="store_true", help="Accept PUT and DELETE (one writer per archive)"
+    )
+    parser.add_argument(
+        "--max-upload", type=size, default=1 << 30, metavar="SIZE", help="Largest PUT body"
+    )
+    add_passphrase_option(parser)
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    try:
+        from barecat.server.app import Limits
+        from barecat.server.serving import serve_archives
+    except ModuleNotFoundError as e:
+        raise BarecatError(f"Serving needs {e.name}: pip install 'barecat[server]'") from e
+
+    def ready(url: str, token: str | None) -> None:
+        names = ", ".join(f"{url}a/{name}" for name in _names(args.archives))
+        print(f"Serving {names} (Ctrl-C to stop)", flush=True)
+        if token and not os.environ.get(TOKEN_ENV):
+            print(f"token: {token}", flush=True)
+
+    serve_archives(
+        args.archives,
+        args.host,
+        args.port,
+        writable=args.writable,
+        token=os.environ.get(TOKEN_ENV) or None,
+        passphrase=passphrase_source(args),
+        limits=Limits(upload_bytes=args.max_upload),
+        on_ready=ready,
+    )
+    return 0
+
+
+def _names(paths: list[str]) -> list[str]:
+    from barecat.server.serving import archive_name
+
+    return [archive_name(p) for p in paths]

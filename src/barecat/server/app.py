@@ -1,0 +1,408 @@
+"""``barecat serve``'s HTTP application: archives' files, listings and stats over HTTP.
+
+Each served archive is under ``/a/NAME`` (NAME: the archive's file name without
+``.barecat``):
+
+- ``GET|HEAD /a/NAME/files/PATH``: the file's bytes; ``Range: bytes=A-B`` gives 206, an
+  ``ETag`` (the stored CRC32C and size) answers ``If-None-Match`` with 304, and
+  ``X-Barecat-CRC32C`` is the CRC32C of the whole file's content, for clients to check;
+- ``PUT /a/NAME/files/PATH`` (``--writable``): the body becomes the file (created or
+  replaced) only once it has arrived whole, so a client killed mid-upload leaves nothing;
+  ``DELETE`` removes it. Writes from any number of clients go through the archive's one
+  writer, one at a time;
+- ``GET /a/NAME/list/PATH`` and ``/a/NAME/stat/PATH``: JSON; ``GET /a/NAME/glob?pattern=``;
+- ``POST /a/NAME/batch`` with ``{"paths": [...]}``: many files in one response, each as an
+  8-byte little-endian length and its bytes, in request order;
+- ``GET /archives`` and ``GET /openapi.json``.
+
+Paths go through the archive's normalization (``..`` out of the archive or NUL: 400).
+With a token, every request needs ``Authorization: Bearer TOKEN`` (401 otherwise).
+Requests are bounded (``Limits``): bigger uploads and batches get 413.
+"""
+
+from __future__ import annotations
+
+import functools
+import hmac
+import struct
+import tempfile
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import crc32c as _crc32c
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.middleware import Middleware
+from starlette.middleware.base import BaseHTTPMiddleware
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from barecat.archive import Barecat
+from barecat.entries import BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo
+from barecat.exceptions import (
+    BarecatError,
+    FileExistsBarecatError,
+    FileNotFoundBarecatError,
+    InvalidPathBarecatError,
+    IsADirectoryBarecatError,
+    NotADirectoryBarecatError,
+    ReadOnlyBarecatError,
+)
+from barecat.paths import normalize
+
+Handler = Callable[[Request], Awaitable[Response]]
+_LENGTH = struct.Struct("<Q")
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """What one request may ask for."""
+
+    upload_bytes: int = 1 << 30
+    batch_files: int = 10_000
+    batch_bytes: int = 256 << 20
+
+
+class ServedArchive:
+    """One archive behind the server: read-only and shared by threads, or writable with
+    every operation under one lock (the archive has one writer)."""
+
+    def __init__(self, bc: Barecat) -> None:
+        self.bc = bc
+        self.writable = not bc.readonly
+        self._lock = threading.Lock() if self.writable else None
+
+    def run(self, work: Callable[[Barecat], Any]) -> Any:
+        if self._lock is None:
+            return work(self.bc)
+        with self._lock:
+            return work(self.bc)
+
+
+class _HTTPError(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def _answered(handler: Handler) -> Handler:
+    """The archive's errors as HTTP statuses with a JSON ``{"error": ...}`` body."""
+
+    @functools.wraps(handler)
+    async def call(request: Request) -> Response:
+        try:
+            return await handler(request)
+        except _HTTPError as e:
+            return JSONResponse({"error": str(e)}, status_code=e.status)
+        except InvalidPathBarecatError as e:
+            return JSONResponse({"error": str(e)}, status_code=400)
+        except (FileNotFoundBarecatError, KeyError) as e:
+            return JSONResponse({"error": f"not found: {e}"}, status_code=404)
+        except (IsADirectoryBarecatError, NotADirectoryBarecatError, FileExistsBarecatError) as e:
+            return JSONResponse({"error": str(e)}, status_code=409)
+        except ReadOnlyBarecatError as e:
+            return JSONResponse({"error": str(e)}, status_code=405)
+        except BarecatError as e:
+            return JSONResponse({"error": str(e)}, status_code=500)
+
+    return call
+
+
+def entry_json(info: BarecatEntryInfo) -> dict[str, Any]:
+    common = {"path": info.path, "mode": info.mode, "uid": info.uid, "gid": info.gid,
+              "mtime_ns": info.mtime_ns}  # fmt: skip
+    if isinstance(info, BarecatDirInfo):
+        return {**common, "type": "dir", "num_files_tree": info.num_files_tree,
+                "size_tree": info.size_tree, "num_subdirs": info.num_subdirs}  # fmt: skip
+    assert isinstance(info, BarecatFileInfo)
+    return {**common, "type": "file", "size": info.size, "crc32c": info.crc32c}
+
+
+def _etag(info: BarecatFileInfo) -> str:
+    return f'"{info.crc32c or 0:08x}-{info.stored_size:x}"'
+
+
+def _content_crc(info: BarecatFileInfo, data: bytes) -> int:
+    """The CRC32C of a file's content: the index's for plain files, computed for sealed
+    ones (whose index CRC is that of the sealed bytes)."""
+    if info.sealed_size is None and info.crc32c is not None:
+        return info.crc32c
+    return int(_crc32c.crc32c(data))
+
+
+def _byte_range(header: str | None, size: int) -> tuple[int, int] | None:
+    """(start, end exclusive) of a single ``bytes=`` range; None for none or several."""
+    if not header or not header.startswith("bytes=") or "," in header:
+        return None
+    first, _, last = header[6:].strip().partition("-")
+    try:
+        if not first:  # the last N bytes
+            start, end = max(0, size - int(last)), size
+        else:
+            start = int(first)
+            end = min(size, int(last) + 1) if last else size
+    except ValueError:
+        return None
+    if start >= size or start >= end:
+        raise _HTTPError(416, f"range {header} is outside the file's {size} bytes")
+    return start, end
+
+
+DEFAULT_LIMITS = Limits()
+
+
+def create_app(archives: dict[str, Barecat], token: str | None = None,
+               limits: Limits = DEFAULT_LIMITS) -> Starlette:  # fmt: skip
+    """The application serving ``archives`` (by name)."""
+    served = {name: ServedArchive(bc) for name, bc in archives.items()}
+
+    def archive_of(request: Request) -> ServedArchive:
+        found = served.get(request.path_params["name"])
+        if found is None:
+            raise _HTTPError(404, f"no archive named {request.path_params['name']!r}")
+        return found
+
+    def writable_archive_of(request: Request) -> ServedArchive:
+        archive = archive_of(request)
+        if not archive.writable:
+            raise ReadOnlyBarecatError("the archive is served read-only (serve --writable)")
+        return archive
+
+    def path_of(request: Request) -> str:
+        return normalize(request.path_params.get("path", ""))
+
+    @_answered
+    async def get_file(request: Request) -> Response:
+        archive, path = archive_of(request), path_of(request)
+        info = await run_in_threadpool(archive.run, lambda bc: bc.index.lookup_file(path))
+        etag = _etag(info)
+        headers = {"ETag": etag, "Accept-Ranges": "bytes"}
+        if request.headers.get("if-none-match") == etag:
+            return Response(status_code=304, headers=headers)
+        size = info.size or 0
+        span = _byte_range(request.headers.get("range"), size)
+        if request.method == "HEAD":
+            return Response(headers={**headers, "Content-Length": str(size)})
+        if span is None:
+            data = await run_in_threadpool(archive.run, lambda bc: bc.read(info))
+            headers["X-Barecat-CRC32C"] = f"{_content_crc(info, data):08x}"
+            return Response(data, media_type="application/octet-stream", headers=headers)
+        start, end = span
+        part = await run_in_threadpool(archive.run, lambda bc: bc.read(info, start, end - start))
+        headers["Content-Range"] = f"bytes {start}-{end - 1}/{size}"
+        return Response(part, 206, media_type="application/octet-stream", headers=headers)
+
+    @_answered
+    async def put_file(request: Request) -> Response:
+        archive, path = archive_of(request), path_of(request)
+        if not archive.writable:
+            raise ReadOnlyBarecatError(
+                "this archive is served read-only (barecat serve --writable)"
+            )
+        spool = tempfile.SpooledTemporaryFile(8 << 20)  # noqa: SIM115 (closed below)
+        try:
+            received = 0
+            try:
+                async for chunk in request.stream():
+                    received += len(chunk)
+                    if received > limits.upload_bytes:
+                        raise _HTTPError(413, f"uploads are limited to {limits.upload_bytes} bytes")
+                    spool.write(chunk)
+            except ClientDisconnect:
+                return Response(status_code=400)  # nothing was stored
+            spool.seek(0)
+            data = spool.read()
+
+            def store(bc: Barecat) -> dict[str, Any]:
+                if bc.isfile(path):
+                    bc.update_file(path, data=data)
+                else:
+                    bc.add(BarecatFileInfo(path, 0o100644, mtime_ns=time.time_ns()), data=data)
+                bc.commit()
+                return entry_json(bc.index.lookup_file(path))
+
+            return JSONResponse(await run_in_threadpool(archive.run, store), status_code=201)
+        finally:
+            spool.close()
+
+    @_answered
+    async def delete_file(request: Request) -> Response:
+        archive, path = archive_of(request), path_of(request)
+        if not archive.writable:
+            raise ReadOnlyBarecatError(
+                "this archive is served read-only (barecat serve --writable)"
+            )
+
+        def remove(bc: Barecat) -> None:
+            bc.remove(path)
+            bc.commit()
+
+        await run_in_threadpool(archive.run, remove)
+        return Response(status_code=204)
+
+    @_answered
+    async def listing(request: Request) -> Response:
+        archive, path = archive_of(request), path_of(request)
+
+        def listed(bc: Barecat) -> dict[str, Any]:
+            bc.index.lookup_dir(path)
+            return {
+                "path": path,
+                "dirs": [entry_json(d) for d in bc.index.list_subdir_dirinfos(path)],
+                "files": [entry_json(f) for f in bc.index.list_direct_fileinfos(path)],
+            }
+
+        return JSONResponse(await run_in_threadpool(archive.run, listed))
+
+    @_answered
+    async def stat(request: Request) -> Response:
+        archive, path = archive_of(request), path_of(request)
+        info = await run_in_threadpool(archive.run, lambda bc: bc.index.lookup(path))
+        return JSONResponse(entry_json(info))
+
+    @_answered
+    async def glob(request: Request) -> Response:
+        archive = archive_of(request)
+        pattern = request.query_params.get("pattern", "*")
+        recursive = request.query_params.get("recursive", "0") not in ("0", "false", "")
+        only_files = request.query_params.get("only_files", "0") not in ("0", "false", "")
+        found = await run_in_threadpool(
+            archive.run,
+            lambda bc: bc.index.glob_paths(pattern, recursive, True, only_files=only_files),
+        )
+        return JSONResponse({"pattern": pattern, "paths": found})
+
+    @_answered
+    async def batch(request: Request) -> Response:
+        archive = archive_of(request)
+        try:
+            paths = (await request.json())["paths"]
+        except (ValueError, KeyError, TypeError) as e:
+            raise _HTTPError(400, 'the body must be JSON: {"paths": [...]}') from e
+        if not isinstance(paths, list) or not all(isinstance(p, str) for p in paths):
+            raise _HTTPError(400, '"paths" must be a list of strings')
+        if len(paths) > limits.batch_files:
+            raise _HTTPError(413, f"batches are limited to {limits.batch_files} files")
+
+        def gathered(bc: Barecat) -> list[bytes]:
+            wanted = [normalize(p) for p in paths]
+            sizes = [bc.index.lookup_file(p).size or 0 for p in wanted]
+            if sum(sizes) > limits.batch_bytes:
+                raise _HTTPError(413, f"batches are limited to {limits.batch_bytes} bytes")
+            return bc.get_many(wanted)
+
+        datas = await run_in_threadpool(archive.run, gathered)
+        body = b"".join(_LENGTH.pack(len(d)) + d for d in datas)
+        return Response(body, media_type="application/x-barecat-batch")
+
+    async def list_archives(request: Request) -> Response:
+        return JSONResponse(
+            {name: {"writable": a.writable, "files": a.bc.num_files} for name, a in served.items()}
+        )
+
+    async def openapi(request: Request) -> Response:
+        return JSONResponse(OPENAPI)
+
+    routes = [
+        Route("/archives", list_archives),
+        Route("/openapi.json", openapi),
+        Route("/a/{name}/files/{path:path}", get_file, methods=["GET", "HEAD"]),
+        Route("/a/{name}/files/{path:path}", put_file, methods=["PUT"]),
+        Route("/a/{name}/files/{path:path}", delete_file, methods=["DELETE"]),
+        Route("/a/{name}/list/{path:path}", listing),
+        Route("/a/{name}/list", listing),
+        Route("/a/{name}/stat/{path:path}", stat),
+        Route("/a/{name}/glob", glob),
+        Route("/a/{name}/batch", batch, methods=["POST"]),
+    ]
+    middleware = [Middleware(_TokenCheck, token=token)] if token else []
+    return Starlette(routes=routes, middleware=middleware)
+
+
+class _TokenCheck(BaseHTTPMiddleware):
+    def __init__(self, app: Any, token: str) -> None:
+        super().__init__(app)
+        self.expected = f"Bearer {token}".encode()
+
+    async def dispatch(self, request: Request, call_next: Any) -> Response:
+        given = request.headers.get("authorization", "").encode()
+        if not hmac.compare_digest(given, self.expected):
+            return JSONResponse({"error": "a valid token is needed"}, status_code=401)
+        response: Response = await call_next(request)
+        return response
+
+
+def _path_parameter(description: str) -> dict[str, Any]:
+    return {"name": "path", "in": "path", "required": True, "description": description,
+            "schema": {"type": "string"}}  # fmt: skip
+
+
+_NAME = {"name": "name", "in": "path", "required": True, "schema": {"type": "string"},
+         "description": "the archive's name (its file name without .barecat)"}  # fmt: skip
+_ERRORS = {
+    "400": {"description": "a path that leaves the archive, or a malformed request"},
+    "401": {"description": "missing or wrong token"},
+    "404": {"description": "no such archive or path"},
+    "413": {"description": "over the server's limits"},
+}
+_PATHS = {"type": "object",
+          "properties": {"paths": {"type": "array", "items": {"type": "string"}}}}  # fmt: skip
+OPENAPI: dict[str, Any] = {
+    "openapi": "3.1.0",
+    "info": {"title": "barecat serve", "version": "1"},
+    "components": {
+        "securitySchemes": {"token": {"type": "http", "scheme": "bearer"}},
+    },
+    "paths": {
+        "/archives": {"get": {"summary": "The served archives", "responses": {"200": {
+            "description": "{name: {writable, files}}"}}}},
+        "/a/{name}/files/{path}": {
+            "parameters": [_NAME, _path_parameter("a file's path in the archive")],
+            "get": {"summary": "A file's bytes (Range and If-None-Match honored)",
+                    "responses": {"200": {"description": "the bytes"},
+                                  "206": {"description": "the requested range"},
+                                  "304": {"description": "unchanged (ETag)"}, **_ERRORS}},
+            "head": {"summary": "A file's size and ETag", "responses": {"200": {
+                "description": "headers only"}, **_ERRORS}},
+            "put": {"summary": "Store the body as the file (--writable)",
+                    "requestBody": {"content": {"application/octet-stream": {}}},
+                    "responses": {"201": {"description": "the stored file's record"},
+                                  "405": {"description": "served read-only"}, **_ERRORS}},
+            "delete": {"summary": "Remove the file (--writable)",
+                       "responses": {"204": {"description": "removed"}, **_ERRORS}},
+        },
+        "/a/{name}/list/{path}": {
+            "parameters": [_NAME, _path_parameter("a directory (empty: the root)")],
+            "get": {"summary": "A directory's subdirectories and files",
+                    "responses": {"200": {"description": "{path, dirs, files}"}, **_ERRORS}},
+        },
+        "/a/{name}/stat/{path}": {
+            "parameters": [_NAME, _path_parameter("a file or directory")],
+            "get": {"summary": "An entry's record", "responses": {"200": {
+                "description": "the record"}, **_ERRORS}},
+        },
+        "/a/{name}/glob": {
+            "parameters": [_NAME,
+                           {"name": "pattern", "in": "query", "schema": {"type": "string"}},
+                           {"name": "recursive", "in": "query", "schema": {"type": "boolean"}},
+                           {"name": "only_files", "in": "query", "schema": {"type": "boolean"}}],
+            "get": {"summary": "Paths matching a glob (hidden names included)",
+                    "responses": {"200": {"description": "{pattern, paths}"}, **_ERRORS}},
+        },
+        "/a/{name}/batch": {
+            "parameters": [_NAME],
+            "post": {"summary": "Many files in one response: for each, a u64 LE length and "
+                                "the bytes, in request order",
+                     "requestBody": {"content": {"application/json": {"schema": _PATHS}}},
+                     "responses": {"200": {"description": "application/x-barecat-batch"},
+                                   **_ERRORS}},
+        },
+    },
+}  # fmt: skip
+
+
+__all__ = ["DEFAULT_LIMITS", "OPENAPI", "Limits", "create_app", "entry_json"]

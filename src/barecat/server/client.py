@@ -1,0 +1,232 @@
+"""``RemoteBarecat``: an archive served by ``barecat serve``, read (and written) over HTTP
+with the read API of :class:`~barecat.Barecat`.
+
+``client[path]`` is checked against the CRC32C the server sends; ``client.open(path)`` is a
+seekable stream of ranged requests; ``get_many`` is one request. One pooled connection
+(httpx) serves all calls; transient failures (a refused or reset connection, 502, 503,
+504) are retried with exponential backoff. Imports ``exceptions`` and ``paths``.
+"""
+
+from __future__ import annotations
+
+import io
+import struct
+import time
+from collections.abc import Iterable, Iterator, MutableMapping
+from typing import Any
+from urllib.parse import quote
+
+import crc32c as _crc32c
+import httpx
+
+from barecat.exceptions import (
+    BarecatError,
+    BarecatIntegrityError,
+    FileNotFoundBarecatError,
+    InvalidPathBarecatError,
+    ReadOnlyBarecatError,
+)
+from barecat.paths import normalize
+
+RETRIES = 4
+BACKOFF = 0.1
+"""Seconds before the first retry; doubled for each next one."""
+_TRANSIENT = {502, 503, 504}
+_LENGTH = struct.Struct("<Q")
+
+
+class RemoteBarecat(MutableMapping[str, bytes]):
+    """The archive at ``url`` (``http://HOST:PORT/a/NAME``), as a mapping and a small
+    read API. ``token``: the server's, when it has one."""
+
+    def __init__(self, url: str, token: str | None = None, timeout: float = 60.0) -> None:
+        self.url = url.rstrip("/")
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._http = httpx.Client(
+            headers=headers,
+            timeout=timeout,
+            transport=httpx.HTTPTransport(retries=RETRIES),  # connection attempts
+            limits=httpx.Limits(max_keepalive_connections=8),
+        )
+
+    # -- plumbing -------------------------------------------------------------------------------
+
+    def _request(
+        self, method: str, route: str, path: str | None = None, **kwargs: Any
+    ) -> httpx.Response:
+        """``route`` of the archive (for a path when ``path`` is given), retried while the
+        failure is transient; archive errors raised as the archive would."""
+        target = f"{self.url}/{route}"
+        if path is not None:
+            target += "/" + _quoted(normalize(path))
+        delay = BACKOFF
+        for attempt in range(RETRIES + 1):
+            try:
+                response = self._http.request(method, target, **kwargs)
+            except (httpx.ConnectError, httpx.ReadError, httpx.RemoteProtocolError):
+                if attempt == RETRIES:
+                    raise
+            else:
+                if response.status_code not in _TRANSIENT or attempt == RETRIES:
+                    return _checked(response, path or "")
+            time.sleep(delay)
+            delay *= 2
+        raise AssertionError("unreachable")
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> RemoteBarecat:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- reading --------------------------------------------------------------------------------
+
+    def __getitem__(self, path: str) -> bytes:
+        try:
+            response = self._request("GET", "files", path)
+        except FileNotFoundBarecatError:
+            raise KeyError(path) from None
+        data = response.content
+        expected = response.headers.get("x-barecat-crc32c")
+        if expected is not None and int(expected, 16) != _crc32c.crc32c(data):
+            raise BarecatIntegrityError(f"{path}: CRC32C mismatch after transfer")
+        return data
+
+    def __contains__(self, path: object) -> bool:
+        if not isinstance(path, str):
+            return False
+        try:
+            self._request("HEAD", "files", path)
+        except (FileNotFoundBarecatError, BarecatError):
+            return False
+        return True
+
+    def read(self, path: str, offset: int = 0, size: int = -1) -> bytes:
+        """A file's bytes, or ``size`` of them from ``offset`` (one ranged request)."""
+        if offset == 0 and size < 0:
+            return self[path]
+        last = "" if size < 0 else str(offset + size - 1)
+        if size == 0:
+            return b""
+        try:
+            ranged = {"Range": f"bytes={offset}-{last}"}
+            response = self._request("GET", "files", path, headers=ranged)
+        except BarecatError as e:
+            if "outside the file" in str(e):
+                return b""
+            raise
+        return response.content
+
+    def open(self, path: str, mode: str = "rb") -> io.BufferedReader:
+        """A seekable binary stream of the file, read with ranged requests."""
+        if mode not in ("r", "rb"):
+            raise ValueError("remote files open for reading only: mode 'rb'")
+        size = int(self._request("HEAD", "files", path).headers["content-length"])
+        return io.BufferedReader(_RemoteFile(self, normalize(path), size), 1 << 20)
+
+    def get_many(self, paths: Iterable[str]) -> list[bytes]:
+        """Many files in one request, in request order."""
+        wanted = list(paths)
+        body = self._request("POST", "batch", json={"paths": wanted}).content
+        out, pos = [], 0
+        for _ in wanted:
+            (n,) = _LENGTH.unpack_from(body, pos)
+            out.append(body[pos + 8 : pos + 8 + n])
+            pos += 8 + n
+        return out
+
+    read_many = get_many
+
+    def stat(self, path: str) -> dict[str, Any]:
+        result: dict[str, Any] = self._request("GET", "stat", path).json()
+        return result
+
+    def listdir(self, path: str = "") -> list[str]:
+        listed = self._request("GET", "list", path).json()
+        return [e["path"].rsplit("/", 1)[-1] for e in (*listed["dirs"], *listed["files"])]
+
+    def glob(self, pattern: str, recursive: bool = False, only_files: bool = False) -> list[str]:
+        params = {"pattern": pattern, "recursive": int(recursive), "only_files": int(only_files)}
+        paths: list[str] = self._request("GET", "glob", params=params).json()["paths"]
+        return paths
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.glob("**", recursive=True, only_files=True))
+
+    def __len__(self) -> int:
+        return int(self.stat("")["num_files_tree"] or 0)
+
+    # -- writing (a server started with --writable) ----------------------------------------------
+
+    def __setitem__(self, path: str, data: bytes) -> None:
+        self._request("PUT", "files", path, content=data)
+
+    def __delitem__(self, path: str) -> None:
+        try:
+            self._request("DELETE", "files", path)
+        except FileNotFoundBarecatError:
+            raise KeyError(path) from None
+
+
+class _RemoteFile(io.RawIOBase):
+    def __init__(self, client: RemoteBarecat, path: str, size: int) -> None:
+        super().__init__()
+        self._client, self._path, self._size, self._pos = client, path, size, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self._size}[whence]
+        self._pos = max(0, base + offset)
+        return self._pos
+
+    def readinto(self, buffer: Any) -> int:
+        view = memoryview(buffer).cast("B")
+        n = max(0, min(len(view), self._size - self._pos))
+        if n == 0:
+            return 0
+        data = self._client.read(self._path, self._pos, n)
+        view[: len(data)] = data
+        self._pos += len(data)
+        return len(data)
+
+
+def _quoted(path: str) -> str:
+    return "/".join(quote(part, safe="") for part in path.split("/"))
+
+
+def _checked(response: httpx.Response, path: str) -> httpx.Response:
+    """The response, or the archive error its status means."""
+    if response.status_code < 400:
+        return response
+    try:
+        message = response.json().get("error", response.text)
+    except ValueError:
+        message = response.text
+    if response.status_code == 404:
+        raise FileNotFoundBarecatError(path or message)
+    if response.status_code == 400 and "escapes" in message:
+        raise InvalidPathBarecatError(message)
+    if response.status_code in (401, 403):
+        raise BarecatError(f"the server refused the request: {message}")
+    if response.status_code == 405:
+        raise ReadOnlyBarecatError(message)
+    raise BarecatError(f"HTTP {response.status_code}: {message}")
+
+
+def connect(url: str, token: str | None = None) -> RemoteBarecat:
+    """The archive served at ``url`` (see ``barecat serve``)."""
+    return RemoteBarecat(url, token)
+
+
+__all__ = ["RemoteBarecat", "connect"]

@@ -1,0 +1,61 @@
+"""Running ``barecat serve``: archives opened for serving, a token when the server is
+reachable from other machines, uvicorn on the chosen address."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import secrets
+from collections.abc import Callable, Sequence
+
+from barecat.archive import Barecat, Passphrase
+from barecat.asgi_serving import serve_asgi
+from barecat.exceptions import BarecatError
+from barecat.layout import base_path
+from barecat.server.app import DEFAULT_LIMITS, Limits, create_app
+
+
+def archive_name(path: str) -> str:
+    name = os.path.basename(base_path(path).rstrip("/"))
+    return name[: -len(".barecat")] if name.endswith(".barecat") else name
+
+
+def is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
+def serve_archives(
+    paths: Sequence[str],
+    host: str = "127.0.0.1",
+    port: int = 0,
+    *,
+    writable: bool = False,
+    token: str | None = None,
+    passphrase: Passphrase | None = None,
+    limits: Limits = DEFAULT_LIMITS,
+    on_ready: Callable[[str, str | None], None] | None = None,
+) -> None:
+    """Serve the archives at ``paths`` until interrupted. Off loopback a token is required:
+    given, or drawn here and passed to ``on_ready(url, token)``."""
+    if not is_loopback(host) and token is None:
+        token = secrets.token_urlsafe(24)
+    archives: dict[str, Barecat] = {}
+    try:
+        for path in paths:
+            name = archive_name(path)
+            if name in archives:
+                raise BarecatError(f"two archives are named {name!r}; serve them separately")
+            archives[name] = Barecat(
+                path, readonly=not writable, threadsafe=True, passphrase=passphrase
+            )
+        app = create_app(archives, token, limits)
+        serve_asgi(app, host, port, lambda url: on_ready(url, token) if on_ready else None)
+    finally:
+        for bc in archives.values():
+            bc.close()
+
+
+__all__ = ["archive_name", "is_loopback", "serve_archives"]
