@@ -1,0 +1,1 @@
+"""Barecat inside other tools: PyTorch data loading (``barecat.integrations.torch``)."""

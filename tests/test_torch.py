@@ -1,0 +1,185 @@
+"""PyTorch data loading with real torch: DataLoader workers, samplers, a 2-process DDP run."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import barecat
+
+torch = pytest.importorskip("torch", reason="torch is not installed (./run test installs 2.13.0)")
+
+from torch.utils.data import DataLoader  # noqa: E402
+
+from barecat.integrations.torch import BarecatDataset, BarecatSampler  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def archive(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict[str, bytes]]:
+    path = str(tmp_path_factory.mktemp("torch") / "ds.barecat")
+    files = {f"train/{i % 5}/{i:04d}.bin": os.urandom(64 + i) for i in range(203)}
+    with barecat.Barecat(path, readonly=False) as bc:
+        bc.add_many(files.items())
+        bc["meta/labels.json"] = json.dumps({"classes": 5}).encode()
+    return path, files
+
+
+def as_list(batch: list[object]) -> list[object]:
+    """A collate function that keeps the items as they are (picklable, for spawn)."""
+    return batch
+
+
+@pytest.mark.parametrize("context", ["fork", "spawn"])
+def test_dataloader_workers_read_every_file(
+    archive: tuple[str, dict[str, bytes]], context: str
+) -> None:
+    path, files = archive
+    dataset = BarecatDataset(path, pattern="train/**")
+    assert len(dataset) == len(files)
+    loader = DataLoader(
+        dataset,
+        batch_size=16,
+        num_workers=2,
+        persistent_workers=True,
+        multiprocessing_context=context,
+        collate_fn=as_list,
+    )
+    for _ in range(2):  # two epochs through the same (persistent) workers
+        seen = {p: data for batch in loader for p, data in batch}
+        assert seen == files
+
+
+def test_decoding_and_transforms(archive: tuple[str, dict[str, bytes]]) -> None:
+    path, files = archive
+    decoded = BarecatDataset(path, ["meta/labels.json"], decode=True)
+    assert decoded[0] == {"classes": 5}
+    sizes = BarecatDataset(path, sorted(files)[:3], transform=lambda item: len(item[1]))
+    assert [sizes[i] for i in range(3)] == [len(files[p]) for p in sorted(files)[:3]]
+    custom = BarecatDataset(path, ["train/0/0000.bin"], decode=lambda p, data: data[:4])
+    assert custom[0] == files["train/0/0000.bin"][:4]
+
+
+def test_the_sampler_splits_each_epoch_exactly(archive: tuple[str, dict[str, bytes]]) -> None:
+    size = 101
+    for replicas, drop_last in ((3, False), (3, True), (4, False)):
+        samplers = [
+            BarecatSampler(size, num_replicas=replicas, rank=r, seed=7, drop_last=drop_last)
+            for r in range(replicas)
+        ]
+        for epoch in range(3):
+            shares = []
+            for sampler in samplers:
+                sampler.set_epoch(epoch)
+                shares.append(list(sampler))
+            assert len({len(s) for s in shares}) == 1  # equal length on every rank
+            together = [i for share in shares for i in share]
+            if drop_last:
+                assert len(set(together)) == len(together) == size - size % replicas
+            else:
+                assert set(together) == set(range(size))  # complete
+                assert len(together) - len(set(together)) == (-size) % replicas  # padding
+        again = BarecatSampler(size, num_replicas=replicas, rank=0, seed=7, drop_last=drop_last)
+        again.set_epoch(2)
+        assert list(again) == shares[0]  # deterministic
+    first, second = BarecatSampler(size, seed=1), BarecatSampler(size, seed=1)
+    second.set_epoch(1)
+    assert list(first) != list(second) and sorted(first) == sorted(second)
+
+
+def test_resuming_mid_epoch(archive: tuple[str, dict[str, bytes]]) -> None:
+    sampler = BarecatSampler(150, num_replicas=2, rank=1, seed=3)
+    sampler.set_epoch(4)
+    everything = list(sampler)
+    sampler.set_epoch(4)
+    taken = []
+    for index in sampler:
+        taken.append(index)
+        if len(taken) == 31:
+            break
+    state = sampler.state_dict()
+    assert state == {"epoch": 4, "seed": 3, "position": 31}
+    resumed = BarecatSampler(150, num_replicas=2, rank=1, seed=3)
+    resumed.load_state_dict(json.loads(json.dumps(state)))
+    assert len(resumed) == len(everything) - 31
+    assert taken + list(resumed) == everything
+    assert list(resumed) == everything  # the next epoch pass starts from the beginning
+    with pytest.raises(ValueError, match="another seed"):
+        BarecatSampler(150, seed=4).load_state_dict(state)
+
+
+def test_locality_shuffles_blocks_of_neighbours() -> None:
+    sampler = BarecatSampler(1000, seed=5, locality=50)
+    order = list(sampler)
+    assert sorted(order) == list(range(1000)) and order != sorted(order)
+    runs = [order[i : i + 50] for i in range(0, 1000, 50)]
+    assert all(max(run) - min(run) == 49 and min(run) % 50 == 0 for run in runs)
+    assert [min(run) for run in runs] != sorted(min(run) for run in runs)  # blocks shuffled
+
+
+DDP_SCRIPT = textwrap.dedent(
+    """
+    import json, os, sys
+    import torch, torch.distributed as dist, torch.multiprocessing as mp
+    from torch.utils.data import DataLoader
+    from barecat.integrations.torch import BarecatDataset, BarecatSampler
+
+    def names(batch):
+        return [p for p, _ in batch]
+
+    def run(rank, archive, port, out):
+        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}",
+                                rank=rank, world_size=2)
+        dataset = BarecatDataset(archive, pattern="train/**")
+        sampler = BarecatSampler(dataset, seed=11)
+        loader = DataLoader(dataset, batch_size=8, sampler=sampler, num_workers=2,
+                            collate_fn=names)
+        epochs = []
+        for epoch in range(2):
+            sampler.set_epoch(epoch)
+            mine = [p for batch in loader for p in batch]
+            gathered = [None, None]
+            dist.all_gather_object(gathered, mine)
+            epochs.append(gathered)
+        if rank == 0:
+            with open(out, "w") as f:
+                json.dump(epochs, f)
+        dist.destroy_process_group()
+
+    if __name__ == "__main__":
+        mp.spawn(run, args=(sys.argv[1], int(sys.argv[2]), sys.argv[3]), nprocs=2)
+    """
+)
+
+
+def test_ddp_ranks_see_disjoint_complete_shards(
+    archive: tuple[str, dict[str, bytes]], tmp_path: Path
+) -> None:
+    path, files = archive
+    script = tmp_path / "ddp.py"
+    script.write_text(DDP_SCRIPT)
+    out = tmp_path / "epochs.json"
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    done = subprocess.run(
+        [sys.executable, str(script), path, str(port), str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    epochs = json.loads(out.read_text())
+    assert len(epochs) == 2
+    for rank0, rank1 in epochs:
+        assert len(rank0) == len(rank1) == 102  # 203 files: one rank pads by one
+        assert set(rank0) | set(rank1) == set(files)
+        assert len(set(rank0) & set(rank1)) <= 1  # only the padding repeats
+    assert epochs[0][0] != epochs[1][0]  # set_epoch reshuffles
