@@ -12,12 +12,15 @@ import itertools
 import os
 import random
 import sqlite3
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
 import pytest
 
 import barecat
+from barecat.entries import Order
 from barecat.layout import existing_shard_numbers, shard_path
 from barecat.transfer import IngestResult, plan_tree
 
@@ -168,3 +171,32 @@ def test_a_failing_reader_stops_the_run_without_leaving_bytes(
         assert all(files[p] == data for p, data in stored.items())
         assert bc.verify_integrity() and bc.index.find_inconsistencies() == []
     assert sum(map(len, shard_bytes(archive))) == sum(map(len, stored.values()))
+
+
+def test_create_with_several_processes_joins_parts_without_copying(tmp_path: Path) -> None:
+    """``create -j 3``: three processes write parts whose shards become the archive's."""
+    src = tmp_path / "src"
+    files = make_tree(src, 240)
+    unreadable = src / "d1" / "locked.bin"
+    unreadable.write_bytes(b"secret")
+    unreadable.chmod(0)
+    one, three = str(tmp_path / "one.barecat"), str(tmp_path / "three.barecat")
+    for archive, jobs in ((one, "1"), (three, "3")):
+        done = subprocess.run(
+            [sys.executable, "-m", "barecat.cli", "create", "-q", "-j", jobs, "-s", "64K",
+             "-C", str(src), archive, "."],
+            capture_output=True, text=True,
+        )  # fmt: skip
+        if os.geteuid() != 0:  # root reads anything: then nothing is refused
+            assert done.returncode == 1 and "locked.bin" in done.stderr
+    with barecat.Barecat(one) as a, barecat.Barecat(three) as b:
+        assert {p: b[p] for p in b} == {p: a[p] for p in a}
+        assert all(b[p] == data for p, data in files.items())
+        assert [(d.path, d.mode, d.mtime_ns) for d in b.index.iter_all_dirinfos(Order.PATH)] == [
+            (d.path, d.mode, d.mtime_ns) for d in a.index.iter_all_dirinfos(Order.PATH)
+        ]
+        assert b.verify_integrity() and b.index.find_inconsistencies() == []
+        assert all(os.path.getsize(b.sharder.get_shard_path(i)) <= 64 << 10
+                   for i in range(b.sharder.num_shards))  # fmt: skip
+    leftovers = [n for n in os.listdir(tmp_path) if ".part" in n or n.startswith(".three")]
+    assert leftovers == []

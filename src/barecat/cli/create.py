@@ -25,6 +25,7 @@ from barecat.glob import PathFilter
 from barecat.layout import archive_exists, base_path
 from barecat.transfer import DEFAULT_WORKERS, IngestPlan, IngestResult, ingest, plan_sources
 from barecat.transfer.dictionary_samples import sample_plan
+from barecat.transfer.parallel_ingest import ingest_in_processes
 
 CREATE_EXAMPLES = """
 barecat create photos.barecat ~/photos/          # a tree, stored as home/.../photos/...
@@ -58,9 +59,11 @@ def _add_source_options(parser: argparse.ArgumentParser) -> None:
         "-j",
         "--workers",
         type=int,
-        default=DEFAULT_WORKERS,
+        default=None,
         metavar="N",
-        help="Threads reading sources",
+        help="Parallel workers: for a new archive N processes, each writing a part joined "
+        f"without copying at the end; when adding, N reader threads (default "
+        f"{DEFAULT_WORKERS} threads)",
     )
     add_shard_limit_option(
         parser, "Start a new shard file beyond SIZE (e.g. 1G, 500M). Default: unlimited"
@@ -178,7 +181,8 @@ def store(
         ) as bc,
     ):
         bc.on_commit = on_commit
-        return ingest(bc, plan, workers=args.workers, on_added=on_added, skip_existing=args.resume)
+        threads = args.workers or DEFAULT_WORKERS
+        return ingest(bc, plan, workers=threads, on_added=on_added, skip_existing=args.resume)
 
 
 def finish(args: argparse.Namespace, plan: IngestPlan, result: IngestResult, command: str) -> int:
@@ -210,7 +214,30 @@ def run_create(args: argparse.Namespace) -> int:
         )
         return 1
     plan = make_plan(args)
+    if (args.workers or 1) > 1 and not args.resume:
+        return finish(args, plan, store_in_processes(args, plan), "create")
     return finish(args, plan, store(args, plan, overwrite=args.force, command="create"), "create")
+
+
+def store_in_processes(args: argparse.Namespace, plan: IngestPlan) -> IngestResult:
+    """``create -j N``: N processes, each writing a part; the parts joined at the end."""
+    progress = Progress("create", len(plan.files), wants_progress(args.quiet))
+
+    def on_added(paths: list[str], nbytes: int) -> None:
+        progress.advance(len(paths), nbytes)
+        if args.verbose:
+            sys.stdout.write("".join(p + "\n" for p in paths))
+
+    with progress:
+        return ingest_in_processes(
+            args.archive,
+            plan,
+            args.workers,
+            shard_size_limit=args.shard_size_limit,
+            overwrite=args.force,
+            on_added=on_added,
+            archive_options=new_archive_options(args, lambda: sample_plan(plan)),
+        )
 
 
 def run_add(args: argparse.Namespace) -> int:

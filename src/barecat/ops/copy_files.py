@@ -67,6 +67,7 @@ def copy_files_from(
     skip_existing: bool = False,
     prefix: str = "",
     link: bool = False,
+    move: bool = False,
     on_progress: ProgressCallback | None = None,
 ) -> CopyStats:
     """Add the source's files (``files``: only these paths) and directories (``dirs``:
@@ -74,7 +75,9 @@ def copy_files_from(
 
     A path the target already has raises ``FileExistsBarecatError`` naming it, unless
     ``skip_existing`` (then the target's entry is kept and counted as skipped). ``link``
-    makes the target's new shards symlinks to the source's instead of copies.
+    makes the target's new shards symlinks to the source's instead of copies; ``move``
+    renames the source's shards into the target (the source is consumed: for temporary
+    part-archives, which are discarded whatever happens).
     """
     _refuse_same_archive(index, src_index)
     _match_sealing(index, src_index, prefix)
@@ -87,8 +90,8 @@ def copy_files_from(
         totals = source.totals()
         stats = CopyStats(totals.files, totals.size, totals.skipped)
         try:
-            if link:
-                relocations = _link_shards(src_index, src_sharder, sharder)
+            if link or move:
+                relocations = _link_shards(src_index, src_sharder, sharder, move)
                 stats.shards_linked = len(relocations)
                 sharder.sync_directory()
                 if on_progress is not None:
@@ -103,7 +106,7 @@ def copy_files_from(
                 on_progress(totals.skipped, 0)
         except BaseException:
             index.rollback()
-            if link:
+            if link or move:
                 sharder.remove_shards_from(first_new_shard)
             else:
                 sharder.rewind(*start)
@@ -226,10 +229,11 @@ def _bounded(relocations: list[Relocation]) -> list[Relocation]:
 
 
 def _link_shards(
-    src_index: IndexReader, src_sharder: Sharder, sharder: Sharder
+    src_index: IndexReader, src_sharder: Sharder, sharder: Sharder, move: bool = False
 ) -> list[Relocation]:
-    """Give each source shard a new number in the target as a symlink to it (an empty
-    file of the target's own where the source has a gap in its numbering)."""
+    """Give each source shard a new number in the target as a symlink to it, or (``move``)
+    the shard itself, renamed (an empty file of the target's own where the source has a
+    gap in its numbering)."""
     used = set(src_index.used_shards())
     count = max(src_sharder.num_shards, max(used, default=-1) + 1)
     missing = [i for i in used if not src_sharder.shard_exists(i)]
@@ -239,7 +243,9 @@ def _link_shards(
         )
     relocations = []
     for i in range(count):
-        if src_sharder.shard_exists(i):
+        if src_sharder.shard_exists(i) and move:
+            number = sharder.adopt_shard(src_sharder.get_shard_path(i))
+        elif src_sharder.shard_exists(i):
             number = sharder.link_shard(src_sharder.get_shard_path(i))
         else:
             number = sharder.add_empty_shard()

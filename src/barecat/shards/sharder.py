@@ -529,6 +529,11 @@ class Sharder:
 
         return self._add_shard(make_link)
 
+    def adopt_shard(self, source: str) -> int:
+        """Add the next shard by renaming the file ``source`` (a shard of a temporary
+        part-archive on the same filesystem) into place; returns its number."""
+        return self._add_shard(lambda path: os.rename(source, path))
+
     def add_empty_shard(self) -> int:
         """Add the next shard as an empty file of this archive's own (keeps numbering
         contiguous where a linked archive has a gap); returns its number."""
