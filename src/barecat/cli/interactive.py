@@ -101,7 +101,10 @@ def _add_viewer_options(parser: argparse.ArgumentParser) -> None:
 
 
 def run_view(args: argparse.Namespace) -> int:
-    from barecat.viewer import serve_viewer
+    try:
+        from barecat.viewer import serve_viewer
+    except ModuleNotFoundError as e:
+        raise BarecatError(f"The image viewer needs {e.name}: pip install 'barecat[viewer]'") from e
 
     with open_archive(args.archive, args, threadsafe=True) as bc:
         unlock_if_at_hand(bc, args)

@@ -22,13 +22,12 @@ Requests are bounded (``Limits``): bigger uploads and batches get 413.
 
 from __future__ import annotations
 
-import functools
 import hmac
 import struct
 import tempfile
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,19 +41,13 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from barecat.archive import Barecat
+from barecat.asgi_serving import HTTPError, answered
 from barecat.entries import BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo
 from barecat.exceptions import (
-    BarecatError,
-    FileExistsBarecatError,
-    FileNotFoundBarecatError,
-    InvalidPathBarecatError,
-    IsADirectoryBarecatError,
-    NotADirectoryBarecatError,
     ReadOnlyBarecatError,
 )
 from barecat.paths import normalize
 
-Handler = Callable[[Request], Awaitable[Response]]
 _LENGTH = struct.Struct("<Q")
 
 
@@ -81,35 +74,6 @@ class ServedArchive:
             return work(self.bc)
         with self._lock:
             return work(self.bc)
-
-
-class _HTTPError(Exception):
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-
-
-def _answered(handler: Handler) -> Handler:
-    """The archive's errors as HTTP statuses with a JSON ``{"error": ...}`` body."""
-
-    @functools.wraps(handler)
-    async def call(request: Request) -> Response:
-        try:
-            return await handler(request)
-        except _HTTPError as e:
-            return JSONResponse({"error": str(e)}, status_code=e.status)
-        except InvalidPathBarecatError as e:
-            return JSONResponse({"error": str(e)}, status_code=400)
-        except (FileNotFoundBarecatError, KeyError) as e:
-            return JSONResponse({"error": f"not found: {e}"}, status_code=404)
-        except (IsADirectoryBarecatError, NotADirectoryBarecatError, FileExistsBarecatError) as e:
-            return JSONResponse({"error": str(e)}, status_code=409)
-        except ReadOnlyBarecatError as e:
-            return JSONResponse({"error": str(e)}, status_code=405)
-        except BarecatError as e:
-            return JSONResponse({"error": str(e)}, status_code=500)
-
-    return call
 
 
 def entry_json(info: BarecatEntryInfo) -> dict[str, Any]:
@@ -148,7 +112,7 @@ def _byte_range(header: str | None, size: int) -> tuple[int, int] | None:
     except ValueError:
         return None
     if start >= size or start >= end:
-        raise _HTTPError(416, f"range {header} is outside the file's {size} bytes")
+        raise HTTPError(416, f"range {header} is outside the file's {size} bytes")
     return start, end
 
 
@@ -163,7 +127,7 @@ def create_app(archives: dict[str, Barecat], token: str | None = None,
     def archive_of(request: Request) -> ServedArchive:
         found = served.get(request.path_params["name"])
         if found is None:
-            raise _HTTPError(404, f"no archive named {request.path_params['name']!r}")
+            raise HTTPError(404, f"no archive named {request.path_params['name']!r}")
         return found
 
     def writable_archive_of(request: Request) -> ServedArchive:
@@ -175,7 +139,7 @@ def create_app(archives: dict[str, Barecat], token: str | None = None,
     def path_of(request: Request) -> str:
         return normalize(request.path_params.get("path", ""))
 
-    @_answered
+    @answered
     async def get_file(request: Request) -> Response:
         archive, path = archive_of(request), path_of(request)
         info = await run_in_threadpool(archive.run, lambda bc: bc.index.lookup_file(path))
@@ -196,7 +160,7 @@ def create_app(archives: dict[str, Barecat], token: str | None = None,
         headers["Content-Range"] = f"bytes {start}-{end - 1}/{size}"
         return Response(part, 206, media_type="application/octet-stream", headers=headers)
 
-    @_answered
+    @answered
     async def put_file(request: Request) -> Response:
         archive, path = archive_of(request), path_of(request)
         if not archive.writable:
@@ -210,7 +174,7 @@ def create_app(archives: dict[str, Barecat], token: str | None = None,
                 async for chunk in request.stream():
                     received += len(chunk)
                     if received > limits.upload_bytes:
-                        raise _HTTPError(413, f"uploads are limited to {limits.upload_bytes} bytes")
+                        raise HTTPError(413, f"uploads are limited to {limits.upload_bytes} bytes")
                     spool.write(chunk)
             except ClientDisconnect:
                 return Response(status_code=400)  # nothing was stored
@@ -229,7 +193,7 @@ def create_app(archives: dict[str, Barecat], token: str | None = None,
         finally:
             spool.close()
 
-    @_answered
+    @answered
     async def delete_file(request: Request) -> Response:
         archive, path = archive_of(request), path_of(request)
         if not archive.writable:
@@ -244,7 +208,7 @@ def create_app(archives: dict[str, Barecat], token: str | None = None,
         await run_in_threadpool(archive.run, remove)
         return Response(status_code=204)
 
-    @_answered
+    @answered
     async def listing(request: Request) -> Response:
         archive, path = archive_of(request), path_of(request)
 
@@ -258,13 +222,13 @@ def create_app(archives: dict[str, Barecat], token: str | None = None,
 
         return JSONResponse(await run_in_threadpool(archive.run, listed))
 
-    @_answered
+    @answered
     async def stat(request: Request) -> Response:
         archive, path = archive_of(request), path_of(request)
         info = await run_in_threadpool(archive.run, lambda bc: bc.index.lookup(path))
         return JSONResponse(entry_json(info))
 
-    @_answered
+    @answered
     async def glob(request: Request) -> Response:
         archive = archive_of(request)
         pattern = request.query_params.get("pattern", "*")
@@ -276,23 +240,23 @@ def create_app(archives: dict[str, Barecat], token: str | None = None,
         )
         return JSONResponse({"pattern": pattern, "paths": found})
 
-    @_answered
+    @answered
     async def batch(request: Request) -> Response:
         archive = archive_of(request)
         try:
             paths = (await request.json())["paths"]
         except (ValueError, KeyError, TypeError) as e:
-            raise _HTTPError(400, 'the body must be JSON: {"paths": [...]}') from e
+            raise HTTPError(400, 'the body must be JSON: {"paths": [...]}') from e
         if not isinstance(paths, list) or not all(isinstance(p, str) for p in paths):
-            raise _HTTPError(400, '"paths" must be a list of strings')
+            raise HTTPError(400, '"paths" must be a list of strings')
         if len(paths) > limits.batch_files:
-            raise _HTTPError(413, f"batches are limited to {limits.batch_files} files")
+            raise HTTPError(413, f"batches are limited to {limits.batch_files} files")
 
         def gathered(bc: Barecat) -> list[bytes]:
             wanted = [normalize(p) for p in paths]
             sizes = [bc.index.lookup_file(p).size or 0 for p in wanted]
             if sum(sizes) > limits.batch_bytes:
-                raise _HTTPError(413, f"batches are limited to {limits.batch_bytes} bytes")
+                raise HTTPError(413, f"batches are limited to {limits.batch_bytes} bytes")
             return bc.get_many(wanted)
 
         datas = await run_in_threadpool(archive.run, gathered)

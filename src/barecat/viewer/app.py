@@ -30,13 +30,10 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
 from barecat.archive import Barecat
+from barecat.asgi_serving import HTTPError, answered
 from barecat.entries import BarecatDirInfo, BarecatFileInfo
 from barecat.exceptions import (
-    BarecatError,
-    FileNotFoundBarecatError,
     InvalidPathBarecatError,
-    IsADirectoryBarecatError,
-    NotADirectoryBarecatError,
 )
 from barecat.paths import normalize
 
@@ -52,32 +49,7 @@ def _path_argument(request: Request, name: str = "path") -> str:
     try:
         return normalize(request.query_params.get(name, ""))
     except InvalidPathBarecatError as e:
-        raise _HTTPError(400, str(e)) from e
-
-
-class _HTTPError(Exception):
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-
-
-def _answered(handler: Any) -> Any:
-    """Map the archive's errors to HTTP statuses, as JSON ``{"error": ...}``."""
-
-    @functools.wraps(handler)
-    async def call(request: Request) -> Response:
-        try:
-            return await handler(request)  # type: ignore[no-any-return]
-        except _HTTPError as e:
-            return JSONResponse({"error": str(e)}, status_code=e.status)
-        except (FileNotFoundBarecatError, KeyError) as e:
-            return JSONResponse({"error": f"not found: {e}"}, status_code=404)
-        except (IsADirectoryBarecatError, NotADirectoryBarecatError) as e:
-            return JSONResponse({"error": str(e)}, status_code=400)
-        except BarecatError as e:  # damaged bytes, a locked archive
-            return JSONResponse({"error": str(e)}, status_code=500)
-
-    return call
+        raise HTTPError(400, str(e)) from e
 
 
 def is_image(name: str) -> bool:
@@ -122,7 +94,7 @@ def create_app(bc: Barecat) -> Starlette:
     async def index_page(request: Request) -> Response:
         return HTMLResponse(page.replace("{{archive}}", _html_escape(bc.path)))
 
-    @_answered
+    @answered
     async def directory(request: Request) -> Response:
         path = _path_argument(request)
         info = bc.index.lookup_dir(path)
@@ -142,18 +114,18 @@ def create_app(bc: Barecat) -> Starlette:
             }
         )
 
-    @_answered
+    @answered
     async def file_info(request: Request) -> Response:
         return JSONResponse(_file_json(bc.index.lookup_file(_path_argument(request))))
 
-    @_answered
+    @answered
     async def raw(request: Request) -> Response:
         path = _path_argument(request)
         data = bc.read(bc.index.lookup_file(path))
         kind = mimetypes.guess_type(path)[0] or "application/octet-stream"
         return Response(data, media_type=kind, headers={"Cache-Control": "max-age=3600"})
 
-    @_answered
+    @answered
     async def thumb(request: Request) -> Response:
         path = _path_argument(request)
         asked = int(request.query_params.get("size", 256))
@@ -162,7 +134,7 @@ def create_app(bc: Barecat) -> Starlette:
         try:
             data = thumbnail(path, size)
         except (OSError, ValueError, SyntaxError) as e:  # what Pillow raises for non-images
-            raise _HTTPError(415, f"{path}: not an image Pillow can read ({e})") from e
+            raise HTTPError(415, f"{path}: not an image Pillow can read ({e})") from e
         return Response(data, media_type="image/jpeg", headers={"Cache-Control": "max-age=3600"})
 
     return Starlette(

@@ -1,7 +1,8 @@
 """Serving the viewer: uvicorn on a loopback port, and a browser opened on it when there
 is one to open (else the address is printed by the caller).
 
-Starlette, uvicorn and Pillow are the ``viewer`` extra, imported when a viewer starts.
+Starlette, uvicorn and Pillow are the ``viewer`` extra; ``barecat view`` names what is
+missing.
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ from collections.abc import Callable
 
 from barecat.archive import Barecat
 from barecat.asgi_serving import serve_asgi
-from barecat.exceptions import BarecatError
 
 
 def serve_viewer(
@@ -24,12 +24,7 @@ def serve_viewer(
 ) -> None:
     """Serve ``bc``'s viewer until interrupted (Ctrl-C). ``port`` 0 takes a free one;
     ``on_ready(url)`` is called once it listens."""
-    try:
-        import uvicorn  # noqa: F401
-
-        from barecat.viewer.app import create_app
-    except ModuleNotFoundError as e:
-        raise BarecatError(f"The image viewer needs {e.name}: pip install 'barecat[viewer]'") from e
+    from barecat.viewer.app import create_app
 
     def ready(url: str) -> None:
         if on_ready is not None:
