@@ -1,1 +1,2 @@
-"""Barecat inside other tools: PyTorch data loading (``barecat.integrations.torch``)."""
+"""Barecat inside other tools: PyTorch data loading (``barecat.integrations.torch``) and
+the fsspec filesystem ``barecat://`` (``barecat.integrations.fsspec``)."""

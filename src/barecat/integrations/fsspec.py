@@ -1,0 +1,127 @@
+"""An archive as an fsspec filesystem, protocol ``barecat`` (registered as an entry point),
+so anything fsspec-aware reads from archives:
+
+    fsspec.open("barecat://train/cat/001.jpg::/data/ds.barecat")      # chained URL
+    fsspec.filesystem("barecat", fo="/data/ds.barecat").ls("train")
+    pandas.read_csv("barecat://tables/a.csv", storage_options={"fo": "/data/ds.barecat"})
+
+Read-only. Listings, ``info`` and ``glob`` are answered by the index (no whole-tree
+cache, so a million-file archive opens at once); ``cat_file`` with a range and ``open``
+(seekable) read only what is asked. Imports fsspec and the archive layer.
+"""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+from fsspec.spec import AbstractFileSystem
+
+from barecat.archive import Barecat
+from barecat.entries import BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo
+from barecat.exceptions import FileNotFoundBarecatError
+from barecat.paths import normalize
+
+
+class BarecatFileSystem(AbstractFileSystem):  # type: ignore[misc]
+    """The files of the archive ``fo`` (a local archive path)."""
+
+    protocol = "barecat"
+    root_marker = ""
+
+    def __init__(
+        self,
+        fo: str = "",
+        *,
+        passphrase: str | None = None,
+        target_protocol: str | None = None,
+        target_options: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        if target_protocol not in (None, "file", "local"):
+            raise NotImplementedError(
+                f"archives on {target_protocol}:// are not served by this filesystem yet"
+            )
+        if not fo:
+            raise ValueError("give the archive: fsspec.filesystem('barecat', fo=PATH)")
+        self.archive = Barecat(str(fo), threadsafe=True, passphrase=passphrase)
+
+    @classmethod
+    def _strip_protocol(cls, path: Any) -> str:
+        text = str(path)
+        if text.startswith("barecat://"):
+            text = text[len("barecat://") :]
+        return text.split("::", 1)[0].strip("/")
+
+    def _record(self, info: BarecatEntryInfo) -> dict[str, Any]:
+        if isinstance(info, BarecatDirInfo):
+            return {"name": info.path, "size": 0, "type": "directory",
+                    "files": info.num_files_tree, "mtime": _seconds(info.mtime_ns)}  # fmt: skip
+        assert isinstance(info, BarecatFileInfo)
+        return {"name": info.path, "size": info.size or 0, "type": "file",
+                "crc32c": info.crc32c, "mtime": _seconds(info.mtime_ns)}  # fmt: skip
+
+    def info(self, path: str, **kwargs: Any) -> dict[str, Any]:
+        try:
+            return self._record(self.archive.index.lookup(self._strip_protocol(path)))
+        except FileNotFoundBarecatError as e:
+            raise FileNotFoundError(path) from e
+
+    def ls(self, path: str, detail: bool = True, **kwargs: Any) -> list[Any]:
+        inner = normalize(self._strip_protocol(path))
+        if self.archive.isfile(inner):
+            entries: list[BarecatEntryInfo] = [self.archive.index.lookup_file(inner)]
+        else:
+            try:
+                entries = self.archive.index.listdir_infos(inner)
+            except FileNotFoundBarecatError as e:
+                raise FileNotFoundError(path) from e
+        records = [self._record(e) for e in entries]
+        return records if detail else [r["name"] for r in records]
+
+    def glob(self, path: str, maxdepth: int | None = None, **kwargs: Any) -> Any:
+        pattern = self._strip_protocol(path)
+        found = sorted(self.archive.glob(pattern, recursive="**" in pattern, include_hidden=True))
+        if kwargs.get("detail"):
+            return {p: self.info(p) for p in found}
+        return found
+
+    def cat_file(
+        self, path: str, start: int | None = None, end: int | None = None, **kwargs: Any
+    ) -> bytes:
+        inner = self._strip_protocol(path)
+        if start is None and end is None:
+            try:
+                return self.archive[inner]
+            except KeyError as e:
+                raise FileNotFoundError(path) from e
+        size = self.info(inner)["size"]
+        first = _absolute(start or 0, size)
+        last = size if end is None else _absolute(end, size)
+        return self.archive.read(inner, first, max(0, last - first))
+
+    def _open(self, path: str, mode: str = "rb", **kwargs: Any) -> io.BufferedReader:
+        if mode != "rb":
+            raise NotImplementedError("barecat:// is read-only; write through barecat.Barecat")
+        inner = self._strip_protocol(path)
+        try:
+            raw = self.archive.open(inner, "rb")
+        except FileNotFoundBarecatError as e:
+            raise FileNotFoundError(path) from e
+        return io.BufferedReader(raw)  # type: ignore[arg-type]
+
+    def ukey(self, path: str) -> str:
+        info = self.info(path)
+        return f"{info['name']}:{info.get('crc32c')}:{info['size']}"
+
+
+def _seconds(ns: int | None) -> float | None:
+    return None if ns is None else ns / 1e9
+
+
+def _absolute(position: int, size: int) -> int:
+    return max(0, size + position) if position < 0 else min(position, size)
+
+
+__all__ = ["BarecatFileSystem"]
