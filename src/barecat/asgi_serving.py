@@ -71,6 +71,9 @@ def serve_asgi(
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    # accepted connections inherit it: without, a response written as headers then body
+    # waits out the client's delayed ACK (about 40 ms a request)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     try:
         sock.bind((host, port))
     except OSError as e:
