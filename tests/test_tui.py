@@ -7,6 +7,7 @@ import asyncio
 import io
 import os
 import subprocess
+import sys
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
@@ -129,6 +130,8 @@ def test_browse_previews_moves_filters_and_jumps(archive: str) -> None:
 
 def test_tui_commands_refuse_a_missing_directory(archive: str) -> None:
     done = subprocess.run(
-        ["barecat", "ncdu", archive, "no/such/dir"], capture_output=True, text=True
+        [sys.executable, "-m", "barecat.cli", "ncdu", archive, "no/such/dir"],
+        capture_output=True,
+        text=True,
     )
     assert done.returncode == 1 and "no/such/dir" in done.stderr
