@@ -200,3 +200,19 @@ def test_create_with_several_processes_joins_parts_without_copying(tmp_path: Pat
                    for i in range(b.sharder.num_shards))  # fmt: skip
     leftovers = [n for n in os.listdir(tmp_path) if ".part" in n or n.startswith(".three")]
     assert leftovers == []
+
+
+def test_processes_report_only_what_they_stored(tmp_path: Path) -> None:
+    from barecat.transfer.parallel_ingest import ingest_in_processes
+
+    src = tmp_path / "src"
+    files = make_tree(src, 60)
+    plan = plan_tree(str(src), "")
+    (src / "d2/f0002.bin").unlink()  # gone between planning and reading
+    added: list[str] = []
+    archive = str(tmp_path / "p.barecat")
+    result = ingest_in_processes(archive, plan, 2, on_added=lambda paths, n: added.extend(paths))
+    assert [os.path.basename(p) for p, _ in result.failures] == ["f0002.bin"]
+    assert sorted(added) == sorted(p for p in files if p != "d2/f0002.bin")
+    with barecat.Barecat(archive) as bc:
+        assert sorted(bc) == sorted(added)

@@ -40,8 +40,12 @@ def file_from_row(row: tuple[Any, ...]) -> BarecatFileInfo:
     still be listed, and building records for big listings stays cheap.
     """
     f = object.__new__(BarecatFileInfo)
-    f.path, f.shard, f.offset, f.size, f.crc32c, f.mode, f.uid, f.gid, f.mtime_ns = row[:9]
-    f.sealed_size = row[9] if len(row) > 9 else None
+    if len(row) == 9:  # (no slicing: this runs once per row of every listing)
+        f.path, f.shard, f.offset, f.size, f.crc32c, f.mode, f.uid, f.gid, f.mtime_ns = row
+        f.sealed_size = None
+    else:
+        f.path, f.shard, f.offset, f.size, f.crc32c = row[:5]
+        f.mode, f.uid, f.gid, f.mtime_ns, f.sealed_size = row[5:]
     return f
 
 

@@ -9,15 +9,15 @@ bytes.
 
 from __future__ import annotations
 
-import io
 from collections.abc import Callable
 
 from barecat.sealing.blocks import Sealer, layout_size_hint, read_layout
+from barecat.streams import SeekableReader
 
 Fetch = Callable[[int, int], bytes]
 
 
-class SealedFileReader(io.RawIOBase):
+class SealedFileReader(SeekableReader):
     """Read-only, seekable view of one sealed file (see the module doc)."""
 
     def __init__(self, sealer: Sealer, path: str, fetch: Fetch) -> None:
@@ -31,29 +31,9 @@ class SealedFileReader(io.RawIOBase):
             head += fetch(len(head), need - len(head))
         self._layout = read_layout(head[:need], path)
         self._bits = self._layout.block_size.bit_length() - 1
-        self._pos = 0
         self._cached: tuple[int, bytes] = (-1, b"")
+        self.size = self._layout.logical_size
         self.name = path
-
-    @property
-    def size(self) -> int:
-        return self._layout.logical_size
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def tell(self) -> int:
-        return self._pos
-
-    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self.size}[whence]
-        if base + offset < 0:
-            raise ValueError(f"Negative seek position {base + offset}")
-        self._pos = base + offset
-        return self._pos
 
     def _block(self, i: int) -> bytes:
         if self._cached[0] != i:
@@ -62,18 +42,18 @@ class SealedFileReader(io.RawIOBase):
             self._cached = (i, data)
         return self._cached[1]
 
-    def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]
-        view = memoryview(buffer).cast("B")
-        done = 0
-        while done < len(view) and self._pos < self.size:
-            i = self._pos >> self._bits
+    def _read_at(self, position: int, n: int) -> bytes:
+        parts, end = [], position + n
+        while position < end:
+            i = position >> self._bits
             block = self._block(i)
-            start = self._pos - (i << self._bits)
-            n = min(len(view) - done, len(block) - start)
-            view[done : done + n] = block[start : start + n]
-            done += n
-            self._pos += n
-        return done
+            start = position - (i << self._bits)
+            part = block[start : start + end - position]
+            if not part:  # past the file's end
+                break
+            parts.append(part)
+            position += len(part)
+        return b"".join(parts)
 
     def readall(self) -> bytes:
         if self._pos == 0:

@@ -27,6 +27,7 @@ from barecat.exceptions import (
     ReadOnlyBarecatError,
 )
 from barecat.paths import normalize
+from barecat.streams import SeekableReader
 
 RETRIES = 4
 BACKOFF = 0.1
@@ -171,34 +172,13 @@ class RemoteBarecat(MutableMapping[str, bytes]):
             raise KeyError(path) from None
 
 
-class _RemoteFile(io.RawIOBase):
+class _RemoteFile(SeekableReader):
     def __init__(self, client: RemoteBarecat, path: str, size: int) -> None:
         super().__init__()
-        self._client, self._path, self._size, self._pos = client, path, size, 0
+        self._client, self._path, self.size = client, path, size
 
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def tell(self) -> int:
-        return self._pos
-
-    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self._size}[whence]
-        self._pos = max(0, base + offset)
-        return self._pos
-
-    def readinto(self, buffer: Any) -> int:
-        view = memoryview(buffer).cast("B")
-        n = max(0, min(len(view), self._size - self._pos))
-        if n == 0:
-            return 0
-        data = self._client.read(self._path, self._pos, n)
-        view[: len(data)] = data
-        self._pos += len(data)
-        return len(data)
+    def _read_at(self, position: int, n: int) -> bytes:
+        return self._client.read(self._path, position, n)
 
 
 def _quoted(path: str) -> str:

@@ -4,17 +4,17 @@ Readers use positional reads, so many can be open on one shard at once and acros
 threads. The writer owns a region at the logical end of the current shard (the archive
 places it there, copying an existing file first, so committed bytes are never changed in
 place) and grows it freely; the archive records the result when the writer closes.
-Imports ``exceptions`` only; the shard access it needs is described by ``ShardIO``.
+Imports ``exceptions`` and ``streams`` only; the shard access it needs is described by ``ShardIO``.
 """
 
 from __future__ import annotations
 
 import io
-import os
 from collections.abc import Callable
 from typing import Protocol
 
 from barecat.exceptions import BarecatError, FileTooLargeBarecatError
+from barecat.streams import SeekableReader
 
 
 class ShardIO(Protocol):
@@ -32,7 +32,7 @@ class ShardIO(Protocol):
     def write_shard(self) -> int: ...
 
 
-class BarecatFileObject(io.RawIOBase):
+class BarecatFileObject(SeekableReader):
     """Common base: a window ``[offset, offset + size)`` of one shard, with a position."""
 
     def __init__(self, shards: ShardIO, shard: int, offset: int, size: int) -> None:
@@ -41,35 +41,9 @@ class BarecatFileObject(io.RawIOBase):
         self.shard = shard
         self.offset = offset
         self.size = size
-        self._pos = 0
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
 
     def __len__(self) -> int:
         return self.size
-
-    def tell(self) -> int:
-        return self._pos
-
-    def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
-        if self.closed:
-            raise ValueError("I/O operation on closed file")
-        if whence == os.SEEK_SET:
-            target = offset
-        elif whence == os.SEEK_CUR:
-            target = self._pos + offset
-        elif whence == os.SEEK_END:
-            target = self.size + offset
-        else:
-            raise ValueError(f"Invalid whence: {whence}")
-        if target < 0:
-            raise OSError(22, "Negative seek position")
-        self._pos = target
-        return target
 
     def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]
         if self.closed:

@@ -80,7 +80,9 @@ def ingest_in_processes(
                 result.bytes += part_result.bytes
                 result.failures += part_result.failures
                 if on_added is not None and part_result.files:
-                    on_added([s.store_path for s in share.plan.files], part_result.bytes)
+                    failed = {disk_path for disk_path, _ in part_result.failures}
+                    stored = [s.store_path for s in share.plan.files if s.disk_path not in failed]
+                    on_added(stored, part_result.bytes)
         finally:
             for share in shares:
                 remove_archive(share.part)

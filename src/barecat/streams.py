@@ -1,0 +1,64 @@
+"""The position bookkeeping shared by barecat's read-only, seekable streams of a known
+size (a stored file in a shard, a sealed file, a file on a server): ``seek``, ``tell``,
+and ``readinto`` over the one thing each stream does its own way, ``_read_at``. Imports
+nothing from barecat.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+
+
+class SeekableReader(io.RawIOBase):
+    """A raw binary stream of ``size`` bytes with a position; subclasses say how to read
+    ``n`` bytes at a position (``_read_at``), or override ``readinto`` to read in place."""
+
+    size: int
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._pos = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
+        if self.closed:
+            raise ValueError("I/O operation on closed file")
+        if whence == os.SEEK_SET:
+            target = offset
+        elif whence == os.SEEK_CUR:
+            target = self._pos + offset
+        elif whence == os.SEEK_END:
+            target = self.size + offset
+        else:
+            raise ValueError(f"Invalid whence: {whence}")
+        if target < 0:
+            raise OSError(22, "Negative seek position")
+        self._pos = target
+        return target
+
+    def _read_at(self, position: int, n: int) -> bytes:
+        raise NotImplementedError
+
+    def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]
+        if self.closed:
+            raise ValueError("I/O operation on closed file")
+        view = memoryview(buffer).cast("B")
+        n = max(0, min(len(view), self.size - self._pos))
+        if n == 0:
+            return 0
+        data = self._read_at(self._pos, n)
+        view[: len(data)] = data
+        self._pos += len(data)
+        return len(data)
+
+
+__all__ = ["SeekableReader"]
