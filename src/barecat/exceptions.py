@@ -124,6 +124,13 @@ class ArchiveLockedBarecatError(_OSBarecatError, BlockingIOError):
     errno_code = _errno.EAGAIN
 
 
+class RemoteStorageBarecatError(_OSBarecatError):
+    """Object storage (or another fsspec filesystem) holding an archive failed to answer;
+    nothing was read from it, and retrying later is safe."""
+
+    errno_code = _errno.EIO
+
+
 class SchemaVersionBarecatError(BarecatError):
     """The index uses a schema this version cannot read or write safely."""
 
@@ -146,6 +153,7 @@ __all__ = [
     "NotADirectoryBarecatError",
     "NotEnoughSpaceBarecatError",
     "ReadOnlyBarecatError",
+    "RemoteStorageBarecatError",
     "SchemaVersionBarecatError",
     "WrongPassphraseBarecatError",
 ]

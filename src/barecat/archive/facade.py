@@ -22,6 +22,7 @@ from typing import IO, Any, BinaryIO, cast
 
 from barecat.archive.inspecting import ArchiveInspection
 from barecat.archive.reading import ArchiveReading
+from barecat.archive.remote import open_remote_halves
 from barecat.archive.sealed import (
     Passphrase,
     SealedFileWriter,
@@ -44,6 +45,7 @@ from barecat.layout import archive_exists, base_path, index_path, remove_archive
 from barecat.ops.defrag import defrag as defrag_archive
 from barecat.ops.merge import merge_archives
 from barecat.paths import normalize, normalize_many, parent
+from barecat.remote import is_remote_url, local_path_of
 from barecat.sealing import Sealer
 from barecat.shards import BarecatReadWriteFileObject, Sharder
 from barecat.shards.sharder import Address
@@ -63,6 +65,12 @@ class Barecat(ArchiveReading, ArchiveInspection, MutableMapping[str, bytes]):
     matches, else build one once enough random reads happen (``lookup_table=True``: at
     open); writers that create most of an archive save it at close. ``lookup_table=False``
     neither uses nor writes one.
+
+    ``path`` may be an fsspec URL (``s3://bucket/ds.barecat``; ``storage_options`` as for
+    fsspec): such an archive opens read-only, its index copied once into ``cache_dir``
+    (default ``~/.cache/barecat``, or ``$BARECAT_CACHE_DIR``) and refreshed when the
+    store's version of it changes, its files read by ranged requests through a block
+    cache there (``block_cache=False``: no shard bytes kept on disk).
     """
 
     def __init__(
@@ -84,12 +92,17 @@ class Barecat(ArchiveReading, ArchiveInspection, MutableMapping[str, bytes]):
         compression_level: int | None = None,
         passphrase: Passphrase | None = None,
         compression_dictionary: bytes | None = None,
+        storage_options: dict[str, Any] | None = None,
+        cache_dir: str | None = None,
+        block_cache: bool = True,
     ) -> None:
         if auto_codec:
             raise BarecatError(
                 "auto_codec is not supported; wrap the archive in DecodedView instead"
             )
-        self.path = base_path(path)
+        self.remote = is_remote_url(path)
+        self.path = os.fspath(path) if self.remote else base_path(local_path_of(path))
+        self._remote_options = (storage_options, cache_dir, block_cache)
         self.readonly = readonly
         self.threadsafe = threadsafe
         self.append_only = append_only
@@ -101,38 +114,18 @@ class Barecat(ArchiveReading, ArchiveInspection, MutableMapping[str, bytes]):
         self.on_commit: Callable[[], None] | None = None
         """Called after each commit: what was written before it is now durable."""
         limit = None if shard_size_limit is None else parse_size(shard_size_limit)
-        if readonly:
-            if overwrite:
-                raise BarecatError("overwrite=True needs readonly=False")
-            if not archive_exists(self.path):
-                raise FileNotFoundBarecatError(self.path, "Archive")
+        if self.remote:
+            if not readonly:
+                raise ReadOnlyBarecatError(
+                    f"{self.path} is on remote storage, which barecat reads but does not "
+                    "write: build the archive locally and upload its files"
+                )
+            self.index, self.sharder = open_remote_halves(
+                self.path, storage_options, cache_dir, block_cache, threadsafe, lookup_table
+            )
         else:
-            if overwrite:
-                remove_archive(self.path)
-            elif archive_exists(self.path) and not exist_ok:
-                raise FileExistsBarecatError(self.path, "Archive")
-            self._take_writer_lock(index_path(self.path))
-        try:
-            self.index = Index(
-                index_path(self.path),
-                shard_size_limit=limit,
-                readonly=readonly,
-                wal=wal,
-                readonly_is_immutable=readonly_is_immutable,
-                threadsafe=threadsafe,
-                lookup_table=lookup_table,
-            )
-            self.sharder = Sharder(
-                self.path,
-                shard_size_limit=self.index.shard_size_limit,
-                readonly=readonly,
-                append_only=append_only,
-                threadsafe=threadsafe,
-                allow_writing_symlinked_shard=allow_writing_symlinked_shard,
-            )
-        except BaseException:
-            self._release_writer_lock()
-            raise
+            self._open_local(limit, overwrite, exist_ok, wal, lookup_table,
+                             allow_writing_symlinked_shard)  # fmt: skip
         try:
             self._sealing = open_sealing(
                 self.index,
@@ -149,6 +142,49 @@ class Barecat(ArchiveReading, ArchiveInspection, MutableMapping[str, bytes]):
             self._resync_write_position()
         self._last_commit = time.monotonic()
         self._uncommitted = 0
+
+    def _open_local(
+        self,
+        limit: int | None,
+        overwrite: bool,
+        exist_ok: bool,
+        wal: bool,
+        lookup_table: bool | None,
+        allow_writing_symlinked_shard: bool,
+    ) -> None:
+        """Open (or create) the index and shards on this machine; a writer locks first."""
+        if self.readonly:
+            if overwrite:
+                raise BarecatError("overwrite=True needs readonly=False")
+            if not archive_exists(self.path):
+                raise FileNotFoundBarecatError(self.path, "Archive")
+        else:
+            if overwrite:
+                remove_archive(self.path)
+            elif archive_exists(self.path) and not exist_ok:
+                raise FileExistsBarecatError(self.path, "Archive")
+            self._take_writer_lock(index_path(self.path))
+        try:
+            self.index = Index(
+                index_path(self.path),
+                shard_size_limit=limit,
+                readonly=self.readonly,
+                wal=wal,
+                readonly_is_immutable=self._readonly_is_immutable,
+                threadsafe=self.threadsafe,
+                lookup_table=lookup_table,
+            )
+            self.sharder = Sharder(
+                self.path,
+                shard_size_limit=self.index.shard_size_limit,
+                readonly=self.readonly,
+                append_only=self.append_only,
+                threadsafe=self.threadsafe,
+                allow_writing_symlinked_shard=allow_writing_symlinked_shard,
+            )
+        except BaseException:
+            self._release_writer_lock()
+            raise
 
     def rekey(self, new_passphrase: str | bytes) -> None:
         """Change the passphrase of an encrypted archive: its data key is rewrapped, no
@@ -243,7 +279,15 @@ class Barecat(ArchiveReading, ArchiveInspection, MutableMapping[str, bytes]):
             "threadsafe": self.threadsafe,
             "readonly_is_immutable": self._readonly_is_immutable,
             "data_key": None if self._sealing is None else self._sealing.unlocked_key,
+            **self._remote_state(),
         }
+
+    def _remote_state(self) -> dict[str, Any]:
+        if not self.remote:
+            return {}
+        storage_options, cache_dir, block_cache = self._remote_options
+        return {"storage_options": storage_options, "cache_dir": cache_dir,
+                "block_cache": block_cache}  # fmt: skip
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         data_key = state.pop("data_key", None)

@@ -53,8 +53,11 @@ class DecodedView(MutableMapping[str, Any]):
         self._codecs.clear()
 
     def __getitem__(self, path: str) -> Any:
+        return self.decode(path, self.store[path])
+
+    def decode(self, path: str, data: bytes) -> Any:
+        """``data`` decoded as the file ``path`` would be (for bytes fetched in batches)."""
         chain = self._codecs.chain_for(path)
-        data = self.store[path]
         self._check_pickle(chain, path)
         try:
             return chain.decode(data)

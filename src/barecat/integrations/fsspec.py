@@ -4,6 +4,7 @@ so anything fsspec-aware reads from archives:
     fsspec.open("barecat://train/cat/001.jpg::/data/ds.barecat")      # chained URL
     fsspec.filesystem("barecat", fo="/data/ds.barecat").ls("train")
     pandas.read_csv("barecat://tables/a.csv", storage_options={"fo": "/data/ds.barecat"})
+    fsspec.open("barecat://train/cat/001.jpg::s3://bucket/ds.barecat", s3={...})  # on S3
 
 Read-only. Listings, ``info`` and ``glob`` are answered by the index (no whole-tree
 cache, so a million-file archive opens at once); ``cat_file`` with a range and ``open``
@@ -24,7 +25,9 @@ from barecat.paths import normalize
 
 
 class BarecatFileSystem(AbstractFileSystem):  # type: ignore[misc]
-    """The files of the archive ``fo`` (a local archive path)."""
+    """The files of the archive ``fo``: a local path, or an archive on another fsspec
+    filesystem (``s3://bucket/ds.barecat``, or chained: ``barecat://PATH::s3://bucket/ds.barecat``
+    with the store's options as ``target_options``)."""
 
     protocol = "barecat"
     root_marker = ""
@@ -36,16 +39,22 @@ class BarecatFileSystem(AbstractFileSystem):  # type: ignore[misc]
         passphrase: str | None = None,
         target_protocol: str | None = None,
         target_options: dict[str, Any] | None = None,
+        cache_dir: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        if target_protocol not in (None, "file", "local"):
-            raise NotImplementedError(
-                f"archives on {target_protocol}:// are not served by this filesystem yet"
-            )
         if not fo:
             raise ValueError("give the archive: fsspec.filesystem('barecat', fo=PATH)")
-        self.archive = Barecat(str(fo), threadsafe=True, passphrase=passphrase)
+        location = str(fo)
+        if target_protocol not in (None, "file", "local") and "://" not in location:
+            location = f"{target_protocol}://{location}"
+        self.archive = Barecat(
+            location,
+            threadsafe=True,
+            passphrase=passphrase,
+            storage_options=target_options,
+            cache_dir=cache_dir,
+        )
 
     @classmethod
     def _strip_protocol(cls, path: Any) -> str:

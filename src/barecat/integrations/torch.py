@@ -13,7 +13,9 @@ the epoch (``set_epoch``), so it is reproducible and resumable: ``state_dict()``
 the epoch and how many indices this rank has yielded, ``load_state_dict`` continues from
 there. ``locality=N`` shuffles blocks of N files neighbouring in storage, then the files
 within each block: nearly as random for training, far fewer seeks on HDD, NFS or object
-storage. Imports torch (the ``torch`` extra) and the archive layer.
+storage. An archive on object storage (``s3://...`` with ``storage_options``) works the
+same; the workers share its local block cache. Imports torch (the ``torch`` extra) and the
+archive layer.
 """
 
 from __future__ import annotations
@@ -46,15 +48,20 @@ class BarecatDataset(Dataset[Any]):
         decode: bool | Callable[[str, bytes], Any] = False,
         transform: Callable[[Any], Any] | None = None,
         passphrase: str | None = None,
+        storage_options: dict[str, Any] | None = None,
+        cache_dir: str | None = None,
     ) -> None:
         self.archive = os.fspath(archive)
+        self.storage_options = storage_options
+        self.cache_dir = cache_dir
         self.decode = decode
         self.transform = transform
         self.passphrase = passphrase
         self._bc: Barecat | None = None
+        self._view: DecodedView | None = None
         self._pid = -1
         if paths is None:
-            with Barecat(self.archive, passphrase=passphrase) as bc:
+            with self._open() as bc:
                 if pattern is None:
                     paths = [f.path for f in bc.index.iter_all_fileinfos(Order.ADDRESS)]
                 else:
@@ -64,27 +71,46 @@ class BarecatDataset(Dataset[Any]):
     def __len__(self) -> int:
         return len(self.paths)
 
+    def _open(self) -> Barecat:
+        return Barecat(self.archive, passphrase=self.passphrase,
+                       storage_options=self.storage_options, cache_dir=self.cache_dir)  # fmt: skip
+
     def _archive(self) -> Barecat:
         if self._bc is None or self._pid != os.getpid():  # opened in this process only
-            self._bc = Barecat(self.archive, passphrase=self.passphrase)
+            self._bc = self._open()
             self._pid = os.getpid()
+            self._view = None
         return self._bc
 
     def __getitem__(self, index: int) -> Any:
         path = self.paths[index]
-        bc = self._archive()
+        return self._item(path, self._archive()[path])
+
+    def __getitems__(self, indices: Sequence[int]) -> list[Any]:
+        """A whole batch with one ``get_many`` (DataLoader calls this when it exists):
+        neighbours in storage are read together, which on object storage means one
+        request for many files."""
+        paths = [self.paths[i] for i in indices]
+        return [
+            self._item(p, data)
+            for p, data in zip(paths, self._archive().get_many(paths), strict=True)
+        ]
+
+    def _item(self, path: str, data: bytes) -> Any:
         item: Any
         if self.decode is True:
-            item = DecodedView(bc)[path]
+            if self._view is None:
+                self._view = DecodedView(self._archive())
+            item = self._view.decode(path, data)
         elif callable(self.decode):
-            item = self.decode(path, bc[path])
+            item = self.decode(path, data)
         else:
-            item = (path, bc[path])
+            item = (path, data)
         return self.transform(item) if self.transform is not None else item
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
-        state["_bc"], state["_pid"] = None, -1  # each worker opens its own
+        state["_bc"], state["_pid"], state["_view"] = None, -1, None  # each worker opens its own
         return state
 
 

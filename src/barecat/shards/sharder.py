@@ -68,14 +68,22 @@ class Sharder:
         self._copy_buffer = bytearray()
         self._writeback = EarlyWriteback()
         self._lock = threading.Lock()
-        numbers = existing_shard_numbers(path)
-        self._num_shards = numbers[-1] + 1 if numbers else 0
-        # Without an index to say where the data ends, append after the physical end; the
-        # archive moves this to the logical end (overwriting bytes no file references).
+        self._num_shards = self._count_shards()
         last = max(self._num_shards - 1, 0)
-        self.write_shard, self.write_offset = self._own_position(
-            last, self.physical_shard_end(last) if numbers else 0
-        )
+        if readonly:
+            self.write_shard, self.write_offset = last, 0
+        else:
+            # Without an index to say where the data ends, append after the physical end;
+            # the archive moves this to the logical end (overwriting bytes no file
+            # references).
+            self.write_shard, self.write_offset = self._own_position(
+                last, self.physical_shard_end(last) if self._num_shards else 0
+            )
+
+    def _count_shards(self) -> int:
+        """One past the highest shard number on disk (gaps are reported by verify)."""
+        numbers = existing_shard_numbers(self.path)
+        return numbers[-1] + 1 if numbers else 0
 
     # -- descriptors -------------------------------------------------------------------
 

@@ -1,0 +1,69 @@
+"""Opening the two halves of an archive that lives on object storage (``s3://``, or any
+fsspec URL): the index as a local copy, the shards as ranged reads.
+
+The index is downloaded once into the cache directory and reused for as long as the
+store reports the same version of it (the ETag on S3), so opening costs one metadata
+request when nothing changed. The copy is opened immutable: SQLite takes no locks and
+reads it like any local index, the lookup table included. Imports ``index``, ``shards``,
+``remote`` and ``layout``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from barecat.exceptions import FileNotFoundBarecatError
+from barecat.index import Index
+from barecat.layout import OLD_INDEX_SUFFIX
+from barecat.remote import (
+    ArchiveCache,
+    ObjectVersion,
+    RemoteStore,
+    default_cache_root,
+    url_protocol,
+)
+from barecat.shards.remote import RemoteSharder
+
+
+def _find_index(store: RemoteStore, url: str) -> ObjectVersion:
+    """The index object: ``URL`` or, in the reference's older naming, ``URL-sqlite-index``."""
+    try:
+        return store.describe(url)
+    except FileNotFoundBarecatError:
+        pass
+    try:
+        return store.describe(url + OLD_INDEX_SUFFIX)
+    except FileNotFoundBarecatError:
+        raise FileNotFoundBarecatError(url, "Archive") from None
+
+
+def open_remote_halves(
+    url: str,
+    storage_options: dict[str, Any] | None,
+    cache_dir: str | None,
+    block_cache: bool,
+    threadsafe: bool,
+    lookup_table: bool | None,
+) -> tuple[Index, RemoteSharder]:
+    """The index (a cached local copy) and the shards of the remote archive at ``url``."""
+    protocol = url_protocol(url)
+    assert protocol is not None
+    store = RemoteStore(protocol, storage_options)
+    cache = ArchiveCache(cache_dir or default_cache_root(), url)
+    local_index = cache.copy_of(store, _find_index(store, url))
+    index = Index(
+        local_index,
+        readonly=True,
+        readonly_is_immutable=True,
+        threadsafe=threadsafe,
+        lookup_table=lookup_table,
+    )
+    try:
+        sharder = RemoteSharder(url, store, index.num_used_shards, cache if block_cache else None)
+    except BaseException:
+        index.close()
+        raise
+    return index, sharder
+
+
+__all__ = ["open_remote_halves"]

@@ -1,0 +1,26 @@
+"""Archives on object storage and other fsspec filesystems: the store, ranged and
+coalesced reads, and the local cache (index copy, shard blocks). The archive and shard
+layers build remote archives from these; this package knows no archive layout."""
+
+from barecat.remote.cache import ArchiveCache, default_cache_root
+from barecat.remote.location import (
+    ObjectVersion,
+    RemoteStore,
+    TransferStats,
+    is_remote_url,
+    local_path_of,
+    url_protocol,
+)
+from barecat.remote.objects import RemoteObject
+
+__all__ = [
+    "ArchiveCache",
+    "ObjectVersion",
+    "RemoteObject",
+    "RemoteStore",
+    "TransferStats",
+    "default_cache_root",
+    "is_remote_url",
+    "local_path_of",
+    "url_protocol",
+]

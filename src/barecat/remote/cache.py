@@ -1,0 +1,96 @@
+"""The local cache directory of a remote archive: a copy of its index, and block caches
+of its shards, each named by the object version it was made from.
+
+A copy is named after the version the store gave for its object (the ETag on S3), so a
+changed object is never served from an old copy: it simply gets a new name, and older
+versions are deleted when a newer one is made (processes still reading them keep their
+open files). Downloads land under a temporary name and are renamed when complete, so
+concurrent openers and killed downloads leave no half copy behind. Imports the
+``remote`` package's own modules.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import re
+
+from barecat.exceptions import RemoteStorageBarecatError
+from barecat.remote.block_cache import BlockCache
+from barecat.remote.location import ObjectVersion, RemoteStore
+
+_DIGEST_CHARS = 16
+
+
+def default_cache_root() -> str:
+    """``$BARECAT_CACHE_DIR``, else ``$XDG_CACHE_HOME/barecat``, else ``~/.cache/barecat``."""
+    explicit = os.environ.get("BARECAT_CACHE_DIR")
+    if explicit:
+        return explicit
+    xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(xdg, "barecat")
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:_DIGEST_CHARS]
+
+
+def _object_name(url: str) -> str:
+    return url.rstrip("/").rsplit("/", 1)[-1] or "archive"
+
+
+class ArchiveCache:
+    """Where copies of the remote archive at ``url`` are kept, under ``root``."""
+
+    def __init__(self, root: str, url: str) -> None:
+        self.directory = os.path.join(root, f"{_object_name(url)}-{_digest(url)}")
+
+    def _path_of(self, obj: ObjectVersion, layout: str = "") -> str:
+        name = f"{_object_name(obj.url)}-{_digest(obj.version + layout)}"
+        return os.path.join(self.directory, name)
+
+    def _forget_other_versions(self, keep_path: str, obj: ObjectVersion) -> None:
+        keep = os.path.basename(keep_path)
+        pattern = re.compile(
+            re.escape(_object_name(obj.url)) + rf"-[0-9a-f]{{{_DIGEST_CHARS}}}(\.map|-lookup)?$"
+        )
+        with contextlib.suppress(FileNotFoundError):
+            for name in os.listdir(self.directory):
+                if pattern.match(name) and not name.startswith(keep):
+                    with contextlib.suppress(FileNotFoundError):
+                        os.remove(os.path.join(self.directory, name))
+
+    def copy_of(self, store: RemoteStore, obj: ObjectVersion) -> str:
+        """A local copy of the whole object (downloaded unless this version is here)."""
+        path = self._path_of(obj)
+        with contextlib.suppress(FileNotFoundError):
+            if os.path.getsize(path) == obj.size:
+                return path
+        os.makedirs(self.directory, exist_ok=True)
+        partial = f"{path}.part-{os.getpid()}"
+        try:
+            got = store.download(obj.url, partial)
+            if got != obj.size:
+                raise RemoteStorageBarecatError(
+                    f"{obj.url} changed while it was being downloaded ({got} bytes, not "
+                    f"{obj.size}); open the archive again"
+                )
+            os.replace(partial, path)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(partial)
+        self._forget_other_versions(path, obj)
+        return path
+
+    def blocks_of(self, obj: ObjectVersion, block_size: int) -> BlockCache:
+        """The block cache of this version of the object (empty when new)."""
+        path = self._path_of(obj, f":blocks-of-{block_size}")
+        fresh = not os.path.exists(path)
+        cache = BlockCache(path, obj.size, block_size)
+        if fresh:
+            self._forget_other_versions(path, obj)
+        return cache
+
+
+__all__ = ["ArchiveCache", "default_cache_root"]

@@ -1,0 +1,181 @@
+"""Talking to the storage that holds a remote archive: URLs, the fsspec filesystem behind
+them, object versions, ranged reads and downloads, and how many requests they cost.
+
+Any fsspec URL works (``s3://``, ``gs://``, ``http://``, ``memory://``, ...); credentials
+and endpoints come from ``storage_options`` or from fsspec's own configuration
+(``FSSPEC_S3_ENDPOINT_URL`` and the like), so barecat adds no protocol of its own. The
+filesystem object is made again in a forked child, because async filesystems (s3fs) are
+bound to their parent's event loop. Failures of the store become
+``RemoteStorageBarecatError`` (an ``OSError``), a missing object ``FileNotFoundError``.
+Imports ``exceptions`` only; fsspec is imported when a remote archive is opened.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from barecat.exceptions import FileNotFoundBarecatError, RemoteStorageBarecatError
+
+_LOCAL_PROTOCOLS = ("file", "local")
+
+
+def url_protocol(path: str | os.PathLike[str]) -> str | None:
+    """The protocol of ``path`` if it is a URL (``s3`` for ``s3://b/k``), else None."""
+    text = os.fspath(path)
+    head, sep, _ = text.partition("://")
+    if not sep or not head or not head.replace("+", "").replace("-", "").isalnum():
+        return None
+    return head.lower()
+
+
+def is_remote_url(path: str | os.PathLike[str]) -> bool:
+    """True for URLs of storage other than this machine's files (``file://`` is local)."""
+    protocol = url_protocol(path)
+    return protocol is not None and protocol not in _LOCAL_PROTOCOLS
+
+
+def local_path_of(path: str | os.PathLike[str]) -> str:
+    """``path`` without a ``file://`` prefix (so such URLs open like plain paths)."""
+    text = os.fspath(path)
+    protocol = url_protocol(text)
+    if protocol in _LOCAL_PROTOCOLS:
+        return text.split("://", 1)[1]
+    return text
+
+
+@dataclass(slots=True)
+class TransferStats:
+    """What reading from the store has cost so far: requests sent (metadata lookups and
+    ranged reads) and bytes received. Cache hits cost neither."""
+
+    requests: int = 0
+    bytes_fetched: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectVersion:
+    """One object as the store describes it now; ``version`` changes whenever its bytes
+    do (the ETag where the store has one), so copies made of it can be told apart."""
+
+    url: str
+    size: int
+    version: str
+
+
+class RemoteStore:
+    """The fsspec filesystem for one protocol and its options, counting what it costs."""
+
+    def __init__(self, protocol: str, storage_options: dict[str, Any] | None = None) -> None:
+        self.protocol = protocol
+        self.storage_options = dict(storage_options or {})
+        self.stats = TransferStats()
+        self._lock = threading.Lock()
+        self._fs: Any = None
+        self._fs_pid = -1
+
+    @property
+    def filesystem(self) -> Any:
+        if self._fs is None or self._fs_pid != os.getpid():
+            try:
+                import fsspec
+            except ImportError as e:
+                raise RemoteStorageBarecatError(
+                    f"Reading archives from {self.protocol}:// needs fsspec (and, for s3://, "
+                    "s3fs): pip install 'barecat[remote]'"
+                ) from e
+            try:
+                self._fs = fsspec.filesystem(self.protocol, **self.storage_options)
+            except ImportError as e:
+                raise RemoteStorageBarecatError(
+                    f"fsspec has no driver installed for {self.protocol}:// ({e}); for S3: "
+                    "pip install 'barecat[remote]'"
+                ) from e
+            self._fs_pid = os.getpid()
+        return self._fs
+
+    def _count(self, requests: int, received: int) -> None:
+        with self._lock:
+            self.stats.requests += requests
+            self.stats.bytes_fetched += received
+
+    def describe(self, url: str) -> ObjectVersion:
+        """Size and version of the object at ``url`` (one metadata request)."""
+        self._count(1, 0)
+        try:
+            info = self.filesystem.info(url)
+        except FileNotFoundError:
+            raise FileNotFoundBarecatError(url, "Remote object") from None
+        except Exception as e:
+            raise _failure(f"Could not look up {url}", e) from e
+        if info.get("type") not in (None, "file"):
+            raise FileNotFoundBarecatError(url, "Remote object (found a directory)")
+        return ObjectVersion(url, int(info.get("size") or 0), _version_of(info))
+
+    def fetch_ranges(self, url: str, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
+        """The bytes ``[start, end)`` of each range of ``url``, one request each, sent
+        together (concurrently where the filesystem is asynchronous)."""
+        if not ranges:
+            return []
+        starts = [r[0] for r in ranges]
+        ends = [r[1] for r in ranges]
+        try:
+            if len(ranges) == 1:
+                parts: list[Any] = [self.filesystem.cat_file(url, start=starts[0], end=ends[0])]
+            else:
+                parts = self.filesystem.cat_ranges(
+                    [url] * len(ranges), starts, ends, on_error="return"
+                )
+        except FileNotFoundError:
+            raise FileNotFoundBarecatError(url, "Remote object") from None
+        except Exception as e:
+            raise _failure(f"Could not read {url}", e) from e
+        for part in parts:
+            if isinstance(part, BaseException):
+                raise _failure(f"Could not read {url}", part) from part
+        self._count(len(ranges), sum(len(p) for p in parts))
+        for (start, end), part in zip(ranges, parts, strict=True):
+            if len(part) != end - start:
+                raise RemoteStorageBarecatError(
+                    f"{url} answered {len(part)} bytes for range {start}-{end}: the object is "
+                    "shorter than the index says (truncated, or replaced while open)"
+                )
+        return parts
+
+    def download(self, url: str, local_path: str) -> int:
+        """Copy the whole object to ``local_path``; returns its size."""
+        try:
+            self.filesystem.get_file(url, local_path)
+        except FileNotFoundError:
+            raise FileNotFoundBarecatError(url, "Remote object") from None
+        except Exception as e:
+            raise _failure(f"Could not download {url}", e) from e
+        size = os.path.getsize(local_path)
+        self._count(1, size)
+        return size
+
+
+def _version_of(info: dict[str, Any]) -> str:
+    for key in ("ETag", "etag", "VersionId", "md5Hash", "generation"):
+        value = info.get(key)
+        if value:
+            return f"{key}:{str(value).strip(chr(34))}"
+    stamp = info.get("LastModified") or info.get("mtime") or info.get("created") or ""
+    return f"size-mtime:{info.get('size')}:{stamp}"
+
+
+def _failure(what: str, e: BaseException) -> RemoteStorageBarecatError:
+    return RemoteStorageBarecatError(f"{what}: {type(e).__name__}: {e}")
+
+
+__all__ = [
+    "ObjectVersion",
+    "RemoteStore",
+    "TransferStats",
+    "is_remote_url",
+    "local_path_of",
+    "url_protocol",
+]

@@ -1,0 +1,161 @@
+"""The :class:`RemoteSharder`: read-only shards that live on object storage (or any
+fsspec filesystem), read by ranged requests through a local block cache.
+
+It is a :class:`~barecat.shards.Sharder` whose reading primitives fetch byte ranges
+instead of calling ``pread``, so everything above it (verified reads, batches, streams,
+sealed files, verify) works unchanged. Batches are coalesced harder than on a local disk
+(``max_gap``): one request that carries a few kilobytes more is cheaper than two.
+Each shard is looked up (one metadata request, for its size and version) the first time
+it is read. Imports ``remote``, ``layout`` and ``exceptions``.
+"""
+
+from __future__ import annotations
+
+import crc32c as _crc32c
+
+from barecat.exceptions import BarecatIntegrityError, FileNotFoundBarecatError, ReadOnlyBarecatError
+from barecat.remote import ArchiveCache, RemoteObject, RemoteStore
+from barecat.shards.sharder import Sharder
+
+DEFAULT_BLOCK_SIZE = 64 << 10
+"""Unit of the local cache: a small file costs at most two blocks of transfer."""
+DEFAULT_MAX_GAP = 256 << 10
+"""Neighbours this close in a batch are fetched by one request."""
+
+
+class RemoteSharder(Sharder):
+    """Shards ``0 .. num_shards-1`` of the archive at ``url`` (read-only)."""
+
+    def __init__(
+        self,
+        url: str,
+        store: RemoteStore,
+        num_shards: int,
+        cache: ArchiveCache | None,
+        block_size: int = DEFAULT_BLOCK_SIZE,
+        max_gap: int = DEFAULT_MAX_GAP,
+    ) -> None:
+        self.store = store
+        self.cache = cache
+        self.block_size = block_size
+        self.max_gap = max_gap
+        self._declared_shards = num_shards
+        self._objects: dict[int, RemoteObject] = {}
+        super().__init__(url, readonly=True)
+
+    def _count_shards(self) -> int:
+        return self._declared_shards
+
+    def _object(self, shard: int) -> RemoteObject:
+        obj = self._objects.get(shard)
+        if obj is None:
+            with self._lock:
+                obj = self._objects.get(shard)
+                if obj is None:
+                    try:
+                        version = self.store.describe(self.get_shard_path(shard))
+                    except FileNotFoundBarecatError:
+                        raise BarecatIntegrityError(
+                            f"Shard file {self.get_shard_path(shard)} is missing"
+                        ) from None
+                    blocks = None
+                    if self.cache is not None:
+                        blocks = self.cache.blocks_of(version, self.block_size)
+                    obj = self._objects[shard] = RemoteObject(self.store, version, blocks)
+        return obj
+
+    def close(self) -> None:
+        with self._lock:
+            objects, self._objects = self._objects, {}
+        for obj in objects.values():
+            obj.close()
+        super().close()
+
+    # -- what the store can tell ---------------------------------------------------------
+
+    def shard_exists(self, shard_number: int) -> bool:
+        try:
+            self._object(shard_number)
+        except BarecatIntegrityError:
+            return False
+        return True
+
+    def physical_shard_end(self, shard_number: int) -> int:
+        try:
+            return self._object(shard_number).size
+        except BarecatIntegrityError:
+            return 0
+
+    def is_foreign(self, shard: int) -> bool:
+        return False
+
+    def _fd(self, shard: int) -> int:
+        raise ReadOnlyBarecatError(
+            f"{self.path} is on remote storage: its shards have no local file to copy from "
+            "(extract or convert its files instead)"
+        )
+
+    # -- reading -------------------------------------------------------------------------
+
+    def _checked(self, shard: int, offset: int, data: bytes, expected: int | None) -> bytes:
+        if expected is not None and _crc32c.crc32c(data) != expected:
+            raise BarecatIntegrityError(
+                f"CRC32C mismatch in shard {self.get_shard_path(shard)} at offset {offset} "
+                f"({len(data)} bytes): the stored bytes are corrupt"
+            )
+        return data
+
+    def read_from_address(
+        self, shard: int, offset: int, size: int, expected_crc32c: int | None = None
+    ) -> bytes:
+        obj = self._object(shard)
+        if offset + size > obj.size:
+            raise BarecatIntegrityError(
+                f"Shard {self.get_shard_path(shard)} is truncated: needed {size} bytes at "
+                f"offset {offset}, only {max(0, obj.size - offset)} exist"
+            )
+        return self._checked(shard, offset, obj.read(offset, offset + size), expected_crc32c)
+
+    def read_many(
+        self, located: list[tuple[int, int, int, int, int | None]], max_gap: int = 0
+    ) -> list[bytes]:
+        """As :meth:`Sharder.read_many`, each shard's ranges in one round of requests."""
+        out: list[bytes] = [b""] * len(located)
+        by_shard: dict[int, list[tuple[int, int, int, int | None]]] = {}
+        for pos, shard, offset, size, crc in located:
+            by_shard.setdefault(shard, []).append((pos, offset, size, crc))
+        for shard, entries in by_shard.items():
+            obj = self._object(shard)
+            for _, offset, size, _ in entries:
+                if offset + size > obj.size:
+                    self.read_from_address(shard, offset, size)  # raises: truncated
+            datas = obj.read_ranges(
+                [(offset, offset + size) for _, offset, size, _ in entries],
+                max(max_gap, self.max_gap),
+            )
+            for (pos, offset, _, crc), data in zip(entries, datas, strict=True):
+                out[pos] = self._checked(shard, offset, data, crc)
+        return out
+
+    def readinto_from_address(
+        self,
+        shard: int,
+        offset: int,
+        buffer: bytearray | memoryview,
+        expected_crc32c: int | None = None,
+    ) -> int:
+        view = memoryview(buffer).cast("B")
+        view[:] = self.read_from_address(shard, offset, len(view), expected_crc32c)
+        return len(view)
+
+    def pread(self, shard: int, offset: int, size: int) -> bytes:
+        obj = self._object(shard)
+        return obj.read(offset, min(offset + size, obj.size))
+
+    def preadinto(self, shard: int, offset: int, view: memoryview) -> int:
+        data = self.pread(shard, offset, len(view))
+        view[: len(data)] = data
+        return len(data)
+
+
+__all__ = ["DEFAULT_BLOCK_SIZE", "DEFAULT_MAX_GAP", "RemoteSharder"]

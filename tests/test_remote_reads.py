@@ -1,0 +1,112 @@
+"""Ranged, coalesced and block-cached reads of one object (``barecat.remote``), compared
+with slicing the object's bytes; through fsspec's real local filesystem, so no server is
+needed."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import barecat
+from barecat.remote import ArchiveCache, RemoteObject, RemoteStore, is_remote_url, local_path_of
+
+pytest.importorskip("fsspec", reason="the remote extra (fsspec) is not installed")
+
+DATA = os.urandom(300_000)
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory: pytest.TempPathFactory) -> str:
+    path = tmp_path_factory.mktemp("object") / "blob"
+    path.write_bytes(DATA)
+    return str(path)
+
+
+ranges = st.lists(
+    st.tuples(st.integers(0, len(DATA) + 10), st.integers(0, 70_000)).map(
+        lambda r: (r[0], r[0] + r[1])
+    ),
+    min_size=1,
+    max_size=12,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    batches=st.lists(ranges, min_size=1, max_size=3),
+    block_size=st.sampled_from([1, 4096, 65536, 1 << 20]),
+    max_gap=st.sampled_from([0, 1000, 1 << 20]),
+    cached=st.booleans(),
+)
+def test_reads_equal_slices(
+    source: str,
+    batches: list[list[tuple[int, int]]],
+    block_size: int,
+    max_gap: int,
+    cached: bool,
+) -> None:
+    store = RemoteStore("file")
+    version = store.describe(source)
+    with tempfile.TemporaryDirectory() as cache_root:
+        cache = ArchiveCache(cache_root, source).blocks_of(version, block_size) if cached else None
+        obj = RemoteObject(store, version, cache)
+        try:
+            for batch in batches:  # later batches find some blocks cached
+                got = obj.read_ranges(batch, max_gap)
+                assert got == [DATA[s:e] for s, e in batch]
+        finally:
+            obj.close()
+
+
+def test_coalescing_and_caching_save_requests(source: str, tmp_path: Path) -> None:
+    store = RemoteStore("file")
+    version = store.describe(source)
+    plain = RemoteObject(store, version)
+    wanted = [(i * 10_000, i * 10_000 + 3000) for i in range(20)]
+    before = store.stats.requests
+    assert plain.read_ranges(wanted, max_gap=8000) == [DATA[s:e] for s, e in wanted]
+    assert store.stats.requests - before == 1  # gaps of 7,000 bytes: one span
+    before = store.stats.requests
+    plain.read_ranges(wanted, max_gap=0)
+    assert store.stats.requests - before == len(wanted)
+
+    cached = RemoteObject(
+        store, version, ArchiveCache(str(tmp_path), source).blocks_of(version, 4096)
+    )
+    before = store.stats.requests
+    assert cached.read_ranges(wanted) == [DATA[s:e] for s, e in wanted]
+    fetched = store.stats.requests - before
+    assert cached.read_ranges(wanted) == [DATA[s:e] for s, e in wanted]
+    assert store.stats.requests - before == fetched  # second time: all from the cache
+    cached.close()
+
+
+def test_a_short_object_is_reported(tmp_path: Path) -> None:
+    path = tmp_path / "blob"
+    path.write_bytes(b"x" * 1000)
+    store = RemoteStore("file")
+    version = store.describe(str(path))
+    path.write_bytes(b"x" * 10)  # truncated after it was described
+    with pytest.raises(OSError, match="shorter than the index says"):
+        RemoteObject(store, version).read(0, 500)
+
+
+def test_url_recognition() -> None:
+    assert is_remote_url("s3://bucket/ds.barecat")
+    assert is_remote_url("gs://b/x") and is_remote_url("memory://x")
+    assert not is_remote_url("/data/ds.barecat") and not is_remote_url("ds.barecat")
+    assert not is_remote_url("file:///data/ds.barecat")
+    assert not is_remote_url("dir/with://odd name")
+    assert local_path_of("file:///data/ds.barecat") == "/data/ds.barecat"
+
+
+def test_file_urls_open_local_archives(make_archive: Callable[..., str]) -> None:
+    path = make_archive({"a/b.txt": b"local"})
+    with barecat.Barecat("file://" + os.path.abspath(path)) as bc:
+        assert not bc.remote and bc["a/b.txt"] == b"local"
