@@ -302,6 +302,37 @@ def test_create_with_a_trained_dictionary(run: Run, tmp_path: Path) -> None:
     assert code == 1 and "--dictionary is for zstd" in err
 
 
+@pytest.mark.parametrize("sealing", [("--compress", "lz4"), ("--encrypt", "--dictionary")])
+def test_create_with_several_processes_seals_like_one(
+    tmp_path: Path, pw_file: str, sealing: tuple[str, ...]
+) -> None:
+    """``create -j 3`` of a sealed archive: the parts share the output's settings, data key
+    and dictionary, so their bytes read (and authenticate) in the joined archive."""
+    src = tmp_path / "src"
+    files = make_numbered_tree(src, dirs=6, per_dir=40)
+    archives = {}
+    for jobs in ("1", "3"):
+        archives[jobs] = str(tmp_path / f"j{jobs}.barecat")
+        done = detached(
+            "create", "-q", "-j", jobs, "-s", "64K", *sealing, "--passphrase-file", pw_file,
+            "-C", str(src), archives[jobs], ".",
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+    key = PASSPHRASE if "--encrypt" in sealing else None
+    with (
+        barecat.Barecat(archives["1"], passphrase=key) as one,
+        barecat.Barecat(archives["3"], passphrase=key) as three,
+    ):
+        assert three.sealed and three.encrypted == one.encrypted
+        assert three.index.sealing_config().keys() == one.index.sealing_config().keys()
+        assert {p: three[p] for p in three} == {p: one[p] for p in one} == files
+        assert three.sharder.num_shards >= 3  # at least one shard from each part
+        assert three.verify_integrity() and three.verify_seals() == []
+    if key is not None:
+        wrong = detached("cat", archives["3"], next(iter(files)), env={"BARECAT_PASSPHRASE": "no"})
+        assert wrong.returncode == 1 and "passphrase" in wrong.stderr.lower()
+
+
 def test_kill_during_an_encrypted_create_keeps_committed_files(tmp_path: Path) -> None:
     """SIGKILL a sealed create after its first commit: what -v listed is there, decrypts,
     and ``--resume`` (with the passphrase) adds exactly the rest."""

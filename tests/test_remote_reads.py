@@ -110,3 +110,22 @@ def test_file_urls_open_local_archives(make_archive: Callable[..., str]) -> None
     path = make_archive({"a/b.txt": b"local"})
     with barecat.Barecat("file://" + os.path.abspath(path)) as bc:
         assert not bc.remote and bc["a/b.txt"] == b"local"
+
+
+def test_an_archive_on_fsspecs_memory_filesystem(
+    make_archive: Callable[..., str], tmp_path: Path
+) -> None:
+    fsspec = pytest.importorskip("fsspec")
+    files = {f"d{i % 3}/{i}.bin": os.urandom(i * 37) for i in range(40)}
+    path = make_archive(files, shard_size_limit=4096)
+    memory = fsspec.filesystem("memory")
+    directory, name = os.path.split(path)
+    for entry in os.listdir(directory):
+        if entry.startswith(name) and not entry.endswith("-lookup"):
+            memory.pipe_file(f"/mem-test/{entry}", Path(directory, entry).read_bytes())
+    url = f"memory://mem-test/{name}"
+    with barecat.Barecat(url, cache_dir=str(tmp_path)) as bc:
+        assert bc.remote and bc.sharder.num_shards > 3
+        assert {p: bc[p] for p in bc} == files
+        assert bc.get_many(sorted(files)) == [files[p] for p in sorted(files)]
+        assert bc.verify_integrity()

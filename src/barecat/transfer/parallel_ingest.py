@@ -8,21 +8,29 @@ renames each part's shards into the output under new numbers and inserts its ind
 with one statement per part (``copy_files_from(..., move=True)``): bytes are written once.
 The output is built under a temporary name (``building_archive``), so a failure or a kill
 leaves no archive at the target, and the parts go with it. This is also the recipe for
-many machines: each writes a part, ``barecat merge --symlink`` joins them.
+many machines: each writes a part, ``barecat merge --symlink`` joins them. A sealed output
+is created first and each part adopts its sealing (settings, dictionary, wrapped data key),
+so the parts' sealed bytes are valid in the output unchanged; the passphrase reaches the
+part processes through the pool's pipe, never their command lines.
 """
 
 from __future__ import annotations
 
 import multiprocessing
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from barecat.archive import Barecat
+from barecat.index.schema import ConfigValue
 from barecat.layout import remove_archive
 from barecat.ops.copy_files import copy_files_from
 from barecat.transfer.conversion import ArchiveOptions, building_archive
 from barecat.transfer.ingest import DEFAULT_WORKERS, IngestResult, OnAdded, ingest
 from barecat.transfer.sources import IngestPlan
+
+_PART_OPTIONS = ("compression", "compression_level", "passphrase")
+"""Options of the output that its parts are opened with (its dictionary and data key
+travel in the sealing config the parts adopt)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,11 +39,19 @@ class _Share:
     plan: IngestPlan
     shard_size_limit: int | None
     threads: int
+    sealing: dict[str, ConfigValue] | None = None
+    options: ArchiveOptions = field(default_factory=dict)
 
 
 def _ingest_part(share: _Share) -> IngestResult:
-    """One process's work: its share into its own part-archive."""
-    with Barecat(share.part, readonly=False, shard_size_limit=share.shard_size_limit) as bc:
+    """One process's work: its share into its own part-archive, sealed (if the output is)
+    with the output's settings and data key, so its bytes move into the output as they are."""
+    if share.sealing is not None:
+        with Barecat(share.part, readonly=False) as empty:
+            empty.index.enable_sealing(share.sealing)
+    with Barecat(
+        share.part, readonly=False, shard_size_limit=share.shard_size_limit, **share.options
+    ) as bc:
         return ingest(bc, share.plan, workers=share.threads)
 
 
@@ -51,25 +67,24 @@ def ingest_in_processes(
     archive_options: ArchiveOptions | None = None,
 ) -> IngestResult:
     """Create the archive ``target`` from ``plan`` with ``processes`` processes (see the
-    module doc). ``on_added`` is called as each part is joined."""
-    if archive_options:
-        raise ValueError(
-            "several processes write plain archives only, for now; create a sealed "
-            "archive with one process (the default)"
-        )
+        module doc). ``archive_options`` (compression, passphrase, dictionary) make a sealed
+    archive; its parts share its data key. ``on_added`` is called as each part is joined."""
     processes = max(1, min(processes, len(plan.files) or 1))
     result = IngestResult(failures=list(plan.failures))
-    with building_archive(target, overwrite, shard_size_limit) as out:
+    archive_options = archive_options or {}
+    with building_archive(target, overwrite, shard_size_limit, archive_options) as out:
         out.add_dirs(plan.dirs)
         result.dirs = len(plan.dirs)
         limit = out.shard_size_limit
+        sealing = out.index.sealing_config() if out.sealed else None
+        options = {k: v for k, v in archive_options.items() if k in _PART_OPTIONS}
         shares = []
         per = -(-len(plan.files) // processes)
         for k in range(processes):
             part = f"{out.path}.part{k}"
             remove_archive(part)
             files = plan.files[k * per : (k + 1) * per]
-            shares.append(_Share(part, IngestPlan(files=files), limit, threads))
+            shares.append(_Share(part, IngestPlan(files=files), limit, threads, sealing, options))
         context = multiprocessing.get_context("spawn")  # no SQLite or locks across a fork
         try:
             with ProcessPoolExecutor(processes, mp_context=context) as pool:
