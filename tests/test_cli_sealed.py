@@ -6,6 +6,7 @@ import contextlib
 import os
 import pty
 import select
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -331,6 +332,44 @@ def test_create_with_several_processes_seals_like_one(
     if key is not None:
         wrong = detached("cat", archives["3"], next(iter(files)), env={"BARECAT_PASSPHRASE": "no"})
         assert wrong.returncode == 1 and "passphrase" in wrong.stderr.lower()
+
+
+@pytest.mark.parametrize("sealed", [False, True])
+def test_the_many_machines_recipe_of_the_readme(tmp_path: Path, sealed: bool) -> None:
+    """Two concurrent "nodes" each add a share of a file list to a part (a copy of one
+    template when sealed), and ``merge --symlink`` joins the parts."""
+    src = tmp_path / "src"
+    files = make_numbered_tree(src, dirs=4, per_dir=30)
+    listed = sorted(files)
+    env = {"BARECAT_PASSPHRASE": PASSPHRASE}
+    template = str(tmp_path / "template.barecat")
+    if sealed:
+        assert (
+            detached("create", "--compress", "zstd", "--encrypt", template, env=env).returncode == 0
+        )
+    nodes = []
+    for k in range(2):
+        share = tmp_path / f"share-{k}"
+        share.write_text("".join(p + "\n" for p in listed[k::2]))
+        part = str(tmp_path / f"part-{k}.barecat")
+        if sealed:
+            shutil.copyfile(template, part)
+        else:
+            assert detached("create", part, env=env).returncode == 0
+        nodes.append(subprocess.Popen(
+            [sys.executable, "-m", "barecat.cli", "add", part, "-C", str(src), "-T", str(share)],
+            env={**os.environ, **env}, start_new_session=True,
+        ))  # fmt: skip
+    assert [node.wait() for node in nodes] == [0, 0]
+    out = str(tmp_path / "ds.barecat")
+    parts = [str(tmp_path / f"part-{k}.barecat") for k in range(2)]
+    merged = detached("merge", "--symlink", "-o", out, *parts, env=env)
+    assert merged.returncode == 0, merged.stderr
+    assert detached("verify", out, env=env).returncode == 0
+    assert all(os.path.islink(f"{out}-shard-{i:05d}") for i in range(2))
+    with barecat.Barecat(out, passphrase=PASSPHRASE if sealed else None) as bc:
+        assert bc.encrypted == sealed
+        assert {p: bc[p] for p in bc} == files
 
 
 def test_kill_during_an_encrypted_create_keeps_committed_files(tmp_path: Path) -> None:
