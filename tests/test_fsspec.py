@@ -61,6 +61,12 @@ def test_reading_whole_ranged_and_through_chained_urls(trees: tuple[str, str]) -
         assert f.read() == data
         f.seek(10)
         assert f.read(5) == data[10:15]
+    with fsspec.open(f"barecat::{archive}/val/c1/001.jpg", "rb") as f:  # archive found in path
+        assert f.read() == data
+    with pytest.raises(FileNotFoundError):
+        fsspec.open(f"barecat::{root}/val/c1/none.jpg", "rb").open()  # no archive on the way
+    with pytest.raises(barecat.CorruptIndexBarecatError):
+        fsspec.open(f"barecat::{root}/val/c1/001.jpg", "rb").open()  # a file, not an archive
     fs = fsspec.filesystem("barecat", fo=archive)
     assert fs.cat_file("val/c1/001.jpg", 100, 200) == data[100:200]
     assert fs.cat_file("val/c1/001.jpg", -7) == data[-7:]

@@ -391,6 +391,10 @@ def test_fsspec_chained_urls_and_the_cli_read_from_the_store(
         f"barecat://meta/labels.json::{url}", s3=options, barecat={"cache_dir": str(tmp_path)}
     ) as f:
         assert f.read() == files["meta/labels.json"]
+    with fsspec.open(
+        f"barecat::{url}/meta/labels.json", s3=options, barecat={"cache_dir": str(tmp_path)}
+    ) as f:
+        assert f.read() == files["meta/labels.json"]
     env = {
         **os.environ,
         "FSSPEC_S3": json.dumps(options),

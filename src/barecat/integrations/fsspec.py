@@ -1,7 +1,8 @@
 """An archive as an fsspec filesystem, protocol ``barecat`` (registered as an entry point),
 so anything fsspec-aware reads from archives:
 
-    fsspec.open("barecat://train/cat/001.jpg::/data/ds.barecat")      # chained URL
+    fsspec.open("barecat::/data/ds.barecat/train/cat/001.jpg")        # chained URL
+    fsspec.open("barecat://train/cat/001.jpg::/data/ds.barecat")      # the same
     fsspec.filesystem("barecat", fo="/data/ds.barecat").ls("train")
     pandas.read_csv("barecat://tables/a.csv", storage_options={"fo": "/data/ds.barecat"})
     fsspec.open("barecat://train/cat/001.jpg::s3://bucket/ds.barecat", s3={...})  # on S3
@@ -18,13 +19,18 @@ from typing import Any
 
 from fsspec.spec import AbstractFileSystem
 
+try:  # newer fsspec: a chained URL hands such a filesystem the whole path as ``fo``
+    from fsspec.implementations.chained import ChainedFileSystem as _Layer
+except ImportError:  # older fsspec: chained URLs name the inner path explicitly
+    _Layer = AbstractFileSystem
+
 from barecat.archive import Barecat
 from barecat.entries import BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo
-from barecat.exceptions import FileNotFoundBarecatError
+from barecat.exceptions import BarecatError, CorruptIndexBarecatError, FileNotFoundBarecatError
 from barecat.paths import normalize
 
 
-class BarecatFileSystem(AbstractFileSystem):  # type: ignore[misc]
+class BarecatFileSystem(_Layer):  # type: ignore[misc]
     """The files of the archive ``fo``: a local path, or an archive on another fsspec
     filesystem (``s3://bucket/ds.barecat``, or chained: ``barecat://PATH::s3://bucket/ds.barecat``
     with the store's options as ``target_options``)."""
@@ -48,13 +54,40 @@ class BarecatFileSystem(AbstractFileSystem):  # type: ignore[misc]
         location = str(fo)
         if target_protocol not in (None, "file", "local") and "://" not in location:
             location = f"{target_protocol}://{location}"
-        self.archive = Barecat(
-            location,
-            threadsafe=True,
-            passphrase=passphrase,
-            storage_options=target_options,
-            cache_dir=cache_dir,
-        )
+        self.archive = self._open_within(location, passphrase, target_options, cache_dir)
+        self._own_path = self._strip_protocol(self.archive.path.split("://", 1)[-1])
+
+    @staticmethod
+    def _open_within(
+        location: str,
+        passphrase: str | None,
+        storage_options: dict[str, Any] | None,
+        cache_dir: str | None,
+    ) -> Barecat:
+        """The archive at ``location`` or at the longest prefix of it that is one (so
+        ``barecat::/data/ds.barecat/train/1.jpg`` finds ``/data/ds.barecat``)."""
+        candidate = location.rstrip("/")
+        first: BarecatError | None = None
+        while True:
+            try:
+                return Barecat(candidate, threadsafe=True, passphrase=passphrase,
+                               storage_options=storage_options, cache_dir=cache_dir)  # fmt: skip
+            except (FileNotFoundBarecatError, CorruptIndexBarecatError) as e:
+                first = first or e  # what is wrong with the location as given
+                head = candidate.rpartition("/")[0]
+                if not head or head.endswith(":/"):
+                    raise first from None
+                candidate = head
+
+    def _inner(self, path: Any) -> str:
+        """A path inside the archive; a path that starts with the archive's own location
+        (as fsspec passes for ``barecat::/data/ds.barecat/a.jpg``) is taken as full."""
+        text = self._strip_protocol(path)
+        if text == self._own_path:
+            return ""
+        if text.startswith(self._own_path + "/"):
+            return text[len(self._own_path) + 1 :]
+        return text
 
     @classmethod
     def _strip_protocol(cls, path: Any) -> str:
@@ -73,12 +106,12 @@ class BarecatFileSystem(AbstractFileSystem):  # type: ignore[misc]
 
     def info(self, path: str, **kwargs: Any) -> dict[str, Any]:
         try:
-            return self._record(self.archive.index.lookup(self._strip_protocol(path)))
+            return self._record(self.archive.index.lookup(self._inner(path)))
         except FileNotFoundBarecatError as e:
             raise FileNotFoundError(path) from e
 
     def ls(self, path: str, detail: bool = True, **kwargs: Any) -> list[Any]:
-        inner = normalize(self._strip_protocol(path))
+        inner = normalize(self._inner(path))
         if self.archive.isfile(inner):
             entries: list[BarecatEntryInfo] = [self.archive.index.lookup_file(inner)]
         else:
@@ -90,7 +123,7 @@ class BarecatFileSystem(AbstractFileSystem):  # type: ignore[misc]
         return records if detail else [r["name"] for r in records]
 
     def glob(self, path: str, maxdepth: int | None = None, **kwargs: Any) -> Any:
-        pattern = self._strip_protocol(path)
+        pattern = self._inner(path)
         found = sorted(self.archive.glob(pattern, recursive="**" in pattern, include_hidden=True))
         if kwargs.get("detail"):
             return {p: self.info(p) for p in found}
@@ -99,7 +132,7 @@ class BarecatFileSystem(AbstractFileSystem):  # type: ignore[misc]
     def cat_file(
         self, path: str, start: int | None = None, end: int | None = None, **kwargs: Any
     ) -> bytes:
-        inner = self._strip_protocol(path)
+        inner = self._inner(path)
         if start is None and end is None:
             try:
                 return self.archive[inner]
@@ -113,7 +146,7 @@ class BarecatFileSystem(AbstractFileSystem):  # type: ignore[misc]
     def _open(self, path: str, mode: str = "rb", **kwargs: Any) -> io.BufferedReader:
         if mode != "rb":
             raise NotImplementedError("barecat:// is read-only; write through barecat.Barecat")
-        inner = self._strip_protocol(path)
+        inner = self._inner(path)
         try:
             raw = self.archive.open(inner, "rb")
         except FileNotFoundBarecatError as e:
