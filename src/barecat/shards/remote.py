@@ -47,22 +47,15 @@ class RemoteSharder(Sharder):
         return self._declared_shards
 
     def _object(self, shard: int) -> RemoteObject:
-        obj = self._objects.get(shard)
-        if obj is None:
-            with self._lock:
-                obj = self._objects.get(shard)
-                if obj is None:
-                    try:
-                        version = self.store.describe(self.get_shard_path(shard))
-                    except FileNotFoundBarecatError:
-                        raise BarecatIntegrityError(
-                            f"Shard file {self.get_shard_path(shard)} is missing"
-                        ) from None
-                    blocks = None
-                    if self.cache is not None:
-                        blocks = self.cache.blocks_of(version, self.block_size)
-                    obj = self._objects[shard] = RemoteObject(self.store, version, blocks)
-        return obj
+        return self._per_shard(self._objects, shard, self._open_object)
+
+    def _open_object(self, shard: int) -> RemoteObject:
+        try:
+            version = self.store.describe(self.get_shard_path(shard))
+        except FileNotFoundBarecatError:
+            raise self.missing_shard_error(shard) from None
+        blocks = None if self.cache is None else self.cache.blocks_of(version, self.block_size)
+        return RemoteObject(self.store, version, blocks)
 
     def close(self) -> None:
         with self._lock:
@@ -110,10 +103,7 @@ class RemoteSharder(Sharder):
     ) -> bytes:
         obj = self._object(shard)
         if offset + size > obj.size:
-            raise BarecatIntegrityError(
-                f"Shard {self.get_shard_path(shard)} is truncated: needed {size} bytes at "
-                f"offset {offset}, only {max(0, obj.size - offset)} exist"
-            )
+            raise self.truncated_error(shard, offset, size, max(0, obj.size - offset))
         return self._checked(shard, offset, obj.read(offset, offset + size), expected_crc32c)
 
     def read_many(

@@ -14,7 +14,7 @@ import errno
 import os
 import threading
 from collections.abc import Callable, Iterable, Sequence
-from typing import BinaryIO, cast
+from typing import BinaryIO, TypeVar, cast
 
 import crc32c as _crc32c
 
@@ -32,6 +32,7 @@ from barecat.shards.fileobj import BarecatReadOnlyFileObject
 from barecat.shards.writeback import EarlyWriteback
 
 Address = tuple[int, int, int, int]  # shard, offset, size, crc32c
+_T = TypeVar("_T")
 
 COPY_CHUNK = 1 << 20
 _IOV_MAX = 1024  # buffers per pwritev call (Linux's IOV_MAX)
@@ -94,22 +95,37 @@ class Sharder:
     def num_shards(self) -> int:
         return self._num_shards
 
-    def _fd(self, shard: int) -> int:
-        fd = self._fds.get(shard)
-        if fd is None:
+    def _per_shard(self, table: dict[int, _T], shard: int, make: Callable[[int], _T]) -> _T:
+        """``table[shard]``, made by ``make`` the first time (once, whatever the threads)."""
+        value = table.get(shard)
+        if value is None:
             with self._lock:
-                fd = self._fds.get(shard)
-                if fd is None:
-                    writable = not self.readonly and not self.is_foreign(shard)
-                    flags = os.O_RDWR | os.O_CREAT if writable else os.O_RDONLY
-                    try:
-                        fd = os.open(self.get_shard_path(shard), flags | os.O_CLOEXEC, 0o666)
-                    except FileNotFoundError:
-                        raise BarecatIntegrityError(
-                            f"Shard file {self.get_shard_path(shard)} is missing"
-                        ) from None
-                    self._fds[shard] = fd
-        return fd
+                value = table.get(shard)
+                if value is None:
+                    value = table[shard] = make(shard)
+        return value
+
+    def missing_shard_error(self, shard: int) -> BarecatIntegrityError:
+        return BarecatIntegrityError(f"Shard file {self.get_shard_path(shard)} is missing")
+
+    def truncated_error(
+        self, shard: int, offset: int, size: int, got: int
+    ) -> BarecatIntegrityError:
+        return BarecatIntegrityError(
+            f"Shard {self.get_shard_path(shard)} is truncated: needed {size} bytes at offset "
+            f"{offset}, only {got} exist"
+        )
+
+    def _open_shard(self, shard: int) -> int:
+        writable = not self.readonly and not self.is_foreign(shard)
+        flags = os.O_RDWR | os.O_CREAT if writable else os.O_RDONLY
+        try:
+            return os.open(self.get_shard_path(shard), flags | os.O_CLOEXEC, 0o666)
+        except FileNotFoundError:
+            raise self.missing_shard_error(shard) from None
+
+    def _fd(self, shard: int) -> int:
+        return self._per_shard(self._fds, shard, self._open_shard)
 
     def close(self) -> None:
         with self._lock:
@@ -194,11 +210,7 @@ class Sharder:
         while got < size:
             chunk = os.pread(self._fd(shard), size - got, offset + got)
             if not chunk:
-                raise BarecatIntegrityError(
-                    f"Shard {self.get_shard_path(shard)} is truncated: needed {size} bytes at "
-                    "offset "
-                    f"{offset}, only {got} exist"
-                )
+                raise self.truncated_error(shard, offset, size, got)
             parts.append(chunk)
             got += len(chunk)
         return b"".join(parts)
