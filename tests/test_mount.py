@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import re
 import signal
 import sqlite3
 import stat
@@ -265,6 +266,29 @@ def test_mount_errors_are_one_line(tmp_path: Path) -> None:
     )
     no_binding = subprocess.run([sys.executable, "-c", script], capture_output=True)
     assert b"pip install 'barecat[mount]'" in no_binding.stderr
+
+
+def test_a_read_only_mount_reads_files_without_open_requests(tmp_path: Path) -> None:
+    """The first open is declined (ENOSYS), so the kernel reads the rest of the files
+    without OPEN and RELEASE requests; the listing carries every file's attributes, so
+    no LOOKUP precedes the reads; files larger than one read keep their state by path,
+    and every byte still arrives right."""
+    archive = str(tmp_path / "r.barecat")
+    files = {f"d/{i:03d}.bin": os.urandom(i * 9000) for i in range(40)}  # up to 350 KB
+    with barecat.Barecat(archive, readonly=False) as bc:
+        bc.add_many(files.items())
+    mnt = tmp_path / "mnt"
+    with served(archive, mnt, "--debug"):
+        assert sorted(os.listdir(mnt / "d")) == sorted(n.split("/")[1] for n in files)
+        for name in sorted(files):
+            assert (mnt / name).read_bytes() == files[name]
+        with open(mnt / "d/039.bin", "rb") as f:  # a ranged read, after a whole one
+            f.seek(200_000)
+            assert f.read(1000) == files["d/039.bin"][200_000:201_000]
+    opcodes = re.findall(r"opcode: ([A-Z]+)", (tmp_path / "mnt.log").read_text())
+    assert opcodes.count("READ") >= len(files) - 1  # (the empty file needs none)
+    assert opcodes.count("OPEN") == 1 and "RELEASE" not in opcodes
+    assert opcodes.count("LOOKUP") <= 1  # the directory's own, before its listing
 
 
 def test_listing_a_big_directory_asks_the_index_once_per_directory(tmp_path: Path) -> None:

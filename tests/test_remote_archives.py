@@ -412,3 +412,22 @@ def test_fsspec_chained_urls_and_the_cli_read_from_the_store(
     out = tmp_path / "out"
     subprocess.run([*cli, "extract", url, "-C", str(out)], env=env, check=True)
     assert {str(p.relative_to(out)): p.read_bytes() for p in out.rglob("*") if p.is_file()} == files
+
+
+def test_mounting_an_archive_that_lives_on_s3(
+    remote: tuple[str, str, dict[str, bytes]], server: S3Server, tmp_path: Path
+) -> None:
+    """``barecat mount s3://...`` (options from FSSPEC_S3): the files read through FUSE."""
+    from test_mount import FUSE_PROBLEM, served
+
+    if FUSE_PROBLEM:
+        pytest.skip(FUSE_PROBLEM)
+    _, url, files = remote
+    env = {"FSSPEC_S3": json.dumps(server.options()), "BARECAT_CACHE_DIR": str(tmp_path / "c")}
+    mnt = tmp_path / "mnt"
+    with served(url, mnt, env=env):
+        seen = {
+            str(p.relative_to(mnt)): p.read_bytes() for p in sorted(mnt.rglob("*")) if p.is_file()
+        }
+        assert seen == files
+        assert (mnt / "empty/dir").is_dir()

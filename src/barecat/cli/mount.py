@@ -52,6 +52,13 @@ def register(sub: Subparsers) -> None:
         "-z", "--lazy", action="store_true", help="With --unmount: detach even while busy"
     )
     parser.add_argument("--debug", action="store_true", help="Print every FUSE call (with -f)")
+    parser.add_argument(
+        "--threads",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="Serve reads on several threads (default: only for archives on object storage, "
+        "where reads wait on the network; one thread is faster on a local archive)",
+    )
     add_passphrase_option(parser)
 
 
@@ -71,6 +78,7 @@ def run_mount(args: argparse.Namespace) -> int:
             writable=args.rw,
             passphrase=passphrase_source(args),
             debug=args.debug,
+            threads=args.threads,
         )
         return 0
     return _serve_in_background(args)
@@ -89,6 +97,8 @@ def _serve_in_background(args: argparse.Namespace) -> int:
     argv = [sys.executable, "-m", "barecat.cli", "mount", "-f", args.archive, args.mountpoint]
     if args.rw:
         argv.append("--rw")
+    if args.threads is not None:
+        argv.append("--threads" if args.threads else "--no-threads")
     if secret:
         argv += ["--passphrase-file", "/dev/stdin"]
     with tempfile.TemporaryFile() as log:

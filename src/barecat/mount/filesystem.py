@@ -6,11 +6,12 @@ directory's listing fetches every child's record in one query and keeps them, so
 ``getattr`` calls that follow ``readdir`` are dictionary hits), the kernel keeps pages
 and attributes (the archive cannot change under a read-only mount), reads run on
 several threads, and operations a read-only filesystem does not need are left out, so
-the kernel does not ask for them. A file read whole is CRC32C-checked: small files at
-open, bigger ones as they are read in order, the read that completes them failing with
-EIO on a mismatch. Sealed archives authenticate every block they read. Errors become
-the errno the archive's exception carries (ENOENT, EISDIR, ENOTDIR; EIO for damaged
-bytes). Imports the archive layer only.
+the kernel does not ask for them; a read-only mount even declines ``open``, so reading
+a file costs no open and release requests. A file read whole is CRC32C-checked: small
+files in one verified read, bigger ones as they are read in order, the read that
+completes them failing with EIO on a mismatch. Sealed archives authenticate every block
+they read. Errors become the errno the archive's exception carries (ENOENT, EISDIR,
+ENOTDIR; EIO for damaged bytes). Imports the archive layer only.
 """
 
 from __future__ import annotations
@@ -31,12 +32,17 @@ import mfusepy
 from barecat.archive import Barecat
 from barecat.entries import BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo
 from barecat.exceptions import BarecatError, BarecatIntegrityError
+from barecat.mount.listing import Listing
 
 VERIFY_AT_OPEN = 4 << 20
 """Files up to this size are read and checked whole when opened (then served from memory)."""
 ATTRIBUTE_CACHE = 100_000
 """Records kept from listings for the getattr calls that follow them (the kernel keeps
 attributes itself; this only saves the lookups right after a readdir)."""
+LISTINGS_KEPT = 8
+"""Directories whose listing is kept while the kernel reads it in parts."""
+UNOPENED_READERS = 64
+"""Files read in several reads without an open whose reading state is kept."""
 REORDER_BYTES = 16 << 20
 """Out-of-order reads a handle keeps while checking a big file's CRC32C in order."""
 
@@ -66,6 +72,14 @@ def reported(method: Callable[..., T]) -> Callable[..., T]:
             raise mfusepy.FuseOSError(_errno_of(e)) from e
 
     return call
+
+
+def _mode(info: BarecatEntryInfo) -> int:
+    """``st_mode`` of an entry: its type and permission bits (defaults where missing)."""
+    if isinstance(info, BarecatDirInfo):
+        return stat.S_IFDIR | stat.S_IMODE(0o755 if info.mode is None else info.mode)
+    mode = 0o100644 if info.mode is None else info.mode
+    return (stat.S_IFMT(mode) or stat.S_IFREG) | stat.S_IMODE(mode)
 
 
 def inner_path(fuse_path: str) -> str:
@@ -110,6 +124,8 @@ class ArchiveFilesystem(mfusepy.Operations):  # type: ignore[misc]
         self.bc: Barecat | None = None
         self._attrs: dict[str, dict[str, int]] = {}
         self._handles: dict[int, Any] = {}
+        self._unopened: dict[str, _Reading] = {}
+        self._listings: dict[str, Listing] = {}
         self._next_handle = 1
         self._lock = threading.RLock()
         self._uid, self._gid = os.getuid(), os.getgid()
@@ -130,6 +146,9 @@ class ArchiveFilesystem(mfusepy.Operations):  # type: ignore[misc]
         if self.bc is not None:
             for fh in list(self._handles):
                 self._finish(fh)
+            for reading in self._unopened.values():
+                self._close_reading(reading)
+            self._unopened.clear()
             self.bc.close()
             self.bc = None
 
@@ -151,18 +170,15 @@ class ArchiveFilesystem(mfusepy.Operations):  # type: ignore[misc]
             "st_atime": mtime,
         }
         if isinstance(info, BarecatDirInfo):
-            mode = info.mode if info.mode is not None else 0o755
             attrs.update(
-                st_mode=stat.S_IFDIR | stat.S_IMODE(mode),
+                st_mode=_mode(info),
                 st_nlink=2 + (info.num_subdirs or 0),
                 st_size=4096,
             )
         else:
             assert isinstance(info, BarecatFileInfo)
-            mode = info.mode if info.mode is not None else 0o100644
-            kind = stat.S_IFMT(mode) or stat.S_IFREG
             attrs.update(
-                st_mode=kind | stat.S_IMODE(mode),
+                st_mode=_mode(info),
                 st_nlink=1,
                 st_size=info.size or 0,
                 st_blocks=-(-info.stored_size // 512),
@@ -185,12 +201,49 @@ class ArchiveFilesystem(mfusepy.Operations):  # type: ignore[misc]
         yield "."
         yield ".."
         prefix = f"{inner}/" if inner else ""
-        if len(self._attrs) > ATTRIBUTE_CACHE:
-            self._attrs.clear()  # it only bridges readdir and the getattr calls after it
         for info in entries:
-            attrs = self._stat(info)
-            self._attrs[prefix + info.name] = attrs  # the getattr calls that follow
+            attrs = self._child_stat(prefix + info.name, info)
             yield info.name, {"st_mode": attrs["st_mode"]}, 0
+
+    @reported
+    def listing(self, path: str, offset: int) -> Listing:
+        """The entries of a directory for ``ListingFUSE`` (names with offsets, attributes
+        when the kernel asks): made afresh when read from the start, and kept, for the
+        latest ``LISTINGS_KEPT`` directories, for libfuse's requests to continue."""
+        inner = inner_path(path)
+        if offset:
+            with self._lock:
+                kept = self._listings.get(inner)
+            if kept is not None:
+                return kept
+        infos = self.archive.index.listdir_infos(inner)
+        here = self.getattr(path)
+        above = self.getattr("/" + inner.rpartition("/")[0])
+        prefix = f"{inner}/" if inner else ""
+        entries = [(b".", here["st_mode"], lambda: here), (b"..", above["st_mode"], lambda: above)]
+        child = self._child_stat
+        entries += [
+            (
+                os.fsencode(info.name),
+                _mode(info),
+                functools.partial(child, prefix + info.name, info),
+            )
+            for info in infos
+        ]
+        with self._lock:
+            self._listings.pop(inner, None)
+            self._listings[inner] = entries
+            while len(self._listings) > LISTINGS_KEPT:
+                del self._listings[next(iter(self._listings))]
+        return entries
+
+    def _child_stat(self, path: str, info: BarecatEntryInfo) -> dict[str, int]:
+        """Attributes of a listed entry, kept for the getattr calls that may follow."""
+        attrs = self._stat(info)
+        if len(self._attrs) > ATTRIBUTE_CACHE:
+            self._attrs.clear()
+        self._attrs[path] = attrs
+        return attrs
 
     @reported
     def readlink(self, path: str) -> str:
@@ -228,24 +281,62 @@ class ArchiveFilesystem(mfusepy.Operations):  # type: ignore[misc]
 
     @reported
     def open(self, path: str, flags: int) -> int:
+        """Declined: a read-only mount answers ENOSYS, after which the kernel reads files
+        without opening and releasing them (two requests fewer per file); reads then find
+        their state by path (``_read_unopened``)."""
         if flags & (os.O_WRONLY | os.O_RDWR):
             raise mfusepy.FuseOSError(errno.EROFS)
-        return self._open_for_reading(inner_path(path))
+        raise mfusepy.FuseOSError(errno.ENOSYS)
 
-    def _open_for_reading(self, inner: str) -> int:
+    def _reading(self, inner: str) -> _Reading:
         info = self.archive.index.lookup_file(inner)
         reading = _Reading(info, checking=info.sealed_size is None)
         if (info.size or 0) <= VERIFY_AT_OPEN:
             reading.data = self.archive.read(info)  # checked whole
         else:
             reading.stream = cast(BinaryIO, self.archive.open(info, "rb"))
-        return self._new_handle(reading)
+        return reading
+
+    def _open_for_reading(self, inner: str) -> int:
+        return self._new_handle(self._reading(inner))
 
     @reported
     def read(self, path: str, size: int, offset: int, fh: int) -> bytes:
+        if not fh:
+            return self._read_unopened(inner_path(path), size, offset)
         handle = self._handles.get(fh)
         if not isinstance(handle, _Reading):
             raise mfusepy.FuseOSError(errno.EBADF)
+        return self._read_from(handle, size, offset)
+
+    def _read_unopened(self, inner: str, size: int, offset: int) -> bytes:
+        """A read with no open before it. One that covers a whole file (most files, in one
+        read) is answered by a verified read of the file. Otherwise reading state is kept
+        by path, for the latest ``UNOPENED_READERS`` files, until a read reaches the end;
+        a read from the start begins a new pass (so a damaged file fails each pass that
+        reads it whole, and other parts of it still read)."""
+        attrs = self._attrs.get(inner)
+        if offset == 0 and attrs is not None and attrs["st_size"] <= size:
+            return self.archive[inner]
+        with self._lock:
+            handle = self._unopened.pop(inner, None)
+            if handle is None or offset == 0:
+                if handle is not None:
+                    self._close_reading(handle)
+                handle = self._reading(inner)
+            self._unopened[inner] = handle  # the most recent last
+            while len(self._unopened) > UNOPENED_READERS:
+                self._close_reading(self._unopened.pop(next(iter(self._unopened))))
+        data = self._read_from(handle, size, offset)
+        total = handle.info.size or 0
+        checked = handle.data is not None or not handle.checking or handle.checked_up_to >= total
+        if checked and offset + len(data) >= total:  # (reads may come out of order)
+            with self._lock:
+                if self._unopened.get(inner) is handle:
+                    self._close_reading(self._unopened.pop(inner))
+        return data
+
+    def _read_from(self, handle: _Reading, size: int, offset: int) -> bytes:
         if handle.data is not None:
             return handle.data[offset : offset + size]
         assert handle.stream is not None
@@ -289,9 +380,14 @@ class ArchiveFilesystem(mfusepy.Operations):  # type: ignore[misc]
         """Forget a handle; returns it."""
         with self._lock:
             handle = self._handles.pop(fh, None)
-        if isinstance(handle, _Reading) and handle.stream is not None:
-            handle.stream.close()
+        if isinstance(handle, _Reading):
+            self._close_reading(handle)
         return handle
+
+    @staticmethod
+    def _close_reading(handle: _Reading) -> None:
+        if handle.stream is not None:
+            handle.stream.close()
 
 
 __all__ = ["ArchiveFilesystem", "inner_path", "reported"]

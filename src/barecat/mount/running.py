@@ -16,6 +16,7 @@ import subprocess
 
 from barecat.archive import Barecat, Passphrase
 from barecat.exceptions import BarecatError
+from barecat.remote import is_remote_url
 
 STOPPED_BY_SIGNAL = 8
 """What fuse_main returns when SIGINT or SIGTERM ended the loop (the mount is gone and the
@@ -57,11 +58,22 @@ def mount_archive(
     writable: bool = False,
     passphrase: Passphrase | None = None,
     debug: bool = False,
+    threads: bool | None = None,
 ) -> None:
     """Serve ``archive`` at ``mountpoint`` until it is unmounted (``fusermount3 -u``,
-    SIGINT or SIGTERM); then the archive is closed, writes committed. Blocks."""
+    SIGINT or SIGTERM); then the archive is closed, writes committed. Blocks.
+
+    ``threads``: serve read-only requests on libfuse's worker threads, which pays when
+    reads wait on storage (the default for an archive on object storage); one thread is
+    faster while the bytes are in the page cache (1.15 s against 2.0 s for ``cat`` of
+    10,000 small files here), so it is the default for local archives. Read-write mounts
+    always use one.
+    """
     check_fuse()
-    archive, mountpoint = os.path.abspath(archive), os.path.abspath(mountpoint)  # libfuse cd's /
+    remote = is_remote_url(archive)
+    if not remote:
+        archive = os.path.abspath(archive)  # libfuse changes directory to /
+    mountpoint = os.path.abspath(mountpoint)
     if not os.path.isdir(mountpoint):
         raise BarecatError(f"{mountpoint}: the mount point must be an existing directory")
     if is_mounted(mountpoint):
@@ -75,6 +87,7 @@ def mount_archive(
     import mfusepy
 
     from barecat.mount.filesystem import ArchiveFilesystem
+    from barecat.mount.listing import ListingFUSE
     from barecat.mount.writable import WritableArchiveFilesystem
 
     options: dict[str, object] = {
@@ -89,14 +102,17 @@ def mount_archive(
     else:
         options.update(
             ro=True,
+            nothreads=not (remote if threads is None else threads),
             kernel_cache=True,
             attr_timeout=ATTRIBUTE_TIMEOUT,
             entry_timeout=ATTRIBUTE_TIMEOUT,
             negative_timeout=ATTRIBUTE_TIMEOUT,
         )
     try:
-        kind = WritableArchiveFilesystem if writable else ArchiveFilesystem
-        mfusepy.FUSE(kind(open_archive), mountpoint, **options)
+        if writable:  # listings as mfusepy makes them: files being written change sizes
+            mfusepy.FUSE(WritableArchiveFilesystem(open_archive), mountpoint, **options)
+        else:
+            ListingFUSE(ArchiveFilesystem(open_archive), mountpoint, **options)
     except RuntimeError as e:  # fuse_main's non-zero status
         if e.args != (STOPPED_BY_SIGNAL,):
             raise BarecatError(f"FUSE could not serve {mountpoint} (status {e})") from e
