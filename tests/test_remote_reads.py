@@ -129,3 +129,20 @@ def test_an_archive_on_fsspecs_memory_filesystem(
         assert {p: bc[p] for p in bc} == files
         assert bc.get_many(sorted(files)) == [files[p] for p in sorted(files)]
         assert bc.verify_integrity()
+
+
+def test_a_download_killed_midway_leaves_nothing_behind(source: str, tmp_path: Path) -> None:
+    store = RemoteStore("file")
+    version = store.describe(source)
+    cache = ArchiveCache(str(tmp_path), source)
+    os.makedirs(cache.directory)
+    first_copy = cache.copy_of(store, version)
+    os.remove(first_copy)
+    stem = os.path.basename(first_copy)
+    dead = Path(cache.directory, f"{stem}.part-999999999")  # no such process
+    alive = Path(cache.directory, f"{stem}.part-1")  # init's: a download in progress
+    dead.write_bytes(b"half")
+    alive.write_bytes(b"half")
+    copy = cache.copy_of(store, version)
+    assert Path(copy).read_bytes() == DATA
+    assert not dead.exists() and alive.exists()

@@ -36,6 +36,16 @@ def _digest(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:_DIGEST_CHARS]
 
 
+def _process_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process
+        return True
+    return True
+
+
 def _object_name(url: str) -> str:
     return url.rstrip("/").rsplit("/", 1)[-1] or "archive"
 
@@ -68,6 +78,7 @@ class ArchiveCache:
             if os.path.getsize(path) == obj.size:
                 return path
         os.makedirs(self.directory, exist_ok=True)
+        self._remove_abandoned_downloads(path)
         partial = f"{path}.part-{os.getpid()}"
         try:
             got = store.download(obj.url, partial)
@@ -82,6 +93,15 @@ class ArchiveCache:
                 os.remove(partial)
         self._forget_other_versions(path, obj)
         return path
+
+    def _remove_abandoned_downloads(self, path: str) -> None:
+        """Partial downloads of ``path`` whose process is gone (killed mid-download)."""
+        prefix = os.path.basename(path) + ".part-"
+        for name in os.listdir(self.directory):
+            pid = name[len(prefix) :]
+            if name.startswith(prefix) and pid.isdigit() and not _process_exists(int(pid)):
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(os.path.join(self.directory, name))
 
     def blocks_of(self, obj: ObjectVersion, block_size: int) -> BlockCache:
         """The block cache of this version of the object (empty when new)."""
