@@ -431,3 +431,20 @@ def test_mounting_an_archive_that_lives_on_s3(
         }
         assert seen == files
         assert (mnt / "empty/dir").is_dir()
+
+
+def test_serving_an_archive_that_lives_on_s3(
+    remote: tuple[str, str, dict[str, bytes]], server: S3Server, tmp_path: Path
+) -> None:
+    """``barecat serve s3://...``: an HTTP gateway in front of the store, for clients
+    without S3 credentials; batches reach the store coalesced."""
+    pytest.importorskip("httpx", reason="the server extra is not installed")
+    from test_server import serving
+
+    _, url, files = remote
+    env = {"FSSPEC_S3": json.dumps(server.options()), "BARECAT_CACHE_DIR": str(tmp_path)}
+    paths = sorted(files)
+    with serving(url, env=env) as (base, _), barecat.connect(base + "/a/ds") as client:
+        assert client.get_many(paths) == [files[p] for p in paths]
+        assert client["meta/labels.json"] == files["meta/labels.json"]
+        assert sorted(client.listdir("train")) == [f"c{i}" for i in range(5)]
