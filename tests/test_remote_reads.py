@@ -146,3 +146,33 @@ def test_a_download_killed_midway_leaves_nothing_behind(source: str, tmp_path: P
     copy = cache.copy_of(store, version)
     assert Path(copy).read_bytes() == DATA
     assert not dead.exists() and alive.exists()
+
+
+def test_a_cache_limit_deletes_the_archives_used_longest_ago(
+    make_archive: Callable[..., str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fsspec = pytest.importorskip("fsspec")
+    memory = fsspec.filesystem("memory")
+    urls, contents = [], []
+    for k in range(3):
+        files = {f"f{i}": os.urandom(50_000) for i in range(20)}  # 1 MB each
+        path = make_archive(files)
+        directory, name = os.path.split(path)
+        for entry in os.listdir(directory):
+            if entry.startswith(name) and not entry.endswith("-lookup"):
+                memory.pipe_file(f"/limit/{k}/{entry}", Path(directory, entry).read_bytes())
+        urls.append(f"memory://limit/{k}/{name}")
+        contents.append(files)
+    cache = tmp_path / "cache"
+    for k, url in enumerate(urls[:2]):
+        with barecat.Barecat(url, cache_dir=str(cache)) as bc:
+            assert bc.get_many(sorted(contents[k])) == [contents[k][p] for p in sorted(contents[k])]
+        os.utime(barecat.remote.ArchiveCache(str(cache), url).directory, (k, k))  # 0 oldest
+    assert len(os.listdir(cache)) == 2
+    monkeypatch.setenv("BARECAT_CACHE_LIMIT", "1500K")  # room for about one archive
+    with barecat.Barecat(urls[2], cache_dir=str(cache)) as bc:
+        assert {p: bc[p] for p in bc} == contents[2]
+    kept = sorted(os.listdir(cache))
+    assert kept == sorted(
+        os.path.basename(barecat.remote.ArchiveCache(str(cache), u).directory) for u in urls[1:]
+    )  # the oldest went; the newest two stay (the one in use is never deleted)

@@ -10,6 +10,7 @@ reads it like any local index, the lookup table included. Imports ``index``, ``s
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from barecat.exceptions import FileNotFoundBarecatError
@@ -20,9 +21,15 @@ from barecat.remote import (
     ObjectVersion,
     RemoteStore,
     default_cache_root,
+    trim_cache,
     url_protocol,
 )
 from barecat.shards.remote import RemoteSharder
+from barecat.sizes import parse_size
+
+CACHE_LIMIT_ENV = "BARECAT_CACHE_LIMIT"
+"""A size (``50G``): opening a remote archive first deletes the caches of the archives
+used longest ago until the cache directory takes at most this much disk."""
 
 
 def _find_index(store: RemoteStore, url: str) -> ObjectVersion:
@@ -50,6 +57,9 @@ def open_remote_halves(
     assert protocol is not None
     store = RemoteStore(protocol, storage_options)
     cache = ArchiveCache(cache_dir or default_cache_root(), url)
+    limit = os.environ.get(CACHE_LIMIT_ENV)
+    if limit:
+        trim_cache(cache.root, parse_size(limit), keep=cache.directory)
     local_index = cache.copy_of(store, _find_index(store, url))
     index = Index(
         local_index,

@@ -2,7 +2,7 @@
 coalesced reads, and the local cache (index copy, shard blocks). The archive and shard
 layers build remote archives from these; this package knows no archive layout."""
 
-from barecat.remote.cache import ArchiveCache, default_cache_root
+from barecat.remote.cache import ArchiveCache, default_cache_root, trim_cache
 from barecat.remote.location import (
     ObjectVersion,
     RemoteStore,
@@ -22,5 +22,6 @@ __all__ = [
     "default_cache_root",
     "is_remote_url",
     "local_path_of",
+    "trim_cache",
     "url_protocol",
 ]

@@ -15,6 +15,7 @@ import contextlib
 import hashlib
 import os
 import re
+import shutil
 
 from barecat.exceptions import RemoteStorageBarecatError
 from barecat.remote.block_cache import BlockCache
@@ -50,11 +51,59 @@ def _object_name(url: str) -> str:
     return url.rstrip("/").rsplit("/", 1)[-1] or "archive"
 
 
+def trim_cache(root: str, limit: int, keep: str) -> list[str]:
+    """Delete the caches of the archives used longest ago until those under ``root`` take
+    at most ``limit`` bytes of disk; ``keep`` (the directory in use) stays whatever its
+    size. Processes still reading a deleted cache keep their open files. Returns the
+    directories deleted."""
+    try:
+        names = os.listdir(root)
+    except FileNotFoundError:
+        return []
+    sizes: dict[str, int] = {}
+    for name in names:
+        directory = os.path.join(root, name)
+        if os.path.isdir(directory) and not os.path.islink(directory):
+            sizes[directory] = _disk_usage(directory)
+    total = sum(sizes.values())
+    deleted = []
+    for directory in sorted(sizes, key=_last_used):
+        if total <= limit:
+            break
+        if os.path.abspath(directory) == os.path.abspath(keep):
+            continue
+        shutil.rmtree(directory, ignore_errors=True)
+        total -= sizes[directory]
+        deleted.append(directory)
+    return deleted
+
+
+def _disk_usage(directory: str) -> int:
+    """Bytes the files of ``directory`` take on disk (sparse block caches count only the
+    blocks they hold)."""
+    used = 0
+    for entry in os.scandir(directory):
+        with contextlib.suppress(FileNotFoundError):
+            used += entry.stat(follow_symlinks=False).st_blocks * 512
+    return used
+
+
+def _last_used(directory: str) -> float:
+    try:
+        return os.stat(directory).st_mtime
+    except FileNotFoundError:
+        return 0.0
+
+
 class ArchiveCache:
-    """Where copies of the remote archive at ``url`` are kept, under ``root``."""
+    """Where copies of the remote archive at ``url`` are kept, under ``root``; opening one
+    marks it as used now (for ``trim_cache``)."""
 
     def __init__(self, root: str, url: str) -> None:
+        self.root = root
         self.directory = os.path.join(root, f"{_object_name(url)}-{_digest(url)}")
+        with contextlib.suppress(FileNotFoundError):
+            os.utime(self.directory)
 
     def _path_of(self, obj: ObjectVersion, layout: str = "") -> str:
         name = f"{_object_name(obj.url)}-{_digest(obj.version + layout)}"
@@ -113,4 +162,4 @@ class ArchiveCache:
         return cache
 
 
-__all__ = ["ArchiveCache", "default_cache_root"]
+__all__ = ["ArchiveCache", "default_cache_root", "trim_cache"]
