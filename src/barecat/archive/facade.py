@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, MutableMapping
 from typing import IO, Any, BinaryIO, cast
 
+from barecat.archive.editing import ArchiveEditing
 from barecat.archive.inspecting import ArchiveInspection
 from barecat.archive.reading import ArchiveReading
 from barecat.archive.remote import open_remote_halves
@@ -56,7 +57,7 @@ COMMIT_EVERY_FILES = 4096
 _TEXT_MODES = {"r", "rt", "w", "wt", "a", "at", "x", "xt", "r+", "rt+", "r+t", "w+", "a+", "x+"}
 
 
-class Barecat(ArchiveReading, ArchiveInspection, MutableMapping[str, bytes]):
+class Barecat(ArchiveReading, ArchiveInspection, ArchiveEditing, MutableMapping[str, bytes]):
     """An archive of files addressed by path.
 
     Opens read-only by default. ``readonly=False`` creates the archive if missing (unless
@@ -709,84 +710,6 @@ class Barecat(ArchiveReading, ArchiveInspection, MutableMapping[str, bytes]):
         self.add(
             BarecatDirInfo(normalize(path), mode, mtime_ns=time.time_ns()), dir_exist_ok=exist_ok
         )
-
-    # -- removing and moving -------------------------------------------------------------
-
-    def remove(self, item: BarecatFileInfo | str) -> None:
-        """Delete a file's index row; its bytes stay as a hole until defrag."""
-        self._require_changeable()
-        self.index.remove_file(item)
-        self._maybe_commit()
-
-    def rmdir(self, item: BarecatDirInfo | str) -> None:
-        self._require_changeable()
-        self.index.remove_empty_dir(item)
-        self._maybe_commit()
-
-    def rmtree(self, item: BarecatDirInfo | str) -> None:
-        self._require_changeable()
-        self.index.remove_recursively(item)
-        self._maybe_commit()
-
-    def rename(self, old_path: str, new_path: str) -> None:
-        """Move a file or a whole directory; fails if the target exists."""
-        self._require_changeable()
-        if self.encrypted:
-            self._rename_resealing(normalize(old_path), normalize(new_path))
-        else:
-            self.index.rename(old_path, new_path)
-        self._maybe_commit()
-
-    def _rename_resealing(self, old: str, new: str) -> None:
-        """Encrypted files are bound to their paths: each renamed file is sealed again for
-        its new path (its old bytes become a hole until defrag), rows and all in one step."""
-        assert self._sealing is not None
-        entry = self.index.lookup(old)
-        files = (
-            [entry]
-            if isinstance(entry, BarecatFileInfo)
-            else list(self.index.iter_fileinfos_below(old))
-        )
-        start = (self.sharder.write_shard, self.sharder.write_offset)
-        try:
-            places = []
-            for f in files:
-                target = new + f.path[len(old) :]
-                plain = self._sealing.unseal(f.path, self._stored_bytes(f))
-                address = self.sharder.append(self._sealing.seal(target, plain))
-                self.sharder.commit_append(address)
-                places.append((target, *address))
-            self.index.rename_with_new_bytes(old, new, places)
-        except BaseException:
-            self.sharder.rewind(*start)
-            raise
-
-    move = rename
-
-    def chmod(self, path: str, mode: int) -> None:
-        self._require_writable()
-        self.index.chmod(path, mode)
-
-    def chown(self, path: str, uid: int, gid: int) -> None:
-        self._require_writable()
-        self.index.chown(path, uid, gid)
-
-    def utime(
-        self,
-        path: str,
-        times: tuple[float, float] | None = None,
-        *,
-        ns: tuple[int, int] | None = None,
-    ) -> None:
-        """Set the modification time like ``os.utime`` (atime is not stored)."""
-        self._require_writable()
-        if ns is not None:
-            mtime = ns[1]
-        elif times is not None:
-            mtime = int(times[1] * 1e9)
-        else:
-            mtime = time.time_ns()
-        self.index.update_mtime(path, mtime)
 
     @property
     def shard_size_limit(self) -> int:

@@ -1,0 +1,116 @@
+"""Changing where entries are and what their metadata say: removing files and trees,
+renaming (encrypted files are sealed again for their new paths), permissions, owners and
+times. A mixin over what the facade holds (``index``, ``sharder``, the archive's sealing);
+the facade supplies the write checks and the commit pacing it calls (declared below), and
+keeps what couples new bytes to their rows.
+"""
+
+from __future__ import annotations
+
+import time
+
+from barecat.archive.sealed import ArchiveSealing
+from barecat.entries import BarecatDirInfo, BarecatFileInfo
+from barecat.index import Index
+from barecat.paths import normalize
+from barecat.shards import Sharder
+
+
+class ArchiveEditing:
+    """Removals, renames and metadata edits of a :class:`~barecat.archive.Barecat`."""
+
+    index: Index
+    sharder: Sharder
+    _sealing: ArchiveSealing | None
+
+    # Supplied by the facade (and the read mixin), which owns writability and commits.
+    def _require_writable(self) -> None:
+        raise NotImplementedError
+
+    def _require_changeable(self) -> None:
+        raise NotImplementedError
+
+    def _maybe_commit(self, changes: int = 1) -> None:
+        raise NotImplementedError
+
+    def _stored_bytes(self, f: BarecatFileInfo) -> bytes:
+        raise NotImplementedError
+
+    def remove(self, item: BarecatFileInfo | str) -> None:
+        """Delete a file's index row; its bytes stay as a hole until defrag."""
+        self._require_changeable()
+        self.index.remove_file(item)
+        self._maybe_commit()
+
+    def rmdir(self, item: BarecatDirInfo | str) -> None:
+        self._require_changeable()
+        self.index.remove_empty_dir(item)
+        self._maybe_commit()
+
+    def rmtree(self, item: BarecatDirInfo | str) -> None:
+        self._require_changeable()
+        self.index.remove_recursively(item)
+        self._maybe_commit()
+
+    def rename(self, old_path: str, new_path: str) -> None:
+        """Move a file or a whole directory; fails if the target exists."""
+        self._require_changeable()
+        if self._sealing is not None and self._sealing.encrypted:
+            self._rename_resealing(normalize(old_path), normalize(new_path))
+        else:
+            self.index.rename(old_path, new_path)
+        self._maybe_commit()
+
+    def _rename_resealing(self, old: str, new: str) -> None:
+        """Encrypted files are bound to their paths: each renamed file is sealed again for
+        its new path (its old bytes become a hole until defrag), rows and all in one step."""
+        assert self._sealing is not None
+        entry = self.index.lookup(old)
+        files = (
+            [entry]
+            if isinstance(entry, BarecatFileInfo)
+            else list(self.index.iter_fileinfos_below(old))
+        )
+        start = (self.sharder.write_shard, self.sharder.write_offset)
+        try:
+            places = []
+            for f in files:
+                target = new + f.path[len(old) :]
+                plain = self._sealing.unseal(f.path, self._stored_bytes(f))
+                address = self.sharder.append(self._sealing.seal(target, plain))
+                self.sharder.commit_append(address)
+                places.append((target, *address))
+            self.index.rename_with_new_bytes(old, new, places)
+        except BaseException:
+            self.sharder.rewind(*start)
+            raise
+
+    move = rename
+
+    def chmod(self, path: str, mode: int) -> None:
+        self._require_writable()
+        self.index.chmod(path, mode)
+
+    def chown(self, path: str, uid: int, gid: int) -> None:
+        self._require_writable()
+        self.index.chown(path, uid, gid)
+
+    def utime(
+        self,
+        path: str,
+        times: tuple[float, float] | None = None,
+        *,
+        ns: tuple[int, int] | None = None,
+    ) -> None:
+        """Set the modification time like ``os.utime`` (atime is not stored)."""
+        self._require_writable()
+        if ns is not None:
+            mtime = ns[1]
+        elif times is not None:
+            mtime = int(times[1] * 1e9)
+        else:
+            mtime = time.time_ns()
+        self.index.update_mtime(path, mtime)
+
+
+__all__ = ["ArchiveEditing"]
