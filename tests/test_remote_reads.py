@@ -40,7 +40,7 @@ ranges = st.lists(
 @settings(max_examples=60, deadline=None)
 @given(
     batches=st.lists(ranges, min_size=1, max_size=3),
-    block_size=st.sampled_from([1, 4096, 65536, 1 << 20]),
+    block_size=st.sampled_from([4096, 8192, 65536, 1 << 20]),
     max_gap=st.sampled_from([0, 1000, 1 << 20]),
     cached=st.booleans(),
 )
