@@ -3,15 +3,17 @@ Barecat API (``barecat.mount.writable`` adds the ones that change it).
 
 Fast by construction: attributes and directory listings come from the index (a
 directory's listing fetches every child's record in one query and keeps them, so the
-``getattr`` calls that follow ``readdir`` are dictionary hits), the kernel keeps pages
-and attributes (the archive cannot change under a read-only mount), reads run on
-several threads, and operations a read-only filesystem does not need are left out, so
-the kernel does not ask for them; a read-only mount even declines ``open``, so reading
-a file costs no open and release requests. A file read whole is CRC32C-checked: small
-files in one verified read, bigger ones as they are read in order, the read that
-completes them failing with EIO on a mismatch. Sealed archives authenticate every block
-they read. Errors become the errno the archive's exception carries (ENOENT, EISDIR,
-ENOTDIR; EIO for damaged bytes). Imports the archive layer only.
+``getattr`` calls that follow ``readdir`` are dictionary hits; listings carry every
+entry's attributes to the kernel, see ``barecat.mount.listing``), the kernel keeps pages
+and attributes (the archive cannot change under a read-only mount), and operations a
+read-only filesystem does not need are left out, so the kernel does not ask for them; a
+read-only mount even declines ``open``, so reading a file costs no open and release
+requests. Handlers are thread-safe: libfuse may call them from its worker threads. A
+file read whole is CRC32C-checked: small files in one verified read, bigger ones as they
+are read in order, the read that completes them failing with EIO on a mismatch. Sealed
+archives authenticate every block they read. Errors become the errno the archive's
+exception carries (ENOENT, EISDIR, ENOTDIR; EIO for damaged bytes). Imports the archive
+layer and ``barecat.mount.listing``.
 """
 
 from __future__ import annotations
