@@ -4,8 +4,8 @@
    through a read-only mount, against the same files in a plain directory (both trees
    warm in the page cache; the mount fresh for each round, so the kernel's own cache of
    the mounted files starts empty and every byte goes through the FUSE server), and
-   against the binding's floor: a Python FUSE filesystem over the same binding and
-   options that serves the same names and sizes from a dict and does nothing else.
+   against the binding's floor: a Python FUSE filesystem over the same binding, options
+   and listings that serves the same names and sizes from a dict and does nothing else.
 2. ``find MOUNT | wc -l`` over an archive of ``--walk-files`` tiny files (default
    1,000,000), a fresh mount each round.
 
@@ -38,9 +38,14 @@ BARECAT = str(Path(sys.executable).parent / "barecat")
 
 
 NULL_FS = r"""
-import errno, stat, sys, mfusepy
+import errno, functools, os, stat, sys, mfusepy
+from barecat.mount.listing import ListingFUSE
 sizes = {"/" + line.split()[0]: int(line.split()[1]) for line in open(sys.argv[2])}
 dirs = {"/"} | {p.rsplit("/", 1)[0] or "/" for p in sizes}
+children = {}
+for p in [*sizes, *dirs]:
+    if p != "/":
+        children.setdefault(p.rsplit("/", 1)[0] or "/", []).append(p.rsplit("/", 1)[1])
 class Null(mfusepy.Operations):
     use_ns = True
     def getattr(self, path, fh=None):
@@ -49,13 +54,16 @@ class Null(mfusepy.Operations):
             return {"st_mode": stat.S_IFREG | 0o644, "st_nlink": 1, "st_size": sizes[path]}
         raise mfusepy.FuseOSError(errno.ENOENT)
     def readdir(self, path, fh):
-        prefix = path.rstrip("/") + "/"
-        names = {p[len(prefix):].split("/")[0] for p in sizes if p.startswith(prefix)}
-        return [".", "..", *sorted(names)]
+        return [".", "..", *sorted(children.get(path, ()))]
+    def listing(self, path, offset):  # as barecat's: names, modes, attributes on demand
+        names = self.readdir(path, 0)
+        full = [path if n in (".", "..") else path.rstrip("/") + "/" + n for n in names]
+        attrs = [functools.partial(self.getattr, f) for f in full]
+        return [(os.fsencode(n), a()["st_mode"], a) for n, a in zip(names, attrs)]
     def open(self, path, flags): raise mfusepy.FuseOSError(errno.ENOSYS)  # as barecat's
     def read(self, path, size, offset, fh): return bytes(min(size, max(0, sizes[path] - offset)))
 try:
-    mfusepy.FUSE(Null(), sys.argv[1], foreground=True, ro=True, kernel_cache=True,
+    ListingFUSE(Null(), sys.argv[1], foreground=True, ro=True, kernel_cache=True,
                  attr_timeout=3600, entry_timeout=3600, nothreads=True)
 except RuntimeError:
     pass
