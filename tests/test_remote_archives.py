@@ -307,11 +307,11 @@ def test_corrupt_or_truncated_remote_shards_fail_clearly(
             bc[victim.path]
         assert not bc.check_crc32c(victim.path)
     fs.pipe_file(f"{url}-shard-{last.shard:05d}", b"short")
-    with (
-        open_remote(url, server, tmp_path / "2") as bc,
-        pytest.raises(BarecatIntegrityError, match="truncated"),
-    ):
-        bc[last.path]
+    with open_remote(url, server, tmp_path / "2") as bc:
+        with pytest.raises(BarecatIntegrityError, match="truncated"):
+            bc[last.path]
+        with pytest.raises(BarecatIntegrityError, match="truncated"):
+            bc.get_many([last.path])  # through a batch too
     assert files[last.path] != b"short"
 
 

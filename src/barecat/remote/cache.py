@@ -18,6 +18,7 @@ import re
 import shutil
 
 from barecat.exceptions import RemoteStorageBarecatError
+from barecat.leftovers import abandoned_pids
 from barecat.remote.block_cache import BlockCache
 from barecat.remote.location import ObjectVersion, RemoteStore
 
@@ -35,16 +36,6 @@ def default_cache_root() -> str:
 
 def _digest(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:_DIGEST_CHARS]
-
-
-def _process_exists(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # someone else's process
-        return True
-    return True
 
 
 def _object_name(url: str) -> str:
@@ -146,11 +137,9 @@ class ArchiveCache:
     def _remove_abandoned_downloads(self, path: str) -> None:
         """Partial downloads of ``path`` whose process is gone (killed mid-download)."""
         prefix = os.path.basename(path) + ".part-"
-        for name in os.listdir(self.directory):
-            pid = name[len(prefix) :]
-            if name.startswith(prefix) and pid.isdigit() and not _process_exists(int(pid)):
-                with contextlib.suppress(FileNotFoundError):
-                    os.remove(os.path.join(self.directory, name))
+        for pid in abandoned_pids(self.directory, prefix):
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(os.path.join(self.directory, f"{prefix}{pid}"))
 
     def blocks_of(self, obj: ObjectVersion, block_size: int) -> BlockCache:
         """The block cache of this version of the object (empty when new)."""

@@ -92,19 +92,21 @@ class RemoteSharder(Sharder):
 
     def _checked(self, shard: int, offset: int, data: bytes, expected: int | None) -> bytes:
         if expected is not None and _crc32c.crc32c(data) != expected:
-            raise BarecatIntegrityError(
-                f"CRC32C mismatch in shard {self.get_shard_path(shard)} at offset {offset} "
-                f"({len(data)} bytes): the stored bytes are corrupt"
-            )
+            raise self.crc_mismatch_error(shard, offset, len(data))
         return data
 
     def read_from_address(
         self, shard: int, offset: int, size: int, expected_crc32c: int | None = None
     ) -> bytes:
+        obj = self._within(shard, offset, size)
+        return self._checked(shard, offset, obj.read(offset, offset + size), expected_crc32c)
+
+    def _within(self, shard: int, offset: int, size: int) -> RemoteObject:
+        """The shard's object, if it holds ``size`` bytes at ``offset`` (else: truncated)."""
         obj = self._object(shard)
         if offset + size > obj.size:
             raise self.truncated_error(shard, offset, size, max(0, obj.size - offset))
-        return self._checked(shard, offset, obj.read(offset, offset + size), expected_crc32c)
+        return obj
 
     def read_many(
         self, located: list[tuple[int, int, int, int, int | None]], max_gap: int = 0
@@ -115,10 +117,8 @@ class RemoteSharder(Sharder):
         for pos, shard, offset, size, crc in located:
             by_shard.setdefault(shard, []).append((pos, offset, size, crc))
         for shard, entries in by_shard.items():
-            obj = self._object(shard)
-            for _, offset, size, _ in entries:
-                if offset + size > obj.size:
-                    self.read_from_address(shard, offset, size)  # raises: truncated
+            last = max(entries, key=lambda e: e[1] + e[2])
+            obj = self._within(shard, last[1], last[2])
             datas = obj.read_ranges(
                 [(offset, offset + size) for _, offset, size, _ in entries],
                 max(max_gap, self.max_gap),

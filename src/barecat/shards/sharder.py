@@ -108,6 +108,12 @@ class Sharder:
     def missing_shard_error(self, shard: int) -> BarecatIntegrityError:
         return BarecatIntegrityError(f"Shard file {self.get_shard_path(shard)} is missing")
 
+    def crc_mismatch_error(self, shard: int, offset: int, size: int) -> BarecatIntegrityError:
+        return BarecatIntegrityError(
+            f"CRC32C mismatch in shard {self.get_shard_path(shard)} at offset {offset} "
+            f"({size} bytes): the stored bytes are corrupt"
+        )
+
     def truncated_error(
         self, shard: int, offset: int, size: int, got: int
     ) -> BarecatIntegrityError:
@@ -125,7 +131,8 @@ class Sharder:
             raise self.missing_shard_error(shard) from None
 
     def _fd(self, shard: int) -> int:
-        return self._per_shard(self._fds, shard, self._open_shard)
+        fd = self._fds.get(shard)  # (every positional read comes here)
+        return fd if fd is not None else self._per_shard(self._fds, shard, self._open_shard)
 
     def close(self) -> None:
         with self._lock:
@@ -164,10 +171,7 @@ class Sharder:
         if len(data) != size:
             data = self._read_fully(shard, offset, size, data)
         if expected_crc32c is not None and _crc32c.crc32c(data) != expected_crc32c:
-            raise BarecatIntegrityError(
-                f"CRC32C mismatch in shard {shard} at offset {offset} ({size} bytes): the stored "
-                "bytes are corrupt"
-            )
+            raise self.crc_mismatch_error(shard, offset, size)
         return data
 
     def read_many(
@@ -197,9 +201,7 @@ class Sharder:
             for pos, _, off, n, crc in located[i:j]:
                 data = bytes(view[off - start : off - start + n])
                 if crc is not None and _crc32c.crc32c(data) != crc:
-                    raise BarecatIntegrityError(
-                        f"CRC32C mismatch in shard {shard} at offset {off} ({n} bytes)"
-                    )
+                    raise self.crc_mismatch_error(shard, off, n)
                 out[pos] = data
             i = j
         return out
@@ -228,12 +230,10 @@ class Sharder:
         while got < len(view):
             n = os.preadv(fd, [view[got:]], offset + got)
             if n == 0:
-                raise BarecatIntegrityError(
-                    f"Shard {self.get_shard_path(shard)} is truncated at offset {offset + got}"
-                )
+                raise self.truncated_error(shard, offset, len(view), got)
             got += n
         if expected_crc32c is not None and crc32c(view) != expected_crc32c:
-            raise BarecatIntegrityError(f"CRC32C mismatch in shard {shard} at offset {offset}")
+            raise self.crc_mismatch_error(shard, offset, got)
         return got
 
     def pread(self, shard: int, offset: int, size: int) -> bytes:

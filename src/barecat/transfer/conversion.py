@@ -21,6 +21,7 @@ from barecat.archive import Barecat, Passphrase
 from barecat.entries import BarecatFileInfo, Order
 from barecat.exceptions import BarecatError, FileExistsBarecatError
 from barecat.layout import archive_exists, move_archive, remove_archive
+from barecat.leftovers import abandoned_pids
 from barecat.transfer.archive_export import ExportResult, OnExported, export_tar, export_zip
 from barecat.transfer.archive_formats import format_of_file, format_of_name
 from barecat.transfer.archive_import import ImportResult, OnStored, import_tar, import_zip
@@ -73,18 +74,8 @@ def _staging_path(target: str) -> str:
 def _remove_abandoned_stagings(folder: str, name: str) -> None:
     """Delete what killed conversions to ``name`` left (their process is gone)."""
     prefix = f".{name}.partial-"
-    pids = set()
-    for entry in os.listdir(folder):
-        pid_text = entry[len(prefix) :].split("-", 1)[0] if entry.startswith(prefix) else ""
-        if pid_text.isdigit():
-            pids.add(int(pid_text))
-    for pid in pids - {os.getpid()}:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            remove_archive(os.path.join(folder, f"{prefix}{pid}"))
-        except PermissionError:
-            pass  # alive, someone else's
+    for pid in abandoned_pids(folder, prefix):
+        remove_archive(os.path.join(folder, f"{prefix}{pid}"))
 
 
 def archive2barecat(
