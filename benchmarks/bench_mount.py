@@ -38,8 +38,8 @@ BARECAT = str(Path(sys.executable).parent / "barecat")
 
 
 NULL_FS = r"""
-import errno, functools, os, stat, sys, mfusepy
-from barecat.mount.listing import ListingFUSE
+import errno, os, stat, sys, mfusepy
+from barecat.mount.listing import ListingFUSE, packed_stat
 sizes = {"/" + line.split()[0]: int(line.split()[1]) for line in open(sys.argv[2])}
 dirs = {"/"} | {p.rsplit("/", 1)[0] or "/" for p in sizes}
 children = {}
@@ -55,11 +55,12 @@ class Null(mfusepy.Operations):
         raise mfusepy.FuseOSError(errno.ENOENT)
     def readdir(self, path, fh):
         return [".", "..", *sorted(children.get(path, ()))]
-    def listing(self, path, offset):  # as barecat's: names, modes, attributes on demand
+    def listing(self, path, offset):  # as barecat's: names with packed attributes
         names = self.readdir(path, 0)
         full = [path if n in (".", "..") else path.rstrip("/") + "/" + n for n in names]
-        attrs = [functools.partial(self.getattr, f) for f in full]
-        return [(os.fsencode(n), a()["st_mode"], a) for n, a in zip(names, attrs)]
+        attrs = [self.getattr(f) for f in full]
+        return [(os.fsencode(n), packed_stat(a["st_mode"], a["st_nlink"], 0, 0,
+                 a.get("st_size", 0), 0, 0)) for n, a in zip(names, attrs)]
     def open(self, path, flags): raise mfusepy.FuseOSError(errno.ENOSYS)  # as barecat's
     def read(self, path, size, offset, fh): return bytes(min(size, max(0, sizes[path] - offset)))
 try:

@@ -16,6 +16,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import barecat
 from barecat.exceptions import BarecatError
@@ -315,3 +317,33 @@ def test_the_archive_is_closed_for_writers_while_mounted_rw(
             barecat.Barecat(archive, readonly=False)
         with sqlite3.connect(archive) as conn:  # readers are welcome
             assert conn.execute("SELECT count(*) FROM files").fetchone()[0] > 0
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    mode=st.integers(0, 0o177777),
+    nlink=st.integers(0, 2**32),
+    uid=st.integers(0, 2**32 - 1),
+    gid=st.integers(0, 2**32 - 1),
+    size=st.integers(0, 2**62),
+    blocks=st.integers(0, 2**53),
+    mtime_ns=st.integers(0, 2**62),
+)
+def test_listing_attributes_are_packed_as_mfusepy_fills_them(
+    mode: int, nlink: int, uid: int, gid: int, size: int, blocks: int, mtime_ns: int
+) -> None:
+    """The one-struct packing of listing attributes gives the very bytes mfusepy's own
+    field-by-field filling (``set_st_attrs``) gives for the same attributes."""
+    import ctypes
+
+    import mfusepy
+
+    from barecat.mount.listing import packed_stat
+
+    expected = mfusepy.c_stat()
+    attrs = {"st_mode": mode, "st_nlink": nlink, "st_uid": uid, "st_gid": gid}
+    attrs |= {"st_size": size, "st_blocks": blocks}
+    attrs |= {"st_atime": mtime_ns, "st_mtime": mtime_ns, "st_ctime": mtime_ns}
+    mfusepy.set_st_attrs(expected, attrs, use_ns=True)
+    packed = packed_stat(mode, nlink, uid, gid, size, blocks, mtime_ns)
+    assert ctypes.string_at(ctypes.addressof(packed), ctypes.sizeof(packed)) == bytes(expected)

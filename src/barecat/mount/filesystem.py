@@ -24,7 +24,7 @@ import os
 import signal
 import stat
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, TypeVar, cast
 
@@ -34,13 +34,13 @@ import mfusepy
 from barecat.archive import Barecat
 from barecat.entries import BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo
 from barecat.exceptions import BarecatError, BarecatIntegrityError
-from barecat.mount.listing import Listing
+from barecat.mount.listing import Listing, packed_stat
 
 VERIFY_AT_OPEN = 4 << 20
 """Files up to this size are read and checked whole when opened (then served from memory)."""
 ATTRIBUTE_CACHE = 100_000
-"""Records kept from listings for the getattr calls that follow them (the kernel keeps
-attributes itself; this only saves the lookups right after a readdir)."""
+"""Records kept from listings for the getattr and read calls that follow them (the kernel
+keeps attributes itself; this saves the index lookups right after a readdir)."""
 LISTINGS_KEPT = 8
 """Directories whose listing is kept while the kernel reads it in parts."""
 UNOPENED_READERS = 64
@@ -124,7 +124,7 @@ class ArchiveFilesystem(mfusepy.Operations):  # type: ignore[misc]
     def __init__(self, open_archive: Callable[[], Barecat]) -> None:
         self._open_archive = open_archive
         self.bc: Barecat | None = None
-        self._attrs: dict[str, dict[str, int]] = {}
+        self._listed: dict[str, BarecatEntryInfo] = {}
         self._handles: dict[int, Any] = {}
         self._unopened: dict[str, _Reading] = {}
         self._listings: dict[str, Listing] = {}
@@ -162,56 +162,56 @@ class ArchiveFilesystem(mfusepy.Operations):  # type: ignore[misc]
 
     # -- attributes and listings ----------------------------------------------------------
 
-    def _stat(self, info: BarecatEntryInfo) -> dict[str, int]:
-        mtime = info.mtime_ns or 0
-        attrs = {
-            "st_uid": self._uid if info.uid is None else info.uid,
-            "st_gid": self._gid if info.gid is None else info.gid,
-            "st_mtime": mtime,
-            "st_ctime": mtime,
-            "st_atime": mtime,
-        }
+    def _attributes(self, info: BarecatEntryInfo) -> tuple[int, int, int, int, int, int, int]:
+        """mode, nlink, uid, gid, size, blocks and mtime (ns) of an entry: the one place
+        that says what an archive's entry looks like as a file."""
+        uid = self._uid if info.uid is None else info.uid
+        gid = self._gid if info.gid is None else info.gid
         if isinstance(info, BarecatDirInfo):
-            attrs.update(
-                st_mode=_mode(info),
-                st_nlink=2 + (info.num_subdirs or 0),
-                st_size=4096,
-            )
-        else:
-            assert isinstance(info, BarecatFileInfo)
-            attrs.update(
-                st_mode=_mode(info),
-                st_nlink=1,
-                st_size=info.size or 0,
-                st_blocks=-(-info.stored_size // 512),
-            )
+            return _mode(info), 2 + (info.num_subdirs or 0), uid, gid, 4096, 0, info.mtime_ns or 0
+        assert isinstance(info, BarecatFileInfo)
+        blocks = -(-info.stored_size // 512)
+        return _mode(info), 1, uid, gid, info.size or 0, blocks, info.mtime_ns or 0
+
+    def _stat(self, info: BarecatEntryInfo) -> dict[str, int]:
+        mode, nlink, uid, gid, size, blocks, mtime = self._attributes(info)
+        attrs = {"st_mode": mode, "st_nlink": nlink, "st_uid": uid, "st_gid": gid}
+        attrs.update(st_size=size, st_blocks=blocks)
+        attrs.update(st_mtime=mtime, st_ctime=mtime, st_atime=mtime)
         return attrs
+
+    def _entry(self, inner: str) -> BarecatEntryInfo:
+        """The record of an entry: from the latest listings, else from the index."""
+        info = self._listed.get(inner)
+        if info is None:
+            info = self.archive.index.lookup(inner)
+            self._remember([info])
+        return info
+
+    def _remember(self, infos: Iterable[BarecatEntryInfo]) -> None:
+        """Keep records for the getattr and read calls that follow a listing."""
+        if len(self._listed) > ATTRIBUTE_CACHE:
+            self._listed.clear()
+        self._listed.update((info.path, info) for info in infos)
 
     @reported
     def getattr(self, path: str, fh: int | None = None) -> dict[str, int]:
-        inner = inner_path(path)
-        found = self._attrs.get(inner)
-        if found is None:
-            found = self._stat(self.archive.index.lookup(inner))
-            self._attrs[inner] = found
-        return found
+        return self._stat(self._entry(inner_path(path)))
 
     @reported
     def readdir(self, path: str, fh: int) -> Iterator[str | tuple[str, dict[str, int], int]]:
-        inner = inner_path(path)
-        entries = self.archive.index.listdir_infos(inner)
+        entries = self.archive.index.listdir_infos(inner_path(path))
+        self._remember(entries)
         yield "."
         yield ".."
-        prefix = f"{inner}/" if inner else ""
         for info in entries:
-            attrs = self._child_stat(prefix + info.name, info)
-            yield info.name, {"st_mode": attrs["st_mode"]}, 0
+            yield info.name, {"st_mode": _mode(info)}, 0
 
     @reported
     def listing(self, path: str, offset: int) -> Listing:
-        """The entries of a directory for ``ListingFUSE`` (names with offsets, attributes
-        when the kernel asks): made afresh when read from the start, and kept, for the
-        latest ``LISTINGS_KEPT`` directories, for libfuse's requests to continue."""
+        """The entries of a directory for ``ListingFUSE``, with their attributes: made
+        afresh when read from the start, and kept, for the latest ``LISTINGS_KEPT``
+        directories, for libfuse's requests to continue."""
         inner = inner_path(path)
         if offset:
             with self._lock:
@@ -219,18 +219,14 @@ class ArchiveFilesystem(mfusepy.Operations):  # type: ignore[misc]
             if kept is not None:
                 return kept
         infos = self.archive.index.listdir_infos(inner)
-        here = self.getattr(path)
-        above = self.getattr("/" + inner.rpartition("/")[0])
-        prefix = f"{inner}/" if inner else ""
-        entries = [(b".", here["st_mode"], lambda: here), (b"..", above["st_mode"], lambda: above)]
-        child = self._child_stat
+        self._remember(infos)
+        cut = len(inner) + 1 if inner else 0
+        attributes = self._attributes
+        here = packed_stat(*attributes(self._entry(inner)))
+        above = packed_stat(*attributes(self._entry(inner.rpartition("/")[0])))
+        entries = [(b".", here), (b"..", above)]
         entries += [
-            (
-                os.fsencode(info.name),
-                _mode(info),
-                functools.partial(child, prefix + info.name, info),
-            )
-            for info in infos
+            (os.fsencode(info.path[cut:]), packed_stat(*attributes(info))) for info in infos
         ]
         with self._lock:
             self._listings.pop(inner, None)
@@ -238,14 +234,6 @@ class ArchiveFilesystem(mfusepy.Operations):  # type: ignore[misc]
             while len(self._listings) > LISTINGS_KEPT:
                 del self._listings[next(iter(self._listings))]
         return entries
-
-    def _child_stat(self, path: str, info: BarecatEntryInfo) -> dict[str, int]:
-        """Attributes of a listed entry, kept for the getattr calls that may follow."""
-        attrs = self._stat(info)
-        if len(self._attrs) > ATTRIBUTE_CACHE:
-            self._attrs.clear()
-        self._attrs[path] = attrs
-        return attrs
 
     @reported
     def readlink(self, path: str) -> str:
@@ -317,9 +305,9 @@ class ArchiveFilesystem(mfusepy.Operations):  # type: ignore[misc]
         by path, for the latest ``UNOPENED_READERS`` files, until a read reaches the end;
         a read from the start begins a new pass (so a damaged file fails each pass that
         reads it whole, and other parts of it still read)."""
-        attrs = self._attrs.get(inner)
-        if offset == 0 and attrs is not None and attrs["st_size"] <= size:
-            return self.archive[inner]
+        listed = self._listed.get(inner)
+        if offset == 0 and isinstance(listed, BarecatFileInfo) and (listed.size or 0) <= size:
+            return self.archive.read(listed)  # (writes drop the records: never stale)
         with self._lock:
             handle = self._unopened.pop(inner, None)
             if handle is None or offset == 0:

@@ -98,7 +98,7 @@ class WritableArchiveFilesystem(ArchiveFilesystem):
         return None
 
     def _require_writable(self) -> Barecat:
-        self._attrs.clear()
+        self._listed.clear()
         return self.archive
 
     def _open_for_writing(self, inner: str, flags: int, mode: int | None = None) -> int:
