@@ -79,16 +79,14 @@ def iter_files(
     """File records; ``columns`` is ``FILE_COLUMNS`` or, in a sealed archive,
     ``SEALED_FILE_COLUMNS``."""
     sql = f"SELECT {columns} FROM files{where}{order_clause(order, True)}"
-    for row in conn.execute(sql, args):
-        yield file_from_row(row)
+    return map(file_from_row, conn.execute(sql, args))  # (a generator costs 1 µs a row more)
 
 
 def iter_dirs(
     conn: sqlite3.Connection, order: Order, where: str = "", args: tuple[object, ...] = ()
 ) -> Iterator[BarecatDirInfo]:
     sql = f"SELECT {DIR_COLUMNS} FROM dirs{where}{order_clause(order, False)}"
-    for row in conn.execute(sql, args):
-        yield dir_from_row(row)
+    return map(dir_from_row, conn.execute(sql, args))
 
 
 def subtree_where(directory: str, column: str = "path") -> tuple[str, tuple[object, ...]]:

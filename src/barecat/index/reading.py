@@ -488,7 +488,8 @@ class IndexReader:
         yield from self.iter_direct_fileinfos(path, order)
 
     def listdir_infos(self, diritem: DirItem, order: Order = Order.ANY) -> list[BarecatEntryInfo]:
-        return list(self.iterdir_infos(diritem, order))
+        path = self._existing_dir(diritem)
+        return [*self.iter_subdir_dirinfos(path, order), *self.iter_direct_fileinfos(path, order)]
 
     def iterdir_names(
         self, diritem: DirItem, order: Order = Order.ANY, bufsize: int | None = None

@@ -31,8 +31,14 @@ READDIR_PLUS = 1
 FILL_DIR_PLUS = 2
 """libfuse's ``FUSE_FILL_DIR_PLUS``: this entry carries its attributes."""
 
-Listing = Sequence[tuple[bytes, Any]]
+Listing = Sequence[tuple[bytes, bytes]]
 """A directory's entries: encoded name and its attributes as made by ``packed_stat``."""
+
+_FILLER = ctypes.CFUNCTYPE(
+    ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p, mfusepy.c_off_t, ctypes.c_int
+)
+"""libfuse's ``fuse_fill_dir_t`` taking the ``struct stat`` as bytes: packed attributes
+go to libfuse as they are, with no ``c_stat`` object made for each entry."""
 
 _PACKED = (
     "st_mode",
@@ -78,11 +84,12 @@ _STAT, _IN_LAYOUT_ORDER = _stat_packer()
 
 def packed_stat(
     mode: int, nlink: int, uid: int, gid: int, size: int, blocks: int, mtime_ns: int
-) -> Any:
-    """A ``c_stat`` with these attributes (access and change times are the mtime)."""
+) -> bytes:
+    """The bytes of a ``struct stat`` with these attributes (access and change times are
+    the mtime)."""
     sec, nsec = divmod(mtime_ns, 1_000_000_000)
     values = (mode, nlink, uid, gid, size, blocks, sec, nsec, sec, nsec, sec, nsec)
-    return mfusepy.c_stat.from_buffer_copy(_STAT.pack(*_IN_LAYOUT_ORDER(values)))
+    return _STAT.pack(*_IN_LAYOUT_ORDER(values))
 
 
 class ListingFUSE(mfusepy.FUSE):  # type: ignore[misc]
@@ -94,6 +101,7 @@ class ListingFUSE(mfusepy.FUSE):  # type: ignore[misc]
         decoded = "/" if path is None else path.decode(self.encoding, self.errors)
         entries: Listing = self.operations.listing(decoded, offset)
         fill = FILL_DIR_PLUS if flags & READDIR_PLUS else 0  # (a plain one reads the mode)
+        filler = ctypes.cast(filler, _FILLER)
         for position in range(offset, len(entries)):
             name, st = entries[position]
             if filler(buf, name, st, position + 1, fill) != 0:
