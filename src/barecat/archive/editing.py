@@ -1,18 +1,20 @@
-"""Changing where entries are and what their metadata say: removing files and trees,
-renaming (encrypted files are sealed again for their new paths), permissions, owners and
-times. A mixin over what the facade holds (``index``, ``sharder``, the archive's sealing);
-the facade supplies the write checks and the commit pacing it calls (declared below), and
-keeps what couples new bytes to their rows.
+"""Changing the tree itself rather than file contents: creating directories, removing
+files and trees, renaming (encrypted files are sealed again for their new paths),
+permissions, owners and times. A mixin over what the facade holds (``index``,
+``sharder``, the archive's sealing); the facade supplies the write checks and the commit
+pacing it calls (declared below), and keeps what couples new bytes to their rows.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 
 from barecat.archive.sealed import ArchiveSealing
 from barecat.entries import BarecatDirInfo, BarecatFileInfo
+from barecat.exceptions import FileNotFoundBarecatError
 from barecat.index import Index
-from barecat.paths import normalize
+from barecat.paths import normalize, parent
 from barecat.shards import Sharder
 
 
@@ -30,11 +32,42 @@ class ArchiveEditing:
     def _require_changeable(self) -> None:
         raise NotImplementedError
 
+    def _require_no_open_writer(self) -> None:
+        raise NotImplementedError
+
     def _maybe_commit(self, changes: int = 1) -> None:
         raise NotImplementedError
 
     def _stored_bytes(self, f: BarecatFileInfo) -> bytes:
         raise NotImplementedError
+
+    def mkdir(self, path: str, mode: int = 0o755, exist_ok: bool = False) -> None:
+        """Create one directory; its parent must exist (as ``os.mkdir``)."""
+        path = normalize(path)
+        if path and not self.index.isdir(parent(path)):
+            error = self.index.not_found_error(path)
+            if isinstance(error, FileNotFoundBarecatError):
+                error = FileNotFoundBarecatError(parent(path), "Parent directory")
+            raise error
+        self._add_dir(BarecatDirInfo(path, mode, mtime_ns=time.time_ns()), exist_ok)
+
+    def makedirs(self, path: str, mode: int = 0o755, exist_ok: bool = False) -> None:
+        """Create a directory and any missing ancestors (as ``os.makedirs``)."""
+        self._add_dir(BarecatDirInfo(normalize(path), mode, mtime_ns=time.time_ns()), exist_ok)
+
+    def _add_dir(self, info: BarecatDirInfo, exist_ok: bool) -> None:
+        self._require_writable()
+        self._require_no_open_writer()
+        self.index.add_dir(info, exist_ok=exist_ok)
+        self._maybe_commit()
+
+    def add_dirs(self, infos: Iterable[BarecatDirInfo]) -> None:
+        """Create many directories, or update the metadata of existing ones, at once."""
+        self._require_writable()
+        self._require_no_open_writer()
+        dirs = list(infos)
+        self.index.upsert_dirs_bulk(dirs)
+        self._maybe_commit(len(dirs))
 
     def remove(self, item: BarecatFileInfo | str) -> None:
         """Delete a file's index row; its bytes stay as a hole until defrag."""

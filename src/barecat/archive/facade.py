@@ -22,6 +22,7 @@ from typing import IO, Any, BinaryIO, cast
 
 from barecat.archive.editing import ArchiveEditing
 from barecat.archive.inspecting import ArchiveInspection
+from barecat.archive.maintenance import ArchiveMaintenance
 from barecat.archive.reading import ArchiveReading
 from barecat.archive.remote import open_remote_halves
 from barecat.archive.sealed import (
@@ -40,12 +41,9 @@ from barecat.exceptions import (
     NotADirectoryBarecatError,
     ReadOnlyBarecatError,
 )
-from barecat.glob import PathFilter
 from barecat.index import Index
 from barecat.layout import archive_exists, base_path, index_path, remove_archive
-from barecat.ops.defrag import defrag as defrag_archive
-from barecat.ops.merge import merge_archives
-from barecat.paths import normalize, normalize_many, parent
+from barecat.paths import normalize, normalize_many
 from barecat.remote import is_remote_url, local_path_of
 from barecat.sealing import Sealer
 from barecat.shards import BarecatReadWriteFileObject, Sharder
@@ -57,7 +55,13 @@ COMMIT_EVERY_FILES = 4096
 _TEXT_MODES = {"r", "rt", "w", "wt", "a", "at", "x", "xt", "r+", "rt+", "r+t", "w+", "a+", "x+"}
 
 
-class Barecat(ArchiveReading, ArchiveInspection, ArchiveEditing, MutableMapping[str, bytes]):
+class Barecat(
+    ArchiveReading,
+    ArchiveInspection,
+    ArchiveEditing,
+    ArchiveMaintenance,
+    MutableMapping[str, bytes],
+):
     """An archive of files addressed by path.
 
     Opens read-only by default. ``readonly=False`` creates the archive if missing (unless
@@ -186,15 +190,6 @@ class Barecat(ArchiveReading, ArchiveInspection, ArchiveEditing, MutableMapping[
         except BaseException:
             self._release_writer_lock()
             raise
-
-    def rekey(self, new_passphrase: str | bytes) -> None:
-        """Change the passphrase of an encrypted archive: its data key is rewrapped, no
-        file is rewritten. The archive must be open for writing with the old one."""
-        self._require_writable()
-        if self._sealing is None:
-            raise BarecatError(f"{self.path} is not encrypted: it has no passphrase to change")
-        self.commit()
-        self.index.update_sealing_config(self._sealing.rekeyed(new_passphrase).to_config())
 
     def _resync_write_position(self) -> None:
         """Append after the last file the index knows (SQLite may have rolled back rows)."""
@@ -486,8 +481,7 @@ class Barecat(ArchiveReading, ArchiveInspection, ArchiveEditing, MutableMapping[
                 if isinstance(item, BarecatDirInfo)
                 else BarecatDirInfo(item, mode, uid, gid, mtime_ns)
             )
-            self.index.add_dir(info, exist_ok=dir_exist_ok)
-            self._maybe_commit()
+            self._add_dir(info, dir_exist_ok)
             return
         if isinstance(item, BarecatEntryInfo):
             finfo = BarecatFileInfo(item.path, item.mode, item.uid, item.gid, item.mtime_ns)
@@ -671,14 +665,6 @@ class Barecat(ArchiveReading, ArchiveInspection, ArchiveEditing, MutableMapping[
         self.index.add_files_bulk(infos)
         self._maybe_commit(len(infos))
 
-    def add_dirs(self, infos: Iterable[BarecatDirInfo]) -> None:
-        """Create many directories, or update the metadata of existing ones, at once."""
-        self._require_writable()
-        self._require_no_open_writer()
-        dirs = list(infos)
-        self.index.upsert_dirs_bulk(dirs)
-        self._maybe_commit(len(dirs))
-
     def add_by_path(
         self, filesys_path: str, store_path: str | None = None, dir_exist_ok: bool = False
     ) -> None:
@@ -694,79 +680,6 @@ class Barecat(ArchiveReading, ArchiveInspection, ArchiveEditing, MutableMapping[
         finfo.fill_from_statresult(st)
         with open(filesys_path, "rb") as f:
             self.add(finfo, fileobj=f)
-
-    def mkdir(self, path: str, mode: int = 0o755, exist_ok: bool = False) -> None:
-        """Create one directory; its parent must exist (as ``os.mkdir``)."""
-        path = normalize(path)
-        if path and not self.index.isdir(parent(path)):
-            error = self.index.not_found_error(path)
-            if isinstance(error, FileNotFoundBarecatError):
-                error = FileNotFoundBarecatError(parent(path), "Parent directory")
-            raise error
-        self.add(BarecatDirInfo(path, mode, mtime_ns=time.time_ns()), dir_exist_ok=exist_ok)
-
-    def makedirs(self, path: str, mode: int = 0o755, exist_ok: bool = False) -> None:
-        """Create a directory and any missing ancestors (as ``os.makedirs``)."""
-        self.add(
-            BarecatDirInfo(normalize(path), mode, mtime_ns=time.time_ns()), dir_exist_ok=exist_ok
-        )
-
-    @property
-    def shard_size_limit(self) -> int:
-        return self.index.shard_size_limit
-
-    @shard_size_limit.setter
-    def shard_size_limit(self, value: int | str) -> None:
-        self._require_writable()
-        limit = parse_size(value)
-        self.index.shard_size_limit = limit
-        self.sharder.shard_size_limit = limit
-
-    def truncate_all_to_logical_size(self) -> None:
-        """Cut every shard back to the end of its last indexed file (drops unreferenced tails)."""
-        self._require_writable()
-        ends = [self.index.logical_shard_end(i) for i in range(self.sharder.num_shards)]
-        self.sharder.truncate_all_to_logical_size(ends)
-
-    def defrag(self, quick: bool = False) -> int:
-        """Reclaim the holes left by removed and replaced files (the reference's method);
-        returns the bytes freed. Crash-safe: see ``barecat.ops.defrag``."""
-        self._require_changeable()
-        self._require_no_open_writer()
-        self.commit()
-        result = defrag_archive(self.index, self.sharder, quick=quick)
-        self._resync_write_position()
-        return result.bytes_reclaimed
-
-    def merge_from_other_barecat(
-        self,
-        source_path: str,
-        ignore_duplicates: bool = False,
-        prefix: str = "",
-        pattern: str | None = None,
-        filter_rules: list[tuple[str, str]] | None = None,
-    ) -> None:
-        """Copy another archive's files in (the reference's method). ``filter_rules`` are
-        ``('+', pattern)`` includes and ``('-', pattern)`` excludes."""
-        self._require_writable()
-        self._require_no_open_writer()
-        path_filter = None
-        if filter_rules:
-            path_filter = PathFilter.from_patterns(
-                [p for sign, p in filter_rules if sign == "+"],
-                [p for sign, p in filter_rules if sign == "-"],
-            )
-        self.commit()
-        merge_archives(
-            self.index,
-            self.sharder,
-            [source_path],
-            ignore_duplicates=ignore_duplicates,
-            prefix=prefix,
-            pattern=pattern,
-            path_filter=path_filter,
-        )
-        self._resync_write_position()
 
     def __repr__(self) -> str:
         state = (

@@ -1,0 +1,112 @@
+"""Operations over a whole archive rather than a file: its shard size limit, cutting
+shards back to what the index references, defragmenting, merging other archives in, and
+changing an encrypted archive's passphrase. A mixin over what the facade holds
+(``index``, ``sharder``, the archive's sealing); each operation commits what came before
+it, then hands the halves to the tool in ``barecat.ops`` that does the work, and puts the
+write position back after the last file.
+"""
+
+from __future__ import annotations
+
+from barecat.archive.sealed import ArchiveSealing
+from barecat.exceptions import BarecatError
+from barecat.glob import PathFilter
+from barecat.index import Index
+from barecat.ops.defrag import defrag as defrag_archive
+from barecat.ops.merge import merge_archives
+from barecat.shards import Sharder
+from barecat.sizes import parse_size
+
+
+class ArchiveMaintenance:
+    """Whole-archive operations of a :class:`~barecat.archive.Barecat`."""
+
+    path: str
+    index: Index
+    sharder: Sharder
+    _sealing: ArchiveSealing | None
+
+    # Supplied by the facade, which owns writability, commits and the write position.
+    def _require_writable(self) -> None:
+        raise NotImplementedError
+
+    def _require_changeable(self) -> None:
+        raise NotImplementedError
+
+    def _require_no_open_writer(self) -> None:
+        raise NotImplementedError
+
+    def commit(self) -> None:
+        raise NotImplementedError
+
+    def _resync_write_position(self) -> None:
+        raise NotImplementedError
+
+    @property
+    def shard_size_limit(self) -> int:
+        return self.index.shard_size_limit
+
+    @shard_size_limit.setter
+    def shard_size_limit(self, value: int | str) -> None:
+        self._require_writable()
+        limit = parse_size(value)
+        self.index.shard_size_limit = limit
+        self.sharder.shard_size_limit = limit
+
+    def truncate_all_to_logical_size(self) -> None:
+        """Cut every shard back to the end of its last indexed file (drops unreferenced tails)."""
+        self._require_writable()
+        ends = [self.index.logical_shard_end(i) for i in range(self.sharder.num_shards)]
+        self.sharder.truncate_all_to_logical_size(ends)
+
+    def defrag(self, quick: bool = False) -> int:
+        """Reclaim the holes left by removed and replaced files (the reference's method);
+        returns the bytes freed. Crash-safe: see ``barecat.ops.defrag``."""
+        self._require_changeable()
+        self._require_no_open_writer()
+        self.commit()
+        result = defrag_archive(self.index, self.sharder, quick=quick)
+        self._resync_write_position()
+        return result.bytes_reclaimed
+
+    def merge_from_other_barecat(
+        self,
+        source_path: str,
+        ignore_duplicates: bool = False,
+        prefix: str = "",
+        pattern: str | None = None,
+        filter_rules: list[tuple[str, str]] | None = None,
+    ) -> None:
+        """Copy another archive's files in (the reference's method). ``filter_rules`` are
+        ``('+', pattern)`` includes and ``('-', pattern)`` excludes."""
+        self._require_writable()
+        self._require_no_open_writer()
+        path_filter = None
+        if filter_rules:
+            path_filter = PathFilter.from_patterns(
+                [p for sign, p in filter_rules if sign == "+"],
+                [p for sign, p in filter_rules if sign == "-"],
+            )
+        self.commit()
+        merge_archives(
+            self.index,
+            self.sharder,
+            [source_path],
+            ignore_duplicates=ignore_duplicates,
+            prefix=prefix,
+            pattern=pattern,
+            path_filter=path_filter,
+        )
+        self._resync_write_position()
+
+    def rekey(self, new_passphrase: str | bytes) -> None:
+        """Change the passphrase of an encrypted archive: its data key is rewrapped, no
+        file is rewritten. The archive must be open for writing with the old one."""
+        self._require_writable()
+        if self._sealing is None:
+            raise BarecatError(f"{self.path} is not encrypted: it has no passphrase to change")
+        self.commit()
+        self.index.update_sealing_config(self._sealing.rekeyed(new_passphrase).to_config())
+
+
+__all__ = ["ArchiveMaintenance"]
