@@ -10,10 +10,11 @@ each continuation of a listing (by offset), the operations keep the listings bei
 (``ArchiveFilesystem.listing``).
 
 Attributes are packed by one precompiled ``struct`` laid out from mfusepy's own
-``c_stat`` (so the platform's layout is the binding's), about 1 µs an entry, where
-filling a ``c_stat`` field by field from a dict (mfusepy's ``set_st_attrs``) takes 5: a
-listing is the one place where a mount pays per entry, and ``find`` or ``ls`` waits for
-it. Imports mfusepy (the ``mount`` extra) only.
+``c_stat`` (so the platform's layout is the binding's) into the bytes of a ``struct
+stat``, which libfuse's filler takes as they are (its prototype is cast to take bytes):
+about 1 µs an entry, where filling a ``c_stat`` object field by field from a dict
+(mfusepy's ``set_st_attrs``) takes 5. A listing is the one place where a mount pays per
+entry, and ``find`` or ``ls`` waits for it. Imports mfusepy (the ``mount`` extra) only.
 """
 
 from __future__ import annotations
