@@ -2,7 +2,7 @@
 files and trees, renaming (encrypted files are sealed again for their new paths),
 permissions, owners and times. A mixin over what the facade holds (``index``,
 ``sharder``, the archive's sealing); the facade supplies the write checks and the commit
-pacing it calls (declared below), and keeps what couples new bytes to their rows.
+pacing it calls (``ArchiveContract``), and keeps what couples new bytes to their rows.
 """
 
 from __future__ import annotations
@@ -10,34 +10,17 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 
-from barecat.archive.sealed import ArchiveSealing
+from barecat.archive.contract import ArchiveContract
 from barecat.entries import BarecatDirInfo, BarecatFileInfo
 from barecat.exceptions import FileNotFoundBarecatError
-from barecat.index import Index
 from barecat.paths import normalize, parent
-from barecat.shards import Sharder
 
 
-class ArchiveEditing:
-    """Removals, renames and metadata edits of a :class:`~barecat.archive.Barecat`."""
+class ArchiveEditing(ArchiveContract):
+    """New directories, removals, renames and metadata edits of a
+    :class:`~barecat.archive.Barecat`."""
 
-    index: Index
-    sharder: Sharder
-    _sealing: ArchiveSealing | None
-
-    # Supplied by the facade (and the read mixin), which owns writability and commits.
-    def _require_writable(self) -> None:
-        raise NotImplementedError
-
-    def _require_changeable(self) -> None:
-        raise NotImplementedError
-
-    def _require_no_open_writer(self) -> None:
-        raise NotImplementedError
-
-    def _maybe_commit(self, changes: int = 1) -> None:
-        raise NotImplementedError
-
+    # Supplied by the read mixin.
     def _stored_bytes(self, f: BarecatFileInfo) -> bytes:
         raise NotImplementedError
 

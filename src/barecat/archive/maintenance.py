@@ -8,39 +8,16 @@ write position back after the last file.
 
 from __future__ import annotations
 
-from barecat.archive.sealed import ArchiveSealing
+from barecat.archive.contract import ArchiveContract
 from barecat.exceptions import BarecatError
 from barecat.glob import PathFilter
-from barecat.index import Index
 from barecat.ops.defrag import defrag as defrag_archive
 from barecat.ops.merge import merge_archives
-from barecat.shards import Sharder
 from barecat.sizes import parse_size
 
 
-class ArchiveMaintenance:
+class ArchiveMaintenance(ArchiveContract):
     """Whole-archive operations of a :class:`~barecat.archive.Barecat`."""
-
-    path: str
-    index: Index
-    sharder: Sharder
-    _sealing: ArchiveSealing | None
-
-    # Supplied by the facade, which owns writability, commits and the write position.
-    def _require_writable(self) -> None:
-        raise NotImplementedError
-
-    def _require_changeable(self) -> None:
-        raise NotImplementedError
-
-    def _require_no_open_writer(self) -> None:
-        raise NotImplementedError
-
-    def commit(self) -> None:
-        raise NotImplementedError
-
-    def _resync_write_position(self) -> None:
-        raise NotImplementedError
 
     @property
     def shard_size_limit(self) -> int:
