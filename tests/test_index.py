@@ -67,6 +67,14 @@ def test_lookups_and_listings(filled) -> None:  # type: ignore[no-untyped-def]
             idx.lookup_file("nope")
         with pytest.raises(barecat.NotADirectoryBarecatError):
             idx.lookup_dir("readme.txt")
+        with pytest.raises(barecat.FileNotFoundBarecatError):
+            idx.listdir_infos("nope")
+        with pytest.raises(barecat.NotADirectoryBarecatError):
+            idx.listdir_infos("readme.txt")
+        assert [i.path for i in idx.listdir_infos("train/cat", Order.PATH | Order.DESC)] == [
+            "train/cat/2.png",
+            "train/cat/1.jpg",
+        ]
 
 
 def test_walk_infos_and_glob_infos(filled) -> None:  # type: ignore[no-untyped-def]
