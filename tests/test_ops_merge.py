@@ -611,17 +611,19 @@ def test_sigkill_during_merge_leaves_a_valid_output(make_archive: Make, tmp_path
         argv = ["merge", "-a", "-s", "4M", "-o", out, *inputs]
         return subprocess.Popen([sys.executable, "-c", MERGER, *argv], stdout=subprocess.DEVNULL)
 
-    t0 = time.monotonic()
-    full = fresh_output("full.barecat")
-    assert start(full).wait(timeout=60) == 0
-    duration = time.monotonic() - t0
-    assert check(full) == {**previous, **{k: v for f in wanted for k, v in f.items()}}
+    def timed_full_run(name: str) -> float:
+        t0 = time.monotonic()
+        full = fresh_output(name)
+        assert start(full).wait(timeout=60) == 0
+        duration = time.monotonic() - t0
+        assert check(full) == {**previous, **{k: v for f in wanted for k, v in f.items()}}
+        return duration
 
-    outcomes = set()
-    for trial in range(8):
-        out = fresh_output(f"k{trial}.barecat")
+    def killed_run(name: str, after: float) -> int:
+        """Kill a merge ``after`` seconds in; check what it left; how many inputs it holds."""
+        out = fresh_output(name)
         proc = start(out)
-        time.sleep(duration * (trial + rng.random()) / 8)  # spread over the whole run
+        time.sleep(after)
         proc.send_signal(signal.SIGKILL)
         proc.wait()
         got = check(out)
@@ -635,7 +637,6 @@ def test_sigkill_during_merge_leaves_a_valid_output(make_archive: Make, tmp_path
         assert len(got) == len(previous) + sum(
             len(f) for f, p in zip(wanted, present, strict=True) if p
         )
-        outcomes.add(sum(present))
         with barecat.Barecat(out, readonly=False) as bc:  # repair keeps it all; it verifies
             repair(bc.index, bc.sharder)
             assert verify_archive(bc.index, bc.sharder).ok
@@ -643,4 +644,14 @@ def test_sigkill_during_merge_leaves_a_valid_output(make_archive: Make, tmp_path
         with barecat.Barecat(out, readonly=False) as bc:  # a later writer carries on
             bc["after/crash"] = b"ok"
         assert check(out)["after/crash"] == b"ok"
+        return sum(present)
+
+    outcomes = set()
+    for attempt in range(3):  # this VM's fsync times drift: if every kill landed at the
+        duration = timed_full_run(f"full{attempt}.barecat")  # same stage, time it again
+        for trial in range(8):
+            spread = duration * (trial + rng.random()) / 8  # over the whole run
+            outcomes.add(killed_run(f"k{attempt}-{trial}.barecat", spread))
+        if len(outcomes) >= 2:
+            break
     assert len(outcomes) >= 2, f"kills should land at different stages, got {outcomes}"
