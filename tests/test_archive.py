@@ -168,6 +168,20 @@ def test_corrupt_index_file_is_refused_clearly(tmp_path) -> None:  # type: ignor
         barecat.Barecat(str(path))
 
 
+def test_sqlite_file_of_another_program_is_refused_clearly(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import sqlite3
+
+    path = str(tmp_path / "other.db")
+    with sqlite3.connect(path) as c:
+        c.execute("CREATE TABLE notes (body TEXT)")
+    for readonly in (True, False):
+        with pytest.raises(barecat.CorruptIndexBarecatError, match="not a barecat index"):
+            barecat.Barecat(path, readonly=readonly)
+    with sqlite3.connect(path) as c:  # untouched
+        tables = [r[0] for r in c.execute("SELECT name FROM sqlite_master")]
+    assert tables == ["notes"]
+
+
 def test_newer_and_older_schema_refused(make_archive) -> None:  # type: ignore[no-untyped-def]
     import sqlite3
 

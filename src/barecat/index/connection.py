@@ -59,7 +59,8 @@ def connect(
     """
     uri = sqlite_uri(path, "ro" if readonly else "rwc", immutable and readonly)
     conn = sqlite3.connect(uri, uri=True, check_same_thread=not threadsafe)
-    conn.execute("PRAGMA recursive_triggers = ON")
+    if not readonly:  # (triggers fire only on writes)
+        conn.execute("PRAGMA recursive_triggers = ON")
     conn.execute("PRAGMA cache_size = -65536")
     conn.execute("PRAGMA temp_store = MEMORY")
     conn.execute("PRAGMA mmap_size = 1073741824")

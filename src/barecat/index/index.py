@@ -185,8 +185,8 @@ class Index(IndexReader):
         self._require_writable()
         self.commit()
         enable_sealing(self.conn, {SEALING_KEY: "1", **records})
-        self._read_layout(self.conn)
         self.schema_version = check_version(self.conn, self.path)
+        self._read_layout()
 
     def update_sealing_config(self, records: dict[str, ConfigValue]) -> None:
         """Replace ``sealing*`` config rows (a new wrapped key, say); committed at once."""

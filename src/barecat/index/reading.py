@@ -37,11 +37,11 @@ from barecat.index import query
 from barecat.index.connection import ConnectionPool, roll_back_crashed_transaction
 from barecat.index.lookup_table import LookupTable
 from barecat.index.schema import (
+    SEALED_SCHEMA_VERSION_MAJOR,
     SEALING_KEY,
     ConfigValue,
     check_version,
     create_schema,
-    is_sealed,
     read_config,
 )
 from barecat.layout import lookup_table_path
@@ -103,7 +103,7 @@ class IndexReader:
             if fresh:
                 create_schema(conn, shard_size_limit)
             self.schema_version = check_version(conn, self.path)
-            self._read_layout(conn)
+            self._read_layout()
         except sqlite3.OperationalError as e:
             self._pool.close()
             if "readonly" not in str(e):
@@ -131,9 +131,10 @@ class IndexReader:
         if wal and not readonly:
             conn.execute("PRAGMA journal_mode = WAL")
 
-    def _read_layout(self, conn: sqlite3.Connection) -> None:
-        """Which columns file records come from: a sealed archive's hold two sizes."""
-        self.sealed = is_sealed(conn)
+    def _read_layout(self) -> None:
+        """Which columns file records come from: a sealed archive's hold two sizes.
+        (``check_version`` admits the sealed major only with its ``sealing`` row.)"""
+        self.sealed = self.schema_version[0] == SEALED_SCHEMA_VERSION_MAJOR
         self.file_columns = query.SEALED_FILE_COLUMNS if self.sealed else query.FILE_COLUMNS
         self._walk_infos = query.SEALED_WALK_INFOS if self.sealed else query.WALK_INFOS
 

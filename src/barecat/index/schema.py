@@ -88,21 +88,29 @@ def enable_sealing(conn: sqlite3.Connection, records: dict[str, ConfigValue]) ->
 
 
 def read_version(conn: sqlite3.Connection, where: str) -> tuple[int, int]:
-    """Schema (major, minor) of an index; (-1, 0) for the unversioned pre-0.2 layout."""
+    """Schema (major, minor) of an index; (-1, 0) for the unversioned pre-0.2 layout.
+
+    One query when the ``config`` table exists (every open pays for this); the table
+    list is read only to tell the 2023 layout from a file that is no index at all.
+    """
     try:
+        rows = dict(
+            conn.execute(
+                "SELECT key, value_int FROM config "
+                "WHERE key IN ('schema_version_major', 'schema_version_minor')"
+            ).fetchall()
+        )
+    except sqlite3.OperationalError as e:
+        if "no such table" not in str(e):
+            raise
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-    except sqlite3.DatabaseError as e:
-        raise CorruptIndexBarecatError(f"{where} is not a barecat index: {e}") from e
-    if "config" not in tables:
         if "files" in tables:
             return (-1, 0)
-        raise CorruptIndexBarecatError(f"{where} is not a barecat index (no files table)")
-    rows = dict(
-        conn.execute(
-            "SELECT key, value_int FROM config "
-            "WHERE key IN ('schema_version_major', 'schema_version_minor')"
-        ).fetchall()
-    )
+        raise CorruptIndexBarecatError(
+            f"{where} is not a barecat index (no config or files table)"
+        ) from e
+    except sqlite3.DatabaseError as e:
+        raise CorruptIndexBarecatError(f"{where} is not a barecat index: {e}") from e
     return (int(rows.get("schema_version_major", 0)), int(rows.get("schema_version_minor", 0)))
 
 
