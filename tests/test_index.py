@@ -229,9 +229,98 @@ def test_big_batches_keep_the_row_triggers(archive_path: str) -> None:
         with pytest.raises(barecat.FileExistsBarecatError):
             bc.add_many([(f"new/f{i}", b"y") for i in range(300)] + [("d0/f0", b"dup")])
         assert triggers(bc) == before and "new/f0" not in bc
-        bc["d1/single"] = b"12345"  # row triggers at work again
+        bc["d1/single"] = b"12345"  # one by one again: statistics owed, then applied
         assert bc.index.find_inconsistencies() == []
         assert bc.stat("d1").num_files == 87 and bc.total_size == sum(range(600)) + 5
+
+
+def _committed_triggers(path: str) -> tuple[set[str], int]:
+    """Trigger names and the ``use_triggers`` flag as another connection sees them."""
+    with sqlite3.connect(path) as c:
+        names = {n for (n,) in c.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")}
+        (flag,) = c.execute("SELECT value_int FROM config WHERE key = 'use_triggers'").fetchone()
+    return names, flag
+
+
+def test_files_added_one_by_one_have_statistics_before_any_use(archive_path: str) -> None:
+    """A loop of adds owes the directory statistics (past a few hundred rows with the row
+    triggers dropped inside the transaction): queries, edits and the commit all see them
+    applied, errors still come from the add that causes them, and the committed index
+    has its triggers, switched on, working for the next writer."""
+    with barecat.Barecat(archive_path, readonly=False) as bc:
+        for i in range(700):
+            bc[f"a/b{i % 3}/f{i}"] = bytes(i % 50)
+        assert bc.stat("a").num_files_tree == 700 and bc.stat("a").num_subdirs == 3
+        assert bc.stat("a/b0").num_files == 234
+        assert bc.total_size == sum(i % 50 for i in range(700))
+        assert bc.index.find_inconsistencies() == []
+        for i in range(300):
+            bc[f"c/d/f{i}"] = b"z"
+        with pytest.raises(barecat.NotADirectoryBarecatError):
+            bc["c/d/f0/under"] = b"1"
+        with pytest.raises(barecat.IsADirectoryBarecatError):
+            bc["c"] = b"1"
+        with pytest.raises(barecat.FileExistsBarecatError):
+            bc["c/d/f1"] = b"1"
+        bc.rename("c", "e")  # an edit right after the adds
+        assert bc.stat("e/d").num_files == 300 and bc.stat("e").num_files_tree == 300
+        assert bc.index.find_inconsistencies() == []
+    assert _committed_triggers(archive_path) == (_committed_triggers(archive_path)[0], 1)
+    assert {"file_inserted", "file_over_dir"} <= _committed_triggers(archive_path)[0]
+    with sqlite3.connect(archive_path) as c:  # the triggers, not barecat, keep this right
+        c.execute("PRAGMA recursive_triggers = ON")
+        c.execute("INSERT INTO files (path, shard, offset, size) VALUES ('x/y/z', 0, 0, 3)")
+    with barecat.Barecat(archive_path) as bc:
+        assert bc.index.find_inconsistencies() == []
+        assert (
+            bc.stat("x/y").num_files == 1 and bc.total_size == sum(i % 50 for i in range(700)) + 303
+        )
+
+
+def test_rollback_forgets_statistics_owed(archive_path: str) -> None:
+    from barecat.entries import BarecatFileInfo
+
+    with barecat.Barecat(archive_path, readonly=False) as bc:
+        bc["kept/f"] = b"1"
+        bc.commit()
+        triggers = _committed_triggers(archive_path)
+        for i in range(400):
+            bc.index.add_file(BarecatFileInfo(f"gone/f{i}", shard=0, offset=0, size=0))
+        bc.index.rollback()
+        assert bc.num_files == 1 and not bc.isdir("gone")
+        assert bc.index.find_inconsistencies() == []
+        bc["kept/g"] = b"22"
+    assert _committed_triggers(archive_path) == triggers
+    with barecat.Barecat(archive_path) as bc:
+        assert bc.stat("kept").num_files == 2 and bc.index.find_inconsistencies() == []
+
+
+def test_forked_child_does_not_apply_its_parents_owed_statistics(archive_path: str) -> None:
+    """A child forked while the writer owes statistics reads through its own connection,
+    which has none of the parent's uncommitted rows: it must not apply them there."""
+    import os
+
+    with barecat.Barecat(archive_path, readonly=False) as bc:
+        bc["old/f"] = b"1"
+        bc.commit()
+        for i in range(10):
+            bc[f"new/f{i}"] = b"22"
+        reader, writer = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: report what it sees, and leave without cleanup
+            try:
+                seen = f"{bc.num_files} {bc.isdir('new')} {bc.index.find_inconsistencies()}"
+            except BaseException as e:
+                seen = repr(e)
+            os.write(writer, seen.encode())
+            os._exit(0)
+        os.close(writer)
+        os.waitpid(pid, 0)
+        with os.fdopen(reader) as f:
+            assert f.read() == "1 False []"
+        assert bc.num_files == 11 and bc.stat("new").num_files == 10
+    with barecat.Barecat(archive_path) as bc:
+        assert bc.num_files == 11 and bc.index.find_inconsistencies() == []
 
 
 def test_logical_end_ignores_empty_files_parked_inside_other_files(archive_path: str) -> None:

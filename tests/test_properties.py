@@ -454,6 +454,14 @@ class ArchiveModel(RuleBasedStateMachine):
             self.files[path] = data
             self._add_dirs(_parent(path))
 
+    @rule(batch=st.lists(st.tuples(SM_PATHS, SM_DATA), min_size=2, max_size=6))
+    def add_files_in_a_row(self, batch: list[tuple[str, bytes]]) -> None:
+        """Files added one by one with nothing read in between, so the writer owes the
+        statistics of several rows at once: every add still fails or succeeds at once,
+        as it would alone (the invariants then check the statistics it applied)."""
+        for path, data in batch:
+            self.add_file(path, data, variant=0, use_add=False)
+
     @rule(batch=st.lists(st.tuples(SM_PATHS, SM_DATA), min_size=1, max_size=4))
     def add_many(self, batch: list[tuple[str, bytes]]) -> None:
         """A batch goes in whole, or (on any conflict) not at all."""

@@ -32,7 +32,7 @@ from barecat.index.connection import open_savepoint
 from barecat.paths import ancestors, parent
 
 
-def _first_in(conn: sqlite3.Connection, table: str, paths: Sequence[str]) -> str | None:
+def first_in(conn: sqlite3.Connection, table: str, paths: Sequence[str]) -> str | None:
     row = conn.execute(
         f"SELECT j.value FROM json_each(?) AS j JOIN {table} AS t ON t.path = j.value LIMIT 1",
         (json.dumps(list(paths)),),
@@ -123,12 +123,12 @@ def _with_stats_by_hand(
     try:
         before = conn.execute("SELECT value_int FROM config WHERE key = 'use_triggers'").fetchone()
         conn.execute("UPDATE config SET value_int = 0 WHERE key = 'use_triggers'")
-        suspended = _drop_insert_triggers(conn) if many else []
+        suspended = drop_insert_triggers(conn) if many else []
         insert()
         for sql in suspended:
             conn.execute(sql)
-        _create_missing_dirs(conn, chain)
-        _apply_deltas(conn, per_parent)
+        create_missing_dirs(conn, chain)
+        apply_deltas(conn, per_parent)
         conn.execute(
             "UPDATE config SET value_int = ? WHERE key = 'use_triggers'",
             (1 if before is None else before[0],),
@@ -144,7 +144,7 @@ SUSPEND_TRIGGERS_ROWS = 256
 _ROW_TRIGGERS_ON_FILE_INSERT = ("file_over_dir", "file_inserted")
 
 
-def _drop_insert_triggers(conn: sqlite3.Connection) -> list[str]:
+def drop_insert_triggers(conn: sqlite3.Connection) -> list[str]:
     """Drop the row triggers of ``INSERT INTO files``; returns the SQL that recreates them."""
     rows = conn.execute(
         "SELECT name, sql FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'files' "
@@ -159,19 +159,19 @@ def _drop_insert_triggers(conn: sqlite3.Connection) -> list[str]:
 def _check_conflicts(conn: sqlite3.Connection, paths: list[str], chain: set[str]) -> None:
     dirs_needed = sorted(chain - {""})
     clash = next((p for p in paths if p in chain), None)
-    if clash is not None or (clash := _first_in(conn, "files", dirs_needed)) is not None:
+    if clash is not None or (clash := first_in(conn, "files", dirs_needed)) is not None:
         raise NotADirectoryBarecatError(f"Not a directory: {clash!r} is (to be) a file")
-    if (taken := _first_in(conn, "dirs", paths)) is not None:
+    if (taken := first_in(conn, "dirs", paths)) is not None:
         raise IsADirectoryBarecatError(taken)
 
 
 def _duplicate_error(conn: sqlite3.Connection, paths: list[str]) -> FileExistsBarecatError:
     conn.execute("ROLLBACK TO barecat_bulk")
     twice = next((p for p, n in Counter(paths).items() if n > 1), None)
-    return FileExistsBarecatError(twice or _first_in(conn, "files", paths) or paths[0])
+    return FileExistsBarecatError(twice or first_in(conn, "files", paths) or paths[0])
 
 
-def _create_missing_dirs(conn: sqlite3.Connection, chain: set[str]) -> None:
+def create_missing_dirs(conn: sqlite3.Connection, chain: set[str]) -> None:
     new_children: Counter[str] = Counter()
     for d in sorted(chain):  # parents sort before their children
         if (
@@ -187,7 +187,7 @@ def _create_missing_dirs(conn: sqlite3.Connection, chain: set[str]) -> None:
     )
 
 
-def _apply_deltas(conn: sqlite3.Connection, per_parent: dict[str, list[int]]) -> None:
+def apply_deltas(conn: sqlite3.Connection, per_parent: dict[str, list[int]]) -> None:
     tree: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     for par, (count, size) in per_parent.items():
         for d in (par, *ancestors(par)) if par else ("",):

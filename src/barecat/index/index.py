@@ -34,6 +34,7 @@ from barecat.exceptions import (
 )
 from barecat.index import bulk, merging, query, treestats
 from barecat.index.connection import open_savepoint, sqlite_uri
+from barecat.index.deferred_stats import DeferredStats
 from barecat.index.lookup_table import LookupTable
 from barecat.index.merging import MergeSource
 from barecat.index.reading import DirItem, FileItem, IndexReader, path_of
@@ -68,6 +69,22 @@ def _disk_full_or(e: sqlite3.OperationalError, where: str) -> Exception:
 
 class Index(IndexReader):
     """An archive's SQLite index, readable and (unless ``readonly``) editable."""
+
+    _deferred: DeferredStats | None = None
+    """Statistics owed for files added one by one (``add_file``), applied before the
+    connection is used for anything else (see ``barecat.index.deferred_stats``)."""
+
+    @property
+    def conn(self) -> sqlite3.Connection:
+        """This thread's connection, with any statistics still owed applied first."""
+        conn = self._pool.get()
+        deferred = self._deferred
+        if deferred is not None:
+            if deferred.conn is conn:
+                deferred.apply()
+            # else: a forked child's fresh connection, the rows it was owed for not in it
+            self._deferred = None
+        return conn
 
     def _configure(self, shard_size_limit: int | None) -> None:
         """An explicit limit given when opening an existing archive for writing is stored."""
@@ -124,7 +141,8 @@ class Index(IndexReader):
             raise _disk_full_or(e, self.path) from e
 
     def rollback(self) -> None:
-        self.conn.rollback()
+        self._deferred = None  # owed for rows this rolls back
+        self._pool.get().rollback()
 
     def _require_writable(self) -> None:
         if self.readonly:
@@ -261,14 +279,29 @@ class Index(IndexReader):
         return BarecatError(f"Index refused {path!r}: {msg}")
 
     def add_file(self, finfo: BarecatFileInfo) -> None:
-        """Insert a file row; ancestors are created by the triggers."""
+        """Insert a file row; its directories and their statistics follow before the
+        next use of the index (by the triggers, or deferred, see ``_deferred``)."""
         self._require_writable()
         f = finfo
-        try:
-            self.conn.execute(
+        conn = self._pool.get()
+
+        def insert_row() -> None:
+            conn.execute(
                 bulk.INSERT_SEALED_FILE if self.sealed else bulk.INSERT_FILE,
                 bulk.file_row(f, self.sealed),
             )
+
+        try:
+            deferred = self._deferred
+            if deferred is not None and deferred.conn is not conn:
+                conn = self.conn  # (applies or drops what another connection was owed)
+                deferred = None
+            if deferred is None and not self._pool.threadsafe:
+                deferred = self._deferred = DeferredStats.begin(conn)
+            if deferred is None:
+                insert_row()
+            else:
+                deferred.insert(f.path, f.stored_size, insert_row)
         except sqlite3.IntegrityError as e:
             raise self._translate_integrity_error(e, f.path, True) from None
         except sqlite3.OperationalError as e:

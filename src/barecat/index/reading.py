@@ -151,6 +151,12 @@ class IndexReader:
         return self._pool.get()
 
     @property
+    def _files_conn(self) -> sqlite3.Connection:
+        """The connection for queries of file rows by path alone, which a writer's
+        statistics still owed (``Index._deferred``) do not change: they need not wait."""
+        return self._pool.get()
+
+    @property
     def cursor(self) -> sqlite3.Cursor:
         return self.conn.cursor()
 
@@ -268,7 +274,7 @@ class IndexReader:
     def lookup_file(self, path: str, normalized: bool = False) -> BarecatFileInfo:
         if not normalized:
             path = normalize(path)
-        row = self.conn.execute(
+        row = self._files_conn.execute(
             f"SELECT {self.file_columns} FROM files WHERE path = ?", (path,)
         ).fetchone()
         if row is None:
@@ -311,7 +317,7 @@ class IndexReader:
     def lookup_address_in_sqlite(self, path: str) -> tuple[int, int, int, int | None] | None:
         """As :meth:`lookup_address`, always from SQLite: the second opinion when bytes
         read at a table's address fail their check."""
-        row: tuple[int, int, int, int | None] | None = self.conn.execute(
+        row: tuple[int, int, int, int | None] | None = self._files_conn.execute(
             "SELECT shard, offset, size, crc32c FROM files WHERE path = ?", (path,)
         ).fetchone()
         return row
@@ -393,7 +399,9 @@ class IndexReader:
 
     def isfile(self, path: str) -> bool:
         return (
-            self.conn.execute("SELECT 1 FROM files WHERE path = ?", (normalize(path),)).fetchone()
+            self._files_conn.execute(
+                "SELECT 1 FROM files WHERE path = ?", (normalize(path),)
+            ).fetchone()
             is not None
         )
 
