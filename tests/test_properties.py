@@ -37,6 +37,7 @@ from barecat import (
     IsADirectoryBarecatError,
     NotADirectoryBarecatError,
 )
+from barecat.index import deferred_stats
 from barecat.paths import normalize, normalize_many
 
 HAS_INCLUDE_HIDDEN = sys.version_info >= (3, 11)
@@ -457,10 +458,16 @@ class ArchiveModel(RuleBasedStateMachine):
     @rule(batch=st.lists(st.tuples(SM_PATHS, SM_DATA), min_size=2, max_size=6))
     def add_files_in_a_row(self, batch: list[tuple[str, bytes]]) -> None:
         """Files added one by one with nothing read in between, so the writer owes the
-        statistics of several rows at once: every add still fails or succeeds at once,
-        as it would alone (the invariants then check the statistics it applied)."""
-        for path, data in batch:
-            self.add_file(path, data, variant=0, use_add=False)
+        statistics of several rows at once (deferring from the first add here, not after
+        a few): every add still fails or succeeds at once, as it would alone (the
+        invariants then check the statistics it applied)."""
+        usual = deferred_stats.ADDS_BEFORE_DEFERRING
+        deferred_stats.ADDS_BEFORE_DEFERRING = 0
+        try:
+            for path, data in batch:
+                self.add_file(path, data, variant=0, use_add=False)
+        finally:
+            deferred_stats.ADDS_BEFORE_DEFERRING = usual
 
     @rule(batch=st.lists(st.tuples(SM_PATHS, SM_DATA), min_size=1, max_size=4))
     def add_many(self, batch: list[tuple[str, bytes]]) -> None:

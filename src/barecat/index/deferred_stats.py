@@ -9,7 +9,9 @@ and applies them with the set-based updates of a bulk insert (``barecat.index.bu
 before the index is used for anything else: any query, any other edit, the commit. So
 no committed state, and no query of this connection, ever sees the statistics behind.
 
-The checks the triggers would make are made here: a file may not take a directory's
+Deferring starts once a few files came in a row (``ADDS_BEFORE_DEFERRING``), so a
+loop that reads the tree between its adds keeps the triggers. The checks the triggers
+would make are made here: a file may not take a directory's
 path (also one only this batch needs), and no directory a file needs may be a file.
 Switched-off triggers still cost a sub-program call per row, so once a batch is long
 enough to pay for it the two row triggers of file inserts are dropped inside the
@@ -34,6 +36,11 @@ from barecat.index.bulk import (
 )
 from barecat.index.connection import open_savepoint
 from barecat.paths import ancestors, parent
+
+ADDS_BEFORE_DEFERRING = 8
+"""Files added in a row, with nothing else using the index in between, before their
+statistics are deferred: a loop that queries the tree between adds would otherwise
+switch the triggers off and on for every file, which costs twice what they do."""
 
 
 class DeferredStats:
@@ -96,4 +103,4 @@ class DeferredStats:
         conn.execute("RELEASE barecat_deferred_stats")
 
 
-__all__ = ["DeferredStats"]
+__all__ = ["ADDS_BEFORE_DEFERRING", "DeferredStats"]

@@ -32,7 +32,7 @@ from barecat.exceptions import (
     NotEnoughSpaceBarecatError,
     ReadOnlyBarecatError,
 )
-from barecat.index import bulk, merging, query, treestats
+from barecat.index import bulk, deferred_stats, merging, query, treestats
 from barecat.index.connection import open_savepoint, sqlite_uri
 from barecat.index.deferred_stats import DeferredStats
 from barecat.index.lookup_table import LookupTable
@@ -73,11 +73,13 @@ class Index(IndexReader):
     _deferred: DeferredStats | None = None
     """Statistics owed for files added one by one (``add_file``), applied before the
     connection is used for anything else (see ``barecat.index.deferred_stats``)."""
+    _adds_in_a_row = 0
 
     @property
     def conn(self) -> sqlite3.Connection:
         """This thread's connection, with any statistics still owed applied first."""
         conn = self._pool.get()
+        self._adds_in_a_row = 0
         deferred = self._deferred
         if deferred is not None:
             if deferred.conn is conn:
@@ -297,7 +299,11 @@ class Index(IndexReader):
                 conn = self.conn  # (applies or drops what another connection was owed)
                 deferred = None
             if deferred is None and not self._pool.threadsafe:
-                deferred = self._deferred = DeferredStats.begin(conn)
+                self._adds_in_a_row += 1
+                if self._adds_in_a_row > deferred_stats.ADDS_BEFORE_DEFERRING:
+                    deferred = self._deferred = DeferredStats.begin(conn)
+                    if deferred is None:  # statistics switched off: try again later
+                        self._adds_in_a_row = 0
             if deferred is None:
                 insert_row()
             else:
