@@ -9,15 +9,15 @@ and applies them with the set-based updates of a bulk insert (``barecat.index.bu
 before the index is used for anything else: any query, any other edit, the commit. So
 no committed state, and no query of this connection, ever sees the statistics behind.
 
-Deferring starts once a few files came in a row (``ADDS_BEFORE_DEFERRING``), so a
-loop that reads the tree between its adds keeps the triggers. The checks the triggers
-would make are made here: a file may not take a directory's
-path (also one only this batch needs), and no directory a file needs may be a file.
-Switched-off triggers still cost a sub-program call per row, so once a batch is long
-enough to pay for it the two row triggers of file inserts are dropped inside the
-transaction, as a bulk insert does, and recreated from their stored text when the
-statistics are applied: no committed state lacks them.
-Imports ``exceptions``, ``paths`` and ``barecat.index.bulk``.
+Deferring starts once a few files came in a row (``ADDS_BEFORE_DEFERRING``), so a loop
+that reads the tree between its adds keeps the triggers. The checks the triggers would
+make are made here: a file may not take a directory's path (also one only this batch
+needs), and no directory a file needs may be a file. Switched-off triggers still cost a
+sub-program call per row, so once a batch is long enough to pay for it the two row
+triggers of file inserts are dropped inside the transaction, as a bulk insert does, and
+recreated from their stored text when the statistics are applied: no committed state
+lacks them. Imports ``exceptions``, ``paths``, ``barecat.index.bulk`` and
+``barecat.index.connection``.
 """
 
 from __future__ import annotations

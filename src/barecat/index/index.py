@@ -4,8 +4,9 @@ Adds to :class:`IndexReader` the write side: adding, updating, removing and rena
 entries, transactions, and directory statistics. Statistics stay right by the schema's
 triggers; bulk edits (``no_triggers``, subtree renames and removals) switch them off
 inside their own transaction and fix the numbers with a few set-based updates instead
-(``treestats.py``). Public method names and meanings are the reference's, since users
-call ``bc.index.*`` directly.
+(``treestats.py``), and so do runs of files added one at a time, whose statistics are
+owed until the connection is next used (``deferred_stats.py``). Public method names and
+meanings are the reference's, since users call ``bc.index.*`` directly.
 """
 
 from __future__ import annotations
