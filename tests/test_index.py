@@ -205,8 +205,9 @@ def test_reference_compatible_helpers(archive_path: str) -> None:
             assert conn.execute("PRAGMA foreign_keys").fetchone() == (0,)
         assert conn.execute("PRAGMA foreign_keys").fetchone() == (1,)
         conn.execute("PRAGMA foreign_keys = OFF")  # barecat's own default
-        with bc.index.no_triggers():  # a file whose directories do not exist yet
-            bc.add("new/deep/file", data=b"z")
+        with bc.index.no_triggers():  # files whose directories do not exist yet, more
+            for i in range(20):  # than the adds in a row after which statistics are owed
+                bc.add(f"new/deep/file{i}", data=b"z")
         assert not bc.isdir("new/deep")
         bc.index.update_dirs()
         bc.index.update_treestats()
@@ -274,6 +275,25 @@ def test_files_added_one_by_one_have_statistics_before_any_use(archive_path: str
         assert bc.index.find_inconsistencies() == []
         assert (
             bc.stat("x/y").num_files == 1 and bc.total_size == sum(i % 50 for i in range(700)) + 303
+        )
+
+
+def test_adds_in_a_row_leave_statistics_alone_where_the_triggers_would(
+    archive_path: str,
+) -> None:
+    """An index without the ``use_triggers`` flag never fires its triggers: a run of
+    adds owes nothing there either (as row by row, no directory rows appear)."""
+    with barecat.Barecat(archive_path, readonly=False) as bc:
+        bc["seed"] = b"1"
+    with sqlite3.connect(archive_path) as c:
+        c.execute("DELETE FROM config WHERE key = 'use_triggers'")
+    with barecat.Barecat(archive_path, readonly=False) as bc:
+        for i in range(20):
+            bc[f"d/f{i}"] = b"x"
+        assert not bc.isdir("d") and len(list(bc.index.iter_all_filepaths())) == 21
+    with sqlite3.connect(archive_path) as c:
+        assert c.execute("SELECT count(*) FROM config WHERE key = 'use_triggers'").fetchone() == (
+            0,
         )
 
 

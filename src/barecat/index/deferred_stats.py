@@ -55,10 +55,11 @@ class DeferredStats:
 
     @classmethod
     def begin(cls, conn: sqlite3.Connection) -> DeferredStats | None:
-        """Switch the triggers off in ``conn``'s transaction; None if they are already off
-        (a bulk edit that recounts at its end: nothing is owed then)."""
+        """Switch the triggers off in ``conn``'s transaction; None if they are off already
+        (a bulk edit that recounts at its end, or an index without the flag, where the
+        triggers never fire): nothing is owed then."""
         row = conn.execute("SELECT value_int FROM config WHERE key = 'use_triggers'").fetchone()
-        if row is not None and row[0] != 1:
+        if row is None or row[0] != 1:
             return None
         conn.execute("UPDATE config SET value_int = 0 WHERE key = 'use_triggers'")
         return cls(conn)
