@@ -280,17 +280,115 @@ def test_a_read_only_mount_reads_files_without_open_requests(tmp_path: Path) -> 
     with barecat.Barecat(archive, readonly=False) as bc:
         bc.add_many(files.items())
     mnt = tmp_path / "mnt"
-    with served(archive, mnt, "--debug"):
+    with served(archive, mnt, "--debug", "--no-read-ahead"):
         assert sorted(os.listdir(mnt / "d")) == sorted(n.split("/")[1] for n in files)
         for name in sorted(files):
             assert (mnt / name).read_bytes() == files[name]
         with open(mnt / "d/039.bin", "rb") as f:  # a ranged read, after a whole one
             f.seek(200_000)
             assert f.read(1000) == files["d/039.bin"][200_000:201_000]
-    opcodes = re.findall(r"opcode: ([A-Z]+)", (tmp_path / "mnt.log").read_text())
+    opcodes, stores = _requests(tmp_path / "mnt.log")
     assert opcodes.count("READ") >= len(files) - 1  # (the empty file needs none)
     assert opcodes.count("OPEN") == 1 and "RELEASE" not in opcodes
     assert opcodes.count("LOOKUP") <= 1  # the directory's own, before its listing
+    assert stores == 0  # (read-ahead was turned off)
+
+
+def _requests(log: Path) -> tuple[list[str], int]:
+    """The requests the kernel sent a ``--debug`` server, and how many files the server
+    stored in the kernel's cache unasked (libfuse logs each as a notification, code 4)."""
+    text = log.read_text()
+    return re.findall(r"opcode: ([A-Z]+)", text), text.count("NOTIFY: code=4 ")
+
+
+def _numbered_files(archive: str, count: int, **options: str) -> dict[str, bytes]:
+    files = {f"d/{i:03d}.bin": os.urandom(1500 + 97 * i) for i in range(count)}
+    with barecat.Barecat(archive, readonly=False, **options) as bc:  # type: ignore[arg-type]
+        bc.add_many(files.items())
+    return files
+
+
+def _read_in_turn(mnt: Path, names: list[str], files: dict[str, bytes]) -> None:
+    """Read files one after another, as a program going through a folder does (a little
+    slower than the server's worker, so what it stores ahead is there in time)."""
+    for name in names:
+        assert (mnt / name).read_bytes() == files[name], name
+        time.sleep(0.003)
+
+
+@pytest.mark.parametrize("threads", ["--no-threads", "--threads"])
+def test_files_read_in_turn_are_read_ahead(tmp_path: Path, threads: str) -> None:
+    """After two files of a directory were read one after the other, the server stores
+    the next ones in the kernel's cache before they are asked for: reading 120 files
+    costs a handful of READ requests, and every byte is the archive's."""
+    archive = str(tmp_path / "r.barecat")
+    files = _numbered_files(archive, 120)
+    mnt = tmp_path / "mnt"
+    with served(archive, mnt, "--debug", threads):
+        order = [f"d/{name}" for name in os.listdir(mnt / "d")]  # the listing's order
+        assert sorted(order) == sorted(files)
+        _read_in_turn(mnt, order, files)
+    opcodes, stores = _requests(tmp_path / "mnt.log")
+    reads = opcodes.count("READ")
+    assert reads <= 20 and stores >= 100, (reads, stores)
+
+
+def test_files_read_out_of_turn_start_no_read_ahead(tmp_path: Path) -> None:
+    """A reader that never reads the file after the one before (a shuffled dataset) gets
+    nothing stored for it: no work and no cache spent on guesses."""
+    archive = str(tmp_path / "r.barecat")
+    files = _numbered_files(archive, 120)
+    mnt = tmp_path / "mnt"
+    with served(archive, mnt, "--debug"):
+        listed = [f"d/{name}" for name in os.listdir(mnt / "d")]
+        strided = [listed[i * 37 % len(listed)] for i in range(len(listed))]  # no neighbours
+        _read_in_turn(mnt, strided, files)
+    opcodes, stores = _requests(tmp_path / "mnt.log")
+    assert stores == 0 and opcodes.count("READ") == len(files)
+
+
+def test_read_ahead_never_stores_damaged_bytes(tmp_path: Path) -> None:
+    """A damaged file in the middle of a directory read in turn fails with EIO, each time
+    it is read: the worker checks what it stores and leaves the damaged file out."""
+    archive = str(tmp_path / "r.barecat")
+    files = _numbered_files(archive, 60)
+    _corrupt(archive, "d/030.bin", 700)
+    mnt = tmp_path / "mnt"
+    with served(archive, mnt, "--debug"):
+        _read_in_turn(mnt, [f"d/{i:03d}.bin" for i in range(30)], files)
+        for _ in range(2):
+            with pytest.raises(OSError) as e:
+                (mnt / "d/030.bin").read_bytes()
+            assert e.value.errno == errno.EIO
+        _read_in_turn(mnt, [f"d/{i:03d}.bin" for i in range(31, 60)], files)
+    _, stores = _requests(tmp_path / "mnt.log")
+    assert stores >= 40
+
+
+def test_an_encrypted_archive_is_read_ahead_decrypted(tmp_path: Path) -> None:
+    archive = str(tmp_path / "e.barecat")
+    files = _numbered_files(archive, 50, passphrase="ahead")
+    mnt = tmp_path / "mnt"
+    with served(archive, mnt, "--debug", env={"BARECAT_PASSPHRASE": "ahead"}):
+        _read_in_turn(mnt, sorted(files), files)
+    _, stores = _requests(tmp_path / "mnt.log")
+    assert stores >= 30
+
+
+def test_a_mount_reading_ahead_unmounts_at_once(tmp_path: Path) -> None:
+    """The worker holds nothing open on the mount: ``fusermount3 -u`` right after a
+    reader stopped, while the worker still stores files ahead, unmounts (no EBUSY)."""
+    archive = str(tmp_path / "r.barecat")
+    with barecat.Barecat(archive, readonly=False) as bc:
+        bc.add_many((f"d/{i:04d}.txt", b"x" * 3000) for i in range(3000))
+    mnt = tmp_path / "mnt"
+    with served(archive, mnt) as server:
+        for name in sorted(os.listdir(mnt / "d"))[:3]:
+            assert (mnt / "d" / name).read_bytes() == b"x" * 3000
+        done = subprocess.run(["fusermount3", "-u", str(mnt)], capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        assert server.wait(timeout=30) == 0
+    assert not is_mounted(str(mnt))
 
 
 def test_listing_a_big_directory_asks_the_index_once_per_directory(tmp_path: Path) -> None:

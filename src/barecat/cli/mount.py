@@ -59,6 +59,13 @@ def register(sub: Subparsers) -> None:
         help="Serve reads on several threads (default: only for archives on object storage, "
         "where reads wait on the network; one thread is faster on a local archive)",
     )
+    parser.add_argument(
+        "--read-ahead",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="Read-only mounts: once files of a directory are read one after another, put "
+        "the next ones in the kernel's cache before they are asked for (default: on)",
+    )
     add_passphrase_option(parser)
 
 
@@ -79,6 +86,7 @@ def run_mount(args: argparse.Namespace) -> int:
             passphrase=passphrase_source(args),
             debug=args.debug,
             threads=args.threads,
+            read_ahead=args.read_ahead,
         )
         return 0
     return _serve_in_background(args)
@@ -99,6 +107,8 @@ def _serve_in_background(args: argparse.Namespace) -> int:
         argv.append("--rw")
     if args.threads is not None:
         argv.append("--threads" if args.threads else "--no-threads")
+    if not args.read_ahead:
+        argv.append("--no-read-ahead")
     if secret:
         argv += ["--passphrase-file", "/dev/stdin"]
     with tempfile.TemporaryFile() as log:

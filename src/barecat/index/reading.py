@@ -45,7 +45,7 @@ from barecat.index.schema import (
     read_config,
 )
 from barecat.layout import lookup_table_path
-from barecat.paths import ancestors, normalize
+from barecat.paths import ancestors, normalize, parent
 
 _AUTO_TABLE_MIN_LOOKUPS = 10_000
 _address_of = operator.itemgetter(1, 2)
@@ -483,6 +483,18 @@ class IndexReader:
             f"SELECT {self.file_columns} FROM files WHERE parent = ? "
             "ORDER BY path LIMIT ? OFFSET ?",
             (normalize(dirpath), limit, offset),
+        )
+        return [query.file_from_row(row) for row in rows]
+
+    def files_after(self, path: str, limit: int) -> list[BarecatFileInfo]:
+        """Up to ``limit`` files of ``path``'s directory that follow it in listing order
+        (the order they were added, which ``listdir`` gives): what a reader going through
+        the directory wants next. One index seek, whatever the directory's size."""
+        path = normalize(path)
+        rows = self.conn.execute(
+            f"SELECT {self.file_columns} FROM files WHERE parent = ?1 "
+            "AND rowid > (SELECT rowid FROM files WHERE path = ?2) ORDER BY rowid LIMIT ?3",
+            (parent(path), path, limit),
         )
         return [query.file_from_row(row) for row in rows]
 

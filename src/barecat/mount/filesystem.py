@@ -35,6 +35,7 @@ from barecat.archive import Barecat
 from barecat.entries import BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo
 from barecat.exceptions import BarecatError, BarecatIntegrityError
 from barecat.mount.listing import Listing, packed_stat
+from barecat.mount.readahead import ReadAhead, start_read_ahead
 
 VERIFY_AT_OPEN = 4 << 20
 """Files up to this size are read and checked whole when opened (then served from memory)."""
@@ -114,15 +115,20 @@ class ArchiveFilesystem(mfusepy.Operations):  # type: ignore[misc]
     """The libfuse operations of one mounted archive (see the module doc).
 
     ``open_archive`` is called in ``init``, once the filesystem is up, so the archive is
-    opened in the process and threads that serve it.
+    opened in the process and threads that serve it. ``read_ahead_at``: the mount point,
+    for a read-only mount that reads ahead across files (``barecat.mount.readahead``).
     """
 
     use_ns = True
 
     writable = False
 
-    def __init__(self, open_archive: Callable[[], Barecat]) -> None:
+    def __init__(
+        self, open_archive: Callable[[], Barecat], read_ahead_at: str | None = None
+    ) -> None:
         self._open_archive = open_archive
+        self._read_ahead_at = read_ahead_at
+        self._ahead: ReadAhead | None = None
         self.bc: Barecat | None = None
         self._listed: dict[str, BarecatEntryInfo] = {}
         self._handles: dict[int, Any] = {}
@@ -136,6 +142,8 @@ class ArchiveFilesystem(mfusepy.Operations):  # type: ignore[misc]
 
     def init(self, path: str) -> None:
         self.bc = self._open_archive()
+        if self._read_ahead_at is not None and not self.writable:
+            self._ahead = start_read_ahead(self._read_ahead_at, self.bc)
 
     def destroy(self, path: str) -> None:
         """After the unmount: store what is still open and close the archive (commit).
@@ -145,6 +153,8 @@ class ArchiveFilesystem(mfusepy.Operations):  # type: ignore[misc]
         process halfway through the commit, so they wait until the process ends.
         """
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+        if self._ahead is not None:
+            self._ahead.close()
         if self.bc is not None:
             for fh in list(self._handles):
                 self._finish(fh)
@@ -305,6 +315,8 @@ class ArchiveFilesystem(mfusepy.Operations):  # type: ignore[misc]
         by path, for the latest ``UNOPENED_READERS`` files, until a read reaches the end;
         a read from the start begins a new pass (so a damaged file fails each pass that
         reads it whole, and other parts of it still read)."""
+        if offset == 0 and self._ahead is not None:
+            self._ahead.read_seen(inner)
         listed = self._listed.get(inner)
         if offset == 0 and isinstance(listed, BarecatFileInfo) and (listed.size or 0) <= size:
             return self.archive.read(listed)  # (writes drop the records: never stale)

@@ -1,0 +1,322 @@
+"""Reading ahead across files: a directory read file after file has its next files pushed
+into the kernel's page cache before they are asked for.
+
+Through a mount each small file costs one request, a round trip from the reading process
+through the kernel to this Python server and back, which costs more than reading the file
+(the do-nothing floor of the binding is 2.6x a plain directory for ``cat`` of small
+files). The kernel reads ahead within a file, never across files; this module does.
+When the server sees two reads of consecutive files of a directory (in listing order, the
+order ``find`` and ``os.walk`` read them), a worker thread reads the files that follow,
+checks each one whole (CRC32C, or the sealed blocks' tags), and hands the bytes to the
+kernel with libfuse's ``fuse_lowlevel_notify_store``. Reads of them are then page-cache
+hits that never reach the server.
+
+As the kernel does with its readahead marker, one file of each window is left out: its
+read is the signal that the reader got there, and fetches the next window (``GROWTH``
+times as many files, up to ``MAX_WINDOW`` files or ``WINDOW_BYTES``) while the reader goes
+through the rest of the current one. Files the reader already got are skipped; random reads start
+nothing. A damaged file is never stored, so its own read fails with EIO as before.
+
+The notification names the kernel's node id of the file. libfuse's high-level API does not
+expose it, but it reports it as every file's inode number (``st_ino``) unless the
+``use_ino`` option is given, which barecat's mounts never do; the worker checks that the
+mount's root says 1, the root's node id, and does nothing otherwise. It stats the files
+it stores (whose entries the listing put in the kernel's cache) and stores nothing whose
+size or type disagrees with the index.
+
+Read-only mounts only, libfuse 3 only. Imports the archive layer and mfusepy (the ``mount``
+extra).
+"""
+
+from __future__ import annotations
+
+import collections
+import ctypes
+import logging
+import os
+import queue
+import stat
+import threading
+from dataclasses import dataclass, field
+
+import mfusepy
+
+from barecat.archive import Barecat
+from barecat.entries import BarecatFileInfo
+from barecat.exceptions import BarecatError
+
+FIRST_WINDOW = 8
+"""Files fetched once two consecutive files were read."""
+GROWTH = 4
+"""Each window has this many times the files of the one before (fewer left-out files)."""
+MAX_WINDOW = 512
+"""Most files in one window."""
+WINDOW_BYTES = 16 << 20
+"""Most bytes in one window (at least one file)."""
+LARGEST_STORED = 1 << 20
+"""Bigger files are left to the kernel's own readahead (one request per 128 KiB read
+costs little next to the bytes)."""
+DIRECTORIES_FOLLOWED = 64
+"""Directories whose reading the worker keeps track of at once."""
+OVERTAKEN_GAP = 3
+"""Files the worker leaves to a reader that caught up with it, to get ahead again."""
+FUSE_ROOT_ID = 1
+
+log = logging.getLogger(__name__)
+
+
+class _Buffer(ctypes.Structure):
+    """libfuse's ``struct fuse_buf``, a memory buffer here (``mem_size``, newer libfuse's
+    last field, stays 0)."""
+
+    _fields_ = [
+        ("size", ctypes.c_size_t),
+        ("flags", ctypes.c_int),
+        ("mem", ctypes.c_char_p),  # (set from bytes: their own buffer, no copy)
+        ("fd", ctypes.c_int),
+        ("pos", ctypes.c_int64),
+        ("mem_size", ctypes.c_size_t),
+    ]
+
+
+class _BufferVector(ctypes.Structure):
+    """libfuse's ``struct fuse_bufvec`` with its one buffer."""
+
+    _fields_ = [
+        ("count", ctypes.c_size_t),
+        ("idx", ctypes.c_size_t),
+        ("off", ctypes.c_size_t),
+        ("buf", _Buffer),
+    ]
+
+
+class KernelCache:
+    """The kernel's page cache of this mount, filled with ``fuse_lowlevel_notify_store``."""
+
+    def __init__(self, library: ctypes.CDLL, session: int) -> None:
+        self._store = library.fuse_lowlevel_notify_store
+        self._store.argtypes = [
+            ctypes.c_void_p,
+            ctypes.c_uint64,
+            ctypes.c_int64,
+            ctypes.POINTER(_BufferVector),
+            ctypes.c_int,
+        ]
+        self._store.restype = ctypes.c_int
+        self._session = session
+        self._vector = _BufferVector(count=1)
+
+    @classmethod
+    def of_this_mount(cls) -> KernelCache | None:
+        """The cache of the mount being served; call it in a FUSE operation (``init``).
+        None where it cannot be filled (libfuse 2)."""
+        library = getattr(mfusepy, "_libfuse", None)
+        if mfusepy.fuse_version_major != 3 or library is None:
+            return None
+        get_session = library.fuse_get_session
+        get_session.argtypes = [ctypes.c_void_p]
+        get_session.restype = ctypes.c_void_p
+        session = get_session(library.fuse_get_context().contents.fuse)
+        return cls(library, session) if session else None
+
+    def store(self, node: int, data: bytes) -> bool:
+        """Put ``data`` as the whole content of file ``node`` into the cache (one thread
+        at a time: the buffer vector is reused)."""
+        buffer = self._vector.buf
+        buffer.size = len(data)
+        buffer.mem = data
+        status: int = self._store(self._session, node, 0, ctypes.byref(self._vector), 0)
+        return status == 0
+
+
+@dataclass
+class _Run:
+    """A directory being read: ``last`` is the latest read the server saw; once two reads
+    were of consecutive files, ``at`` numbers the files fetched ahead (listing order)."""
+
+    last: str
+    at: dict[str, int] = field(default_factory=dict)
+    tail: str = ""
+    """The last file fetched: the next window starts after it."""
+    count: int = 0
+    """Files fetched so far (the next one gets this number)."""
+    marker: int = -1
+    """Number of the file left out of the newest window, whose read fetches the next."""
+    reached: int = -1
+    """Number of the furthest file read."""
+    size: int = GROWTH * FIRST_WINDOW
+    """Files in the next window."""
+    pending: collections.deque[tuple[int, BarecatFileInfo]] = field(
+        default_factory=collections.deque
+    )
+    """Files to store, in order."""
+
+    def number(self, files: list[BarecatFileInfo]) -> list[tuple[int, BarecatFileInfo]]:
+        """Number files fetched after the others (and forget those behind the reader)."""
+        if self.reached > 0:
+            self.at = {path: n for path, n in self.at.items() if n >= self.reached}
+        numbered = list(enumerate(files, self.count))
+        self.at.update((info.path, n) for n, info in numbered)
+        self.count += len(files)
+        if files:
+            self.tail = files[-1].path
+        return numbered
+
+    def read(self, number: int) -> None:
+        """The reader got to file ``number``. If it caught up with the worker, the next
+        ``OVERTAKEN_GAP`` files are left to it, so the worker gets ahead again instead of
+        storing each file as it is being read (which waits for that read)."""
+        self.reached = max(self.reached, number)
+        pending = self.pending
+        if pending and pending[0][0] <= number + 1:  # (the worker would store it too late)
+            while pending and pending[0][0] <= number + OVERTAKEN_GAP:
+                pending.popleft()
+
+
+def _read_by_requests(info: BarecatFileInfo) -> bool:
+    """Whether reading the file asks the server (a regular file with bytes)."""
+    mode = info.mode
+    regular = mode is None or stat.S_IFMT(mode) in (0, stat.S_IFREG)
+    return regular and (info.size or 0) > 0
+
+
+class ReadAhead:
+    """The worker thread: it follows the reads the server reports (``read_seen``) and
+    stores the files that come next (see the module doc)."""
+
+    def __init__(self, mountpoint: str, archive: Barecat, cache: KernelCache) -> None:
+        self._mountpoint = mountpoint
+        self._archive = archive
+        self._cache = cache
+        self._seen: queue.SimpleQueue[str | None] = queue.SimpleQueue()
+        self._runs: dict[str, _Run] = {}
+        """Directories being followed, the most recently read last."""
+        self.stored = 0
+        """Files stored so far."""
+        self._device = -1
+        """The mount's device number (what the worker stats must be on it)."""
+        self._thread = threading.Thread(target=self._work, name="barecat-read-ahead", daemon=True)
+        self._thread.start()
+
+    def read_seen(self, path: str) -> None:
+        """The server got a read of the start of ``path`` (cheap: the worker does the rest)."""
+        self._seen.put(path)
+
+    def close(self) -> None:
+        """Stop the worker (after the unmount, so nothing it waits for can hang)."""
+        self._seen.put(None)
+        self._thread.join(timeout=5)
+
+    # -- the worker -------------------------------------------------------------------------
+
+    def _work(self) -> None:
+        if not self._serves_node_ids():
+            log.info("read-ahead is off: inode numbers are not node ids on this mount")
+            while self._seen.get() is not None:
+                pass
+            return
+        while True:
+            path = self._seen.get()  # (blocks while there is nothing to store)
+            while path is not None:
+                if path:
+                    self._follow(path)
+                path = self._next_report()
+                if path == "":  # every reported read taken: store the next file
+                    job = self._next_job()
+                    if job is None:
+                        break
+                    self._store(job)
+            else:
+                return
+
+    def _next_report(self) -> str | None:
+        """The next reported read, "" if there is none; None once closed."""
+        if self._seen.empty():
+            return ""
+        return self._seen.get()
+
+    def _serves_node_ids(self) -> bool:
+        try:
+            root = os.stat(self._mountpoint)
+        except OSError:
+            return False
+        self._device = root.st_dev
+        return root.st_ino == FUSE_ROOT_ID
+
+    def _next_job(self) -> BarecatFileInfo | None:
+        """The next file to store, of the directory read most recently."""
+        for run in reversed(self._runs.values()):
+            if run.pending:
+                return run.pending.popleft()[1]
+        return None
+
+    def _follow(self, path: str) -> None:
+        """Account for a read of ``path``: start, continue or drop its directory's run."""
+        directory = path.rpartition("/")[0]
+        run = self._runs.pop(directory, None)
+        number = None if run is None else run.at.get(path)
+        if run is None or (number is None and run.at):  # a new directory, or a jump
+            run = _Run(last=path)
+            while len(self._runs) >= DIRECTORIES_FOLLOWED:
+                del self._runs[next(iter(self._runs))]
+        self._runs[directory] = run  # the most recent last
+        if number is None:  # a first read: is it the file after the one before?
+            ahead = self._fetch(run.last, FIRST_WINDOW + 1) if run.last != path else []
+            run.last = path
+            if not ahead or ahead[0].path != path:
+                return
+            run.number(ahead[:1])
+            self._schedule(run, ahead[1:])
+            number = 0
+        run.last = path
+        run.read(number)
+        if number >= run.marker >= 0:  # the reader got to the left-out file
+            self._schedule(run, self._fetch(run.tail, run.size))
+            run.size = min(GROWTH * run.size, MAX_WINDOW)
+
+    def _fetch(self, after: str, limit: int) -> list[BarecatFileInfo]:
+        try:
+            files = self._archive.index.files_after(after, limit)
+        except (BarecatError, OSError) as e:  # (the server reports such errors itself)
+            log.debug("read-ahead stops after %s: %s", after, e)
+            return []
+        total = 0
+        for i, info in enumerate(files):
+            total += info.size or 0
+            if total > WINDOW_BYTES and i:
+                return files[:i]
+        return files
+
+    def _schedule(self, run: _Run, window: list[BarecatFileInfo]) -> None:
+        """Number a new window's files, leave out its first one that is read by requests
+        (the marker) and queue the others worth storing."""
+        run.marker = -1
+        for number, info in run.number(window):
+            if not _read_by_requests(info):
+                continue
+            if run.marker < 0:
+                run.marker = number
+            elif (info.size or 0) <= LARGEST_STORED:
+                run.pending.append((number, info))
+
+    def _store(self, info: BarecatFileInfo) -> None:
+        try:  # (by its full path: a descriptor held on the mount would block unmounting)
+            st = os.stat(f"{self._mountpoint}/{info.path}", follow_symlinks=False)
+            if st.st_dev != self._device or st.st_size != info.size or not stat.S_ISREG(st.st_mode):
+                return  # (something else mounted over this mount, or not this file)
+            data = self._archive.read(info)  # checked whole; a damaged file is not stored
+        except (BarecatError, OSError) as e:
+            log.debug("read-ahead skips %s: %s", info.path, e)
+            return
+        if self._cache.store(st.st_ino, data):
+            self.stored += 1
+
+
+def start_read_ahead(mountpoint: str, archive: Barecat) -> ReadAhead | None:
+    """Start following the reads of the mount at ``mountpoint``; call it in ``init``, in
+    the FUSE context. None where the kernel's cache cannot be filled."""
+    cache = KernelCache.of_this_mount()
+    return None if cache is None else ReadAhead(mountpoint, archive, cache)
+
+
+__all__ = ["KernelCache", "ReadAhead", "start_read_ahead"]
