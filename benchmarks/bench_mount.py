@@ -3,9 +3,10 @@
 1. ``cat`` of every file of a tree of ``--files`` small files (1-16 KiB, default 10,000)
    through a read-only mount, against the same files in a plain directory (both trees
    warm in the page cache; the mount fresh for each round, so the kernel's own cache of
-   the mounted files starts empty and every byte goes through the FUSE server), and
-   against the binding's floor: a Python FUSE filesystem over the same binding, options
-   and listings that serves the same names and sizes from a dict and does nothing else.
+   the mounted files starts empty and every byte goes through the FUSE server), with and
+   without read-ahead across files, and against the binding's floor: a Python FUSE
+   filesystem over the same binding, options and listings that serves the same names and
+   sizes from a dict and does nothing else (one request per file).
 2. ``find MOUNT | wc -l`` over an archive of ``--walk-files`` tiny files (default
    1,000,000), a fresh mount each round.
 
@@ -138,22 +139,25 @@ def main() -> int:
         sizes_file.write_text("".join(f"{rel} {len(data)}\n" for rel, data in files))
         cat = "find {} -type f -print0 | xargs -0 cat > /dev/null"
         timed(cat.format(tree))  # warm both
-        plain, through, threaded, null = [], [], [], []
+        plain, through, unahead, threaded, null = [], [], [], [], []
         for _ in range(args.repeats):
             plain.append(timed(cat.format(tree)))
             with mounted(archive, str(mnt)):
                 through.append(timed(cat.format(mnt)))
+            with mounted(archive, str(mnt), "--no-read-ahead"):
+                unahead.append(timed(cat.format(mnt)))
             with mounted(archive, str(mnt), "--threads"):
                 threaded.append(timed(cat.format(mnt)))
             with null_mounted(str(sizes_file), str(mnt)):
                 null.append(timed(cat.format(mnt)))
-        p, m, t, n = (statistics.median(x) for x in (plain, through, threaded, null))
+        p, m, u, t, n = (statistics.median(x) for x in (plain, through, unahead, threaded, null))
         mb = sum(len(d) for _, d in files) / 1e6
         print(
             f"cat of {args.files:,} files ({mb:.0f} MB): plain directory {p * 1e3:.0f} ms; "
-            f"through the mount {m * 1e3:.0f} ms ({m / p:.1f}x the directory; with --threads "
-            f"{t * 1e3:.0f} ms); a FUSE filesystem doing nothing, same binding and options "
-            f"{n * 1e3:.0f} ms ({m / n:.2f}x that floor)"
+            f"through the mount {m * 1e3:.0f} ms ({m / p:.2f}x the directory); "
+            f"--no-read-ahead {u * 1e3:.0f} ms ({u / p:.2f}x); --threads {t * 1e3:.0f} ms "
+            f"({t / p:.2f}x); a FUSE filesystem doing nothing, same binding and options, "
+            f"{n * 1e3:.0f} ms ({n / p:.2f}x; the mount is {m / n:.2f}x that floor)"
         )
         shutil.rmtree(tree)
 

@@ -359,3 +359,19 @@ def test_logical_end_ignores_empty_files_parked_inside_other_files(archive_path:
         bc["next"] = b"N" * 10
     with barecat.Barecat(archive_path) as bc:
         assert bc["big"] == b"B" * 1000 and bc["next"] == b"N" * 10 and bc.verify_integrity()
+
+
+def test_files_after_follow_the_listing_order(archive_path: str) -> None:
+    """``files_after``: the next files of the same directory in the order ``listdir``
+    gives them, never a subdirectory's, none after the last or for an unknown path."""
+    with barecat.Barecat(archive_path, readonly=False) as bc:
+        for name in ["d/c", "d/a", "d/sub/x", "d/b", "e/z", "d/e"]:
+            bc[name] = name.encode()
+        listed = [name for name in bc.listdir("d") if bc.isfile(f"d/{name}")]
+        assert listed == ["c", "a", "b", "e"]
+        index = bc.index
+        assert [f.path for f in index.files_after("d/c", 10)] == ["d/a", "d/b", "d/e"]
+        assert [f.path for f in index.files_after("d/a", 1)] == ["d/b"]
+        assert index.files_after("d/e", 10) == [] and index.files_after("d/none", 5) == []
+        after = index.files_after("/d//a", 5)  # (paths are normalized)
+        assert [(f.path, f.size) for f in after] == [("d/b", 3), ("d/e", 3)]
