@@ -347,6 +347,20 @@ def test_files_read_out_of_turn_start_no_read_ahead(tmp_path: Path) -> None:
     assert stores == 0 and opcodes.count("READ") == len(files)
 
 
+def test_a_reader_that_turns_sequential_is_read_ahead_soon(tmp_path: Path) -> None:
+    """Checks back off while a directory's reads are shuffled, but not for good: once the
+    reader goes file after file, read-ahead starts within a few dozen files."""
+    archive = str(tmp_path / "r.barecat")
+    files = _numbered_files(archive, 300)
+    mnt = tmp_path / "mnt"
+    with served(archive, mnt, "--debug"):
+        listed = [f"d/{name}" for name in os.listdir(mnt / "d")]
+        _read_in_turn(mnt, [listed[i * 37 % 100] for i in range(100)], files)
+        _read_in_turn(mnt, listed[100:], files)
+    opcodes, stores = _requests(tmp_path / "mnt.log")
+    assert stores >= 120 and opcodes.count("READ") <= 180, (stores, opcodes.count("READ"))
+
+
 def test_read_ahead_never_stores_damaged_bytes(tmp_path: Path) -> None:
     """A damaged file in the middle of a directory read in turn fails with EIO, each time
     it is read: the worker checks what it stores and leaves the damaged file out."""
@@ -403,6 +417,23 @@ def test_listing_a_big_directory_asks_the_index_once_per_directory(tmp_path: Pat
         names = sorted(os.listdir(mnt / "d"))
         assert names[0] == "00000.txt" and len(names) == 3000
         assert (mnt / "d/02999.txt").read_bytes() == b"2999"
+
+
+def test_files_of_a_big_listed_directory_are_read_without_lookups(tmp_path: Path) -> None:
+    """Every part of a listing carries attributes, not only the first (libfuse's default
+    "auto"): a file of a 3,000-file directory read after its listing costs no LOOKUP."""
+    archive = str(tmp_path / "many.barecat")
+    with barecat.Barecat(archive, readonly=False) as bc:
+        bc.add_many((f"d/{i:05d}.txt", b"%d" % i) for i in range(3000))
+    mnt = tmp_path / "mnt"
+    with served(archive, mnt, "--debug", "--no-read-ahead"):
+        names = os.listdir(mnt / "d")
+        assert len(names) == 3000
+        for name in names[::97]:
+            assert (mnt / "d" / name).read_bytes() == b"%d" % int(name[:5])
+    opcodes, _ = _requests(tmp_path / "mnt.log")
+    assert opcodes.count("READDIRPLUS") > 2 and "READDIR" not in opcodes
+    assert opcodes.count("LOOKUP") <= 1 and opcodes.count("READ") == len(names[::97])
 
 
 def test_the_archive_is_closed_for_writers_while_mounted_rw(

@@ -29,6 +29,10 @@ import mfusepy
 
 READDIR_PLUS = 1
 """libfuse's ``FUSE_READDIR_PLUS``: the kernel wants attributes with the names."""
+CAP_READDIRPLUS = 1 << 13
+CAP_READDIRPLUS_AUTO = 1 << 14
+"""libfuse's ``FUSE_CAP_READDIRPLUS`` and ``_AUTO`` (which asks for attributes with the
+first part of a listing only)."""
 FILL_DIR_PLUS = 2
 """libfuse's ``FUSE_FILL_DIR_PLUS``: this entry carries its attributes."""
 
@@ -95,6 +99,16 @@ def packed_stat(
 
 class ListingFUSE(mfusepy.FUSE):  # type: ignore[misc]
     """mfusepy's FUSE, filling listings from ``operations.listing(path, offset)``."""
+
+    def init_fuse_3(self, conn: Any, config: Any) -> None:
+        """Have every part of a listing carry attributes. libfuse's default ("auto") has
+        the kernel ask for them with a directory's first part only and read the rest as
+        plain names, so each file of a big directory would cost a LOOKUP before its read
+        (a shuffled read of 10,000 files in one directory: 9,809 of them)."""
+        if conn and conn.contents.capable & CAP_READDIRPLUS:
+            info = conn.contents
+            info.want = (info.want | CAP_READDIRPLUS) & ~CAP_READDIRPLUS_AUTO
+        super().init_fuse_3(conn, config)
 
     def readdir_fuse_3(
         self, path: bytes | None, buf: Any, filler: Any, offset: int, fip: Any, flags: int

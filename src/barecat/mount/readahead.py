@@ -3,26 +3,31 @@ into the kernel's page cache before they are asked for.
 
 Through a mount each small file costs one request, a round trip from the reading process
 through the kernel to this Python server and back, which costs more than reading the file
-(the do-nothing floor of the binding is 2.6x a plain directory for ``cat`` of small
-files). The kernel reads ahead within a file, never across files; this module does.
-When the server sees two reads of consecutive files of a directory (in listing order, the
-order ``find`` and ``os.walk`` read them), a worker thread reads the files that follow,
+(a do-nothing Python server on the same binding takes 2.6x a plain directory for ``cat``
+of small files). The kernel reads ahead within a file, never across files; this module
+does. The serving threads report each read of a file's start (``read_seen``) and keep,
+per directory, only the latest one. A read that sorts after the one before it is handed
+to a worker thread, which asks the index whether it is the very next file in listing
+order (the order ``find``, ``os.walk`` and ``cp -r`` read them); a reader found shuffled
+is asked about less and less often (one read in 2, 4, ... 64), so it costs next to
+nothing. Once two consecutive files were read, the worker reads the files that follow,
 checks each one whole (CRC32C, or the sealed blocks' tags), and hands the bytes to the
-kernel with libfuse's ``fuse_lowlevel_notify_store``. Reads of them are then page-cache
-hits that never reach the server.
+kernel with libfuse's ``fuse_lowlevel_notify_store``: reads of them are page-cache hits
+that never reach the server.
 
 As the kernel does with its readahead marker, one file of each window is left out: its
 read is the signal that the reader got there, and fetches the next window (``GROWTH``
 times as many files, up to ``MAX_WINDOW`` files or ``WINDOW_BYTES``) while the reader goes
-through the rest of the current one. Files the reader already got are skipped; random reads start
-nothing. A damaged file is never stored, so its own read fails with EIO as before.
+through the rest of the current one. A reader that catches up with the worker gets the
+next few files to read itself, so the two do not store and read the same file at once.
+A damaged file is never stored, so its own read fails with EIO as before.
 
-The notification names the kernel's node id of the file. libfuse's high-level API does not
-expose it, but it reports it as every file's inode number (``st_ino``) unless the
+The notification names the kernel's node id of the file. libfuse's high-level API does
+not expose it, but reports it as every file's inode number (``st_ino``) unless the
 ``use_ino`` option is given, which barecat's mounts never do; the worker checks that the
-mount's root says 1, the root's node id, and does nothing otherwise. It stats the files
-it stores (whose entries the listing put in the kernel's cache) and stores nothing whose
-size or type disagrees with the index.
+mount's root says 1, the root's node id, and does nothing otherwise. It stats each file it
+stores, by its full path (a descriptor held on the mount would make unmounting fail),
+and stores nothing whose device, size or type disagrees.
 
 Read-only mounts only, libfuse 3 only. Imports the archive layer and mfusepy (the ``mount``
 extra).
@@ -57,7 +62,12 @@ LARGEST_STORED = 1 << 20
 """Bigger files are left to the kernel's own readahead (one request per 128 KiB read
 costs little next to the bytes)."""
 DIRECTORIES_FOLLOWED = 64
-"""Directories whose reading the worker keeps track of at once."""
+"""Directories the worker follows at once."""
+PROBED_DIRECTORIES = 4096
+"""Directories whose latest read the serving threads keep, to tell a reader going file
+after file."""
+MAX_DOUBTS = 6
+"""After this many failed checks, one read in 64 of a directory's is checked."""
 OVERTAKEN_GAP = 3
 """Files the worker leaves to a reader that caught up with it, to get ahead again."""
 FUSE_ROOT_ID = 1
@@ -129,12 +139,39 @@ class KernelCache:
         return status == 0
 
 
-@dataclass
-class _Run:
-    """A directory being read: ``last`` is the latest read the server saw; once two reads
-    were of consecutive files, ``at`` numbers the files fetched ahead (listing order)."""
+@dataclass(slots=True)
+class _Probe:
+    """What the serving threads know of a directory no run follows: its latest read, and
+    how often checks found its reads were not file after file."""
 
     last: str
+    doubts: int = 0
+    skip: int = 0
+    """Reads left before the next check."""
+
+    def worth_asking(self) -> bool:
+        """Whether to have the worker ask the index if a read is of the file after the one
+        before it (the caller asks only for a read that sorts after that one: files are
+        listed in the order they were added, which is sorted for most archives). After
+        checks that failed (a shuffled reader), only one such read in 2, 4, ...
+        ``2**MAX_DOUBTS`` is: a random reader costs next to nothing, and one that turns
+        sequential is found soon."""
+        if self.skip:
+            self.skip -= 1
+            return False
+        return True
+
+    def doubt(self) -> None:
+        """Check less often: a check was asked for (and is taken to fail)."""
+        self.doubts = min(self.doubts + 1, MAX_DOUBTS)
+        self.skip = 2**self.doubts - 1
+
+
+@dataclass(slots=True)
+class _Run:
+    """A directory read file after file: ``at`` numbers the files fetched ahead, in
+    listing order, from the read that started the run."""
+
     at: dict[str, int] = field(default_factory=dict)
     tail: str = ""
     """The last file fetched: the next window starts after it."""
@@ -180,17 +217,25 @@ def _read_by_requests(info: BarecatFileInfo) -> bool:
     return regular and (info.size or 0) > 0
 
 
+_Check = tuple[str, str, _Probe]
+"""A read to check: the one before it in its directory, it, and the directory's probe."""
+
+
 class ReadAhead:
-    """The worker thread: it follows the reads the server reports (``read_seen``) and
-    stores the files that come next (see the module doc)."""
+    """Follows the reads the server reports (``read_seen``): the serving threads keep a
+    probe per directory and pass on only what may start or continue a run, so random
+    reads cost them a dictionary lookup; a worker thread checks, fetches and stores."""
 
     def __init__(self, mountpoint: str, archive: Barecat, cache: KernelCache) -> None:
         self._mountpoint = mountpoint
         self._archive = archive
         self._cache = cache
-        self._seen: queue.SimpleQueue[str | None] = queue.SimpleQueue()
+        self._probes: dict[str, _Probe] = {}
+        self._following: set[str] = set()
+        """Directories the worker has a run for (it adds and removes them)."""
+        self._seen: queue.SimpleQueue[str | _Check | None] = queue.SimpleQueue()
         self._runs: dict[str, _Run] = {}
-        """Directories being followed, the most recently read last."""
+        """The worker's runs, the most recently read last."""
         self.stored = 0
         """Files stored so far."""
         self._device = -1
@@ -199,8 +244,24 @@ class ReadAhead:
         self._thread.start()
 
     def read_seen(self, path: str) -> None:
-        """The server got a read of the start of ``path`` (cheap: the worker does the rest)."""
-        self._seen.put(path)
+        """The server got a read of the start of ``path``. (No lock: serving threads that
+        race on a probe cost at most a check more or less.)"""
+        directory = path.rpartition("/")[0]
+        if directory in self._following:
+            self._seen.put(path)
+            return
+        probe = self._probes.get(directory)
+        if probe is None:
+            if len(self._probes) >= PROBED_DIRECTORIES:
+                self._probes.clear()
+            self._probes[directory] = _Probe(path)
+            return
+        before, probe.last = probe.last, path
+        if path <= before:  # (not even worth asking: see ``_Probe.worth_asking``)
+            return
+        if probe.worth_asking():
+            probe.doubt()  # (until the worker finds otherwise: checks do not wait for it)
+            self._seen.put((before, path, probe))
 
     def close(self) -> None:
         """Stop the worker (after the unmount, so nothing it waits for can hang)."""
@@ -216,24 +277,20 @@ class ReadAhead:
                 pass
             return
         while True:
-            path = self._seen.get()  # (blocks while there is nothing to store)
-            while path is not None:
-                if path:
-                    self._follow(path)
-                path = self._next_report()
-                if path == "":  # every reported read taken: store the next file
+            seen = self._seen.get()  # (blocks while there is nothing to store)
+            while seen is not None:
+                if isinstance(seen, str):
+                    self._follow(seen)
+                elif seen:
+                    self._check(*seen)
+                seen = "" if self._seen.empty() else self._seen.get()
+                if seen == "":  # every reported read taken: store the next file
                     job = self._next_job()
                     if job is None:
                         break
                     self._store(job)
             else:
                 return
-
-    def _next_report(self) -> str | None:
-        """The next reported read, "" if there is none; None once closed."""
-        if self._seen.empty():
-            return ""
-        return self._seen.get()
 
     def _serves_node_ids(self) -> bool:
         try:
@@ -250,29 +307,46 @@ class ReadAhead:
                 return run.pending.popleft()[1]
         return None
 
+    def _check(self, before: str, path: str, probe: _Probe) -> None:
+        """Start a run if ``path`` is the file after ``before`` in its directory."""
+        directory = path.rpartition("/")[0]
+        if directory in self._runs:  # (started by an earlier check of this reader)
+            self._follow(path)
+            return
+        after = self._fetch(before, 1)
+        if not after or after[0].path != path:
+            return  # (the probe was doubted when the check was asked for)
+        probe.doubts = probe.skip = 0
+        ahead = after + self._fetch(path, FIRST_WINDOW)
+        while len(self._runs) >= DIRECTORIES_FOLLOWED:
+            self._stop(next(iter(self._runs)), None)
+        run = self._runs[directory] = _Run()
+        run.number(ahead[:1])
+        self._schedule(run, ahead[1:])
+        run.read(0)
+        self._following.add(directory)
+
     def _follow(self, path: str) -> None:
-        """Account for a read of ``path``: start, continue or drop its directory's run."""
+        """A read in a directory with a run: continue it, or end it if the reader jumped."""
         directory = path.rpartition("/")[0]
         run = self._runs.pop(directory, None)
         number = None if run is None else run.at.get(path)
-        if run is None or (number is None and run.at):  # a new directory, or a jump
-            run = _Run(last=path)
-            while len(self._runs) >= DIRECTORIES_FOLLOWED:
-                del self._runs[next(iter(self._runs))]
+        if run is None or number is None:
+            self._stop(directory, path)
+            return
         self._runs[directory] = run  # the most recent last
-        if number is None:  # a first read: is it the file after the one before?
-            ahead = self._fetch(run.last, FIRST_WINDOW + 1) if run.last != path else []
-            run.last = path
-            if not ahead or ahead[0].path != path:
-                return
-            run.number(ahead[:1])
-            self._schedule(run, ahead[1:])
-            number = 0
-        run.last = path
         run.read(number)
         if number >= run.marker >= 0:  # the reader got to the left-out file
             self._schedule(run, self._fetch(run.tail, run.size))
             run.size = min(GROWTH * run.size, MAX_WINDOW)
+
+    def _stop(self, directory: str, last: str | None) -> None:
+        """End a directory's run; ``last``: the read that jumped, for the probe to
+        compare the next read with."""
+        self._runs.pop(directory, None)
+        self._following.discard(directory)
+        if last is not None:
+            self._probes[directory] = _Probe(last)
 
     def _fetch(self, after: str, limit: int) -> list[BarecatFileInfo]:
         try:
