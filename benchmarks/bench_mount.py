@@ -7,7 +7,11 @@
    without read-ahead across files, and against the binding's floor: a Python FUSE
    filesystem over the same binding, options and listings that serves the same names and
    sizes from a dict and does nothing else (one request per file).
-2. ``find MOUNT | wc -l`` over an archive of ``--walk-files`` tiny files (default
+2. A data loader's reads: the same files in one directory, read in a shuffled order by
+   a Python reader (``os.open``, ``os.read``, ``os.close``), from a plain directory and
+   through a fresh mount, with and without read-ahead (which such a reader must not pay
+   for).
+3. ``find MOUNT | wc -l`` over an archive of ``--walk-files`` tiny files (default
    1,000,000), a fresh mount each round.
 
 Whole commands, medians of ``--repeats`` rounds; figures only, no assertions.
@@ -95,10 +99,33 @@ def null_mounted(sizes_file: str, mountpoint: str) -> Iterator[None]:
         server.wait()
 
 
+SHUFFLED_READER = r"""
+import os, random, sys, time
+folder = sys.argv[1]
+start = time.perf_counter()
+names = sorted(os.listdir(folder))
+random.Random(0).shuffle(names)
+for name in names:
+    fd = os.open(os.path.join(folder, name), os.O_RDONLY)
+    while os.read(fd, 1 << 16):
+        pass
+    os.close(fd)
+print(time.perf_counter() - start)
+"""
+"""Lists a folder and reads its files in a shuffled order; prints the seconds it took
+(its own start-up left out)."""
+
+
 def unmount(mountpoint: str) -> None:
     subprocess.run([BARECAT, "mount", "--unmount", mountpoint], check=True)
     while is_mounted(mountpoint):
         time.sleep(0.01)
+
+
+def reported(*argv: str) -> float:
+    """The seconds a command prints it took."""
+    done = subprocess.run(argv, check=True, capture_output=True, text=True)
+    return float(done.stdout)
 
 
 def timed(command: str) -> float:
@@ -160,6 +187,30 @@ def main() -> int:
             f"{n * 1e3:.0f} ms ({n / p:.2f}x; the mount is {m / n:.2f}x that floor)"
         )
         shutil.rmtree(tree)
+
+        flat = base / "flat"
+        flat.mkdir()
+        flat_archive = str(base / "flat.barecat")
+        with barecat.Barecat(flat_archive, readonly=False) as bc:
+            for i, (_, data) in enumerate(files):
+                (flat / f"{i:06d}.bin").write_bytes(data)
+                bc[f"all/{i:06d}.bin"] = data
+        reader = (sys.executable, "-c", SHUFFLED_READER)
+        reported(*reader, str(flat))  # warm
+        plain, through, unahead = [], [], []
+        for _ in range(args.repeats):
+            plain.append(reported(*reader, str(flat)))
+            with mounted(flat_archive, str(mnt)):
+                through.append(reported(*reader, str(mnt / "all")))
+            with mounted(flat_archive, str(mnt), "--no-read-ahead"):
+                unahead.append(reported(*reader, str(mnt / "all")))
+        p, m, u = (statistics.median(x) for x in (plain, through, unahead))
+        print(
+            f"shuffled reads of {args.files:,} files in one directory (a Python reader): "
+            f"plain directory {p * 1e3:.0f} ms; through the mount {m * 1e3:.0f} ms "
+            f"({m / p:.2f}x); --no-read-ahead {u * 1e3:.0f} ms ({u / p:.2f}x)"
+        )
+        shutil.rmtree(flat)
 
         big = str(base / "many.barecat")
         start = time.perf_counter()

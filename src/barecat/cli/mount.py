@@ -66,6 +66,13 @@ def register(sub: Subparsers) -> None:
         help="Read-only mounts: once files of a directory are read one after another, put "
         "the next ones in the kernel's cache before they are asked for (default: on)",
     )
+    parser.add_argument(
+        "--plain-listings",
+        action="store_true",
+        help="Read-only mounts: attributes with the first part of a listing only (less "
+        "kernel memory for find over millions of files; a LOOKUP for each file opened "
+        "after its directory was listed)",
+    )
     add_passphrase_option(parser)
 
 
@@ -87,6 +94,7 @@ def run_mount(args: argparse.Namespace) -> int:
             debug=args.debug,
             threads=args.threads,
             read_ahead=args.read_ahead,
+            plain_listings=args.plain_listings,
         )
         return 0
     return _serve_in_background(args)
@@ -109,6 +117,8 @@ def _serve_in_background(args: argparse.Namespace) -> int:
         argv.append("--threads" if args.threads else "--no-threads")
     if not args.read_ahead:
         argv.append("--no-read-ahead")
+    if args.plain_listings:
+        argv.append("--plain-listings")
     if secret:
         argv += ["--passphrase-file", "/dev/stdin"]
     with tempfile.TemporaryFile() as log:

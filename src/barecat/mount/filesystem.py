@@ -209,6 +209,11 @@ class ArchiveFilesystem(mfusepy.Operations):  # type: ignore[misc]
         return self._stat(self._entry(inner_path(path)))
 
     @reported
+    def packed_attributes(self, path: str) -> bytes:
+        """``getattr`` as the bytes of a ``struct stat``, for ``ListingFUSE``."""
+        return packed_stat(*self._attributes(self._entry(inner_path(path))))
+
+    @reported
     def readdir(self, path: str, fh: int) -> Iterator[str | tuple[str, dict[str, int], int]]:
         entries = self.archive.index.listdir_infos(inner_path(path))
         self._remember(entries)

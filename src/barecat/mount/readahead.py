@@ -279,10 +279,10 @@ class ReadAhead:
         while True:
             seen = self._seen.get()  # (blocks while there is nothing to store)
             while seen is not None:
-                if isinstance(seen, str):
-                    self._follow(seen)
-                elif seen:
+                if isinstance(seen, tuple):
                     self._check(*seen)
+                elif seen:
+                    self._follow(seen)
                 seen = "" if self._seen.empty() else self._seen.get()
                 if seen == "":  # every reported read taken: store the next file
                     job = self._next_job()

@@ -60,6 +60,7 @@ def mount_archive(
     debug: bool = False,
     threads: bool | None = None,
     read_ahead: bool = True,
+    plain_listings: bool = False,
 ) -> None:
     """Serve ``archive`` at ``mountpoint`` until it is unmounted (``fusermount3 -u``,
     SIGINT or SIGTERM); then the archive is closed, writes committed. Blocks.
@@ -70,6 +71,8 @@ def mount_archive(
     10,000 small files here), so it is the default for local archives. Read-write mounts
     always use one. ``read_ahead``: a read-only mount stores the next files of a
     directory read file after file in the kernel's cache (``barecat.mount.readahead``).
+    ``plain_listings``: listings carry attributes in their first part only
+    (``barecat.mount.listing.ListingFUSE``).
     """
     check_fuse()
     remote = is_remote_url(archive)
@@ -115,7 +118,7 @@ def mount_archive(
             mfusepy.FUSE(WritableArchiveFilesystem(open_archive), mountpoint, **options)
         else:
             filesystem = ArchiveFilesystem(open_archive, mountpoint if read_ahead else None)
-            ListingFUSE(filesystem, mountpoint, **options)
+            ListingFUSE(filesystem, mountpoint, plain_listings=plain_listings, **options)
     except RuntimeError as e:  # fuse_main's non-zero status
         if e.args != (STOPPED_BY_SIGNAL,):
             raise BarecatError(f"FUSE could not serve {mountpoint} (status {e})") from e
