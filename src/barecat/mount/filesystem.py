@@ -8,12 +8,14 @@ entry's attributes to the kernel, see ``barecat.mount.listing``), the kernel kee
 and attributes (the archive cannot change under a read-only mount), and operations a
 read-only filesystem does not need are left out, so the kernel does not ask for them; a
 read-only mount even declines ``open``, so reading a file costs no open and release
-requests. Handlers are thread-safe: libfuse may call them from its worker threads. A
-file read whole is CRC32C-checked: small files in one verified read, bigger ones as they
-are read in order, the read that completes them failing with EIO on a mismatch. Sealed
-archives authenticate every block they read. Errors become the errno the archive's
+requests, and reads ahead across the files of a directory read one after another
+(``barecat.mount.readahead``), so most of them cost no request at all. Handlers are
+thread-safe: libfuse may call them from its worker threads. A file read whole is
+CRC32C-checked: small files in one verified read, bigger ones as they are read in order,
+the read that completes them failing with EIO on a mismatch. Sealed archives
+authenticate every block they read. Errors become the errno the archive's
 exception carries (ENOENT, EISDIR, ENOTDIR; EIO for damaged bytes). Imports the archive
-layer and ``barecat.mount.listing``.
+layer, ``barecat.mount.listing`` and ``barecat.mount.readahead``.
 """
 
 from __future__ import annotations

@@ -99,7 +99,7 @@ def packed_stat(
 
 class ListingFUSE(mfusepy.FUSE):  # type: ignore[misc]
     """mfusepy's FUSE, filling listings from ``operations.listing(path, offset)`` and
-    attributes from ``operations.packed_attributes(path)``.
+    attributes from ``operations.packed_attributes(path)`` (both required).
 
     ``plain_listings``: keep libfuse's default ("auto"), where the kernel asks for
     attributes with the first part of a directory's listing only and reads the rest as
@@ -111,9 +111,14 @@ class ListingFUSE(mfusepy.FUSE):  # type: ignore[misc]
     9-11 here).
     """
 
-    def __init__(self, *args: Any, plain_listings: bool = False, **kwargs: Any) -> None:
+    def __init__(
+        self, operations: Any, *args: Any, plain_listings: bool = False, **kwargs: Any
+    ) -> None:
+        for required in ("listing", "packed_attributes"):
+            if not callable(getattr(operations, required, None)):
+                raise TypeError(f"ListingFUSE needs operations.{required}")
         self.plain_listings = plain_listings
-        super().__init__(*args, **kwargs)
+        super().__init__(operations, *args, **kwargs)
 
     def init_fuse_3(self, conn: Any, config: Any) -> None:
         if conn and conn.contents.capable & CAP_READDIRPLUS and not self.plain_listings:
