@@ -10,7 +10,7 @@
 2. A data loader's reads: the same files in one directory, read in a shuffled order by
    a Python reader (``os.open``, ``os.read``, ``os.close``), from a plain directory and
    through a fresh mount, with and without read-ahead (which such a reader must not pay
-   for).
+   for), and with ``--plain-listings`` (a LOOKUP before each read).
 3. ``find MOUNT | wc -l`` over an archive of ``--walk-files`` tiny files (default
    1,000,000), a fresh mount each round, with listings that carry attributes in every
    part (the default) and in the first part only (``--plain-listings``).
@@ -199,18 +199,21 @@ def main() -> int:
                 bc[f"all/{i:06d}.bin"] = data
         reader = (sys.executable, "-c", SHUFFLED_READER)
         reported(*reader, str(flat))  # warm
-        plain, through, unahead = [], [], []
+        plain, through, unahead, named = [], [], [], []
         for _ in range(args.repeats):
             plain.append(reported(*reader, str(flat)))
             with mounted(flat_archive, str(mnt)):
                 through.append(reported(*reader, str(mnt / "all")))
             with mounted(flat_archive, str(mnt), "--no-read-ahead"):
                 unahead.append(reported(*reader, str(mnt / "all")))
-        p, m, u = (statistics.median(x) for x in (plain, through, unahead))
+            with mounted(flat_archive, str(mnt), "--plain-listings"):
+                named.append(reported(*reader, str(mnt / "all")))
+        p, m, u, n = (statistics.median(x) for x in (plain, through, unahead, named))
         print(
             f"shuffled reads of {args.files:,} files in one directory (a Python reader): "
             f"plain directory {p * 1e3:.0f} ms; through the mount {m * 1e3:.0f} ms "
-            f"({m / p:.2f}x); --no-read-ahead {u * 1e3:.0f} ms ({u / p:.2f}x)"
+            f"({m / p:.2f}x); --no-read-ahead {u * 1e3:.0f} ms ({u / p:.2f}x); "
+            f"--plain-listings {n * 1e3:.0f} ms ({n / p:.2f}x)"
         )
         shutil.rmtree(flat)
 

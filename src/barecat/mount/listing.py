@@ -105,10 +105,10 @@ class ListingFUSE(mfusepy.FUSE):  # type: ignore[misc]
     attributes with the first part of a directory's listing only and reads the rest as
     names. By default every part carries them, so a program that lists a big directory
     and then opens its files (a data loader) costs no LOOKUP request for each file (a
-    shuffled read of 10,000 files in one directory: 9,809 of them, 1.6x the time); the
-    price is that the kernel makes an inode for every entry listed, also for ``find``
-    (over 1,000,000 files: 855 MiB of kernel memory instead of 174, 14-19 s instead of
-    9-11 here).
+    shuffled read of 10,000 files in one directory: 9,809 of them, 1.4-1.6x the time);
+    the price is that the kernel makes an inode for every entry listed, also for ``find``
+    (over 1,000,000 files: 855 MiB of kernel memory instead of 174, 11-19 s instead of
+    7-11 here).
     """
 
     def __init__(
