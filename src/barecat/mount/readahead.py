@@ -42,7 +42,9 @@ import os
 import queue
 import stat
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import mfusepy
 
@@ -73,6 +75,7 @@ OVERTAKEN_GAP = 3
 FUSE_ROOT_ID = 1
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 class _Buffer(ctypes.Structure):
@@ -279,18 +282,30 @@ class ReadAhead:
         while True:
             seen = self._seen.get()  # (blocks while there is nothing to store)
             while seen is not None:
-                if isinstance(seen, tuple):
-                    self._check(*seen)
-                elif seen:
-                    self._follow(seen)
+                self._guarded(self._take, seen)
                 seen = "" if self._seen.empty() else self._seen.get()
                 if seen == "":  # every reported read taken: store the next file
                     job = self._next_job()
                     if job is None:
                         break
-                    self._store(job)
+                    self._guarded(self._store, job)
             else:
                 return
+
+    def _take(self, seen: str | _Check) -> None:
+        if isinstance(seen, tuple):
+            self._check(*seen)
+        elif seen:
+            self._follow(seen)
+
+    @staticmethod
+    def _guarded(step: Callable[[T], None], arg: T) -> None:
+        """Run one step; a failure is logged and costs that step only (the worker has to
+        outlive any one file: the serving threads keep reporting to it)."""
+        try:
+            step(arg)
+        except Exception:
+            log.exception("read-ahead: a step on %r failed", arg)
 
     def _serves_node_ids(self) -> bool:
         try:
