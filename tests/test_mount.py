@@ -486,3 +486,40 @@ def test_listing_attributes_are_packed_as_mfusepy_fills_them(
     attrs |= {"st_atime": mtime_ns, "st_mtime": mtime_ns, "st_ctime": mtime_ns}
     mfusepy.set_st_attrs(expected, attrs, use_ns=True)
     assert packed_stat(mode, nlink, uid, gid, size, blocks, mtime_ns) == bytes(expected)
+
+
+def test_background_mounts_pass_the_listing_and_read_ahead_options_on(tmp_path: Path) -> None:
+    """``barecat mount`` without ``-f`` starts a server with the same options (its argv
+    says so), and files read through it are the archive's."""
+    archive = str(tmp_path / "r.barecat")
+    files = _numbered_files(archive, 40)
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    started = subprocess.run(
+        [BARECAT, "mount", "--no-read-ahead", "--plain-listings", archive, str(mnt)],
+        capture_output=True,
+    )
+    try:
+        assert started.returncode == 0, started.stderr
+        servers = [p for p in os.listdir("/proc") if p.isdigit() and _is_server(p, str(mnt))]
+        assert servers
+        with open(f"/proc/{servers[0]}/cmdline", "rb") as f:
+            argv = f.read().split(b"\0")
+        assert b"--no-read-ahead" in argv and b"--plain-listings" in argv
+        _read_in_turn(mnt, sorted(files), files)
+    finally:
+        subprocess.run([BARECAT, "mount", "--unmount", str(mnt)], check=True)
+
+
+def test_listing_fuse_refuses_operations_it_cannot_serve(tmp_path: Path) -> None:
+    """A filesystem without ``listing`` and ``packed_attributes`` is refused before any
+    mount (rather than mounted with a ``getattr`` that fails)."""
+    import mfusepy
+
+    from barecat.mount.listing import ListingFUSE
+
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    with pytest.raises(TypeError, match="packed_attributes"):
+        ListingFUSE(type("OnlyListing", (mfusepy.Operations,), {"listing": print})(), str(mnt))
+    assert not is_mounted(str(mnt))

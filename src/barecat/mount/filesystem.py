@@ -213,7 +213,10 @@ class ArchiveFilesystem(mfusepy.Operations):  # type: ignore[misc]
     @reported
     def packed_attributes(self, path: str) -> bytes:
         """``getattr`` as the bytes of a ``struct stat``, for ``ListingFUSE``."""
-        return packed_stat(*self._attributes(self._entry(inner_path(path))))
+        return self._packed(inner_path(path))
+
+    def _packed(self, inner: str) -> bytes:
+        return packed_stat(*self._attributes(self._entry(inner)))
 
     @reported
     def readdir(self, path: str, fh: int) -> Iterator[str | tuple[str, dict[str, int], int]]:
@@ -239,9 +242,7 @@ class ArchiveFilesystem(mfusepy.Operations):  # type: ignore[misc]
         self._remember(infos)
         cut = len(inner) + 1 if inner else 0
         attributes = self._attributes
-        here = packed_stat(*attributes(self._entry(inner)))
-        above = packed_stat(*attributes(self._entry(inner.rpartition("/")[0])))
-        entries = [(b".", here), (b"..", above)]
+        entries = [(b".", self._packed(inner)), (b"..", self._packed(inner.rpartition("/")[0]))]
         entries += [
             (os.fsencode(info.path[cut:]), packed_stat(*attributes(info))) for info in infos
         ]

@@ -132,14 +132,14 @@ class KernelCache:
         session = get_session(library.fuse_get_context().contents.fuse)
         return cls(library, session) if session else None
 
-    def store(self, node: int, data: bytes) -> bool:
-        """Put ``data`` as the whole content of file ``node`` into the cache (one thread
-        at a time: the buffer vector is reused)."""
+    def store(self, node: int, data: bytes) -> None:
+        """Put ``data`` as the whole content of file ``node`` into the cache (one thread at
+        a time: the buffer vector is reused). A refusal (the kernel let the inode go) only
+        means the file's read will ask the server."""
         buffer = self._vector.buf
         buffer.size = len(data)
         buffer.mem = data
-        status: int = self._store(self._session, node, 0, ctypes.byref(self._vector), 0)
-        return status == 0
+        self._store(self._session, node, 0, ctypes.byref(self._vector), 0)
 
 
 @dataclass(slots=True)
@@ -239,8 +239,6 @@ class ReadAhead:
         self._seen: queue.SimpleQueue[str | _Check | None] = queue.SimpleQueue()
         self._runs: dict[str, _Run] = {}
         """The worker's runs, the most recently read last."""
-        self.stored = 0
-        """Files stored so far."""
         self._device = -1
         """The mount's device number (what the worker stats must be on it)."""
         self._thread = threading.Thread(target=self._work, name="barecat-read-ahead", daemon=True)
@@ -397,8 +395,7 @@ class ReadAhead:
         except (BarecatError, OSError) as e:
             log.debug("read-ahead skips %s: %s", info.path, e)
             return
-        if self._cache.store(st.st_ino, data):
-            self.stored += 1
+        self._cache.store(st.st_ino, data)
 
 
 def start_read_ahead(mountpoint: str, archive: Barecat) -> ReadAhead | None:
