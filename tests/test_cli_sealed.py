@@ -169,8 +169,17 @@ def test_maintenance_commands_move_sealed_bytes(
         ("defrag", archive),
         ("reshard", "-s", "4M", archive),
         ("repair", archive),
-        ("subset", "--pattern", "a/**", "-o", str(tmp_path / "sub.barecat"), archive),
-        ("merge", "-o", str(tmp_path / "merged.barecat"), archive),
+        (
+            "subset",
+            "--pattern",
+            "a/**",
+            "-o",
+            str(tmp_path / "sub.barecat"),
+            archive,
+            "--passphrase-file",
+            pw_file,
+        ),
+        ("merge", "-o", str(tmp_path / "merged.barecat"), archive, "--passphrase-file", pw_file),
         ("upgrade", archive),
     ]
     for argv in steps:
@@ -194,8 +203,12 @@ def test_maintenance_commands_move_sealed_bytes(
     other = tmp_path / "other.barecat"
     with barecat.Barecat(str(other), readonly=False, passphrase="another key") as bc:
         bc["z"] = b"z"
-    code, _, err = run("merge", "-o", str(tmp_path / "mixed.barecat"), archive, str(other))
+    mixed = str(tmp_path / "mixed.barecat")
+    code, _, err = run("merge", "-o", mixed, archive, str(other), "--passphrase-file", pw_file)
     assert code == 1 and "not encrypted with the same key" in err
+    # taking encrypted files keeps the target's index digest, so it needs the passphrase
+    code, _, err = run("merge", "-f", "-o", mixed, archive)
+    assert code == 1 and "a passphrase is needed" in err
 
 
 def test_convert_seals_unseals_and_exports(run: Run, tmp_path: Path, pw_file: str) -> None:

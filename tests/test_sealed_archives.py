@@ -349,10 +349,15 @@ def test_merge_and_subset_move_sealed_bytes_when_the_sealing_agrees(
     packed = make("z.barecat", {"c/1": b"zzz" * 100}, compression="zstd")
     plain = make("plain.barecat", {"p": b"plain"})
 
-    # an empty target takes the source's sealing, key included
+    # encrypted files join an archive whose index digest follows them: never keylessly
     target = os.path.join(base, "merged.barecat")
     with barecat.Barecat(target, readonly=False) as out:
-        merge_archives(out.index, out.sharder, [enc])
+        with pytest.raises(BarecatError, match="needs the passphrase"):
+            merge_archives(out.index, out.sharder, [enc])
+        assert not out.sealed and out.num_files == 0
+    # an empty target takes the source's sealing, key included, and keeps its digest
+    with barecat.Barecat(target, readonly=False, passphrase=lambda: "pw") as out:
+        merge_archives(out.index, out.sharder, [enc], seal_like=out.seal_like)
         with pytest.raises(BarecatError, match="not encrypted with the same key"):
             merge_archives(out.index, out.sharder, [other_key])
         with pytest.raises(BarecatError, match="bound to their paths"):
@@ -361,6 +366,7 @@ def test_merge_and_subset_move_sealed_bytes_when_the_sealing_agrees(
             merge_archives(out.index, out.sharder, [plain])
     with barecat.Barecat(target, passphrase="pw") as bc:
         assert bc["a/1"] == b"one" * 100 and sorted(bc) == ["a/1", "a/2"]
+        assert bc.verify_index_digest()[0] is None
     # compressed-only files carry no path binding: a prefix is fine
     zipped = os.path.join(base, "z2.barecat")
     with barecat.Barecat(zipped, readonly=False) as out:

@@ -50,7 +50,7 @@ def test_seal_then_unseal_and_any_range(size: int, seed: int) -> None:
             log.append(n)
             return sealed[offset : offset + n]
 
-        reader = SealedFileReader(sealer, "dir/file.bin", fetch)
+        reader = SealedFileReader(sealer, "dir/file.bin", fetch, len(sealed))
         reader.seek(start)
         got = reader.read(length)
         assert got == data[start : start + length]
@@ -114,11 +114,11 @@ def test_passphrase_wraps_the_data_key() -> None:
     kdf = KeyDerivation(os.urandom(16), n=1 << 12)
     data_key = new_data_key()
     wrapped = wrap_key(data_key, kdf.derive("correct horse"))
-    assert unwrap_key(wrapped, kdf.derive("correct horse")) == data_key
+    assert unwrap_key(wrapped, kdf.derive("correct horse")) == (data_key, True)
     with pytest.raises(WrongPassphraseBarecatError):  # known at unwrap, before any file
         unwrap_key(wrapped, kdf.derive("wrong horse"))
     rewrapped = wrap_key(data_key, kdf.derive("new horse"))  # rekey: 32 bytes, no data
-    assert unwrap_key(rewrapped, kdf.derive("new horse")) == data_key
+    assert unwrap_key(rewrapped, kdf.derive("new horse")) == (data_key, True)
     with pytest.raises(Exception, match="empty passphrase"):
         kdf.derive("")
 

@@ -94,6 +94,11 @@ class BarecatIntegrityError(BarecatError, ValueError):
     """
 
 
+class KeyDerivationCostBarecatError(BarecatError, ValueError):
+    """Key-derivation costs read from a file are above the ceiling barecat derives under
+    (a damaged or hostile file would otherwise make opening it take minutes)."""
+
+
 class FileTooLargeBarecatError(_OSBarecatError):
     """A single file is larger than the archive's shard size limit."""
 
@@ -150,6 +155,7 @@ __all__ = [
     "FileTooLargeBarecatError",
     "InvalidPathBarecatError",
     "IsADirectoryBarecatError",
+    "KeyDerivationCostBarecatError",
     "NotADirectoryBarecatError",
     "NotEnoughSpaceBarecatError",
     "ReadOnlyBarecatError",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from barecat.archive.sealed import ArchiveSealing
 from barecat.index import Index
+from barecat.sealing import SealingSettings
 from barecat.shards import Sharder
 
 
@@ -37,6 +38,14 @@ class ArchiveContract:
         raise NotImplementedError
 
     def commit(self) -> None:
+        raise NotImplementedError
+
+    def seal_like(self, settings: SealingSettings) -> None:
+        """Make the empty plain archive sealed like one whose files it takes as they are."""
+        raise NotImplementedError
+
+    def prepare_file_list_edit(self) -> None:
+        """Get the key of an encrypted archive before an edit of its file list."""
         raise NotImplementedError
 
     def _resync_write_position(self) -> None:

@@ -55,6 +55,7 @@ class ArchiveEditing(ArchiveContract):
     def remove(self, item: BarecatFileInfo | str) -> None:
         """Delete a file's index row; its bytes stay as a hole until defrag."""
         self._require_changeable()
+        self.prepare_file_list_edit()
         self.index.remove_file(item)
         self._maybe_commit()
 
@@ -65,12 +66,14 @@ class ArchiveEditing(ArchiveContract):
 
     def rmtree(self, item: BarecatDirInfo | str) -> None:
         self._require_changeable()
+        self.prepare_file_list_edit()
         self.index.remove_recursively(item)
         self._maybe_commit()
 
     def rename(self, old_path: str, new_path: str) -> None:
         """Move a file or a whole directory; fails if the target exists."""
         self._require_changeable()
+        self.prepare_file_list_edit()
         if self._sealing is not None and self._sealing.encrypted:
             self._rename_resealing(normalize(old_path), normalize(new_path))
         else:

@@ -30,6 +30,7 @@ from barecat.archive.sealed import (
     SealedFileWriter,
     append_sealed_stream,
     open_sealing,
+    take_sealing,
 )
 from barecat.entries import BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo
 from barecat.exceptions import (
@@ -45,7 +46,7 @@ from barecat.index import Index
 from barecat.layout import archive_exists, base_path, index_path, remove_archive
 from barecat.paths import normalize, normalize_many
 from barecat.remote import is_remote_url, local_path_of
-from barecat.sealing import Sealer
+from barecat.sealing import Sealer, SealingSettings
 from barecat.shards import BarecatReadWriteFileObject, Sharder
 from barecat.shards.sharder import Address
 from barecat.sizes import parse_size
@@ -131,6 +132,7 @@ class Barecat(
         else:
             self._open_local(limit, overwrite, exist_ok, wal, lookup_table,
                              allow_writing_symlinked_shard)  # fmt: skip
+        self._passphrase = passphrase
         try:
             self._sealing = open_sealing(
                 self.index,
@@ -304,6 +306,27 @@ class Barecat(
         """Writable, and not ``append_only`` (which permits adding but nothing else)."""
         self._require_writable()
         self.raise_if_append_only(f"Archive {self.path} is append-only: files cannot be changed")
+
+    def seal_like(self, settings: SealingSettings) -> None:
+        """Make this empty plain archive sealed like one whose sealed bytes it is about to
+        take as they are (merge, subset); an encrypted one needs the passphrase this
+        archive was opened with (the other's, whose key it takes).
+
+        Raises:
+            BarecatError: not empty and plain, or no passphrase for an encrypted source.
+        """
+        self._require_writable()
+        if self._sealing is not None or self.index.num_files:
+            raise BarecatError(f"{self.path}: only an empty plain archive takes a sealing")
+        self._sealing = take_sealing(self.index, self.path, settings, self._passphrase)
+
+    def prepare_file_list_edit(self) -> None:
+        """Get the key of an encrypted archive now (asking its passphrase source), before
+        an edit that adds, removes or renames files (remove, rename, merge, subset, repair
+        ``--drop-bad``): its index digest follows them, and refuses them without the key."""
+        self._require_writable()
+        if self._sealing is not None:
+            self._sealing.before_file_list_edit()
 
     def raise_if_append_only(self, message: str) -> None:
         if self.append_only:

@@ -64,6 +64,7 @@ class ArchiveMaintenance(ArchiveContract):
                 [p for sign, p in filter_rules if sign == "+"],
                 [p for sign, p in filter_rules if sign == "-"],
             )
+        self.prepare_file_list_edit()
         self.commit()
         merge_archives(
             self.index,
@@ -73,6 +74,7 @@ class ArchiveMaintenance(ArchiveContract):
             prefix=prefix,
             pattern=pattern,
             path_filter=path_filter,
+            seal_like=self.seal_like,
         )
         self._resync_write_position()
 
@@ -83,7 +85,23 @@ class ArchiveMaintenance(ArchiveContract):
         if self._sealing is None:
             raise BarecatError(f"{self.path} is not encrypted: it has no passphrase to change")
         self.commit()
-        self.index.update_sealing_config(self._sealing.rekeyed(new_passphrase).to_config())
+        self.index.update_sealing_config(self._sealing.rekeyed(new_passphrase))
+        self._sealing.rekey_written()
+
+    def reset_index_digest(self) -> None:
+        """Make an encrypted archive's index digest that of its file rows as they are now,
+        trusting them: for an archive encrypted before digests existed, or one whose rows
+        were checked otherwise after its digest failed. Needs the passphrase.
+
+        Raises:
+            BarecatError: not encrypted, or no passphrase.
+        """
+        self._require_writable()
+        if self._sealing is None or not self._sealing.encrypted:
+            raise BarecatError(f"{self.path} is not encrypted: it keeps no index digest")
+        self.commit()
+        self.index.update_sealing_config(self._sealing.rekeyed(reset_digest=True))
+        self._sealing.rekey_written()
 
 
 __all__ = ["ArchiveMaintenance"]

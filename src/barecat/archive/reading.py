@@ -69,6 +69,23 @@ class ArchiveReading:
                 on_file(f)
         return bad
 
+    def verify_index_digest(self) -> tuple[str | None, str | None]:
+        """Check an encrypted archive's file rows against its index digest (every row is
+        read; the key is needed).
+
+        Returns:
+            (why the rows fail, or None; the digest of the rows as they are, to write
+            down and compare later). (None, None) for an archive that keeps no digest:
+            plain, compressed only, or encrypted before digests existed.
+
+        Raises:
+            BarecatError: no passphrase; ``WrongPassphraseBarecatError``: a wrong one.
+        """
+        if self._sealing is None or self._sealing.digest is None:
+            return None, None
+        self._sealing.data_key()
+        return self._sealing.digest.verify()
+
     def __getitem__(self, path: str) -> bytes:
         normalized = normalize(path)
         addr = self.index.lookup_address(normalized)
@@ -166,13 +183,16 @@ class ArchiveReading:
     def _open_sealed(self, f: BarecatFileInfo) -> SealedFileReader:
         """A stream over a sealed file that decodes only the blocks it reads."""
         assert self._sealing is not None
+        sealer = self._sealing.sealer()
+        if self._sealing.digest is not None:
+            self._sealing.digest.require_trusted(f.path)
         shard, base, stored = f.shard or 0, f.offset or 0, f.stored_size
 
         def fetch(offset: int, size: int) -> bytes:
             size = max(0, min(size, stored - offset))
             return self.sharder.read_from_address(shard, base + offset, size)
 
-        return SealedFileReader(self._sealing.sealer(), f.path, fetch)
+        return SealedFileReader(sealer, f.path, fetch, stored)
 
     read_many = get_many
 

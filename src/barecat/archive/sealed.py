@@ -3,8 +3,9 @@ the sealers that turn file bytes into what the shards hold and back.
 
 The passphrase may be given as text (checked at open, so a wrong one fails at once) or as
 a callable, asked only when a file's bytes are first needed: so listing, verifying CRCs
-or moving bytes of an encrypted archive never prompt. Imports ``sealing`` and
-``exceptions`` only.
+or moving bytes of an encrypted archive never prompt. Adding, removing or renaming files
+of an encrypted archive does need it: its index digest (``index_digest.py``) follows
+every such edit. Imports ``index``, ``sealing``, ``shards`` and ``exceptions``.
 """
 
 from __future__ import annotations
@@ -13,8 +14,10 @@ import io
 from collections.abc import Callable
 from typing import BinaryIO
 
+from barecat.archive.index_digest import DigestKeeper, new_archive_records
 from barecat.exceptions import BarecatError
 from barecat.index import Index
+from barecat.index.schema import ConfigValue
 from barecat.sealing import Sealer, SealingSettings
 from barecat.sealing.settings import DEFAULT_LEVELS
 from barecat.shards import Sharder
@@ -34,13 +37,16 @@ class ArchiveSealing:
     def __init__(
         self,
         where: str,
+        index: Index,
         settings: SealingSettings,
         passphrase: Passphrase | None,
         codec: str | None = None,
         level: int | None = None,
         data_key: bytes | None = None,
+        keeps_digest: bool = True,
     ) -> None:
         self.where = where
+        self._index = index
         self.settings = settings
         self._passphrase = passphrase
         self._codec = codec or settings.codec
@@ -53,7 +59,11 @@ class ArchiveSealing:
         self.unlocked_key = data_key
         """The data key once known (None before the passphrase was needed)."""
         self._sealers: dict[bool, Sealer] = {}
-        if settings.encrypted and isinstance(passphrase, str | bytes):
+        self.digest = DigestKeeper(index, settings, where) if settings.encrypted else None
+        """The index digest of an encrypted archive (``index_digest.py``)."""
+        if data_key is not None and self.digest is not None:  # a new archive
+            self.digest.unlocked(data_key, keeps_digest)
+        elif settings.encrypted and isinstance(passphrase, str | bytes):
             self.data_key()  # a wrong passphrase fails at open
 
     @property
@@ -70,14 +80,27 @@ class ArchiveSealing:
         if not self.settings.encrypted:
             return None
         if self.unlocked_key is None:
-            supplied = self._passphrase() if callable(self._passphrase) else self._passphrase
-            if not supplied:
-                raise BarecatError(
-                    f"{self.where} is encrypted: open it with its passphrase to read or "
-                    "write file contents"
-                )
-            self.unlocked_key = self.settings.unlock(supplied)
+            key, keeps_digest = self.settings.unlock(self._supplied_passphrase())
+            if self.digest is not None:
+                self.digest.unlocked(key, keeps_digest)
+            self.unlocked_key = key
         return self.unlocked_key
+
+    def before_file_list_edit(self) -> None:
+        """Get the key before an edit that the index digest follows (a writer without it
+        refuses such edits), and refuse one if the digest failed its check."""
+        if self.digest is not None and self.digest.guarded:
+            self.data_key()
+            self.digest.require_keepable()
+
+    def _supplied_passphrase(self) -> str | bytes:
+        supplied = self._passphrase() if callable(self._passphrase) else self._passphrase
+        if not supplied:
+            raise BarecatError(
+                f"{self.where} is encrypted: open it with its passphrase to read or "
+                "write file contents"
+            )
+        return supplied
 
     def sealer(self, compress: bool = True) -> Sealer:
         """The sealer for new files (``compress=False``: blocks stored uncompressed), or,
@@ -100,15 +123,32 @@ class ArchiveSealing:
         return self.sealer(compress).seal(path, data)
 
     def unseal(self, path: str, stored: bytes) -> bytes:
-        return self.sealer().unseal(path, stored)
+        sealer = self.sealer()
+        if self.digest is not None:
+            self.digest.require_trusted(path)
+        return sealer.unseal(path, stored)
 
-    def rekeyed(self, new_passphrase: str | bytes) -> SealingSettings:
-        """The settings with the data key wrapped under ``new_passphrase``."""
+    def rekeyed(
+        self, new_passphrase: str | bytes | None = None, reset_digest: bool = False
+    ) -> dict[str, ConfigValue]:
+        """The config rows that wrap the data key under ``new_passphrase`` (None: the
+        one the archive was opened with), giving an archive encrypted before index
+        digests a digest of its rows as they are (and any archive, with
+        ``reset_digest``); the digest is kept from then on once they are written."""
         key = self.data_key()
-        if key is None:
+        if key is None or self.digest is None:
             raise BarecatError(f"{self.where} is not encrypted: it has no passphrase to change")
-        self.settings = self.settings.with_passphrase(key, new_passphrase)
-        return self.settings
+        passphrase = self._supplied_passphrase() if new_passphrase is None else new_passphrase
+        self.settings = self.settings.with_passphrase(key, passphrase)
+        records = self.settings.to_config()
+        if reset_digest or self.digest.digest is None:
+            records.update(self.digest.reset_records(key))
+        return records
+
+    def rekey_written(self) -> None:
+        """The rows of :meth:`rekeyed` are committed: check and keep the digest anew."""
+        assert self.digest is not None and self.unlocked_key is not None
+        self.digest.unlocked(self.unlocked_key, keeps_digest=True)
 
 
 def open_sealing(
@@ -130,7 +170,7 @@ def open_sealing(
         settings = SealingSettings.from_config(index.sealing_config())
         if not settings.encrypted and isinstance(passphrase, str | bytes):
             raise BarecatError(f"{where} is not encrypted: it takes no passphrase")
-        return ArchiveSealing(where, settings, passphrase, codec, level)
+        return ArchiveSealing(where, index, settings, passphrase, codec, level)
     key_text = passphrase if isinstance(passphrase, str | bytes) else None
     if codec is None and level is None and key_text is None and not dictionary:
         return None
@@ -143,8 +183,40 @@ def open_sealing(
     settings, key = SealingSettings.new(
         codec or "zstd", level, passphrase=key_text, dictionary=dictionary or b""
     )
-    index.enable_sealing(settings.to_config())
-    return ArchiveSealing(where, settings, passphrase, data_key=key)
+    records = settings.to_config()
+    if key is not None:
+        records.update(new_archive_records(key, settings))
+    index.enable_sealing(records)
+    return ArchiveSealing(where, index, settings, passphrase, data_key=key)
+
+
+def take_sealing(
+    index: Index, where: str, settings: SealingSettings, passphrase: Passphrase | None
+) -> ArchiveSealing:
+    """Make the empty plain archive of ``index`` sealed like one whose files it is about to
+    take as they are (``settings``: that one's, its wrapped key included). An encrypted
+    one's index digest starts empty here and follows the files as they come, so its
+    passphrase is needed (the same: the key is the same).
+
+    Raises:
+        BarecatError: no passphrase; ``WrongPassphraseBarecatError``: the wrong one.
+    """
+    records = settings.to_config()
+    key, keeps_digest = None, False
+    if settings.encrypted:
+        supplied = passphrase() if callable(passphrase) else passphrase
+        if not supplied:
+            raise BarecatError(
+                f"{where}: taking encrypted files needs their passphrase (the archive "
+                "authenticates its list of files)"
+            )
+        key, keeps_digest = settings.unlock(supplied)
+        if keeps_digest:
+            records.update(new_archive_records(key, settings))
+    index.enable_sealing(records)
+    return ArchiveSealing(
+        where, index, settings, passphrase, data_key=key, keeps_digest=keeps_digest
+    )
 
 
 def append_sealed_stream(
@@ -204,4 +276,5 @@ __all__ = [
     "SealedFileWriter",
     "append_sealed_stream",
     "open_sealing",
+    "take_sealing",
 ]

@@ -22,6 +22,7 @@ from barecat.cli.parsing import (
     Subparsers,
     add_command,
     add_filter_options,
+    add_passphrase_option,
     add_shard_limit_option,
     size,
 )
@@ -114,6 +115,7 @@ def _output_options(parser: argparse.ArgumentParser) -> None:
         parser, "Start a new output shard beyond SIZE (e.g. 1G, 500M). Default: unlimited"
     )
     parser.add_argument("-q", "--quiet", action="store_true", help="No progress bar")
+    add_passphrase_option(parser)
 
 
 def _filter_options(parser: argparse.ArgumentParser) -> None:
@@ -215,6 +217,7 @@ def _merge(args: argparse.Namespace, inputs: list[str], names: dict[str, str]) -
 
     with _open_output(args) as out, Progress("merge", total, show) as bar:
         try:
+            out.prepare_file_list_edit()
             result = merge_archives(
                 out.index,
                 out.sharder,
@@ -227,6 +230,7 @@ def _merge(args: argparse.Namespace, inputs: list[str], names: dict[str, str]) -
                 path_filter=path_filter,
                 on_progress=bar.advance,
                 on_input=on_input,
+                seal_like=out.seal_like,
             )
         except BarecatError as e:
             bar.close()
@@ -242,9 +246,14 @@ def _merge(args: argparse.Namespace, inputs: list[str], names: dict[str, str]) -
 
 
 def _open_output(args: argparse.Namespace) -> Barecat:
-    """The output archive, for writing (``-f`` replaces it, ``-s`` sets its shard limit)."""
-    return Barecat(
-        args.output, readonly=False, overwrite=args.force, shard_size_limit=args.shard_size_limit
+    """The output archive, for writing (``-f`` replaces it, ``-s`` sets its shard limit),
+    with the passphrase source: encrypted files it takes need it for its index digest."""
+    return open_archive(
+        args.output,
+        args,
+        readonly=False,
+        overwrite=args.force,
+        shard_size_limit=args.shard_size_limit,
     )
 
 
@@ -256,8 +265,15 @@ def run_subset(args: argparse.Namespace) -> int:
         selection = select_entries(src.index, args.pattern, path_filter)
         total = src.num_files if selection is None else len(selection.files)
         with _open_output(args) as out, Progress("subset", total, show) as bar:
+            out.prepare_file_list_edit()
             stats = subset_archive(
-                src.index, src.sharder, out.index, out.sharder, selection, bar.advance
+                src.index,
+                src.sharder,
+                out.index,
+                out.sharder,
+                selection,
+                bar.advance,
+                seal_like=out.seal_like,
             )
     _summary("Copied", stats, args.archive, args.output)
     return 0
@@ -302,15 +318,17 @@ def _legacy_body(symlink: bool) -> Callable[[argparse.Namespace], int]:
     def body(args: argparse.Namespace) -> int:
         _check_output(args.output, args.input_paths, True, "")  # an existing one is added to
         limit = getattr(args, "shard_size_limit", None)
-        with Barecat(
-            args.output, readonly=False, overwrite=args.overwrite, shard_size_limit=limit
+        with open_archive(
+            args.output, args, readonly=False, overwrite=args.overwrite, shard_size_limit=limit
         ) as out:
+            out.prepare_file_list_edit()
             result = merge_archives(
                 out.index,
                 out.sharder,
                 args.input_paths,
                 ignore_duplicates=args.ignore_duplicates,
                 symlink=symlink,
+                seal_like=out.seal_like,
             )
         _summary("Merged", result.total, _archives(len(args.input_paths)), args.output)
         return 0

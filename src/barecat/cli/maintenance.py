@@ -40,6 +40,12 @@ def register(sub: Subparsers) -> None:
     verify.add_argument(
         "--quick", action="store_true", help="Check the index, shard sizes and the last file"
     )
+    verify.add_argument(
+        "--expect-digest",
+        metavar="HEX",
+        help="Encrypted archives: fail unless the index digest is HEX (as 'barecat digest' "
+        "printed it when the archive was known good): catches a whole index rolled back",
+    )
     _add_common(verify)
     fix = add_command(
         sub,
@@ -71,11 +77,36 @@ def register(sub: Subparsers) -> None:
         """,
     )
     add_archive_argument(rekey)
+    _register_digest(sub)
     rekey.add_argument(
         "--new-passphrase-file",
         metavar="FILE",
         help=f"The new passphrase: the first line of FILE (else ${NEW_PASSPHRASE_ENV}, else "
         "typed twice)",
+    )
+
+
+def _register_digest(sub: Subparsers) -> None:
+    digest = add_command(
+        sub,
+        "digest",
+        help="Print an encrypted archive's index digest (to pin a known-good state)",
+        description="Check every file row of an encrypted archive against its index digest "
+        "and print the digest: written down, 'barecat verify --expect-digest' later tells "
+        "whether the index is still that one (not rolled back to an older state).",
+        handler=run_digest,
+        examples="""
+        barecat digest private.barecat                 # prints 32 hex digits
+        barecat verify --expect-digest HEX private.barecat
+        barecat digest --reset private.barecat         # trust the rows as they are now
+        """,
+    )
+    add_archive_argument(digest)
+    digest.add_argument(
+        "--reset",
+        action="store_true",
+        help="Make the digest that of the file rows as they are now, trusting them (an "
+        "archive encrypted before digests existed, or one checked otherwise)",
     )
 
 
@@ -101,6 +132,9 @@ def _print_bad(paths: list[str], reasons: dict[str, str]) -> None:
 
 
 def run_verify(args: argparse.Namespace) -> int:
+    args.expect_digest = getattr(args, "expect_digest", None)  # (the legacy script has none)
+    if args.quick and args.expect_digest:
+        raise ValueError("--expect-digest reads every file row: not with --quick")
     with open_archive(args.archive, args) as bc:
         total = 1 if args.quick else bc.num_files
         progress, on_file = _progress(args, total)
@@ -131,9 +165,15 @@ def run_verify(args: argparse.Namespace) -> int:
 def _verify_seals(args: argparse.Namespace, bc: Barecat, report: VerifyReport) -> str:
     """Authenticate and decode a sealed archive's files as well, when the key is at hand;
     bad ones join the report. Returns what to add to the summary."""
+    if args.expect_digest and not bc.encrypted:
+        raise BarecatError(f"{bc.path} is not encrypted: it keeps no index digest to expect")
     if not bc.sealed:
         return ""
     if bc.encrypted and not (args.passphrase_file or os.environ.get(PASSPHRASE_ENV)):
+        if args.expect_digest:
+            raise BarecatError(
+                f"--expect-digest needs the passphrase (--passphrase-file or ${PASSPHRASE_ENV})"
+            )
         print(
             f"note: encrypted archive: only the checksums were verified; give the passphrase "
             f"(--passphrase-file or ${PASSPHRASE_ENV}) to authenticate every file too",
@@ -144,7 +184,44 @@ def _verify_seals(args: argparse.Namespace, bc: Barecat, report: VerifyReport) -
     with progress:
         for path, reason in bc.verify_seals(on_file):
             report.flag(path, reason)
-    return ", every file authenticated" if bc.encrypted else ", every file decodes"
+    if not bc.encrypted:
+        return ", every file decodes"
+    return ", every file authenticated" + _verify_digest(args, bc, report)
+
+
+def _verify_digest(args: argparse.Namespace, bc: Barecat, report: VerifyReport) -> str:
+    """Check the file rows against the index digest (and the one expected, if given)."""
+    problem, pin = bc.verify_index_digest()
+    if pin is None:
+        print(f"note: {bc.path} keeps no index digest: {_ADOPT}", file=sys.stderr)
+        return ""
+    if problem is not None:
+        report.index_problems.append(problem)
+    elif args.expect_digest and pin != args.expect_digest.strip().lower():
+        report.index_problems.append(
+            f"the index digest is {pin}, not {args.expect_digest}: the index changed since "
+            "that digest was taken (files added, removed or renamed, or rolled back)"
+        )
+    return f", index digest {pin}"
+
+
+def run_digest(args: argparse.Namespace) -> int:
+    with open_archive(args.archive, args, readonly=not args.reset) as bc:
+        if not bc.encrypted:
+            raise BarecatError(f"{bc.path} is not encrypted: it keeps no index digest")
+        if args.reset:
+            bc.reset_index_digest()
+        problem, pin = bc.verify_index_digest()
+    if pin is None:
+        raise BarecatError(f"{args.archive} keeps no index digest yet: {_ADOPT}")
+    if problem is not None:
+        print(f"{args.archive}: {problem}", file=sys.stderr)
+        return 1
+    print(pin)
+    return 0
+
+
+_ADOPT = "'barecat digest --reset' gives it one (encrypted before index digests existed)"
 
 
 def run_rekey(args: argparse.Namespace) -> int:
@@ -161,6 +238,8 @@ def run_rekey(args: argparse.Namespace) -> int:
 
 def run_repair(args: argparse.Namespace) -> int:
     with open_archive(args.archive, args, readonly=False) as bc:
+        if args.drop_bad:
+            bc.prepare_file_list_edit()
         progress, on_file = _progress(args, bc.num_files)
         with progress:
             result = repair(

@@ -18,6 +18,8 @@ import hashlib
 from typing import Any
 
 from barecat.coldcrate.errors import EncryptionError
+from barecat.exceptions import BarecatError
+from barecat.kdf import scrypt_key
 
 UNIT_SIZE = 1 << 24
 DEFAULT_KDF = (15, 8, 1)  # log2 N, r, p
@@ -37,17 +39,15 @@ def check_kdf(log2n: int, r: int, p: int) -> None:
 
 
 def chunk_key(passphrase: str | bytes, salt: bytes, log2n: int, r: int, p: int) -> bytes:
+    """The chunk key; costs above barecat's ceiling (``barecat.kdf``) are refused."""
     check_kdf(log2n, r, p)
     if not isinstance(passphrase, str | bytes | bytearray):
         raise EncryptionError("The passphrase must be str or bytes")
     secret = passphrase.encode("utf-8") if isinstance(passphrase, str) else bytes(passphrase)
-    n = 1 << log2n
     try:
-        return hashlib.scrypt(
-            secret, salt=salt, n=n, r=r, p=p, maxmem=256 * r * n + (1 << 20), dklen=32
-        )
-    except (ValueError, OverflowError, MemoryError) as e:
-        raise EncryptionError(f"Key derivation failed (bad KDF parameters): {e}") from None
+        return scrypt_key(secret, salt, 1 << log2n, r, p, "ColdCrate chunk header")
+    except (BarecatError, ValueError, OverflowError, MemoryError) as e:
+        raise EncryptionError(f"Key derivation refused: {e}") from None
 
 
 @functools.cache

@@ -15,6 +15,7 @@ import sqlite3
 import threading
 import urllib.parse
 import weakref
+from collections.abc import Callable
 from typing import Protocol
 
 
@@ -117,8 +118,18 @@ class ConnectionPool:
         self._conn: sqlite3.Connection | None = None
         self._by_thread: dict[int, sqlite3.Connection] = {}
         self._all: list[sqlite3.Connection] = []
+        self._setups: dict[str, Callable[[sqlite3.Connection], None]] = {}
         self._lock = threading.Lock()
         register_fork_aware(self)
+
+    def set_up_each(self, name: str, setup: Callable[[sqlite3.Connection], None]) -> None:
+        """Run ``setup`` on every connection, those open now and those opened later
+        (temporary triggers, SQL functions); replaces an earlier setup of that name."""
+        with self._lock:
+            self._setups[name] = setup
+            conns = list(self._all)
+        for conn in conns:
+            setup(conn)
 
     def get(self) -> sqlite3.Connection:
         if not self.threadsafe:
@@ -136,6 +147,9 @@ class ConnectionPool:
         conn = connect(self.path, self.readonly, self.immutable, self.threadsafe)
         with self._lock:
             self._all.append(conn)
+            setups = list(self._setups.values())
+        for setup in setups:
+            setup(conn)
         return conn
 
     def close(self) -> None:

@@ -33,7 +33,7 @@ from barecat.exceptions import (
     NotEnoughSpaceBarecatError,
     ReadOnlyBarecatError,
 )
-from barecat.index import bulk, deferred_stats, merging, query, treestats
+from barecat.index import bulk, deferred_stats, file_digest, merging, query, treestats
 from barecat.index.connection import open_savepoint, sqlite_uri
 from barecat.index.deferred_stats import DeferredStats
 from barecat.index.lookup_table import LookupTable
@@ -75,6 +75,8 @@ class Index(IndexReader):
     """Statistics owed for files added one by one (``add_file``), applied before the
     connection is used for anything else (see ``barecat.index.deferred_stats``)."""
     _adds_in_a_row = 0
+    file_digest_kept = False
+    """True once edits of file rows update the stored digest (``keep_file_digest``)."""
 
     @property
     def conn(self) -> sqlite3.Connection:
@@ -216,6 +218,13 @@ class Index(IndexReader):
             raise BarecatError("Only a sealed archive's sealing settings can be updated")
         with self.conn:
             write_config(self.conn, records)
+
+    def keep_file_digest(self, step: file_digest.Step | None) -> None:
+        """Keep the encrypted archive's digest of its file rows (``file_digest``) with
+        ``step`` on every connection of this index; None refuses the edits it covers."""
+        self._require_writable()
+        self._pool.set_up_each("file_digest", lambda conn: file_digest.install(conn, step))
+        self.file_digest_kept = step is not None
 
     @contextlib.contextmanager
     def attached_database(

@@ -33,7 +33,7 @@ from barecat.exceptions import (
     ReadOnlyBarecatError,
 )
 from barecat.glob import compile_glob
-from barecat.index import query
+from barecat.index import file_digest, query
 from barecat.index.connection import ConnectionPool, roll_back_crashed_transaction
 from barecat.index.lookup_table import LookupTable
 from barecat.index.schema import (
@@ -141,6 +141,14 @@ class IndexReader:
     def sealing_config(self) -> dict[str, ConfigValue]:
         """The ``sealing*`` config rows (empty for a plain archive)."""
         return read_config(self.conn, SEALING_KEY) if self.sealed else {}
+
+    def stored_file_digest(self) -> str | None:
+        """The digest of the file rows stored in the config (None: the archive has none)."""
+        return file_digest.stored(self.conn)
+
+    def file_digest_rows(self) -> Iterator[tuple[object, object, object, object]]:
+        """Every file row's columns the digest covers (path, size, crc32c, logical_size)."""
+        return file_digest.covered_rows(self.conn)
 
     def _configure(self, shard_size_limit: int | None) -> None:
         """Hook for the editable subclass; reading needs no configuration."""

@@ -35,6 +35,9 @@ from barecat.shards import Sharder
 
 ProgressCallback = Callable[[int, int], None]
 """Called with (files, bytes) done since the last call."""
+SealLike = Callable[[SealingSettings], None]
+"""Makes the empty plain target sealed like the source (the archive's ``seal_like``):
+for an encrypted source, with the passphrase the target's index digest needs."""
 
 MAX_RUN = 64 << 20
 """Largest run copied in one go: bounds the time between progress reports."""
@@ -69,6 +72,7 @@ def copy_files_from(
     link: bool = False,
     move: bool = False,
     on_progress: ProgressCallback | None = None,
+    seal_like: SealLike | None = None,
 ) -> CopyStats:
     """Add the source's files (``files``: only these paths) and directories (``dirs``:
     only these, plus every parent the files need) to the target, under ``prefix``.
@@ -77,10 +81,14 @@ def copy_files_from(
     ``skip_existing`` (then the target's entry is kept and counted as skipped). ``link``
     makes the target's new shards symlinks to the source's instead of copies; ``move``
     renames the source's shards into the target (the source is consumed: for temporary
-    part-archives, which are discarded whatever happens).
+    part-archives, which are discarded whatever happens). A sealed source's bytes need a
+    target sealed alike: an empty plain one becomes so (``seal_like``, or for a source that
+    is not encrypted, its config rows copied); an encrypted target that keeps an index
+    digest must have the key at hand (``Index.keep_file_digest``), since its digest
+    follows every file it takes.
     """
     _refuse_same_archive(index, src_index)
-    _match_sealing(index, src_index, prefix)
+    _match_sealing(index, src_index, prefix, seal_like)
     sharder.sync()  # merge_source commits what the caller wrote: its bytes go first
     start = (sharder.write_shard, sharder.write_offset)
     first_new_shard = sharder.num_shards
@@ -115,7 +123,9 @@ def copy_files_from(
     return stats
 
 
-def _match_sealing(index: Index, src_index: IndexReader, prefix: str) -> None:
+def _match_sealing(
+    index: Index, src_index: IndexReader, prefix: str, seal_like: SealLike | None
+) -> None:
     """Sealed bytes are copied as they are, so both archives must read them alike: an
     empty plain target becomes sealed like its source; otherwise the sealing must agree
     (``SealingSettings.can_take_bytes_from``)."""
@@ -128,11 +138,24 @@ def _match_sealing(index: Index, src_index: IndexReader, prefix: str) -> None:
                 f"{src_index.path}: its files are {kind}, and {index.path} is a plain archive "
                 "with files; copy them into a sealed archive or a new one"
             )
-        index.enable_sealing(source.to_config())
+        if seal_like is not None:
+            seal_like(source)
+        elif source.encrypted:
+            raise BarecatError(_NEEDS_KEY.format(index.path))
+        else:
+            index.enable_sealing(source.to_config())
         target = source
     why = None if target is None else target.can_take_bytes_from(source, prefix)
     if why is not None:
         raise BarecatError(f"Cannot copy {src_index.path} into {index.path}: {why}")
+    if index.stored_file_digest() is not None and not index.file_digest_kept:
+        raise BarecatError(_NEEDS_KEY.format(index.path))
+
+
+_NEEDS_KEY = (
+    "{}: taking encrypted files needs the passphrase, since an encrypted archive "
+    "authenticates its list of files (open the target with its passphrase)"
+)
 
 
 def sealing_settings(index: IndexReader) -> SealingSettings | None:

@@ -28,7 +28,7 @@ from barecat.exceptions import BarecatError, FileNotFoundBarecatError
 from barecat.glob import PathFilter
 from barecat.index import Index
 from barecat.layout import archive_exists, base_path, index_path, is_sqlite_file
-from barecat.ops.copy_files import CopyStats, ProgressCallback
+from barecat.ops.copy_files import CopyStats, ProgressCallback, SealLike
 from barecat.ops.subset import select_entries, subset_archive
 from barecat.paths import join, normalize
 from barecat.shards import Sharder
@@ -60,6 +60,7 @@ def merge_archives(
     path_filter: PathFilter | None = None,
     on_progress: ProgressCallback | None = None,
     on_input: Callable[[str, int], None] | None = None,
+    seal_like: SealLike | None = None,
 ) -> MergeResult:
     """Add every input archive's files to the output (``index``, ``sharder``).
 
@@ -67,6 +68,7 @@ def merge_archives(
     its own name (extension removed; after ``prefix``). ``pattern`` or ``path_filter``
     takes only some files of each input. ``on_input(path, num_files)`` is called before
     each input is merged. Stops at the first failing input; the ones before it stay.
+    ``seal_like`` is ``copy_files_from``'s.
     """
     prefix = normalize(prefix)
     result = MergeResult()
@@ -86,6 +88,7 @@ def merge_archives(
                 prefix=join(prefix, subdir_name(source)) if as_subdirs else prefix,
                 link=symlink,
                 on_progress=on_progress,
+                seal_like=seal_like,
             )
         finally:
             src_index.close()

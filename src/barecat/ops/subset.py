@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from barecat.glob import PathFilter
 from barecat.index import Index
 from barecat.index.reading import IndexReader
-from barecat.ops.copy_files import CopyStats, ProgressCallback, copy_files_from
+from barecat.ops.copy_files import CopyStats, ProgressCallback, SealLike, copy_files_from
 from barecat.paths import ancestors
 from barecat.shards import Sharder
 
@@ -67,6 +67,7 @@ def subset_archive(
     skip_existing: bool = False,
     prefix: str = "",
     link: bool = False,
+    seal_like: SealLike | None = None,
 ) -> CopyStats:
     """Copy the selected entries (None: all) of the source into the target archive (the
     keyword options are ``copy_files_from``'s)."""
@@ -81,4 +82,5 @@ def subset_archive(
         prefix=prefix,
         link=link,
         on_progress=on_progress,
+        seal_like=seal_like,
     )

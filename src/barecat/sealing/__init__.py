@@ -1,13 +1,8 @@
 """Per-file compression and authenticated encryption of stored bytes (no SQL, no paths
 beyond the text a caller binds a file to)."""
 
-from barecat.sealing.blocks import (
-    DEFAULT_BLOCK_SIZE,
-    SealedLayout,
-    Sealer,
-    read_layout,
-    train_dictionary,
-)
+from barecat.sealing.blocks import DEFAULT_BLOCK_SIZE, SealedLayout, Sealer, read_layout
+from barecat.sealing.compression import train_dictionary
 from barecat.sealing.keys import (
     KeyDerivation,
     WrongPassphraseBarecatError,

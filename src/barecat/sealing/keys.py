@@ -10,14 +10,15 @@ Python's hashlib; AES-GCM with the optional ``cryptography`` package.
 
 from __future__ import annotations
 
-import hashlib
 import os
 from dataclasses import dataclass
 
-from barecat.exceptions import BarecatError, WrongPassphraseBarecatError
+from barecat.exceptions import WrongPassphraseBarecatError
+from barecat.kdf import scrypt_key
 from barecat.sealing.blocks import aead_cipher
 
-_WRAP_AAD = b"barecat-data-key-v1"
+_WRAP_AAD = b"barecat-data-key-v2"
+_WRAP_AAD_BEFORE_DIGESTS = b"barecat-data-key-v1"
 _NONCE_SIZE = 12
 DEFAULT_SCRYPT_N = 1 << 15  # 32 MiB of memory with r=8; about 0.1 s here
 DEFAULT_SCRYPT_R = 8
@@ -38,13 +39,10 @@ class KeyDerivation:
         return cls(os.urandom(16))
 
     def derive(self, passphrase: str | bytes) -> bytes:
+        """The wrapping key for ``passphrase``; costs above barecat's ceiling (see
+        ``barecat.kdf``) are refused before deriving."""
         secret = passphrase.encode("utf-8") if isinstance(passphrase, str) else passphrase
-        if not secret:
-            raise BarecatError("An empty passphrase cannot protect an archive")
-        memory = 128 * self.r * (self.n + self.p + 2) + (1 << 20)
-        return hashlib.scrypt(
-            secret, salt=self.salt, n=self.n, r=self.r, p=self.p, maxmem=memory, dklen=32
-        )
+        return scrypt_key(secret, self.salt, self.n, self.r, self.p, "sealing settings")
 
 
 def new_data_key() -> bytes:
@@ -52,18 +50,29 @@ def new_data_key() -> bytes:
 
 
 def wrap_key(data_key: bytes, wrapping_key: bytes) -> bytes:
-    """``data_key`` encrypted under ``wrapping_key``: nonce, then ciphertext and tag."""
+    """``data_key`` encrypted under ``wrapping_key``: nonce, then ciphertext and tag. The
+    associated data says the archive keeps an index digest (``sealing/digest.py``), so
+    that promise cannot be taken back without the passphrase."""
     nonce = os.urandom(_NONCE_SIZE)
     return nonce + bytes(aead_cipher(wrapping_key).encrypt(nonce, data_key, _WRAP_AAD))
 
 
-def unwrap_key(wrapped: bytes, wrapping_key: bytes) -> bytes:
-    """The data key, or ``WrongPassphraseBarecatError`` if ``wrapping_key`` is not the one."""
+def unwrap_key(wrapped: bytes, wrapping_key: bytes) -> tuple[bytes, bool]:
+    """The data key, and whether the archive promises an index digest (False for keys
+    wrapped before digests existed).
+
+    Raises:
+        WrongPassphraseBarecatError: ``wrapping_key`` is not the one (a wrong passphrase,
+            or damaged key-derivation settings or wrapped key).
+    """
     aead = aead_cipher(wrapping_key)
-    try:
-        return bytes(aead.decrypt(wrapped[:_NONCE_SIZE], wrapped[_NONCE_SIZE:], _WRAP_AAD))
-    except Exception as e:  # InvalidTag
-        raise WrongPassphraseBarecatError("Wrong passphrase for this archive") from e
+    for aad, keeps_digest in ((_WRAP_AAD, True), (_WRAP_AAD_BEFORE_DIGESTS, False)):
+        try:
+            key = aead.decrypt(wrapped[:_NONCE_SIZE], wrapped[_NONCE_SIZE:], aad)
+        except Exception:  # InvalidTag
+            continue
+        return bytes(key), keeps_digest
+    raise WrongPassphraseBarecatError("Wrong passphrase for this archive")
 
 
 __all__ = [

@@ -4,14 +4,14 @@
 bytes, each block is authenticated (when encrypted) and decompressed when first touched,
 and the block last decoded is kept, so sequential small reads decode each block once.
 Knows nothing of shards: the caller passes a ``fetch(offset, size)`` over the stored
-bytes.
+bytes and the stored length.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from barecat.sealing.blocks import Sealer, layout_size_hint, read_layout
+from barecat.sealing.blocks import Sealer, layout_size_hint
 from barecat.streams import SeekableReader
 
 Fetch = Callable[[int, int], bytes]
@@ -20,16 +20,16 @@ Fetch = Callable[[int, int], bytes]
 class SealedFileReader(SeekableReader):
     """Read-only, seekable view of one sealed file (see the module doc)."""
 
-    def __init__(self, sealer: Sealer, path: str, fetch: Fetch) -> None:
+    def __init__(self, sealer: Sealer, path: str, fetch: Fetch, stored_size: int) -> None:
         super().__init__()
         self._sealer = sealer
         self._path = path
         self._fetch = fetch
         head = fetch(0, 32)
-        need = layout_size_hint(head)
-        if need > len(head):
+        need = layout_size_hint(head, path)
+        if need > len(head):  # (a table longer than the stored file comes back short)
             head += fetch(len(head), need - len(head))
-        self._layout = read_layout(head[:need], path)
+        self._layout = sealer.layout(head[:need], path, stored_size)
         self._bits = self._layout.block_size.bit_length() - 1
         self._cached: tuple[int, bytes] = (-1, b"")
         self.size = self._layout.logical_size

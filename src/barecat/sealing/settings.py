@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import os
 from dataclasses import dataclass, replace
 
-from barecat.exceptions import BarecatError
-from barecat.sealing.blocks import CODECS, DEFAULT_BLOCK_SIZE, dictionary_id
+from barecat.exceptions import BarecatError, BarecatIntegrityError
+from barecat.sealing.blocks import DEFAULT_BLOCK_SIZE
+from barecat.sealing.compression import CODECS, dictionary_id
 from barecat.sealing.keys import KeyDerivation, new_data_key, unwrap_key, wrap_key
 
 ConfigValue = str | int
@@ -75,11 +77,22 @@ class SealingSettings:
             key_id=self.key_id if key_id is None else key_id,
         )
 
-    def unlock(self, passphrase: str | bytes) -> bytes:
-        """The data key; ``WrongPassphraseBarecatError`` for a wrong passphrase."""
+    def unlock(self, passphrase: str | bytes) -> tuple[bytes, bool]:
+        """The data key, and whether the archive promises an index digest.
+
+        Raises:
+            WrongPassphraseBarecatError: a wrong passphrase.
+            KeyDerivationCostBarecatError: key-derivation costs above the ceiling.
+        """
         if self.key_derivation is None:
             raise BarecatError("This archive is not encrypted: it has no passphrase")
         return unwrap_key(self.wrapped_key, self.key_derivation.derive(passphrase))
+
+    def binding(self) -> bytes:
+        """The choices an encrypted archive's index digest is bound to: the key id, the
+        default compression and block size, and the dictionary's SHA-256."""
+        dictionary = hashlib.sha256(self.dictionary).hexdigest() if self.dictionary else ""
+        return repr((self.key_id, self.codec, self.level, self.block_size, dictionary)).encode()
 
     def to_config(self) -> dict[str, ConfigValue]:
         records: dict[str, ConfigValue] = {
@@ -91,6 +104,7 @@ class SealingSettings:
             records.update(
                 sealing_zstd_dictionary=base64.b64encode(self.dictionary).decode("ascii"),
                 sealing_zstd_dictionary_id=dictionary_id(self.dictionary),
+                sealing_zstd_dictionary_sha256=hashlib.sha256(self.dictionary).hexdigest(),
             )
         if self.key_derivation is not None:
             kd = self.key_derivation
@@ -121,17 +135,25 @@ class SealingSettings:
                     int(records["sealing_kdf_r"]),
                     int(records["sealing_kdf_p"]),
                 )
-            return cls(
+            dictionary = base64.b64decode(str(records.get("sealing_zstd_dictionary", "")))
+            settings = cls(
                 str(records["sealing_codec"]),
                 int(records["sealing_level"]),
                 int(records["sealing_block_size"]),
                 derivation,
                 bytes.fromhex(str(records.get("sealing_wrapped_key", ""))),
                 str(records.get("sealing_key_id", "")),
-                base64.b64decode(str(records.get("sealing_zstd_dictionary", ""))),
+                dictionary,
             )
-        except (KeyError, ValueError, binascii.Error) as e:
+        except (KeyError, ValueError, TypeError, binascii.Error) as e:
             raise BarecatError(f"Damaged sealing settings in the archive's config: {e}") from e
+        stated = records.get("sealing_zstd_dictionary_sha256")
+        if stated is not None and stated != hashlib.sha256(dictionary).hexdigest():
+            raise BarecatIntegrityError(
+                "The archive's compression dictionary is damaged (its SHA-256 differs from "
+                "the one recorded): files compressed with it cannot be read"
+            )
+        return settings
 
     def can_take_bytes_from(self, source: SealingSettings | None, prefix: str) -> str | None:
         """Why sealed bytes of an archive sealed with ``source`` (None: plain) cannot be

@@ -1,0 +1,74 @@
+"""scrypt with its costs under a ceiling, for costs read from files nobody vouches for.
+
+Encrypted archives and ColdCrate chunks store scrypt's salt and cost parameters beside
+the data, so a file fully describes how to derive its key. Those numbers are read before
+anything is authenticated: a flipped byte, or a hostile file, could ask for minutes of
+work or gigabytes of memory at open. Every derivation goes through :func:`scrypt_key`,
+which refuses costs above :data:`MAX_MEMORY` bytes (``128 * r * n``) or :data:`MAX_WORK`
+(``n * r * p``, 64 times the default) before deriving anything. Imports only
+``exceptions``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from barecat.exceptions import BarecatError, KeyDerivationCostBarecatError
+
+MAX_MEMORY = 1 << 30
+"""The most memory scrypt may use: 1 GiB (N=2^20 with r=8)."""
+MAX_WORK = 1 << 24
+"""The most work, ``N * r * p``: 64 times the default N=2^15, r=8, p=1 (about 6 s here)."""
+
+
+def check_scrypt_costs(n: int, r: int, p: int, where: str = "") -> None:
+    """Refuse scrypt costs that make no sense or exceed the ceiling.
+
+    Args:
+        n: the CPU/memory cost, a power of two greater than 1.
+        r: the block size, at least 1.
+        p: the parallelism, at least 1.
+        where: what the costs were read from, for the message.
+
+    Raises:
+        KeyDerivationCostBarecatError: a cost out of range or above the ceiling.
+    """
+    source = f"{where}: " if where else ""
+    if not all(isinstance(v, int) and v >= 1 for v in (n, r, p)) or n < 2 or n & (n - 1):
+        raise KeyDerivationCostBarecatError(
+            f"{source}invalid scrypt costs N={n}, r={r}, p={p} (damaged key-derivation settings)"
+        )
+    if 128 * r * n > MAX_MEMORY or n * r * p > MAX_WORK:
+        raise KeyDerivationCostBarecatError(
+            f"{source}scrypt costs N={n}, r={r}, p={p} need {128 * r * n >> 20} MiB and "
+            f"{n * r * p / (1 << 18):.0f}x the default work; barecat derives keys with at most "
+            f"{MAX_MEMORY >> 20} MiB and {MAX_WORK >> 18}x (the file is damaged or hostile)"
+        )
+
+
+def scrypt_key(secret: bytes, salt: bytes, n: int, r: int, p: int, where: str = "") -> bytes:
+    """A 32-byte key from ``secret`` with scrypt, after :func:`check_scrypt_costs`.
+
+    Args:
+        secret: the passphrase's bytes (not empty).
+        salt: the salt stored beside the costs.
+        n: scrypt's N.
+        r: scrypt's r.
+        p: scrypt's p.
+        where: what the costs were read from, for messages.
+
+    Returns:
+        The derived key.
+
+    Raises:
+        KeyDerivationCostBarecatError: costs out of range or above the ceiling.
+        BarecatError: an empty secret.
+    """
+    if not secret:
+        raise BarecatError("An empty passphrase cannot protect an archive")
+    check_scrypt_costs(n, r, p, where)
+    memory = 128 * r * (n + p + 2) + (1 << 20)
+    return hashlib.scrypt(secret, salt=salt, n=n, r=r, p=p, maxmem=memory, dklen=32)
+
+
+__all__ = ["MAX_MEMORY", "MAX_WORK", "check_scrypt_costs", "scrypt_key"]
