@@ -32,8 +32,7 @@ from __future__ import annotations
 import hashlib
 import os
 import struct
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from barecat.exceptions import BarecatError, BarecatIntegrityError
 from barecat.sealing.compression import (
@@ -48,7 +47,9 @@ from barecat.sealing.compression import (
 VERSION = 2
 """The version new files are sealed with. Version 1 (before the header and table were
 bound into the associated data) is still read."""
+_READABLE = (1, VERSION)
 _HEADER = struct.Struct("<BBBBIQ")
+_WORD = struct.Struct("<I")
 _NONCE_SIZE = 12
 _TAG_SIZE = 16
 _COMPRESSED = 1 << 31
@@ -59,8 +60,7 @@ DEFAULT_BLOCK_SIZE = 256 << 10
 MIN_BLOCK_BITS, MAX_BLOCK_BITS = 12, 24  # 4 KiB .. 16 MiB
 
 
-@dataclass(frozen=True, slots=True)
-class SealedLayout:
+class SealedLayout(NamedTuple):
     """Where a sealed file's blocks are, read from its header and table (checked)."""
 
     encrypted: bool
@@ -184,7 +184,7 @@ class Sealer:
         Raises:
             BarecatIntegrityError: the bytes are damaged, tampered with or not the file's.
         """
-        layout = self.layout(sealed[: layout_size_hint(sealed, path)], path, len(sealed))
+        layout = self.layout(sealed, path, len(sealed))
         if len(layout.blocks) == 1:  # small files: no join
             start, length, _ = layout.blocks[0]
             return self.open_block(path, layout, 0, sealed[start : start + length])
@@ -298,7 +298,7 @@ def read_layout(head: bytes, path: str = "", stored_size: int | None = None) -> 
     """Parse and check the header and table of a sealed file.
 
     Args:
-        head: at least the file's first ``layout_size_hint`` bytes.
+        head: at least the file's first ``layout_size_hint`` bytes (more is fine).
         path: the file's path, for messages.
         stored_size: the sealed file's whole length when known: the blocks must fill it.
 
@@ -308,36 +308,46 @@ def read_layout(head: bytes, path: str = "", stored_size: int | None = None) -> 
     Raises:
         BarecatIntegrityError: anything malformed.
     """
-    need = layout_size_hint(head, path)
+    if len(head) < _HEADER.size:
+        raise BarecatIntegrityError(f"{path}: sealed file shorter than its header")
     version, flags, codec, bits, count, logical = _HEADER.unpack_from(head)
-    if version not in (1, VERSION) or codec not in KNOWN_CODECS or flags & ~_ENCRYPTED:
+    if version not in _READABLE or codec not in KNOWN_CODECS or flags & ~_ENCRYPTED:
         raise BarecatIntegrityError(f"{path}: not a sealed file of a known version")
     if not MIN_BLOCK_BITS <= bits <= MAX_BLOCK_BITS or count != max(1, -(-logical >> bits)):
         raise BarecatIntegrityError(f"{path}: damaged sealed-file header")
-    if len(head) < need or (stored_size is not None and stored_size < need):
-        raise BarecatIntegrityError(f"{path}: sealed file shorter than its block table")
     encrypted = bool(flags & _ENCRYPTED)
+    pos = _HEADER.size + (_NONCE_SIZE if encrypted else 0)
+    offset = pos + 4 * count
+    if len(head) < offset or (stored_size is not None and stored_size < offset):
+        raise BarecatIntegrityError(f"{path}: sealed file shorter than its block table")
     tag = _TAG_SIZE if encrypted else 0
-    nonce = head[_HEADER.size : _HEADER.size + _NONCE_SIZE] if encrypted else b""
     block_size = 1 << bits
-    offset = need
+    last = count - 1
+    words = (
+        _WORD.unpack_from(head, pos) if count == 1 else struct.unpack_from(f"<{count}I", head, pos)
+    )
     blocks = []
-    words = struct.unpack_from(f"<{count}I", head, _HEADER.size + len(nonce))
     for i, word in enumerate(words):
-        size, compressed = word & ~_COMPRESSED, bool(word & _COMPRESSED)
-        expected = min(block_size, logical - i * block_size)
+        size = word & ~_COMPRESSED
+        expected = block_size if i < last else logical - last * block_size
         # a raw block is exactly its bytes (and tag); a compressed one only ever shrank
-        possible = tag < size < expected + tag if compressed else size == expected + tag
-        if not possible or (compressed and codec == CODECS["none"]):
+        if word & _COMPRESSED:
+            if not tag < size < expected + tag or codec == CODECS["none"]:
+                raise BarecatIntegrityError(f"{path}: block {i} has an impossible stored length")
+            blocks.append((offset, size, True))
+        elif size == expected + tag:
+            blocks.append((offset, size, False))
+        else:
             raise BarecatIntegrityError(f"{path}: block {i} has an impossible stored length")
-        blocks.append((offset, size, compressed))
         offset += size
     if stored_size is not None and offset != stored_size:
         raise BarecatIntegrityError(
             f"{path}: sealed file of {stored_size} bytes whose blocks say {offset}"
         )
-    header = bytes(head[: _HEADER.size])
-    return SealedLayout(encrypted, codec, block_size, logical, nonce, tuple(blocks), header)
+    nonce = head[_HEADER.size : pos]
+    return SealedLayout(
+        encrypted, codec, block_size, logical, nonce, tuple(blocks), head[: _HEADER.size]
+    )
 
 
 def _path_bytes(path: str) -> bytes:
@@ -352,6 +362,8 @@ def _associated_data_v1(path: str, block: int, count: int, logical_size: int) ->
 
 
 def _block_nonce(base: bytes, block: int) -> bytes:
+    if not block:
+        return base
     counter = (int.from_bytes(base[8:], "little") + block) & 0xFFFFFFFF
     return base[:8] + counter.to_bytes(4, "little")
 
