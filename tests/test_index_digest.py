@@ -5,6 +5,7 @@ made with the key keeps it; a pinned digest catches a whole index rolled back.""
 from __future__ import annotations
 
 import os
+import pickle
 import shutil
 import sqlite3
 from pathlib import Path
@@ -81,6 +82,10 @@ def test_a_removed_row_or_digest_fails_when_the_key_is_first_used(tmp_path: Path
         with pytest.raises(BarecatIntegrityError, match=r"^a/1: not read.*counts 3 files"):
             bc["a/1"]
         assert sorted(bc) == ["a/1", "a/2"]  # listing needs no trust in contents
+        worker = pickle.loads(pickle.dumps(bc))  # as DataLoader workers get it
+        with pytest.raises(BarecatIntegrityError, match="counts 3 files"):
+            worker["a/2"]
+        worker.close()
     for tamper in (
         f"DELETE FROM config WHERE key = '{DIGEST_KEY}'",
         "UPDATE config SET value_int = 19 WHERE key = 'sealing_level'",  # bound to it

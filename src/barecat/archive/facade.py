@@ -277,6 +277,7 @@ class Barecat(
             "threadsafe": self.threadsafe,
             "readonly_is_immutable": self._readonly_is_immutable,
             "data_key": None if self._sealing is None else self._sealing.unlocked_key,
+            "keeps_digest": self._sealing is not None and self._sealing.keeps_digest,
             **self._remote_state(),
         }
 
@@ -289,9 +290,10 @@ class Barecat(
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         data_key = state.pop("data_key", None)
+        keeps_digest = state.pop("keeps_digest", False)
         self.__init__(readonly=True, **state)  # type: ignore[misc]
         if self._sealing is not None and data_key is not None:
-            self._sealing.unlocked_key = data_key
+            self._sealing.use_key(data_key, keeps_digest)
 
     def _require_writable(self) -> None:
         if self.readonly:

@@ -56,13 +56,15 @@ class ArchiveSealing:
         if level is None:
             level = settings.level if self._codec == settings.codec else DEFAULT_LEVELS[self._codec]
         self._level = level
-        self.unlocked_key = data_key
+        self.unlocked_key: bytes | None = None
         """The data key once known (None before the passphrase was needed)."""
+        self.keeps_digest = False
+        """Whether the archive keeps an index digest (known with the key)."""
         self._sealers: dict[bool, Sealer] = {}
         self.digest = DigestKeeper(index, settings, where) if settings.encrypted else None
         """The index digest of an encrypted archive (``index_digest.py``)."""
-        if data_key is not None and self.digest is not None:  # a new archive
-            self.digest.unlocked(data_key, keeps_digest)
+        if data_key is not None:  # a new archive, or a reader in a worker process
+            self.use_key(data_key, keeps_digest)
         elif settings.encrypted and isinstance(passphrase, str | bytes):
             self.data_key()  # a wrong passphrase fails at open
 
@@ -80,11 +82,16 @@ class ArchiveSealing:
         if not self.settings.encrypted:
             return None
         if self.unlocked_key is None:
-            key, keeps_digest = self.settings.unlock(self._supplied_passphrase())
-            if self.digest is not None:
-                self.digest.unlocked(key, keeps_digest)
-            self.unlocked_key = key
+            self.use_key(*self.settings.unlock(self._supplied_passphrase()))
         return self.unlocked_key
+
+    def use_key(self, data_key: bytes, keeps_digest: bool) -> None:
+        """Take the data key (unwrapped here, or by the process this reader was pickled
+        in), checking the index digest if the archive keeps one."""
+        if self.digest is not None:
+            self.digest.unlocked(data_key, keeps_digest)
+        self.keeps_digest = keeps_digest
+        self.unlocked_key = data_key
 
     def before_file_list_edit(self) -> None:
         """Get the key before an edit that the index digest follows (a writer without it
