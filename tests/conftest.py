@@ -60,6 +60,17 @@ def make_archive(tmp_path: os.PathLike[str]) -> Callable[..., str]:
 
 Run = Callable[..., tuple[int, str, str]]
 
+PASSPHRASE = "sealed test passphrase"
+"""The passphrase of the encrypted archives tests make (``pw_file`` holds it)."""
+
+
+@pytest.fixture
+def pw_file(tmp_path: Path) -> str:
+    """A ``--passphrase-file`` holding :data:`PASSPHRASE`."""
+    path = tmp_path / "pw.txt"
+    path.write_text(PASSPHRASE + "\n")
+    return str(path)
+
 
 @pytest.fixture
 def run(capfdbinary: pytest.CaptureFixture[bytes]) -> Run:

@@ -17,17 +17,8 @@ import crc32c
 import pytest
 
 import barecat
-from conftest import Run, make_numbered_tree, make_tree
+from conftest import PASSPHRASE, Run, make_numbered_tree, make_tree
 from test_cli import BIN, tree_state
-
-PASSPHRASE = "sealed test passphrase"
-
-
-@pytest.fixture
-def pw_file(tmp_path: Path) -> str:
-    path = tmp_path / "pw.txt"
-    path.write_text(PASSPHRASE + "\n")
-    return str(path)
 
 
 @pytest.fixture

@@ -15,16 +15,8 @@ import pytest
 import barecat
 from barecat.exceptions import BarecatError, BarecatIntegrityError
 from barecat.index.file_digest import DIGEST_KEY, REFUSAL
+from conftest import PASSPHRASE as PW
 from conftest import Run
-
-PW = "correct horse"
-
-
-@pytest.fixture
-def pw_file(tmp_path: Path) -> str:
-    path = tmp_path / "pw.txt"
-    path.write_text(PW + "\n")
-    return str(path)
 
 
 def make_encrypted(tmp_path: Path, files: dict[str, bytes] | None = None) -> str:

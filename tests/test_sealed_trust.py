@@ -28,7 +28,7 @@ from barecat.kdf import MAX_MEMORY, MAX_WORK, check_scrypt_costs
 from barecat.sealing import Sealer
 from barecat.sealing.blocks import layout_size_hint
 from barecat.sealing.reader import SealedFileReader
-from conftest import Run
+from conftest import PASSPHRASE, Run
 from fuzzing import fuzz_settings
 
 KEY = bytes(range(32))
@@ -39,7 +39,7 @@ FORGED = b"attacker's text"
 
 def encrypted_archive(tmp_path: Path) -> str:
     path = str(tmp_path / "private.barecat")
-    with barecat.Barecat(path, readonly=False, passphrase="pw") as bc:
+    with barecat.Barecat(path, readonly=False, passphrase=PASSPHRASE) as bc:
         bc["doc.txt"] = SECRET
         bc["other.txt"] = b"another file"
     return path
@@ -84,11 +84,11 @@ def forgeries(tmp_path: Path) -> dict[str, bytes]:
 
 @pytest.mark.parametrize("kind", ["zstd", "none", "spliced"])
 def test_a_plain_blob_in_an_encrypted_archive_is_an_integrity_error(
-    tmp_path: Path, run: Run, kind: str
+    tmp_path: Path, run: Run, pw_file: str, kind: str
 ) -> None:
     archive = encrypted_archive(tmp_path)
     point_row_at(archive, "doc.txt", forgeries(tmp_path)[kind], len(FORGED))
-    with barecat.Barecat(archive, passphrase="pw") as bc:
+    with barecat.Barecat(archive, passphrase=PASSPHRASE) as bc:
         for read in (
             lambda: bc["doc.txt"],
             lambda: bc.read("doc.txt"),
@@ -100,11 +100,9 @@ def test_a_plain_blob_in_an_encrypted_archive_is_an_integrity_error(
                 read()
         assert bc["other.txt"] == b"another file"
         assert [p for p, _ in bc.verify_seals()] == ["doc.txt"]
-    pw = tmp_path / "pw.txt"
-    pw.write_text("pw\n")
-    code, out, err = run("cat", "--passphrase-file", str(pw), archive, "doc.txt")
+    code, out, err = run("cat", "--passphrase-file", pw_file, archive, "doc.txt")
     assert code == 1 and "attacker" not in out and "doc.txt: not encrypted" in err
-    code, out, err = run("verify", "--passphrase-file", str(pw), archive)
+    code, out, err = run("verify", "--passphrase-file", pw_file, archive)
     assert code == 1 and "doc.txt: not encrypted" in err and "authenticated" not in out
 
 
@@ -114,7 +112,7 @@ def test_the_server_refuses_a_plain_blob_in_an_encrypted_archive(tmp_path: Path)
     archive = encrypted_archive(tmp_path)
     point_row_at(archive, "doc.txt", forgeries(tmp_path)["zstd"], len(FORGED))
     with (
-        serving(archive, env={"BARECAT_PASSPHRASE": "pw"}) as (url, _),
+        serving(archive, env={"BARECAT_PASSPHRASE": PASSPHRASE}) as (url, _),
         httpx.Client(base_url=url) as http,
     ):
         answer = http.get("/a/private/files/doc.txt")
@@ -130,7 +128,7 @@ def test_a_mount_refuses_a_plain_blob_in_an_encrypted_archive(tmp_path: Path) ->
     archive = encrypted_archive(tmp_path)
     point_row_at(archive, "doc.txt", forgeries(tmp_path)["zstd"], len(FORGED))
     mnt = tmp_path / "mnt"
-    with test_mount.served(archive, mnt, env={"BARECAT_PASSPHRASE": "pw"}):
+    with test_mount.served(archive, mnt, env={"BARECAT_PASSPHRASE": PASSPHRASE}):
         with pytest.raises(OSError) as e:
             (mnt / "doc.txt").read_bytes()
         assert e.value.errno == 5  # EIO
@@ -277,17 +275,15 @@ def test_scrypt_costs_are_checked_before_deriving() -> None:
             check_scrypt_costs(n, r, p)
 
 
-def test_a_raised_scrypt_cost_in_a_sealed_archive_is_refused(tmp_path: Path, run: Run) -> None:
+def test_a_raised_scrypt_cost_in_a_sealed_archive_is_refused(
+    tmp_path: Path, run: Run, pw_file: str
+) -> None:
     archive = encrypted_archive(tmp_path)
     with sqlite3.connect(archive) as conn:
         conn.execute("UPDATE config SET value_int = 1000000 WHERE key = 'sealing_kdf_p'")
     with pytest.raises(KeyDerivationCostBarecatError, match="sealing settings: scrypt costs"):
-        barecat.Barecat(archive, passphrase="pw")
-    os.environ["BARECAT_PASSPHRASE"] = "pw"
-    try:
-        code, out, err = run("cat", archive, "doc.txt")
-    finally:
-        del os.environ["BARECAT_PASSPHRASE"]
+        barecat.Barecat(archive, passphrase=PASSPHRASE)
+    code, out, err = run("cat", "--passphrase-file", pw_file, archive, "doc.txt")
     assert code == 1 and out == "" and "scrypt costs" in err and len(err.splitlines()) == 1
     code, out, _ = run("ls", archive)  # listing needs no key, so no derivation
     assert code == 0 and "doc.txt" in out
