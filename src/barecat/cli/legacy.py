@@ -17,7 +17,7 @@ from barecat.cli.parsing import size
 from barecat.cli.reports import run_index_to_csv, run_to_ncdu_json
 from barecat.cli.running import run_legacy
 from barecat.cli.sealing import open_archive
-from barecat.cli.terminal import error
+from barecat.cli.terminal import error, failure_line
 from barecat.transfer import (
     DEFAULT_WORKERS,
     copy_file_to,
@@ -49,7 +49,7 @@ def _store(args: argparse.Namespace, paths: list[str], base: str | None) -> int:
     ) as bc:
         result = ingest(bc, plan, workers=args.workers)
     for path, exc in result.failures:
-        error(f"{path}: {exc}")
+        error(failure_line(path, exc))
     return 1 if result.failures else 0
 
 

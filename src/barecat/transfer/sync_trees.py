@@ -24,9 +24,10 @@ import crc32c as _crc32c
 from barecat.archive import Barecat
 from barecat.entries import BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo
 from barecat.glob import PathFilter
+from barecat.paths import is_utf8
 from barecat.transfer.extraction import DirectoryWriter
 from barecat.transfer.ingest import STREAM_THRESHOLD, ingest
-from barecat.transfer.sources import IngestPlan, Source
+from barecat.transfer.sources import IngestPlan, Source, not_utf8_error
 from barecat.transfer.sync_plan import Action, Entry, Kind, Listing, Op
 
 OnDone = Callable[[Action, int], None]
@@ -89,10 +90,22 @@ def _local_entry(path: str, st: os.stat_result) -> Entry | None:
 
 
 def list_local(
-    path: str, rel: str, path_filter: PathFilter | None, *, follow_root: bool = False
+    path: str,
+    rel: str,
+    path_filter: PathFilter | None,
+    *,
+    follow_root: bool = False,
+    bad_names: list[tuple[str, Exception]] | None = None,
 ) -> Listing:
-    """The entry at ``path`` (named ``rel``) and, for a directory, everything below it."""
+    """The entry at ``path`` (named ``rel``) and, for a directory, everything below it.
+
+    With ``bad_names`` (a source, whose names become archive paths), an entry whose name
+    is not UTF-8 is left out (a directory with all it holds) and recorded there.
+    """
     listing: Listing = {}
+    if bad_names is not None and not is_utf8(rel):
+        bad_names.append((path, not_utf8_error(path)))
+        return listing
     try:
         st = os.stat(path) if follow_root else os.lstat(path)
     except FileNotFoundError:
@@ -107,6 +120,9 @@ def list_local(
         with os.scandir(directory) as it:
             children = sorted(it, key=lambda e: e.name)
         for child in children:
+            if bad_names is not None and not is_utf8(child.name):
+                bad_names.append((child.path, not_utf8_error(child.path)))
+                continue
             entry = _local_entry(child.path, child.stat(follow_symlinks=False))
             name = _join(base, child.name)
             if entry is None or not _keep(path_filter, name, entry.kind is Kind.DIR):
