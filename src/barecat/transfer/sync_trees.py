@@ -25,7 +25,7 @@ from barecat.archive import Barecat
 from barecat.entries import BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo
 from barecat.glob import PathFilter
 from barecat.paths import is_utf8
-from barecat.transfer.extraction import DirectoryWriter
+from barecat.transfer.extraction import DirectoryWriter, outside_link_error
 from barecat.transfer.ingest import STREAM_THRESHOLD, ingest
 from barecat.transfer.sources import IngestPlan, Source, not_utf8_error
 from barecat.transfer.sync_plan import Action, Entry, Kind, Listing, Op
@@ -358,6 +358,10 @@ class DirectoryDestination:
                 self.result.failures.append((item.action.path, e))
         for writer in self.writers.values():
             self.result.failures.extend(writer.result.failures)
+            self.result.failures.extend(
+                (path, outside_link_error(path, target, self.root))
+                for path, target in writer.result.outside_links
+            )
         return self.result
 
     @staticmethod
@@ -382,10 +386,8 @@ class DirectoryDestination:
         else:
             writer.ensure_dir(os.path.dirname(dest))
             if action.entry.kind is Kind.LINK:
-                before = len(writer.result.failures)
-                writer.make_link(info, dest)  # type: ignore[arg-type]
-                if len(writer.result.failures) > before:
-                    return
+                if not writer.make_link(info, dest):  # type: ignore[arg-type]
+                    return  # points outside: refused
             else:
                 if action.op is Op.UPDATE and os.path.lexists(dest):
                     os.unlink(dest)  # a read-only file is replaced, as rsync does
