@@ -112,6 +112,14 @@ def test_damage_names_the_file_on_every_read_path(run: Run, damaged) -> None:  #
     assert code == 1 and err.startswith("barecat cat: d/sub/bad_big: CRC32C mismatch")
 
 
+def test_shell_get_of_a_damaged_file_leaves_no_file(run: Run, tmp_path: Path, damaged) -> None:  # type: ignore[no-untyped-def]
+    ar, _ = damaged
+    local = tmp_path / "local"
+    code, _, err = run("shell", ar, "-c", f"lcd {tmp_path}; get d/sub/bad_small {local}")
+    assert code == 1 and "d/sub/bad_small: CRC32C mismatch" in err
+    assert not os.path.lexists(local)
+
+
 def test_extract_goes_on_past_names_the_file_system_refuses(run: Run, tmp_path: Path) -> None:
     long_dir, long_file = "d/" + "L" * 256, "d/" + "M" * 300  # over NAME_MAX (255 bytes)
     ar = str(tmp_path / "names.barecat")
