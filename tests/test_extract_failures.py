@@ -37,6 +37,10 @@ def damage(archive: str, path: str, at: int = 0) -> None:
         shard.write(bytes([byte[0] ^ 0xFF]))
 
 
+def files_below(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+
+
 def mode_of(path: Path) -> int:
     return stat.S_IMODE(os.lstat(path).st_mode)
 
@@ -118,6 +122,22 @@ def test_shell_get_of_a_damaged_file_leaves_no_file(run: Run, tmp_path: Path, da
     code, _, err = run("shell", ar, "-c", f"lcd {tmp_path}; get d/sub/bad_small {local}")
     assert code == 1 and "d/sub/bad_small: CRC32C mismatch" in err
     assert not os.path.lexists(local)
+
+
+def test_rsync_out_of_an_archive_goes_on_past_damaged_files(
+    run: Run, tmp_path: Path, damaged
+) -> None:  # type: ignore[no-untyped-def]
+    ar, files = damaged
+    out = tmp_path / "synced"
+    code, _, err = run("rsync", f"{ar}:d", str(out))
+    assert code == 1
+    assert sorted(line.split(": ")[1] for line in err.splitlines()) == [
+        "d/sub/bad_big",
+        "d/sub/bad_small",
+    ]
+    assert "CRC32C mismatch" in err
+    assert files_below(out) == files
+    assert mode_of(out / "d") == 0o750
 
 
 def test_extract_goes_on_past_names_the_file_system_refuses(run: Run, tmp_path: Path) -> None:

@@ -23,6 +23,7 @@ import crc32c as _crc32c
 
 from barecat.archive import Barecat
 from barecat.entries import BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo
+from barecat.exceptions import BarecatError
 from barecat.glob import PathFilter
 from barecat.paths import is_utf8
 from barecat.transfer.extraction import DirectoryWriter, outside_link_error
@@ -354,7 +355,7 @@ class DirectoryDestination:
         for item in sorted(plan, key=lambda i: order.get(i.action.op, self._is_link(i))):
             try:
                 self.apply_one(item)
-            except OSError as e:
+            except (OSError, BarecatError) as e:  # e.g. a damaged file: the rest goes on
                 self.result.failures.append((item.action.path, e))
         for writer in self.writers.values():
             self.result.failures.extend(writer.result.failures)
