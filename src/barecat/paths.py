@@ -2,8 +2,15 @@
 
 Archive paths are POSIX-style, relative, without leading or trailing slashes; the root
 directory is the empty string. This module owns the single definition of a valid path,
-so every entry point rejects ``..`` escapes and NUL bytes the same way. It imports only
-``exceptions``.
+so every entry point rejects ``..`` escapes, NUL bytes and names that are not UTF-8 the
+same way. It imports only ``exceptions``.
+
+Names that are not UTF-8 are legal on Linux; ``os.fsdecode`` turns each byte that is not
+part of UTF-8 into a lone surrogate (U+DC80-U+DCFF). SQLite TEXT cannot hold such a string
+through Python's driver, and a path stored as invalid UTF-8 bytes would make every query
+of the reference (barecat 0.3.1) that reads it fail, so no representation is both lossless
+and readable by it: such names are refused here, and :func:`shown` renders them for
+messages with the bytes escaped (``bad\\xff.txt``).
 """
 
 from __future__ import annotations
@@ -14,16 +21,19 @@ import re
 from barecat.exceptions import InvalidPathBarecatError
 
 # Anything that might need normalizing or refusing: empty components, '.'/'..' components,
-# leading or trailing '/', NUL. Paths without these are already canonical.
+# leading or trailing '/', NUL. Paths without these (and without lone surrogates, see
+# is_utf8) are already canonical.
 _NEEDS_WORK = re.compile(r"//|^/|/$|\x00|(?:^|/)\.\.?(?:/|$)")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def normalize(path: str) -> str:
     """Return the canonical archive form of ``path`` ('' for the root).
 
     Accepts what users type ('/a//b/', './a', 'a/./b', 'a/b/../c') the way the reference
-    does, but refuses what cannot be stored safely: NUL bytes and '..' leaving the root,
-    which the reference silently stores as a literal '..' directory.
+    does, but refuses what cannot be stored safely: NUL bytes, '..' leaving the root, which
+    the reference silently stores as a literal '..' directory, and names that are not
+    UTF-8 (see the module doc).
     """
     if path.__class__ is not str:
         path = _coerce(path)
@@ -34,10 +44,13 @@ def normalize(path: str) -> str:
         and "//" not in path
         and "\x00" not in path
         and ((path[0] != "." and "/." not in path) or _NEEDS_WORK.search(path) is None)
+        and (path.isascii() or is_utf8(path))
     ):
         return path
     if "\x00" in path:
         raise InvalidPathBarecatError(f"Path contains a NUL byte: {path!r}")
+    if not is_utf8(path):
+        raise InvalidPathBarecatError(f"Path is not valid UTF-8: '{shown(path)}'")
     norm = posixpath.normpath("/" + path)  # anchoring at '/' makes '..' clamp, so detect it
     if _climbs_above_root(path):
         raise InvalidPathBarecatError(f"Path escapes the archive root: {path!r}")
@@ -63,9 +76,49 @@ def normalize_many(paths: list[str]) -> list[str]:
         or "/\n" in joined
         or "\x00" in joined
         or (("/." in joined or "\n." in joined) and _NEEDS_WORK_ANY_LINE.search(joined))
+        or not is_utf8(joined)
     ):
         return [normalize(p) for p in paths]
     return paths
+
+
+def is_utf8(name: str) -> bool:
+    """True if ``name`` can be stored as UTF-8 text: it holds no lone surrogate, which is
+    what ``os.fsdecode`` makes of a name's bytes that are not UTF-8.
+
+    Args:
+        name: a path or a file name, as ``os`` functions return it.
+
+    Returns:
+        False if the name cannot be an archive path.
+    """
+    if name.isascii():
+        return True
+    try:
+        name.encode("utf-8")  # faster than a search for the surrogates
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def shown(name: str) -> str:
+    """``name`` for a message: each byte that is not UTF-8 (a surrogate ``os.fsdecode``
+    made) as ``\\xNN``, any other lone surrogate as ``\\uNNNN``; the rest as it is.
+
+    Args:
+        name: a path or file name, possibly from ``os.fsdecode``.
+
+    Returns:
+        Text that any terminal or log can print.
+    """
+    if is_utf8(name):
+        return name
+    return _SURROGATE.sub(_escape_surrogate, name)
+
+
+def _escape_surrogate(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"\\u{code:04x}"
 
 
 def _coerce(path: object) -> str:

@@ -4,7 +4,8 @@ streams.
 
 A mixin over what the facade holds (``index``, ``sharder`` and the archive's sealing, None
 for a plain archive); it owns no state and writes nothing, so the facade module keeps
-what couples writing to the halves.
+what couples writing to the halves. Damage the shards report (which know addresses, not
+paths) is raised again here naming the file it hit.
 """
 
 from __future__ import annotations
@@ -93,14 +94,35 @@ class ArchiveReading:
             raise KeyError(path)
         try:
             data = self.sharder.read_from_address(addr[0], addr[1], addr[2], addr[3])
-        except BarecatIntegrityError:  # the lookup table may be what is damaged: ask SQLite
-            checked = self.index.lookup_address_in_sqlite(normalized)
-            if checked is None:
-                raise KeyError(path) from None
-            if checked == addr:
-                raise
-            data = self.sharder.read_from_address(*checked)
+        except BarecatIntegrityError as e:  # the lookup table may be what is damaged
+            data = self._read_again(path, normalized, addr, e)
         return data if self._sealing is None else self._sealing.unseal(normalized, data)
+
+    def _read_again(
+        self,
+        path: str,
+        normalized: str,
+        addr: tuple[int, int, int, int | None],
+        error: BarecatIntegrityError,
+    ) -> bytes:
+        """After a failed read at ``addr`` (from the lookup table): the file read where
+        SQLite says it is, if that differs; else the damage, naming the file."""
+        checked = self.index.lookup_address_in_sqlite(normalized)
+        if checked is None:
+            raise KeyError(path) from None
+        if checked == addr:
+            raise _naming(normalized, error) from error
+        return self._read_checked(normalized, *checked)
+
+    def _read_checked(
+        self, path: str, shard: int, offset: int, size: int, crc32c: int | None = None
+    ) -> bytes:
+        """Bytes of the file ``path`` from the shards; damage raised naming the file (the
+        shards know addresses, not paths)."""
+        try:
+            return self.sharder.read_from_address(shard, offset, size, crc32c)
+        except BarecatIntegrityError as e:
+            raise _naming(path, e) from e
 
     def get(self, path: str, default: Any = None) -> Any:
         try:
@@ -119,7 +141,13 @@ class ArchiveReading:
         try:
             return self._read_located(wanted, self.index.locate_many(wanted), max_gap)
         except BarecatIntegrityError:  # the lookup table may be what is damaged: ask SQLite
-            return self._read_located(wanted, self.index.locate_many_in_sqlite(wanted), max_gap)
+            located = self.index.locate_many_in_sqlite(wanted)
+            try:
+                return self._read_located(wanted, located, max_gap)
+            except BarecatIntegrityError:
+                for pos, shard, offset, size, crc32c in located:  # which file is damaged
+                    self._read_checked(wanted[pos], shard, offset, size, crc32c)
+                raise
 
     def _read_located(
         self, wanted: list[str], located: list[tuple[int, int, int, int, int | None]], max_gap: int
@@ -150,10 +178,10 @@ class ArchiveReading:
                 reader.seek(max(offset, 0))
                 return reader.read(total if size < 0 else size) or b""
         if offset == 0 and (size < 0 or size >= total):
-            return self.sharder.read_from_address(f.shard or 0, f.offset or 0, total, f.crc32c)
+            return self._read_checked(f.path, f.shard or 0, f.offset or 0, total, f.crc32c)
         offset = min(max(offset, 0), total)
         n = total - offset if size < 0 else min(size, total - offset)
-        return self.sharder.read_from_address(f.shard or 0, (f.offset or 0) + offset, n)
+        return self._read_checked(f.path, f.shard or 0, (f.offset or 0) + offset, n)
 
     def readinto(
         self, item: BarecatFileInfo | str, buffer: bytearray | memoryview, offset: int = 0
@@ -166,9 +194,12 @@ class ArchiveReading:
             view[:n] = self.read(f, offset, n)
             return n
         crc = f.crc32c if offset == 0 and n == total else None
-        return self.sharder.readinto_from_address(
-            f.shard or 0, (f.offset or 0) + offset, view[:n], crc
-        )
+        try:
+            return self.sharder.readinto_from_address(
+                f.shard or 0, (f.offset or 0) + offset, view[:n], crc
+            )
+        except BarecatIntegrityError as e:
+            raise _naming(f.path, e) from e
 
     def check_crc32c(self, item: BarecatFileInfo | str) -> bool:
         f = self._fileinfo(item)
@@ -178,7 +209,7 @@ class ArchiveReading:
 
     def _stored_bytes(self, f: BarecatFileInfo) -> bytes:
         """A file's bytes as the shard holds them (sealed, in a sealed archive), CRC-checked."""
-        return self.sharder.read_from_address(f.shard or 0, f.offset or 0, f.stored_size, f.crc32c)
+        return self._read_checked(f.path, f.shard or 0, f.offset or 0, f.stored_size, f.crc32c)
 
     def _open_sealed(self, f: BarecatFileInfo) -> SealedFileReader:
         """A stream over a sealed file that decodes only the blocks it reads."""
@@ -201,6 +232,11 @@ class ArchiveReading:
         if self._sealing is not None:
             return self._open_sealed(f)
         return BarecatReadOnlyFileObject(self.sharder, f.shard or 0, f.offset or 0, f.size or 0)
+
+
+def _naming(path: str, error: BarecatIntegrityError) -> BarecatIntegrityError:
+    """Damage found in the shards, told with the path of the file it hit first."""
+    return BarecatIntegrityError(f"{path}: {error}")
 
 
 __all__ = ["ArchiveReading"]

@@ -4,7 +4,9 @@ The direction comes from the names: a tar or zip name on one side (``.tar``, ``.
 ``.tgz``, ``.tar.bz2``, ``.tar.xz``, ``.tar.zst``, ``.zip``) makes the other side the
 barecat archive. ``--stdin``/``--stdout`` put a format name in place of the file. Members
 that cannot be stored (devices, unsafe names) are listed on stderr and the exit code is 1,
-with everything else converted.
+with everything else converted. Going out to tar or zip, index paths that are not
+canonical are normalized and those climbing out of the root ('../x') left out, each
+reported, the latter with exit code 1.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from barecat.coldcrate import ChunkReader
 from barecat.entries import BarecatEntryInfo, BarecatFileInfo
 from barecat.layout import is_sqlite_file
 from barecat.transfer import (
+    ExportResult,
     ImportResult,
     archive2barecat,
     barecat2archive,
@@ -122,7 +125,7 @@ def run_convert(args: argparse.Namespace) -> int:
         return _convert_coldcrate(args)
     with Progress("convert", None, wants_progress(args.quiet)) as progress:
         if args.stdout:
-            barecat2stream(
+            exported = barecat2stream(
                 args.input,
                 sys.stdout.buffer,
                 parse_format(args.output),
@@ -131,7 +134,7 @@ def run_convert(args: argparse.Namespace) -> int:
                 passphrase=passphrase_source(args),
             )
             sys.stdout.buffer.flush()
-            return 0
+            return _report_export(exported)
         if args.stdin:
             result = stream2barecat(
                 sys.stdin.buffer,
@@ -174,14 +177,14 @@ def run_convert(args: argparse.Namespace) -> int:
             raise ValueError("-s/--shard-size-limit applies only to a barecat output")
         if not args.force and os.path.lexists(args.output):
             raise FileExistsError(f"{args.output} exists (use -f to overwrite)")
-        barecat2archive(
+        exported = barecat2archive(
             args.input,
             args.output,
             args.root_dir,
             on_entry=lambda entry: _advance(progress, entry),
             passphrase=passphrase_source(args),
         )
-    return 0
+    return _report_export(exported)
 
 
 def _advance(progress: Progress, entry: BarecatEntryInfo) -> None:
@@ -189,10 +192,18 @@ def _advance(progress: Progress, entry: BarecatEntryInfo) -> None:
         progress.advance(1, entry.size or 0)
 
 
-def _report(result: ImportResult) -> int:
+def _report(result: ImportResult | ExportResult) -> int:
     for name, reason in result.skipped:
         error(f"skipped {name}: {reason}", command="convert")
     return 1 if result.skipped else 0
+
+
+def _report_export(result: ExportResult) -> int:
+    """Tell the index paths that went out under another name or not at all; returns the
+    exit code (1 if any were left out)."""
+    for name, member in result.renamed:
+        error(f"{name}: written as {member!r}, its canonical form", command="convert")
+    return _report(result)
 
 
 def legacy_archive2barecat(argv: Sequence[str] | None = None) -> int:
@@ -224,8 +235,7 @@ def legacy_barecat2archive(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("archive_file", help="path to the target archive file")
 
     def body(args: argparse.Namespace) -> int:
-        barecat2archive(args.barecat_file, args.archive_file)
-        return 0
+        return _report_export(barecat2archive(args.barecat_file, args.archive_file))
 
     return run_legacy("barecat2archive", "barecat convert", parser, body, argv)
 

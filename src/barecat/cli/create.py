@@ -20,7 +20,7 @@ from barecat.cli.parsing import (
     add_shard_limit_option,
 )
 from barecat.cli.sealing import add_sealing_options, new_archive_options, open_archive
-from barecat.cli.terminal import Progress, describe, error, human_size, wants_progress
+from barecat.cli.terminal import Progress, error, failure_line, human_size, wants_progress
 from barecat.glob import PathFilter
 from barecat.layout import archive_exists, base_path
 from barecat.transfer import DEFAULT_WORKERS, IngestPlan, IngestResult, ingest, plan_sources
@@ -187,8 +187,7 @@ def store(
 
 def finish(args: argparse.Namespace, plan: IngestPlan, result: IngestResult, command: str) -> int:
     for path, exc in result.failures:
-        named = isinstance(exc, OSError) and exc.filename is not None
-        error(describe(exc) if named else f"{path}: {describe(exc)}", command=command)
+        error(failure_line(path, exc), command=command)
     for path in plan.skipped:
         error(f"{path}: not a regular file, directory or link; skipped", command=command)
     if not args.quiet and wants_progress():

@@ -1,13 +1,16 @@
 """``barecat extract`` and ``barecat cat``: archive contents back out, to disk or stdout.
 
 Extraction refuses, before writing anything, an archive whose entries would land outside
-the target directory, and does not create links pointing outside it unless asked; such
-refusals are reported, the rest is extracted, and the exit code is 1.
+the target directory. Otherwise it goes on as tar does: each entry that fails (damaged
+bytes, a name the file system refuses, no permission) is reported as ``PATH: reason``,
+links pointing outside the target are not created (one summary line says how many and how
+to allow them; ``-v`` lists them), the rest is extracted, and the exit code is 1.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from barecat.cli.parsing import (
@@ -17,10 +20,10 @@ from barecat.cli.parsing import (
     add_filter_options,
 )
 from barecat.cli.sealing import open_archive
-from barecat.cli.terminal import Progress, describe, error, wants_progress
+from barecat.cli.terminal import Progress, error, failure_line, wants_progress
 from barecat.entries import BarecatFileInfo
 from barecat.glob import PathFilter
-from barecat.transfer import copy_file_to, extract_to_directory
+from barecat.transfer import ExtractResult, copy_file_to, extract_to_directory
 
 EXTRACT_EXAMPLES = """
 barecat extract photos.barecat -C /tmp/out/     # everything
@@ -99,9 +102,34 @@ def run_extract(args: argparse.Namespace) -> int:
                 restore_owners=False if args.no_same_owner else None,
                 on_file=on_file,
             )
+    return report_extraction(result, args.directory, "extract", args.verbose)
+
+
+def report_extraction(
+    result: ExtractResult,
+    directory: str,
+    command: str | None,
+    verbose: bool | None,
+    allow: str = "--allow-outside-links",
+) -> int:
+    """Say what an extraction left out: each failure on its own line, the links pointing
+    outside ``directory`` in one summary line naming the option ``allow`` (each listed
+    too when ``verbose``; None: the command has no ``-v``). Returns the exit code: 1 if
+    anything was left out."""
     for path, exc in result.failures:
-        error(f"{path}: {describe(exc)}", command="extract")
-    return 1 if result.failures else 0
+        error(failure_line(path, exc), command=command)
+    links = result.outside_links
+    if verbose:
+        for path, target in links:
+            error(f"{path}: link to {target!r} not created: it points outside", command=command)
+    if links:
+        which = "; -v lists them" if verbose is False else ""
+        error(
+            f"{len(links)} symbolic link{'s' if len(links) > 1 else ''} pointing outside "
+            f"{os.path.abspath(directory)} not created (use {allow} to create them{which})",
+            command=command,
+        )
+    return 1 if result.failures or links else 0
 
 
 def run_cat(args: argparse.Namespace) -> int:

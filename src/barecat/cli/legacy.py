@@ -12,12 +12,13 @@ from collections.abc import Callable, Sequence
 
 from barecat.archive import Barecat
 from barecat.cli import create as create_cmd
+from barecat.cli.extract import report_extraction
 from barecat.cli.maintenance import run_upgrade, run_verify
 from barecat.cli.parsing import size
 from barecat.cli.reports import run_index_to_csv, run_to_ncdu_json
 from barecat.cli.running import run_legacy
 from barecat.cli.sealing import open_archive
-from barecat.cli.terminal import error
+from barecat.cli.terminal import error, failure_line
 from barecat.transfer import (
     DEFAULT_WORKERS,
     copy_file_to,
@@ -49,7 +50,7 @@ def _store(args: argparse.Namespace, paths: list[str], base: str | None) -> int:
     ) as bc:
         result = ingest(bc, plan, workers=args.workers)
     for path, exc in result.failures:
-        error(f"{path}: {exc}")
+        error(failure_line(path, exc))
     return 1 if result.failures else 0
 
 
@@ -98,9 +99,8 @@ def extract(argv: Sequence[str] | None = None) -> int:
     def body(args: argparse.Namespace) -> int:
         with open_archive(args.file) as bc:
             result = extract_to_directory(bc, args.target_directory)
-        for path, exc in result.failures:
-            error(f"{path}: {exc}")
-        return 1 if result.failures else 0
+        allow = "'barecat extract --allow-outside-links'"
+        return report_extraction(result, args.target_directory, None, None, allow)
 
     return run_legacy("barecat-extract", "barecat extract", parser, body, argv)
 

@@ -351,10 +351,12 @@ class BarecatShell(ShellEngine):
         self._extract(info, os.path.join(self.local_cwd, *relative.split("/")))
 
     def _extract(self, info: BarecatFileInfo, target: str) -> None:
-        """Write a file (CRC-checked) to disk with its stored permissions and mtime."""
+        """Write a file (CRC-checked before the local file is made, so a damaged one
+        leaves none) to disk with its stored permissions and mtime."""
+        data = self.bc.read(info)
         os.makedirs(os.path.dirname(target) or ".", exist_ok=True)
         with open(target, "wb") as f:
-            f.write(self.bc.read(info))
+            f.write(data)
         if info.mode is not None:
             os.chmod(target, stat.S_IMODE(info.mode))
         if info.mtime_ns is not None:

@@ -13,7 +13,7 @@ import sys
 
 from barecat.cli.parsing import Subparsers, add_command, add_passphrase_option
 from barecat.cli.sealing import passphrase_source
-from barecat.cli.terminal import Progress, describe, error
+from barecat.cli.terminal import Progress, error, failure_line
 from barecat.glob import PathFilter
 from barecat.transfer.sync import SyncOptions, sync
 from barecat.transfer.sync_plan import Action
@@ -88,5 +88,5 @@ def run_rsync(args: argparse.Namespace) -> int:
         )
     sys.stdout.flush()
     for path, exc in result.failures:
-        error(f"{path}: {describe(exc)}", command="rsync")
+        error(failure_line(path, exc), command="rsync")
     return 1 if result.failures else 0

@@ -2,7 +2,8 @@
 
 The only place that knows whether stderr is a terminal. Progress bars (tqdm) appear only
 there and only for long work; messages are one line, prefixed with the program name, so
-scripts can grep them. Imports nothing from barecat.
+scripts can grep them, with the bytes of names that are not UTF-8 shown escaped
+(``\\xff``). Imports only the pure ``barecat.paths``.
 """
 
 from __future__ import annotations
@@ -13,13 +14,16 @@ import sys
 from types import TracebackType
 from typing import Any, TextIO
 
+from barecat.paths import shown
+
 PROG = "barecat"
 
 
 def error(message: str, *, command: str | None = None, stream: TextIO | None = None) -> None:
-    """Print one error line on stderr: ``barecat CMD: message``."""
+    """Print one error line on stderr: ``barecat CMD: message`` (bytes of a name that
+    are not UTF-8 shown as ``\\xNN``)."""
     prefix = f"{PROG} {command}" if command else PROG
-    print(f"{prefix}: {message}", file=stream or sys.stderr)
+    print(f"{prefix}: {shown(message)}", file=stream or sys.stderr)
 
 
 def describe(exc: BaseException) -> str:
@@ -30,6 +34,15 @@ def describe(exc: BaseException) -> str:
         return f"{exc.filename}: {exc.strerror}"
     text = str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc)
     return text or type(exc).__name__
+
+
+def failure_line(path: str, exc: BaseException) -> str:
+    """``PATH: reason`` for one entry a run went on without, naming it once: an error that
+    names a file itself (an OS error's file name, a message starting with ``PATH:``) is
+    said as it is."""
+    text = describe(exc)
+    named = isinstance(exc, OSError) and exc.filename is not None and bool(exc.strerror)
+    return text if named or text.startswith(f"{path}: ") else f"{path}: {text}"
 
 
 def human_size(n: int) -> str:

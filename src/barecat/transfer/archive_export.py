@@ -5,7 +5,11 @@ CRC32C-checked on the way (a damaged file stops the export rather than being pas
 Metadata goes with them: tar gets PAX headers (long and non-ASCII names, nanosecond
 mtimes, owners); zip gets the Unix mode in its external attributes and Info-ZIP's
 extended-timestamp and owner fields, which is what ``unzip`` and our import read back.
-Stored links become tar symlinks and zip link entries. Uses only the public Barecat API;
+Stored links become tar symlinks and zip link entries. Member names are canonical
+archive paths: an index written by another tool (barecat 0.3.1 stores '../x' as it is
+given) may hold '/abs', './x' or 'a/../b', which go out normalized, and names that climb
+out of the root ('../x'), which are left out, both reported, so that extracting the
+output with any tool writes nothing outside its target. Uses only the public Barecat API;
 never prints.
 """
 
@@ -19,11 +23,12 @@ import tarfile
 import time
 import zipfile
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import BinaryIO
 
 from barecat.archive import Barecat
 from barecat.entries import BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo, Order
+from barecat.exceptions import InvalidPathBarecatError
 from barecat.paths import normalize
 from barecat.transfer.archive_formats import open_tar_writer
 from barecat.transfer.extraction import open_verified
@@ -38,9 +43,15 @@ _ZIP64_LIMIT = (1 << 31) - 1
 
 @dataclass(slots=True)
 class ExportResult:
+    """What went out, and the index paths that did not go out as they are."""
+
     files: int = 0
     dirs: int = 0
     bytes: int = 0
+    renamed: list[tuple[str, str]] = field(default_factory=list)
+    """Paths not in canonical form ('/abs', './x', 'a/../b') and the names they went out as."""
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    """Paths left out (climbing out of the root: '../x'), with the reason."""
 
 
 def entries_in_path_order(bc: Barecat) -> Iterator[BarecatEntryInfo]:
@@ -50,10 +61,23 @@ def entries_in_path_order(bc: Barecat) -> Iterator[BarecatEntryInfo]:
     return heapq.merge(dirs, files, key=lambda e: e.path)
 
 
-def _named(entry: BarecatEntryInfo, root_dir: str) -> str:
-    if not root_dir:
-        return entry.path
-    return posixpath.join(root_dir, entry.path) if entry.path else root_dir
+def _members(
+    bc: Barecat, root_dir: str, result: ExportResult
+) -> Iterator[tuple[BarecatEntryInfo, str]]:
+    """Entries in path order with their member names (under ``root_dir`` if not empty):
+    canonical, or the entry left out, each change recorded in ``result``."""
+    for entry in entries_in_path_order(bc):
+        try:
+            path = normalize(entry.path)
+        except InvalidPathBarecatError as e:
+            result.skipped.append((entry.path, str(e)))
+            continue
+        if not path and entry.path:
+            result.skipped.append((entry.path, "names the archive's root, which is there"))
+        elif path != entry.path:
+            result.renamed.append((entry.path, path))
+        if path or (root_dir and not entry.path):
+            yield entry, (posixpath.join(root_dir, path) if path else root_dir)
 
 
 # -- tar ---------------------------------------------------------------------------------
@@ -71,10 +95,8 @@ def export_tar(
     root = normalize(root_dir) if root_dir else ""
     result = ExportResult()
     with open_tar_writer(stream, fmt) as tar:
-        for entry in entries_in_path_order(bc):
-            if not entry.path and not root:
-                continue
-            member = _tar_info(entry, _named(entry, root))
+        for entry, name in _members(bc, root, result):
+            member = _tar_info(entry, name)
             if isinstance(entry, BarecatFileInfo) and entry.is_symlink_entry:
                 member.type, member.linkname = (
                     tarfile.SYMTYPE,
@@ -124,10 +146,7 @@ def export_zip(
     root = normalize(root_dir) if root_dir else ""
     result = ExportResult()
     with zipfile.ZipFile(stream, "w", compression=zipfile.ZIP_STORED) as zf:
-        for entry in entries_in_path_order(bc):
-            if not entry.path and not root:
-                continue
-            name = _named(entry, root)
+        for entry, name in _members(bc, root, result):
             if isinstance(entry, BarecatFileInfo):
                 member = _zip_info(entry, name, stat.S_IFREG | 0o644)
                 member.file_size = entry.size or 0

@@ -273,7 +273,7 @@ def import_zip(
 
 def _take_zip_member(zf: zipfile.ZipFile, member: zipfile.ZipInfo, importer: _Importer) -> None:
     extra = zip_extra_fields(member.extra)
-    path = _archive_path(_zip_name(member, extra), importer)
+    path = _archive_path(zip_member_name(member, extra), importer)
     if path is None:
         return
     mode = member.external_attr >> 16 if member.create_system == _UNIX_SYSTEM else 0
@@ -313,7 +313,7 @@ def zip_extra_fields(extra: bytes) -> dict[int, bytes]:
     return fields
 
 
-def _zip_name(member: zipfile.ZipInfo, extra: dict[int, bytes]) -> str:
+def zip_member_name(member: zipfile.ZipInfo, extra: dict[int, bytes]) -> str:
     """The member's name as its maker meant it.
 
     A name not flagged UTF-8 is taken from Info-ZIP's Unicode path field if there is one;
@@ -355,4 +355,11 @@ def _unix_owner(data: bytes) -> dict[str, int]:
     return {"uid": ids[0], "gid": ids[1]}
 
 
-__all__ = ["ImportResult", "import_tar", "import_zip", "tar_mtime_ns", "zip_extra_fields"]
+__all__ = [
+    "ImportResult",
+    "import_tar",
+    "import_zip",
+    "tar_mtime_ns",
+    "zip_extra_fields",
+    "zip_member_name",
+]

@@ -1,18 +1,23 @@
 """Archives written back to directory trees: bytes, metadata, empty directories, links.
 
-Extraction restores what the index knows: file bytes (CRC32C-verified while copied, in
-storage order so the shards are read sequentially), permission bits, owners (when run as
-root, as tar does), mtimes of files and directories, empty directories, and symbolic
-links. It is defensive against hostile archives: every destination is checked to lie in
-the target directory before anything is written, files are opened without following a
-final symlink, and links are created only after all files, so no entry can be written
-through a link. A link whose target leaves the target directory is refused unless asked.
-Uses only the public :class:`Barecat` API; never prints.
+Extraction restores what the index knows: file bytes (CRC32C-verified before the file is
+created, in storage order so the shards are read sequentially), permission bits, owners
+(when run as root, as tar does), mtimes of files and directories, empty directories, and
+symbolic links. It is defensive against hostile archives: every destination is checked to
+lie in the target directory before anything is written, files are opened without
+following a final symlink, and links are created only after all files, so no entry can be
+written through a link. A link whose target leaves the target directory is not made
+unless asked. Like tar, it goes on past an entry that fails (damaged bytes, a name the
+file system refuses, something in the way), recording why, and restores the directories'
+metadata at the end whatever failed. Uses only the public :class:`Barecat` API; never
+prints.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import functools
 import io
 import os
 import shutil
@@ -23,7 +28,7 @@ from typing import BinaryIO, cast
 
 from barecat.archive import Barecat
 from barecat.entries import BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo, Order
-from barecat.exceptions import InvalidPathBarecatError
+from barecat.exceptions import BarecatError, InvalidPathBarecatError
 from barecat.glob import PathFilter
 from barecat.paths import is_within
 
@@ -33,12 +38,19 @@ _CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLO
 
 @dataclass(slots=True)
 class ExtractResult:
-    """What was written, and entries refused or failed (path in the archive, reason)."""
+    """What was written, and what was not: entries that failed (path in the archive,
+    reason), and links not made because they point outside the target (path, target)."""
 
     files: int = 0
     bytes: int = 0
     links: int = 0
     failures: list[tuple[str, Exception]] = field(default_factory=list)
+    outside_links: list[tuple[str, str]] = field(default_factory=list)
+
+
+def outside_link_error(path: str, target: str, root: str) -> InvalidPathBarecatError:
+    """The refusal of the link ``path`` -> ``target``, which would point outside ``root``."""
+    return InvalidPathBarecatError(f"{path}: link to {target!r} points outside {root}")
 
 
 class DirectoryWriter:
@@ -46,7 +58,9 @@ class DirectoryWriter:
 
     Destinations are checked to stay below ``root``, files are opened without following a
     final link, links in the way are replaced instead of written through, and links
-    pointing outside ``root`` are refused (recorded in ``result.failures``) unless allowed.
+    pointing outside ``root`` are not made (listed in ``result.outside_links``) unless
+    allowed. A file is created only once its bytes are verified, and removed if writing
+    it fails, so no partial or empty file is left in its place.
     """
 
     def __init__(self, bc: Barecat, root: str, allow_outside_links: bool, owners: bool) -> None:
@@ -56,6 +70,9 @@ class DirectoryWriter:
         self.owners = owners
         self.result = ExtractResult()
         self.safe_dirs: set[str] = {root}
+        self.created_dirs: set[str] = set()
+        """Directories this writer made (mode 700 until their metadata is restored)."""
+        self.umask = process_umask()
 
     def ensure_dir(self, dest: str) -> None:
         """Make ``dest`` a real directory chain below the root, as tar does: a symbolic
@@ -67,10 +84,12 @@ class DirectoryWriter:
             st = os.lstat(dest)
         except FileNotFoundError:
             os.mkdir(dest, 0o700)
+            self.created_dirs.add(dest)
         else:
             if stat.S_ISLNK(st.st_mode):
                 os.unlink(dest)
                 os.mkdir(dest, 0o700)
+                self.created_dirs.add(dest)
             elif not stat.S_ISDIR(st.st_mode):
                 raise NotADirectoryError(errno.ENOTDIR, "a file is in the way", dest)
         self.safe_dirs.add(dest)
@@ -86,39 +105,104 @@ class DirectoryWriter:
     def inside(self, dest: str) -> bool:
         return dest == self.root or dest.startswith(self.root + os.sep)
 
+    def attempt(self, path: str, action: Callable[[], bool | None]) -> bool:
+        """Run ``action`` for the entry ``path``; if it fails, record why and go on.
+
+        Returns:
+            True if it succeeded (and did not return False: nothing to do).
+        """
+        try:
+            done = action()
+        except (OSError, BarecatError) as e:
+            self.result.failures.append((path, self._restated(path, e)))
+            return False
+        return done is not False
+
+    def _restated(self, path: str, error: Exception) -> Exception:
+        """An error of the operating system named by the entry's archive path (its reason
+        naming the directory that failed, if that is what did) instead of a disk path."""
+        if isinstance(error, BarecatError) or not isinstance(error, OSError):
+            return error
+        reason = error.strerror or str(error)
+        failed = str(error.filename) if error.filename is not None else None
+        if failed is not None and failed != self.destination(path) and self.inside(failed):
+            reason = f"directory {os.path.relpath(failed, self.root)}: {reason}"
+        restated = OSError(error.errno, reason, path)
+        restated.__cause__ = error
+        return restated
+
     def metadata(self, dest: str, info: BarecatEntryInfo, link: bool = False) -> None:
+        """Owner (if restoring owners), mode and mtime of ``info`` given to ``dest``. With
+        no mode stored (the reference's archives), what this writer made gets the mode
+        new files and directories get (0666 and 0777 less the umask), as tar does."""
         if self.owners and info.uid is not None and info.gid is not None:
             os.chown(dest, info.uid, info.gid, follow_symlinks=not link)
-        if info.mode is not None and not link:
-            os.chmod(dest, stat.S_IMODE(info.mode))
+        mode = info.mode
+        if mode is None and isinstance(info, BarecatFileInfo):
+            mode = 0o666 & ~self.umask
+        elif mode is None and dest in self.created_dirs:
+            mode = 0o777 & ~self.umask
+        if mode is not None and not link:
+            os.chmod(dest, stat.S_IMODE(mode))
         if info.mtime_ns is not None:
             os.utime(dest, ns=(info.mtime_ns, info.mtime_ns), follow_symlinks=not link)
 
-    def write_file(self, f: BarecatFileInfo, dest: str) -> None:
-        if os.path.islink(dest):
-            os.unlink(dest)  # replace a link instead of writing through it
-        fd = os.open(dest, _CREATE_FLAGS, 0o600)
-        with open(fd, "wb", closefd=True) as out:
-            copy_file_to(self.bc, f, out)
-        self.metadata(dest, f)
+    def write_file(self, f: BarecatFileInfo, dest: str) -> bool:
+        """Write one file, verified before it is created; removed again if writing fails."""
+        with open_verified(self.bc, f) as source:
+            if os.path.islink(dest):
+                os.unlink(dest)  # replace a link instead of writing through it
+            fd = os.open(dest, _CREATE_FLAGS, 0o600)
+            try:
+                with open(fd, "wb", closefd=True) as out:
+                    shutil.copyfileobj(source, out, COPY_CHUNK)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(dest)
+                raise
         self.result.files += 1
         self.result.bytes += f.size or 0
+        self.metadata(dest, f)
+        return True
 
-    def make_link(self, f: BarecatFileInfo, dest: str) -> None:
+    def make_link(self, f: BarecatFileInfo, dest: str) -> bool:
+        """Make one symbolic link; False if it is not made because it points outside."""
         target = os.fsdecode(self.bc.read(f))
         resolved = os.path.normpath(os.path.join(os.path.dirname(dest), target))
         if not self.allow_outside_links and not self.inside(resolved):
-            self.result.failures.append(
-                (f.path, InvalidPathBarecatError(f"link to {target!r} points outside {self.root}"))
-            )
-            return
+            self.result.outside_links.append((f.path, target))
+            return False
         if os.path.lexists(dest):
             if os.path.isdir(dest) and not os.path.islink(dest):
                 raise IsADirectoryError(errno.EISDIR, "a directory is in the way", dest)
             os.unlink(dest)
         os.symlink(target, dest)
-        self.metadata(dest, f, link=True)
         self.result.links += 1
+        self.metadata(dest, f, link=True)
+        return True
+
+    def restore_directories(self, dirs: Iterable[BarecatDirInfo]) -> None:
+        """Metadata of ``dirs`` and of every directory this writer made, deepest first (so
+        nothing written later moves a parent's mtime); failures are recorded."""
+        todo: dict[str, BarecatEntryInfo] = {self.destination(d.path): d for d in dirs}
+        for dest in self.created_dirs - todo.keys():  # parents of what was chosen
+            with contextlib.suppress(FileNotFoundError):
+                todo[dest] = self.bc.index.lookup_dir(os.path.relpath(dest, self.root))
+        for dest in sorted(todo, reverse=True):  # a child sorts after its parent
+            info = todo[dest]
+            self.attempt(info.path, functools.partial(self.metadata, dest, info))
+
+
+def process_umask() -> int:
+    """The process's umask: read from ``/proc`` (Linux 4.7+) where it can be, since setting
+    it to learn it would briefly change it for every thread."""
+    with contextlib.suppress(OSError, ValueError), open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def copy_file_to(bc: Barecat, item: BarecatFileInfo | str, out: BinaryIO) -> None:
@@ -153,11 +237,26 @@ def extract_to_directory(
 ) -> ExtractResult:
     """Write the archive's entries (all, or those under ``paths``) below ``target_directory``.
 
-    ``paths`` name files or directories (a directory brings its subtree); a path not in the
-    archive raises ``FileNotFoundBarecatError`` before anything is written. ``path_filter``
-    narrows the selection further. Owners are restored when ``restore_owners`` is true
-    (default: when running as root). Links that point outside the target are not created
-    and are listed in the result's ``failures`` instead, unless ``allow_outside_links``.
+    Args:
+        bc: the archive.
+        target_directory: where to write (made if missing).
+        paths: files or directories (a directory brings its subtree); default: all.
+        path_filter: narrows the selection further.
+        allow_outside_links: also make links that point outside the target.
+        restore_owners: restore owners (default: when running as root, as tar does).
+        on_file: called after each file or link is written.
+
+    Returns:
+        Counts, and what was not written: an entry that fails (damaged bytes, a name the
+        file system refuses, no permission) is recorded with its reason and the rest goes
+        on, as tar does; links pointing outside the target are listed, not made. Directory
+        metadata is restored at the end whatever failed.
+
+    Raises:
+        FileNotFoundBarecatError: a path in ``paths`` is not in the archive (before
+            anything is written).
+        InvalidPathBarecatError: an entry would land outside the target (a hostile archive:
+            refused before anything is written).
     """
     root = os.path.abspath(target_directory)
     wanted = None if paths is None else [bc.index.lookup(p).path for p in paths]
@@ -177,35 +276,43 @@ def extract_to_directory(
         ex.destination(entry.path)  # refuse a hostile archive before writing anything
     os.makedirs(root, exist_ok=True)
     for d in dirs:
-        ex.ensure_dir(ex.destination(d.path))
-    links = []
+        ex.attempt(d.path, functools.partial(ex.ensure_dir, ex.destination(d.path)))
+    files.sort(key=lambda f: f.is_symlink_entry)  # links last: nothing is written through one
     for f in files:
-        dest = ex.destination(f.path)
-        ex.ensure_dir(os.path.dirname(dest))
-        if f.is_symlink_entry:
-            links.append((f, dest))
-            continue
-        ex.write_file(f, dest)
-        if on_file is not None:
+        write = ex.make_link if f.is_symlink_entry else ex.write_file
+        if ex.attempt(f.path, functools.partial(_write_entry, ex, f, write)) and on_file:
             on_file(f)
-    for f, dest in links:
-        ex.make_link(f, dest)
-        if on_file is not None:
-            on_file(f)
-    for d in reversed(dirs):  # deepest first, so writing children cannot move a parent's mtime
-        ex.metadata(ex.destination(d.path), d)
+    ex.restore_directories(dirs)
     return ex.result
+
+
+def _write_entry(
+    ex: DirectoryWriter, f: BarecatFileInfo, write: Callable[[BarecatFileInfo, str], bool]
+) -> bool:
+    dest = ex.destination(f.path)
+    ex.ensure_dir(os.path.dirname(dest))
+    return write(f, dest)
 
 
 def extract(barecat_path: str, target_directory: str) -> None:
     """Extract a whole archive into ``target_directory`` (the reference's function).
 
-    Raises the first refusal (a link pointing outside) after extracting everything else.
+    Raises the first failure, or else the first refusal (a link pointing outside), after
+    extracting everything else.
     """
     with Barecat(barecat_path) as bc:
         result = extract_to_directory(bc, target_directory)
     if result.failures:
         raise result.failures[0][1]
+    if result.outside_links:
+        raise outside_link_error(*result.outside_links[0], os.path.abspath(target_directory))
 
 
-__all__ = ["DirectoryWriter", "ExtractResult", "copy_file_to", "extract", "extract_to_directory"]
+__all__ = [
+    "DirectoryWriter",
+    "ExtractResult",
+    "copy_file_to",
+    "extract",
+    "extract_to_directory",
+    "outside_link_error",
+]

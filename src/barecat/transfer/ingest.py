@@ -9,10 +9,11 @@ are serialized, reads and writes overlap. The calling thread indexes the written
 atomic batches (``Barecat.add_placed``). Big files are streamed during their chunk's
 turn, so memory stays bounded whatever the sizes.
 
-A file that cannot be read, or whose path already exists in the archive, is reported and
-skipped, and the rest goes on. Any other failure stops the run and rewinds the shards to
-the end of the last indexed batch. Progress is reported only for files whose batch is in
-the index, so an interrupted run has stored every file it reported. Never prints.
+A file that cannot be read, whose name is not UTF-8, or whose path already exists in the
+archive, is reported and skipped, and the rest goes on. Any other failure stops the run
+and rewinds the shards to the end of the last indexed batch. Progress is reported only for
+files whose batch is in the index, so an interrupted run has stored every file it
+reported. Never prints.
 """
 
 from __future__ import annotations
@@ -37,10 +38,10 @@ from barecat.exceptions import (
     FileTooLargeBarecatError,
     NotEnoughSpaceBarecatError,
 )
-from barecat.paths import normalize
+from barecat.paths import is_utf8, normalize
 from barecat.sealing import Sealer
 from barecat.shards.sharder import Sharder
-from barecat.transfer.sources import IngestPlan, Source, plan_tree
+from barecat.transfer.sources import IngestPlan, Source, not_utf8_error, plan_tree
 
 STREAM_THRESHOLD = 16 << 20
 """Files above this size are streamed from disk instead of read whole."""
@@ -154,6 +155,9 @@ def _read_chunk(
     reads: list[_Read] = []
     failures: list[Failure] = []
     for source in sources:
+        if not is_utf8(source.store_path):  # a plan made by hand: plan_sources skips these
+            failures.append((source.disk_path, not_utf8_error(source.disk_path)))
+            continue
         info = BarecatFileInfo(source.store_path)
         data: bytes | memoryview | None
         try:

@@ -4,13 +4,16 @@ A plan is made before any byte is read, the way tar sees its command line: each 
 path is stored under its own name (leading '/' and '../' removed, so nothing can land
 above the archive root), directories are walked in sorted order, symbolic links are kept
 as links unless asked to follow them (with loop detection when following), and
-include/exclude rules prune the walk. Unreadable or vanished sources are recorded as
-failures instead of stopping the plan. Imports only the pure layers; never prints.
+include/exclude rules prune the walk. Unreadable or vanished sources, and names that are
+not UTF-8 (which no archive path can be, see ``barecat.paths``; a directory's is skipped
+with all it holds), are recorded as failures instead of stopping the plan. Imports only
+the pure layers; never prints.
 """
 
 from __future__ import annotations
 
 import array
+import errno
 import fcntl
 import os
 import stat
@@ -19,7 +22,7 @@ from dataclasses import dataclass, field
 
 from barecat.entries import BarecatDirInfo
 from barecat.glob import PathFilter
-from barecat.paths import normalize
+from barecat.paths import is_utf8, normalize
 
 _FS_IOC_FIEMAP = 0xC020660B
 _FIEMAP_HEADER_WORDS = 4  # fm_start, fm_length (u64) + four u32 packed as two u64
@@ -56,6 +59,12 @@ class IngestPlan:
         if source.store_path not in self._planned:
             self._planned.add(source.store_path)
             self.files.append(source)
+
+
+def not_utf8_error(disk_path: str) -> OSError:
+    """The failure recorded for a source whose name is not UTF-8 (``EILSEQ``)."""
+    reason = "name is not valid UTF-8, which an archive path must be; skipped"
+    return OSError(errno.EILSEQ, reason, disk_path)
 
 
 def member_name(path: str) -> str:
@@ -121,6 +130,9 @@ class _Planner:
                 continue
             subdirs = []
             for entry in entries:
+                if not is_utf8(entry.name):
+                    self.plan.failures.append((entry.path, not_utf8_error(entry.path)))
+                    continue
                 child = f"{stored}/{entry.name}" if stored else entry.name
                 try:
                     is_dir = entry.is_dir(follow_symlinks=self.follow)
@@ -163,6 +175,9 @@ def plan_sources(
     planner = _Planner(plan, follow_symlinks, path_filter)
     for path in paths:
         disk = os.path.join(base_directory, path) if base_directory else path
+        if not is_utf8(path):
+            plan.failures.append((disk, not_utf8_error(disk)))
+            continue
         st = planner.stat(disk)
         if st is not None:
             planner.add_entry(disk, member_name(path), st)
@@ -243,6 +258,7 @@ __all__ = [
     "IngestPlan",
     "Source",
     "member_name",
+    "not_utf8_error",
     "physical_position",
     "plan_sources",
     "plan_tree",

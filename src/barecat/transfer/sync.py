@@ -72,13 +72,19 @@ class _Archives:
 
 
 def _source_listing(
-    loc: Location, archives: _Archives, path_filter: PathFilter | None
+    loc: Location,
+    archives: _Archives,
+    path_filter: PathFilter | None,
+    bad_names: list[tuple[str, Exception]],
 ) -> tuple[Listing, Barecat | None]:
     rel = "" if loc.contents else loc.name
     if loc.archive is None:
         if not os.path.lexists(loc.path):
             raise FileNotFoundError(2, "No such file or directory", loc.path)
-        return list_local(loc.path, rel, path_filter, follow_root=loc.contents), None
+        listing = list_local(
+            loc.path, rel, path_filter, follow_root=loc.contents, bad_names=bad_names
+        )
+        return listing, None
     bc = archives.get(loc.archive, writable=False)
     if not bc.exists(loc.path):
         raise FileNotFoundError(2, "No such file or directory in the archive", loc.path)
@@ -133,12 +139,15 @@ def _open_destination(loc: Location, archives: _Archives, dry_run: bool) -> Bare
 
 
 def _gather_sources(
-    sources: Sequence[Location], archives: _Archives, path_filter: PathFilter | None
+    sources: Sequence[Location],
+    archives: _Archives,
+    path_filter: PathFilter | None,
+    bad_names: list[tuple[str, Exception]],
 ) -> tuple[Listing, dict[str, Barecat | None]]:
     merged: Listing = {}
     origin: dict[str, Barecat | None] = {}
     for loc in sources:
-        listing, bc = _source_listing(loc, archives, path_filter)
+        listing, bc = _source_listing(loc, archives, path_filter, bad_names)
         merged.update(listing)
         origin.update(dict.fromkeys(listing, bc))
     return merged, origin
@@ -168,14 +177,15 @@ def sync(
     with ExitStack() as stack:
         archives = _Archives(stack, passphrase)
         dest_bc = _open_destination(dst_loc, archives, dry_run)  # first: it may be a source too
-        src, origin = _gather_sources(src_locs, archives, path_filter)
+        bad_names: list[tuple[str, Exception]] = []  # local names that are not UTF-8
+        src, origin = _gather_sources(src_locs, archives, path_filter, bad_names)
         if dst_loc.archive is not None and dest_bc is None:
             dst: Listing = {}
         else:
             dst = _dest_listing(dst_loc, dest_bc, _tops(src), path_filter)
         _fill_checksums(src, origin, dst, dest_bc, options)
         actions = plan_sync(src, dst, options)
-        result = SyncResult(actions)
+        result = SyncResult(actions, failures=bad_names)
         if dry_run:
             for action in actions:
                 if on_action is not None:
@@ -187,7 +197,8 @@ def sync(
             applied = ArchiveDestination(dest_bc, dst_loc.path, done).apply(plan)
         else:
             applied = DirectoryDestination(dst_loc.path, done).apply(plan)
-    result.done, result.bytes, result.failures = applied.done, applied.bytes, applied.failures
+    result.done, result.bytes = applied.done, applied.bytes
+    result.failures += applied.failures
     return result
 
 

@@ -23,10 +23,12 @@ import crc32c as _crc32c
 
 from barecat.archive import Barecat
 from barecat.entries import BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo
+from barecat.exceptions import BarecatError
 from barecat.glob import PathFilter
-from barecat.transfer.extraction import DirectoryWriter
+from barecat.paths import is_utf8
+from barecat.transfer.extraction import DirectoryWriter, outside_link_error
 from barecat.transfer.ingest import STREAM_THRESHOLD, ingest
-from barecat.transfer.sources import IngestPlan, Source
+from barecat.transfer.sources import IngestPlan, Source, not_utf8_error
 from barecat.transfer.sync_plan import Action, Entry, Kind, Listing, Op
 
 OnDone = Callable[[Action, int], None]
@@ -89,10 +91,22 @@ def _local_entry(path: str, st: os.stat_result) -> Entry | None:
 
 
 def list_local(
-    path: str, rel: str, path_filter: PathFilter | None, *, follow_root: bool = False
+    path: str,
+    rel: str,
+    path_filter: PathFilter | None,
+    *,
+    follow_root: bool = False,
+    bad_names: list[tuple[str, Exception]] | None = None,
 ) -> Listing:
-    """The entry at ``path`` (named ``rel``) and, for a directory, everything below it."""
+    """The entry at ``path`` (named ``rel``) and, for a directory, everything below it.
+
+    With ``bad_names`` (a source, whose names become archive paths), an entry whose name
+    is not UTF-8 is left out (a directory with all it holds) and recorded there.
+    """
     listing: Listing = {}
+    if bad_names is not None and not is_utf8(rel):
+        bad_names.append((path, not_utf8_error(path)))
+        return listing
     try:
         st = os.stat(path) if follow_root else os.lstat(path)
     except FileNotFoundError:
@@ -107,6 +121,9 @@ def list_local(
         with os.scandir(directory) as it:
             children = sorted(it, key=lambda e: e.name)
         for child in children:
+            if bad_names is not None and not is_utf8(child.name):
+                bad_names.append((child.path, not_utf8_error(child.path)))
+                continue
             entry = _local_entry(child.path, child.stat(follow_symlinks=False))
             name = _join(base, child.name)
             if entry is None or not _keep(path_filter, name, entry.kind is Kind.DIR):
@@ -338,10 +355,14 @@ class DirectoryDestination:
         for item in sorted(plan, key=lambda i: order.get(i.action.op, self._is_link(i))):
             try:
                 self.apply_one(item)
-            except OSError as e:
+            except (OSError, BarecatError) as e:  # e.g. a damaged file: the rest goes on
                 self.result.failures.append((item.action.path, e))
         for writer in self.writers.values():
             self.result.failures.extend(writer.result.failures)
+            self.result.failures.extend(
+                (path, outside_link_error(path, target, self.root))
+                for path, target in writer.result.outside_links
+            )
         return self.result
 
     @staticmethod
@@ -366,10 +387,8 @@ class DirectoryDestination:
         else:
             writer.ensure_dir(os.path.dirname(dest))
             if action.entry.kind is Kind.LINK:
-                before = len(writer.result.failures)
-                writer.make_link(info, dest)  # type: ignore[arg-type]
-                if len(writer.result.failures) > before:
-                    return
+                if not writer.make_link(info, dest):  # type: ignore[arg-type]
+                    return  # points outside: refused
             else:
                 if action.op is Op.UPDATE and os.path.lexists(dest):
                     os.unlink(dest)  # a read-only file is replaced, as rsync does

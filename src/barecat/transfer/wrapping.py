@@ -25,7 +25,12 @@ from barecat.entries import BarecatDirInfo, BarecatFileInfo
 from barecat.exceptions import BarecatError, InvalidPathBarecatError
 from barecat.paths import normalize
 from barecat.transfer.archive_formats import compression_of, format_of_file
-from barecat.transfer.archive_import import ImportResult, tar_mtime_ns
+from barecat.transfer.archive_import import (
+    ImportResult,
+    tar_mtime_ns,
+    zip_extra_fields,
+    zip_member_name,
+)
 from barecat.transfer.conversion import building_archive
 
 _LOCAL_HEADER = struct.Struct("<4s5H3I2H")  # a zip local file header's fixed part
@@ -95,9 +100,10 @@ def _zip_members(path: str, number: int) -> Iterator[_Member]:
     with open(path, "rb") as raw, zipfile.ZipFile(raw) as zf:
         for m in zf.infolist():
             mode = m.external_attr >> 16 if m.create_system == 3 else 0
+            name = zip_member_name(m, zip_extra_fields(m.extra))  # as import reads it
             if m.is_dir():
                 perm = stat.S_IMODE(mode) or 0o755
-                yield m.filename, BarecatDirInfo("", stat.S_IFDIR | perm), None
+                yield name, BarecatDirInfo("", stat.S_IFDIR | perm), None
                 continue
             if m.compress_type != zipfile.ZIP_STORED or m.flag_bits & 0x1:
                 raise BarecatError(
@@ -113,7 +119,7 @@ def _zip_members(path: str, number: int) -> Iterator[_Member]:
             info = BarecatFileInfo("", kind | (stat.S_IMODE(mode) or 0o644))
             info.offset = m.header_offset + _LOCAL_HEADER.size + name_len + extra_len
             info.size, info.shard = m.file_size, number
-            yield m.filename, info, None
+            yield name, info, None
 
 
 def _collect(
