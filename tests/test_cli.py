@@ -327,8 +327,9 @@ def test_installed_scripts_run(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr
     r = sh("barecat", "ls", "main.barecat", "a")
     assert r.stdout.decode().splitlines() == ["b/", "link_to_file", "x.txt"]
-    r = sh("python", "-m", "barecat.cli", "cat", "main.barecat", "a/x.txt")
-    assert r.stdout == b"hello\n"
+    for module in ("barecat", "barecat.cli"):
+        r = sh("python", "-m", module, "cat", "main.barecat", "a/x.txt")
+        assert r.stdout == b"hello\n", r.stderr
     r = sh("barecat-create", "--file", "l1", stdin=b"src/a/x.txt\nsrc/private\n")
     assert r.returncode == 0 and b"deprecated" in r.stderr
     r = sh("barecat-create-recursive", "--file", "l2", "--strip-root", src)
