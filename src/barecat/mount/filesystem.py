@@ -35,7 +35,7 @@ import mfusepy
 
 from barecat.archive import Barecat
 from barecat.entries import BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo
-from barecat.exceptions import BarecatError, BarecatIntegrityError
+from barecat.exceptions import BarecatError, BarecatIntegrityError, InvalidPathBarecatError
 from barecat.mount.listing import Listing, packed_stat
 from barecat.mount.readahead import ReadAhead, start_read_ahead
 
@@ -57,6 +57,8 @@ T = TypeVar("T")
 def _errno_of(e: BaseException) -> int:
     if isinstance(e, BarecatIntegrityError):
         return errno.EIO
+    if isinstance(e, InvalidPathBarecatError):  # (a name no archive path can have)
+        return errno.ENOENT
     if isinstance(e, OSError) and e.errno:
         return int(e.errno)
     if isinstance(e, KeyError):
