@@ -3,9 +3,13 @@
 Thin front ends over ``barecat.ops.merge`` and ``barecat.ops.subset``: they check the
 option combinations and whether the output may be written (it must not exist unless
 ``-f`` replaces it or ``-a`` appends to it; it must not be one of the inputs), show a
-progress bar on a terminal, and end with a one-line summary. Also the reference's
-legacy ``barecat-merge`` and ``barecat-merge-symlink`` scripts (:func:`legacy_merge`,
-:func:`legacy_merge_symlink`), which append to an existing output like the originals.
+progress bar on a terminal, and end with a one-line summary. A new or replaced output
+is built under a temporary name and renamed into place when complete
+(``building_archive``), so a killed run leaves no output (or the old one) rather than a
+partial archive that would pass ``verify``; only ``-a`` adds to an existing output in
+place, one whole input at a time. Also the reference's legacy ``barecat-merge`` and
+``barecat-merge-symlink`` scripts (:func:`legacy_merge`, :func:`legacy_merge_symlink`),
+which append to an existing output like the originals.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ from barecat.layout import archive_exists, base_path, index_path, is_sqlite_file
 from barecat.ops.copy_files import CopyStats
 from barecat.ops.merge import check_source, merge_archives
 from barecat.ops.subset import select_entries, subset_archive
-from barecat.transfer import archive2barecat, format_of_name
+from barecat.transfer import archive2barecat, building_archive, format_of_name
 
 MERGE_EXAMPLES = """
 barecat merge -o all.barecat train.barecat val.barecat test.barecat
@@ -213,7 +217,8 @@ def _merge(args: argparse.Namespace, inputs: list[str], names: dict[str, str]) -
     def on_input(path: str, num_files: int) -> None:
         current[0] = names.get(path, path)
 
-    with _open_output(args) as out, Progress("merge", total, show) as bar:
+    output = _output_archive(args.output, args.force, args.shard_size_limit)
+    with output as out, Progress("merge", total, show) as bar:
         try:
             result = merge_archives(
                 out.index,
@@ -241,11 +246,16 @@ def _merge(args: argparse.Namespace, inputs: list[str], names: dict[str, str]) -
     return 0
 
 
-def _open_output(args: argparse.Namespace) -> Barecat:
-    """The output archive, for writing (``-f`` replaces it, ``-s`` sets its shard limit)."""
-    return Barecat(
-        args.output, readonly=False, overwrite=args.force, shard_size_limit=args.shard_size_limit
-    )
+def _output_archive(
+    output: str, replace: bool, shard_size_limit: int | None
+) -> contextlib.AbstractContextManager[Barecat]:
+    """The output archive, for writing: an existing one is added to in place unless
+    ``replace`` (``-a``; each input is committed whole); otherwise the output is
+    built under a temporary name and appears at ``output`` (replacing the old one) only
+    when the block completes, so a kill leaves no partial output behind."""
+    if archive_exists(output) and not replace:
+        return Barecat(output, readonly=False, shard_size_limit=shard_size_limit)
+    return building_archive(output, replace, shard_size_limit)
 
 
 def run_subset(args: argparse.Namespace) -> int:
@@ -255,7 +265,8 @@ def run_subset(args: argparse.Namespace) -> int:
     with open_archive(args.archive, args) as src:
         selection = select_entries(src.index, args.pattern, path_filter)
         total = src.num_files if selection is None else len(selection.files)
-        with _open_output(args) as out, Progress("subset", total, show) as bar:
+        output = _output_archive(args.output, args.force, args.shard_size_limit)
+        with output as out, Progress("subset", total, show) as bar:
             stats = subset_archive(
                 src.index, src.sharder, out.index, out.sharder, selection, bar.advance
             )
@@ -302,9 +313,7 @@ def _legacy_body(symlink: bool) -> Callable[[argparse.Namespace], int]:
     def body(args: argparse.Namespace) -> int:
         _check_output(args.output, args.input_paths, True, "")  # an existing one is added to
         limit = getattr(args, "shard_size_limit", None)
-        with Barecat(
-            args.output, readonly=False, overwrite=args.overwrite, shard_size_limit=limit
-        ) as out:
+        with _output_archive(args.output, args.overwrite, limit) as out:
             result = merge_archives(
                 out.index,
                 out.sharder,

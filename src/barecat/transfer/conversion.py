@@ -57,10 +57,7 @@ def building_archive(
     except BaseException:
         remove_archive(staging)
         raise
-    if archive_exists(target):
-        remove_archive(target)
-    elif os.path.lexists(target):
-        os.remove(target)
+    remove_archive(target)  # the old archive (or file), or shards a cut-short rename left
     move_archive(staging, target)
 
 
