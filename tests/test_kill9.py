@@ -116,44 +116,54 @@ def test_add(tree: tuple[str, Files], tmp_path: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def two_inputs(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[str], list[Files]]:
+def inputs(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[str], list[Files]]:
+    """Three archives to merge. An input's bytes are copied in one ``copy_file_range``, so
+    an output's shard grows input by input: the states below always leave one to go."""
     folder = tmp_path_factory.mktemp("inputs")
-    files = [random_files(f"in{k}", 1500, k) for k in range(2)]
+    files = [random_files(f"in{k}", 1000, k) for k in range(3)]
     return [build(str(folder / f"in{k}.barecat"), f) for k, f in enumerate(files)], files
+
+
+def merged(files: list[Files]) -> Files:
+    return {p: d for f in files for p, d in f.items()}
+
+
+def nbytes(files: Files) -> int:
+    return sum(len(d) for d in files.values())
 
 
 @pytest.mark.parametrize("stage", ["first input", "second input", "all bytes copied"])
 def test_merge_to_a_new_output(
-    two_inputs: tuple[list[str], list[Files]], tmp_path: Path, stage: str
+    inputs: tuple[list[str], list[Files]], tmp_path: Path, stage: str
 ) -> None:
-    """The late kill (the first input committed, the second being copied) used to leave a
+    """The late kill (the first input committed, the next being copied) used to leave a
     valid partial output that passed verify; now a kill leaves no output at all."""
-    inputs, files = two_inputs
+    paths, files = inputs
     out = str(tmp_path / "out.barecat")
-    first = sum(len(d) for d in files[0].values())
-    size = {"first input": 1, "second input": first + 1}.get(stage, first + first)
-    size = sum(len(d) for f in files for d in f.values()) if stage == "all bytes copied" else size
-    argv = [BARECAT, "merge", "-q", "-o", out, *inputs]
+    size = {
+        "first input": 1,
+        "second input": nbytes(files[0]) + 1,
+        "all bytes copied": nbytes(merged(files)),
+    }[stage]
+    argv = [BARECAT, "merge", "-q", "-o", out, *paths]
     killed = kill_at(argv, grown(staging(out, "-shard-00000"), size))
-    expected = {**files[0], **files[1]}
     got = check_after_kill(out, {}, absent_ok=True)
-    assert got is None if killed.cut_short else got == expected
+    assert got is None if killed.cut_short else got == merged(files)
     if stage != "all bytes copied":
         assert killed.cut_short
-    finish(argv, out, expected)
+    finish(argv, out, merged(files))
     assert hidden_leftovers(str(tmp_path)) == []  # the dead run's build was removed
 
 
 def test_legacy_merge_to_a_new_output(
-    two_inputs: tuple[list[str], list[Files]], tmp_path: Path
+    inputs: tuple[list[str], list[Files]], tmp_path: Path
 ) -> None:
-    inputs, files = two_inputs
+    paths, files = inputs
     out = str(tmp_path / "out.barecat")
-    first = sum(len(d) for d in files[0].values())
-    argv = [str(BIN / "barecat-merge"), "--output", out, *inputs]
-    killed = kill_at(argv, grown(staging(out, "-shard-00000"), first + 1))
+    argv = [str(BIN / "barecat-merge"), "--output", out, *paths]
+    killed = kill_at(argv, grown(staging(out, "-shard-00000"), nbytes(files[0]) + 1))
     assert killed.cut_short and check_after_kill(out, {}, absent_ok=True) is None
-    finish(argv, out, {**files[0], **files[1]})
+    finish(argv, out, merged(files))
 
 
 def test_merge_symlink_to_a_new_output(tmp_path: Path) -> None:
@@ -172,13 +182,28 @@ def test_merge_symlink_to_a_new_output(tmp_path: Path) -> None:
     assert os.path.islink(shard_path(out, 0)) and hidden_leftovers(str(tmp_path)) == []
 
 
+def test_subset_to_a_new_output(inputs: tuple[list[str], list[Files]], tmp_path: Path) -> None:
+    """subset shares merge's output handling: built under a temporary name. (Leaving out
+    a directory cuts the copy into many short runs, so the shard grows steadily.)"""
+    paths, files = inputs
+    out = str(tmp_path / "some.barecat")
+    chosen = {p: d for p, d in files[0].items() if "/d3/" not in p}
+    argv = [BARECAT, "subset", "-q", paths[0], "-o", out, "-x", "in0/d3/"]
+    half = nbytes(chosen) // 2
+    killed = kill_at(argv, grown(staging(out, "-shard-00000"), half))
+    assert killed.cut_short and check_after_kill(out, {}, absent_ok=True) is None
+    finish(argv, out, chosen)
+    assert hidden_leftovers(str(tmp_path)) == []
+
+
 @pytest.mark.parametrize("during", [0, 1, 2])
 def test_merge_append(tmp_path: Path, during: int) -> None:
-    """``merge -a`` into an existing output, killed while input ``during`` is copied: the
-    output keeps what it had and holds each input completely or not at all, in order."""
+    """``merge -a`` into an existing output, killed once input ``during`` is copied (there
+    is always one more to go): the output keeps what it had and holds each input
+    completely or not at all, in order."""
     previous = random_files("prev", 300, 9)
     out = build(str(tmp_path / "out.barecat"), previous)
-    wanted = [random_files(f"in{k}", 1000, 10 + k) for k in range(3)]
+    wanted = [random_files(f"in{k}", 600, 10 + k) for k in range(4)]
     inputs = [build(str(tmp_path / f"in{k}.barecat"), f) for k, f in enumerate(wanted)]
     sizes = [sum(len(d) for d in f.values()) for f in [previous, *wanted]]
     argv = [BARECAT, "merge", "-q", "-a", "-o", out, *inputs]
