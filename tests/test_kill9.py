@@ -155,6 +155,19 @@ def test_merge_to_a_new_output(
     assert hidden_leftovers(str(tmp_path)) == []  # the dead run's build was removed
 
 
+def test_merge_replacing_an_output_keeps_the_old_one_until_done(
+    inputs: tuple[list[str], list[Files]], tmp_path: Path
+) -> None:
+    """``-f``: the old output stays whole until the new one is complete."""
+    paths, files = inputs
+    old = random_files("old", 50, 7)
+    out = build(str(tmp_path / "out.barecat"), old)
+    argv = [BARECAT, "merge", "-q", "-f", "-o", out, *paths]
+    killed = kill_at(argv, grown(staging(out, "-shard-00000"), nbytes(files[0]) + 1))
+    assert killed.cut_short and check_after_kill(out, old) == old
+    finish(argv, out, merged(files))
+
+
 def test_legacy_merge_to_a_new_output(
     inputs: tuple[list[str], list[Files]], tmp_path: Path
 ) -> None:
