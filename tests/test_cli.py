@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 import barecat
-from conftest import Run, make_numbered_tree, make_tree, reference_python
+from conftest import Run, make_tree, reference_python
 
 BIN = Path(sys.executable).parent
 REFERENCE_CLI_DOCS = (
@@ -465,53 +465,3 @@ def test_progress_bars_appear_on_a_terminal(tmp_path: Path) -> None:
     quiet = [BIN / "barecat", "extract", "-q", ar, "-C", tmp_path / "p"]
     code, drawn = _stderr_on_a_terminal(quiet)
     assert code == 0 and drawn == ""
-
-
-def test_killed_create_keeps_committed_files_and_resume_finishes(tmp_path: Path) -> None:
-    """SIGKILL a create at several moments: what was committed (and so listed by -v)
-    stays and verifies, and ``create --resume`` then adds exactly the missing files."""
-    import random
-
-    src = tmp_path / "src"
-    expected = make_numbered_tree(src, 30, 400)
-    rng = random.Random(7)
-    partial = 0
-    for attempt in range(4):
-        ar = str(tmp_path / f"ar{attempt}")
-        argv = [str(BIN / "barecat"), "create", "-q", "-v", "-j", "1", "-C", str(src), ar, "."]
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, bufsize=0)
-        assert proc.stdout is not None
-        first = proc.stdout.readline()  # the first commit is done: kill somewhere after it
-        time.sleep(rng.uniform(0.0, 0.3))
-        proc.kill()
-        rest = proc.communicate()[0]
-        listed = (first + rest).decode().split()  # -v lists files once committed
-        if barecat_exists(ar):
-            with barecat.Barecat(ar) as bc:
-                assert bc.verify_integrity()
-                kept = {p: bc[p] for p in bc}
-            assert all(expected[p] == data for p, data in kept.items())
-            assert set(listed) <= set(kept)
-            partial += 0 < len(kept) < len(expected)
-            if attempt % 2:  # repair after a kill keeps every committed file, then verifies
-                bc_bin = str(BIN / "barecat")
-                assert (
-                    subprocess.run([bc_bin, "repair", "-q", ar], capture_output=True).returncode
-                    == 0
-                )
-                assert (
-                    subprocess.run([bc_bin, "verify", "-q", ar], capture_output=True).returncode
-                    == 0
-                )
-                with barecat.Barecat(ar) as bc:
-                    assert {p: bc[p] for p in bc} == kept
-        resumed = subprocess.run([*argv[:2], "--resume", *argv[2:]], capture_output=True)
-        assert resumed.returncode == 0, resumed.stderr
-        with barecat.Barecat(ar) as bc:
-            assert bc.num_files == len(expected) and bc.verify_integrity()
-            assert all(bc[p] == data for p, data in expected.items())
-    assert partial >= 1  # some kill landed after a commit and before the end
-
-
-def barecat_exists(path: str) -> bool:
-    return os.path.exists(path) and os.path.getsize(path) > 0

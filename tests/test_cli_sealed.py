@@ -18,6 +18,7 @@ import pytest
 
 import barecat
 from conftest import PASSPHRASE, Run, make_numbered_tree, make_tree
+from killing import check_after_kill, finish, kill_at, printed
 from test_cli import BIN, tree_state
 
 
@@ -382,22 +383,16 @@ def test_kill_during_an_encrypted_create_keeps_committed_files(tmp_path: Path) -
     src = tmp_path / "src"
     expected = make_numbered_tree(src, 20, 400)
     archive = str(tmp_path / "killed.barecat")
-    env = {**os.environ, "BARECAT_PASSPHRASE": PASSPHRASE}
+    env = {"BARECAT_PASSPHRASE": PASSPHRASE}
     argv = [str(BIN / "barecat"), "create", "-q", "-v", "-j", "1", "--compress", "zstd",
             "--encrypt", "-C", str(src), archive, "."]  # fmt: skip
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
-    assert proc.stdout is not None
-    first = proc.stdout.readline()  # the first commit is done: kill right after it
-    proc.kill()
-    listed = (first + proc.communicate()[0]).decode().split()
+    killed = kill_at(argv, printed(1), env)  # the first commit is done: kill right after it
+    assert killed.cut_short
+    kept = check_after_kill(archive, {p: expected[p] for p in killed.lines}, env=env)
+    assert kept is not None and all(expected[p] == data for p, data in kept.items())
     with barecat.Barecat(archive, passphrase=PASSPHRASE) as bc:
-        assert bc.verify_integrity() and bc.verify_seals() == []
-        kept = {p: bc[p] for p in bc}
-    assert set(listed) <= set(kept) and all(expected[p] == data for p, data in kept.items())
-    resumed = subprocess.run([*argv[:2], "--resume", *argv[2:]], capture_output=True, env=env)
-    assert resumed.returncode == 0, resumed.stderr
-    with barecat.Barecat(archive, passphrase=PASSPHRASE) as bc:
-        assert {p: bc[p] for p in bc} == expected
+        assert bc.verify_seals() == []
+    finish([*argv[:2], "--resume", *argv[2:]], archive, expected, env)
 
 
 def on_a_terminal(argv: list[str], answers: list[str]) -> tuple[int, str]:

@@ -11,7 +11,6 @@ import stat
 import subprocess
 import sys
 import tarfile
-import time
 import warnings
 import zipfile
 from pathlib import Path
@@ -416,45 +415,6 @@ def test_maintenance_never_touches_a_wrapped_file(tmp_path: Path, run: Run) -> N
     with barecat.Barecat(target) as bc:
         assert bc["f05.bin"] == b"\x05" * 705 and bc["own.txt"].startswith(b"in a shard")
         assert len(bc) == 11 and bc.verify_integrity()
-
-
-SLOW_TAR = """
-import io, sys, tarfile, time
-with tarfile.open(fileobj=sys.stdout.buffer, mode="w|") as tar:
-    for i in range(100000):
-        info = tarfile.TarInfo(f"f{i:06d}")
-        info.size = 5000
-        tar.addfile(info, io.BytesIO(b"x" * 5000))
-        if i % 500 == 0:
-            sys.stdout.buffer.flush()
-            time.sleep(0.05)
-"""
-
-
-def test_killed_conversion_leaves_no_archive_and_is_cleaned_up(tmp_path: Path) -> None:
-    target = tmp_path / "k.barecat"
-    with subprocess.Popen([sys.executable, "-c", SLOW_TAR], stdout=subprocess.PIPE) as writer:
-        conv = subprocess.Popen(
-            [*BARECAT, "convert", "--stdin", "tar", str(target)], stdin=writer.stdout, cwd=REPO
-        )
-        staged = f".{target.name}.partial-{conv.pid}"
-        deadline = time.monotonic() + 60
-        while not (tmp_path / f"{staged}-shard-00000").exists():
-            assert time.monotonic() < deadline, "the conversion never started writing"
-            time.sleep(0.05)
-        time.sleep(0.5)  # well into it: batches stored, more coming
-        conv.kill()
-        conv.wait()
-        writer.kill()
-    assert not target.exists() and not Path(shard_path(str(target), 0)).exists()
-    assert any(p.name.startswith(staged) for p in tmp_path.iterdir())  # hidden leftovers
-    tar_path = tmp_path / "small.tar"
-    with tarfile.open(tar_path, "w") as tar:
-        tar.addfile(tarfile.TarInfo("empty"))
-    done = subprocess.run([*BARECAT, "convert", str(tar_path), str(target)], cwd=REPO)
-    assert done.returncode == 0
-    hidden = [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]
-    assert hidden == [], hidden  # the next conversion to the same name removed the dead one's files
 
 
 @needs("zip")

@@ -6,12 +6,8 @@ from __future__ import annotations
 import json
 import os
 import random
-import shutil
-import signal
 import subprocess
-import sys
 import textwrap
-import time
 from collections.abc import Callable
 
 import crc32c
@@ -22,9 +18,7 @@ from barecat.exceptions import FileTooLargeBarecatError, ReadOnlyBarecatError
 from barecat.index.placement import holes, placements_after, placements_before
 from barecat.ops import compaction, rounds
 from barecat.ops.defrag import DefragResult, defrag, fragmentation
-from barecat.ops.repair import repair
 from barecat.ops.reshard import reshard
-from barecat.ops.verify import verify_archive
 from barecat.shards.moving import copy_files
 from conftest import Run, reference_python
 
@@ -459,92 +453,6 @@ def test_placement_pages_and_holes_with_empty_files(archive_path: str) -> None:
         for shard, offset, size in holes(index):
             assert shard == 0 and size > 0 and offset in ends | {0}
             assert not any(f.offset < offset + size and f.end > offset for f in up if f.size)
-
-
-# -- crash safety ---------------------------------------------------------------------------
-
-CHILD = textwrap.dedent(
-    """
-    import sys, barecat
-    from barecat.ops import compaction, rounds
-    from barecat.ops.defrag import defrag
-    from barecat.ops.reshard import reshard
-    rounds.ROUND_FILES = 30  # many small rounds: many moments to die in
-    path, what = sys.argv[1], sys.argv[2]
-    with barecat.Barecat(path, readonly=False) as bc:
-        print("started", flush=True)
-        if what == "reshard":
-            reshard(bc.index, bc.sharder, int(sys.argv[3]))
-        else:
-            defrag(bc.index, bc.sharder, quick=what == "quick", time_budget=60)
-    print("finished", flush=True)
-    """
-)
-
-
-KILLS = {"full": 10, "quick": 4, "reshard": 10}
-
-
-def _run_and_kill(path: str, argv: list[str], delay: float | None) -> tuple[float, bool]:
-    """Run the child; SIGKILL it ``delay`` seconds after it starts; returns its run time
-    and whether the kill cut it short."""
-    proc = subprocess.Popen(
-        [sys.executable, "-c", CHILD, path, *argv], stdout=subprocess.PIPE, text=True
-    )
-    assert proc.stdout is not None
-    assert proc.stdout.readline().strip() == "started"
-    started = time.monotonic()
-    if delay is not None:
-        time.sleep(delay)
-        proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    proc.stdout.close()
-    return time.monotonic() - started, proc.returncode == -signal.SIGKILL
-
-
-def _repair_then_verify(path: str) -> None:
-    """After a crash, ``repair`` keeps every file and leaves an archive that verifies."""
-    with barecat.Barecat(path, readonly=False) as bc:
-        repair(bc.index, bc.sharder)
-        assert verify_archive(bc.index, bc.sharder).ok
-
-
-@pytest.mark.parametrize(
-    ("what", "argv_tail"), [("full", []), ("quick", []), ("reshard", ["7000"])]
-)
-def test_sigkill_at_any_moment_loses_nothing(
-    tmp_path: os.PathLike[str], what: str, argv_tail: list[str]
-) -> None:
-    root = os.fspath(tmp_path)
-    pristine = os.path.join(root, "pristine.barecat")
-    expected = fragmented(pristine, n=3000, limit=25_000, seed=11)
-    work = os.path.join(root, "work.barecat")
-
-    def fresh_copy() -> None:
-        for name in os.listdir(root):
-            if name.startswith("work."):
-                os.remove(os.path.join(root, name))
-        for name in os.listdir(root):
-            if name.startswith("pristine."):
-                shutil.copy(os.path.join(root, name), os.path.join(root, "work." + name[9:]))
-
-    fresh_copy()
-    duration, _ = _run_and_kill(work, [what, *argv_tail], None)
-    check(work, expected).close()
-    rng = random.Random(what)
-    cut_short = 0
-    for _ in range(KILLS[what]):
-        fresh_copy()
-        _, killed = _run_and_kill(work, [what, *argv_tail], rng.uniform(0, duration))
-        cut_short += killed
-        check(work, expected).close()
-        _repair_then_verify(work)
-        check(work, expected).close()
-        if what == "full":  # resuming after the crash finishes the job
-            run_op(work, defrag)
-            assert_packed(work, 25_000)
-            check(work, expected).close()
-    assert cut_short >= KILLS[what] // 2
 
 
 def test_rounds_are_bounded() -> None:

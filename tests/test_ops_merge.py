@@ -13,13 +13,10 @@ import io
 import json
 import os
 import random
-import shutil
-import signal
 import subprocess
 import sys
 import tarfile
 import textwrap
-import time
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
@@ -33,9 +30,7 @@ from barecat.exceptions import FileExistsBarecatError
 from barecat.glob import PathFilter
 from barecat.layout import existing_shard_numbers, shard_path
 from barecat.ops.merge import merge_archives
-from barecat.ops.repair import repair
 from barecat.ops.subset import select_entries, subset_archive
-from barecat.ops.verify import verify_archive
 from conftest import Run, reference_python
 
 Make = Callable[..., str]
@@ -573,85 +568,3 @@ def test_merge_accepts_archives_the_reference_wrote(tmp_path: Path) -> None:
     with barecat.Barecat(view, readonly=False) as bc:
         merge_archives(bc.index, bc.sharder, paths, symlink=True)
     assert {p: d.hex() for p, d in check(view).items()} == written
-
-
-# -- crash safety ---------------------------------------------------------------------------
-
-MERGER = textwrap.dedent(
-    """
-    import sys
-    from barecat.cli.main import main
-    sys.exit(main(sys.argv[1:]))
-    """
-)
-
-
-def test_sigkill_during_merge_leaves_a_valid_output(make_archive: Make, tmp_path: Path) -> None:
-    """Kill ``merge -a`` at random moments: the output opens and verifies, keeps everything
-    it had, and holds each input completely or not at all."""
-    rng = random.Random(1234)
-    previous = {f"prev/{i:04d}": os.urandom(300 + i) for i in range(300)}
-    base = make_archive(previous, shard_size_limit=4 << 20)
-    inputs, wanted = [], []
-    for k in range(3):
-        files = {
-            f"in{k}/d{i % 9}/{i:05d}": rng.randbytes(2000 + (i % 50) * 97) for i in range(3000)
-        }
-        inputs.append(make_archive(files))
-        wanted.append(files)
-
-    def fresh_output(name: str) -> str:
-        target = str(tmp_path / name)
-        shutil.copyfile(base, target)
-        for n in existing_shard_numbers(base):
-            shutil.copyfile(shard_path(base, n), shard_path(target, n))
-        return target
-
-    def start(out: str) -> subprocess.Popen[bytes]:
-        argv = ["merge", "-a", "-s", "4M", "-o", out, *inputs]
-        return subprocess.Popen([sys.executable, "-c", MERGER, *argv], stdout=subprocess.DEVNULL)
-
-    def timed_full_run(name: str) -> float:
-        t0 = time.monotonic()
-        full = fresh_output(name)
-        assert start(full).wait(timeout=60) == 0
-        duration = time.monotonic() - t0
-        assert check(full) == {**previous, **{k: v for f in wanted for k, v in f.items()}}
-        return duration
-
-    def killed_run(name: str, after: float) -> int:
-        """Kill a merge ``after`` seconds in; check what it left; how many inputs it holds."""
-        out = fresh_output(name)
-        proc = start(out)
-        time.sleep(after)
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
-        got = check(out)
-        assert {p: got.get(p) for p in previous} == previous
-        present = []
-        for files in wanted:
-            have = {p: got[p] for p in files if p in got}
-            assert have in ({}, files), "an input must be there completely or not at all"
-            present.append(bool(have))
-        assert present == sorted(present, reverse=True)  # inputs go in order
-        assert len(got) == len(previous) + sum(
-            len(f) for f, p in zip(wanted, present, strict=True) if p
-        )
-        with barecat.Barecat(out, readonly=False) as bc:  # repair keeps it all; it verifies
-            repair(bc.index, bc.sharder)
-            assert verify_archive(bc.index, bc.sharder).ok
-        assert check(out) == got
-        with barecat.Barecat(out, readonly=False) as bc:  # a later writer carries on
-            bc["after/crash"] = b"ok"
-        assert check(out)["after/crash"] == b"ok"
-        return sum(present)
-
-    outcomes = set()
-    for attempt in range(3):  # this VM's fsync times drift: if every kill landed at the
-        duration = timed_full_run(f"full{attempt}.barecat")  # same stage, time it again
-        for trial in range(8):
-            spread = duration * (trial + rng.random()) / 8  # over the whole run
-            outcomes.add(killed_run(f"k{attempt}-{trial}.barecat", spread))
-        if len(outcomes) >= 2:
-            break
-    assert len(outcomes) >= 2, f"kills should land at different stages, got {outcomes}"

@@ -11,16 +11,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import random
 import runpy
 import shutil
-import signal
 import sqlite3
 import subprocess
 import sys
 import textwrap
-import time
-import zlib
 from pathlib import Path
 from typing import Any
 
@@ -451,131 +447,3 @@ def test_legacy_upgrade_database_script(tmp_path: Path) -> None:
         [BIN / "barecat-upgrade-database", "--bogus"], capture_output=True, check=False
     )
     assert proc.returncode == 2
-
-
-# -- SIGKILL at random moments ---------------------------------------------------------------
-
-
-def _big_contents(n: int) -> dict[str, bytes]:
-    rng = random.Random(n)
-    return {f"d{i % 37}/e{i % 5}/f{i}.bin": rng.randbytes(rng.randrange(0, 160)) for i in range(n)}
-
-
-def _write_shards(base: str, contents: dict[str, bytes], per_shard: int) -> list[tuple[Any, ...]]:
-    """Shard files for ``contents``; returns (path, shard, offset, size, data) rows."""
-    rows = []
-    items = list(contents.items())
-    for shard, start in enumerate(range(0, len(items), per_shard)):
-        offset = 0
-        with open(f"{base}-shard-{shard:05d}", "wb") as f:
-            for path, data in items[start : start + per_shard]:
-                f.write(data)
-                rows.append((path, shard, offset, len(data), data))
-                offset += len(data)
-    return rows
-
-
-def build_big_unversioned(base: str, contents: dict[str, bytes]) -> None:
-    """The 2023 layout by hand (as documented), with deliberately stale statistics."""
-    rows = _write_shards(base, contents, 6000)
-    conn = sqlite3.connect(base + "-sqlite-index")
-    conn.execute(
-        "CREATE TABLE files (path TEXT PRIMARY KEY, parent TEXT, shard INTEGER, "
-        "offset INTEGER, size INTEGER, crc32 INTEGER NULL)"
-    )
-    conn.execute(
-        "CREATE TABLE directories (path TEXT PRIMARY KEY, parent TEXT, has_subdirs BOOLEAN "
-        "DEFAULT FALSE, has_files BOOLEAN DEFAULT FALSE, total_size INTEGER DEFAULT 0, "
-        "total_file_count INTEGER DEFAULT 0)"
-    )
-    conn.executemany(
-        "INSERT INTO files VALUES (?, ?, ?, ?, ?, ?)",
-        [(p, p.rpartition("/")[0], s, o, n, zlib.crc32(d)) for p, s, o, n, d in rows],
-    )
-    conn.executemany(
-        "INSERT INTO directories (path, parent) VALUES (?, ?)",
-        [(d, d.rpartition("/")[0]) for d in sorted(implied_dirs(list(contents))) if d],
-    )
-    conn.commit()
-    conn.close()
-
-
-def build_big_v02(base: str, contents: dict[str, bytes]) -> None:
-    """Schema 0.2 from a real 0.2.7 index, refilled with triggers off (statistics zero)."""
-    index = base + "-sqlite-index"
-    shutil.copy(DATA / "ref027-small-sqlite-index", index)
-    rows = _write_shards(base, contents, 6000)
-    conn = sqlite3.connect(index)
-    conn.execute("UPDATE config SET value_int = 0 WHERE key = 'use_triggers'")
-    conn.execute("DELETE FROM files")
-    conn.execute("DELETE FROM dirs WHERE path != ''")
-    conn.executemany(
-        "INSERT INTO dirs (path, mode) VALUES (?, 16877)",
-        [(d,) for d in sorted(implied_dirs(list(contents))) if d],
-    )
-    conn.executemany(
-        "INSERT INTO files (path, shard, offset, size, crc32c, mtime_ns) VALUES (?, ?, ?, ?, ?, ?)",
-        [(p, s, o, n, crc32c.crc32c(d), 7) for p, s, o, n, d in rows],
-    )
-    conn.execute("UPDATE config SET value_int = 1 WHERE key = 'use_triggers'")
-    conn.commit()
-    conn.close()
-
-
-def _check_state_after_kill(base: str, old_sha: str, contents: dict[str, bytes]) -> str:
-    """'old' (untouched) or 'new' (complete and consistent); anything else fails."""
-    index = base + "-sqlite-index"
-    assert os.path.isfile(index), os.listdir(os.path.dirname(base))
-    if sha(index) == old_sha:
-        return "old"
-    with barecat.Barecat(base) as bc:
-        assert bc.index.schema_version == (0, 3)
-        assert bc.num_files == len(contents)
-        assert bc.index.find_inconsistencies() == []
-        for path in random.Random(1).sample(sorted(contents), 100):
-            assert bc[path] == contents[path]
-    return "new"
-
-
-@pytest.mark.parametrize("layout", ["unversioned", "0.2"])
-def test_sigkill_at_random_moments_leaves_a_usable_archive(tmp_path: Path, layout: str) -> None:
-    contents = _big_contents(20_000)
-    master = tmp_path / "master"
-    master.mkdir()
-    master_base = str(master / "big")
-    (build_big_unversioned if layout == "unversioned" else build_big_v02)(master_base, contents)
-    old_sha = sha(master_base + "-sqlite-index")
-    command = [str(BIN / "barecat"), "upgrade", "-q", "-j", "2"]
-
-    def fresh(i: int) -> str:
-        where = tmp_path / f"run{i}"
-        where.mkdir()
-        for src in master.iterdir():
-            if "shard" in src.name:
-                os.link(src, where / src.name)  # only read by the upgrade
-            else:
-                shutil.copy(src, where / src.name)
-        return str(where / "big")
-
-    started = time.monotonic()
-    subprocess.run([str(BIN / "barecat"), "--version"], check=True, capture_output=True)
-    startup = time.monotonic() - started  # importing; the upgrade starts after this
-    started = time.monotonic()
-    subprocess.run([*command, fresh(0)], check=True, capture_output=True)
-    full = time.monotonic() - started
-    rng = random.Random()
-    seed = rng.randrange(1 << 30)
-    rng.seed(seed)
-    outcomes = []
-    for i in range(1, 11):
-        base = fresh(i)
-        proc = subprocess.Popen([*command, base], stdout=subprocess.DEVNULL)
-        time.sleep(rng.uniform(0.8 * startup, 1.1 * full))
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
-        outcomes.append(_check_state_after_kill(base, old_sha, contents))
-        upgrade(base)  # the next run always finishes the job
-        with barecat.Barecat(base) as bc:
-            assert bc.num_files == len(contents) and bc.index.find_inconsistencies() == []
-    check_upgraded(base, contents, implied_dirs(list(contents)))
-    print(f"seed {seed}, full run {full:.2f}s, outcomes {outcomes}")

@@ -124,7 +124,8 @@ class WrongPassphraseBarecatError(_OSBarecatError, PermissionError):
 
 
 class ArchiveLockedBarecatError(_OSBarecatError, BlockingIOError):
-    """Another writer holds the archive; two writers would interleave bytes."""
+    """Another writer holds the archive (two writers would interleave bytes), or holds
+    SQLite's lock on its index longer than a reader waits: busy, not broken."""
 
     errno_code = _errno.EAGAIN
 

@@ -2,15 +2,42 @@
 rely on the facade for: its two halves and its sealing, the checks that a write is
 allowed, and the pacing of commits. The facade owns these (they couple the halves and
 the writer lock); the mixins that edit and maintain an archive declare them once, here,
-so that each stays a plain class over the same names.
+so that each stays a plain class over the same names. Also :func:`serialized`, which
+every operation that changes an archive wears, so that a writer shared by threads
+(``threadsafe=True``) runs them one at a time.
 """
 
 from __future__ import annotations
+
+import functools
+import threading
+from collections.abc import Callable
+from typing import Concatenate, ParamSpec, TypeVar
 
 from barecat.archive.sealed import ArchiveSealing
 from barecat.index import Index
 from barecat.sealing import SealingSettings
 from barecat.shards import Sharder
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+_A = TypeVar("_A", bound="ArchiveContract")
+
+
+def serialized(method: Callable[Concatenate[_A, _P], _R]) -> Callable[Concatenate[_A, _P], _R]:
+    """Run ``method`` holding the archive's write lock, when it has one (a writer opened
+    with ``threadsafe=True``); otherwise call it directly. The lock is re-entrant, so an
+    operation may call others (``add`` commits through ``commit``)."""
+
+    @functools.wraps(method)
+    def locked(self: _A, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        lock = self._write_lock
+        if lock is None:
+            return method(self, *args, **kwargs)
+        with lock:
+            return method(self, *args, **kwargs)
+
+    return locked
 
 
 class ArchiveContract:
@@ -20,6 +47,8 @@ class ArchiveContract:
     index: Index
     sharder: Sharder
     _sealing: ArchiveSealing | None
+    _write_lock: threading.RLock | None = None
+    """Held by every change of a writer shared by threads; None otherwise."""
 
     def _require_writable(self) -> None:
         """Raise unless the archive is open for writing, in this process."""
@@ -53,4 +82,4 @@ class ArchiveContract:
         raise NotImplementedError
 
 
-__all__ = ["ArchiveContract"]
+__all__ = ["ArchiveContract", "serialized"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 
-from barecat.archive.contract import ArchiveContract
+from barecat.archive.contract import ArchiveContract, serialized
 from barecat.entries import BarecatDirInfo, BarecatFileInfo
 from barecat.exceptions import FileNotFoundBarecatError
 from barecat.paths import normalize, parent
@@ -24,6 +24,7 @@ class ArchiveEditing(ArchiveContract):
     def _stored_bytes(self, f: BarecatFileInfo) -> bytes:
         raise NotImplementedError
 
+    @serialized
     def mkdir(self, path: str, mode: int = 0o755, exist_ok: bool = False) -> None:
         """Create one directory; its parent must exist (as ``os.mkdir``)."""
         path = normalize(path)
@@ -34,6 +35,7 @@ class ArchiveEditing(ArchiveContract):
             raise error
         self._add_dir(BarecatDirInfo(path, mode, mtime_ns=time.time_ns()), exist_ok)
 
+    @serialized
     def makedirs(self, path: str, mode: int = 0o755, exist_ok: bool = False) -> None:
         """Create a directory and any missing ancestors (as ``os.makedirs``)."""
         self._add_dir(BarecatDirInfo(normalize(path), mode, mtime_ns=time.time_ns()), exist_ok)
@@ -44,6 +46,7 @@ class ArchiveEditing(ArchiveContract):
         self.index.add_dir(info, exist_ok=exist_ok)
         self._maybe_commit()
 
+    @serialized
     def add_dirs(self, infos: Iterable[BarecatDirInfo]) -> None:
         """Create many directories, or update the metadata of existing ones, at once."""
         self._require_writable()
@@ -52,6 +55,7 @@ class ArchiveEditing(ArchiveContract):
         self.index.upsert_dirs_bulk(dirs)
         self._maybe_commit(len(dirs))
 
+    @serialized
     def remove(self, item: BarecatFileInfo | str) -> None:
         """Delete a file's index row; its bytes stay as a hole until defrag."""
         self._require_changeable()
@@ -59,17 +63,20 @@ class ArchiveEditing(ArchiveContract):
         self.index.remove_file(item)
         self._maybe_commit()
 
+    @serialized
     def rmdir(self, item: BarecatDirInfo | str) -> None:
         self._require_changeable()
         self.index.remove_empty_dir(item)
         self._maybe_commit()
 
+    @serialized
     def rmtree(self, item: BarecatDirInfo | str) -> None:
         self._require_changeable()
         self.prepare_file_list_edit()
         self.index.remove_recursively(item)
         self._maybe_commit()
 
+    @serialized
     def rename(self, old_path: str, new_path: str) -> None:
         """Move a file or a whole directory; fails if the target exists."""
         self._require_changeable()
@@ -106,14 +113,17 @@ class ArchiveEditing(ArchiveContract):
 
     move = rename
 
+    @serialized
     def chmod(self, path: str, mode: int) -> None:
         self._require_writable()
         self.index.chmod(path, mode)
 
+    @serialized
     def chown(self, path: str, uid: int, gid: int) -> None:
         self._require_writable()
         self.index.chown(path, uid, gid)
 
+    @serialized
     def utime(
         self,
         path: str,

@@ -7,19 +7,23 @@ write leaves nothing behind. Commits are batched (every ``commit_interval`` seco
 ``COMMIT_EVERY_FILES`` files, whichever comes first, and on close) with the shards
 fsynced first, so a killed writer loses at most about a second of work. A writer holds
 an advisory lock on the index file, so a second writer fails at open instead of
-interleaving bytes.
+interleaving bytes. A writer opened with ``threadsafe=True`` may be shared by threads:
+its changes run one at a time (``serialized``), in its one SQLite transaction.
 """
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import io
 import os
 import stat
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, MutableMapping
 from typing import IO, Any, BinaryIO, cast
 
+from barecat.archive.contract import serialized
 from barecat.archive.editing import ArchiveEditing
 from barecat.archive.inspecting import ArchiveInspection
 from barecat.archive.maintenance import ArchiveMaintenance
@@ -77,6 +81,11 @@ class Barecat(
     (default ``~/.cache/barecat``, or ``$BARECAT_CACHE_DIR``) and refreshed when the
     store's version of it changes, its files read by ranged requests through a block
     cache there (``block_cache=False``: no shard bytes kept on disk).
+
+    ``threadsafe=True``: a reader gives each thread its own SQLite connection; a writer
+    may be used from several threads, its changes run one at a time, and what any thread
+    added is in the archive once ``add`` returned, committed by the next commit or
+    ``close`` (see ``exclusive`` for several steps in a row).
     """
 
     def __init__(
@@ -111,6 +120,7 @@ class Barecat(
         self._remote_options = (storage_options, cache_dir, block_cache)
         self.readonly = readonly
         self.threadsafe = threadsafe
+        self._write_lock = threading.RLock() if threadsafe and not readonly else None
         self.append_only = append_only
         self.commit_interval = commit_interval
         self._readonly_is_immutable = readonly_is_immutable
@@ -218,6 +228,7 @@ class Barecat(
             os.close(self._lock_fd)
             self._lock_fd = None
 
+    @serialized
     def commit(self) -> None:
         """Make everything written so far durable: shard bytes first, then the index."""
         self._require_writable()
@@ -228,6 +239,15 @@ class Barecat(
         if self.on_commit is not None:
             self.on_commit()
 
+    def exclusive(self) -> contextlib.AbstractContextManager[object]:
+        """Hold a writer shared by threads for several steps in a row: other threads'
+        changes wait until the block ends (a no-op for other archives).
+
+        Returns:
+            A context manager.
+        """
+        return contextlib.nullcontext() if self._write_lock is None else self._write_lock
+
     def _maybe_commit(self, changes: int = 1) -> None:
         self._uncommitted += changes
         if (
@@ -236,6 +256,7 @@ class Barecat(
         ):
             self.commit()
 
+    @serialized
     def close(self) -> None:
         if getattr(self, "index", None) is None:
             self._release_writer_lock()
@@ -296,6 +317,8 @@ class Barecat(
             self._sealing.use_key(data_key, keeps_digest)
 
     def _require_writable(self) -> None:
+        if getattr(self, "index", None) is None:
+            raise BarecatError(f"Archive {self.path} is closed")
         if self.readonly:
             raise ReadOnlyBarecatError(f"Archive {self.path} is open read-only")
         if os.getpid() != self._owner_pid:
@@ -410,6 +433,7 @@ class Barecat(
             buffered, encoding=encoding or "utf-8", errors=errors, newline=newline
         )
 
+    @serialized
     def _open_for_writing(
         self, path: str, mode: str
     ) -> BarecatReadWriteFileObject | SealedFileWriter:
@@ -460,6 +484,7 @@ class Barecat(
         self._writer = writer
         return writer
 
+    @serialized
     def _finish_writer(self, w: BarecatReadWriteFileObject) -> None:
         self._writer = None
         path = self._writer_path
@@ -477,6 +502,7 @@ class Barecat(
 
     # -- adding ----------------------------------------------------------------------
 
+    @serialized
     def add(
         self,
         item: BarecatEntryInfo | str,
@@ -568,6 +594,7 @@ class Barecat(
         self.sharder.commit_append(address)
         self._maybe_commit()
 
+    @serialized
     def update_file(
         self,
         old_item: BarecatFileInfo | str,
@@ -604,6 +631,7 @@ class Barecat(
         size_hint = size if size is not None else _size_hint(fileobj)
         self._append_then_record(target, data, fileobj, size_hint, bufsize, record)
 
+    @serialized
     def add_many(
         self,
         items: Iterable[tuple[BarecatFileInfo | str, bytes | bytearray | memoryview]],
@@ -676,6 +704,7 @@ class Barecat(
         self.unlock()  # ask for the passphrase now, not in a worker thread
         return self._sealing.sealer()
 
+    @serialized
     def add_placed(self, infos: list[BarecatFileInfo]) -> None:
         """Index files whose bytes are already in the shards, at places claimed with
         ``sharder.reserve`` and written with ``sharder.write_reserved``.

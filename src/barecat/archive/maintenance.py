@@ -8,7 +8,7 @@ write position back after the last file.
 
 from __future__ import annotations
 
-from barecat.archive.contract import ArchiveContract
+from barecat.archive.contract import ArchiveContract, serialized
 from barecat.exceptions import BarecatError
 from barecat.glob import PathFilter
 from barecat.ops.defrag import defrag as defrag_archive
@@ -24,18 +24,21 @@ class ArchiveMaintenance(ArchiveContract):
         return self.index.shard_size_limit
 
     @shard_size_limit.setter
+    @serialized
     def shard_size_limit(self, value: int | str) -> None:
         self._require_writable()
         limit = parse_size(value)
         self.index.shard_size_limit = limit
         self.sharder.shard_size_limit = limit
 
+    @serialized
     def truncate_all_to_logical_size(self) -> None:
         """Cut every shard back to the end of its last indexed file (drops unreferenced tails)."""
         self._require_writable()
         ends = [self.index.logical_shard_end(i) for i in range(self.sharder.num_shards)]
         self.sharder.truncate_all_to_logical_size(ends)
 
+    @serialized
     def defrag(self, quick: bool = False) -> int:
         """Reclaim the holes left by removed and replaced files (the reference's method);
         returns the bytes freed. Crash-safe: see ``barecat.ops.defrag``."""
@@ -46,6 +49,7 @@ class ArchiveMaintenance(ArchiveContract):
         self._resync_write_position()
         return result.bytes_reclaimed
 
+    @serialized
     def merge_from_other_barecat(
         self,
         source_path: str,
@@ -78,6 +82,7 @@ class ArchiveMaintenance(ArchiveContract):
         )
         self._resync_write_position()
 
+    @serialized
     def rekey(self, new_passphrase: str | bytes) -> None:
         """Change the passphrase of an encrypted archive: its data key is rewrapped, no
         file is rewritten. The archive must be open for writing with the old one."""

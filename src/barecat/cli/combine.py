@@ -3,9 +3,13 @@
 Thin front ends over ``barecat.ops.merge`` and ``barecat.ops.subset``: they check the
 option combinations and whether the output may be written (it must not exist unless
 ``-f`` replaces it or ``-a`` appends to it; it must not be one of the inputs), show a
-progress bar on a terminal, and end with a one-line summary. Also the reference's
-legacy ``barecat-merge`` and ``barecat-merge-symlink`` scripts (:func:`legacy_merge`,
-:func:`legacy_merge_symlink`), which append to an existing output like the originals.
+progress bar on a terminal, and end with a one-line summary. A new or replaced output
+is built under a temporary name and renamed into place when complete
+(``building_archive``), so a killed run leaves no output (or the old one) rather than a
+partial archive that would pass ``verify``; only ``-a`` adds to an existing output in
+place, one whole input at a time. Also the reference's legacy ``barecat-merge`` and
+``barecat-merge-symlink`` scripts (:func:`legacy_merge`, :func:`legacy_merge_symlink`),
+which append to an existing output like the originals.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from barecat.cli.parsing import (
     size,
 )
 from barecat.cli.running import run_legacy
-from barecat.cli.sealing import open_archive
+from barecat.cli.sealing import open_archive, passphrase_source
 from barecat.cli.terminal import Progress, describe, error, human_size, wants_progress
 from barecat.exceptions import BarecatError, FileExistsBarecatError
 from barecat.glob import PathFilter
@@ -35,7 +39,7 @@ from barecat.layout import archive_exists, base_path, index_path, is_sqlite_file
 from barecat.ops.copy_files import CopyStats
 from barecat.ops.merge import check_source, merge_archives
 from barecat.ops.subset import select_entries, subset_archive
-from barecat.transfer import archive2barecat, format_of_name
+from barecat.transfer import archive2barecat, building_archive, format_of_name
 
 MERGE_EXAMPLES = """
 barecat merge -o all.barecat train.barecat val.barecat test.barecat
@@ -215,7 +219,8 @@ def _merge(args: argparse.Namespace, inputs: list[str], names: dict[str, str]) -
     def on_input(path: str, num_files: int) -> None:
         current[0] = names.get(path, path)
 
-    with _open_output(args) as out, Progress("merge", total, show) as bar:
+    output = _output_archive(args, args.output, args.force, args.shard_size_limit)
+    with output as out, Progress("merge", total, show) as bar:
         try:
             out.prepare_file_list_edit()
             result = merge_archives(
@@ -245,16 +250,20 @@ def _merge(args: argparse.Namespace, inputs: list[str], names: dict[str, str]) -
     return 0
 
 
-def _open_output(args: argparse.Namespace) -> Barecat:
-    """The output archive, for writing (``-f`` replaces it, ``-s`` sets its shard limit),
-    with the passphrase source: encrypted files it takes need it for its index digest."""
-    return open_archive(
-        args.output,
-        args,
-        readonly=False,
-        overwrite=args.force,
-        shard_size_limit=args.shard_size_limit,
-    )
+def _output_archive(
+    args: argparse.Namespace, output: str, replace: bool, shard_size_limit: int | None
+) -> contextlib.AbstractContextManager[Barecat]:
+    """The output archive, for writing: an existing one is added to in place unless
+    ``replace`` (``-a``; each input is committed whole); otherwise the output is
+    built under a temporary name and appears at ``output`` (replacing the old one) only
+    when the block completes, so a kill leaves no partial output behind. With the
+    passphrase source: encrypted files it takes need it for its index digest."""
+    passphrase = passphrase_source(args)
+    if archive_exists(output) and not replace:
+        return Barecat(
+            output, readonly=False, shard_size_limit=shard_size_limit, passphrase=passphrase
+        )
+    return building_archive(output, replace, shard_size_limit, {"passphrase": passphrase})
 
 
 def run_subset(args: argparse.Namespace) -> int:
@@ -264,7 +273,8 @@ def run_subset(args: argparse.Namespace) -> int:
     with open_archive(args.archive, args) as src:
         selection = select_entries(src.index, args.pattern, path_filter)
         total = src.num_files if selection is None else len(selection.files)
-        with _open_output(args) as out, Progress("subset", total, show) as bar:
+        output = _output_archive(args, args.output, args.force, args.shard_size_limit)
+        with output as out, Progress("subset", total, show) as bar:
             out.prepare_file_list_edit()
             stats = subset_archive(
                 src.index,
@@ -318,9 +328,7 @@ def _legacy_body(symlink: bool) -> Callable[[argparse.Namespace], int]:
     def body(args: argparse.Namespace) -> int:
         _check_output(args.output, args.input_paths, True, "")  # an existing one is added to
         limit = getattr(args, "shard_size_limit", None)
-        with open_archive(
-            args.output, args, readonly=False, overwrite=args.overwrite, shard_size_limit=limit
-        ) as out:
+        with _output_archive(args, args.output, args.overwrite, limit) as out:
             out.prepare_file_list_edit()
             result = merge_archives(
                 out.index,

@@ -1,6 +1,7 @@
 """Opening SQLite connections to an index, and keeping them safe across threads and fork.
 
-An index may be shared by threads (one connection per thread when asked) and is often
+An index may be shared by threads (a reader's: one connection per thread when asked; a
+writer's: always its one connection, since a writer is one transaction) and is often
 inherited by forked DataLoader workers. A connection must never be used, or even closed,
 in a process other than the one that opened it: closing it in a child could roll back
 the parent's open transaction. So after ``fork`` the child drops its references to the
@@ -68,6 +69,16 @@ def connect(
     return conn
 
 
+def is_busy(e: sqlite3.Error) -> bool:
+    """True for SQLite's "database is locked": another connection holds a lock on the
+    index (SQLITE_BUSY or SQLITE_LOCKED) past the busy timeout. Nothing is wrong with
+    the file; trying again later may succeed."""
+    code = getattr(e, "sqlite_errorcode", None)  # Python 3.11+
+    if code is not None:
+        return code & 0xFF in (5, 6)  # SQLITE_BUSY, SQLITE_LOCKED
+    return "locked" in str(e) or "busy" in str(e)
+
+
 def open_savepoint(conn: sqlite3.Connection, name: str) -> None:
     """Start a savepoint inside the connection's transaction, beginning one if needed.
 
@@ -102,9 +113,17 @@ def roll_back_crashed_transaction(path: str) -> None:
 
 
 class ConnectionPool:
-    """One connection per process, or per thread when ``threadsafe``; opened lazily.
+    """One connection per process; for a reader shared by threads (``threadsafe``), one
+    per thread. Opened lazily.
 
-    Threads are told apart by their native identity, not by thread-local storage:
+    A writer keeps one connection even when ``threadsafe``: its uncommitted rows live in
+    that connection's transaction, so every thread must see them there, and a second
+    connection would be a second SQLite writer of the same file, refused with "database
+    is locked" while the first holds its transaction (and whose own uncommitted rows
+    another thread's commit would never include). A ``threadsafe`` writer's connection
+    may be used from any thread; the archive serialises the writes.
+
+    Reader threads are told apart by their native identity, not by thread-local storage:
     callbacks from threads Python did not start (libfuse's workers calling a mounted
     archive through ctypes) get a fresh thread state, and so empty thread-locals, on every
     call. A thread that ends leaves its connection to the next thread given its identity
@@ -115,11 +134,13 @@ class ConnectionPool:
         self.readonly = readonly
         self.immutable = immutable
         self.threadsafe = threadsafe
+        self._per_thread = threadsafe and readonly
         self._conn: sqlite3.Connection | None = None
         self._by_thread: dict[int, sqlite3.Connection] = {}
         self._all: list[sqlite3.Connection] = []
         self._setups: dict[str, Callable[[sqlite3.Connection], None]] = {}
         self._lock = threading.Lock()
+        self._opening = threading.Lock()
         register_fork_aware(self)
 
     def set_up_each(self, name: str, setup: Callable[[sqlite3.Connection], None]) -> None:
@@ -132,10 +153,13 @@ class ConnectionPool:
             setup(conn)
 
     def get(self) -> sqlite3.Connection:
-        if not self.threadsafe:
+        if not self._per_thread:
             conn = self._conn
             if conn is None:
-                conn = self._conn = self._open()
+                with self._opening:  # two threads of a threadsafe writer open it once
+                    if self._conn is None:
+                        self._conn = self._open()
+                    conn = self._conn
             return conn
         thread = threading.get_ident()
         conn = self._by_thread.get(thread)
@@ -167,3 +191,4 @@ class ConnectionPool:
         self._conn = None
         self._by_thread = {}
         self._lock = threading.Lock()
+        self._opening = threading.Lock()

@@ -31,7 +31,7 @@ from barecat.exceptions import (
     ReadOnlyBarecatError,
 )
 from barecat.index import treestats
-from barecat.index.connection import connect, sqlite_uri
+from barecat.index.connection import connect, is_busy, sqlite_uri
 from barecat.index.schema import (
     SCHEMA_VERSION_MAJOR,
     SCHEMA_VERSION_MINOR,
@@ -108,7 +108,7 @@ def _lock_and_read_version(conn: sqlite3.Connection, path: str, writable: bool) 
         conn.execute("BEGIN IMMEDIATE" if writable else "BEGIN")
         version = read_version(conn, path)
     except sqlite3.OperationalError as e:
-        if "locked" in str(e) or "busy" in str(e):
+        if is_busy(e):
             raise ArchiveLockedBarecatError(
                 f"Archive index {path} is being written by another program; "
                 "close it before upgrading"

@@ -24,6 +24,7 @@ from barecat.entries import (
     Order,
 )
 from barecat.exceptions import (
+    ArchiveLockedBarecatError,
     BarecatError,
     CorruptIndexBarecatError,
     FileNotFoundBarecatError,
@@ -34,7 +35,7 @@ from barecat.exceptions import (
 )
 from barecat.glob import compile_glob
 from barecat.index import file_digest, query
-from barecat.index.connection import ConnectionPool, roll_back_crashed_transaction
+from barecat.index.connection import ConnectionPool, is_busy, roll_back_crashed_transaction
 from barecat.index.lookup_table import LookupTable
 from barecat.index.schema import (
     SEALED_SCHEMA_VERSION_MAJOR,
@@ -58,6 +59,24 @@ FileItem = BarecatFileInfo | str
 def path_of(item: BarecatEntryInfo | str) -> str:
     """The normalized path of an info record or a user-given path."""
     return item.path if isinstance(item, BarecatEntryInfo) else normalize(item)
+
+
+def _open_error(path: str, e: sqlite3.DatabaseError) -> BarecatError:
+    """Why an index could not be opened, as barecat's error: a lock held by another
+    program (busy, not broken), a crashed writer's journal a reader cannot roll back, or
+    a file that is no readable index."""
+    if is_busy(e):
+        return ArchiveLockedBarecatError(
+            f"{path} is locked by another program writing it ({e}); try again when it is done"
+        )
+    if isinstance(e, sqlite3.OperationalError) and "readonly" in str(e):
+        return ReadOnlyBarecatError(
+            f"{path} holds an unfinished transaction of a crashed writer; open it once "
+            "with write access (readonly=False) so SQLite can roll it back"
+        )
+    if isinstance(e, sqlite3.OperationalError):
+        return CorruptIndexBarecatError(f"{path} cannot be read: {e}")
+    return CorruptIndexBarecatError(f"{path} is not a readable barecat index: {e}")
 
 
 class IndexReader:
@@ -104,19 +123,9 @@ class IndexReader:
                 create_schema(conn, shard_size_limit)
             self.schema_version = check_version(conn, self.path)
             self._read_layout()
-        except sqlite3.OperationalError as e:
-            self._pool.close()
-            if "readonly" not in str(e):
-                raise CorruptIndexBarecatError(f"{self.path} cannot be read: {e}") from e
-            raise ReadOnlyBarecatError(
-                f"{self.path} holds an unfinished transaction of a crashed writer; open it once "
-                "with write access (readonly=False) so SQLite can roll it back"
-            ) from e
         except sqlite3.DatabaseError as e:
             self._pool.close()
-            raise CorruptIndexBarecatError(
-                f"{self.path} is not a readable barecat index: {e}"
-            ) from e
+            raise _open_error(self.path, e) from e
         except BaseException:
             self._pool.close()
             raise

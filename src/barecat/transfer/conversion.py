@@ -21,7 +21,7 @@ from barecat.archive import Barecat, Passphrase
 from barecat.entries import BarecatFileInfo, Order
 from barecat.exceptions import BarecatError, FileExistsBarecatError
 from barecat.layout import archive_exists, move_archive, remove_archive
-from barecat.leftovers import abandoned_pids
+from barecat.leftovers import abandoned_entries
 from barecat.transfer.archive_export import ExportResult, OnExported, export_tar, export_zip
 from barecat.transfer.archive_formats import format_of_file, format_of_name
 from barecat.transfer.archive_import import ImportResult, OnStored, import_tar, import_zip
@@ -57,10 +57,7 @@ def building_archive(
     except BaseException:
         remove_archive(staging)
         raise
-    if archive_exists(target):
-        remove_archive(target)
-    elif os.path.lexists(target):
-        os.remove(target)
+    remove_archive(target)  # the old archive (or file), or shards a cut-short rename left
     move_archive(staging, target)
 
 
@@ -72,10 +69,12 @@ def _staging_path(target: str) -> str:
 
 
 def _remove_abandoned_stagings(folder: str, name: str) -> None:
-    """Delete what killed conversions to ``name`` left (their process is gone)."""
-    prefix = f".{name}.partial-"
-    for pid in abandoned_pids(folder, prefix):
-        remove_archive(os.path.join(folder, f"{prefix}{pid}"))
+    """Delete what killed builds of ``name`` left (their process is gone): the staged
+    archive, its shards and journal, and the part-archives of a parallel create."""
+    for entries in abandoned_entries(folder, f".{name}.partial-").values():
+        for entry in entries:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(os.path.join(folder, entry))
 
 
 def archive2barecat(

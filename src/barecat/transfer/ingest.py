@@ -308,34 +308,35 @@ def ingest(
     ``skip_existing`` counted in ``skipped`` — which lets an interrupted run be repeated
     to finish the job without duplicates.
     """
-    result = IngestResult(failures=list(plan.failures))
-    bc.add_dirs(plan.dirs)  # also refuses a read-only archive before anything is written
-    result.dirs = len(plan.dirs)
-    files = plan.files
-    if bc.num_files > 0:
-        files = _leave_out_existing(bc, files, result, skip_existing)
-    workers = max(1, workers)
-    indexer = _Indexer(bc, result, on_added)
-    turns = _Turns()
-    sealer = bc.sealing_for_writers()
-    pool = ThreadPoolExecutor(workers)
-    try:
-        window: deque[Future[_Written]] = deque()
-        for number, start in enumerate(range(0, len(files), READ_CHUNK)):
-            chunk = files[start : start + READ_CHUNK]
-            window.append(pool.submit(_write_chunk, bc.sharder, turns, number, chunk, sealer))
-            if len(window) > 2 * workers:
+    with bc.exclusive():  # reader threads claim shard room: no other writes meanwhile
+        result = IngestResult(failures=list(plan.failures))
+        bc.add_dirs(plan.dirs)  # also refuses a read-only archive before anything is written
+        result.dirs = len(plan.dirs)
+        files = plan.files
+        if bc.num_files > 0:
+            files = _leave_out_existing(bc, files, result, skip_existing)
+        workers = max(1, workers)
+        indexer = _Indexer(bc, result, on_added)
+        turns = _Turns()
+        sealer = bc.sealing_for_writers()
+        pool = ThreadPoolExecutor(workers)
+        try:
+            window: deque[Future[_Written]] = deque()
+            for number, start in enumerate(range(0, len(files), READ_CHUNK)):
+                chunk = files[start : start + READ_CHUNK]
+                window.append(pool.submit(_write_chunk, bc.sharder, turns, number, chunk, sealer))
+                if len(window) > 2 * workers:
+                    indexer.take(window.popleft().result())
+            while window:
                 indexer.take(window.popleft().result())
-        while window:
-            indexer.take(window.popleft().result())
-        indexer.flush()
-    except BaseException:
-        pool.shutdown(wait=True, cancel_futures=True)
-        bc.sharder.rewind(*indexer.indexed_end)
-        raise
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
-    return result
+            indexer.flush()
+        except BaseException:
+            pool.shutdown(wait=True, cancel_futures=True)
+            bc.sharder.rewind(*indexer.indexed_end)
+            raise
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+        return result
 
 
 def _leave_out_existing(

@@ -1,0 +1,175 @@
+"""A writer shared by threads (``threadsafe=True``), and SQLite's lock held by another
+program: real threads, real SQLite files and shards, a real second process.
+
+A writer is one SQLite transaction: every thread's changes go into it one at a time,
+every thread sees them at once, and close() commits them all. No add that returned is
+ever lost, and a busy index is reported as busy, never as a corrupt one.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+import barecat
+from barecat.exceptions import ArchiveLockedBarecatError, BarecatError, CorruptIndexBarecatError
+
+
+def data_of(thread: int, i: int) -> bytes:
+    return f"{thread}:{i};".encode() * (1 + (i * 7 + thread) % 300)
+
+
+def test_threads_sharing_a_writer_lose_no_acknowledged_add(archive_path: str) -> None:
+    """Four threads add one by one, in batches and through open(); commits come from
+    whichever thread hits the interval; close() on the main thread keeps them all."""
+    acknowledged: dict[str, bytes] = {}
+    bc = barecat.Barecat(archive_path, readonly=False, threadsafe=True, commit_interval=0.005)
+
+    def work(t: int) -> None:
+        for i in range(150):
+            path, data = f"t{t}/d{i % 5}/f{i:04d}", data_of(t, i)
+            if i % 10 == 3:
+                batch = {f"{path}.{k}": data + bytes([k]) for k in range(5)}
+                bc.add_many(batch.items())
+                acknowledged.update(batch)
+            elif i % 10 == 7:
+                bc.makedirs(f"t{t}/made/{i}", exist_ok=True)
+                bc[path] = data
+                acknowledged[path] = data
+            else:
+                bc.add(path, data=data)
+                acknowledged[path] = data
+        mine = {p: d for p, d in list(acknowledged.items()) if p.startswith(f"t{t}/")}
+        assert {p: bc[p] for p in mine} == mine  # each thread reads back what it added
+
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(work, range(4)))  # re-raises any thread's error
+    bc.close()
+    with barecat.Barecat(archive_path) as reader:
+        assert reader.index.find_inconsistencies() == []
+        assert reader.verify_integrity()
+        assert dict(reader.items()) == acknowledged
+        assert all(reader.isdir(f"t{t}/made/7") for t in range(4))
+
+
+def test_other_threads_read_what_was_added_before_any_commit(archive_path: str) -> None:
+    """One SQLite transaction for all threads: a file is readable from another thread as
+    soon as add() returned, uncommitted."""
+    with barecat.Barecat(archive_path, readonly=False, threadsafe=True, commit_interval=3600) as bc:
+        bc.commit()
+        added = threading.Event()
+        seen: list[bytes] = []
+
+        def reader() -> None:
+            assert added.wait(30)
+            seen.append(bc["fresh/file"])
+            seen.append(bytes(bc.num_files))
+
+        thread = threading.Thread(target=reader)
+        thread.start()
+        bc["fresh/file"] = b"not committed yet"
+        added.set()
+        thread.join()
+        assert seen == [b"not committed yet", bytes(1)]
+        with barecat.Barecat(archive_path) as other_process_view:
+            assert other_process_view.num_files == 0  # really uncommitted
+    with barecat.Barecat(archive_path) as after:
+        assert after["fresh/file"] == b"not committed yet"
+
+
+def test_close_while_threads_add_keeps_every_returned_add(archive_path: str) -> None:
+    """close() from the main thread while others are adding: it waits for the add in
+    progress, commits, and later adds fail with a clear error instead of vanishing."""
+    bc = barecat.Barecat(archive_path, readonly=False, threadsafe=True)
+    acknowledged: dict[str, bytes] = {}
+    errors: list[BaseException] = []
+    started = threading.Barrier(4)
+
+    def work(t: int) -> None:
+        started.wait()
+        for i in range(10**6):
+            path, data = f"t{t}/{i:06d}", data_of(t, i)
+            try:
+                bc[path] = data
+            except BarecatError as e:
+                errors.append(e)
+                return
+            acknowledged[path] = data
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(3)]
+    for thread in threads:
+        thread.start()
+    started.wait()
+    deadline = time.monotonic() + 60
+    while len(acknowledged) < 300:  # a state: every thread well into its loop
+        assert time.monotonic() < deadline
+        time.sleep(0.001)
+    bc.close()
+    for thread in threads:
+        thread.join()
+    assert len(errors) == 3 and all("is closed" in str(e) for e in errors)
+    with barecat.Barecat(archive_path) as reader:
+        assert dict(reader.items()) == acknowledged
+        assert reader.verify_integrity() and reader.index.find_inconsistencies() == []
+
+
+def test_a_tree_ingest_and_single_adds_from_another_thread(
+    archive_path: str, tmp_path: os.PathLike[str]
+) -> None:
+    """An ingest's reader threads claim shard room while it runs; adds from another
+    thread wait for it (``exclusive``) instead of writing into the same room."""
+    tree = os.path.join(os.fspath(tmp_path), "tree")
+    expected = {}
+    for i in range(400):
+        os.makedirs(os.path.join(tree, f"d{i % 4}"), exist_ok=True)
+        expected[f"d{i % 4}/f{i}"] = data_of(9, i)
+        with open(os.path.join(tree, f"d{i % 4}", f"f{i}"), "wb") as f:
+            f.write(expected[f"d{i % 4}/f{i}"])
+    with barecat.Barecat(archive_path, readonly=False, threadsafe=True) as bc:
+
+        def single_adds() -> None:
+            for i in range(400):
+                bc[f"single/{i}"] = data_of(1, i)
+                expected[f"single/{i}"] = data_of(1, i)
+
+        thread = threading.Thread(target=single_adds)
+        thread.start()
+        barecat.transfer.add_directory(bc, tree, workers=3)
+        thread.join()
+    with barecat.Barecat(archive_path) as reader:
+        assert reader.verify_integrity()
+        assert dict(reader.items()) == expected
+
+
+LOCK_HOLDER = """
+import sqlite3, sys
+conn = sqlite3.connect(sys.argv[1], isolation_level=None)
+conn.execute("BEGIN EXCLUSIVE")
+print("locked", flush=True)
+sys.stdin.readline()
+"""
+
+
+def test_an_index_locked_by_another_program_is_busy_not_corrupt(make_archive) -> None:  # type: ignore[no-untyped-def]
+    """Opening waits SQLite's busy timeout (5 s), then says the index is locked."""
+    path = make_archive({"a": b"1"})
+    with subprocess.Popen(
+        [sys.executable, "-c", LOCK_HOLDER, path],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    ) as holder:
+        assert holder.stdout is not None and holder.stdin is not None
+        assert holder.stdout.readline().strip() == "locked"
+        with pytest.raises(ArchiveLockedBarecatError, match="locked") as info:
+            barecat.Barecat(path)
+        assert not isinstance(info.value, CorruptIndexBarecatError)
+        holder.stdin.close()
+    with barecat.Barecat(path) as bc:  # lock released: it opens
+        assert bc["a"] == b"1"
