@@ -12,7 +12,6 @@ interleaving bytes.
 
 from __future__ import annotations
 
-import fcntl
 import io
 import os
 import stat
@@ -31,9 +30,9 @@ from barecat.archive.sealed import (
     append_sealed_stream,
     open_sealing,
 )
+from barecat.archive.writer_lock import WriterLock
 from barecat.entries import BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo
 from barecat.exceptions import (
-    ArchiveLockedBarecatError,
     BarecatError,
     FileExistsBarecatError,
     FileNotFoundBarecatError,
@@ -66,6 +65,7 @@ class Barecat(
 
     Opens read-only by default. ``readonly=False`` creates the archive if missing (unless
     ``exist_ok=False`` and it exists); ``overwrite=True`` deletes an existing one first.
+    No index is made beside shards that hold data (``CorruptIndexBarecatError``).
     Read-only archives answer lookups from the lookup table saved beside the index when it
     matches, else build one once enough random reads happen (``lookup_table=True``: at
     open); writers that create most of an archive save it at close. ``lookup_table=False``
@@ -113,7 +113,10 @@ class Barecat(
         self.append_only = append_only
         self.commit_interval = commit_interval
         self._readonly_is_immutable = readonly_is_immutable
-        self._lock_fd: int | None = None
+        self._lock: WriterLock | None = None
+        self.created = False
+        """This object made the archive (there was none, or an index without an archive in
+        it and no shard with data)."""
         self._writer: BarecatReadWriteFileObject | SealedFileWriter | None = None
         self._owner_pid = os.getpid()
         self.on_commit: Callable[[], None] | None = None
@@ -168,7 +171,7 @@ class Barecat(
                 remove_archive(self.path)
             elif archive_exists(self.path) and not exist_ok:
                 raise FileExistsBarecatError(self.path, "Archive")
-            self._take_writer_lock(index_path(self.path))
+            self._lock = WriterLock(self.path)
         try:
             self.index = Index(
                 index_path(self.path),
@@ -187,7 +190,13 @@ class Barecat(
                 threadsafe=self.threadsafe,
                 allow_writing_symlinked_shard=allow_writing_symlinked_shard,
             )
+            self.created = self.index.created
         except BaseException:
+            index: Index | None = getattr(self, "index", None)
+            if index is not None:
+                index.close()
+            if self._lock is not None:
+                self._lock.undo_creation(made_schema=index is not None and index.created)
             self._release_writer_lock()
             raise
 
@@ -198,23 +207,10 @@ class Barecat(
 
     # -- lifecycle -------------------------------------------------------------------
 
-    def _take_writer_lock(self, idx: str) -> None:
-        os.makedirs(os.path.dirname(os.path.abspath(idx)), exist_ok=True)
-        fd = os.open(idx, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            raise ArchiveLockedBarecatError(
-                f"Archive {self.path} is already open for writing by another Barecat (process or "
-                "object); close that one first"
-            ) from None
-        self._lock_fd = fd
-
     def _release_writer_lock(self) -> None:
-        if self._lock_fd is not None:
-            os.close(self._lock_fd)
-            self._lock_fd = None
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
 
     def commit(self) -> None:
         """Make everything written so far durable: shard bytes first, then the index."""
