@@ -1,14 +1,17 @@
 """Creating and opening archives loses nothing: a kill at any step of creation leaves no
-archive or a whole empty one, and no writer makes an index over shards it does not own.
+archive or a whole empty one, no writer makes an index over shards it does not own, and a
+create that fails before storing anything leaves no files behind.
 
 Real processes are killed (SIGKILL, at each statement SQLite starts), real SQLite files and
-shards are checked, and the command line runs in-process.
+shards are checked, and the command line runs in-process except where a missing package
+must be simulated in a process of its own.
 """
 
 from __future__ import annotations
 
 import hashlib
 import itertools
+import json
 import os
 import shutil
 import signal
@@ -240,3 +243,130 @@ def test_no_writer_makes_an_index_over_shards_that_hold_data(
         assert run("add", "-c", ar, str(new))[0] == 0
         with barecat.Barecat(ar) as bc:
             assert dict(bc.items()) == {str(new).lstrip("/"): b"new"}
+
+
+OPEN_AND_STORE = textwrap.dedent(
+    """
+    import json, sys
+    for module in sys.argv[3:]:
+        sys.modules[module] = None  # as if it were not installed
+    import barecat
+    try:
+        with barecat.Barecat(sys.argv[1], readonly=False, **json.loads(sys.argv[2])) as bc:
+            bc.add("dir", dir=True)
+            bc["dir/file"] = b"data" * 100
+    except Exception as e:
+        print(type(e).__name__, e)
+    """
+)
+
+
+@pytest.mark.parametrize(
+    ("options", "missing"),
+    [
+        ({"compression": "bogus"}, []),
+        ({"compression": "zstd", "compression_level": 99}, []),
+        ({"compression": "lz4"}, ["lz4"]),
+        ({"passphrase": "pw"}, ["cryptography"]),
+        ({"shard_size_limit": "12Q"}, []),
+    ],
+    ids=["unknown-codec", "bad-level", "no-lz4", "no-cryptography", "bad-limit"],
+)
+@pytest.mark.parametrize("before", ["nothing", "empty-index"])
+def test_a_create_that_fails_leaves_nothing_behind(
+    tmp_path: Path, options: dict[str, object], missing: list[str], before: str
+) -> None:
+    """Bad option values and missing packages fail ``Barecat(..., readonly=False)`` at
+    open, before anything is stored; the files are as before (a 0-byte index stays 0
+    bytes), so the corrected call works."""
+    ar = tmp_path / "ar"
+    if before == "empty-index":
+        ar.touch()
+    names = sorted(os.listdir(tmp_path))
+
+    def open_and_store(options: dict[str, object], missing: list[str]) -> str:
+        argv = [sys.executable, "-c", OPEN_AND_STORE, str(ar), json.dumps(options), *missing]
+        return subprocess.run(argv, capture_output=True, text=True, check=True).stdout
+
+    assert open_and_store(options, missing)  # an error
+    assert sorted(os.listdir(tmp_path)) == names
+    assert before == "nothing" or ar.stat().st_size == 0
+    assert open_and_store({}, []) == ""
+    with barecat.Barecat(str(ar)) as bc:
+        assert dict(bc.items()) == {"dir/file": b"data" * 100}
+
+
+def test_a_with_block_that_raises_before_storing_leaves_no_archive(tmp_path: Path) -> None:
+    new, kept, old = (str(tmp_path / name) for name in ("new", "kept", "old"))
+    with pytest.raises(RuntimeError), barecat.Barecat(new, readonly=False):
+        raise RuntimeError("before anything is stored")
+    assert os.listdir(tmp_path) == []
+    with pytest.raises(RuntimeError), barecat.Barecat(kept, readonly=False) as bc:
+        bc["a"] = b"a"
+        raise RuntimeError("after a file is stored")
+    with barecat.Barecat(kept) as bc:
+        assert dict(bc.items()) == {"a": b"a"}
+    barecat.Barecat(old, readonly=False).close()  # an empty archive, made on purpose
+    with pytest.raises(RuntimeError), barecat.Barecat(old, readonly=False):
+        raise RuntimeError("an archive this open did not make is never removed")
+    with barecat.Barecat(old) as bc:
+        assert len(bc) == 0
+
+
+@pytest.mark.parametrize(
+    ("argv", "corrected"),
+    [
+        (["create", "AR", "SRC/missing"], ["create", "AR", "SRC"]),
+        (
+            ["create", "-j", "2", "AR", "SRC/gone", "SRC/missing"],
+            ["create", "-j", "2", "AR", "SRC"],
+        ),
+        (["add", "-c", "AR", "SRC/missing"], ["add", "-c", "AR", "SRC"]),
+        (["create", "--compress", "zstd", "--level", "99", "AR", "SRC"], ["create", "AR", "SRC"]),
+    ],
+    ids=["bad-source", "bad-sources-in-processes", "add-c-bad-source", "bad-level"],
+)
+def test_a_failed_create_command_leaves_nothing_and_the_corrected_one_works(
+    run: Run, tmp_path: Path, argv: list[str], corrected: list[str]
+) -> None:
+    src = _small_tree(tmp_path / "src")
+    ar = str(tmp_path / "ar")
+
+    def filled(args: list[str]) -> list[str]:
+        return [a.replace("AR", ar).replace("SRC", str(src)) for a in args]
+
+    code, _, err = run(*filled(argv))
+    assert code == 1 and "Traceback" not in err
+    assert sorted(os.listdir(tmp_path)) == ["src"], err
+    code, _, err = run(*filled(corrected))
+    assert (code, err) == (0, "")
+    with barecat.Barecat(ar) as bc:
+        assert len(bc) == 2
+    if "--level" not in argv:  # with a source that works too, the rest is stored and kept
+        mixed = [a.replace("AR", "AR2") for a in argv] + ["SRC/a.txt"]
+        assert run(*filled(mixed))[0] == 1
+        with barecat.Barecat(ar + "2") as bc:
+            assert len(bc) == 1
+
+
+def test_failed_creates_by_scripts_and_without_a_package_leave_nothing(tmp_path: Path) -> None:
+    """The legacy ``barecat-create`` with a bad path, and ``barecat create --compress
+    lz4`` where lz4 is not installed: one error, no files; corrected, both work."""
+    _small_tree(tmp_path / "src")
+    env = {**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}"}
+
+    def sh(*argv: str, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
+        return subprocess.run(argv, input=stdin, capture_output=True, env=env, cwd=tmp_path)
+
+    r = sh("barecat-create", "--file", "l1", stdin=b"src/missing\n")
+    assert r.returncode == 1 and b"src/missing" in r.stderr
+    without_lz4 = "import sys; sys.modules['lz4'] = None; from barecat.cli import main; "
+    r = sh(sys.executable, "-c", without_lz4 + "sys.exit(main(sys.argv[1:]))",
+           "create", "--compress", "lz4", "l2", "src")  # fmt: skip
+    assert r.returncode == 1 and r.stderr.count(b"\n") == 1 and b"lz4" in r.stderr
+    assert sorted(os.listdir(tmp_path)) == ["src"]
+    assert sh("barecat-create", "--file", "l1", stdin=b"src/a.txt\n").returncode == 0
+    assert sh("barecat", "create", "l2", "src").returncode == 0
+    for name in ("l1", "l2"):
+        with barecat.Barecat(str(tmp_path / name)) as bc:
+            assert bc["src/a.txt"] == b"a"

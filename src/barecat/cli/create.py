@@ -182,7 +182,10 @@ def store(
     ):
         bc.on_commit = on_commit
         threads = args.workers or DEFAULT_WORKERS
-        return ingest(bc, plan, workers=threads, on_added=on_added, skip_existing=args.resume)
+        result = ingest(bc, plan, workers=threads, on_added=on_added, skip_existing=args.resume)
+        if result.failures:
+            bc.abandon()  # a new archive that holds nothing goes: the corrected command works
+        return result
 
 
 def finish(args: argparse.Namespace, plan: IngestPlan, result: IngestResult, command: str) -> int:
