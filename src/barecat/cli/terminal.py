@@ -7,8 +7,10 @@ scripts can grep them. Imports nothing from barecat.
 
 from __future__ import annotations
 
+import io
 import math
 import os
+import select
 import sys
 from types import TracebackType
 from typing import Any, TextIO
@@ -30,6 +32,37 @@ def describe(exc: BaseException) -> str:
         return f"{exc.filename}: {exc.strerror}"
     text = str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc)
     return text or type(exc).__name__
+
+
+def write_lines(lines: list[str]) -> None:
+    """Write whole lines to stdout, never half a one: a Ctrl-C while a reader leaves a
+    pipe full (``| less``) interrupts between lines, so every line out names a path.
+
+    Python's buffer is flushed first; then the lines go out in groups of at most
+    ``PIPE_BUF`` bytes, each of which a pipe takes whole or not at all. A longer line is
+    written alone (and may be cut).
+    """
+    try:
+        sys.stdout.flush()
+        fd = sys.stdout.fileno()
+    except (AttributeError, ValueError, io.UnsupportedOperation):  # not a real stream
+        sys.stdout.write("".join(lines))
+        return
+    encoding = sys.stdout.encoding or "utf-8"
+    group = bytearray()
+    for line in lines:
+        data = line.encode(encoding, "surrogateescape")
+        if group and len(group) + len(data) > select.PIPE_BUF:
+            _write_all(fd, group)
+            group.clear()
+        group += data
+    _write_all(fd, group)
+
+
+def _write_all(fd: int, data: bytes | bytearray) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 def human_size(n: int) -> str:
