@@ -6,13 +6,14 @@ installed script runs it as a subprocess. Listing commands are in test_cli_listi
 
 from __future__ import annotations
 
+import fcntl
 import os
 import signal
 import stat
 import subprocess
 import sys
-import time
 from pathlib import Path
+from typing import Any, BinaryIO
 
 import pytest
 
@@ -283,35 +284,59 @@ def test_every_documented_command_of_this_issue_has_help(run: Run) -> None:
 
 
 def test_ctrl_c_during_create_keeps_every_reported_file(tmp_path: Path) -> None:
+    """Ctrl-C while ``create -v`` runs: every path listed is stored, none twice or cut.
+
+    Deterministic under any load: stdout is a pipe of one page that the test stops
+    reading after the first line, so the listing of 20,000 files (180 KB) cannot end and
+    the create cannot finish before the interrupt; it lands wherever the process is
+    (most often blocked writing its listing).
+    """
     src = tmp_path / "src"
     for d in range(40):
         (src / f"d{d:02}").mkdir(parents=True)
         for i in range(500):
             (src / f"d{d:02}/{i:04}").write_bytes(b"%d-%d" % (d, i) * 50)
     ar = str(tmp_path / "ar")
-    proc = subprocess.Popen(
-        [BIN / "barecat", "create", "-v", "-j", "1", "-C", str(src), ar, "."],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        bufsize=0,  # unbuffered, so communicate() sees every byte after readline()
-    )
-    assert proc.stdout is not None
-    reported = [proc.stdout.readline()]  # wait for the first stored batch
-    time.sleep(0.05)
-    proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=60)
-    reported += out.splitlines(keepends=True)
-    paths = [line.decode().rstrip("\n") for line in reported if line.strip()]
+    argv = [BIN / "barecat", "create", "-v", "-j", "1", "-C", str(src), ar, "."]
+    # Ctrl-C must reach the command even when the tests run where SIGINT is ignored (a
+    # background job of a shell), which a child would inherit: a handler resets at exec.
+    default = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        proc, listing = start_with_one_page_stdout(argv, stderr=subprocess.PIPE)
+    finally:
+        signal.signal(signal.SIGINT, default)
+    with listing:
+        first = listing.readline()  # the first commit is done: files are stored
+        proc.send_signal(signal.SIGINT)
+        rest = listing.read()
+        _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     assert b"interrupted" in err
-    assert 0 < len(paths) < 20_000
+    assert first and (first + rest).endswith(b"\n")
+    paths = (first + rest).decode().splitlines()
+    assert 0 < len(paths) < 20_000 and len(set(paths)) == len(paths)
     with barecat.Barecat(ar) as bc:
         assert bc.verify_integrity()
         stored = set(bc.index.iter_all_filepaths())
-        assert set(paths) <= stored
+        assert set(paths) <= stored and len(stored) < 20_000
         for p in paths[:: max(1, len(paths) // 50)]:
             d, i = p.split("/")
             assert bc[p] == b"%d-%d" % (int(d[1:]), int(i)) * 50
+
+
+def start_with_one_page_stdout(
+    argv: list[str | Path], **options: Any
+) -> tuple[subprocess.Popen[bytes], BinaryIO]:
+    """Start ``argv`` with stdout a pipe of one page (4 KiB), returning the process and
+    the pipe's unbuffered reading end: once the test stops reading, the command blocks at
+    its next page of output, so one that prints more cannot finish meanwhile."""
+    read_end, write_end = os.pipe()
+    fcntl.fcntl(write_end, fcntl.F_SETPIPE_SZ, 4096)
+    try:
+        proc = subprocess.Popen(argv, stdout=write_end, **options)
+    finally:
+        os.close(write_end)
+    return proc, os.fdopen(read_end, "rb", buffering=0)
 
 
 def test_installed_scripts_run(tmp_path: Path) -> None:

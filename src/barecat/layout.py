@@ -57,6 +57,17 @@ def existing_shard_numbers(base: str) -> list[int]:
     return sorted(int(m.group(1)) for n in names if (m := pattern.match(n)))
 
 
+def shard_files(base: str) -> list[str]:
+    """The shard files of the archive at ``base`` that exist on disk, in shard order."""
+    return [shard_path(base, n) for n in existing_shard_numbers(base)]
+
+
+def shards_with_bytes(base: str) -> list[str]:
+    """The shard files of the archive at ``base`` that hold bytes (a link counts: it
+    holds another archive's), in shard order."""
+    return [p for p in shard_files(base) if os.path.islink(p) or os.path.getsize(p) > 0]
+
+
 def archive_exists(path: str | os.PathLike[str]) -> bool:
     """True if an archive index exists at ``path`` under either naming."""
     base = base_path(path)
@@ -82,7 +93,7 @@ def archive_files(path: str | os.PathLike[str]) -> list[str]:
     base = base_path(path)
     idx = index_path(base)
     files = [idx] + [idx + s for s in ("-journal", "-wal", "-shm", LOOKUP_TABLE_SUFFIX)]
-    files += [shard_path(base, n) for n in existing_shard_numbers(base)]
+    files += shard_files(base)
     return [f for f in files if os.path.lexists(f)]
 
 

@@ -14,7 +14,6 @@ its changes run one at a time (``serialized``), in its one SQLite transaction.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import io
 import os
 import stat
@@ -36,9 +35,9 @@ from barecat.archive.sealed import (
     open_sealing,
     take_sealing,
 )
+from barecat.archive.writer_lock import WriterLock
 from barecat.entries import BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo
 from barecat.exceptions import (
-    ArchiveLockedBarecatError,
     BarecatError,
     FileExistsBarecatError,
     FileNotFoundBarecatError,
@@ -57,6 +56,8 @@ from barecat.sizes import parse_size
 
 COMMIT_EVERY_FILES = 4096
 """Commit at least this often during long writes (besides every ``commit_interval``)."""
+_SEALING_PROBE = 4096
+"""Bytes a new sealed archive seals (and drops) at open, to prove its settings work."""
 _TEXT_MODES = {"r", "rt", "w", "wt", "a", "at", "x", "xt", "r+", "rt+", "r+t", "w+", "a+", "x+"}
 
 
@@ -71,6 +72,9 @@ class Barecat(
 
     Opens read-only by default. ``readonly=False`` creates the archive if missing (unless
     ``exist_ok=False`` and it exists); ``overwrite=True`` deletes an existing one first.
+    A created archive that a failed open or a ``with`` block left by an exception leaves
+    holding nothing is removed again (:meth:`abandon`); no index is made beside shards
+    that hold data (``CorruptIndexBarecatError``).
     Read-only archives answer lookups from the lookup table saved beside the index when it
     matches, else build one once enough random reads happen (``lookup_table=True``: at
     open); writers that create most of an archive save it at close. ``lookup_table=False``
@@ -124,7 +128,11 @@ class Barecat(
         self.append_only = append_only
         self.commit_interval = commit_interval
         self._readonly_is_immutable = readonly_is_immutable
-        self._lock_fd: int | None = None
+        self._lock: WriterLock | None = None
+        self.created = False
+        """This object made the archive (there was none, or an index without an archive in
+        it and no shard with data): a failed open, or a ``with`` block that raises before
+        anything is stored, leaves no archive behind (see :meth:`abandon`)."""
         self._writer: BarecatReadWriteFileObject | SealedFileWriter | None = None
         self._owner_pid = os.getpid()
         self.on_commit: Callable[[], None] | None = None
@@ -152,8 +160,12 @@ class Barecat(
                 passphrase,
                 compression_dictionary,
             )
+            if self.created and self._sealing is not None:
+                # a level out of range or a missing codec package fails the create now,
+                # not at the first file (after directories were stored)
+                self._sealing.seal("", bytes(_SEALING_PROBE))
         except BaseException:
-            self.close()
+            self.abandon()
             raise
         if not readonly:
             self._resync_write_position()
@@ -180,7 +192,7 @@ class Barecat(
                 remove_archive(self.path)
             elif archive_exists(self.path) and not exist_ok:
                 raise FileExistsBarecatError(self.path, "Archive")
-            self._take_writer_lock(index_path(self.path))
+            self._lock = WriterLock(self.path)
         try:
             self.index = Index(
                 index_path(self.path),
@@ -199,7 +211,13 @@ class Barecat(
                 threadsafe=self.threadsafe,
                 allow_writing_symlinked_shard=allow_writing_symlinked_shard,
             )
+            self.created = self.index.created
         except BaseException:
+            index: Index | None = getattr(self, "index", None)
+            if index is not None:
+                index.close()
+            if self._lock is not None:
+                self._lock.undo_creation(made_schema=index is not None and index.created)
             self._release_writer_lock()
             raise
 
@@ -210,23 +228,10 @@ class Barecat(
 
     # -- lifecycle -------------------------------------------------------------------
 
-    def _take_writer_lock(self, idx: str) -> None:
-        os.makedirs(os.path.dirname(os.path.abspath(idx)), exist_ok=True)
-        fd = os.open(idx, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            raise ArchiveLockedBarecatError(
-                f"Archive {self.path} is already open for writing by another Barecat (process or "
-                "object); close that one first"
-            ) from None
-        self._lock_fd = fd
-
     def _release_writer_lock(self) -> None:
-        if self._lock_fd is not None:
-            os.close(self._lock_fd)
-            self._lock_fd = None
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
 
     @serialized
     def commit(self) -> None:
@@ -258,8 +263,36 @@ class Barecat(
 
     @serialized
     def close(self) -> None:
-        if getattr(self, "index", None) is None:
+        try:
+            self._close_halves()
+        finally:
             self._release_writer_lock()
+
+    def abandon(self) -> None:
+        """Close after a failed create: an archive this object created (``created``) that
+        still holds nothing (no file, no directory but the root) is removed, so that the
+        same create, corrected, succeeds; any other archive is closed as :meth:`close`
+        does. A ``with`` block left by an exception calls this instead of ``close``."""
+        lock, discard = self._lock, self._made_and_holds_nothing()
+        try:
+            self._close_halves()
+            if discard and lock is not None:
+                lock.undo_creation(made_schema=True)
+        finally:
+            self._release_writer_lock()
+
+    def _made_and_holds_nothing(self) -> bool:
+        """This writer made the archive and it holds no file and no directory but the root
+        (False when the index cannot tell, after a failure of its own: the archive stays)."""
+        if self._lock is None or not self.created or os.getpid() != self._owner_pid:
+            return False
+        try:
+            return self.index.num_files == 0 and self.index.num_dirs <= 1
+        except Exception:  # the index failed (the error being handled): keep the archive
+            return False
+
+    def _close_halves(self) -> None:
+        if getattr(self, "index", None) is None:
             return
         in_owner = os.getpid() == self._owner_pid
         try:
@@ -273,7 +306,6 @@ class Barecat(
                 self.index.close()
             self.sharder.close()
         finally:
-            self._release_writer_lock()
             self.index = None  # type: ignore[assignment]
 
     def _trim_tail(self) -> None:
@@ -286,7 +318,10 @@ class Barecat(
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.close()
+        if exc[0] is None:
+            self.close()
+        else:
+            self.abandon()
 
     def __getstate__(self) -> dict[str, Any]:
         """A read-only archive travels to worker processes as its path (and, if encrypted

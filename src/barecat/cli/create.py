@@ -20,7 +20,14 @@ from barecat.cli.parsing import (
     add_shard_limit_option,
 )
 from barecat.cli.sealing import add_sealing_options, new_archive_options, open_archive
-from barecat.cli.terminal import Progress, error, failure_line, human_size, wants_progress
+from barecat.cli.terminal import (
+    Progress,
+    error,
+    failure_line,
+    human_size,
+    wants_progress,
+    write_lines,
+)
 from barecat.glob import PathFilter
 from barecat.layout import archive_exists, base_path
 from barecat.transfer import DEFAULT_WORKERS, IngestPlan, IngestResult, ingest, plan_sources
@@ -165,9 +172,9 @@ def store(
 
     def on_commit() -> None:
         if added:
-            sys.stdout.write("".join(p + "\n" for p in added))
-            sys.stdout.flush()
-            added.clear()
+            lines = [p + "\n" for p in added]
+            added.clear()  # (before writing: a Ctrl-C there must not list them twice)
+            write_lines(lines)
 
     with (
         progress,
@@ -182,7 +189,10 @@ def store(
     ):
         bc.on_commit = on_commit
         threads = args.workers or DEFAULT_WORKERS
-        return ingest(bc, plan, workers=threads, on_added=on_added, skip_existing=args.resume)
+        result = ingest(bc, plan, workers=threads, on_added=on_added, skip_existing=args.resume)
+        if result.failures:
+            bc.abandon()  # a new archive that holds nothing goes: the corrected command works
+        return result
 
 
 def finish(args: argparse.Namespace, plan: IngestPlan, result: IngestResult, command: str) -> int:
@@ -225,7 +235,7 @@ def store_in_processes(args: argparse.Namespace, plan: IngestPlan) -> IngestResu
     def on_added(paths: list[str], nbytes: int) -> None:
         progress.advance(len(paths), nbytes)
         if args.verbose:
-            sys.stdout.write("".join(p + "\n" for p in paths))
+            write_lines([p + "\n" for p in paths])
 
     with progress:
         return ingest_in_processes(

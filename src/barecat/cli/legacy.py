@@ -49,6 +49,8 @@ def _store(args: argparse.Namespace, paths: list[str], base: str | None) -> int:
         shard_size_limit=args.shard_size_limit,
     ) as bc:
         result = ingest(bc, plan, workers=args.workers)
+        if result.failures:
+            bc.abandon()  # a new archive that holds nothing goes
     for path, exc in result.failures:
         error(failure_line(path, exc))
     return 1 if result.failures else 0

@@ -8,8 +8,10 @@ scripts can grep them, with the bytes of names that are not UTF-8 shown escaped
 
 from __future__ import annotations
 
+import io
 import math
 import os
+import select
 import sys
 from types import TracebackType
 from typing import Any, TextIO
@@ -43,6 +45,37 @@ def failure_line(path: str, exc: BaseException) -> str:
     text = describe(exc)
     named = isinstance(exc, OSError) and exc.filename is not None and bool(exc.strerror)
     return text if named or text.startswith(f"{path}: ") else f"{path}: {text}"
+
+
+def write_lines(lines: list[str]) -> None:
+    """Write whole lines to stdout, never half a one: a Ctrl-C while a reader leaves a
+    pipe full (``| less``) interrupts between lines, so every line out names a path.
+
+    Python's buffer is flushed first; then the lines go out in groups of at most
+    ``PIPE_BUF`` bytes, each of which a pipe takes whole or not at all. A longer line is
+    written alone (and may be cut).
+    """
+    try:
+        sys.stdout.flush()
+        fd = sys.stdout.fileno()
+    except (AttributeError, ValueError, io.UnsupportedOperation):  # not a real stream
+        sys.stdout.write("".join(lines))
+        return
+    encoding = sys.stdout.encoding or "utf-8"
+    group = bytearray()
+    for line in lines:
+        data = line.encode(encoding, "surrogateescape")
+        if group and len(group) + len(data) > select.PIPE_BUF:
+            _write_all(fd, group)
+            group.clear()
+        group += data
+    _write_all(fd, group)
+
+
+def _write_all(fd: int, data: bytes | bytearray) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 def human_size(n: int) -> str:

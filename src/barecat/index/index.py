@@ -93,7 +93,7 @@ class Index(IndexReader):
 
     def _configure(self, shard_size_limit: int | None) -> None:
         """An explicit limit given when opening an existing archive for writing is stored."""
-        if shard_size_limit is not None and not self._created and not self.readonly:
+        if shard_size_limit is not None and not self.created and not self.readonly:
             self.shard_size_limit = shard_size_limit
         self._files_at_open = 0 if self.readonly else self.num_files
 

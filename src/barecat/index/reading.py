@@ -42,10 +42,10 @@ from barecat.index.schema import (
     SEALING_KEY,
     ConfigValue,
     check_version,
-    create_schema,
+    make_schema_if_missing,
     read_config,
 )
-from barecat.layout import lookup_table_path
+from barecat.layout import base_path, lookup_table_path, shards_with_bytes
 from barecat.paths import ancestors, normalize, parent
 
 _AUTO_TABLE_MIN_LOOKUPS = 10_000
@@ -84,7 +84,9 @@ class IndexReader:
 
     ``path`` is the index file itself. ``readonly`` opens it with SQLite's read-only
     mode; ``readonly_is_immutable`` additionally tells SQLite nobody else changes the
-    file (no locking at all — fastest for archives on read-only media).
+    file (no locking at all — fastest for archives on read-only media). A writer makes
+    the schema of an index that holds no archive yet (``created`` says it did), unless
+    the archive's shard files exist: see :func:`~barecat.index.schema.make_schema_if_missing`.
     """
 
     def __init__(
@@ -101,9 +103,7 @@ class IndexReader:
         self.path = os.fspath(path)
         self.readonly = readonly
         self.bufsize = bufsize or 1000
-        self._created = fresh = not readonly and (
-            not os.path.exists(self.path) or os.path.getsize(self.path) == 0
-        )
+        self.created = False
         if readonly and not os.path.isfile(self.path):
             raise FileNotFoundBarecatError(self.path, "Archive index")
         self._pool = ConnectionPool(
@@ -119,8 +119,13 @@ class IndexReader:
             if readonly and not readonly_is_immutable:
                 roll_back_crashed_transaction(self.path)
             conn = self._pool.get()
-            if fresh:
-                create_schema(conn, shard_size_limit)
+            if not readonly:  # (its first read rolls back a killed creation's hot journal)
+                self.created = make_schema_if_missing(
+                    conn,
+                    self.path,
+                    shard_size_limit,
+                    lambda: shards_with_bytes(base_path(self.path)),
+                )
             self.schema_version = check_version(conn, self.path)
             self._read_layout()
         except sqlite3.DatabaseError as e:

@@ -7,6 +7,7 @@ for tables, indexes and triggers. Imports ``exceptions`` and ``entries`` only.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 from importlib import resources
 
 from barecat.entries import SHARD_SIZE_UNLIMITED
@@ -31,22 +32,106 @@ def _sql(name: str) -> str:
     )
 
 
-def create_schema(conn: sqlite3.Connection, shard_size_limit: int | None) -> None:
-    """Create tables, indexes, triggers, config rows and the root directory, then commit."""
-    conn.executescript(_sql("schema.sql"))
-    conn.executescript(_sql("triggers.sql"))
-    limit = SHARD_SIZE_UNLIMITED if shard_size_limit is None else shard_size_limit
-    conn.executemany(
-        "INSERT INTO config (key, value_int) VALUES (?, ?)",
-        [
-            ("use_triggers", 1),
-            ("shard_size_limit", limit),
-            ("schema_version_major", SCHEMA_VERSION_MAJOR),
-            ("schema_version_minor", SCHEMA_VERSION_MINOR),
-        ],
+def create_schema(
+    conn: sqlite3.Connection, shard_size_limit: int | None, replace_unfinished: bool = False
+) -> None:
+    """Create tables, indexes, triggers, config rows and the root directory in one
+    transaction: a kill part-way leaves an index SQLite rolls back to nothing, never one
+    with some of the tables (which would pass for the 2023 layout).
+
+    ``replace_unfinished`` first drops, in the same transaction, the tables of an index
+    whose creation was cut short (:func:`lacks_schema` says ``"unfinished"``).
+    """
+    limit = SHARD_SIZE_UNLIMITED if shard_size_limit is None else int(shard_size_limit)
+    rows = [
+        ("use_triggers", 1),
+        ("shard_size_limit", limit),
+        ("schema_version_major", SCHEMA_VERSION_MAJOR),
+        ("schema_version_minor", SCHEMA_VERSION_MINOR),
+    ]
+    values = ", ".join(f"('{key}', {int(value)})" for key, value in rows)
+    drops = "".join(f"DROP TABLE IF EXISTS {t};\n" for t in _SCHEMA_TABLES)
+    script = (
+        f"BEGIN;\n{drops if replace_unfinished else ''}"
+        f"{_sql('schema.sql')}\n{_sql('triggers.sql')}\n"
+        f"INSERT INTO config (key, value_int) VALUES {values};\n"
+        "INSERT INTO dirs (path) VALUES ('');\nCOMMIT;"
     )
-    conn.execute("INSERT INTO dirs (path) VALUES ('')")
-    conn.commit()
+    try:
+        conn.executescript(script)
+    except BaseException:
+        if conn.in_transaction:
+            conn.rollback()
+        raise
+
+
+_SCHEMA_TABLES = ("files", "dirs", "config")
+
+
+def lacks_schema(conn: sqlite3.Connection) -> str | None:
+    """Why the index behind ``conn`` holds no archive yet, or None if it is anything else
+    (an archive of any schema, or not a barecat index at all).
+
+    ``"empty"``: no table at all (a new or 0-byte file, or a creation SQLite rolled
+    back). ``"unfinished"``: only schema-0.3 tables, no file, and no schema version or
+    no directory (a complete index always has its root): what a kill leaves of barecat
+    0.3.1 and of this barecat before its creation became one transaction, which made
+    the schema one statement at a time. Either holds nothing, so a writer may make the
+    schema (again).
+    """
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    if not tables:
+        return "empty"
+    if not tables <= set(_SCHEMA_TABLES) or _has_rows(conn, tables, "files"):
+        return None
+    versioned = (
+        "config" in tables
+        and conn.execute("SELECT 1 FROM config WHERE key = 'schema_version_major'").fetchone()
+    )
+    if versioned and _has_rows(conn, tables, "dirs"):
+        return None
+    return "unfinished"
+
+
+def _has_rows(conn: sqlite3.Connection, tables: set[str], table: str) -> bool:
+    return table in tables and conn.execute(f"SELECT 1 FROM {table} LIMIT 1").fetchone() is not None
+
+
+def make_schema_if_missing(
+    conn: sqlite3.Connection,
+    where: str,
+    shard_size_limit: int | None,
+    shard_files: Callable[[], list[str]],
+) -> bool:
+    """For a writer: make the schema of an index that holds no archive yet
+    (:func:`lacks_schema`), in one transaction. Returns whether it did.
+
+    Args:
+        conn: A read-write connection to the index ``where``.
+        where: The index file, for messages.
+        shard_size_limit: The limit a new schema records (None: unlimited).
+        shard_files: The archive's shard files that hold bytes, asked only when a schema
+            is due.
+
+    Raises:
+        CorruptIndexBarecatError: A schema is due but shards hold bytes: a new index
+            would own none of them and its appends would overwrite them.
+    """
+    missing = lacks_schema(conn)
+    if missing is None:
+        return False
+    shards = shard_files()
+    if shards:
+        more = f" and {len(shards) - 1} more" if len(shards) > 1 else ""
+        state = "it is empty" if missing == "empty" else "its creation was cut short"
+        raise CorruptIndexBarecatError(
+            f"{where} is not a barecat index ({state}), but shards of the archive hold data "
+            f"({shards[0]}{more}): a new index would not know their files and would "
+            "overwrite them, so none is made; restore the index, or remove the shards "
+            "to start afresh"
+        )
+    create_schema(conn, shard_size_limit, replace_unfinished=missing == "unfinished")
+    return True
 
 
 def is_sealed(conn: sqlite3.Connection) -> bool:
@@ -91,7 +176,8 @@ def read_version(conn: sqlite3.Connection, where: str) -> tuple[int, int]:
     """Schema (major, minor) of an index; (-1, 0) for the unversioned pre-0.2 layout.
 
     One query when the ``config`` table exists (every open pays for this); the table
-    list is read only to tell the 2023 layout from a file that is no index at all.
+    list is read only to tell the 2023 layout from a file that is no index at all, or
+    from one whose creation was cut short (:func:`lacks_schema`).
     """
     try:
         rows = dict(
@@ -103,6 +189,7 @@ def read_version(conn: sqlite3.Connection, where: str) -> tuple[int, int]:
     except sqlite3.OperationalError as e:
         if "no such table" not in str(e):
             raise
+        _refuse_unfinished(conn, where)
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         if "files" in tables:
             return (-1, 0)
@@ -111,7 +198,18 @@ def read_version(conn: sqlite3.Connection, where: str) -> tuple[int, int]:
         ) from e
     except sqlite3.DatabaseError as e:
         raise CorruptIndexBarecatError(f"{where} is not a barecat index: {e}") from e
+    if "schema_version_major" not in rows:
+        _refuse_unfinished(conn, where)
     return (int(rows.get("schema_version_major", 0)), int(rows.get("schema_version_minor", 0)))
+
+
+def _refuse_unfinished(conn: sqlite3.Connection, where: str) -> None:
+    if lacks_schema(conn) == "unfinished":
+        raise CorruptIndexBarecatError(
+            f"{where} is an unfinished barecat index (its creation was interrupted): it "
+            "holds no files; opening the archive for writing (barecat create --resume, "
+            "barecat repair) makes it again"
+        )
 
 
 def check_version(conn: sqlite3.Connection, where: str) -> tuple[int, int]:

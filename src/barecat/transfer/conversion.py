@@ -39,7 +39,8 @@ def building_archive(
     shard_size_limit: int | str | None = None,
     archive_options: ArchiveOptions | None = None,
 ) -> Iterator[Barecat]:
-    """A writable archive that appears at ``target`` only if the block completes.
+    """A writable archive that appears at ``target`` only if the block completes (and
+    did not :meth:`~barecat.Barecat.abandon` it holding nothing: then ``target`` stays).
 
     ``archive_options`` are more ``Barecat()`` options for it, such as ``compression``
     and ``passphrase`` for a sealed archive."""
@@ -57,6 +58,8 @@ def building_archive(
     except BaseException:
         remove_archive(staging)
         raise
+    if not archive_exists(staging):
+        return  # abandoned holding nothing (``Barecat.abandon``): the target stays as it was
     remove_archive(target)  # the old archive (or file), or shards a cut-short rename left
     move_archive(staging, target)
 

@@ -332,11 +332,19 @@ def ingest(
             indexer.flush()
         except BaseException:
             pool.shutdown(wait=True, cancel_futures=True)
-            bc.sharder.rewind(*indexer.indexed_end)
+            bc.sharder.rewind(*max(indexer.indexed_end, _end_of_indexed(bc)))
             raise
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
         return result
+
+
+def _end_of_indexed(bc: Barecat) -> Position:
+    """Where the files the index holds end. A failure rewinds the shards no further back:
+    an interrupt (Ctrl-C in ``on_commit``, which runs after a commit) can come after the
+    index took a batch and before the indexer noted it, and that batch's bytes must stay."""
+    used = bc.index.num_used_shards
+    return (used - 1, bc.index.logical_shard_end(used - 1)) if used else (0, 0)
 
 
 def _leave_out_existing(

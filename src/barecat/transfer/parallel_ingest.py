@@ -72,7 +72,9 @@ def ingest_in_processes(
 ) -> IngestResult:
     """Create the archive ``target`` from ``plan`` with ``processes`` processes (see the
         module doc). ``archive_options`` (compression, passphrase, dictionary) make a sealed
-    archive; its parts share its data key. ``on_added`` is called as each part is joined."""
+    archive; its parts share its data key. ``on_added`` is called as each part is joined.
+    If sources failed and nothing was stored, no archive is made (an existing ``target``
+    stays)."""
     processes = max(1, min(processes, len(plan.files) or 1))
     result = IngestResult(failures=list(plan.failures))
     archive_options = archive_options or {}
@@ -107,6 +109,8 @@ def ingest_in_processes(
         finally:
             for share in shares:
                 remove_archive(share.part)
+        if result.failures:
+            out.abandon()  # nothing stored: no archive appears
     return result
 
 
