@@ -490,3 +490,23 @@ def test_progress_bars_appear_on_a_terminal(tmp_path: Path) -> None:
     quiet = [BIN / "barecat", "extract", "-q", ar, "-C", tmp_path / "p"]
     code, drawn = _stderr_on_a_terminal(quiet)
     assert code == 0 and drawn == ""
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["repair"],
+        ["defrag"],
+        ["reshard", "-s", "1M"],
+        ["verify"],
+        ["digest", "--reset"],
+        ["shell", "-w", "-c", "ls"],
+    ],
+)
+def test_commands_on_a_missing_archive_create_nothing(
+    run: Run, tmp_path: Path, argv: list[str]
+) -> None:
+    missing = str(tmp_path / "mistyped.barecat")
+    code, _, err = run(*argv, missing)
+    assert code == 1 and "not found" in err and missing in err
+    assert os.listdir(tmp_path) == []

@@ -56,8 +56,6 @@ from barecat.sizes import parse_size
 
 COMMIT_EVERY_FILES = 4096
 """Commit at least this often during long writes (besides every ``commit_interval``)."""
-_SEALING_PROBE = 4096
-"""Bytes a new sealed archive seals (and drops) at open, to prove its settings work."""
 _TEXT_MODES = {"r", "rt", "w", "wt", "a", "at", "x", "xt", "r+", "rt+", "r+t", "w+", "a+", "x+"}
 
 
@@ -160,10 +158,6 @@ class Barecat(
                 passphrase,
                 compression_dictionary,
             )
-            if self.created and self._sealing is not None:
-                # a level out of range or a missing codec package fails the create now,
-                # not at the first file (after directories were stored)
-                self._sealing.seal("", bytes(_SEALING_PROBE))
         except BaseException:
             self.abandon()
             raise

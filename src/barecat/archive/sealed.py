@@ -23,6 +23,9 @@ from barecat.sealing.settings import DEFAULT_LEVELS
 from barecat.shards import Sharder
 from barecat.shards.sharder import Address
 
+_PROBE = 4096
+"""Bytes a new sealed archive seals (and drops) before it is made, to prove its choices."""
+
 Passphrase = str | bytes | Callable[[], str | bytes]
 """A passphrase, or a function that supplies one when it is needed."""
 
@@ -189,6 +192,11 @@ def open_sealing(
         )
     settings, key = SealingSettings.new(
         codec or "zstd", level, passphrase=key_text, dictionary=dictionary or b""
+    )
+    # a level out of range or a missing codec package fails the create now, before the
+    # archive is made sealed, not at its first file (after directories were stored)
+    Sealer(settings.codec, settings.level, settings.block_size, key, dictionary).seal(
+        "", bytes(_PROBE)
     )
     records = settings.to_config()
     if key is not None:

@@ -18,7 +18,9 @@ from typing import Any
 
 from barecat.archive import Barecat
 from barecat.cli.parsing import size
-from barecat.exceptions import BarecatError
+from barecat.exceptions import BarecatError, FileNotFoundBarecatError
+from barecat.layout import archive_exists
+from barecat.remote import is_remote_url
 from barecat.sealing import train_dictionary
 
 PASSPHRASE_ENV = "BARECAT_PASSPHRASE"
@@ -133,8 +135,15 @@ def passphrase_source(args: argparse.Namespace | None) -> Callable[[], str]:
 
 
 def open_archive(path: str, args: argparse.Namespace | None = None, **options: Any) -> Barecat:
-    """``Barecat(path, **options)``, able to read an encrypted archive's contents (a
-    ``passphrase`` among the options, for a new archive, takes precedence)."""
+    """``Barecat(path, **options)`` of an archive that exists (a command that works on
+    one never creates it: a mistyped path is an error, not a new empty archive), able
+    to read an encrypted archive's contents.
+
+    Raises:
+        FileNotFoundBarecatError: no archive at ``path``.
+    """
+    if not is_remote_url(path) and not archive_exists(path):
+        raise FileNotFoundBarecatError(path, "Archive")
     return Barecat(path, **{"passphrase": passphrase_source(args), **options})
 
 
