@@ -39,8 +39,6 @@ from barecat.exceptions import BarecatError
 from fuzzing import fuzz_settings
 from test_coldcrate import coldcrate_python
 
-pytestmark = pytest.mark.fuzz
-
 # The rows, built on both sides from this source: small, so mutations hit structure often.
 MODEL = textwrap.dedent(
     """
@@ -353,6 +351,7 @@ def scratch(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("coldcrate-mutated")
 
 
+@pytest.mark.fuzz
 @pytest.mark.parametrize("kind", list(KINDS))
 @fuzz_settings(120)
 @given(mutations=mutation_lists)
@@ -403,6 +402,7 @@ def convert(*argv: str) -> tuple[int, list[str]]:
     return code, err.getvalue().splitlines()
 
 
+@pytest.mark.fuzz
 @fuzz_settings(40)
 @given(mutations=mutation_lists)
 @example(mutations=[Mutation("flip", 4, 0, spot=True)])  # "encrypted": a passphrase, for what?
