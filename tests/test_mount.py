@@ -302,6 +302,17 @@ def _requests(log: Path) -> tuple[list[str], int]:
     return re.findall(r"opcode: ([A-Z]+)", text), text.count("NOTIFY: code=4 ")
 
 
+def _threads(server: subprocess.Popen[bytes]) -> set[int]:
+    return {int(tid) for tid in os.listdir(f"/proc/{server.pid}/task")}
+
+
+def _asked_by(log: Path, threads: set[int]) -> list[str]:
+    """The requests a ``--debug`` server got from the given threads (libfuse logs the
+    thread that caused each request as its ``pid``)."""
+    asked = re.findall(r"opcode: ([A-Z]+) .*, pid: (\d+)", log.read_text())
+    return [opcode for opcode, pid in asked if int(pid) in threads]
+
+
 def _numbered_files(
     archive: str, count: int, folder: str = "d/", **options: str
 ) -> dict[str, bytes]:
@@ -373,6 +384,7 @@ def test_read_ahead_never_stores_damaged_bytes(tmp_path: Path) -> None:
     _corrupt(archive, "d/030.bin", 700)
     mnt = tmp_path / "mnt"
     with served(archive, mnt, "--debug"):
+        os.listdir(mnt / "d")  # (read-ahead stores the files of listed directories)
         _read_in_turn(mnt, [f"d/{i:03d}.bin" for i in range(30)], files)
         for _ in range(2):
             with pytest.raises(OSError) as e:
@@ -388,25 +400,57 @@ def test_an_encrypted_archive_is_read_ahead_decrypted(tmp_path: Path) -> None:
     files = _numbered_files(archive, 50, passphrase="ahead")
     mnt = tmp_path / "mnt"
     with served(archive, mnt, "--debug", env={"BARECAT_PASSPHRASE": "ahead"}):
+        os.listdir(mnt / "d")
         _read_in_turn(mnt, sorted(files), files)
     _, stores = _requests(tmp_path / "mnt.log")
     assert stores >= 30
 
 
+def _unmount_at_once(mnt: Path, server: subprocess.Popen[bytes]) -> None:
+    done = subprocess.run(["fusermount3", "-u", str(mnt)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr  # (not EBUSY)
+    assert server.wait(timeout=30) == 0
+    assert not is_mounted(str(mnt))
+
+
 def test_a_mount_reading_ahead_unmounts_at_once(tmp_path: Path) -> None:
-    """The worker holds nothing open on the mount: ``fusermount3 -u`` right after a
-    reader stopped, while the worker still stores files ahead, unmounts (no EBUSY)."""
+    """The worker holds nothing open on the mount and never waits for its own server
+    while walking it: ``fusermount3 -u`` right after a reader stopped, while the worker
+    still stores files ahead, unmounts (no EBUSY)."""
     archive = str(tmp_path / "r.barecat")
     with barecat.Barecat(archive, readonly=False) as bc:
         bc.add_many((f"d/{i:04d}.txt", b"x" * 3000) for i in range(3000))
     mnt = tmp_path / "mnt"
-    with served(archive, mnt) as server:
+    with served(archive, mnt, "--debug") as server:
         for name in sorted(os.listdir(mnt / "d"))[:3]:
             assert (mnt / "d" / name).read_bytes() == b"x" * 3000
-        done = subprocess.run(["fusermount3", "-u", str(mnt)], capture_output=True, text=True)
-        assert done.returncode == 0, done.stderr
-        assert server.wait(timeout=30) == 0
-    assert not is_mounted(str(mnt))
+        threads = _threads(server)
+        _unmount_at_once(mnt, server)
+    assert _asked_by(tmp_path / "mnt.log", threads) == []
+
+
+def test_read_ahead_never_asks_its_own_server_for_names(tmp_path: Path) -> None:
+    """Files read by name, their directory never listed: the worker stores those whose
+    names the kernel holds, and skips the others rather than look them up (a lookup by
+    the worker holds the mount until the server answers it, which made an unmount right
+    after the reader failed with EBUSY whenever the kernel had dropped the names, as it
+    does under memory pressure)."""
+    archive = str(tmp_path / "r.barecat")
+    files = _numbered_files(archive, 20)
+    mnt = tmp_path / "mnt"
+    with served(archive, mnt, "--debug") as server:
+        known = ["d/003.bin", "d/009.bin"]
+        for name in known:  # looked up by this process: the kernel holds their names
+            assert os.stat(mnt / name).st_size == len(files[name])
+        _read_in_turn(mnt, ["d/000.bin", "d/001.bin"], files)  # 003-009 to store (002: marker)
+        wait_for(lambda: _requests(tmp_path / "mnt.log")[1] >= len(known), "the stores")
+        threads = _threads(server)
+        for name in known:
+            assert (mnt / name).read_bytes() == files[name]
+        _unmount_at_once(mnt, server)
+    opcodes, stores = _requests(tmp_path / "mnt.log")
+    assert _asked_by(tmp_path / "mnt.log", threads) == []
+    assert stores == len(known) and opcodes.count("READ") == 2  # (the known files were cached)
 
 
 def test_listing_a_big_directory_asks_the_index_once_per_directory(tmp_path: Path) -> None:

@@ -36,6 +36,7 @@ from barecat.cli.sealing import (
 from barecat.cli.terminal import Progress, error, wants_progress
 from barecat.coldcrate import ChunkReader
 from barecat.entries import BarecatEntryInfo, BarecatFileInfo
+from barecat.exceptions import BarecatError
 from barecat.layout import is_sqlite_file
 from barecat.transfer import (
     ExportResult,
@@ -247,20 +248,29 @@ def _suffix(path: str) -> str:
     return os.path.splitext(path)[1].lower()
 
 
+def _chunk_passphrase(args: argparse.Namespace) -> str | None:
+    """The passphrase of the input chunk if its header says it is encrypted."""
+    with ChunkReader.open(args.input) as probe:
+        if not probe.header.encryption:
+            return None
+    try:
+        return read_passphrase(args.passphrase_file)
+    except BarecatError as e:
+        raise BarecatError(f"{args.input} is encrypted: {e}") from None
+
+
 def _convert_coldcrate(args: argparse.Namespace) -> int:
     """ColdCrate chunks in or out, by the mapping of barecat.transfer.coldcrate_conversion."""
     if args.stdin or args.stdout or args.root_dir:
         raise ValueError("--stdin, --stdout and --root-dir do not apply to ColdCrate chunks")
     with Progress("convert", None, wants_progress(args.quiet)) as progress:
         if _suffix(args.input) == COLDCRATE_SUFFIX:
-            with ChunkReader.open(args.input) as probe:
-                encrypted = bool(probe.header.encryption)
             result = coldcrate2barecat(
                 args.input,
                 args.output,
                 args.shard_size_limit,
                 args.force,
-                passphrase=read_passphrase(args.passphrase_file) if encrypted else None,
+                passphrase=_chunk_passphrase(args),
                 on_stored=progress.advance,
                 archive_options=new_archive_options(args),
             )

@@ -71,7 +71,7 @@ def register(sub: Subparsers) -> None:
         action="store_true",
         help="Read-only mounts: attributes with the first part of a listing only (less "
         "kernel memory for find over millions of files; a LOOKUP for each file opened "
-        "after its directory was listed)",
+        "after its directory was listed, and no read-ahead of files not yet opened)",
     )
     add_passphrase_option(parser)
 

@@ -21,25 +21,26 @@ The two counters are rewritten by ``flush``; the tail offset last, so a reader t
 them only when it equals the file's size (otherwise both read as None and a scan tells).
 Encrypted chunks (``crypto.py``) store the schema, every resource id and, unless an
 entry opts out, its payload (after compression) encrypted; ``scan_raw`` works without
-the passphrase. Imports ``xxhash``, ``zstandard`` and, where used, ``lz4`` and
-``cryptography``.
+the passphrase. Imports ``xxhash``, ``compression.py`` (``zstandard`` and, where used,
+``lz4``) and, where used, ``cryptography``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import struct
 import time
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import xxhash
-import zstandard
 
 from barecat.coldcrate import crypto
+from barecat.coldcrate.compression import COMPRESSIONS, Codec
 from barecat.coldcrate.errors import (
     ColdCrateError,
     CompressionError,
@@ -56,7 +57,6 @@ MAX_SCHEMA_BYTES = 8 << 20
 ENTRY_MAGIC = 0xE4E4E4E4
 FLAG_TOMBSTONE, FLAG_COMPRESSED, FLAG_ENCRYPTED = 1, 2, 4
 MAX_RID = 512
-COMPRESSIONS = {"none": 0, "lz4": 1, "zstd": 2}
 ENCRYPTIONS = {"none": 0, "aes-256-xts": 1}
 
 _FIXED = struct.Struct("<8sHH16sQIBB16sBBB3s")
@@ -135,6 +135,10 @@ class Entry(_EntryFlags):
     flags: int
 
 
+OnDamage = Callable[[int, int], None]
+"""Told of a stretch of a chunk skipped as damaged: its start and end offsets."""
+
+
 @dataclass(frozen=True)
 class RepairResult:
     entry_count: int
@@ -161,59 +165,6 @@ def _parse_header(raw: bytes, file_size: int) -> ChunkHeader:
     )  # fmt: skip
 
 
-class _Codec:
-    """A chunk's compression, with its (de)compressor objects made once, not per entry."""
-
-    def __init__(self, algo: int, level: int | None = None) -> None:
-        self.algo = algo
-        self._level = level
-        self._zstd_c: Any = None
-        self._zstd_d: Any = None
-        self._lz4: Any = _lz4_block() if algo == COMPRESSIONS["lz4"] else None
-
-    def compress(self, data: bytes) -> bytes:
-        if self.algo == COMPRESSIONS["zstd"]:
-            if self._zstd_c is None:
-                level = 3 if self._level is None else self._level
-                self._zstd_c = zstandard.ZstdCompressor(level=level)
-            packed = self._zstd_c.compress(data)
-        else:
-            extra: dict[str, Any] = {}
-            if self._level is not None:
-                extra = {"mode": "high_compression", "compression": self._level}
-            packed = self._lz4.compress(data, store_size=False, **extra)
-        return _U64.pack(len(data)) + bytes(packed)
-
-    def decompress(self, stored: bytes) -> bytes:
-        if len(stored) < 8:
-            raise CompressionError("A compressed payload shorter than its length prefix")
-        (size,) = _U64.unpack_from(stored)
-        try:
-            if self.algo == COMPRESSIONS["zstd"]:
-                if self._zstd_d is None:
-                    self._zstd_d = zstandard.ZstdDecompressor()
-                out = self._zstd_d.decompress(stored[8:], max_output_size=size)
-            elif self.algo == COMPRESSIONS["lz4"]:
-                out = self._lz4.decompress(stored[8:], uncompressed_size=size)
-            else:
-                raise CompressionError("An entry marked compressed in a chunk without it")
-        except CompressionError:
-            raise
-        except Exception as e:  # the backends' own error types
-            raise CompressionError(f"Decompression failed: {e}") from e
-        if len(out) != size:
-            raise CompressionError(f"Decompressed to {len(out)} bytes, expected {size}")
-        return bytes(out)
-
-
-def _lz4_block() -> Any:
-    try:
-        import lz4.block
-    except ModuleNotFoundError:
-        raise CompressionError("LZ4 chunks need the 'lz4' package: pip install lz4") from None
-    return lz4.block
-
-
 def _checksum(rid: bytes, stored: bytes) -> int:
     digest = xxhash.xxh64()
     digest.update(rid)
@@ -238,7 +189,7 @@ class ChunkWriter:
         self._fd = fd
         self._header = header
         self.schema = schema
-        self._codec = _Codec(header.compression, level)
+        self._codec = Codec(header.compression, level)
         self._key = key
         self.entry_count = header.entry_count or 0
         self.tail_offset = header.tail_offset or header.data_start
@@ -300,14 +251,13 @@ class ChunkWriter:
     ) -> ChunkWriter:
         fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
         try:
-            _lock(fd)
-            header, schema, key = _read_start(fd, passphrase)
-            if schema is None:
-                raise EncryptionError(
-                    f"{path}: appending to an encrypted chunk needs its passphrase"
-                )
-            if header.tail_offset is None:
-                raise InvalidChunkError(f"{path}: the chunk is dirty (a crash?); repair() it")
+            with _naming(path):
+                _lock(fd)
+                header, schema, key = _read_start(fd, passphrase)
+                if schema is None:
+                    raise EncryptionError("appending to an encrypted chunk needs its passphrase")
+                if header.tail_offset is None:
+                    raise InvalidChunkError("the chunk is dirty (a crash?); repair() it")
         except BaseException:
             os.close(fd)
             raise
@@ -398,6 +348,15 @@ def _commit_counters(fd: int, count: int, tail: int, sync: bool) -> None:
         os.fsync(fd)
 
 
+@contextlib.contextmanager
+def _naming(path: str | os.PathLike[str]) -> Iterator[None]:
+    """ColdCrate errors raised inside name the chunk: ``PATH: what is wrong``."""
+    try:
+        yield
+    except ColdCrateError as e:
+        raise type(e)(f"{os.fspath(path)}: {e}") from None
+
+
 def _lock(fd: int) -> None:
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -444,7 +403,7 @@ class ChunkReader:
         self.header = header
         self.schema = schema
         self._key = key
-        self._codec = _Codec(header.compression)
+        self._codec = Codec(header.compression)
         self._size = os.fstat(fd).st_size
         self._window: tuple[int, bytes] = (0, b"")
 
@@ -461,7 +420,8 @@ class ChunkReader:
         reader into a crash (SIGBUS) instead of an error."""
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
         try:
-            header, schema, key = _read_start(fd, passphrase)
+            with _naming(path):
+                header, schema, key = _read_start(fd, passphrase)
         except BaseException:
             os.close(fd)
             raise
@@ -471,27 +431,43 @@ class ChunkReader:
         raw = self._raw_at(offset, verify=True)
         return self._decoded(raw)
 
-    def scan(self, *, verify: bool = True) -> Iterator[Entry]:
-        for raw in self.scan_raw(verify=verify):
+    def scan(self, *, verify: bool = True, on_damage: OnDamage | None = None) -> Iterator[Entry]:
+        """Decoded entries in file order (see ``scan_raw``)."""
+        for raw in self.scan_raw(verify=verify, on_damage=on_damage):
             yield self._decoded(raw)
 
-    def scan_raw(self, *, verify: bool = True) -> Iterator[RawEntry]:
+    def scan_raw(
+        self, *, verify: bool = True, on_damage: OnDamage | None = None
+    ) -> Iterator[RawEntry]:
         """Entries in file order. With ``verify`` a damaged stretch is skipped (the scan
-        resyncs at the next entry whose checksum holds); without, the first anomaly ends it."""
-        pos, end = self.header.data_start, self.size
+        resyncs at the next entry whose checksum holds) and, with ``on_damage``, reported
+        as ``on_damage(start, end)``; without, the first anomaly ends the scan."""
+        pos, end, damaged = self.header.data_start, self.size, None
         while pos + _PREAMBLE.size <= end:
             try:
                 raw = self._raw_at(pos, verify, ahead=_SCAN_READ)
             except InvalidEntryError:
+                raw = None
                 if not verify:
                     return
+            if raw is None or (verify and not raw.checksum_ok):
+                damaged = pos if damaged is None else damaged
                 pos += 8
                 continue
-            if verify and not raw.checksum_ok:
-                pos += 8
-                continue
+            if damaged is not None and on_damage is not None:
+                on_damage(damaged, pos)
+            damaged = None
             yield raw
             pos = self._end_of(raw)
+        if verify and on_damage is not None and (damaged is not None or pos < end):
+            on_damage(pos if damaged is None else damaged, end)
+
+    def resource_id(self, raw: RawEntry) -> bytes:
+        """A raw entry's resource id as written (decrypted: this needs the passphrase in an
+        encrypted chunk of format 2)."""
+        if self.header.encryption and self.header.version >= 2:
+            return crypto.decrypt_rid(self._need_key(), raw.offset, raw.resource_id)
+        return raw.resource_id
 
     def _raw_at(self, offset: int, verify: bool, ahead: int = _FIRST_READ) -> RawEntry:
         """The entry at ``offset``, read with one ``pread`` when it is small (``ahead``
@@ -505,6 +481,8 @@ class ChunkReader:
         body_start = offset + _PREAMBLE.size
         if magic != ENTRY_MAGIC or not 1 <= rid_len <= MAX_RID:
             raise InvalidEntryError(f"No valid entry at offset {offset}")
+        if flags & FLAG_TOMBSTONE and length:  # (the flags are not checksummed)
+            raise InvalidEntryError(f"A tombstone with a payload at offset {offset}")
         body = self._read(body_start, rid_len + length, ahead)
         if len(body) < rid_len + length:
             raise InvalidEntryError(f"The entry at offset {offset} is truncated")
@@ -548,9 +526,7 @@ class ChunkReader:
         return align8(raw.offset + _PREAMBLE.size + len(raw.resource_id) + len(raw.payload))
 
     def _decoded(self, raw: RawEntry) -> Entry:
-        rid = raw.resource_id
-        if self.header.encryption and self.header.version >= 2:
-            rid = crypto.decrypt_rid(self._need_key(), raw.offset, rid)
+        rid = self.resource_id(raw)
         if raw.tombstone:
             return Entry(raw.offset, rid, None, raw.checksum_ok, raw.flags)
         payload = raw.payload
@@ -587,7 +563,8 @@ def repair(path: str | os.PathLike[str]) -> RepairResult:
         size, (count, end) = reader.size, reader.valid_run()
     fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
     try:
-        _lock(fd)
+        with _naming(path):
+            _lock(fd)
         os.ftruncate(fd, end)
         _commit_counters(fd, count, end, sync=True)
     finally:

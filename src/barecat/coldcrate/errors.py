@@ -1,9 +1,16 @@
-"""The ColdCrate error classes, under the names the ``coldcrate`` package uses."""
+"""The ColdCrate error classes, under the names the ``coldcrate`` package uses.
+
+They join barecat's error tree: a ``ColdCrateError`` is a ``BarecatError`` (so the
+command line reports it as one line) and a ``ValueError`` (bad bytes or arguments).
+Imports only ``barecat.exceptions``.
+"""
 
 from __future__ import annotations
 
+from barecat.exceptions import BarecatError
 
-class ColdCrateError(Exception):
+
+class ColdCrateError(BarecatError, ValueError):
     """Base of every error a ColdCrate chunk raises."""
 
 

@@ -95,7 +95,7 @@ class Schema:
         return cls(
             [_field_from_json(f, 0) for f in data["fields"]],
             data.get("description"),
-            int(data.get("version", 1)),
+            _as_int(data.get("version", 1), "version"),
         )
 
     def to_json_bytes(self) -> bytes:
@@ -141,8 +141,8 @@ def _check_fields(fields: list[Field], depth: int) -> None:
     if not isinstance(fields, list) or not fields:
         raise SchemaError("A struct needs a non-empty list of fields")
     names = [f.name for f in fields]
-    if len(set(names)) != len(names) or not all(isinstance(n, str) and n for n in names):
-        raise SchemaError(f"Field names must be unique non-empty strings: {names}")
+    if not all(isinstance(n, str) and n for n in names) or len(set(names)) != len(names):
+        raise SchemaError(f"Field names must be unique non-empty strings: {names!r}")
     for f in fields:
         _check_type(f.type, depth)
 
@@ -189,13 +189,25 @@ def _type_from_json(data: Any, depth: int) -> TypeExpr:
         return data
     if isinstance(data, dict):
         if "fixed_array" in data:
-            elem, count = data["fixed_array"]
-            return FixedArray(_type_from_json(elem, depth + 1), int(count))
+            pair = data["fixed_array"]
+            if not isinstance(pair, list) or len(pair) != 2:
+                raise SchemaError(f"A fixed_array needs [type, count], not {pair!r}")
+            elem, count = pair
+            return FixedArray(_type_from_json(elem, depth + 1), _as_int(count, "count"))
         if "var_array" in data:
             return VarArray(_type_from_json(data["var_array"], depth + 1))
-        if "struct" in data:
+        if isinstance(data.get("struct"), list):
             return Struct([_field_from_json(f, depth + 1) for f in data["struct"]])
     raise SchemaError(f"Not a type expression: {data!r}")
+
+
+def _as_int(value: Any, what: str) -> int:
+    """A schema's integer, converted as ``coldcrate`` converts it (``int()``), or a
+    ``SchemaError`` where it cannot be."""
+    try:
+        return int(value)
+    except (TypeError, ValueError, OverflowError):
+        raise SchemaError(f"The schema's {what} must be an integer, not {value!r}") from None
 
 
 def _field_from_json(data: Any, depth: int) -> Field:
@@ -313,7 +325,7 @@ def _reader(t: TypeExpr) -> Reader:
     if isinstance(t, Struct):
         return _struct_reader(t.fields)
     if isinstance(t, FixedArray) and isinstance(t.elem, str) and t.elem in _NUMBERS:
-        many = struct.Struct("<" + _NUMBERS[t.elem].format[1:] * t.count)
+        many = struct.Struct(f"<{t.count}{_NUMBERS[t.elem].format[1:]}")  # (not count copies)
         return lambda view, pos: (list(many.unpack_from(view, pos)), pos + many.size)
     if isinstance(t, FixedArray | VarArray):
         read_item, fixed = _reader(t.elem), t.count if isinstance(t, FixedArray) else None

@@ -25,9 +25,13 @@ A damaged file is never stored, so its own read fails with EIO as before.
 The notification names the kernel's node id of the file. libfuse's high-level API does
 not expose it, but reports it as every file's inode number (``st_ino``) unless the
 ``use_ino`` option is given, which barecat's mounts never do; the worker checks that the
-mount's root says 1, the root's node id, and does nothing otherwise. It stats each file it
-stores, by its full path (a descriptor held on the mount would make unmounting fail),
-and stores nothing whose device, size or type disagrees.
+mount's root says 1, the root's node id, and does nothing otherwise. It takes each file's
+attributes by its full path (a descriptor held on the mount would make unmounting fail)
+from the kernel's caches only (``barecat.mount.cached_stat``): the worker never sends its
+own server a request, so it never holds the mount while waiting for one, and an unmount
+right after a read succeeds. A file whose name the kernel does not hold (dropped under
+memory pressure, or listed without attributes: ``--plain-listings``) is not stored, nor
+one whose device, size or type disagrees.
 
 Read-only mounts only, libfuse 3 only. Imports the archive layer and mfusepy (the ``mount``
 extra).
@@ -38,7 +42,6 @@ from __future__ import annotations
 import collections
 import ctypes
 import logging
-import os
 import queue
 import stat
 import threading
@@ -51,6 +54,7 @@ import mfusepy
 from barecat.archive import Barecat
 from barecat.entries import BarecatFileInfo
 from barecat.exceptions import BarecatError
+from barecat.mount.cached_stat import cached_stat
 
 FIRST_WINDOW = 8
 """Files fetched once two consecutive files were read."""
@@ -273,7 +277,6 @@ class ReadAhead:
 
     def _work(self) -> None:
         if not self._serves_node_ids():
-            log.info("read-ahead is off: inode numbers are not node ids on this mount")
             while self._seen.get() is not None:
                 pass
             return
@@ -306,12 +309,18 @@ class ReadAhead:
             log.exception("read-ahead: a step on %r failed", arg)
 
     def _serves_node_ids(self) -> bool:
+        """Whether files can be stored: the mount's root has node id 1 as its inode number,
+        read from the kernel's cache (asking the server would wait for ``init`` to end)."""
         try:
-            root = os.stat(self._mountpoint)
-        except OSError:
+            root = cached_stat(self._mountpoint)
+        except OSError as e:
+            log.info("read-ahead is off: %s", e)
             return False
-        self._device = root.st_dev
-        return root.st_ino == FUSE_ROOT_ID
+        if root is None or root.ino != FUSE_ROOT_ID:
+            log.info("read-ahead is off: inode numbers are not node ids on this mount")
+            return False
+        self._device = root.dev
+        return True
 
     def _next_job(self) -> BarecatFileInfo | None:
         """The next file to store, of the directory read most recently."""
@@ -388,14 +397,16 @@ class ReadAhead:
 
     def _store(self, info: BarecatFileInfo) -> None:
         try:  # (by its full path: a descriptor held on the mount would block unmounting)
-            st = os.stat(f"{self._mountpoint}/{info.path}", follow_symlinks=False)
-            if st.st_dev != self._device or st.st_size != info.size or not stat.S_ISREG(st.st_mode):
+            st = cached_stat(f"{self._mountpoint}/{info.path}")
+            if st is None:
+                return  # (the kernel does not hold its name: asking would hold the mount)
+            if st.dev != self._device or st.size != info.size or not stat.S_ISREG(st.mode):
                 return  # (something else mounted over this mount, or not this file)
             data = self._archive.read(info)  # checked whole; a damaged file is not stored
         except (BarecatError, OSError) as e:
             log.debug("read-ahead skips %s: %s", info.path, e)
             return
-        self._cache.store(st.st_ino, data)
+        self._cache.store(st.ino, data)
 
 
 def start_read_ahead(mountpoint: str, archive: Barecat) -> ReadAhead | None:

@@ -11,8 +11,10 @@ becomes the path. A chunk in the file schema gives back the files with their met
 Any other schema is kept whole: the file ``<id>`` holds the row's first top-level
 ``bytes`` field (the blob, if the schema has one), and ``<id>.row.json`` the other fields
 (bytes as ``{"base64": ...}``, UUIDs as text); the chunk's schema goes to
-``.coldcrate/schema.json``. Ids that are not valid paths are skipped and reported.
-Uses the public Barecat API; never prints.
+``.coldcrate/schema.json``. Ids that are not valid paths are skipped and reported, as
+are damaged stretches of the chunk (named by their offsets) and entries whose checksummed
+bytes do not decode (their flags and the schema are not checksummed); the rest is
+converted. Uses the public Barecat API; never prints.
 """
 
 from __future__ import annotations
@@ -25,7 +27,14 @@ from collections.abc import Callable
 from typing import Any
 
 from barecat.archive import Barecat, Passphrase
-from barecat.coldcrate import ChunkReader, ChunkWriter, EncryptionError, Field, Schema
+from barecat.coldcrate import (
+    ChunkReader,
+    ChunkWriter,
+    ColdCrateError,
+    EncryptionError,
+    Field,
+    Schema,
+)
 from barecat.entries import BarecatFileInfo, Order
 from barecat.exceptions import InvalidPathBarecatError
 from barecat.paths import normalize
@@ -103,31 +112,47 @@ def coldcrate2barecat(
         schema = reader.schema
         if schema is None:
             raise EncryptionError(f"{src_path} is encrypted: give its passphrase")
-        live: dict[str, int] = {}  # id -> offset of its latest entry (ids only, not rows)
-        for entry in reader.scan():
-            try:
-                path = normalize(entry.resource_id.decode("utf-8", "surrogateescape"))
-            except InvalidPathBarecatError as e:
-                result.skipped.append((repr(entry.resource_id), str(e)))
-                continue
-            if not path:
-                result.skipped.append((repr(entry.resource_id), "empty path"))
-            elif entry.tombstone:
-                live.pop(path, None)
-            else:
-                live[path] = entry.offset
+        live = _latest_entries(src_path, reader, result)
         as_files = schema.to_dict()["fields"] == FILE_SCHEMA.to_dict()["fields"]
         with building_archive(target_path, overwrite, shard_size_limit, archive_options) as bc:
             if not as_files:
                 bc[SCHEMA_PATH] = json.dumps(schema.to_dict(), indent=2).encode()
             for path, offset in sorted(live.items()):
-                fields = reader.read_at(offset).fields or {}
+                try:
+                    fields = reader.read_at(offset).fields or {}
+                except ColdCrateError as e:  # (checksummed bytes, but flags or schema bad)
+                    result.skipped.append((f"{src_path}: {path} (at {offset})", str(e)))
+                    continue
                 nbytes = _store(bc, path, fields, schema, as_files)
                 result.files += 1
                 result.bytes += nbytes
                 if on_stored is not None:
                     on_stored(1, nbytes)
     return result
+
+
+def _latest_entries(src_path: str, reader: ChunkReader, result: ImportResult) -> dict[str, int]:
+    """Path -> offset of the latest entry of each id not deleted (ids only, no rows);
+    ids that are not paths, and damaged stretches of the chunk, go to ``result.skipped``."""
+
+    def damaged(start: int, end: int) -> None:
+        result.skipped.append((f"{src_path}: bytes {start}-{end}", "damaged, not read"))
+
+    live: dict[str, int] = {}
+    for raw in reader.scan_raw(on_damage=damaged):
+        rid = reader.resource_id(raw)
+        try:
+            path = normalize(rid.decode("utf-8", "surrogateescape"))
+        except InvalidPathBarecatError as e:
+            result.skipped.append((f"{src_path}: {rid!r}", str(e)))
+            continue
+        if not path:
+            result.skipped.append((f"{src_path}: {rid!r}", "empty path"))
+        elif raw.tombstone:
+            live.pop(path, None)
+        else:
+            live[path] = raw.offset
+    return live
 
 
 def _store(bc: Barecat, path: str, fields: dict[str, Any], schema: Schema, as_files: bool) -> int:
