@@ -275,6 +275,17 @@ def test_scrypt_costs_are_checked_before_deriving() -> None:
             check_scrypt_costs(n, r, p)
 
 
+def test_the_ceiling_can_be_raised_for_costs_meant(monkeypatch: pytest.MonkeyPatch) -> None:
+    costs = (1 << 15, 8, MAX_WORK // (1 << 18) * 2)  # twice the ceiling's work
+    with pytest.raises(KeyDerivationCostBarecatError, match="BARECAT_SCRYPT_MAX_WORK"):
+        check_scrypt_costs(*costs)
+    monkeypatch.setenv("BARECAT_SCRYPT_MAX_WORK", str(2 * MAX_WORK))
+    check_scrypt_costs(*costs)
+    monkeypatch.setenv("BARECAT_SCRYPT_MAX_MEMORY", "1G")
+    with pytest.raises(BarecatError, match="whole number"):
+        check_scrypt_costs(*costs)
+
+
 def test_a_raised_scrypt_cost_in_a_sealed_archive_is_refused(
     tmp_path: Path, run: Run, pw_file: str
 ) -> None:

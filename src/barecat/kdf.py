@@ -5,13 +5,16 @@ the data, so a file fully describes how to derive its key. Those numbers are rea
 anything is authenticated: a flipped byte, or a hostile file, could ask for minutes of
 work or gigabytes of memory at open. Every derivation goes through :func:`scrypt_key`,
 which refuses costs above :data:`MAX_MEMORY` bytes (``128 * r * n``) or :data:`MAX_WORK`
-(``n * r * p``, 64 times the default) before deriving anything. Imports only
+(``n * r * p``, 64 times the default) before deriving anything. Someone who made an
+archive with higher costs on purpose raises the ceiling with the environment variables
+``BARECAT_SCRYPT_MAX_MEMORY`` (bytes) and ``BARECAT_SCRYPT_MAX_WORK``. Imports only
 ``exceptions``.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 
 from barecat.exceptions import BarecatError, KeyDerivationCostBarecatError
 
@@ -38,12 +41,34 @@ def check_scrypt_costs(n: int, r: int, p: int, where: str = "") -> None:
         raise KeyDerivationCostBarecatError(
             f"{source}invalid scrypt costs N={n}, r={r}, p={p} (damaged key-derivation settings)"
         )
-    if 128 * r * n > MAX_MEMORY or n * r * p > MAX_WORK:
+    max_memory, max_work = ceiling()
+    if 128 * r * n > max_memory or n * r * p > max_work:
         raise KeyDerivationCostBarecatError(
             f"{source}scrypt costs N={n}, r={r}, p={p} need {128 * r * n >> 20} MiB and "
-            f"{n * r * p / (1 << 18):.0f}x the default work; barecat derives keys with at most "
-            f"{MAX_MEMORY >> 20} MiB and {MAX_WORK >> 18}x (the file is damaged or hostile)"
+            f"{n * r * p / (1 << 18):g}x the default work; barecat derives keys with at most "
+            f"{max_memory >> 20} MiB and {max_work / (1 << 18):g}x (the file is damaged or "
+            "hostile; if its costs are meant, raise $BARECAT_SCRYPT_MAX_MEMORY or "
+            "$BARECAT_SCRYPT_MAX_WORK)"
         )
+
+
+def ceiling() -> tuple[int, int]:
+    """(memory in bytes, work) that derivations may take: the defaults, or what the
+    environment says.
+
+    Raises:
+        BarecatError: an environment value that is not a whole number.
+    """
+    limits = []
+    for name, default in (("MEMORY", MAX_MEMORY), ("WORK", MAX_WORK)):
+        text = os.environ.get(f"BARECAT_SCRYPT_MAX_{name}", "")
+        try:
+            limits.append(int(text) if text else default)
+        except ValueError:
+            raise BarecatError(
+                f"$BARECAT_SCRYPT_MAX_{name} must be a whole number: {text!r}"
+            ) from None
+    return limits[0], limits[1]
 
 
 def scrypt_key(secret: bytes, salt: bytes, n: int, r: int, p: int, where: str = "") -> bytes:
@@ -71,4 +96,4 @@ def scrypt_key(secret: bytes, salt: bytes, n: int, r: int, p: int, where: str = 
     return hashlib.scrypt(secret, salt=salt, n=n, r=r, p=p, maxmem=memory, dklen=32)
 
 
-__all__ = ["MAX_MEMORY", "MAX_WORK", "check_scrypt_costs", "scrypt_key"]
+__all__ = ["MAX_MEMORY", "MAX_WORK", "ceiling", "check_scrypt_costs", "scrypt_key"]
