@@ -181,6 +181,7 @@ def store(
         open_archive(
             args.archive,
             args,
+            create=True,
             readonly=False,
             overwrite=overwrite,
             shard_size_limit=args.shard_size_limit,

@@ -134,15 +134,17 @@ def passphrase_source(args: argparse.Namespace | None) -> Callable[[], str]:
     return ask
 
 
-def open_archive(path: str, args: argparse.Namespace | None = None, **options: Any) -> Barecat:
-    """``Barecat(path, **options)`` of an archive that exists (a command that works on
-    one never creates it: a mistyped path is an error, not a new empty archive), able
-    to read an encrypted archive's contents.
+def open_archive(
+    path: str, args: argparse.Namespace | None = None, create: bool = False, **options: Any
+) -> Barecat:
+    """``Barecat(path, **options)``, able to read an encrypted archive's contents. Unless
+    ``create``, the archive must exist: a command that works on one never makes one (a
+    mistyped path is an error, not a new empty archive).
 
     Raises:
-        FileNotFoundBarecatError: no archive at ``path``.
+        FileNotFoundBarecatError: no archive at ``path`` (and not ``create``).
     """
-    if not is_remote_url(path) and not archive_exists(path):
+    if not create and not is_remote_url(path) and not archive_exists(path):
         raise FileNotFoundBarecatError(path, "Archive")
     return Barecat(path, **{"passphrase": passphrase_source(args), **options})
 
