@@ -84,7 +84,13 @@ class DirectoryNotEmptyBarecatError(_OSBarecatError):
 
 
 class InvalidPathBarecatError(BarecatError, ValueError):
-    """A path that cannot name an entry: NUL bytes, or ``..`` climbing above the root."""
+    """A path that cannot name an entry: NUL bytes, ``..`` climbing above the root, lone
+    surrogates (text that is not Unicode, as ``os.fsdecode`` makes of non-UTF-8 bytes), or
+    more components than an archive can hold."""
+
+
+class PathTypeBarecatError(BarecatError, TypeError):
+    """Something that is not a path (``bytes``, a number) where a path (``str``) belongs."""
 
 
 class BarecatIntegrityError(BarecatError, ValueError):
@@ -92,6 +98,17 @@ class BarecatIntegrityError(BarecatError, ValueError):
 
     A ``ValueError`` because the reference documents checksum mismatches as such.
     """
+
+
+class DamagedEntryBarecatError(BarecatIntegrityError):
+    """An index row that cannot say where a file's bytes are: text, a real number, a blob
+    or NULL where a number belongs, a negative offset or size, a CRC32C that is not 32
+    bits. ``filename`` is the file's path and ``reason`` what is wrong with its row."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"Damaged index entry {path!r}: {reason}")
+        self.filename = path
+        self.reason = reason
 
 
 class FileTooLargeBarecatError(_OSBarecatError):
@@ -144,6 +161,7 @@ __all__ = [
     "BarecatError",
     "BarecatIntegrityError",
     "CorruptIndexBarecatError",
+    "DamagedEntryBarecatError",
     "DirectoryNotEmptyBarecatError",
     "FileExistsBarecatError",
     "FileNotFoundBarecatError",
@@ -152,6 +170,7 @@ __all__ = [
     "IsADirectoryBarecatError",
     "NotADirectoryBarecatError",
     "NotEnoughSpaceBarecatError",
+    "PathTypeBarecatError",
     "ReadOnlyBarecatError",
     "RemoteStorageBarecatError",
     "SchemaVersionBarecatError",

@@ -4,7 +4,9 @@ streams.
 
 A mixin over what the facade holds (``index``, ``sharder`` and the archive's sealing, None
 for a plain archive); it owns no state and writes nothing, so the facade module keeps
-what couples writing to the halves.
+what couples writing to the halves. Every read first checks that the file's row can
+address bytes (``index.query.checked_file``): a damaged row raises
+``DamagedEntryBarecatError`` naming the path.
 """
 
 from __future__ import annotations
@@ -15,8 +17,9 @@ from typing import Any
 
 from barecat.archive.sealed import ArchiveSealing
 from barecat.entries import BarecatFileInfo, Order
-from barecat.exceptions import BarecatIntegrityError
+from barecat.exceptions import BarecatIntegrityError, DamagedEntryBarecatError
 from barecat.index import Index
+from barecat.index.query import Located, checked_file
 from barecat.paths import normalize, normalize_many
 from barecat.sealing import SealedFileReader
 from barecat.shards import BarecatReadOnlyFileObject, Sharder
@@ -76,14 +79,24 @@ class ArchiveReading:
             raise KeyError(path)
         try:
             data = self.sharder.read_from_address(addr[0], addr[1], addr[2], addr[3])
-        except BarecatIntegrityError:  # the lookup table may be what is damaged: ask SQLite
-            checked = self.index.lookup_address_in_sqlite(normalized)
-            if checked is None:
-                raise KeyError(path) from None
-            if checked == addr:
-                raise
-            data = self.sharder.read_from_address(*checked)
+        except BarecatIntegrityError as e:
+            data = self._read_again(path, normalized, addr, e)
         return data if self._sealing is None else self._sealing.unseal(normalized, data)
+
+    def _read_again(
+        self, path: str, normalized: str, addr: Located, error: BarecatIntegrityError
+    ) -> bytes:
+        """Bytes read at ``addr`` failed: the lookup table may be what is damaged, so read
+        at SQLite's address if it differs; else raise ``error``, naming the path."""
+        checked = self.index.lookup_address_in_sqlite(normalized)
+        if checked is None:
+            raise KeyError(path) from None
+        if checked == addr:
+            raise _naming(normalized, error) from error
+        try:
+            return self.sharder.read_from_address(*checked)
+        except BarecatIntegrityError as e:
+            raise _naming(normalized, e) from e
 
     def get(self, path: str, default: Any = None) -> Any:
         try:
@@ -121,10 +134,25 @@ class ArchiveReading:
             return item
         return self.index.lookup_file(item.path if isinstance(item, BarecatFileInfo) else item)
 
+    def _readable(self, item: BarecatFileInfo | str) -> BarecatFileInfo:
+        """The file's record, checked to address bytes (raises DamagedEntryBarecatError)."""
+        return checked_file(self._fileinfo(item))
+
     def read(self, item: BarecatFileInfo | str, offset: int = 0, size: int = -1) -> bytes:
         """A file's bytes; CRC32C-verified when the whole file is read (in a sealed
-        archive, every block read is authenticated or decompressed instead)."""
-        f = self._fileinfo(item)
+        archive, every block read is authenticated or decompressed instead).
+
+        Raises:
+            DamagedEntryBarecatError: the file's index row cannot address bytes.
+            BarecatIntegrityError: the bytes do not match their CRC32C, or are missing.
+        """
+        f = self._readable(item)
+        try:
+            return self._read_range(f, offset, size)
+        except BarecatIntegrityError as e:
+            raise _naming(f.path, e) from e
+
+    def _read_range(self, f: BarecatFileInfo, offset: int, size: int) -> bytes:
         total = f.size or 0
         if self._sealing is not None:
             if offset == 0 and (size < 0 or size >= total):
@@ -141,7 +169,7 @@ class ArchiveReading:
     def readinto(
         self, item: BarecatFileInfo | str, buffer: bytearray | memoryview, offset: int = 0
     ) -> int:
-        f = self._fileinfo(item)
+        f = self._readable(item)
         total = f.size or 0
         view = memoryview(buffer).cast("B")
         n = max(0, min(len(view), total - offset))
@@ -154,13 +182,18 @@ class ArchiveReading:
         )
 
     def check_crc32c(self, item: BarecatFileInfo | str) -> bool:
-        f = self._fileinfo(item)
+        f = self._readable(item)
         if f.crc32c is None:
             return True
-        return self.sharder.crc_of_range(f.shard or 0, f.offset or 0, f.stored_size) == f.crc32c
+        try:
+            crc = self.sharder.crc_of_range(f.shard or 0, f.offset or 0, f.stored_size)
+        except BarecatIntegrityError as e:
+            raise _naming(f.path, e) from e
+        return crc == f.crc32c
 
     def _stored_bytes(self, f: BarecatFileInfo) -> bytes:
         """A file's bytes as the shard holds them (sealed, in a sealed archive), CRC-checked."""
+        checked_file(f)
         return self.sharder.read_from_address(f.shard or 0, f.offset or 0, f.stored_size, f.crc32c)
 
     def _open_sealed(self, f: BarecatFileInfo) -> SealedFileReader:
@@ -178,9 +211,17 @@ class ArchiveReading:
 
     def _open_reader(self, f: BarecatFileInfo) -> io.RawIOBase:
         """A seekable binary stream over a file (block by block when sealed)."""
+        checked_file(f)
         if self._sealing is not None:
             return self._open_sealed(f)
         return BarecatReadOnlyFileObject(self.sharder, f.shard or 0, f.offset or 0, f.size or 0)
+
+
+def _naming(path: str, error: BarecatIntegrityError) -> BarecatIntegrityError:
+    """``error`` (the shard's words: which shard, which offset) as one about ``path``."""
+    if isinstance(error, DamagedEntryBarecatError) or str(error).startswith(f"{path}: "):
+        return error  # names it already
+    return BarecatIntegrityError(f"{path}: {error}")
 
 
 __all__ = ["ArchiveReading"]

@@ -35,6 +35,8 @@ from typing import Union
 
 import xxhash
 
+from barecat.index.query import address_problem
+
 Address = tuple[int, int, int, int]
 _Section = Union["array[int]", memoryview]
 _MAGIC = b"BCLOOKUP"
@@ -115,7 +117,13 @@ class LookupTable:
             "SELECT path, shard, offset, size, crc32c FROM files"
         ):
             h = _slot_hash(path)
-            if crc is None or size > _MAX_U32 or shard > _MAX_SHARD or offset > _OFFSET_MASK:
+            if (
+                crc is None
+                or address_problem(shard, offset, size, crc) is not None  # damaged: SQLite
+                or size > _MAX_U32  # says so
+                or shard > _MAX_SHARD
+                or offset > _OFFSET_MASK
+            ):
                 ambiguous.add(h)
                 continue
             i = (h * capacity) >> 64

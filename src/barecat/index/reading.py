@@ -26,6 +26,7 @@ from barecat.entries import (
 from barecat.exceptions import (
     BarecatError,
     CorruptIndexBarecatError,
+    DamagedEntryBarecatError,
     FileNotFoundBarecatError,
     InvalidPathBarecatError,
     IsADirectoryBarecatError,
@@ -48,6 +49,9 @@ from barecat.layout import lookup_table_path
 from barecat.paths import ancestors, normalize, parent
 
 _AUTO_TABLE_MIN_LOOKUPS = 10_000
+_ADDRESSED = "typeof(offset) = 'integer' AND typeof(size) = 'integer'"
+"""Rows whose bytes have a place: damaged ones (``query.address_problem``) end nowhere, and
+``verify`` names them, so they neither move the write position nor overlap anything."""
 _address_of = operator.itemgetter(1, 2)
 
 _Reader = TypeVar("_Reader", bound="IndexReader")
@@ -183,9 +187,10 @@ class IndexReader:
         return SHARD_SIZE_UNLIMITED if value is None else value
 
     def _root_total(self, column: str, recount_sql: str) -> int:
-        """A whole-archive total from the root's statistics, recounted if they are off."""
+        """A whole-archive total from the root's statistics, recounted if they are off
+        (or damaged: not an integer)."""
         row = self.conn.execute(f"SELECT {column} FROM dirs WHERE path = ''").fetchone()
-        if row is None or row[0] is None or self._config_int("use_triggers", 1) != 1:
+        if row is None or type(row[0]) is not int or self._config_int("use_triggers", 1) != 1:
             return int(self.conn.execute(recount_sql).fetchone()[0])
         return int(row[0])
 
@@ -203,8 +208,12 @@ class IndexReader:
 
     @property
     def num_used_shards(self) -> int:
-        row = self.conn.execute("SELECT max(shard) FROM files").fetchone()
-        return 0 if row[0] is None else int(row[0]) + 1
+        """One past the highest shard number a file points into (0 when there are none)."""
+        (top,) = self.conn.execute("SELECT max(shard) FROM files").fetchone()
+        if top is not None and type(top) is not int:  # a damaged row (text sorts last)
+            sql = "SELECT max(shard) FROM files WHERE typeof(shard) = 'integer'"
+            (top,) = self.conn.execute(sql).fetchone()
+        return 0 if top is None else max(top + 1, 0)
 
     def __len__(self) -> int:
         return self.num_files
@@ -225,12 +234,14 @@ class IndexReader:
         walk that stops at the first non-empty row, plus one max() seek.
         """
         data_end = self.conn.execute(
-            "SELECT offset + size FROM files WHERE shard = ? AND size > 0 "
+            f"SELECT offset + size FROM files WHERE shard = ? AND size > 0 AND {_ADDRESSED} "
             "ORDER BY offset DESC LIMIT 1",
             (shard,),
         ).fetchone()
         top = self.conn.execute(
-            "SELECT max(offset) FROM files WHERE shard = ?", (shard,)
+            f"SELECT offset FROM files WHERE shard = ? AND {_ADDRESSED} "
+            "ORDER BY offset DESC LIMIT 1",
+            (shard,),
         ).fetchone()
         return max(
             0 if data_end is None else int(data_end[0]),
@@ -238,13 +249,19 @@ class IndexReader:
         )
 
     def used_shards(self) -> list[int]:
-        """Shard numbers that at least one file points into, ascending."""
-        return [r[0] for r in self.conn.execute("SELECT DISTINCT shard FROM files ORDER BY shard")]
+        """Shard numbers that at least one file points into, ascending (damaged rows, whose
+        shard is not a non-negative integer, point into none)."""
+        sql = (
+            "SELECT DISTINCT shard FROM files WHERE typeof(shard) = 'integer' AND shard >= 0 "
+            "ORDER BY shard"
+        )
+        return [r[0] for r in self.conn.execute(sql)]
 
     def files_ending_beyond(self, shard: int, end: int) -> list[str]:
         """Paths in ``shard`` whose bytes reach past ``end`` (a shard cut short), by offset."""
         rows = self.conn.execute(
-            "SELECT path FROM files WHERE shard = ? AND offset + size > ? ORDER BY offset",
+            f"SELECT path FROM files WHERE shard = ? AND offset + size > ? AND {_ADDRESSED} "
+            "ORDER BY offset",
             (shard, end),
         )
         return [r[0] for r in rows]
@@ -256,7 +273,7 @@ class IndexReader:
             "SELECT prev_path, path FROM (SELECT path, offset, "
             "lag(path) OVER w AS prev_path, "
             "max(offset + size) OVER (w ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) "
-            "AS prev_end FROM files WHERE size > 0 "
+            f"AS prev_end FROM files WHERE size > 0 AND {_ADDRESSED} "
             "WINDOW w AS (PARTITION BY shard ORDER BY offset, size)) WHERE offset < prev_end"
         )
         return [(r[0], r[1]) for r in self.conn.execute(sql)]
@@ -292,7 +309,7 @@ class IndexReader:
             return NotADirectoryBarecatError(f"Not a directory: {row[0]!r} (in {path!r}) is a file")
         return FileNotFoundBarecatError(path, what)
 
-    def lookup_address(self, path: str) -> tuple[int, int, int, int | None] | None:
+    def lookup_address(self, path: str) -> query.Located | None:
         """(shard, offset, size, crc32c) of a normalized file path, or None: the read hot path.
 
         Read-only indexes answer from a :class:`LookupTable` when one is current (saved
@@ -314,12 +331,19 @@ class IndexReader:
                 self.build_lookup_table()
         return self.lookup_address_in_sqlite(path)
 
-    def lookup_address_in_sqlite(self, path: str) -> tuple[int, int, int, int | None] | None:
+    def lookup_address_in_sqlite(self, path: str) -> query.Located | None:
         """As :meth:`lookup_address`, always from SQLite: the second opinion when bytes
-        read at a table's address fail their check."""
-        row: tuple[int, int, int, int | None] | None = self._files_conn.execute(
+        read at a table's address fail their check.
+
+        Raises:
+            DamagedEntryBarecatError: the file's row cannot address bytes (text or a
+                negative number where an offset belongs, say).
+        """
+        row: query.Located | None = self._files_conn.execute(
             "SELECT shard, offset, size, crc32c FROM files WHERE path = ?", (path,)
         ).fetchone()
+        if row is not None and (problem := query.address_problem(*row)) is not None:
+            raise DamagedEntryBarecatError(path, problem)
         return row
 
     @property
@@ -369,12 +393,17 @@ class IndexReader:
     def locate_many_in_sqlite(
         self, paths: list[str]
     ) -> list[tuple[int, int, int, int, int | None]]:
-        """As :meth:`locate_many`, always from SQLite."""
+        """As :meth:`locate_many`, always from SQLite (a damaged row raises
+        ``DamagedEntryBarecatError``, as in :meth:`lookup_address_in_sqlite`)."""
         sql = (
             "SELECT j.key, f.shard, f.offset, f.size, f.crc32c FROM json_each(?) AS j "
             "JOIN files AS f ON f.path = j.value ORDER BY f.shard, f.offset"
         )
-        return self.conn.execute(sql, (json.dumps(paths),)).fetchall()
+        located = self.conn.execute(sql, (json.dumps(paths),)).fetchall()
+        for pos, *address in located:
+            if (problem := query.address_problem(*address)) is not None:
+                raise DamagedEntryBarecatError(paths[pos], problem)
+        return located
 
     def lookup_dir(self, dirpath: str) -> BarecatDirInfo:
         path = normalize(dirpath)

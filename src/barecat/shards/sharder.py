@@ -165,9 +165,21 @@ class Sharder:
     def read_from_address(
         self, shard: int, offset: int, size: int, expected_crc32c: int | None = None
     ) -> bytes:
-        """Bytes of one stored file; checked against ``expected_crc32c`` when given."""
+        """Bytes of one stored file; checked against ``expected_crc32c`` when given.
+
+        Raises:
+            BarecatIntegrityError: the shard is missing or ends before ``offset + size``
+                (told before a buffer of ``size`` is allocated when it is a big one),
+                or the bytes do not match ``expected_crc32c``.
+        """
         fd = self._fds.get(shard)
-        data = os.pread(self._fd(shard) if fd is None else fd, size, offset)
+        if fd is None:
+            fd = self._fd(shard)
+        if size > _SPAN:  # a damaged row's size must not allocate a huge buffer first
+            there = os.fstat(fd).st_size - offset
+            if there < size:
+                raise self.truncated_error(shard, offset, size, max(0, there))
+        data = os.pread(fd, size, offset)
         if len(data) != size:
             data = self._read_fully(shard, offset, size, data)
         if expected_crc32c is not None and _crc32c.crc32c(data) != expected_crc32c:
@@ -238,7 +250,10 @@ class Sharder:
 
     def pread(self, shard: int, offset: int, size: int) -> bytes:
         """Up to ``size`` bytes (fewer at the shard's physical end), no checking."""
-        return os.pread(self._fd(shard), size, offset)
+        fd = self._fd(shard)
+        if size > _SPAN:  # no buffer bigger than what is there (a damaged row's size)
+            size = max(0, min(size, os.fstat(fd).st_size - offset))
+        return os.pread(fd, size, offset)
 
     def preadinto(self, shard: int, offset: int, view: memoryview) -> int:
         return os.preadv(self._fd(shard), [view], offset)
