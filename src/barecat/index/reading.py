@@ -129,7 +129,7 @@ class IndexReader:
             if lookup_table:
                 self.build_lookup_table()
             else:  # build after one archive's worth of random lookups: by then building
-                # (about 1.5 us per file) costs at most a tenth of what they took, and
+                # (about 2 us per file) costs at most a fifth of what they took, and
                 # every later lookup saves about 6 us
                 self._table_after = max(_AUTO_TABLE_MIN_LOOKUPS, self.num_files)
         if wal and not readonly:
