@@ -2,8 +2,10 @@
 
 Archive paths are POSIX-style, relative, without leading or trailing slashes; the root
 directory is the empty string. This module owns the single definition of a valid path,
-so every entry point rejects ``..`` escapes and NUL bytes the same way. It imports only
-``exceptions``.
+so every entry point rejects ``..`` escapes, NUL bytes and text that is not Unicode
+(lone surrogates) the same way, and refuses what is not a ``str`` (``bytes`` included)
+with a path type error; ``check_depth`` is the limit on components that writers apply.
+It imports only ``exceptions``.
 """
 
 from __future__ import annotations
@@ -11,11 +13,18 @@ from __future__ import annotations
 import posixpath
 import re
 
-from barecat.exceptions import InvalidPathBarecatError
+from barecat.exceptions import InvalidPathBarecatError, PathTypeBarecatError
 
 # Anything that might need normalizing or refusing: empty components, '.'/'..' components,
 # leading or trailing '/', NUL. Paths without these are already canonical.
 _NEEDS_WORK = re.compile(r"//|^/|/$|\x00|(?:^|/)\.\.?(?:/|$)")
+
+MAX_DEPTH = 999
+"""Most components a stored path may have (a file 998 directories deep). The index's
+triggers keep every directory's totals by updating each ancestor in turn, one level of
+trigger recursion each, and SQLite stops at 1,000 levels; writers refuse deeper paths
+(``check_depth``) up front. Reading deeper paths that exist (written by other tools)
+works."""
 
 
 def normalize(path: str) -> str:
@@ -35,13 +44,39 @@ def normalize(path: str) -> str:
         and "\x00" not in path
         and ((path[0] != "." and "/." not in path) or _NEEDS_WORK.search(path) is None)
     ):
-        return path
+        return path if path.isascii() else _unicode(path)
     if "\x00" in path:
         raise InvalidPathBarecatError(f"Path contains a NUL byte: {path!r}")
     norm = posixpath.normpath("/" + path)  # anchoring at '/' makes '..' clamp, so detect it
     if _climbs_above_root(path):
         raise InvalidPathBarecatError(f"Path escapes the archive root: {path!r}")
-    return norm.strip("/")
+    return _unicode(norm.strip("/"))
+
+
+def _unicode(path: str) -> str:
+    """``path``, if it is Unicode text: lone surrogates (what ``os.fsdecode`` makes of
+    bytes that are not UTF-8) cannot be stored as UTF-8, the index's encoding."""
+    if _is_unicode(path):
+        return path
+    raise InvalidPathBarecatError(
+        f"Path is not Unicode text (it holds a lone surrogate, as os.fsdecode makes of "
+        f"bytes that are not UTF-8): {path!r}"
+    )
+
+
+def check_depth(path: str) -> str:
+    """``path`` (normalized) if it has at most ``MAX_DEPTH`` components.
+
+    Raises:
+        InvalidPathBarecatError: naming the path (its start, if long) and the limit.
+    """
+    if path.count("/") >= MAX_DEPTH:
+        shown = path if len(path) <= 80 else f"{path[:60]}...{path[-15:]}"
+        raise InvalidPathBarecatError(
+            f"Path has {path.count('/') + 1} components, more than the {MAX_DEPTH} an "
+            f"archive can hold: {shown!r}"
+        )
+    return path
 
 
 _NEEDS_WORK_ANY_LINE = re.compile(_NEEDS_WORK.pattern, re.MULTILINE)
@@ -63,19 +98,28 @@ def normalize_many(paths: list[str]) -> list[str]:
         or "/\n" in joined
         or "\x00" in joined
         or (("/." in joined or "\n." in joined) and _NEEDS_WORK_ANY_LINE.search(joined))
+        or not (joined.isascii() or _is_unicode(joined))
     ):
         return [normalize(p) for p in paths]
     return paths
 
 
+def _is_unicode(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _coerce(path: object) -> str:
-    if isinstance(path, bytes):
-        return path.decode("utf-8", "surrogateescape")
+    """The ``str`` of a path-like object; anything else (``bytes`` too: archive paths are
+    text) is a path type error."""
     fspath = getattr(path, "__fspath__", None)
-    if fspath is not None:
-        result = fspath()
-        return result.decode("utf-8", "surrogateescape") if isinstance(result, bytes) else result
-    raise TypeError(f"Archive paths are str, not {type(path).__name__}")
+    result = fspath() if fspath is not None else path
+    if isinstance(result, str):
+        return result
+    raise PathTypeBarecatError(f"Archive paths are str, not {type(result).__name__}: {path!r:.80}")
 
 
 def _climbs_above_root(path: str) -> bool:
