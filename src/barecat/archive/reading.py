@@ -115,7 +115,25 @@ class ArchiveReading:
         try:
             return self._read_located(wanted, self.index.locate_many(wanted), max_gap)
         except BarecatIntegrityError:  # the lookup table may be what is damaged: ask SQLite
-            return self._read_located(wanted, self.index.locate_many_in_sqlite(wanted), max_gap)
+            located = self.index.locate_many_in_sqlite(wanted)
+            try:
+                return self._read_located(wanted, located, max_gap)
+            except BarecatIntegrityError as e:
+                raise self._culprit(wanted, located, e) from e
+
+    def _culprit(
+        self,
+        wanted: list[str],
+        located: list[tuple[int, int, int, int, int | None]],
+        error: BarecatIntegrityError,
+    ) -> BarecatIntegrityError:
+        """``error`` of a batch read, naming the first file that fails when read alone."""
+        for pos, shard, offset, size, crc in located:
+            try:
+                self.sharder.read_from_address(shard, offset, size, crc)
+            except BarecatIntegrityError as e:
+                return _naming(wanted[pos], e)
+        return error  # (an unsealing error: it names its path)
 
     def _read_located(
         self, wanted: list[str], located: list[tuple[int, int, int, int, int | None]], max_gap: int
@@ -210,8 +228,13 @@ class ArchiveReading:
     read_many = get_many
 
     def _open_reader(self, f: BarecatFileInfo) -> io.RawIOBase:
-        """A seekable binary stream over a file (block by block when sealed)."""
+        """A seekable binary stream over a file (block by block when sealed), whose bytes
+        are known to be there: a missing or short shard raises now, naming the path."""
         checked_file(f)
+        try:
+            self.sharder.require_range(f.shard or 0, f.offset or 0, f.stored_size)
+        except BarecatIntegrityError as e:
+            raise _naming(f.path, e) from e
         if self._sealing is not None:
             return self._open_sealed(f)
         return BarecatReadOnlyFileObject(self.sharder, f.shard or 0, f.offset or 0, f.size or 0)

@@ -53,6 +53,9 @@ def file_from_row(row: tuple[Any, ...]) -> BarecatFileInfo:
     return f
 
 
+SIZE_TOTAL = "total(CASE WHEN typeof(size) = 'integer' THEN size END)"
+"""The files' total size in SQL: ``sum(size)`` of damaged rows could overflow (an error)
+or be text or infinite; this is a float exact to 8 PiB, damaged sizes left out."""
 _MAX_END = (1 << 63) - 1  # SQLite's largest integer, and the largest file offset
 _MAX_CRC = (1 << 32) - 1
 Located = tuple[int, int, int, int | None]

@@ -188,11 +188,12 @@ class IndexReader:
 
     def _root_total(self, column: str, recount_sql: str) -> int:
         """A whole-archive total from the root's statistics, recounted if they are off
-        (or damaged: not an integer)."""
+        (or damaged: not an integer, or negative)."""
         row = self.conn.execute(f"SELECT {column} FROM dirs WHERE path = ''").fetchone()
-        if row is None or type(row[0]) is not int or self._config_int("use_triggers", 1) != 1:
+        value = None if row is None else row[0]
+        if type(value) is not int or value < 0 or self._config_int("use_triggers", 1) != 1:
             return int(self.conn.execute(recount_sql).fetchone()[0])
-        return int(row[0])
+        return value
 
     @property
     def num_files(self) -> int:
@@ -204,7 +205,7 @@ class IndexReader:
 
     @property
     def total_size(self) -> int:
-        return self._root_total("size_tree", "SELECT ifnull(sum(size), 0) FROM files")
+        return self._root_total("size_tree", f"SELECT {query.SIZE_TOTAL} FROM files")
 
     @property
     def num_used_shards(self) -> int:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass
 
-from barecat.index.query import subtree_where
+from barecat.index.query import SIZE_TOTAL, subtree_where
 from barecat.paths import ancestors, parent
 
 
@@ -44,9 +44,10 @@ def compute_treestats(conn: sqlite3.Connection) -> dict[str, TreeStats]:
 
     for (path,) in conn.execute("SELECT path FROM dirs"):
         ensure(path)
-    for par, count, size in conn.execute(
-        "SELECT parent, count(*), ifnull(sum(size), 0) FROM files GROUP BY parent"
+    for par, count, total in conn.execute(
+        f"SELECT parent, count(*), {SIZE_TOTAL} FROM files GROUP BY parent"
     ):
+        size = int(total)
         s = ensure(par)
         s.num_files += count
         for d in (par, *ancestors(par)) if par else ("",):
@@ -59,7 +60,7 @@ def compute_treestats(conn: sqlite3.Connection) -> dict[str, TreeStats]:
 def subtree_totals(conn: sqlite3.Connection, path: str) -> tuple[int, int]:
     """(number of files, total size) strictly below directory ``path``."""
     where, args = subtree_where(path)
-    sql = f"SELECT count(*), ifnull(sum(size), 0) FROM files{where}"
+    sql = f"SELECT count(*), {SIZE_TOTAL} FROM files{where}"
     row = conn.execute(sql, args).fetchone()
     return int(row[0]), int(row[1])
 

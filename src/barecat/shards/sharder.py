@@ -202,7 +202,8 @@ class Sharder:
                 _, s2, o2, n2, _ = located[j]
                 if s2 != shard or o2 - end > max_gap or o2 + n2 - start > _SPAN:
                     break
-                end = max(end, o2 + n2)
+                if n2:  # (an empty file needs no bytes: its offset may even be past the end)
+                    end = max(end, o2 + n2)
                 j += 1
             if j == i + 1:  # the common case: a lone file
                 out[located[i][0]] = self.read_from_address(shard, start, size, located[i][4])
@@ -247,6 +248,16 @@ class Sharder:
         if expected_crc32c is not None and crc32c(view) != expected_crc32c:
             raise self.crc_mismatch_error(shard, offset, got)
         return got
+
+    def require_range(self, shard: int, offset: int, size: int) -> None:
+        """Check that ``shard`` holds ``size`` bytes at ``offset`` (before streaming them).
+
+        Raises:
+            BarecatIntegrityError: the shard is missing or ends before ``offset + size``.
+        """
+        end = os.fstat(self._fd(shard)).st_size
+        if offset + size > end:
+            raise self.truncated_error(shard, offset, size, max(0, end - offset))
 
     def pread(self, shard: int, offset: int, size: int) -> bytes:
         """Up to ``size`` bytes (fewer at the shard's physical end), no checking."""
