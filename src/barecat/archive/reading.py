@@ -195,9 +195,12 @@ class ArchiveReading:
             view[:n] = self.read(f, offset, n)
             return n
         crc = f.crc32c if offset == 0 and n == total else None
-        return self.sharder.readinto_from_address(
-            f.shard or 0, (f.offset or 0) + offset, view[:n], crc
-        )
+        try:
+            return self.sharder.readinto_from_address(
+                f.shard or 0, (f.offset or 0) + offset, view[:n], crc
+            )
+        except BarecatIntegrityError as e:
+            raise _naming(f.path, e) from e
 
     def check_crc32c(self, item: BarecatFileInfo | str) -> bool:
         f = self._readable(item)
