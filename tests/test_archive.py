@@ -17,8 +17,10 @@ from barecat import (
     InvalidPathBarecatError,
     IsADirectoryBarecatError,
     NotADirectoryBarecatError,
+    PathTypeBarecatError,
     ReadOnlyBarecatError,
 )
+from barecat.paths import MAX_DEPTH
 
 
 def test_roundtrip_persists_across_reopen(archive_path: str) -> None:
@@ -59,6 +61,70 @@ def test_paths_are_normalized_and_bad_ones_refused(writable: barecat.Barecat) ->
         with pytest.raises(ValueError):
             writable.add(bad, data=b"x")
     assert len(writable) == 1 and sorted(writable.index.iter_all_dirpaths()) == ["", "x", "x/y"]
+
+
+def test_paths_deeper_than_the_index_can_follow_are_refused_by_name(
+    writable: barecat.Barecat,
+) -> None:
+    deep = "/".join(["d"] * 4999) + "/f"  # 5,000 components: SQLite's triggers stop at 1,000
+    deepest = "/".join(["d"] * (MAX_DEPTH - 1)) + "/f"
+    writable["top.txt"] = b"top"
+    attempts = {
+        "add": lambda: writable.__setitem__(deep, b"x"),
+        "add_many": lambda: writable.add_many([("fine.txt", b"1"), (deep, b"x")]),
+        "mkdir": lambda: writable.makedirs(deep),
+        "rename": lambda: writable.rename("top.txt", deep),
+    }
+    for name, attempt in attempts.items():
+        with pytest.raises(InvalidPathBarecatError, match="5000 components, more than the 999"):
+            attempt()
+        assert sorted(writable) == ["top.txt"], name  # nothing of a refused batch either
+    writable[deepest] = b"deepest"  # the limit itself works, and so do edits there
+    writable.rename(deepest, deepest + "2")
+    with pytest.raises(InvalidPathBarecatError, match="1000 components"):
+        writable.rename("d", "e/e")  # would move the subtree one level too deep
+    writable.remove(deepest + "2")
+    writable.index.commit()
+    assert sorted(writable) == ["top.txt"] and writable.index.find_inconsistencies() == []
+
+
+def test_text_that_is_not_unicode_is_an_invalid_path_not_an_encoding_error(
+    writable: barecat.Barecat,
+) -> None:
+    name = os.fsdecode(b"caf\xe9.txt")  # Latin-1 bytes: a lone surrogate after fsdecode
+    writable["ok.txt"] = b"ok"
+    attempts = {
+        "add": lambda: writable.__setitem__(name, b"x"),
+        "add_many": lambda: writable.add_many([(name, b"x")]),
+        "read": lambda: writable[name],
+        "get_many": lambda: writable.get_many(["ok.txt", name]),
+        "exists": lambda: writable.exists(name),
+        "rename": lambda: writable.rename("ok.txt", name),
+    }
+    for what, attempt in attempts.items():
+        with pytest.raises(InvalidPathBarecatError, match="not valid UTF-8") as caught:
+            attempt()
+        assert "caf\\xe9.txt" in str(caught.value), what  # the bytes shown escaped
+    assert sorted(writable) == ["ok.txt"]
+
+
+def test_bytes_are_not_paths(writable: barecat.Barecat) -> None:
+    writable["a.txt"] = b"old"
+    with pytest.raises(PathTypeBarecatError, match="str, not bytes") as caught:
+        writable.update_file("a.txt", b"new")  # the second argument is the new path or info
+    assert isinstance(caught.value, TypeError)
+    assert sorted(writable) == ["a.txt"] and writable["a.txt"] == b"old"  # not renamed
+    writable.update_file("a.txt", data=b"new")
+    assert writable["a.txt"] == b"new"
+    for attempt in (
+        lambda: writable[b"a.txt"],
+        lambda: writable.__setitem__(b"b.txt", b"x"),
+        lambda: writable.rename("a.txt", b"c.txt"),
+        lambda: writable.get_many([b"a.txt"]),
+    ):
+        with pytest.raises(PathTypeBarecatError):
+            attempt()
+    assert sorted(writable) == ["a.txt"]
 
 
 def test_file_where_directory_needed_and_vice_versa(writable: barecat.Barecat) -> None:

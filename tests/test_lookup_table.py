@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import os
 import shutil
+import struct
 
 import pytest
+import xxhash
 
 import barecat
 from barecat.layout import lookup_table_path
@@ -41,7 +43,8 @@ def test_lookup_table_answers_like_sqlite(make_archive) -> None:  # type: ignore
 def test_a_new_archive_leaves_a_table_the_next_reader_uses_at_once(make_archive) -> None:  # type: ignore[no-untyped-def]
     files = {f"x/{i}": bytes([i % 256]) * (i % 7) for i in range(500)}
     path = make_archive(files)
-    assert os.path.getsize(table_file(path)) <= 64 + 32 * len(files) + 24  # 32 bytes a file
+    path_bytes = sum(len(p) for p in files)  # 43 bytes a file, and its path
+    assert os.path.getsize(table_file(path)) <= 64 + 43 * len(files) + 32 + path_bytes
     with barecat.Barecat(path) as bc:
         assert bc.index.lookup_table_size == len(files)
         assert all(bc[p] == d for p, d in files.items())
@@ -118,11 +121,13 @@ def test_a_damaged_table_costs_speed_never_correctness(make_archive) -> None:  #
     path = make_archive(files)
     table = table_file(path)
     with open(table, "r+b") as f:  # every address, size and CRC garbled; header intact
+        (capacity,) = struct.unpack_from("<Q", f.read(64), 48)
+        slots = list(struct.iter_unpack("<4Q", f.read(32 * capacity)))
         f.seek(64)
-        slots = (os.path.getsize(table) - 64) // 24
-        hashes = f.read(8 * slots)
-        f.write(os.urandom(16 * slots))
-    assert hashes.count(b"\0" * 8) < slots  # the hashes still find the paths
+        for hash_, _, path_ref, _ in slots:  # (hash, address, path, size and CRC)
+            garbage = struct.unpack("<2Q", os.urandom(16))
+            f.write(struct.pack("<4Q", hash_, garbage[0], path_ref, garbage[1]))
+    assert sum(slot[0] != 0 for slot in slots) == len(files)  # hashes and paths still match
     with barecat.Barecat(path) as bc:
         assert bc.index.lookup_table_size == len(files)
         assert all(bc[p] == d for p, d in files.items())
@@ -165,3 +170,51 @@ def test_a_table_that_cannot_be_saved_still_serves_this_reader(make_archive) -> 
     assert os.path.isdir(table_file(path))
     leftovers = [n for n in os.listdir(os.path.dirname(path)) if ".barecat-lookup." in n]
     assert leftovers == []  # no temporary file left behind
+
+
+def xxh3_colliding_paths() -> tuple[str, str]:
+    """Two different UTF-8 paths with the same xxh3-64 hash: a real collision, no seam.
+
+    Inputs over 240 bytes are hashed in 64-byte stripes. Lane j of stripe s adds its 8
+    bytes v to accumulator j ^ 1, and lo32(v ^ k) * hi32(v ^ k) to accumulator j, where k
+    is 8 bytes of xxh3's default secret at 8 * (s + j). When the lane's first 4 bytes
+    equal the secret's, that product is 0 whatever its last 4 bytes are; so two such
+    lanes (same j, stripes of the same 1,024-byte block) can move their last 4 bytes by +d
+    and -d and every accumulator ends the same. Secret bytes 48-51 (b8 08 46 74, after a
+    lead byte c3) and 120-123 (c8 9f 7e c9, before a continuation byte) can be part of
+    UTF-8 text: they are lane 6 of stripes 0 and 9.
+    """
+    base = bytearray(b"a" * 700)  # > 240 bytes, and stripe 9 is not the last stripe
+    base[47:52] = b"\xc3" + b"\xb8\x08\x46\x74"  # lane 6 of stripe 0: 'ø', '\b', 'F', 't'
+    base[624:628] = b"\xc8\x9f\x7e\xc9"  # lane 6 of stripe 9
+    one, two = bytearray(base), bytearray(base)
+    one[52:56], one[628:632] = b"aaaa", b"\x81aaa"
+    two[52:56], two[628:632] = b"baaa", b"\x80aaa"  # +1 in one lane, -1 in the other
+    return one.decode(), two.decode()
+
+
+def test_a_path_sharing_a_hash_with_a_stored_one_never_gets_its_bytes(make_archive) -> None:  # type: ignore[no-untyped-def]
+    stored, absent = xxh3_colliding_paths()
+    assert stored != absent
+    assert xxhash.xxh3_64_intdigest(stored.encode()) == xxhash.xxh3_64_intdigest(absent.encode())
+    path = make_archive({stored: b"the stored file", "other": b"x"})
+    for table_from in ("built", "saved"):
+        with barecat.Barecat(path, lookup_table=True) as bc:
+            assert bc.index.lookup_table_size == 2, table_from
+            assert bc[stored] == b"the stored file"
+            assert bc.index.lookup_address(absent) is None
+            with pytest.raises(KeyError):
+                bc[absent]
+            with pytest.raises(KeyError):
+                bc.get_many([stored, absent])
+            assert bc.get(absent) is None and absent not in bc
+        assert os.path.exists(table_file(path))  # the second round maps the saved table
+
+
+def test_paths_sharing_a_hash_are_both_answered_by_the_table(make_archive) -> None:  # type: ignore[no-untyped-def]
+    one, two = xxh3_colliding_paths()
+    path = make_archive({one: b"first", two: b"second", "x": b"x"})
+    with barecat.Barecat(path, lookup_table=True) as bc:
+        assert bc.index.lookup_table_size == 3
+        assert bc[one] == b"first" and bc[two] == b"second"
+        assert bc.get_many([two, one, "x"]) == [b"second", b"first", b"x"]

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 import barecat
+from barecat.ops import verify_archive
 from conftest import Run
 
 FILES = {f"dir{i % 3}/file-{i:02}-ü.bin": bytes([i]) * (1000 + 37 * i) for i in range(30)}
@@ -171,3 +172,96 @@ def test_verify_and_repair_on_an_empty_archive_and_one_huge_file(run: Run, tmp_p
         f.write(b"\x00")
     code, _, err = run("verify", "-j", "2", huge)
     assert code == 1 and "big/одна.bin: CRC32C mismatch" in err
+
+
+DAMAGED_ROWS = [  # (column, value stored in it, words of the report)
+    ("shard", "abc", "shard is text 'abc'"),
+    ("offset", -5, "offset is negative"),
+    ("offset", 2.5, "offset is a real number"),
+    ("offset", (1 << 63) - 2, "past the largest possible file offset"),
+    ("size", b"\x01", "size is a blob"),
+    ("size", None, "size is NULL"),
+    ("crc32c", "x", "crc32c is text"),
+    ("crc32c", 1 << 40, "not a 32-bit checksum"),
+]
+
+
+def _damage_row(archive: str, path: str, column: str, value: object) -> None:
+    conn = sqlite3.connect(archive)
+    with conn:
+        conn.execute(f"UPDATE files SET {column} = ? WHERE path = ?", (value, path))
+    conn.close()
+
+
+@pytest.mark.parametrize(("column", "value", "words"), DAMAGED_ROWS)
+def test_a_malformed_row_is_a_damaged_path_in_verify_and_cat(
+    run: Run, sharded: str, column: str, value: object, words: str
+) -> None:
+    victim = "dir1/file-07-ü.bin"
+    _damage_row(sharded, victim, column, value)
+    for jobs in ("1", "3"):
+        code, out, err = run("verify", "-j", jobs, sharded)
+        assert code == 1 and _bad_paths(err) == {victim} and "Traceback" not in err
+        assert f"{victim}: damaged index entry: " in err and words in err
+    code, out, err = run("cat", sharded, victim)
+    assert code == 1 and out == "" and err.count("\n") == 1 and words in err
+    assert err.startswith(f"barecat cat: Damaged index entry {victim!r}: ")
+    code, out, _ = run("cat", sharded, "dir1/file-04-ü.bin")
+    assert code == 0 and out.encode("utf-8", "surrogateescape") == FILES["dir1/file-04-ü.bin"]
+
+
+@pytest.mark.parametrize(("column", "value", "words"), DAMAGED_ROWS)
+def test_every_read_of_a_malformed_row_names_the_path(
+    sharded: str, column: str, value: object, words: str
+) -> None:
+    victim, healthy = "dir1/file-07-ü.bin", "dir1/file-04-ü.bin"
+    _damage_row(sharded, victim, column, value)
+    with barecat.Barecat(sharded, lookup_table=True) as bc:
+        assert bc.index.lookup_table_size == len(FILES) - 1  # left to SQLite, which checks
+        reads = {
+            "bc[path]": lambda: bc[victim],
+            "read": lambda: bc.read(victim),
+            "read of a listed record": lambda: bc.read(bc.index.list_direct_fileinfos("dir1")[2]),
+            "get_many": lambda: bc.get_many([healthy, victim]),
+            "open": lambda: bc.open(victim, "rb").read(),
+            "readinto": lambda: bc.readinto(victim, bytearray(10)),
+        }
+        for name, read in reads.items():
+            with pytest.raises(barecat.DamagedEntryBarecatError, match=words) as caught:
+                read()
+            assert caught.value.filename == victim, name
+        assert bc[healthy] == bc.read(healthy) == FILES[healthy]  # the rest reads as ever
+        assert len(list(bc.index.iter_all_fileinfos())) == len(FILES)  # listings still list
+        assert sum(len(files) for _, _, files in bc.walk("")) == len(FILES)
+
+
+def test_files_without_a_crc_are_counted_as_unchecked(run: Run, sharded: str) -> None:
+    for path in ("dir0/file-00-ü.bin", "dir2/file-05-ü.bin"):
+        _damage_row(sharded, path, "crc32c", None)
+    code, out, err = run("verify", sharded)
+    assert (code, err) == (0, "")
+    assert out.startswith(f"Verified {len(FILES)} files") and "2 files without a CRC32C" in out
+    with barecat.Barecat(sharded) as bc:
+        report = verify_archive(bc.index, bc.sharder)
+        assert report.ok and (report.files_checked, report.files_unchecked) == (len(FILES), 2)
+
+
+@pytest.mark.parametrize(("column", "value"), [("offset", 1 << 40), ("size", 1 << 62)])
+def test_an_address_past_the_shard_end_names_the_path(
+    sharded: str, column: str, value: int
+) -> None:
+    victim = "dir1/file-07-ü.bin"
+    _damage_row(sharded, victim, column, value)
+    with barecat.Barecat(sharded) as bc:
+        reads = (
+            lambda: bc[victim],
+            lambda: bc.read(victim),
+            lambda: bc.check_crc32c(victim),
+            lambda: bc.get_many([victim]),
+        )
+        for read in reads:
+            with pytest.raises(barecat.BarecatIntegrityError, match="truncated") as caught:
+                read()
+            assert str(caught.value).startswith(f"{victim}: ")
+        with pytest.raises(barecat.BarecatIntegrityError, match="truncated"), bc.open(victim) as f:
+            f.read()  # a stream never hands out a file cut short (nor asks for 4 EiB first)

@@ -36,6 +36,7 @@ from barecat import (
     InvalidPathBarecatError,
     IsADirectoryBarecatError,
     NotADirectoryBarecatError,
+    PathTypeBarecatError,
 )
 from barecat.index import deferred_stats
 from barecat.paths import normalize, normalize_many
@@ -112,7 +113,7 @@ def test_normalize_matches_model(path: str) -> None:
             assert posixpath.normpath(path.lstrip("/")).split("/")[0] == ".."
         with pytest.raises(InvalidPathBarecatError):
             normalize(path)
-        with pytest.raises(InvalidPathBarecatError):
+        with pytest.raises(PathTypeBarecatError):
             normalize(path.encode("utf-8", "surrogateescape"))
         return
     got = normalize(path)
@@ -123,7 +124,18 @@ def test_normalize_matches_model(path: str) -> None:
     assert not got.startswith("/") and not got.endswith("/")
     assert all(part not in ("", ".", "..") for part in got.split("/")) or got == ""
     assert normalize(got) == got  # idempotent, including the fast path
-    assert normalize(path.encode()) == got  # bytes are accepted the same way
+    with pytest.raises(PathTypeBarecatError):  # bytes are not paths (as in the reference)
+        normalize(path.encode())
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=20), st.sampled_from(["\udc80", "\udcff", "\ud800"]), st.text(max_size=20))
+def test_text_with_lone_surrogates_is_never_a_path(before: str, lone: str, after: str) -> None:
+    path = before + lone + after  # what os.fsdecode makes of bytes that are not UTF-8
+    with pytest.raises(InvalidPathBarecatError):
+        normalize(path)
+    with pytest.raises(InvalidPathBarecatError):
+        normalize_many(["fine", path])
 
 
 _BATCH_PARTS = st.sampled_from(["a", ".h", "b.", "..a", "x\ny", "\n", ".", "..", "", "\udcff"])

@@ -132,6 +132,65 @@ def test_tokens(archive: tuple[str, dict[str, bytes]]) -> None:
             assert remote.listdir("train") == ["a", "b"]
 
 
+def test_the_bearer_scheme_is_case_insensitive(archive: tuple[str, dict[str, bytes]]) -> None:
+    path, _ = archive
+    with serving(path, env={"BARECAT_TOKEN": "s3cret"}) as (url, _):
+        file_url = url + "/a/data/files/notes.txt"
+        for given in ("Bearer s3cret", "bearer s3cret", "BEARER s3cret", "bEaReR   s3cret"):
+            answer = httpx.get(file_url, headers={"Authorization": given})
+            assert answer.status_code == 200 and answer.content == b"hello, world\n", given
+        for given in ("Basic s3cret", "Bearers3cret", "Bearer S3CRET", "s3cret", "Bearer"):
+            answer = httpx.get(file_url, headers={"Authorization": given})
+            assert answer.status_code == 401, given
+            assert answer.headers["WWW-Authenticate"] == "Bearer"
+
+
+def _connect(url: str) -> socket.socket:
+    host, port = url.removeprefix("http://").rsplit(":", 1)
+    s = socket.create_connection((host, int(port)))
+    s.settimeout(20)  # (a server that never closes fails the test instead of hanging it)
+    return s
+
+
+def _until_closed(s: socket.socket) -> bytes:
+    """Everything the server sends until it closes the connection: waits for that state."""
+    got = b""
+    while chunk := s.recv(65536):
+        got += chunk
+    return got
+
+
+def test_stalled_clients_are_cut_off(archive: tuple[str, dict[str, bytes]]) -> None:
+    path, files = archive
+    timeouts = ("--idle-timeout", "0.5", "--body-timeout", "0.5")
+    with serving(path, "--writable", *timeouts) as (url, _):
+        with _connect(url) as s:  # connected, nothing sent
+            assert _until_closed(s) == b""
+        with _connect(url) as s:  # half a request head
+            s.sendall(b"GET /a/data/files/notes.txt HTTP/1.1\r\nHost: x\r\n")
+            assert _until_closed(s) == b""
+        with _connect(url) as s:  # a whole request, then silence on the kept-alive connection
+            s.sendall(b"GET /a/data/files/notes.txt HTTP/1.1\r\nHost: x\r\n\r\n")
+            answer = _until_closed(s)
+            assert answer.startswith(b"HTTP/1.1 200 ") and answer.endswith(files["notes.txt"])
+        half_bodies = {
+            "PUT /a/data/files/half.bin": b"x" * 10,
+            "POST /a/data/batch": b'{"paths": ["notes',
+        }
+        for request, part in half_bodies.items():
+            with _connect(url) as s:
+                s.sendall(f"{request} HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n".encode())
+                s.sendall(part)
+                answer = _until_closed(s)
+                assert answer.startswith(b"HTTP/1.1 408 "), (request, answer)
+                assert b"connection: close" in answer.lower() and b"request body" in answer
+        with barecat.connect(url + "/a/data") as remote:  # still serving; nothing half kept
+            assert "half.bin" not in remote and remote["notes.txt"] == files["notes.txt"]
+            for i in range(3):
+                remote[f"whole{i}.bin"] = b"w" * 100  # quick clients are not cut off
+            assert remote.get_many([f"whole{i}.bin" for i in range(3)]) == [b"w" * 100] * 3
+
+
 def test_many_concurrent_writers_through_one_archive_writer(
     archive: tuple[str, dict[str, bytes]],
 ) -> None:

@@ -1,17 +1,28 @@
 """What the image viewer and ``barecat serve`` share: the archive's errors as HTTP
 statuses (``answered``), and uvicorn serving on a socket bound here, so that port 0 (a
-free port) works and the address is known before the first request. Starlette and
-uvicorn are optional extras: this module is imported only by those two."""
+free port) works and the address is known before the first request.
+
+No client can hold a connection open by sending nothing or half a request (``Timeouts``):
+a request's head must arrive within ``idle`` seconds of connecting or of the previous
+response (uvicorn's keep-alive timer only starts after a response and stops at the first
+byte, so a half-open connection or a slowly dripped head would stay forever), and a
+request body that stops arriving for ``body`` seconds is answered 408 and its connection
+closed; the application sees the client disconnect, so nothing half-received is kept.
+Starlette and uvicorn are optional extras: this module is imported only by those two."""
 
 from __future__ import annotations
 
+import asyncio
 import functools
+import json
+import math
 import socket
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, MutableMapping
+from dataclasses import dataclass
 from typing import Any
 
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 
 from barecat.exceptions import (
@@ -47,6 +58,8 @@ def answered(handler: Handler) -> Handler:
             return await handler(request)
         except HTTPError as e:
             status, message = e.status, str(e)
+        except ClientDisconnect:
+            status, message = 400, "the request body did not arrive whole; nothing was kept"
         except InvalidPathBarecatError as e:
             status, message = 400, str(e)
         except (FileNotFoundBarecatError, KeyError) as e:
@@ -62,10 +75,137 @@ def answered(handler: Handler) -> Handler:
     return call
 
 
+@dataclass(frozen=True, slots=True)
+class Timeouts:
+    """How long, in seconds, a client may keep the server waiting (see the module doc)."""
+
+    idle: float = 10.0
+    """For a request's head: after connecting, and after each response."""
+    body: float = 30.0
+    """Between two parts of a request's body."""
+
+
+DEFAULT_TIMEOUTS = Timeouts()
+
+
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+
+class BodyTimeout:
+    """ASGI middleware: a request body that stops arriving for ``seconds`` gets 408 with
+    ``Connection: close`` (so the server drops the connection), and the application,
+    reading on, gets ``http.disconnect``; what it answers to that is not sent."""
+
+    def __init__(self, app: Any, seconds: float) -> None:
+        self.app = app
+        self.seconds = seconds
+
+    async def __call__(self, scope: Message, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        body_done = timed_out = started = False
+
+        async def timed_receive() -> Message:
+            nonlocal body_done, timed_out
+            if timed_out:
+                return {"type": "http.disconnect"}
+            if body_done:
+                return await receive()
+            try:
+                message = await asyncio.wait_for(receive(), self.seconds)
+            except asyncio.TimeoutError:
+                timed_out = True
+                if not started:
+                    await _send_408(send, self.seconds)
+                return {"type": "http.disconnect"}
+            body_done = message["type"] != "http.request" or not message.get("more_body")
+            return message
+
+        async def tracked_send(message: Message) -> None:
+            nonlocal started
+            if timed_out:
+                return  # the 408 (or the app's own start) went out; the connection is going
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        await self.app(scope, timed_receive, tracked_send)
+
+
+async def _send_408(send: Send, seconds: float) -> None:
+    body = json.dumps({"error": f"no part of the request body came for {seconds:g} s"}).encode()
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+        (b"connection", b"close"),
+    ]
+    await send({"type": "http.response.start", "status": 408, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+def _protocol_with_head_timeout(seconds: float) -> type[asyncio.Protocol]:
+    """uvicorn's h11 protocol, closing a connection whose next request head has not
+    arrived ``seconds`` after it was opened or after the last response."""
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class HeadTimeoutH11Protocol(H11Protocol):
+        _head_timer: asyncio.TimerHandle | None = None
+        _waiting_after: object = None  # the request cycle that was current when waiting began
+
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            self._await_head()
+
+        def data_received(self, data: bytes) -> None:
+            super().data_received(data)
+            self._unless_head_came()
+
+        def on_response_complete(self) -> None:
+            self._await_head()
+            super().on_response_complete()  # (may start a pipelined request at once)
+            self._unless_head_came()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._stop_waiting()
+            super().connection_lost(exc)
+
+        def _await_head(self) -> None:
+            self._stop_waiting()
+            self._waiting_after = self.cycle
+            self._head_timer = self.loop.call_later(seconds, self._no_head)
+
+        def _unless_head_came(self) -> None:
+            if self._head_timer is not None and self.cycle is not self._waiting_after:
+                self._stop_waiting()  # a new request's head was parsed
+
+        def _stop_waiting(self) -> None:
+            if self._head_timer is not None:
+                self._head_timer.cancel()
+                self._head_timer = None
+
+        def _no_head(self) -> None:
+            self._head_timer = None
+            if not self.transport.is_closing():
+                self.transport.close()
+
+    return HeadTimeoutH11Protocol
+
+
 def serve_asgi(
-    app: Any, host: str, port: int, on_ready: Callable[[str], None] | None = None
+    app: Any,
+    host: str,
+    port: int,
+    on_ready: Callable[[str], None] | None = None,
+    timeouts: Timeouts = DEFAULT_TIMEOUTS,
 ) -> None:
-    """Serve ``app`` on ``host:port`` until interrupted; ``on_ready(url)`` once listening."""
+    """Serve ``app`` on ``host:port`` until interrupted; ``on_ready(url)`` once listening.
+    Clients that stall are cut off after ``timeouts`` (see the module doc).
+
+    Raises:
+        BarecatError: the address cannot be listened on.
+    """
     import uvicorn
 
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -81,7 +221,14 @@ def serve_asgi(
         raise BarecatError(f"cannot listen on {host}:{port}: {e.strerror}") from e
     bound = sock.getsockname()[1]
     url = f"http://{'[' + host + ']' if ':' in host else host}:{bound}/"
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
+    config = uvicorn.Config(
+        BodyTimeout(app, timeouts.body),
+        log_level="warning",
+        access_log=False,
+        http=_protocol_with_head_timeout(timeouts.idle),
+        timeout_keep_alive=max(1, math.ceil(timeouts.idle)),  # (the head timer is exact)
+    )
+    server = uvicorn.Server(config)
 
     def announce() -> None:
         while not server.started:
@@ -95,4 +242,4 @@ def serve_asgi(
     server.run(sockets=[sock])
 
 
-__all__ = ["HTTPError", "answered", "serve_asgi"]
+__all__ = ["DEFAULT_TIMEOUTS", "BodyTimeout", "HTTPError", "Timeouts", "answered", "serve_asgi"]

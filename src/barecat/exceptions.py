@@ -84,7 +84,13 @@ class DirectoryNotEmptyBarecatError(_OSBarecatError):
 
 
 class InvalidPathBarecatError(BarecatError, ValueError):
-    """A path that cannot name an entry: NUL bytes, or ``..`` climbing above the root."""
+    """A path that cannot name an entry: NUL bytes, ``..`` climbing above the root, lone
+    surrogates (text that is not Unicode, as ``os.fsdecode`` makes of non-UTF-8 bytes), or
+    more components than an archive can hold."""
+
+
+class PathTypeBarecatError(BarecatError, TypeError):
+    """Something that is not a path (``bytes``, a number) where a path (``str``) belongs."""
 
 
 class BarecatIntegrityError(BarecatError, ValueError):
@@ -97,6 +103,17 @@ class BarecatIntegrityError(BarecatError, ValueError):
 class KeyDerivationCostBarecatError(BarecatError, ValueError):
     """Key-derivation costs read from a file are above the ceiling barecat derives under
     (a damaged or hostile file would otherwise make opening it take minutes)."""
+
+
+class DamagedEntryBarecatError(BarecatIntegrityError):
+    """An index row that cannot say where a file's bytes are: text, a real number, a blob
+    or NULL where a number belongs, a negative offset or size, a CRC32C that is not 32
+    bits. ``filename`` is the file's path and ``reason`` what is wrong with its row."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"Damaged index entry {path!r}: {reason}")
+        self.filename = path
+        self.reason = reason
 
 
 class FileTooLargeBarecatError(_OSBarecatError):
@@ -150,6 +167,7 @@ __all__ = [
     "BarecatError",
     "BarecatIntegrityError",
     "CorruptIndexBarecatError",
+    "DamagedEntryBarecatError",
     "DirectoryNotEmptyBarecatError",
     "FileExistsBarecatError",
     "FileNotFoundBarecatError",
@@ -159,6 +177,7 @@ __all__ = [
     "KeyDerivationCostBarecatError",
     "NotADirectoryBarecatError",
     "NotEnoughSpaceBarecatError",
+    "PathTypeBarecatError",
     "ReadOnlyBarecatError",
     "RemoteStorageBarecatError",
     "SchemaVersionBarecatError",

@@ -3,7 +3,9 @@
 Archive paths are POSIX-style, relative, without leading or trailing slashes; the root
 directory is the empty string. This module owns the single definition of a valid path,
 so every entry point rejects ``..`` escapes, NUL bytes and names that are not UTF-8 the
-same way. It imports only ``exceptions``.
+same way, and refuses what is not a ``str`` (``bytes`` included) with a path type error;
+``check_depth`` is the limit on components that writers apply. It imports only
+``exceptions``.
 
 Names that are not UTF-8 are legal on Linux; ``os.fsdecode`` turns each byte that is not
 part of UTF-8 into a lone surrogate (U+DC80-U+DCFF). SQLite TEXT cannot hold such a string
@@ -18,13 +20,20 @@ from __future__ import annotations
 import posixpath
 import re
 
-from barecat.exceptions import InvalidPathBarecatError
+from barecat.exceptions import InvalidPathBarecatError, PathTypeBarecatError
 
 # Anything that might need normalizing or refusing: empty components, '.'/'..' components,
 # leading or trailing '/', NUL. Paths without these (and without lone surrogates, see
 # is_utf8) are already canonical.
 _NEEDS_WORK = re.compile(r"//|^/|/$|\x00|(?:^|/)\.\.?(?:/|$)")
 _SURROGATE = re.compile("[\ud800-\udfff]")
+
+MAX_DEPTH = 999
+"""Most components a stored path may have (a file 998 directories deep). The index's
+triggers keep every directory's totals by updating each ancestor in turn, one level of
+trigger recursion each, and SQLite stops at 1,000 levels; writers refuse deeper paths
+(``check_depth``) up front. Reading deeper paths that exist (written by other tools)
+works."""
 
 
 def normalize(path: str) -> str:
@@ -55,6 +64,21 @@ def normalize(path: str) -> str:
     if _climbs_above_root(path):
         raise InvalidPathBarecatError(f"Path escapes the archive root: {path!r}")
     return norm.strip("/")
+
+
+def check_depth(path: str) -> str:
+    """``path`` (normalized) if it has at most ``MAX_DEPTH`` components.
+
+    Raises:
+        InvalidPathBarecatError: naming the path (its start, if long) and the limit.
+    """
+    if path.count("/") >= MAX_DEPTH:
+        short = path if len(path) <= 80 else f"{path[:60]}...{path[-15:]}"
+        raise InvalidPathBarecatError(
+            f"Path has {path.count('/') + 1} components, more than the {MAX_DEPTH} an "
+            f"archive can hold: {short!r}"
+        )
+    return path
 
 
 _NEEDS_WORK_ANY_LINE = re.compile(_NEEDS_WORK.pattern, re.MULTILINE)
@@ -122,13 +146,13 @@ def _escape_surrogate(match: re.Match[str]) -> str:
 
 
 def _coerce(path: object) -> str:
-    if isinstance(path, bytes):
-        return path.decode("utf-8", "surrogateescape")
+    """The ``str`` of a path-like object; anything else (``bytes`` too: archive paths are
+    text) is a path type error."""
     fspath = getattr(path, "__fspath__", None)
-    if fspath is not None:
-        result = fspath()
-        return result.decode("utf-8", "surrogateescape") if isinstance(result, bytes) else result
-    raise TypeError(f"Archive paths are str, not {type(path).__name__}")
+    result = fspath() if fspath is not None else path
+    if isinstance(result, str):
+        return result
+    raise PathTypeBarecatError(f"Archive paths are str, not {type(result).__name__}: {path!r:.80}")
 
 
 def _climbs_above_root(path: str) -> bool:

@@ -4,8 +4,10 @@ streams.
 
 A mixin over what the facade holds (``index``, ``sharder`` and the archive's sealing, None
 for a plain archive); it owns no state and writes nothing, so the facade module keeps
-what couples writing to the halves. Damage the shards report (which know addresses, not
-paths) is raised again here naming the file it hit.
+what couples writing to the halves. Every read first checks that the file's row can
+address bytes (``index.query.checked_file``: a damaged row raises
+``DamagedEntryBarecatError`` naming the path), and damage the shards report (which know
+addresses, not paths) is raised again here naming the file it hit.
 """
 
 from __future__ import annotations
@@ -16,8 +18,9 @@ from typing import Any
 
 from barecat.archive.sealed import ArchiveSealing
 from barecat.entries import BarecatFileInfo, Order
-from barecat.exceptions import BarecatIntegrityError
+from barecat.exceptions import BarecatIntegrityError, DamagedEntryBarecatError
 from barecat.index import Index
+from barecat.index.query import Located, checked_file
 from barecat.paths import normalize, normalize_many
 from barecat.sealing import SealedFileReader
 from barecat.shards import BarecatReadOnlyFileObject, Sharder
@@ -102,7 +105,7 @@ class ArchiveReading:
         self,
         path: str,
         normalized: str,
-        addr: tuple[int, int, int, int | None],
+        addr: Located,
         error: BarecatIntegrityError,
     ) -> bytes:
         """After a failed read at ``addr`` (from the lookup table): the file read where
@@ -166,10 +169,19 @@ class ArchiveReading:
             return item
         return self.index.lookup_file(item.path if isinstance(item, BarecatFileInfo) else item)
 
+    def _readable(self, item: BarecatFileInfo | str) -> BarecatFileInfo:
+        """The file's record, checked to address bytes (raises DamagedEntryBarecatError)."""
+        return checked_file(self._fileinfo(item))
+
     def read(self, item: BarecatFileInfo | str, offset: int = 0, size: int = -1) -> bytes:
         """A file's bytes; CRC32C-verified when the whole file is read (in a sealed
-        archive, every block read is authenticated or decompressed instead)."""
-        f = self._fileinfo(item)
+        archive, every block read is authenticated or decompressed instead).
+
+        Raises:
+            DamagedEntryBarecatError: the file's index row cannot address bytes.
+            BarecatIntegrityError: the bytes do not match their CRC32C, or are missing.
+        """
+        f = self._readable(item)
         total = f.size or 0
         if self._sealing is not None:
             if offset == 0 and (size < 0 or size >= total):
@@ -186,7 +198,7 @@ class ArchiveReading:
     def readinto(
         self, item: BarecatFileInfo | str, buffer: bytearray | memoryview, offset: int = 0
     ) -> int:
-        f = self._fileinfo(item)
+        f = self._readable(item)
         total = f.size or 0
         view = memoryview(buffer).cast("B")
         n = max(0, min(len(view), total - offset))
@@ -202,13 +214,18 @@ class ArchiveReading:
             raise _naming(f.path, e) from e
 
     def check_crc32c(self, item: BarecatFileInfo | str) -> bool:
-        f = self._fileinfo(item)
+        f = self._readable(item)
         if f.crc32c is None:
             return True
-        return self.sharder.crc_of_range(f.shard or 0, f.offset or 0, f.stored_size) == f.crc32c
+        try:
+            crc = self.sharder.crc_of_range(f.shard or 0, f.offset or 0, f.stored_size)
+        except BarecatIntegrityError as e:
+            raise _naming(f.path, e) from e
+        return crc == f.crc32c
 
     def _stored_bytes(self, f: BarecatFileInfo) -> bytes:
         """A file's bytes as the shard holds them (sealed, in a sealed archive), CRC-checked."""
+        checked_file(f)
         return self._read_checked(f.path, f.shard or 0, f.offset or 0, f.stored_size, f.crc32c)
 
     def _open_sealed(self, f: BarecatFileInfo) -> SealedFileReader:
@@ -228,14 +245,23 @@ class ArchiveReading:
     read_many = get_many
 
     def _open_reader(self, f: BarecatFileInfo) -> io.RawIOBase:
-        """A seekable binary stream over a file (block by block when sealed)."""
+        """A seekable binary stream over a file (block by block when sealed), whose bytes
+        are known to be there: a missing or short shard raises now, naming the path."""
+        checked_file(f)
+        try:
+            self.sharder.require_range(f.shard or 0, f.offset or 0, f.stored_size)
+        except BarecatIntegrityError as e:
+            raise _naming(f.path, e) from e
         if self._sealing is not None:
             return self._open_sealed(f)
         return BarecatReadOnlyFileObject(self.sharder, f.shard or 0, f.offset or 0, f.size or 0)
 
 
 def _naming(path: str, error: BarecatIntegrityError) -> BarecatIntegrityError:
-    """Damage found in the shards, told with the path of the file it hit first."""
+    """Damage found in the shards (their words: which shard, which offset), told with the
+    path of the file it hit first."""
+    if isinstance(error, DamagedEntryBarecatError) or str(error).startswith(f"{path}: "):
+        return error  # names it already
     return BarecatIntegrityError(f"{path}: {error}")
 
 

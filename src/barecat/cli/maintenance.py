@@ -121,7 +121,7 @@ def _progress(args: argparse.Namespace, total: int) -> tuple[Progress, OnFile]:
     progress = Progress(args.command, total, wants_progress(args.quiet))
 
     def on_file(info: BarecatFileInfo) -> None:
-        progress.advance(1, info.size or 0)
+        progress.advance(1, info.size if type(info.size) is int else 0)  # (damaged: not)
 
     return progress, on_file
 
@@ -158,7 +158,9 @@ def run_verify(args: argparse.Namespace) -> int:
         )
         return 1
     scope = " (quick check)" if args.quick else f" ({human_size(report.bytes_checked)}B)"
-    print(f"Verified {report.files_checked} files{scope}, all checksums OK{unsealed}.")
+    n = report.files_unchecked
+    unchecked = f" ({n} file{'s' * (n != 1)} without a CRC32C: not checked)" if n else ""
+    print(f"Verified {report.files_checked} files{scope}, all checksums OK{unchecked}{unsealed}.")
     return 0
 
 

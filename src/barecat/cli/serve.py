@@ -35,11 +35,26 @@ def register(sub: Subparsers) -> None:
     parser.add_argument(
         "--max-upload", type=size, default=1 << 30, metavar="SIZE", help="Largest PUT body"
     )
+    parser.add_argument(
+        "--idle-timeout",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="Close a connection whose next request has not arrived in SECONDS (default 10)",
+    )
+    parser.add_argument(
+        "--body-timeout",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="Answer 408 and close when a request body stalls for SECONDS (default 30)",
+    )
     add_passphrase_option(parser)
 
 
 def run_serve(args: argparse.Namespace) -> int:
     try:
+        from barecat.asgi_serving import Timeouts
         from barecat.server.app import Limits
         from barecat.server.serving import serve_archives
     except ModuleNotFoundError as e:
@@ -59,6 +74,7 @@ def run_serve(args: argparse.Namespace) -> int:
         token=os.environ.get(TOKEN_ENV) or None,
         passphrase=passphrase_source(args),
         limits=Limits(upload_bytes=args.max_upload),
+        timeouts=Timeouts(idle=args.idle_timeout, body=args.body_timeout),
         on_ready=ready,
     )
     return 0

@@ -29,7 +29,7 @@ from barecat.exceptions import (
     NotADirectoryBarecatError,
 )
 from barecat.index.connection import open_savepoint
-from barecat.paths import ancestors, parent
+from barecat.paths import ancestors, check_depth, parent
 
 
 def first_in(conn: sqlite3.Connection, table: str, paths: Sequence[str]) -> str | None:
@@ -60,7 +60,7 @@ def insert_files(
     """Insert ``files`` (normalized paths) and update every affected directory once."""
     if not files:
         return
-    paths = [f.path for f in files]
+    paths = [check_depth(f.path) for f in files]
     per_parent: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     for f in files:
         acc = per_parent[parent(f.path)]

@@ -47,7 +47,7 @@ from barecat.index.schema import (
     write_config,
 )
 from barecat.layout import lookup_table_path
-from barecat.paths import ancestors, is_within, normalize, subtree_bounds
+from barecat.paths import ancestors, check_depth, is_within, normalize, subtree_bounds
 
 _DIR_TAKEN = ("barecat: a directory already has this path", "Path already exists as directory")
 _FILE_TAKEN = ("barecat: a file already has this path", "Path already exists as file")
@@ -295,6 +295,7 @@ class Index(IndexReader):
         next use of the index (by the triggers, or deferred, see ``_deferred``)."""
         self._require_writable()
         f = finfo
+        check_depth(f.path)
         conn = self._pool.get()
 
         def insert_row() -> None:
@@ -343,7 +344,8 @@ class Index(IndexReader):
         """
         self._require_writable()
         rows = sorted(
-            ((d.path, d.mode, d.uid, d.gid, d.mtime_ns) for d in dinfos), key=lambda r: r[0]
+            ((check_depth(d.path), d.mode, d.uid, d.gid, d.mtime_ns) for d in dinfos),
+            key=lambda r: r[0],
         )
         open_savepoint(self.conn, "barecat_dirs")
         try:
@@ -369,6 +371,7 @@ class Index(IndexReader):
         """Create a directory (and its ancestors); with ``exist_ok`` update its metadata."""
         self._require_writable()
         d = dinfo
+        check_depth(d.path)
         if self.isdir(d.path):
             if not exist_ok and d.path:
                 raise FileExistsBarecatError(d.path, "Directory")
@@ -518,6 +521,7 @@ class Index(IndexReader):
             self.rename_file(path, new, allow_overwrite)
 
     def _prepare_target(self, new: str, allow_overwrite: bool, moving_dir: bool) -> None:
+        check_depth(new)
         if self.isdir(new):
             if not moving_dir:
                 raise IsADirectoryBarecatError(new)
@@ -555,6 +559,9 @@ class Index(IndexReader):
         if is_within(new_path, d.path):
             raise InvalidPathBarecatError(f"Cannot move {d.path!r} into itself ({new_path!r})")
         self._prepare_target(new_path, allow_overwrite, moving_dir=True)
+        deepest = treestats.deepest_below(self.conn, d.path)
+        if deepest is not None:  # the subtree's deepest path, as it would be after the move
+            check_depth(new_path + deepest[len(d.path) :])
         n_files, size = self._subtree_totals(d.path)
         lo, hi = subtree_bounds(d.path)
         cut = len(d.path) + 1

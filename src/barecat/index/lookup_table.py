@@ -2,24 +2,27 @@
 
 A point query through Python's sqlite3 costs several microseconds, most of a warm
 ``bc[path]``. For archives opened read-only, the table holds every file's address in an
-open-addressing hash table on the path's 64-bit xxh3 hash, 24 bytes a slot (hash; shard
-and offset in one word; size; CRC) at a load factor of 3/4, so 32 bytes a file and one or
-two probes per lookup at any archive size. It is built in one streaming pass over the
-``files`` table and saved as ``INDEX-lookup`` (written to a temporary name, fsynced and
-renamed into place, never changed in place), so the next reader of the same archive
-memory-maps it instead of building it: no load time, and processes reading the same
-archive share its pages.
+open-addressing hash table on the path's 64-bit xxh3 hash, 32 bytes a slot (hash; shard
+and offset in one word; where the path's bytes are; size and CRC in one word: a slot is
+one cache line) at a load factor of 3/4, plus the paths themselves, so 43 bytes a file
+and its path's length, and one or two probes per lookup at any archive size. It is built
+in one streaming pass over the ``files`` table and saved as ``INDEX-lookup`` (written to
+a temporary name, fsynced and renamed into place, never changed in place), so the next
+reader of the same archive memory-maps it instead of building it: no load time, and
+processes reading the same archive share its pages.
 
-It can never serve a stale location. The file records the index's identity when it was
-built (inode, size, mtime and SQLite's file change counter, bytes 24-27 of the header,
-which every commit bumps in rollback-journal mode) and is ignored unless all of them still
-match; in memory, every answer first rereads the change counter, so a commit by any process
-retires the table. WAL-mode indexes, whose counter does not move, are never accelerated.
-The table only ever speeds up hits: a path it does not know, one whose hash collides with
-another's, a file of 4 GiB or more, past 2**48 bytes into its shard or without a CRC is
-left to SQLite. (A path that is *not* in the archive but shares a 64-bit hash with one that
-is would be answered with that file: odds of about one in 2**64 / number of files per
-lookup.) The file is a cache: deleting it is always safe.
+It can never give a wrong answer. A slot whose hash matches answers only if the path
+stored with it is the one asked for, byte for byte: a path that is not in the archive but
+shares its 64-bit hash with one that is goes on probing and ends at an empty slot, so
+SQLite answers it. It can never serve a stale location either. The file records the
+index's identity when it was built (inode, size, mtime and SQLite's file change counter,
+bytes 24-27 of the header, which every commit bumps in rollback-journal mode) and is
+ignored unless all of them still match; in memory, every answer first rereads the change
+counter, so a commit by any process retires the table. WAL-mode indexes, whose counter
+does not move, are never accelerated. The table only ever speeds up hits: a path it does
+not hold (a file of 4 GiB or more, past 2**48 bytes into its shard, without a CRC, or
+whose row is damaged) is left to SQLite. The file is a cache: deleting it is always safe.
+Imports nothing from the package: it knows the ``files`` table's columns, nothing else.
 """
 
 from __future__ import annotations
@@ -36,16 +39,23 @@ from typing import Union
 import xxhash
 
 Address = tuple[int, int, int, int]
-_Section = Union["array[int]", memoryview]
+_Slots = Union["array[int]", memoryview]
+_Paths = bytearray | mmap.mmap
 _MAGIC = b"BCLOOKUP"
-_VERSION = 1
+_VERSION = 2
 # magic, version, index inode, index size, index mtime_ns, change counter, files, capacity,
-# ambiguous hashes; padded to 64 bytes so the sections stay 8-byte aligned
+# bytes of paths; padded to 64 bytes so the sections stay 8-byte aligned
 _HEADER = struct.Struct("<8sIQQq4sQQQ")
 _HEADER_SIZE = 64
+_WORDS = 4  # u64 words a slot: hash, shard << 48 | offset, path start << 24 | length,
+# CRC << 32 | size
+_SLOT_SIZE = 8 * _WORDS
 _OFFSET_BITS = 48
 _OFFSET_MASK = (1 << _OFFSET_BITS) - 1
 _MAX_SHARD = (1 << (64 - _OFFSET_BITS)) - 1
+_LENGTH_BITS = 24  # a path reference: start in the path bytes << 24 | length
+_LENGTH_MASK = (1 << _LENGTH_BITS) - 1
+_MAX_PATH_START = (1 << (64 - _LENGTH_BITS)) - 1
 _MAX_U32 = (1 << 32) - 1
 _EMPTY = 0
 _hash64 = xxhash.xxh3_64_intdigest
@@ -64,8 +74,23 @@ def _identity(index_fd: int, counter: bytes) -> tuple[int, int, int, bytes]:
     return (st.st_ino, st.st_size, st.st_mtime_ns, counter)
 
 
-def _slot_hash(path: str) -> int:
-    return _hash64(path.encode("utf-8", "surrogateescape")) or 1  # 0 marks an empty slot
+def _encode(path: str) -> bytes:
+    return path.encode("utf-8", "surrogateescape")
+
+
+def _storable(shard: object, offset: object, size: object, crc: object) -> bool:
+    """True if the row's address fits a slot: integers, a CRC32C, under 4 GiB, 2**48 bytes
+    into a shard numbered below 2**16 (stricter than well formed: damaged rows never fit)."""
+    return (
+        type(shard) is int
+        and type(offset) is int
+        and type(size) is int
+        and type(crc) is int
+        and 0 <= shard <= _MAX_SHARD
+        and 0 <= offset <= _OFFSET_MASK
+        and 0 <= size <= _MAX_U32
+        and 0 <= crc <= _MAX_U32
+    )
 
 
 class LookupTable:
@@ -76,9 +101,9 @@ class LookupTable:
         index_fd: int,
         identity: tuple[int, int, int, bytes],
         count: int,
-        sections: tuple[_Section, _Section, _Section, _Section],
-        ambiguous: set[int],
-        keep_alive: mmap.mmap | None = None,
+        slots: _Slots,
+        paths: _Paths,
+        paths_start: int = 0,
     ) -> None:
         # the index header's first bytes, mapped: rereading the counter costs no system call
         # (SQLite never shortens an index below its first page)
@@ -86,14 +111,10 @@ class LookupTable:
         self.identity = identity
         self.counter = identity[3]
         self._count = count
-        hashes, words, sizes, crcs = sections
-        self._hashes = memoryview(hashes).cast("B").cast("Q")
-        self._words = memoryview(words).cast("B").cast("Q")
-        self._sizes = memoryview(sizes).cast("B").cast("I")
-        self._crcs = memoryview(crcs).cast("B").cast("I")
-        self._capacity = len(self._hashes)
-        self._ambiguous = ambiguous
-        self._mmap = keep_alive
+        self._slots = memoryview(slots).cast("B").cast("Q")  # 4 words a slot, see _store
+        self._capacity = len(self._slots) // _WORDS
+        self._paths = paths
+        self._paths_start = paths_start
 
     # -- building and saving ---------------------------------------------------------
 
@@ -107,46 +128,36 @@ class LookupTable:
         # leaves an identity older than the rows, which only ever retires the table early
         (count,) = conn.execute("SELECT count(*) FROM files").fetchone()
         capacity = count * 4 // 3 + 1  # load factor <= 0.75; any size: slots by fastrange
-        hashes, words = array("Q", [0]) * capacity, array("Q", [0]) * capacity
-        sizes, crcs = array("I", [0]) * capacity, array("I", [0]) * capacity
-        ambiguous: set[int] = set()
+        slots = array("Q", [0]) * (_WORDS * capacity)
+        end = len(slots)
+        paths = bytearray()
         stored = 0
-        for path, shard, offset, size, crc in conn.execute(
-            "SELECT path, shard, offset, size, crc32c FROM files"
-        ):
-            h = _slot_hash(path)
-            if crc is None or size > _MAX_U32 or shard > _MAX_SHARD or offset > _OFFSET_MASK:
-                ambiguous.add(h)
+        rows = conn.execute("SELECT path, shard, offset, size, crc32c FROM files")
+        for path, shard, offset, size, crc in rows:
+            if type(path) is not str or not _storable(shard, offset, size, crc):
                 continue
-            i = (h * capacity) >> 64
-            while (current := hashes[i]) != _EMPTY:
-                if current == h:
-                    ambiguous.add(h)
-                    break
-                i = i + 1 if i + 1 < capacity else 0
-            else:
-                hashes[i] = h
-                words[i] = (shard << _OFFSET_BITS) | offset
-                sizes[i] = size
-                crcs[i] = crc
-                stored += 1
-        return cls(index_fd, identity, stored, (hashes, words, sizes, crcs), ambiguous)
+            key = _encode(path)
+            if len(key) > _LENGTH_MASK or len(paths) > _MAX_PATH_START:
+                continue
+            h = _hash64(key) or 1  # 0 marks an empty slot
+            i = ((h * capacity) >> 64) * _WORDS
+            while slots[i] != _EMPTY:  # equal hashes sit side by side: the paths tell them
+                i = i + _WORDS if i + _WORDS < end else 0  # apart
+            slots[i] = h
+            slots[i + 1] = (shard << _OFFSET_BITS) | offset
+            slots[i + 2] = (len(paths) << _LENGTH_BITS) | len(key)
+            slots[i + 3] = (crc << 32) | size
+            paths += key
+            stored += 1
+        return cls(index_fd, identity, stored, slots, paths)
 
     def save(self, path: str) -> bool:
         """Write the table to ``path`` atomically; False (and nothing left behind) if the
         directory is not writable or the disk is full: the table is only a cache."""
         ino, size, mtime_ns, counter = self.identity
-        ambiguous = array("Q", sorted(self._ambiguous))
+        paths = memoryview(self._paths)[self._paths_start :]
         header = _HEADER.pack(
-            _MAGIC,
-            _VERSION,
-            ino,
-            size,
-            mtime_ns,
-            counter,
-            self._count,
-            self._capacity,
-            len(ambiguous),
+            _MAGIC, _VERSION, ino, size, mtime_ns, counter, self._count, self._capacity, len(paths)
         ).ljust(_HEADER_SIZE, b"\0")
         directory = os.path.dirname(path) or "."
         try:
@@ -156,8 +167,8 @@ class LookupTable:
         try:
             with open(fd, "wb") as f:
                 f.write(header)
-                for section in (self._hashes, self._words, self._sizes, self._crcs, ambiguous):
-                    f.write(section)
+                f.write(self._slots)
+                f.write(paths)
                 f.flush()
                 os.fsync(f.fileno())
             os.chmod(temp, 0o644)
@@ -183,13 +194,13 @@ class LookupTable:
             header = os.pread(fd, _HEADER.size, 0)
             if len(header) < _HEADER.size:
                 return None
-            magic, version, ino, size, mtime_ns, saved_counter, count, capacity, n_amb = (
+            magic, version, ino, size, mtime_ns, saved_counter, count, capacity, n_paths = (
                 _HEADER.unpack(header)
             )
             identity = (ino, size, mtime_ns, saved_counter)
             if (magic, version) != (_MAGIC, _VERSION) or identity != _identity(index_fd, counter):
                 return None
-            expected = _HEADER_SIZE + 24 * capacity + 8 * n_amb
+            expected = _HEADER_SIZE + _SLOT_SIZE * capacity + n_paths
             if capacity < 1 or os.fstat(fd).st_size != expected:
                 return None
             mapped = mmap.mmap(fd, expected, prot=mmap.PROT_READ)
@@ -197,14 +208,9 @@ class LookupTable:
             return None
         finally:
             os.close(fd)
-        view = memoryview(mapped)
-        starts = [_HEADER_SIZE]
-        for width in (8, 8, 4, 4):
-            starts.append(starts[-1] + width * capacity)
-        a, b, c, d, e = starts
-        sections = (view[a:b], view[b:c], view[c:d], view[d:e])
-        ambiguous = set(view[e : e + 8 * n_amb].cast("Q"))
-        return cls(index_fd, identity, count, sections, ambiguous, mapped)
+        slots_end = _HEADER_SIZE + _SLOT_SIZE * capacity
+        slots = memoryview(mapped)[_HEADER_SIZE:slots_end]
+        return cls(index_fd, identity, count, slots, mapped, paths_start=slots_end)
 
     # -- answering -------------------------------------------------------------------
 
@@ -214,17 +220,22 @@ class LookupTable:
 
     def find(self, path: str) -> Address | None:
         """(shard, offset, size, crc32c) of ``path``, or None when SQLite must answer."""
-        h = _slot_hash(path)
-        hashes, capacity = self._hashes, self._capacity
-        i = (h * capacity) >> 64
-        while (current := hashes[i]) != h:
-            if current == _EMPTY:
-                return None
-            i = i + 1 if i + 1 < capacity else 0
-        if h in self._ambiguous:
-            return None
-        word = self._words[i]
-        return (word >> _OFFSET_BITS, word & _OFFSET_MASK, self._sizes[i], self._crcs[i])
+        key = path.encode("utf-8", "surrogateescape")  # (inlined: the hot path)
+        h = _hash64(key) or 1
+        slots, end = self._slots, len(self._slots)
+        i = ((h * self._capacity) >> 64) * _WORDS
+        while (current := slots[i]) != _EMPTY:
+            if current == h:
+                ref = slots[i + 2]
+                start = self._paths_start + (ref >> _LENGTH_BITS)
+                if self._paths[start : start + (ref & _LENGTH_MASK)] == key:
+                    word, size_crc = slots[i + 1], slots[i + 3]
+                    offset, size = word & _OFFSET_MASK, size_crc & _MAX_U32
+                    return (word >> _OFFSET_BITS, offset, size, size_crc >> 32)
+            i += _WORDS
+            if i == end:
+                i = 0
+        return None
 
     def __len__(self) -> int:
         return self._count

@@ -1,9 +1,12 @@
-"""Read-side SQL of the index: row decoding, ordering, listings, walk and glob.
+"""Read-side SQL of the index: row decoding and checking, ordering, listings, walk, glob.
 
 Every query here is index-assisted: listings use the ``parent`` indexes, subtree scans
 are half-open ranges on the unique path indexes, and ``walk`` streams three sorted
-cursors merged on the directory key instead of two queries per directory. Imports
-``entries``, ``glob`` and ``paths``; the write side lives in ``index.py``.
+cursors merged on the directory key instead of two queries per directory. Records are
+built from rows as stored (listings show even damaged rows); what is about to address
+bytes is checked first (``address_problem``, ``checked_file``), so a damaged row is an
+error naming its path, never a wrong read. Imports ``entries``, ``exceptions``, ``glob``
+and ``paths``; the write side lives in ``index.py``.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar, cast
 
 from barecat.entries import BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo, Order
+from barecat.exceptions import DamagedEntryBarecatError
 from barecat.glob import GlobPattern
 from barecat.paths import join, parent, subtree_bounds
 
@@ -46,6 +50,84 @@ def file_from_row(row: tuple[Any, ...]) -> BarecatFileInfo:
     else:
         f.path, f.shard, f.offset, f.size, f.crc32c = row[:5]
         f.mode, f.uid, f.gid, f.mtime_ns, f.sealed_size = row[5:]
+    return f
+
+
+SIZE_TOTAL = "total(CASE WHEN typeof(size) = 'integer' THEN size END)"
+"""The files' total size in SQL: ``sum(size)`` of damaged rows could overflow (an error)
+or be text or infinite; this is a float exact to 8 PiB, damaged sizes left out."""
+_MAX_END = (1 << 63) - 1  # SQLite's largest integer, and the largest file offset
+_MAX_CRC = (1 << 32) - 1
+Located = tuple[int, int, int, int | None]
+"""(shard, offset, size, crc32c): where a file's bytes are, and their checksum."""
+
+
+def address_problem(shard: object, offset: object, size: object, crc: object) -> str | None:
+    """What keeps a row's (shard, offset, size, crc32c) from addressing stored bytes, or
+    None when nothing does: integers, none negative, the end within 2**63 - 1, the CRC32C
+    absent (NULL) or 32 bits. One expression for the usual good row (the read path runs it)."""
+    if (
+        type(shard) is int
+        and type(offset) is int
+        and type(size) is int
+        and shard >= 0
+        and offset >= 0
+        and size >= 0
+        and offset + size <= _MAX_END
+        and (crc is None or (type(crc) is int and 0 <= crc <= _MAX_CRC))
+    ):
+        return None
+    for name, value in (("shard", shard), ("offset", offset), ("size", size)):
+        if type(value) is not int:
+            return f"{name} is {_sql_kind(value)}, not an integer"
+        if value < 0:
+            return f"{name} is negative ({value})"
+    if offset + size > _MAX_END:  # type: ignore[operator]
+        return f"offset {offset} + size {size} is past the largest possible file offset"
+    if type(crc) is not int:
+        return f"crc32c is {_sql_kind(crc)}, not an integer"
+    return f"crc32c {crc} is not a 32-bit checksum"
+
+
+def _sql_kind(value: object) -> str:
+    """How SQLite would call ``value``, with the value: "text 'abc'", "NULL"."""
+    if value is None:
+        return "NULL"
+    kinds = {str: "text", float: "a real number", bytes: "a blob"}
+    return f"{kinds.get(type(value), type(value).__name__)} {value!r:.40}"
+
+
+def file_problem(f: BarecatFileInfo) -> str | None:
+    """What is wrong with a file record's row (see ``address_problem``; in a sealed
+    archive the file's own size must be a non-negative integer too), or None."""
+    sealed = f.sealed_size is not None
+    problem = address_problem(f.shard, f.offset, f.sealed_size if sealed else f.size, f.crc32c)
+    if problem is None and sealed and not (type(f.size) is int and f.size >= 0):
+        problem = f"logical_size is {_sql_kind(f.size)}, not a size"
+    return problem
+
+
+def row_problem(f: BarecatFileInfo) -> str | None:
+    """``file_problem``, or else what is wrong with the metadata: mode, uid, gid and
+    mtime_ns are integers or NULL. (For ``verify``: reads need only the address.)"""
+    problem = file_problem(f)
+    if problem is None:
+        for name in ("mode", "uid", "gid", "mtime_ns"):
+            value = getattr(f, name)
+            if value is not None and type(value) is not int:
+                return f"{name} is {_sql_kind(value)}, not an integer"
+    return problem
+
+
+def checked_file(f: BarecatFileInfo) -> BarecatFileInfo:
+    """``f`` if its row addresses stored bytes.
+
+    Raises:
+        DamagedEntryBarecatError: naming the path and what is wrong with its row.
+    """
+    problem = file_problem(f)
+    if problem is not None:
+        raise DamagedEntryBarecatError(f.path, problem)
     return f
 
 

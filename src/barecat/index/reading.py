@@ -27,6 +27,7 @@ from barecat.exceptions import (
     ArchiveLockedBarecatError,
     BarecatError,
     CorruptIndexBarecatError,
+    DamagedEntryBarecatError,
     FileNotFoundBarecatError,
     InvalidPathBarecatError,
     IsADirectoryBarecatError,
@@ -49,6 +50,9 @@ from barecat.layout import base_path, lookup_table_path, shards_with_bytes
 from barecat.paths import ancestors, normalize, parent
 
 _AUTO_TABLE_MIN_LOOKUPS = 10_000
+_ADDRESSED = "typeof(offset) = 'integer' AND typeof(size) = 'integer'"
+"""Rows whose bytes have a place: damaged ones (``query.address_problem``) end nowhere, and
+``verify`` names them, so they neither move the write position nor overlap anything."""
 _address_of = operator.itemgetter(1, 2)
 
 _Reader = TypeVar("_Reader", bound="IndexReader")
@@ -139,7 +143,7 @@ class IndexReader:
             if lookup_table:
                 self.build_lookup_table()
             else:  # build after one archive's worth of random lookups: by then building
-                # (about 1.5 us per file) costs at most a tenth of what they took, and
+                # (about 2 us per file) costs at most a fifth of what they took, and
                 # every later lookup saves about 6 us
                 self._table_after = max(_AUTO_TABLE_MIN_LOOKUPS, self.num_files)
         if wal and not readonly:
@@ -205,11 +209,13 @@ class IndexReader:
         return SHARD_SIZE_UNLIMITED if value is None else value
 
     def _root_total(self, column: str, recount_sql: str) -> int:
-        """A whole-archive total from the root's statistics, recounted if they are off."""
+        """A whole-archive total from the root's statistics, recounted if they are off
+        (or damaged: not an integer, or negative)."""
         row = self.conn.execute(f"SELECT {column} FROM dirs WHERE path = ''").fetchone()
-        if row is None or row[0] is None or self._config_int("use_triggers", 1) != 1:
+        value = None if row is None else row[0]
+        if type(value) is not int or value < 0 or self._config_int("use_triggers", 1) != 1:
             return int(self.conn.execute(recount_sql).fetchone()[0])
-        return int(row[0])
+        return value
 
     @property
     def num_files(self) -> int:
@@ -221,12 +227,16 @@ class IndexReader:
 
     @property
     def total_size(self) -> int:
-        return self._root_total("size_tree", "SELECT ifnull(sum(size), 0) FROM files")
+        return self._root_total("size_tree", f"SELECT {query.SIZE_TOTAL} FROM files")
 
     @property
     def num_used_shards(self) -> int:
-        row = self.conn.execute("SELECT max(shard) FROM files").fetchone()
-        return 0 if row[0] is None else int(row[0]) + 1
+        """One past the highest shard number a file points into (0 when there are none)."""
+        (top,) = self.conn.execute("SELECT max(shard) FROM files").fetchone()
+        if top is not None and type(top) is not int:  # a damaged row (text sorts last)
+            sql = "SELECT max(shard) FROM files WHERE typeof(shard) = 'integer'"
+            (top,) = self.conn.execute(sql).fetchone()
+        return 0 if top is None else max(top + 1, 0)
 
     def __len__(self) -> int:
         return self.num_files
@@ -247,12 +257,14 @@ class IndexReader:
         walk that stops at the first non-empty row, plus one max() seek.
         """
         data_end = self.conn.execute(
-            "SELECT offset + size FROM files WHERE shard = ? AND size > 0 "
+            f"SELECT offset + size FROM files WHERE shard = ? AND size > 0 AND {_ADDRESSED} "
             "ORDER BY offset DESC LIMIT 1",
             (shard,),
         ).fetchone()
         top = self.conn.execute(
-            "SELECT max(offset) FROM files WHERE shard = ?", (shard,)
+            f"SELECT offset FROM files WHERE shard = ? AND {_ADDRESSED} "
+            "ORDER BY offset DESC LIMIT 1",
+            (shard,),
         ).fetchone()
         return max(
             0 if data_end is None else int(data_end[0]),
@@ -260,13 +272,19 @@ class IndexReader:
         )
 
     def used_shards(self) -> list[int]:
-        """Shard numbers that at least one file points into, ascending."""
-        return [r[0] for r in self.conn.execute("SELECT DISTINCT shard FROM files ORDER BY shard")]
+        """Shard numbers that at least one file points into, ascending (damaged rows, whose
+        shard is not a non-negative integer, point into none)."""
+        sql = (
+            "SELECT DISTINCT shard FROM files WHERE typeof(shard) = 'integer' AND shard >= 0 "
+            "ORDER BY shard"
+        )
+        return [r[0] for r in self.conn.execute(sql)]
 
     def files_ending_beyond(self, shard: int, end: int) -> list[str]:
         """Paths in ``shard`` whose bytes reach past ``end`` (a shard cut short), by offset."""
         rows = self.conn.execute(
-            "SELECT path FROM files WHERE shard = ? AND offset + size > ? ORDER BY offset",
+            f"SELECT path FROM files WHERE shard = ? AND offset + size > ? AND {_ADDRESSED} "
+            "ORDER BY offset",
             (shard, end),
         )
         return [r[0] for r in rows]
@@ -278,7 +296,7 @@ class IndexReader:
             "SELECT prev_path, path FROM (SELECT path, offset, "
             "lag(path) OVER w AS prev_path, "
             "max(offset + size) OVER (w ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) "
-            "AS prev_end FROM files WHERE size > 0 "
+            f"AS prev_end FROM files WHERE size > 0 AND {_ADDRESSED} "
             "WINDOW w AS (PARTITION BY shard ORDER BY offset, size)) WHERE offset < prev_end"
         )
         return [(r[0], r[1]) for r in self.conn.execute(sql)]
@@ -314,7 +332,7 @@ class IndexReader:
             return NotADirectoryBarecatError(f"Not a directory: {row[0]!r} (in {path!r}) is a file")
         return FileNotFoundBarecatError(path, what)
 
-    def lookup_address(self, path: str) -> tuple[int, int, int, int | None] | None:
+    def lookup_address(self, path: str) -> query.Located | None:
         """(shard, offset, size, crc32c) of a normalized file path, or None: the read hot path.
 
         Read-only indexes answer from a :class:`LookupTable` when one is current (saved
@@ -336,12 +354,19 @@ class IndexReader:
                 self.build_lookup_table()
         return self.lookup_address_in_sqlite(path)
 
-    def lookup_address_in_sqlite(self, path: str) -> tuple[int, int, int, int | None] | None:
+    def lookup_address_in_sqlite(self, path: str) -> query.Located | None:
         """As :meth:`lookup_address`, always from SQLite: the second opinion when bytes
-        read at a table's address fail their check."""
-        row: tuple[int, int, int, int | None] | None = self._files_conn.execute(
+        read at a table's address fail their check.
+
+        Raises:
+            DamagedEntryBarecatError: the file's row cannot address bytes (text or a
+                negative number where an offset belongs, say).
+        """
+        row: query.Located | None = self._files_conn.execute(
             "SELECT shard, offset, size, crc32c FROM files WHERE path = ?", (path,)
         ).fetchone()
+        if row is not None and (problem := query.address_problem(*row)) is not None:
+            raise DamagedEntryBarecatError(path, problem)
         return row
 
     @property
@@ -391,12 +416,17 @@ class IndexReader:
     def locate_many_in_sqlite(
         self, paths: list[str]
     ) -> list[tuple[int, int, int, int, int | None]]:
-        """As :meth:`locate_many`, always from SQLite."""
+        """As :meth:`locate_many`, always from SQLite (a damaged row raises
+        ``DamagedEntryBarecatError``, as in :meth:`lookup_address_in_sqlite`)."""
         sql = (
             "SELECT j.key, f.shard, f.offset, f.size, f.crc32c FROM json_each(?) AS j "
             "JOIN files AS f ON f.path = j.value ORDER BY f.shard, f.offset"
         )
-        return self.conn.execute(sql, (json.dumps(paths),)).fetchall()
+        located = self.conn.execute(sql, (json.dumps(paths),)).fetchall()
+        for pos, *address in located:
+            if (problem := query.address_problem(*address)) is not None:
+                raise DamagedEntryBarecatError(paths[pos], problem)
+        return located
 
     def lookup_dir(self, dirpath: str) -> BarecatDirInfo:
         path = normalize(dirpath)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass
 
-from barecat.index.query import subtree_where
+from barecat.index.query import SIZE_TOTAL, subtree_where
 from barecat.paths import ancestors, parent
 
 
@@ -33,15 +33,21 @@ def compute_treestats(conn: sqlite3.Connection) -> dict[str, TreeStats]:
         s = stats.get(path)
         if s is None:
             s = stats[path] = TreeStats()
-            if path:
-                ensure(parent(path)).num_subdirs += 1
+            while path:  # up to the first known ancestor (a loop: paths may be deep)
+                path = parent(path)
+                up = stats.get(path)
+                if up is not None:
+                    up.num_subdirs += 1
+                    break
+                stats[path] = TreeStats(num_subdirs=1)
         return s
 
     for (path,) in conn.execute("SELECT path FROM dirs"):
         ensure(path)
-    for par, count, size in conn.execute(
-        "SELECT parent, count(*), ifnull(sum(size), 0) FROM files GROUP BY parent"
+    for par, count, total in conn.execute(
+        f"SELECT parent, count(*), {SIZE_TOTAL} FROM files GROUP BY parent"
     ):
+        size = int(total)
         s = ensure(par)
         s.num_files += count
         for d in (par, *ancestors(par)) if par else ("",):
@@ -54,9 +60,22 @@ def compute_treestats(conn: sqlite3.Connection) -> dict[str, TreeStats]:
 def subtree_totals(conn: sqlite3.Connection, path: str) -> tuple[int, int]:
     """(number of files, total size) strictly below directory ``path``."""
     where, args = subtree_where(path)
-    sql = f"SELECT count(*), ifnull(sum(size), 0) FROM files{where}"
+    sql = f"SELECT count(*), {SIZE_TOTAL} FROM files{where}"
     row = conn.execute(sql, args).fetchone()
     return int(row[0]), int(row[1])
+
+
+def deepest_below(conn: sqlite3.Connection, path: str) -> str | None:
+    """The path with the most components strictly below directory ``path`` (file or
+    directory), or None if there is none."""
+    where, args = subtree_where(path)
+    slashes = "length(path) - length(replace(path, '/', ''))"
+    row = conn.execute(
+        f"SELECT path FROM (SELECT path FROM files{where} UNION ALL SELECT path FROM dirs{where}) "
+        f"ORDER BY {slashes} DESC LIMIT 1",
+        args + args,
+    ).fetchone()
+    return None if row is None else str(row[0])
 
 
 def adjust_ancestors(

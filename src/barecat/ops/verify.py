@@ -7,8 +7,11 @@ file's CRC32C, read in storage order — split into address-ordered runs over a 
 threads when asked, since reads and CRC32C release the GIL. ``quick`` checks the index,
 the shard sizes and the last file only, which catches truncation and unfinished writes.
 
-Library code: results come back as a dataclass, progress through an optional callback.
-No SQL and no shard I/O of its own: both halves are used through their public methods.
+A file whose index row cannot address bytes (text or a negative number where an offset
+belongs, say: ``index.query.row_problem``) is reported as bad with what is wrong, and
+files without a CRC32C are counted as unchecked, not passed as checked. Library code:
+results come back as a dataclass, progress through an optional callback. No SQL and no
+shard I/O of its own: both halves are used through their public methods.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from dataclasses import dataclass, field
 from barecat.entries import BarecatFileInfo, Order
 from barecat.exceptions import BarecatError, FileNotFoundBarecatError
 from barecat.index import Index
+from barecat.index.query import row_problem
 from barecat.shards import Sharder
 
 OnFile = Callable[[BarecatFileInfo], None]
@@ -30,12 +34,15 @@ OnFile = Callable[[BarecatFileInfo], None]
 class VerifyReport:
     """What a verification found; ``ok`` when nothing.
 
-    ``bad_files`` names every file whose bytes are wrong or missing, each once, with the
-    reason in ``reasons``; ``index_problems`` are lines about the index itself.
+    ``bad_files`` names every file whose bytes are wrong or missing, or whose row is
+    damaged, each once, with the reason in ``reasons``; ``index_problems`` are lines about
+    the index itself. ``files_unchecked`` of the ``files_checked`` have no CRC32C: their
+    bytes were found where the index says, but nothing can tell whether they are right.
     """
 
     files_checked: int = 0
     bytes_checked: int = 0
+    files_unchecked: int = 0
     index_problems: list[str] = field(default_factory=list)
     bad_files: list[str] = field(default_factory=list)
     reasons: dict[str, str] = field(default_factory=dict)
@@ -62,7 +69,6 @@ def verify_archive(
     report = VerifyReport(index_problems=index.find_inconsistencies())
     for earlier, path in index.find_overlaps():
         report.index_problems.append(f"bytes of {path!r} overlap those of {earlier!r}")
-    _check_shard_ends(index, sharder, report)
     if quick:
         try:
             files = [index.get_last_file()]
@@ -70,7 +76,14 @@ def verify_archive(
             files = []
     else:
         files = list(index.iter_all_fileinfos(Order.ADDRESS))
-    _check_bytes(sharder, files, report, on_file, workers)
+    damaged = set()
+    for f in files:  # first: a damaged row's reason is the damage, not where it points
+        damage = row_problem(f)
+        if damage is not None:
+            report.flag(f.path, f"damaged index entry: {damage}")
+            damaged.add(f.path)
+    _check_shard_ends(index, sharder, report)
+    _check_bytes(sharder, files, report, on_file, workers, damaged)
     return report
 
 
@@ -91,7 +104,9 @@ def _check_bytes(
     report: VerifyReport,
     on_file: OnFile | None,
     workers: int,
+    damaged: set[str],
 ) -> None:
+    """CRC32C of every file not already flagged; ``damaged`` rows' numbers are not used."""
     lock = threading.Lock()
 
     def check(run: Sequence[BarecatFileInfo]) -> None:
@@ -101,7 +116,9 @@ def _check_bytes(
                 if not good:
                     report.flag(f.path, "CRC32C mismatch")
                 report.files_checked += 1
-                report.bytes_checked += f.stored_size
+                if f.path not in damaged:
+                    report.bytes_checked += f.stored_size
+                    report.files_unchecked += f.crc32c is None and f.path not in report.reasons
                 if on_file is not None:
                     on_file(f)
 

@@ -16,7 +16,8 @@ Each served archive is under ``/a/NAME`` (NAME: the archive's file name without
 - ``GET /archives`` and ``GET /openapi.json``.
 
 Paths go through the archive's normalization (``..`` out of the archive or NUL: 400).
-With a token, every request needs ``Authorization: Bearer TOKEN`` (401 otherwise).
+With a token, every request needs ``Authorization: Bearer TOKEN`` (the scheme's name in
+any case; 401 otherwise).
 Requests are bounded (``Limits``): bigger uploads and batches get 413.
 """
 
@@ -288,14 +289,21 @@ def create_app(archives: dict[str, Barecat], token: str | None = None,
 
 
 class _TokenCheck(BaseHTTPMiddleware):
+    """``Authorization: Bearer TOKEN``; the scheme's name in any case (RFC 7235, 2.1)."""
+
     def __init__(self, app: Any, token: str) -> None:
         super().__init__(app)
-        self.expected = f"Bearer {token}".encode()
+        self.expected = token.encode()
 
     async def dispatch(self, request: Request, call_next: Any) -> Response:
-        given = request.headers.get("authorization", "").encode()
+        scheme, _, credentials = request.headers.get("authorization", "").strip().partition(" ")
+        given = credentials.strip().encode() if scheme.lower() == "bearer" else b""
         if not hmac.compare_digest(given, self.expected):
-            return JSONResponse({"error": "a valid token is needed"}, status_code=401)
+            return JSONResponse(
+                {"error": "a valid token is needed"},
+                status_code=401,
+                headers={"WWW-Authenticate": "Bearer"},
+            )
         response: Response = await call_next(request)
         return response
 

@@ -9,7 +9,7 @@ import secrets
 from collections.abc import Callable, Sequence
 
 from barecat.archive import Barecat, Passphrase
-from barecat.asgi_serving import serve_asgi
+from barecat.asgi_serving import DEFAULT_TIMEOUTS, Timeouts, serve_asgi
 from barecat.exceptions import BarecatError
 from barecat.layout import base_path
 from barecat.server.app import DEFAULT_LIMITS, Limits, create_app
@@ -36,10 +36,12 @@ def serve_archives(
     token: str | None = None,
     passphrase: Passphrase | None = None,
     limits: Limits = DEFAULT_LIMITS,
+    timeouts: Timeouts = DEFAULT_TIMEOUTS,
     on_ready: Callable[[str, str | None], None] | None = None,
 ) -> None:
     """Serve the archives at ``paths`` until interrupted. Off loopback a token is required:
-    given, or drawn here and passed to ``on_ready(url, token)``."""
+    given, or drawn here and passed to ``on_ready(url, token)``. Clients that stall (no
+    request head, or a body that stops coming) are cut off after ``timeouts``."""
     if not is_loopback(host) and token is None:
         token = secrets.token_urlsafe(24)
     archives: dict[str, Barecat] = {}
@@ -52,7 +54,9 @@ def serve_archives(
                 path, readonly=not writable, threadsafe=True, passphrase=passphrase
             )
         app = create_app(archives, token, limits)
-        serve_asgi(app, host, port, lambda url: on_ready(url, token) if on_ready else None)
+        serve_asgi(
+            app, host, port, lambda url: on_ready(url, token) if on_ready else None, timeouts
+        )
     finally:
         for bc in archives.values():
             bc.close()

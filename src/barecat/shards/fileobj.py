@@ -4,7 +4,9 @@ Readers use positional reads, so many can be open on one shard at once and acros
 threads. The writer owns a region at the logical end of the current shard (the archive
 places it there, copying an existing file first, so committed bytes are never changed in
 place) and grows it freely; the archive records the result when the writer closes.
-Imports ``exceptions`` and ``streams`` only; the shard access it needs is described by ``ShardIO``.
+A reader whose shard ends inside its window raises (the shard's truncation error), never
+returns the file cut short. Imports ``exceptions`` and ``streams`` only; the shard
+access it needs is described by ``ShardIO``.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import io
 from collections.abc import Callable
 from typing import Protocol
 
-from barecat.exceptions import BarecatError, FileTooLargeBarecatError
+from barecat.exceptions import BarecatError, BarecatIntegrityError, FileTooLargeBarecatError
 from barecat.streams import SeekableReader
 
 
@@ -27,6 +29,9 @@ class ShardIO(Protocol):
     def write_at(self, shard: int, offset: int, data: bytes | bytearray | memoryview) -> None: ...
     def start_new_shard(self) -> None: ...
     def copy_within(self, src: tuple[int, int, int], dst_shard: int, dst_offset: int) -> None: ...
+    def truncated_error(
+        self, shard: int, offset: int, size: int, got: int
+    ) -> BarecatIntegrityError: ...
 
     @property
     def write_shard(self) -> int: ...
@@ -53,6 +58,8 @@ class BarecatFileObject(SeekableReader):
         if n == 0:
             return 0
         got = self._shards.preadinto(self.shard, self.offset + self._pos, view[:n])
+        if got == 0:
+            raise self._cut_short()
         self._pos += got
         return got
 
@@ -63,9 +70,19 @@ class BarecatFileObject(SeekableReader):
         n = remaining if size is None or size < 0 else min(size, remaining)
         if n == 0:
             return b""
-        data = self._shards.pread(self.shard, self.offset + self._pos, n)
-        self._pos += len(data)
-        return data
+        parts = []
+        while n > 0:  # (a shard ending early gives short reads, then none)
+            data = self._shards.pread(self.shard, self.offset + self._pos, n)
+            if not data:
+                raise self._cut_short()
+            parts.append(data)
+            self._pos += len(data)
+            n -= len(data)
+        return parts[0] if len(parts) == 1 else b"".join(parts)
+
+    def _cut_short(self) -> BarecatIntegrityError:
+        """The error for a shard that ends at ``self._pos``, inside this file."""
+        return self._shards.truncated_error(self.shard, self.offset, self.size, self._pos)
 
     def readall(self) -> bytes:
         return self.read(-1)

@@ -101,6 +101,9 @@ class RemoteSharder(Sharder):
         obj = self._within(shard, offset, size)
         return self._checked(shard, offset, obj.read(offset, offset + size), expected_crc32c)
 
+    def require_range(self, shard: int, offset: int, size: int) -> None:
+        self._within(shard, offset, size)
+
     def _within(self, shard: int, offset: int, size: int) -> RemoteObject:
         """The shard's object, if it holds ``size`` bytes at ``offset`` (else: truncated)."""
         obj = self._object(shard)

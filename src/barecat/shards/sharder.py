@@ -165,9 +165,21 @@ class Sharder:
     def read_from_address(
         self, shard: int, offset: int, size: int, expected_crc32c: int | None = None
     ) -> bytes:
-        """Bytes of one stored file; checked against ``expected_crc32c`` when given."""
+        """Bytes of one stored file; checked against ``expected_crc32c`` when given.
+
+        Raises:
+            BarecatIntegrityError: the shard is missing or ends before ``offset + size``
+                (told before a buffer of ``size`` is allocated when it is a big one),
+                or the bytes do not match ``expected_crc32c``.
+        """
         fd = self._fds.get(shard)
-        data = os.pread(self._fd(shard) if fd is None else fd, size, offset)
+        if fd is None:
+            fd = self._fd(shard)
+        if size > _SPAN:  # a damaged row's size must not allocate a huge buffer first
+            there = os.fstat(fd).st_size - offset
+            if there < size:
+                raise self.truncated_error(shard, offset, size, max(0, there))
+        data = os.pread(fd, size, offset)
         if len(data) != size:
             data = self._read_fully(shard, offset, size, data)
         if expected_crc32c is not None and _crc32c.crc32c(data) != expected_crc32c:
@@ -190,7 +202,8 @@ class Sharder:
                 _, s2, o2, n2, _ = located[j]
                 if s2 != shard or o2 - end > max_gap or o2 + n2 - start > _SPAN:
                     break
-                end = max(end, o2 + n2)
+                if n2:  # (an empty file needs no bytes: its offset may even be past the end)
+                    end = max(end, o2 + n2)
                 j += 1
             if j == i + 1:  # the common case: a lone file
                 out[located[i][0]] = self.read_from_address(shard, start, size, located[i][4])
@@ -236,9 +249,22 @@ class Sharder:
             raise self.crc_mismatch_error(shard, offset, got)
         return got
 
+    def require_range(self, shard: int, offset: int, size: int) -> None:
+        """Check that ``shard`` holds ``size`` bytes at ``offset`` (before streaming them).
+
+        Raises:
+            BarecatIntegrityError: the shard is missing or ends before ``offset + size``.
+        """
+        end = os.fstat(self._fd(shard)).st_size
+        if offset + size > end:
+            raise self.truncated_error(shard, offset, size, max(0, end - offset))
+
     def pread(self, shard: int, offset: int, size: int) -> bytes:
         """Up to ``size`` bytes (fewer at the shard's physical end), no checking."""
-        return os.pread(self._fd(shard), size, offset)
+        fd = self._fd(shard)
+        if size > _SPAN:  # no buffer bigger than what is there (a damaged row's size)
+            size = max(0, min(size, os.fstat(fd).st_size - offset))
+        return os.pread(fd, size, offset)
 
     def preadinto(self, shard: int, offset: int, view: memoryview) -> int:
         return os.preadv(self._fd(shard), [view], offset)

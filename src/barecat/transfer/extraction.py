@@ -218,7 +218,7 @@ def open_verified(bc: Barecat, item: BarecatFileInfo | str) -> BinaryIO:
     streamed, so a damaged file raises before any of its bytes are passed on.
     """
     f = bc.index.lookup_file(item) if isinstance(item, str) else item
-    if (f.size or 0) <= COPY_CHUNK:
+    if type(f.size) is not int or f.size <= COPY_CHUNK:  # (a damaged row: read names it)
         return io.BytesIO(bc.read(f))
     if not bc.check_crc32c(f):
         bc.read(f)  # raises the integrity error naming the damage
