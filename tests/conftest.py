@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import os
+import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -30,6 +31,19 @@ def reference_python() -> str:
         "reference barecat 0.3.1 interpreter not found: BARECAT_REFERENCE_PYTHON is unset "
         f"and {fallback} does not exist (./run test creates it)"
     )
+
+
+def made_by_reference(archive: str, files: dict[str, bytes]) -> None:
+    """Store ``files`` into ``archive`` with the reference barecat 0.3.1 (which stores
+    paths such as '../x' verbatim, as no archive of ours has them)."""
+    snippet = (
+        "import barecat, sys\n"
+        "with barecat.Barecat(sys.argv[1], readonly=False) as bc:\n"
+        f"    for path, data in {files!r}.items():\n"
+        "        bc[path] = data\n"
+    )
+    made = subprocess.run([reference_python(), "-I", "-c", snippet, archive], capture_output=True)
+    assert made.returncode == 0, made.stderr
 
 
 @pytest.fixture
@@ -89,6 +103,17 @@ def run(capfdbinary: pytest.CaptureFixture[bytes]) -> Run:
         return code, out.decode("utf-8", "surrogateescape"), err.decode()
 
     return call
+
+
+def damage(archive: str, path: str, at: int = 0) -> None:
+    """Flip one stored byte of ``path``, ``at`` bytes into it: its CRC32C no longer matches."""
+    with barecat.Barecat(archive, lookup_table=False) as bc:
+        info = bc.index.lookup_file(path)
+    with open(f"{archive}-shard-{info.shard:05d}", "r+b") as shard:
+        shard.seek((info.offset or 0) + at)
+        byte = shard.read(1)
+        shard.seek((info.offset or 0) + at)
+        shard.write(bytes([byte[0] ^ 0xFF]))
 
 
 def make_numbered_tree(root: Path, dirs: int, per_dir: int) -> dict[str, bytes]:

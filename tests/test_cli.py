@@ -18,7 +18,7 @@ from typing import Any, BinaryIO
 import pytest
 
 import barecat
-from conftest import Run, make_tree, reference_python
+from conftest import Run, made_by_reference, make_tree
 
 BIN = Path(sys.executable).parent
 REFERENCE_CLI_DOCS = (
@@ -416,14 +416,7 @@ def test_verify_reports_damage_with_exit_code(run: Run, make_archive) -> None:  
 def test_extract_refuses_an_archive_with_parent_paths(run: Run, tmp_path: Path) -> None:
     """The reference stores '../' paths; extracting such an archive must write nothing."""
     ar = str(tmp_path / "evil")
-    snippet = (
-        "import barecat, sys\n"
-        "with barecat.Barecat(sys.argv[1], readonly=False) as bc:\n"
-        "    bc['fine/file'] = b'ok'\n"
-        "    bc['../escaped'] = b'gotcha'\n"
-    )
-    made = subprocess.run([reference_python(), "-I", "-c", snippet, ar], capture_output=True)
-    assert made.returncode == 0, made.stderr
+    made_by_reference(ar, {"fine/file": b"ok", "../escaped": b"gotcha"})
     out = tmp_path / "deep" / "out"
     code, _, err = run("extract", ar, "-C", str(out))
     assert code == 1 and "outside" in err

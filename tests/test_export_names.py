@@ -20,22 +20,14 @@ import pytest
 
 import barecat
 from barecat.transfer import barecat2archive
-from conftest import Run, reference_python
+from conftest import Run, made_by_reference
 
 
 def hostile_index(tmp_path: Path) -> str:
     """An archive by the real barecat 0.3.1 with '../' paths, plus rows put into its
     SQLite index directly with other forms no canonical path has."""
     ar = str(tmp_path / "hostile.barecat")
-    snippet = (
-        "import barecat, sys\n"
-        "with barecat.Barecat(sys.argv[1], readonly=False) as bc:\n"
-        "    bc['fine/file'] = b'fine'\n"
-        "    bc['../escaped'] = b'gotcha'\n"
-        "    bc['a/../../up2'] = b'up2'\n"
-    )
-    made = subprocess.run([reference_python(), "-I", "-c", snippet, ar], capture_output=True)
-    assert made.returncode == 0, made.stderr
+    made_by_reference(ar, {"fine/file": b"fine", "../escaped": b"gotcha", "a/../../up2": b"up2"})
     with sqlite3.connect(ar) as conn:  # more odd forms, pointing at the bytes of 'fine'
         conn.execute("PRAGMA recursive_triggers = ON")
         for path in ["/abs/x", "./dot/y", "b/../c", "/../../etc/evil"]:

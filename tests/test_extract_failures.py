@@ -20,21 +20,10 @@ import pytest
 
 import barecat
 from barecat.transfer import extract_to_directory
-from conftest import Run
+from conftest import Run, damage
 
 MTIME = 1_500_000_000_123_456_789
 BIG = 3 << 20  # above extraction's whole-file read: checked first, then streamed
-
-
-def damage(archive: str, path: str, at: int = 0) -> None:
-    """Flip one stored byte of ``path`` (its CRC32C no longer matches)."""
-    with barecat.Barecat(archive) as bc:
-        info = bc.index.lookup_file(path)
-    with open(f"{archive}-shard-{info.shard:05d}", "r+b") as shard:
-        shard.seek((info.offset or 0) + at)
-        byte = shard.read(1)
-        shard.seek((info.offset or 0) + at)
-        shard.write(bytes([byte[0] ^ 0xFF]))
 
 
 def files_below(root: Path) -> dict[str, bytes]:

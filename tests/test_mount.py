@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 import barecat
 from barecat.exceptions import BarecatError
 from barecat.mount import check_fuse, is_mounted
-from conftest import make_tree
+from conftest import damage, make_tree
 from test_cli import BIN, tree_state
 
 try:
@@ -113,16 +113,6 @@ def test_a_read_only_mount_shows_the_tree_exactly(
     assert not is_mounted(str(mnt))
 
 
-def _corrupt(archive: str, path: str, at: int) -> None:
-    with barecat.Barecat(archive, lookup_table=False) as bc:
-        info = bc.index.lookup_file(path)
-    with open(f"{archive}-shard-{info.shard:05d}", "r+b") as shard:
-        shard.seek((info.offset or 0) + at)
-        byte = shard.read(1)
-        shard.seek((info.offset or 0) + at)
-        shard.write(bytes([byte[0] ^ 0xFF]))
-
-
 def test_damaged_bytes_read_whole_give_eio(tmp_path: Path) -> None:
     archive = str(tmp_path / "d.barecat")
     big = os.urandom(6 << 20)  # above VERIFY_AT_OPEN: checked as it is read in order
@@ -130,8 +120,8 @@ def test_damaged_bytes_read_whole_give_eio(tmp_path: Path) -> None:
         bc["small.txt"] = b"hello\n"
         bc["big.bin"] = big
         bc["fine.txt"] = b"fine"
-    _corrupt(archive, "small.txt", 2)
-    _corrupt(archive, "big.bin", len(big) - 10)
+    damage(archive, "small.txt", 2)
+    damage(archive, "big.bin", len(big) - 10)
     mnt = tmp_path / "mnt"
     with served(archive, mnt):
         for name in ("small.txt", "big.bin"):
@@ -381,7 +371,7 @@ def test_read_ahead_never_stores_damaged_bytes(tmp_path: Path) -> None:
     it is read: the worker checks what it stores and leaves the damaged file out."""
     archive = str(tmp_path / "r.barecat")
     files = _numbered_files(archive, 60)
-    _corrupt(archive, "d/030.bin", 700)
+    damage(archive, "d/030.bin", 700)
     mnt = tmp_path / "mnt"
     with served(archive, mnt, "--debug"):
         os.listdir(mnt / "d")  # (read-ahead stores the files of listed directories)
