@@ -361,6 +361,7 @@ class Barecat(
         self._require_writable()
         self.raise_if_append_only(f"Archive {self.path} is append-only: files cannot be changed")
 
+    @serialized
     def seal_like(self, settings: SealingSettings) -> None:
         """Make this empty plain archive sealed like one whose sealed bytes it is about to
         take as they are (merge, subset); an encrypted one needs the passphrase this

@@ -169,10 +169,6 @@ class ArchiveReading:
             return item
         return self.index.lookup_file(item.path if isinstance(item, BarecatFileInfo) else item)
 
-    def _readable(self, item: BarecatFileInfo | str) -> BarecatFileInfo:
-        """The file's record, checked to address bytes (raises DamagedEntryBarecatError)."""
-        return checked_file(self._fileinfo(item))
-
     def read(self, item: BarecatFileInfo | str, offset: int = 0, size: int = -1) -> bytes:
         """A file's bytes; CRC32C-verified when the whole file is read (in a sealed
         archive, every block read is authenticated or decompressed instead).
@@ -181,8 +177,11 @@ class ArchiveReading:
             DamagedEntryBarecatError: the file's index row cannot address bytes.
             BarecatIntegrityError: the bytes do not match their CRC32C, or are missing.
         """
-        f = self._readable(item)
-        total = f.size or 0
+        return self._read_file(self._fileinfo(item), offset, size)
+
+    def _read_file(self, f: BarecatFileInfo, offset: int, size: int) -> bytes:
+        """``read`` of a file record, its row checked first."""
+        total = checked_file(f).size or 0
         if self._sealing is not None:
             if offset == 0 and (size < 0 or size >= total):
                 return self._sealing.unseal(f.path, self._stored_bytes(f))
@@ -198,12 +197,12 @@ class ArchiveReading:
     def readinto(
         self, item: BarecatFileInfo | str, buffer: bytearray | memoryview, offset: int = 0
     ) -> int:
-        f = self._readable(item)
+        f = checked_file(self._fileinfo(item))
         total = f.size or 0
         view = memoryview(buffer).cast("B")
         n = max(0, min(len(view), total - offset))
         if self._sealing is not None:
-            view[:n] = self.read(f, offset, n)
+            view[:n] = self._read_file(f, offset, n)
             return n
         crc = f.crc32c if offset == 0 and n == total else None
         try:
@@ -214,7 +213,7 @@ class ArchiveReading:
             raise _naming(f.path, e) from e
 
     def check_crc32c(self, item: BarecatFileInfo | str) -> bool:
-        f = self._readable(item)
+        f = checked_file(self._fileinfo(item))
         if f.crc32c is None:
             return True
         try:

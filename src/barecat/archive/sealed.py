@@ -5,7 +5,8 @@ The passphrase may be given as text (checked at open, so a wrong one fails at on
 a callable, asked only when a file's bytes are first needed: so listing, verifying CRCs
 or moving bytes of an encrypted archive never prompt. Adding, removing or renaming files
 of an encrypted archive does need it: its index digest (``index_digest.py``) follows
-every such edit. Imports ``index``, ``sealing``, ``shards`` and ``exceptions``.
+every such edit. Imports ``archive.index_digest``, ``index``, ``sealing``, ``shards`` and
+``exceptions``.
 """
 
 from __future__ import annotations
@@ -49,7 +50,6 @@ class ArchiveSealing:
         keeps_digest: bool = True,
     ) -> None:
         self.where = where
-        self._index = index
         self.settings = settings
         self._passphrase = passphrase
         self._codec = codec or settings.codec
