@@ -51,8 +51,9 @@ __version__ = "0.4.0.dev0"
 
 
 def connect(url: str, token: str | None = None) -> RemoteBarecat:
-    """An archive served by ``barecat serve`` at ``url`` (``http://HOST:PORT/a/NAME``), with
-    the read API of :class:`Barecat` (the ``server`` extra: httpx)."""
+    """An archive served by ``barecat serve`` at ``url`` (``http://HOST:PORT/a/NAME``;
+    ``http://HOST:PORT`` for a server of one archive; ``barecat://HOST[:PORT]/NAME[::PATH]``),
+    with the read API of :class:`Barecat` (the ``server`` extra: httpx)."""
     from barecat.server.client import RemoteBarecat
 
     return RemoteBarecat(url, token)
