@@ -400,7 +400,7 @@ def test_subset_by_pattern_and_by_rules(run: Run, make_archive: Make, tmp_path: 
     assert subset("--pattern", "**/*.jpg") == jpgs
     assert subset("--pattern", "train/") == {p: d for p, d in files.items() if p[:6] == "train/"}
     assert subset("--pattern", "*.txt") == {"readme.txt": b"r"}
-    assert subset("-i", "*.jpg", "-x", "thumbs/") == {
+    assert subset("-x", "thumbs/", "-i", "*.jpg", "-x", "**") == {
         p: d for p, d in jpgs.items() if "thumbs" not in p
     }
     assert subset("-x", "train/") == {p: d for p, d in files.items() if p[:6] != "train/"}
@@ -411,6 +411,34 @@ def test_subset_by_pattern_and_by_rules(run: Run, make_archive: Make, tmp_path: 
     assert code == 1 and "already exists" in err
     code, _, err = run("subset", src, "-o", out, "-f", "--pattern", "*", "-x", "a")
     assert code == 1 and "--pattern" in err
+
+
+def test_include_and_exclude_rules_apply_in_the_order_typed(
+    run: Run, make_archive: Make, tmp_path: Path
+) -> None:
+    """rsync's rule for subset and merge: the first -i/-x that matches a path or one of its
+    directories decides; what none matches is kept. ``dir/`` is the directory and all in it."""
+    files = {"data/f.txt": b"t", "data/x.log": b"l", "keep/a/b": b"b", "root.txt": b"r"}
+    src = make_archive(files)
+    out = str(tmp_path / "o.barecat")
+
+    def subset(*args: str) -> tuple[set[str], str]:
+        code, _, err = run("subset", src, "-o", out, "-f", *args)
+        assert code == 0, err
+        return set(check(out)), err
+
+    assert subset("-i", "**/*.txt", "-x", "data/") == ({"data/f.txt", "keep/a/b", "root.txt"}, "")
+    kept, err = subset("-x", "data/", "-i", "**/*.txt")
+    assert kept == {"keep/a/b", "root.txt"}
+    assert "-i after the last -x changes nothing" in err and "-x '**'" in err
+    assert subset("--include=keep/", "--exclude", "**") == ({"keep/a/b"}, "")
+    assert subset("-x", "*.log", "-x", "keep") == ({"data/f.txt", "root.txt"}, "")
+    merged = str(tmp_path / "m.barecat")
+    assert run("merge", "-o", merged, "-x", "data/", "-i", "*.txt", "-x", "*", src)[0] == 0
+    assert set(check(merged)) == {"root.txt"}
+    with barecat.Barecat(merged, readonly=False) as bc:
+        bc.merge_from_other_barecat(src, prefix="p", filter_rules=[("+", "*.log"), ("-", "data/")])
+    assert set(check(merged)) == {"root.txt", "p/data/x.log", "p/keep/a/b", "p/root.txt"}
 
 
 def test_subset_copies_in_address_order_into_limited_shards(make_archive: Make) -> None:

@@ -52,7 +52,8 @@ barecat merge -o all.barecat old.barecat new-photos.tar.gz extra.zip   # tar/zip
 
 SUBSET_EXAMPLES = """
 barecat subset photos.barecat -o jpgs.barecat --pattern '**/*.jpg'
-barecat subset photos.barecat -o some.barecat -i 'train/' -x '*.tmp' -x 'thumbs/'
+barecat subset photos.barecat -o some.barecat -x '*.tmp' -x 'thumbs/'
+barecat subset photos.barecat -o train.barecat -x '*.tmp' -i 'train/' -x '**'   # train only
 barecat subset photos.barecat -o part.barecat -f -s 1G --pattern 'train/**'
 """
 
@@ -129,13 +130,20 @@ def _filter_options(parser: argparse.ArgumentParser) -> None:
         help="Only files matching GLOB ('**' spans directories; 'dir/' means 'dir/**'); "
         "incompatible with -i/-x",
     )
-    add_filter_options(parser, ["-x", "--exclude"])
+    add_filter_options(parser, ["-x", "--exclude"], ordered=True)
 
 
-def _path_filter(args: argparse.Namespace) -> PathFilter | None:
+def _path_filter(args: argparse.Namespace, command: str) -> PathFilter | None:
+    """The -i/-x rules in the order given (rsync's: the first match decides)."""
     if args.pattern and (args.include or args.exclude):
         raise ValueError("--pattern cannot be combined with -i/-x")
-    path_filter = PathFilter.from_patterns(args.include, args.exclude)
+    path_filter = PathFilter.from_rules(args.filter_rules)
+    if path_filter.ignored_includes:
+        error(
+            "warning: -i after the last -x changes nothing, since what no rule matches is "
+            "kept (as in rsync); to keep only what -i matches, end with -x '**'",
+            command=command,
+        )
     return None if path_filter.selects_everything else path_filter
 
 
@@ -186,8 +194,9 @@ def _converted_inputs(inputs: list[str], output: str, symlink: bool) -> Iterator
         return
     if symlink:
         raise ValueError(
-            "--symlink links archives' shards, and a tar or zip input has none: drop "
-            "--symlink, or make it an archive first with 'barecat convert --wrap'"
+            "--symlink is not supported with tar/zip inputs: it links archives' shards, and "
+            "a tar or zip file has none; drop --symlink, or make it an archive first with "
+            "'barecat convert --wrap'"
         )
     folder = tempfile.mkdtemp(prefix=".merge-inputs-", dir=os.path.dirname(os.path.abspath(output)))
     try:
@@ -207,7 +216,7 @@ def _converted_inputs(inputs: list[str], output: str, symlink: bool) -> Iterator
 
 
 def _merge(args: argparse.Namespace, inputs: list[str], names: dict[str, str]) -> int:
-    path_filter = _path_filter(args)
+    path_filter = _path_filter(args, "merge")
     _check_output(
         args.output, inputs, args.force or args.append, "use -f to overwrite or -a to append"
     )
@@ -267,7 +276,7 @@ def _output_archive(
 
 
 def run_subset(args: argparse.Namespace) -> int:
-    path_filter = _path_filter(args)
+    path_filter = _path_filter(args, "subset")
     _check_output(args.output, [args.archive], args.force, "use -f to overwrite")
     show = wants_progress(args.quiet)
     with open_archive(args.archive, args) as src:
