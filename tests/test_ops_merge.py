@@ -127,13 +127,24 @@ def test_a_file_where_the_output_has_a_directory_is_refused(make_archive: Make) 
     out = make_archive({"x/inner": b"1"})
     src = make_archive({"x": b"file named like a directory", "y": b"y"})
     with barecat.Barecat(out, readonly=False) as bc:
-        with pytest.raises(IsADirectoryError):
+        with pytest.raises(IsADirectoryError) as is_dir:
             merge_archives(bc.index, bc.sharder, [src])
+        # a ValueError with these words too, as barecat 0.3.1 raised
+        assert isinstance(is_dir.value, ValueError) and is_dir.value.filename == "x"
+        assert str(is_dir.value) == "Source file 'x' conflicts with target directory"
         result = merge_archives(bc.index, bc.sharder, [src], ignore_duplicates=True)
         assert (result.total.files, result.total.skipped) == (1, 1)
     inner = make_archive({"y/z": b"under a file"})
-    with barecat.Barecat(out, readonly=False) as bc, pytest.raises(NotADirectoryError):
-        merge_archives(bc.index, bc.sharder, [inner])
+    with barecat.Barecat(out, readonly=False) as bc:
+        with pytest.raises(NotADirectoryError) as not_dir:
+            merge_archives(bc.index, bc.sharder, [inner])
+        assert isinstance(not_dir.value, ValueError)
+        assert str(not_dir.value) == "Source directory 'y' conflicts with target file"
+        for prefix in ("y", "y/deeper"):
+            with pytest.raises(NotADirectoryError) as not_dir:
+                bc.merge_from_other_barecat(inner, prefix=prefix)
+            assert isinstance(not_dir.value, ValueError)
+            assert str(not_dir.value) == f"Cannot use prefix '{prefix}': 'y' exists as a file"
     assert check(out) == {"x/inner": b"1", "y": b"y"}
     under = make_archive({"p/x/inner": b"2", "q/x": b"3"})
     with barecat.Barecat(under, readonly=False) as bc:
@@ -202,7 +213,7 @@ def test_tar_and_zip_inputs_are_merged_like_archives(
     assert run("merge", "-f", "--as-subdirs", "-o", out, *inputs[1:])[0] == 0
     assert check(out) == {"photos/x/two": b"from tar", "extra/x/three": b"from zip"}
     code, _, err = run("merge", "-f", "--symlink", "-o", out, inputs[1])
-    assert code == 1 and "--wrap" in err
+    assert code == 1 and "--symlink is not supported with tar/zip inputs" in err and "--wrap" in err
     assert not list(tmp_path.glob(".merge-inputs-*"))
 
 
