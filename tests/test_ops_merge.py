@@ -607,3 +607,53 @@ def test_merge_accepts_archives_the_reference_wrote(tmp_path: Path) -> None:
     with barecat.Barecat(view, readonly=False) as bc:
         merge_archives(bc.index, bc.sharder, paths, symlink=True)
     assert {p: d.hex() for p, d in check(view).items()} == written
+
+
+# -- the index's merge, shards placed by hand (barecat 0.3.1's how-to) ---------------------
+
+
+def _place_shards(source: str, target: str, first: int) -> None:
+    for i in existing_shard_numbers(source):
+        os.symlink(os.path.abspath(shard_path(source, i)), shard_path(target, first + i))
+
+
+def test_index_merge_takes_rows_of_shards_placed_after_ours(make_archive: Make) -> None:
+    from barecat.core.index import Index
+
+    assert Index is barecat.Index
+    src = make_archive({f"f{i}": bytes([i]) * 60 for i in range(5)}, shard_size_limit=128)
+    out = make_archive({"f0": b"ours", "d/x": b"x"})
+    assert len(existing_shard_numbers(src)) == 3
+    _place_shards(src, out, 1)
+    with Index(out, readonly=False) as idx:
+        idx.merge_from_other_barecat(src, ignore_duplicates=True)
+        _place_shards(src, out, 4)  # each merge takes shards placed for it
+        idx.merge_from_other_barecat(src, prefix="p/q")
+    expected = {"f0": b"ours", "d/x": b"x", **{f"f{i}": bytes([i]) * 60 for i in range(1, 5)}}
+    expected.update({f"p/q/f{i}": bytes([i]) * 60 for i in range(5)})
+    assert check(out) == expected
+    assert dir_stats(out)["p/q"] == (0, 5, 5, 300)
+
+
+def test_index_merge_refuses_shards_not_in_place_and_writes_nothing(make_archive: Make) -> None:
+    src = make_archive({"a": b"source bytes"})
+    out = make_archive({"b": b"ours"})
+    before = archive_files_state(out)
+    with barecat.Index(out, readonly=False) as idx:
+        with pytest.raises(barecat.BarecatError, match="not in place") as info:
+            idx.merge_from_other_barecat(src)
+        assert f"{out}-shard-00001 onwards" in str(info.value)
+    assert archive_files_state(out) == before
+    Path(shard_path(out, 1)).write_bytes(b"other")  # a shard of ours, not the source's
+    with (
+        barecat.Index(out, readonly=False) as idx,
+        pytest.raises(barecat.BarecatError, match=r"is not .*shard-00000"),
+    ):
+        idx.merge_from_other_barecat(src)
+    os.remove(shard_path(out, 1))
+    _place_shards(src, out, 1)
+    with barecat.Index(out, readonly=False) as idx:
+        with pytest.raises(ValueError, match="'b' exists as a file"):
+            idx.merge_from_other_barecat(src, prefix="b")
+        idx.merge_from_other_barecat(src, prefix="c")
+    assert check(out) == {"b": b"ours", "c/a": b"source bytes"}
