@@ -657,3 +657,55 @@ def test_index_merge_refuses_shards_not_in_place_and_writes_nothing(make_archive
             idx.merge_from_other_barecat(src, prefix="b")
         idx.merge_from_other_barecat(src, prefix="c")
     assert check(out) == {"b": b"ours", "c/a": b"source bytes"}
+
+
+# -- barecat 0.3.1's module-level merge functions ------------------------------------------
+
+
+def test_module_merge_copies_archives_and_tars_and_adds_to_an_existing_target(
+    make_archive: Make, tmp_path: Path
+) -> None:
+    a = make_archive({"x/one": b"1", "x/skip.log": b"l"})
+    tar_path = tmp_path / "more.tar"
+    with tarfile.open(tar_path, "w") as tar:
+        info = tarfile.TarInfo("x/two")
+        info.size = 1
+        tar.addfile(info, io.BytesIO(b"2"))
+    out = str(tmp_path / "out.barecat")
+    result = barecat.merge([a, str(tar_path)], out, shard_size_limit="1M", prefix="p")
+    assert result.total.files == 3
+    assert check(out) == {"p/x/one": b"1", "p/x/skip.log": b"l", "p/x/two": b"2"}
+    with pytest.raises(FileExistsBarecatError):
+        barecat.merge([a], out, prefix="p")
+    barecat.merge([a], out, as_subdirs=True, filter_rules=[("-", "*.log")])
+    assert set(check(out)) == {"p/x/one", "p/x/skip.log", "p/x/two", "made0/x/one"}
+    barecat.merge([a], out, overwrite=True, pattern="**/*.log")
+    assert check(out) == {"x/skip.log": b"l"}
+    assert not list(tmp_path.glob(".merge-inputs-*")) and not list(tmp_path.glob(".out*"))
+
+
+def test_module_merge_symlink_links_shards(make_archive: Make, tmp_path: Path) -> None:
+    a, b = make_archive({"a": b"aa"}), make_archive({"b": b"bb"})
+    out = str(tmp_path / "view.barecat")
+    result = barecat.merge_symlink([a, b], out, prefix="v")
+    assert result.total.shards_linked == 2
+    assert check(out) == {"v/a": b"aa", "v/b": b"bb"}
+    assert all(os.path.islink(shard_path(out, n)) for n in (0, 1))
+    with pytest.raises(ValueError, match="not supported"):
+        barecat.merge_symlink([a], out, overwrite=True, pattern="*")
+    tar_path = tmp_path / "t.tar"
+    with tarfile.open(tar_path, "w"):
+        pass
+    with pytest.raises(barecat.BarecatError, match="tar or zip"):
+        barecat.merge_symlink([str(tar_path)], out, overwrite=True)
+    assert check(out) == {"v/a": b"aa", "v/b": b"bb"}
+
+
+def test_get_completion_script_names_the_scripts_the_cli_prints(run: Run) -> None:
+    for shell in ("bash", "zsh"):
+        path = barecat.get_completion_script(shell)
+        assert os.path.isfile(path) and "_barecat" in Path(path).read_text()
+        assert run("completion-script", shell)[1].strip() == path
+    assert barecat.get_completion_script() == barecat.get_completion_script("bash")
+    with pytest.raises(ValueError, match="Unknown shell: fish"):
+        barecat.get_completion_script("fish")
