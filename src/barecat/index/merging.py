@@ -19,12 +19,12 @@ from collections.abc import Generator, Iterable, Sequence
 from dataclasses import dataclass
 
 from barecat.exceptions import (
+    DirectoryOverFileBarecatError,
     FileExistsBarecatError,
-    IsADirectoryBarecatError,
-    NotADirectoryBarecatError,
+    FileOverDirectoryBarecatError,
 )
 from barecat.index import bulk
-from barecat.paths import ancestors
+from barecat.paths import ancestors, is_within
 
 SCHEMA = "mergesrc"
 FAR = 1 << 62
@@ -146,24 +146,39 @@ class MergeSource:
 
     def check_conflicts(self) -> None:
         """Raise if a chosen entry cannot go in: its path is taken, or a directory it needs
-        is a file in the target. Nothing has been written when this raises."""
+        is a file in the target. Nothing has been written when this raises.
+
+        Raises:
+            FileExistsBarecatError: a chosen file's path is a file in the target.
+            FileOverDirectoryBarecatError: a chosen file's path is a directory there.
+            DirectoryOverFileBarecatError: a directory the entries need (the prefix, one
+                above it, or one of the source's) is a file there.
+        """
+        root = str(self._args["root"])
+        needed = sorted(self.needed_dirs())
+        prefix_chain = [d for d in needed if d and is_within(root, d)]
+        row = self._first_target_file(prefix_chain)
+        if row is not None:
+            raise DirectoryOverFileBarecatError(row, prefix=root)
         if not self._skipping and not self._target_is_empty():
             for taken, error in (
                 (self._at_files(), FileExistsBarecatError),
-                (self._at_dirs(), IsADirectoryBarecatError),
+                (self._at_dirs(), FileOverDirectoryBarecatError),
             ):
-                row = self._conn.execute(f"{taken} LIMIT 1", self._args).fetchone()
-                if row is not None:
-                    raise error(str(self._args["pre"]) + row[0])
+                found = self._conn.execute(f"{taken} LIMIT 1", self._args).fetchone()
+                if found is not None:
+                    raise error(str(self._args["pre"]) + found[0])
+        row = self._first_target_file(needed)
+        if row is not None:
+            raise DirectoryOverFileBarecatError(row)
+
+    def _first_target_file(self, paths: list[str]) -> str | None:
+        """The first of ``paths`` that is a file in the target, if any."""
         row = self._conn.execute(
             "SELECT j.value FROM json_each(?) j JOIN main.files m ON m.path = j.value LIMIT 1",
-            (json.dumps(sorted(self.needed_dirs())),),
+            (json.dumps(paths),),
         ).fetchone()
-        if row is not None:
-            raise NotADirectoryBarecatError(
-                f"Not a directory: {row[0]!r} is a file in the target, but the source needs it "
-                "as a directory"
-            )
+        return None if row is None else str(row[0])
 
     def _target_is_empty(self) -> bool:
         """True if the target has no entries but its root (no conflicts are possible)."""
