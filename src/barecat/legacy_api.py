@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import functools
 import os
+import warnings
 from typing import Any
 
 from barecat.archive import Barecat
+from barecat.archive.auto_codec import AUTO_CODEC_DEPRECATED, decode_by_extension
 from barecat.entries import BarecatFileInfo
 from barecat.layout import archive_exists, remove_archive
 
@@ -30,15 +32,20 @@ def open(
     auto_codec: bool = False,
     threadsafe_reader: bool = True,
 ) -> Barecat:
-    """Open an archive with a file-like mode: r, r+, a+, w+ (overwrite), x+ (must not exist)."""
+    """Open an archive with a file-like mode: r, r+, a+, w+ (overwrite), x+ (must not exist).
+
+    ``auto_codec=True`` is deprecated, as in 0.3.x: the dict API then encodes and decodes
+    by extension (see ``Barecat``); wrap the archive in ``DecodedView`` instead."""
     if mode not in _MODES:
         raise ValueError(f"Invalid mode {mode!r}; expected one of {', '.join(_MODES)}")
     if mode == "r+" and not archive_exists(path):
         raise FileNotFoundError(f"Archive not found: {os.fspath(path)}")
     options: dict[str, Any] = dict(_MODES[mode])
-    return Barecat(
-        path, auto_codec=auto_codec, threadsafe=threadsafe_reader and mode == "r", **options
-    )
+    bc = Barecat(path, threadsafe=threadsafe_reader and mode == "r", **options)
+    if auto_codec:  # warned here, so that the warning names the caller's line
+        warnings.warn(AUTO_CODEC_DEPRECATED, DeprecationWarning, stacklevel=2)
+        decode_by_extension(bc)
+    return bc
 
 
 @functools.lru_cache(maxsize=16)

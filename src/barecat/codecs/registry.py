@@ -4,8 +4,9 @@ A name is read from the right: final codecs (``.json``, ``.npy``, ``.png``, ...)
 values into bytes; non-final ones (``.gz``, ``.zst``, ...) turn bytes into bytes and may
 stack on top of a final one, so ``data.npy.bz2`` is NumPy inside bzip2. Extensions match
 case-insensitively. A name with no final codec under its compression layers has no codec:
-``ValueError``, as in barecat 0.3.x, so a typo never silently stores raw bytes. Imports
-nothing of barecat.
+``ValueError``, as in barecat 0.3.x's ``DecodedView``, so a typo never silently stores raw
+bytes; asked with ``raw_fallback`` (0.3.x's ``auto_codec``), such a name is raw bytes
+under its layers instead. Imports nothing of barecat.
 """
 
 from __future__ import annotations
@@ -49,6 +50,25 @@ class CodecChain:
         return self.final.decode(data)
 
 
+def _as_bytes(value: Any) -> bytes:
+    if isinstance(value, bytes):
+        return value
+    if isinstance(value, (bytearray, memoryview)):
+        return bytes(value)
+    raise TypeError(
+        f"A name without a codec holds raw bytes, not {type(value).__name__}: "
+        "give it an extension that has one (.json, .npy, .pkl, ...)"
+    )
+
+
+def _unchanged(data: bytes) -> bytes:
+    return data
+
+
+RAW = Codec(_as_bytes, _unchanged)
+"""The final "codec" of a name without one, when raw bytes are asked for."""
+
+
 class CodecRegistry:
     """Extensions (with their dot, lower case) mapped to codecs."""
 
@@ -74,11 +94,29 @@ class CodecRegistry:
     def clear(self) -> None:
         self._codecs.clear()
 
+    def unregister(self, exts: Iterable[str]) -> None:
+        """Forget the codecs of ``exts`` (those not registered are ignored)."""
+        for ext in exts:
+            self._codecs.pop("." + ext.lower().lstrip("."), None)
+
     def extensions(self) -> list[str]:
         return sorted(self._codecs)
 
-    def chain_for(self, path: str) -> CodecChain:
-        """The codecs ``path`` calls for; ``ValueError`` naming the extension if none."""
+    def chain_for(self, path: str, raw_fallback: bool = False) -> CodecChain:
+        """The codecs ``path`` calls for.
+
+        Args:
+            path: a file name or path; its extensions are read from the right.
+            raw_fallback: a name with no final codec under its layers (``x.bin``,
+                ``x.gz``, ``x``) stands for raw bytes (under those layers) instead of
+                an error.
+
+        Returns:
+            The final codec and the layers over it, outermost first.
+
+        Raises:
+            ValueError: no final codec (without ``raw_fallback``), naming the extension.
+        """
         name = path.rsplit("/", 1)[-1].lower()
         stem = name
         layers: list[Codec] = []
@@ -87,6 +125,8 @@ class CodecRegistry:
             ext = stem[dot:] if dot > 0 else ""
             codec = self._codecs.get(ext)
             if codec is None:
+                if raw_fallback:
+                    return CodecChain(RAW, ext, tuple(layers))
                 raise ValueError(
                     f"No codec registered for {ext!r}. Use the store directly for raw bytes."
                 )
@@ -96,4 +136,4 @@ class CodecRegistry:
             stem = stem[:dot]
 
 
-__all__ = ["Codec", "CodecChain", "CodecRegistry", "Decoder", "Encoder"]
+__all__ = ["RAW", "Codec", "CodecChain", "CodecRegistry", "Decoder", "Encoder"]
