@@ -486,3 +486,17 @@ def test_views_pickle_with_their_store_and_codecs(tmp_path: Path) -> None:
         assert copy["a.json.zst"] == [1] and copy["c.upper"] == b"ABC"
         np.testing.assert_array_equal(copy["b.png"], files["b.png"])
         copy.store.close()
+
+
+def test_get_cached_reader_decodes_unless_told_not_to_as_0_3_1(tmp_path: Path) -> None:
+    path = str(tmp_path / "a.barecat")
+    with barecat.Barecat(path, readonly=False) as bc:
+        DecodedView(bc)["a.json"] = {"x": 1}
+    raw = barecat.get_cached_reader(path, auto_codec=False)
+    assert raw["a.json"] == b'{"x": 1}' and barecat.get_cached_reader(path, False) is raw
+    with pytest.warns(FutureWarning, match="auto_codec=False") as w:
+        default = barecat.get_cached_reader(path)
+    assert [x.filename for x in w] == [__file__]
+    assert default["a.json"] == {"x": 1} and raw["a.json"] == b'{"x": 1}'
+    with pytest.warns(DeprecationWarning, match="auto_codec is deprecated"):
+        assert barecat.get_cached_reader(path, auto_codec=True) is default

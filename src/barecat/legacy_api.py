@@ -48,10 +48,39 @@ def open(
     return bc
 
 
+_CACHED_READER_DEFAULT = (
+    "get_cached_reader() currently defaults to auto_codec=True, but this default will "
+    "change to False in version 1.0. Pass auto_codec=True explicitly to keep the current "
+    "behavior, or auto_codec=False (and use DecodedView) to adopt the new default."
+)
+
+
+def get_cached_reader(path: str, auto_codec: bool | None = None) -> Barecat:
+    """A read-only, thread-safe archive shared by all callers in this process.
+
+    Args:
+        path: the archive.
+        auto_codec: ``False`` gives the files' bytes; ``True`` (deprecated) decodes them
+            by extension, as ``Barecat(auto_codec=True)``; ``None`` does what 0.3.x's
+            default did: decodes, with its ``FutureWarning`` about the default.
+
+    Returns:
+        One archive per (path, auto_codec), opened on first use.
+    """
+    if auto_codec is None:
+        warnings.warn(_CACHED_READER_DEFAULT, FutureWarning, stacklevel=2)
+        auto_codec = True
+    elif auto_codec:
+        warnings.warn(AUTO_CODEC_DEPRECATED, DeprecationWarning, stacklevel=2)
+    return _cached_reader(path, auto_codec)
+
+
 @functools.lru_cache(maxsize=16)
-def get_cached_reader(path: str) -> Barecat:
-    """A read-only, thread-safe archive shared by all callers in this process."""
-    return Barecat(path, readonly=True, threadsafe=True)
+def _cached_reader(path: str, auto_codec: bool) -> Barecat:
+    bc = Barecat(path, readonly=True, threadsafe=True)
+    if auto_codec:
+        decode_by_extension(bc)
+    return bc
 
 
 def exists(path: str | os.PathLike[str]) -> bool:
