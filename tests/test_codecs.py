@@ -468,6 +468,10 @@ def test_raw_fallback_views_pass_names_without_codecs_through() -> None:
     assert store["a.bin"] == b"x" and gzip.decompress(store["b.gz"]) == b"inside gzip"
     assert (dec["a.bin"], dec["b.gz"], dec["c.json"]) == (b"x", b"inside gzip", [1])
     assert dec.encode("d.json", {"a": 1}) == b'{"a": 1}'
+    with pytest.raises(ValueError, match=r"^x\.gz: cannot be decoded as \.gz: "):
+        DecodedView({"x.gz": b"junk"}, raw_fallback=True)["x.gz"]
+    with pytest.raises(ValueError, match=r"^x\.json\.gz: cannot be decoded as \.json\.gz: "):
+        dec.decode("x.json.gz", b"junk")
 
 
 def test_views_pickle_with_their_store_and_codecs(tmp_path: Path) -> None:

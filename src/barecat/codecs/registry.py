@@ -32,10 +32,11 @@ class Codec:
 
 @dataclass(frozen=True, slots=True)
 class CodecChain:
-    """What a name calls for: a final codec under zero or more layers (outermost first)."""
+    """What a name calls for: a final codec under zero or more layers (outermost first),
+    and the extensions they stand for (``.npy.gz``; only the layers' for raw bytes)."""
 
     final: Codec
-    final_ext: str
+    suffix: str
     layers: tuple[Codec, ...]
 
     def encode(self, value: Any) -> bytes:
@@ -126,12 +127,12 @@ class CodecRegistry:
             codec = self._codecs.get(ext)
             if codec is None:
                 if raw_fallback:
-                    return CodecChain(RAW, ext, tuple(layers))
+                    return CodecChain(RAW, name[len(stem) :], tuple(layers))
                 raise ValueError(
                     f"No codec registered for {ext!r}. Use the store directly for raw bytes."
                 )
             if not codec.nonfinal:
-                return CodecChain(codec, ext, tuple(layers))
+                return CodecChain(codec, name[dot:], tuple(layers))
             layers.append(codec)
             stem = stem[:dot]
 

@@ -89,7 +89,7 @@ class DecodedView(MutableMapping[str, Any]):
         except ModuleNotFoundError:
             raise
         except Exception as e:  # each decoder has its own error types: one for callers
-            raise ValueError(f"{path}: cannot be decoded as {chain.final_ext}: {e}") from e
+            raise ValueError(f"{path}: cannot be decoded as {chain.suffix}: {e}") from e
 
     def encode(self, path: str, value: Any) -> bytes:
         """``value`` as the bytes the file ``path`` would hold.
