@@ -42,7 +42,7 @@ from barecat.index import (
     query,
     treestats,
 )
-from barecat.index.connection import open_savepoint, sqlite_uri
+from barecat.index.connection import open_savepoint, select, sqlite_uri
 from barecat.index.deferred_stats import DeferredStats
 from barecat.index.lookup_table import LookupTable
 from barecat.index.merging import MergeSource
@@ -301,7 +301,7 @@ class Index(IndexReader):
 
         SQLite ignores this pragma inside a transaction: commit before entering.
         """
-        (before,) = self.conn.execute("PRAGMA foreign_keys").fetchone()
+        (before,) = select(self.conn, "PRAGMA foreign_keys").fetchone()
         self.conn.execute("PRAGMA foreign_keys = OFF")
         try:
             yield
@@ -502,7 +502,8 @@ class Index(IndexReader):
         d = self.lookup_dir(path_of(item))
         if not d.path:
             raise InvalidPathBarecatError("The archive root cannot be removed")
-        if self.conn.execute(
+        if select(
+            self.conn,
             "SELECT 1 FROM files WHERE parent = ? "
             "UNION ALL SELECT 1 FROM dirs WHERE parent = ? LIMIT 1",
             (d.path, d.path),
