@@ -30,6 +30,10 @@ from barecat.cli import (
 from barecat.cli.parsing import CommandParser
 from barecat.cli.running import EXIT_USAGE, run_command
 from barecat.cli.terminal import PROG
+from barecat.glob import directory_pattern
+
+_normalize_pattern = directory_pattern
+"""0.3.1's name for how ``--pattern`` values are read (its tests import it from here)."""
 
 COMMAND_MODULES = (
     create,

@@ -20,7 +20,7 @@ from barecat.transfer.extraction import (
     open_verified,
 )
 from barecat.transfer.ingest import DEFAULT_WORKERS, IngestResult, add_directory, ingest
-from barecat.transfer.sources import IngestPlan, Source, plan_sources, plan_tree
+from barecat.transfer.sources import IngestPlan, Source, plan_roots, plan_sources, plan_tree
 from barecat.transfer.wrapping import wrap_archive
 
 __all__ = [
@@ -51,6 +51,7 @@ __all__ = [
     "ingest",
     "open_verified",
     "parse_format",
+    "plan_roots",
     "plan_sources",
     "plan_tree",
     "stream2barecat",
