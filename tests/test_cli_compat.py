@@ -16,7 +16,7 @@ import pytest
 import barecat
 from barecat.cli.main import _normalize_pattern
 from barecat.exceptions import FileTooLargeBarecatError
-from conftest import Run
+from conftest import Run, made_by_reference, reference_env, reference_python
 
 BIN = Path(sys.executable).parent
 ENV = {**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}"}
@@ -151,3 +151,18 @@ def test_a_pattern_ending_in_a_slash_selects_the_directorys_contents(
     out = ar + ".subset"
     assert run("subset", ar, "-o", out, "--pattern", "keep/")[0] == 0
     assert sorted(contents(out)) == ["keep/a", "keep/s/b"]
+
+
+def test_index_to_csv_is_byte_for_byte_the_reference_output(tmp_path: Path) -> None:
+    ar = str(tmp_path / "ar.barecat")
+    made_by_reference(ar, {'x/y,z "q".txt': b"hello", "b": b"", "ü/1": b"12345"})
+    with barecat.Barecat(ar, readonly=False) as bc:  # a row without a checksum
+        bc.index.add_file(barecat.BarecatFileInfo(path="nocrc", shard=0, offset=0, size=3))
+    ref_bin = Path(reference_python()).parent
+    theirs = subprocess.run(
+        [ref_bin / "barecat", "index-to-csv", ar], capture_output=True, env=reference_env()
+    )
+    assert theirs.returncode == 0 and theirs.stdout.startswith(b'"path","shard"')
+    for argv in (["barecat", "index-to-csv", ar], ["barecat-index-to-csv", ar]):
+        assert sh(*argv).stdout == theirs.stdout
+    assert theirs.stdout.endswith(b'"\xc3\xbc/1",0,5,5,416359221\r\n')

@@ -119,8 +119,9 @@ def run_du(args: argparse.Namespace) -> int:
 
 
 def run_index_to_csv(args: argparse.Namespace) -> int:
-    """Same columns, quoting and order as the reference, so tools reading its CSV still work."""
-    writer = csv.writer(sys.stdout, quoting=csv.QUOTE_NONNUMERIC, lineterminator="\n")
+    """Same columns, quoting, order and CRLF line ends (the csv module's) as the reference,
+    byte for byte, so tools reading its CSV still work."""
+    writer = csv.writer(sys.stdout, quoting=csv.QUOTE_NONNUMERIC, lineterminator="\r\n")
     writer.writerow(["path", "shard", "offset", "size", "crc32c"])
     with open_archive(args.archive, args) as bc:
         for f in bc.index.iter_all_fileinfos(Order.PATH):
