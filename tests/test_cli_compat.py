@@ -166,3 +166,42 @@ def test_index_to_csv_is_byte_for_byte_the_reference_output(tmp_path: Path) -> N
     for argv in (["barecat", "index-to-csv", ar], ["barecat-index-to-csv", ar]):
         assert sh(*argv).stdout == theirs.stdout
     assert theirs.stdout.endswith(b'"\xc3\xbc/1",0,5,5,416359221\r\n')
+
+
+def test_du_h_is_human_readable_and_help_is_long_only(run: Run, make_archive) -> None:  # type: ignore[no-untyped-def]
+    ar = make_archive({"d/big": bytes(3 << 20), "d/small": b"x"})
+    for flag in ("-h", "-H", "--human-readable"):
+        assert run("du", flag, "-s", ar) == (0, "3.1M\t.\n", "")
+    code, out, _ = run("du", "--help")
+    assert code == 0 and out.startswith("usage: barecat du [--help]")
+
+
+def test_ls_l_total_counts_the_listed_files_in_1k_blocks(run: Run, tmp_path: Path) -> None:
+    # as GNU ls: per entry, rounded up; a subdirectory's contents are not counted
+    src = tmp_path / "src"
+    (src / "s").mkdir(parents=True)
+    for name, size in {"a": 1, "b": 5000, "empty": 0, "s/c": 1 << 20}.items():
+        (src / name).write_bytes(bytes(size))
+    os.symlink("a" * 2000, src / "link")  # a link takes no blocks (as a fast symlink)
+    ar = str(tmp_path / "ar.barecat")
+    assert run("create", "-C", str(src), ar, ".")[0] == 0
+    code, out, _ = run("ls", "-l", ar)
+    assert code == 0 and out.splitlines()[0] == "total 6"  # 1 + 5 + 0
+    assert run("ls", "-l", ar, "s")[1].splitlines()[0] == "total 1024"
+
+
+@pytest.mark.parametrize(
+    ("typed", "message"),
+    [
+        ("lsit", "barecat: unknown command 'lsit'; did you mean 'list' or 'ls'?\n"),
+        ("extrct", "barecat: unknown command 'extrct'; did you mean 'extract'?\n"),
+        (
+            "__complet",
+            "barecat: unknown command '__complet' (see 'barecat --help' for the commands)\n",
+        ),
+    ],
+)
+def test_a_mistyped_command_suggests_public_ones(run: Run, typed: str, message: str) -> None:
+    assert run(typed, "ar.barecat") == (2, "", message)
+    r = sh("barecat", typed)  # the installed script says the same
+    assert (r.returncode, r.stderr.decode()) == (2, message)
