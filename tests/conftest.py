@@ -33,6 +33,12 @@ def reference_python() -> str:
     )
 
 
+def reference_env() -> dict[str, str]:
+    """The environment to run the reference's scripts in: without PYTHONPATH, which may
+    point at our sources (a checkout run without installing)."""
+    return {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+
+
 def made_by_reference(archive: str, files: dict[str, bytes]) -> None:
     """Store ``files`` into ``archive`` with the reference barecat 0.3.1 (which stores
     paths such as '../x' verbatim, as no archive of ours has them)."""

@@ -35,8 +35,8 @@ def _infos(path: str) -> dict[str, barecat.BarecatFileInfo]:
         return {f.path: f for f in bc.index.iter_all_fileinfos()}
 
 
-def _bad_paths(err: str) -> set[str]:
-    return {line.split(": ")[0] for line in err.splitlines() if line.split(": ")[0] in FILES}
+def _bad_paths(out: str) -> set[str]:
+    return {line.split(": ")[0] for line in out.splitlines() if line.split(": ")[0] in FILES}
 
 
 def test_clean_archive_verifies_with_any_thread_count(run: Run, sharded: str) -> None:
@@ -51,8 +51,8 @@ def test_flipped_byte_names_exactly_that_file(run: Run, sharded: str) -> None:
         f.seek((victim.offset or 0) + 100)
         f.write(b"\xff")
     for jobs in ("1", "3"):
-        code, _, err = run("verify", "-j", jobs, sharded)
-        assert code == 1 and _bad_paths(err) == {victim.path} and "CRC32C mismatch" in err
+        code, out, _ = run("verify", "-j", jobs, sharded)
+        assert code == 1 and _bad_paths(out) == {victim.path} and "CRC32C mismatch" in out
     with barecat.Barecat(sharded) as bc:
         assert bc["dir0/file-03-ü.bin"] == FILES["dir0/file-03-ü.bin"]  # healthy reads work
         with pytest.raises(barecat.BarecatIntegrityError):
@@ -66,11 +66,11 @@ def test_truncated_and_missing_shards_name_their_files(run: Run, sharded: str) -
     os.truncate(f"{sharded}-shard-{last_shard:05d}", (cut.offset or 0) + 10)
     os.remove(f"{sharded}-shard-00001")
     expect_missing = {p for p, f in infos.items() if f.shard == 1}
-    code, _, err = run("verify", sharded)
-    assert code == 1 and _bad_paths(err) == expect_missing | {cut.path}
-    assert "shard file is missing" in err and "cut short" in err
-    code, _, err = run("verify", "--quick", sharded)  # shard sizes are part of the quick check
-    assert code == 1 and _bad_paths(err) == expect_missing | {cut.path}
+    code, out, _ = run("verify", sharded)
+    assert code == 1 and _bad_paths(out) == expect_missing | {cut.path}
+    assert "shard file is missing" in out and "cut short" in out
+    code, out, _ = run("verify", "--quick", sharded)  # shard sizes are part of the quick check
+    assert code == 1 and _bad_paths(out) == expect_missing | {cut.path}
     with barecat.Barecat(sharded) as bc:
         healthy = next(p for p, f in infos.items() if f.shard == 0)
         assert bc[healthy] == FILES[healthy]
@@ -96,8 +96,8 @@ def test_overlapping_ranges_are_index_problems(run: Run, sharded: str) -> None:
     with barecat.Barecat(sharded, readonly=False) as bc:
         b = next(f for f in infos.values() if f.shard == a.shard and f.offset == a.end)
         bc.index.update_file(b.path, new_offset=(a.offset or 0) + 5)
-    code, _, err = run("verify", sharded)
-    assert code == 1 and f"bytes of {b.path!r} overlap those of {a.path!r}" in err
+    code, out, _ = run("verify", sharded)
+    assert code == 1 and f"index: bytes of {b.path!r} overlap those of {a.path!r}" in out
 
 
 def test_repair_cuts_stray_tails_and_fixes_statistics_idempotently(run: Run, sharded: str) -> None:
@@ -170,8 +170,8 @@ def test_verify_and_repair_on_an_empty_archive_and_one_huge_file(run: Run, tmp_p
     with open(f"{huge}-shard-00000", "r+b") as f:
         f.seek(40 << 20)
         f.write(b"\x00")
-    code, _, err = run("verify", "-j", "2", huge)
-    assert code == 1 and "big/одна.bin: CRC32C mismatch" in err
+    code, out, _ = run("verify", "-j", "2", huge)
+    assert code == 1 and "big/одна.bin: CRC32C mismatch" in out
 
 
 DAMAGED_ROWS = [  # (column, value stored in it, words of the report)
@@ -201,8 +201,8 @@ def test_a_malformed_row_is_a_damaged_path_in_verify_and_cat(
     _damage_row(sharded, victim, column, value)
     for jobs in ("1", "3"):
         code, out, err = run("verify", "-j", jobs, sharded)
-        assert code == 1 and _bad_paths(err) == {victim} and "Traceback" not in err
-        assert f"{victim}: damaged index entry: " in err and words in err
+        assert code == 1 and _bad_paths(out) == {victim} and "Traceback" not in err
+        assert f"{victim}: damaged index entry: " in out and words in out
     code, out, err = run("cat", sharded, victim)
     assert code == 1 and out == "" and err.count("\n") == 1 and words in err
     assert err.startswith(f"barecat cat: Damaged index entry {victim!r}: ")

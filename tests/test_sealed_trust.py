@@ -102,8 +102,8 @@ def test_a_plain_blob_in_an_encrypted_archive_is_an_integrity_error(
         assert [p for p, _ in bc.verify_seals()] == ["doc.txt"]
     code, out, err = run("cat", "--passphrase-file", pw_file, archive, "doc.txt")
     assert code == 1 and "attacker" not in out and "doc.txt: not encrypted" in err
-    code, out, err = run("verify", "--passphrase-file", pw_file, archive)
-    assert code == 1 and "doc.txt: not encrypted" in err and "authenticated" not in out
+    code, out, _ = run("verify", "--passphrase-file", pw_file, archive)
+    assert code == 1 and "doc.txt: not encrypted" in out and "authenticated" not in out
 
 
 def test_the_server_refuses_a_plain_blob_in_an_encrypted_archive(tmp_path: Path) -> None:

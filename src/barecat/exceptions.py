@@ -142,8 +142,11 @@ class DamagedEntryBarecatError(BarecatIntegrityError):
         self.reason = reason
 
 
-class FileTooLargeBarecatError(_OSBarecatError):
-    """A single file is larger than the archive's shard size limit."""
+class FileTooLargeBarecatError(_OSBarecatError, ValueError):
+    """A single file is larger than the archive's shard size limit.
+
+    Also a ValueError, as in 0.3.1, for code that catches that.
+    """
 
     errno_code = _errno.EFBIG
 

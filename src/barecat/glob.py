@@ -22,6 +22,19 @@ def has_magic(text: str) -> bool:
     return _MAGIC.search(text) is not None
 
 
+def directory_pattern(pattern: str) -> str:
+    """A pattern ending in '/' selects everything below that directory: ``thumbs/``
+    becomes ``thumbs/**`` (and ``/`` becomes ``/**``); any other pattern is returned as is.
+
+    Args:
+        pattern: A glob pattern as a user typed it.
+
+    Returns:
+        The pattern to match archive paths with.
+    """
+    return pattern + "**" if pattern.endswith("/") else pattern
+
+
 def _is_hidden(name: str) -> bool:
     return name[:1] == "."
 

@@ -78,11 +78,20 @@ class ArchiveInspection:
 
     @property
     def total_logical_size(self) -> int:
-        return sum(self.index.logical_shard_end(i) for i in range(self.sharder.num_shards))
+        """Bytes of all files by the index (as 0.3.1: the same as :attr:`total_size`);
+        below :attr:`total_physical_size_seek` while deleted files leave gaps."""
+        return self.index.total_size
 
     @property
     def total_physical_size_stat(self) -> int:
+        """Bytes of all shard files on disk, by ``stat``."""
         return self.sharder.total_physical_size_stat
+
+    @property
+    def total_physical_size_seek(self) -> int:
+        """Bytes of all shard files on disk (0.3.1's name; the same as
+        :attr:`total_physical_size_stat` here, as writes reach the file at once)."""
+        return self.sharder.total_physical_size_seek
 
     def logical_shard_end(self, shard_number: int) -> int:
         return self.index.logical_shard_end(shard_number)

@@ -127,7 +127,11 @@ def register(sub: Subparsers) -> None:
 
 
 def read_path_list(source: str, null_separated: bool) -> Iterator[str]:
-    """Paths from a file (or stdin for '-'), one per line or NUL-separated."""
+    """Paths from a file (or stdin for '-'), one per line or NUL-separated.
+
+    NUL-separated input that ends in a newline (``find -print0 | sort`` appends one after
+    the last NUL) has that newline dropped: it ends the text, it is not part of a name.
+    """
     stream = sys.stdin.buffer if source == "-" else open(source, "rb")  # noqa: SIM115
     try:
         data = stream.read()
@@ -135,6 +139,8 @@ def read_path_list(source: str, null_separated: bool) -> Iterator[str]:
         if source != "-":
             stream.close()
     separator = b"\0" if null_separated else b"\n"
+    if null_separated and data.endswith(b"\n"):
+        data = data[:-1]
     for raw in data.split(separator):
         raw = raw if null_separated else raw.rstrip(b"\r")
         if raw:
@@ -253,7 +259,7 @@ def store_in_processes(args: argparse.Namespace, plan: IngestPlan) -> IngestResu
 def run_add(args: argparse.Namespace) -> int:
     if not archive_exists(args.archive) and not args.create:
         error(
-            f"{args.archive}: no such archive (use 'barecat create' or 'barecat add -c')",
+            f"{args.archive}: archive does not exist (use 'barecat create' or 'barecat add -c')",
             command="add",
         )
         return 1

@@ -21,9 +21,11 @@ from barecat.cli.sealing import open_archive
 from barecat.cli.terminal import error, failure_line
 from barecat.transfer import (
     DEFAULT_WORKERS,
+    IngestPlan,
     copy_file_to,
     extract_to_directory,
     ingest,
+    plan_roots,
     plan_sources,
 )
 
@@ -39,8 +41,7 @@ def _creation_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--overwrite", action="store_true", help="Overwrite an existing archive")
 
 
-def _store(args: argparse.Namespace, paths: list[str], base: str | None) -> int:
-    plan = plan_sources(paths, base_directory=base, physical_order=args.physical_order)
+def _store(args: argparse.Namespace, plan: IngestPlan) -> int:
     with Barecat(
         args.file,
         readonly=False,
@@ -65,31 +66,30 @@ def create(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--null", action="store_true", help="Paths on stdin are NUL-separated")
 
     def body(args: argparse.Namespace) -> int:
-        args.physical_order = False
-        return _store(args, list(create_cmd.read_path_list("-", args.null)), None)
+        return _store(args, plan_sources(create_cmd.read_path_list("-", args.null)))
 
     return run_legacy("barecat-create", "barecat create -T -", parser, body, argv)
 
 
 def create_recursive(argv: Sequence[str] | None = None) -> int:
-    """``barecat-create-recursive --file ARCHIVE PATHS...``; ``--strip-root`` stores one
-    directory's contents at the archive root."""
+    """``barecat-create-recursive --file ARCHIVE PATHS...``: each directory's contents are
+    stored at the archive root, as 0.3.1 does (``DIR/a.txt`` becomes ``a.txt``)."""
     parser = argparse.ArgumentParser(
-        prog="barecat-create-recursive", description="Create an archive from directory trees."
+        prog="barecat-create-recursive",
+        description="Create an archive from directory trees: the contents of each PATH are "
+        "stored at the archive root (a file PATH under its own name).",
     )
     parser.add_argument("paths", nargs="+")
     _creation_options(parser)
     parser.add_argument("--physical-order", action="store_true")
-    parser.add_argument("--strip-root", action="store_true")
+    parser.add_argument(
+        "--strip-root", action="store_true", help="Accepted for 0.3.1 scripts: always done"
+    )
 
     def body(args: argparse.Namespace) -> int:
-        if args.strip_root:
-            if len(args.paths) != 1:
-                raise ValueError("--strip-root needs exactly one path")
-            return _store(args, ["."], args.paths[0])
-        return _store(args, args.paths, None)
+        return _store(args, plan_roots(args.paths, physical_order=args.physical_order))
 
-    return run_legacy("barecat-create-recursive", "barecat create", parser, body, argv)
+    return run_legacy("barecat-create-recursive", "barecat create -C DIR .", parser, body, argv)
 
 
 def extract(argv: Sequence[str] | None = None) -> int:

@@ -15,7 +15,7 @@ import json
 import os
 import re
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import TextIO
 
 from barecat.archive import Barecat
@@ -164,6 +164,17 @@ def _print_entries(
         out.writelines(_short(info, name) + "\n" for info, name in entries)
 
 
+def _total_blocks(entries: Iterable[BarecatEntryInfo]) -> int:
+    """GNU ``ls -l``'s ``total``: the space the listed entries take, in 1K blocks, each
+    rounded up. In an archive only files' bytes take space: a directory (its contents are
+    not counted, as in ``ls``) and a link (like a fast symlink) take none."""
+    return sum(
+        -(-(e.size or 0) // 1024)
+        for e in entries
+        if isinstance(e, BarecatFileInfo) and not is_link(e)
+    )
+
+
 def _files_below(bc: Barecat, path: str) -> Iterator[BarecatFileInfo]:
     for info in children(bc, path):
         if isinstance(info, BarecatDirInfo):
@@ -208,7 +219,7 @@ def run_list(args: argparse.Namespace) -> int:
         for i, d in enumerate(dirs):
             entries = [(e, e.name) for e in children(bc, d.path)]
             if args.long and not args.jsonl:
-                out.write(f"total {d.size_tree or 0}\n")
+                out.write(f"total {_total_blocks(e for e, _ in entries)}\n")
             _print_entries(bc, entries, args, out)
             if i < len(dirs) - 1:
                 out.write("\n")

@@ -7,6 +7,7 @@ library errors, which :func:`barecat.cli.running.run_command` turns into one lin
 from __future__ import annotations
 
 import argparse
+import difflib
 import sys
 from collections.abc import Sequence
 
@@ -30,6 +31,10 @@ from barecat.cli import (
 from barecat.cli.parsing import CommandParser
 from barecat.cli.running import EXIT_USAGE, run_command
 from barecat.cli.terminal import PROG
+from barecat.glob import directory_pattern
+
+_normalize_pattern = directory_pattern
+"""0.3.1's name for how ``--pattern`` values are read (its tests import it from here)."""
 
 COMMAND_MODULES = (
     create,
@@ -82,9 +87,35 @@ def _attach_negative_values(argv: list[str]) -> list[str]:
     return out
 
 
+def _command_names(parser: argparse.ArgumentParser) -> list[str]:
+    """Every name a command answers to, aliases and hidden commands included."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return list(action.choices)
+    return []
+
+
+def unknown_command(parser: argparse.ArgumentParser, argv: Sequence[str]) -> str | None:
+    """The message for a mistyped command name (the nearest public ones suggested), or
+    None if ``argv`` names a command (or none at all: options only)."""
+    word = next((a for a in argv if not a.startswith("-")), None)
+    names = _command_names(parser)
+    if word is None or word in names:
+        return None
+    public = [n for n in names if not n.startswith("_")]
+    near = difflib.get_close_matches(word, public, n=3, cutoff=0.6)
+    if not near:
+        return f"unknown command '{word}' (see '{PROG} --help' for the commands)"
+    return f"unknown command '{word}'; did you mean {' or '.join(repr(n) for n in near)}?"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args_list = _attach_negative_values(list(sys.argv[1:] if argv is None else argv))
+    mistyped = unknown_command(parser, args_list)
+    if mistyped is not None:
+        print(f"{PROG}: {mistyped}", file=sys.stderr)
+        return EXIT_USAGE
     try:
         args = parser.parse_args(args_list)
     except SystemExit as e:  # --help, --version, usage errors: argparse already printed

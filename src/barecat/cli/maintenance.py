@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from typing import TextIO
 
 from barecat.archive import Barecat
 from barecat.cli.parsing import Subparsers, add_archive_argument, add_command
@@ -126,9 +127,9 @@ def _progress(args: argparse.Namespace, total: int) -> tuple[Progress, OnFile]:
     return progress, on_file
 
 
-def _print_bad(paths: list[str], reasons: dict[str, str]) -> None:
+def _print_bad(paths: list[str], reasons: dict[str, str], stream: TextIO | None = None) -> None:
     for path in paths:
-        print(f"{path}: {reasons.get(path, 'bad')}", file=sys.stderr)
+        print(f"{path}: {reasons.get(path, 'bad')}", file=stream or sys.stderr)
 
 
 def run_verify(args: argparse.Namespace) -> int:
@@ -147,9 +148,11 @@ def run_verify(args: argparse.Namespace) -> int:
                 workers=args.workers,
             )
         unsealed = _verify_seals(args, bc, report) if not args.quick else ""
+    # The findings are the report, on stdout as with 'md5sum -c' (and 0.3.1); the verdict
+    # and what failed to run go to stderr.
     for problem in report.index_problems:
-        print(f"index: {problem}", file=sys.stderr)
-    _print_bad(report.bad_files, report.reasons)
+        print(f"index: {problem}")
+    _print_bad(report.bad_files, report.reasons, sys.stdout)
     if not report.ok:
         print(
             f"Verification failed: {len(report.bad_files)} bad files, "

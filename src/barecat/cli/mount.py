@@ -20,13 +20,17 @@ from barecat.cli.parsing import Subparsers, add_command, add_passphrase_option
 from barecat.cli.sealing import PASSPHRASE_ENV, passphrase_source
 from barecat.exceptions import BarecatError
 from barecat.mount import check_fuse, is_mounted, mount_archive, unmount
+from barecat.sizes import parse_size
 
 EXAMPLES = """
 barecat mount photos.barecat /mnt/photos          # read-only, in the background
 barecat mount -f photos.barecat /mnt/photos       # in the foreground (Ctrl-C unmounts)
 barecat mount --rw notes.barecat ~/notes          # read-write
 barecat mount --unmount /mnt/photos               # or: fusermount3 -u /mnt/photos
+barecat mount notes.barecat ~/notes -o rw,append_only,shard_size_limit=10G   # 0.3.1's -o
 """
+KNOWN_OPTIONS = "ro, rw, fg/foreground, mmap, defrag, overwrite, append_only, shard_size_limit=SIZE"
+"""barecat 0.3.1's ``-o`` mount options, all accepted."""
 START_TIMEOUT = 30.0
 """Seconds to wait for a background server's mount to appear."""
 
@@ -73,7 +77,45 @@ def register(sub: Subparsers) -> None:
         "kernel memory for find over millions of files; a LOOKUP for each file opened "
         "after its directory was listed, and no read-ahead of files not yet opened)",
     )
+    parser.add_argument(
+        "-o",
+        "--options",
+        action="append",
+        metavar="OPTIONS",
+        help=f"Comma-separated mount options, as barecat 0.3.1: {KNOWN_OPTIONS}. rw is --rw, "
+        "fg is -f; append_only: new files only, nothing changed or removed; "
+        "shard_size_limit: for new shards; defrag: defragment once unmounted (rw); "
+        "mmap and overwrite change nothing here (reads go through the page cache, and a rw "
+        "mount replaces files anyway)",
+    )
     add_passphrase_option(parser)
+
+
+def apply_mount_options(args: argparse.Namespace) -> None:
+    """Fold the ``-o`` options (comma-separated, repeatable, the last word wins) into
+    ``args``: ``rw``, ``foreground``, ``append_only``, ``shard_size_limit``, ``defrag``.
+
+    Raises:
+        ValueError: An option that is not one of :data:`KNOWN_OPTIONS`, or a bad size.
+    """
+    args.append_only, args.shard_size_limit, args.defrag = False, None, False
+    for option in ",".join(args.options or []).split(","):
+        option = option.strip()
+        name, has_value, value = option.partition("=")
+        if option in ("", "mmap", "overwrite"):
+            continue
+        if option in ("ro", "rw"):
+            args.rw = option == "rw"
+        elif option in ("fg", "foreground"):
+            args.foreground = True
+        elif option == "append_only":
+            args.append_only = True
+        elif option == "defrag":
+            args.defrag = True
+        elif name == "shard_size_limit" and has_value:
+            args.shard_size_limit = parse_size(value)
+        else:
+            raise ValueError(f"unknown mount option -o {option} (known: {KNOWN_OPTIONS})")
 
 
 def run_mount(args: argparse.Namespace) -> int:
@@ -84,6 +126,9 @@ def run_mount(args: argparse.Namespace) -> int:
         return 0
     if not args.archive or not args.mountpoint:
         raise ValueError("give the archive and the mount point (or --unmount MOUNTPOINT)")
+    apply_mount_options(args)
+    if args.defrag and not args.rw:
+        raise ValueError("-o defrag changes the archive once unmounted: add -o rw")
     check_fuse()
     if args.foreground:
         mount_archive(
@@ -95,6 +140,9 @@ def run_mount(args: argparse.Namespace) -> int:
             threads=args.threads,
             read_ahead=args.read_ahead,
             plain_listings=args.plain_listings,
+            append_only=args.append_only,
+            shard_size_limit=args.shard_size_limit,
+            defrag_after=args.defrag,
         )
         return 0
     return _serve_in_background(args)
@@ -119,6 +167,8 @@ def _serve_in_background(args: argparse.Namespace) -> int:
         argv.append("--no-read-ahead")
     if args.plain_listings:
         argv.append("--plain-listings")
+    for options in args.options or []:
+        argv += ["-o", options]
     if secret:
         argv += ["--passphrase-file", "/dev/stdin"]
     with tempfile.TemporaryFile() as log:
@@ -149,4 +199,4 @@ def _serve_in_background(args: argparse.Namespace) -> int:
         raise BarecatError(f"{args.mountpoint} did not appear within {START_TIMEOUT:.0f} s")
 
 
-__all__ = ["register", "run_mount"]
+__all__ = ["KNOWN_OPTIONS", "apply_mount_options", "register", "run_mount"]

@@ -49,8 +49,13 @@ def add_command(
     aliases: Sequence[str] = (),
     description: str | None = None,
     examples: str | None = None,
+    short_help: bool = True,
 ) -> argparse.ArgumentParser:
-    """Declare a subcommand; ``examples`` is shown under 'examples:' in its --help."""
+    """Declare a subcommand; ``examples`` is shown under 'examples:' in its --help.
+
+    ``short_help=False`` leaves ``-h`` free for the command (``du -h``, as in GNU): help is
+    ``--help`` only.
+    """
     epilog = None
     if examples:
         epilog = "examples:\n" + textwrap.indent(textwrap.dedent(examples).strip("\n"), "  ")
@@ -61,7 +66,10 @@ def add_command(
         description=description or help,
         epilog=epilog,
         formatter_class=argparse.RawDescriptionHelpFormatter,
+        add_help=short_help,
     )
+    if not short_help:
+        parser.add_argument("--help", action="help", help="show this help message and exit")
     parser.set_defaults(handler=handler, command=name)
     return parser
 

@@ -33,16 +33,19 @@ def register(sub: Subparsers) -> None:
         help="Show disk usage (like du, apparent sizes in bytes)",
         handler=run_du,
         examples="""
-        barecat du -H -d 1 photos.barecat
+        barecat du -h -d 1 photos.barecat
         barecat du -s photos.barecat train/
         barecat du -a photos.barecat train/cat/ | sort -n | tail
         """,
+        short_help=False,
     )
     add_archive_argument(du)
     du.add_argument("path", nargs="?", default="", help="Where to start (default: root)")
     du.add_argument("-a", "--all", action="store_true", help="Files too, not just directories")
     du.add_argument("-s", "--summarize", action="store_true", help="Only the total of PATH")
-    du.add_argument("-H", "--human-readable", action="store_true", help="Sizes like 1.5K, 20M")
+    du.add_argument(
+        "-h", "-H", "--human-readable", action="store_true", help="Sizes like 1.5K, 20M"
+    )
     du.add_argument("-d", "--max-depth", type=int, metavar="N", help="Show at most N levels deep")
 
     csv_parser = add_command(
@@ -119,8 +122,9 @@ def run_du(args: argparse.Namespace) -> int:
 
 
 def run_index_to_csv(args: argparse.Namespace) -> int:
-    """Same columns, quoting and order as the reference, so tools reading its CSV still work."""
-    writer = csv.writer(sys.stdout, quoting=csv.QUOTE_NONNUMERIC, lineterminator="\n")
+    """Same columns, quoting, order and CRLF line ends (the csv module's) as the reference,
+    byte for byte, so tools reading its CSV still work."""
+    writer = csv.writer(sys.stdout, quoting=csv.QUOTE_NONNUMERIC, lineterminator="\r\n")
     writer.writerow(["path", "shard", "offset", "size", "crc32c"])
     with open_archive(args.archive, args) as bc:
         for f in bc.index.iter_all_fileinfos(Order.PATH):

@@ -61,6 +61,9 @@ def mount_archive(
     threads: bool | None = None,
     read_ahead: bool = True,
     plain_listings: bool = False,
+    append_only: bool = False,
+    shard_size_limit: int | None = None,
+    defrag_after: bool = False,
 ) -> None:
     """Serve ``archive`` at ``mountpoint`` until it is unmounted (``fusermount3 -u``,
     SIGINT or SIGTERM); then the archive is closed, writes committed. Blocks.
@@ -72,8 +75,12 @@ def mount_archive(
     always use one. ``read_ahead``: a read-only mount stores the next files of a
     directory read file after file in the kernel's cache (``barecat.mount.readahead``).
     ``plain_listings``: listings carry attributes in their first part only
-    (``barecat.mount.listing.ListingFUSE``).
+    (``barecat.mount.listing.ListingFUSE``). A writable mount may be ``append_only``
+    (new files only: changing or removing one fails with EROFS), take a new
+    ``shard_size_limit``, and be defragmented once unmounted (``defrag_after``).
     """
+    if defrag_after and not writable:
+        raise BarecatError("defragmenting after the mount changes the archive: mount it rw")
     check_fuse()
     remote = is_remote_url(archive)
     if not remote:
@@ -85,7 +92,14 @@ def mount_archive(
         raise BarecatError(f"{mountpoint} is already a mount point")
 
     def open_archive() -> Barecat:
-        return Barecat(archive, readonly=not writable, threadsafe=True, passphrase=passphrase)
+        return Barecat(
+            archive,
+            readonly=not writable,
+            threadsafe=True,
+            passphrase=passphrase,
+            append_only=append_only,
+            shard_size_limit=shard_size_limit if writable else None,
+        )
 
     with open_archive() as bc:  # a missing archive or a wrong passphrase fails here, unmounted
         bc.unlock()
@@ -122,6 +136,9 @@ def mount_archive(
     except RuntimeError as e:  # fuse_main's non-zero status
         if e.args != (STOPPED_BY_SIGNAL,):
             raise BarecatError(f"FUSE could not serve {mountpoint} (status {e})") from e
+    if defrag_after:
+        with Barecat(archive, readonly=False, passphrase=passphrase) as bc:
+            bc.defrag()
 
 
 def is_mounted(mountpoint: str) -> bool:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from barecat.glob import PathFilter
+from barecat.glob import PathFilter, directory_pattern
 from barecat.index import Index
 from barecat.index.reading import IndexReader
 from barecat.ops.copy_files import CopyStats, ProgressCallback, SealLike, copy_files_from
@@ -37,8 +37,7 @@ def select_entries(
     if pattern is not None and path_filter is not None:
         raise ValueError("A glob pattern cannot be combined with include/exclude rules")
     if pattern is not None:
-        if pattern.endswith("/"):
-            pattern += "**"
+        pattern = directory_pattern(pattern)
         matches = set(index.iterglob_paths(pattern, recursive=True, include_hidden=True))
         files = [p for p in index.iterglob_paths(pattern, True, True, only_files=True)]
         chosen_dirs = matches.difference(files)

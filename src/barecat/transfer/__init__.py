@@ -21,7 +21,7 @@ from barecat.transfer.extraction import (
 )
 from barecat.transfer.ingest import DEFAULT_WORKERS, IngestResult, add_directory, ingest
 from barecat.transfer.merging import merge, merge_symlink
-from barecat.transfer.sources import IngestPlan, Source, plan_sources, plan_tree
+from barecat.transfer.sources import IngestPlan, Source, plan_roots, plan_sources, plan_tree
 from barecat.transfer.wrapping import wrap_archive
 
 __all__ = [
@@ -54,6 +54,7 @@ __all__ = [
     "merge_symlink",
     "open_verified",
     "parse_format",
+    "plan_roots",
     "plan_sources",
     "plan_tree",
     "stream2barecat",

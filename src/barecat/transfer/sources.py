@@ -206,6 +206,54 @@ def plan_tree(
     return plan
 
 
+def plan_roots(
+    roots: Iterable[str], *, follow_symlinks: bool = False, physical_order: bool = False
+) -> IngestPlan:
+    """Plan storing the contents of each directory in ``roots`` at the archive root.
+
+    This is how ``barecat-create-recursive`` has always stored its arguments: ``d1/a.txt``
+    and ``d2/s/b.txt`` become ``a.txt`` and ``s/b.txt``. A file among ``roots`` is stored
+    under its base name (a root is always entered, link or not). A path that an earlier
+    root already provides is recorded as a failure (``EEXIST``, naming both sources)
+    instead of silently replacing or dropping one.
+
+    Args:
+        roots: Directories (or files) on disk.
+        follow_symlinks: Store what links point to rather than the links.
+        physical_order: Read files in their order on disk (see :func:`physical_position`).
+
+    Returns:
+        The plan; unreadable roots are among its failures.
+    """
+    plan = IngestPlan()
+    stored_from: dict[str, str] = {}
+    for root in roots:
+        part = IngestPlan()
+        planner = _Planner(part, follow_symlinks, None)
+        name = os.path.basename(root)
+        st = _stat_dir(planner, root)
+        if st is not None and stat.S_ISDIR(st.st_mode):
+            planner.walk(root, "", st)
+        elif st is not None and not is_utf8(name):
+            part.failures.append((root, not_utf8_error(root)))
+        elif st is not None:
+            planner.add_leaf(root, member_name(name), st.st_mode)
+        for info in part.dirs:
+            plan.add_dir(info)
+        for source in part.files:
+            earlier = stored_from.setdefault(source.store_path, source.disk_path)
+            if earlier == source.disk_path:
+                plan.add_file(source)
+            else:
+                why = f"{source.store_path} is already stored from {earlier}"
+                plan.failures.append((source.disk_path, FileExistsError(errno.EEXIST, why)))
+        plan.failures.extend(part.failures)
+        plan.skipped.extend(part.skipped)
+    if physical_order:
+        sort_by_physical_position(plan.files)
+    return plan
+
+
 def _stat_dir(planner: _Planner, directory: str) -> os.stat_result | None:
     try:
         return os.stat(directory)  # the root itself is always entered, link or not
@@ -260,6 +308,7 @@ __all__ = [
     "member_name",
     "not_utf8_error",
     "physical_position",
+    "plan_roots",
     "plan_sources",
     "plan_tree",
     "sort_by_physical_position",
