@@ -39,8 +39,8 @@ def select_entries(
     if pattern is not None:
         if pattern.endswith("/"):
             pattern += "**"
-        matches = set(index.iterglob_paths(pattern, recursive=True, include_hidden=True))
-        files = [p for p in index.iterglob_paths(pattern, True, True, only_files=True)]
+        matches = set(index.glob_entry_paths(pattern, recursive=True, include_hidden=True))
+        files = index.glob_entry_paths(pattern, True, True, only_files=True)
         chosen_dirs = matches.difference(files)
     elif path_filter is not None and not path_filter.selects_everything:
         files = [p for p in index.iter_all_filepaths() if path_filter.selects(p, False)]
