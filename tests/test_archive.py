@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import io
 import os
 import pickle
@@ -17,6 +18,7 @@ from barecat import (
     InvalidPathBarecatError,
     IsADirectoryBarecatError,
     NotADirectoryBarecatError,
+    NotADirectoryLookupBarecatError,
     PathTypeBarecatError,
     ReadOnlyBarecatError,
 )
@@ -125,6 +127,43 @@ def test_bytes_are_not_paths(writable: barecat.Barecat) -> None:
         with pytest.raises(PathTypeBarecatError):
             attempt()
     assert sorted(writable) == ["a.txt"]
+
+
+def test_lookups_through_a_file_are_both_enotdir_and_not_found(
+    writable: barecat.Barecat,
+) -> None:
+    """Looking a path up through a file raises an error that is ENOTDIR (as ``os``) and
+    also the FileNotFoundBarecatError barecat 0.3.1 raised, so either ``except`` works;
+    an edit that would put something below a file stays a plain NotADirectoryBarecatError
+    (as in 0.3.1)."""
+    writable["f.txt"] = b"file"
+    attempts = [
+        lambda: writable.listdir("f.txt"),
+        lambda: list(writable.walk("f.txt")),
+        lambda: writable.index.lookup_dir("f.txt"),
+        lambda: writable.index.lookup_file("f.txt/x"),
+        lambda: writable.index.listdir_infos("f.txt"),
+        lambda: writable.open("f.txt/x", "rb"),
+        lambda: writable.index.chmod("f.txt/x", 0o600),
+    ]
+    for attempt in attempts:
+        with pytest.raises(NotADirectoryLookupBarecatError) as caught:
+            attempt()
+        e = caught.value
+        assert isinstance(e, NotADirectoryBarecatError) and isinstance(e, NotADirectoryError)
+        assert isinstance(e, FileNotFoundBarecatError) and isinstance(e, FileNotFoundError)
+        assert e.errno == errno.ENOTDIR and "Not a directory" in str(e)
+        assert e.filename in ("f.txt", "f.txt/x")
+    with pytest.raises(NotADirectoryBarecatError) as caught:
+        writable["f.txt/x"] = b"x"
+    assert not isinstance(caught.value, FileNotFoundError)
+    with pytest.raises(NotADirectoryBarecatError) as caught:
+        writable.mkdir("f.txt/d")
+    assert "f.txt" in str(caught.value)
+    with pytest.raises(NotADirectoryBarecatError), writable.open("f.txt/x", "wb") as f:
+        f.write(b"x")
+    assert sorted(writable) == ["f.txt"]
+    assert writable.index.find_inconsistencies() == []
 
 
 def test_file_where_directory_needed_and_vice_versa(writable: barecat.Barecat) -> None:

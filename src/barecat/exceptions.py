@@ -73,6 +73,20 @@ class NotADirectoryBarecatError(_OSBarecatError, NotADirectoryError):
     errno_code = _errno.ENOTDIR
 
 
+class NotADirectoryLookupBarecatError(NotADirectoryBarecatError, FileNotFoundBarecatError):
+    """A lookup that goes through a file: ``listdir('f.txt')``, ``lookup_file('f.txt/x')``.
+
+    Both a :class:`NotADirectoryBarecatError` (``errno`` ENOTDIR, what ``os`` raises
+    there) and a :class:`FileNotFoundBarecatError` (what barecat 0.3.1 raised, so code
+    catching that keeps working). Edits that would put an entry below a file raise a
+    plain :class:`NotADirectoryBarecatError`, as 0.3.1 does.
+    """
+
+    def __init__(self, message: str, path: str) -> None:
+        _OSBarecatError.__init__(self, message)
+        self.filename = path
+
+
 class DirectoryNotEmptyBarecatError(_OSBarecatError):
     """``rmdir`` of a directory that still has entries."""
 
@@ -176,6 +190,7 @@ __all__ = [
     "IsADirectoryBarecatError",
     "KeyDerivationCostBarecatError",
     "NotADirectoryBarecatError",
+    "NotADirectoryLookupBarecatError",
     "NotEnoughSpaceBarecatError",
     "PathTypeBarecatError",
     "ReadOnlyBarecatError",

@@ -31,7 +31,7 @@ from barecat.exceptions import (
     FileNotFoundBarecatError,
     InvalidPathBarecatError,
     IsADirectoryBarecatError,
-    NotADirectoryBarecatError,
+    NotADirectoryLookupBarecatError,
     ReadOnlyBarecatError,
 )
 from barecat.glob import compile_glob
@@ -323,13 +323,16 @@ class IndexReader:
             raise self.not_found_error(path)
         return query.file_from_row(row)
 
-    def not_found_error(self, path: str, what: str = "File") -> BarecatError:
-        """The error ``os`` would give for a missing ``path``: ENOTDIR if an ancestor is a file."""
+    def not_found_error(self, path: str, what: str = "File") -> FileNotFoundBarecatError:
+        """The error for a missing ``path``: ENOTDIR (as ``os``) if an ancestor is a file,
+        a :class:`NotADirectoryLookupBarecatError`, which is also the
+        ``FileNotFoundBarecatError`` 0.3.1 raised; ENOENT otherwise."""
         ups = ancestors(path)
         marks = ",".join("?" * len(ups))
         sql = f"SELECT path FROM files WHERE path IN ({marks}) LIMIT 1"
         if ups and (row := self.conn.execute(sql, ups).fetchone()) is not None:
-            return NotADirectoryBarecatError(f"Not a directory: {row[0]!r} (in {path!r}) is a file")
+            message = f"Not a directory: {row[0]!r} (in {path!r}) is a file"
+            return NotADirectoryLookupBarecatError(message, path)
         return FileNotFoundBarecatError(path, what)
 
     def lookup_address(self, path: str) -> query.Located | None:
@@ -435,7 +438,7 @@ class IndexReader:
         ).fetchone()
         if row is None:
             if self.isfile(path):
-                raise NotADirectoryBarecatError(f"Not a directory: {path}")
+                raise NotADirectoryLookupBarecatError(f"Not a directory: {path}", path)
             raise self.not_found_error(path, "Directory")
         return query.dir_from_row(row)
 
