@@ -609,6 +609,112 @@ def test_old_index_naming_survives_our_writes(ref: Reference, tmp_path: Path) ->
     ref.assert_verify_ok(base, len(model.files))
 
 
+# -- 4b. empty archives and empty files ---------------------------------------------------
+
+# What the reference sees of an archive: its files and bytes, the CRC check, '**'.
+REF_LOOK = """
+with barecat.Barecat(args['path']) as bc:
+    result = [
+        {p: bc[p].hex() for p in sorted(bc.index.iter_all_filepaths())},
+        bc.verify_integrity(),
+        bc.glob('**', recursive=True),
+    ]
+"""
+
+# The reference adds files (path -> hex) to an archive, creating it if missing.
+REF_ADD = """
+with barecat.Barecat(args['path'], readonly=False) as bc:
+    for p, data in args['files'].items():
+        bc[p] = bytes.fromhex(data)
+result = None
+"""
+
+
+def our_look(path: str) -> list[Any]:
+    with barecat.Barecat(path) as bc:
+        files = {p: bc[p].hex() for p in sorted(bc.index.iter_all_filepaths())}
+        return [files, bc.verify_integrity(), bc.glob("**", recursive=True)]
+
+
+@pytest.mark.parametrize("old_naming", [False, True])
+def test_empty_archive_made_by_us_opens_in_the_reference(
+    ref: Reference, tmp_path: Path, old_naming: bool
+) -> None:
+    base = str(tmp_path / "empty")
+    with barecat.Barecat(base, readonly=False):
+        pass
+    assert os.path.getsize(f"{base}-shard-00000") == 0  # made, as 0.3.1 makes it
+    if old_naming:
+        os.rename(base, base + "-sqlite-index")
+    assert ref.run(REF_LOOK, path=base) == [{}, True, [""]]
+    ref.run(REF_ADD, path=base, files={"a.txt": b"by ref".hex(), "empty": ""})
+    expected = {"a.txt": b"by ref".hex(), "empty": ""}
+    assert our_look(base) == [expected, True, ["", "a.txt", "empty"]]
+    assert os.path.exists(base + "-sqlite-index") == old_naming
+
+
+@pytest.mark.parametrize("old_naming", [False, True])
+def test_empty_archive_made_by_the_reference_takes_our_empty_file(
+    ref: Reference, tmp_path: Path, old_naming: bool
+) -> None:
+    base = str(tmp_path / "empty")
+    ref.run(REF_ADD, path=base, files={})
+    if old_naming:
+        os.rename(base, base + "-sqlite-index")
+    assert our_look(base) == [{}, True, [""]]
+    with barecat.Barecat(base, readonly=False) as bc, bc.open("nothing.txt", "wb"):
+        pass  # an empty file: no byte is written anywhere
+    assert ref.run(REF_LOOK, path=base) == [{"nothing.txt": ""}, True, ["", "nothing.txt"]]
+    assert our_look(base) == [{"nothing.txt": ""}, True, ["", "nothing.txt"]]
+    assert ref.cli("verify", base).returncode == 0
+
+
+def test_archive_made_by_the_reference_takes_our_empty_file(ref: Reference, tmp_path: Path) -> None:
+    path = str(tmp_path / "by_ref.barecat")
+    ref.apply(path, BUILD_OPS, shard_size_limit=SHARD_LIMIT)
+    model = built_model()
+    with barecat.Barecat(path, readonly=False) as bc:
+        with bc.open("data/made_empty.txt", "wb"):
+            pass
+        with bc.open("README.txt", "wb"):
+            pass  # truncated to nothing
+        with bc.open("data/val/notes.txt", "r+b") as f:
+            f.read()  # read, unchanged: stays where it is
+    model.files["data/made_empty.txt"] = b""
+    model.files["README.txt"] = b""
+    theirs = ref.view(path, sorted(model.dirs))
+    assert {p: bytes.fromhex(f["data"]) for p, f in theirs["files"].items()} == model.files
+    ref.assert_verify_ok(path, len(model.files))
+
+
+def test_archive_of_ours_without_a_first_shard(ref: Reference, tmp_path: Path) -> None:
+    """Archives without bytes made before this version have no shard file: they read
+    (an empty file needs no shard), and the next writer makes shard 0, so that the
+    reference opens them too. A missing shard that files' bytes are in stays an error."""
+    path = str(tmp_path / "old_empty.barecat")
+    with barecat.Barecat(path, readonly=False) as bc:
+        bc["e"] = b""
+    os.remove(f"{path}-shard-00000")
+    assert our_look(path) == [{"e": ""}, True, ["", "e"]]
+    with barecat.Barecat(path) as bc, bc.open("e", "rb") as f:
+        assert f.read() == b"" and bc.read("e") == b"" and bc.get_many(["e"]) == [b""]
+    assert not os.path.exists(f"{path}-shard-00000")  # readers change nothing
+    with barecat.Barecat(path, readonly=False):
+        pass
+    assert os.path.getsize(f"{path}-shard-00000") == 0
+    assert ref.run(REF_LOOK, path=path) == [{"e": ""}, True, ["", "e"]]
+
+    ref.run(REF_ADD, path=path, files={"x": b"bytes".hex()})
+    os.remove(f"{path}-shard-00000")
+    with barecat.Barecat(path) as bc:
+        with pytest.raises(barecat.BarecatIntegrityError, match="shard-00000 is missing"):
+            bc["x"]
+        assert bc["e"] == b""
+    with barecat.Barecat(path, readonly=False):
+        pass
+    assert not os.path.exists(f"{path}-shard-00000")  # not made to look like it was there
+
+
 # -- 5. corruption ------------------------------------------------------------------------
 
 
