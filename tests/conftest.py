@@ -34,6 +34,12 @@ def reference_python() -> str:
     )
 
 
+def reference_env() -> dict[str, str]:
+    """The environment for the reference's console scripts: without PYTHONPATH & co.,
+    which would make them import this package instead of barecat 0.3.1."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+
+
 def made_by_reference(archive: str, files: dict[str, bytes]) -> None:
     """Store ``files`` into ``archive`` with the reference barecat 0.3.1 (which stores
     paths such as '../x' verbatim, as no archive of ours has them)."""

@@ -19,7 +19,7 @@ import pytest
 
 import barecat
 from barecat.cli.terminal import human_size
-from conftest import Run, make_tree, reference_python
+from conftest import Run, make_tree, reference_env, reference_python
 
 UTF8 = {**os.environ, "LC_ALL": "C.UTF-8", "TZ": "UTC"}
 
@@ -203,7 +203,9 @@ def test_du_human_and_missing(run: Run, extracted: tuple[str, Path]) -> None:
 def test_index_to_csv_equals_the_reference_output(run: Run, extracted: tuple[str, Path]) -> None:
     ar, _ = extracted
     ref_bin = Path(reference_python()).parent / "barecat"
-    theirs = subprocess.run([ref_bin, "index-to-csv", ar], capture_output=True, text=True)
+    theirs = subprocess.run(
+        [ref_bin, "index-to-csv", ar], capture_output=True, text=True, env=reference_env()
+    )
     assert theirs.returncode == 0, theirs.stderr
     code, ours, _ = run("index-to-csv", ar)
     assert code == 0 and ours == theirs.stdout
