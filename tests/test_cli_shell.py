@@ -105,7 +105,8 @@ def test_ls_long_format(archive_path: str, run: Run) -> None:
         bc.add(barecat.BarecatDirInfo("d/sub", 0o40750, uid, gid, recent))
         bc.add("d/sub/inner/g", data=b"")
     user = pwd.getpwuid(uid).pw_name
-    lines = run(archive_path, "ls -l d")[1].splitlines()
+    total, *lines = run(archive_path, "ls -l d")[1].splitlines()
+    assert total == "total 2048"  # the size of the listed directory's tree, as 'barecat ls -l'
     assert len(lines) == 2
     mode, links, owner, _group, size, month, day, year, name = lines[0].split()
     assert (mode, links, owner, size, name) == ("-rw-------", "1", user, "2048", "f.bin")
@@ -116,7 +117,8 @@ def test_ls_long_format(archive_path: str, run: Run) -> None:
     assert ":" in fields[7]  # recent entries show the time instead of the year
     assert lines[0].index("2048") + len("2048") == lines[1].index(" 0 ") + 2  # right-aligned
     human = run(archive_path, "ls -lh d/f.bin")[1]
-    assert " 2.0K " in human and human.rstrip().endswith("d/f.bin")
+    assert " 2.0K " in human and human.rstrip().endswith("d/f.bin")  # a file: no total
+    assert run(archive_path, "ls -lh d")[1].startswith("total 2.0K\n")
 
 
 def test_ls_missing_path_is_one_error_line(archive: str, run: Run) -> None:
@@ -195,7 +197,7 @@ def test_stat_file_shows_every_stored_field(archive: str, run: Run) -> None:
     code, out, _ = run(archive, "cd a; stat x.txt")
     assert code == 0
     fields = {k.strip(): v.strip() for k, v in (line.split(":", 1) for line in out.splitlines())}
-    assert fields["Path"] == "/a/x.txt"
+    assert fields["File"] == "/a/x.txt"
     assert fields["Type"] == "regular file"
     assert fields["Size"] == "6 bytes"
     assert fields["CRC32C"] == f"0x{crc32c.crc32c(b'hello' + bytes([10])):08x}"
@@ -220,6 +222,7 @@ def test_stat_shows_owner_and_nanosecond_mtime(archive_path: str, run: Run) -> N
 
 def test_stat_and_info_on_a_directory_show_its_statistics(archive: str, run: Run) -> None:
     out = run(archive, "stat a")[1]
+    assert "     Dir: /a\n" in out
     assert "Type: directory" in out
     assert "Subdirs: 1" in out
     assert "Files: 1 directly inside" in out
@@ -227,7 +230,7 @@ def test_stat_and_info_on_a_directory_show_its_statistics(archive: str, run: Run
     assert run(archive, "info a")[1] == out
     assert run(archive, "cd a; stat")[1] == out
     both = run(archive, "stat a/b c")[1]
-    assert "Tree: 1 file, " in both and "\n\n    Path: /c\n" in both  # blank line between
+    assert "Tree: 1 file, " in both and "\n\n     Dir: /c\n" in both  # blank line between
 
 
 def test_info_without_a_path_summarizes_the_archive(archive: str, run: Run) -> None:
@@ -287,17 +290,73 @@ def test_get_extracts_one_file(archive: str, run: Run, tmp_path: Path) -> None:
     assert (target / "renamed").read_bytes() == FILES["a/b/y.txt"]
     run(archive, f"get /c/z.bin {target}")
     assert (target / "z.bin").read_bytes() == FILES["c/z.bin"]
-    code, _, err = run(archive, f"lcd {target}; get a")
-    assert code == 1 and "a: Is a directory" in err
 
 
-def test_mget_keeps_paths_relative_to_the_cwd(archive: str, run: Run, tmp_path: Path) -> None:
-    code, _, err = run(archive, f"lcd {tmp_path}; cd a; mget '**'; mget /top.txt")
+def test_get_copies_a_directory_tree(archive: str, run: Run, tmp_path: Path) -> None:
+    code, _, err = run(archive, f"lcd {tmp_path}; get a; get a copy; get /a/b copy")
+    assert (code, err) == (0, "")
+    for tree in (tmp_path / "a", tmp_path / "copy"):  # a missing LOCAL becomes the copy
+        assert (tree / "x.txt").read_bytes() == FILES["a/x.txt"]
+        assert (tree / "b" / "y.txt").read_bytes() == FILES["a/b/y.txt"]
+    assert (tmp_path / "copy" / "b" / "y.txt").is_file()  # an existing one receives it
+    assert sorted(os.listdir(tmp_path / "copy")) == ["b", "x.txt"]
+    assert oct(os.stat(tmp_path / "copy").st_mode & 0o777) == oct(0o755)
+
+
+def test_get_of_a_damaged_file_leaves_no_local_file(archive: str, run: Run, tmp_path: Path) -> None:
+    with barecat.Barecat(archive) as bc:
+        info = bc.stat("top.txt")
+    assert isinstance(info, barecat.BarecatFileInfo)
+    with open(f"{archive}-shard-{info.shard:05d}", "r+b") as shard:
+        shard.seek(info.offset)
+        shard.write(b"X")
+    code, _, err = run(archive, f"lcd {tmp_path}; get top.txt; get / all")
+    assert code == 1
+    assert "top.txt" in err and "CRC" in err.upper()
+    assert not (tmp_path / "top.txt").exists() and not (tmp_path / "all" / "top.txt").exists()
+    assert (tmp_path / "all" / "a" / "x.txt").read_bytes() == FILES["a/x.txt"]  # the rest
+
+
+def test_mget_copies_matches_by_name(archive: str, run: Run, tmp_path: Path) -> None:
+    here = tmp_path / "here"
+    here.mkdir()
+    code, _, err = run(archive, f"lcd {here}; mget '**/*.txt'")
+    assert (code, err) == (0, "")
+    assert sorted(os.listdir(here)) == sorted(["B.txt", "top.txt", "x.txt", "y.txt", "\u00e9.txt"])
+    assert (here / "y.txt").read_bytes() == FILES["a/b/y.txt"]
+    into = tmp_path / "into"
+    into.mkdir()
+    code, _, err = run(archive, f"cd a; mget x.txt 'b/*' {into}")  # an existing local directory
+    assert (code, err) == (0, "")
+    assert sorted(os.listdir(into)) == ["x.txt", "y.txt"]
+    code, _, err = run(archive, f"lcd {tmp_path}; mget top.txt nowhere")
+    assert code == 1 and err == "barecat shell: mget: nowhere: No such file or directory\n"
+    code, _, err = run(archive, f"lcd {tmp_path}; mget a")
+    assert code == 1 and err == "barecat shell: mget: a: Is a directory (use: get a)\n"
+
+
+def test_mget_refuses_two_matches_with_one_name(
+    make_archive: MakeArchive, run: Run, tmp_path: Path
+) -> None:
+    path = make_archive({"p/n.txt": b"first", "q/n.txt": b"second"})
+    code, _, err = run(path, f"lcd {tmp_path}; mget '*/n.txt'")
+    assert code == 1
+    assert err == "barecat shell: mget: /q/n.txt: its name is taken by /p/n.txt (use mget -d)\n"
+    assert (tmp_path / "n.txt").read_bytes() == b"first"
+    code, _, err = run(path, f"lcd {tmp_path}; mget -d '*/n.txt'")
+    assert (code, err) == (0, "")
+    assert (tmp_path / "q" / "n.txt").read_bytes() == b"second"
+
+
+def test_mget_d_keeps_paths_relative_to_the_cwd(archive: str, run: Run, tmp_path: Path) -> None:
+    code, _, err = run(archive, f"lcd {tmp_path}; cd a; mget -d '**'")
     assert (code, err) == (0, "")
     assert (tmp_path / "x.txt").read_bytes() == FILES["a/x.txt"]
     assert (tmp_path / "b" / "y.txt").read_bytes() == FILES["a/b/y.txt"]
-    assert (tmp_path / "top.txt").read_bytes() == FILES["top.txt"]
+    assert oct(os.stat(tmp_path / "b").st_mode & 0o777) == oct(0o755)  # the stored mode
     assert not (tmp_path / "c").exists()
+    code, _, err = run(archive, f"lcd {tmp_path}; cd a; mget -d /top.txt")
+    assert code == 1 and "/top.txt: outside the current directory" in err
 
 
 def test_local_helpers(archive: str, run: Run, tmp_path: Path) -> None:
@@ -415,6 +474,8 @@ def test_split_commands_respects_quotes() -> None:
     assert split_commands("cat 's;t' \"u;v\" w\\;x; ;") == ["cat 's;t' \"u;v\" w\\;x"]
     assert split_commands("ls\npwd") == ["ls", "pwd"]
     assert split_commands("  ;  ") == []
+    assert split_commands("cd a; !ls; echo 'x\nls") == ["cd a", "!ls; echo 'x", "ls"]
+    assert split_commands("echo a!b; pwd") == ["echo a!b", "pwd"]
 
 
 def test_quoted_semicolons_and_spaces_reach_the_command(
@@ -548,6 +609,84 @@ def test_completion_of_archive_and_local_paths(archive: str, tmp_path: Path) -> 
         assert shell.completedefault("x", "pwd x", 4, 5) == []
 
 
+# -- the shell as an object -------------------------------------------------------------
+
+
+def test_shell_opens_an_archive_path_and_closes_it(archive: str, tmp_path: Path) -> None:
+    with BarecatShell(archive) as shell:  # read-only by default
+        assert shell.bc.readonly
+        shell.onecmd("mkdir new")
+        assert shell.failed
+    with BarecatShell(Path(archive), readonly=False) as shell:
+        shell.local_cwd = str(tmp_path)  # put and get use it
+        (tmp_path / "note").write_bytes(b"n")
+        shell.onecmd("put note; mkdir new; mv top.txt new")
+        assert not shell.failed
+    with barecat.Barecat(archive, readonly=False):
+        pass  # the shell that opened it closed it: another writer may open it
+    after = snapshot(archive)  # and what it changed was committed
+    assert after["note"] == b"n" and after["new/top.txt"] == FILES["top.txt"]
+
+
+def test_shell_leaves_an_archive_it_was_given_open(archive: str) -> None:
+    with barecat.Barecat(archive) as bc:
+        with BarecatShell(bc, stdout=io.StringIO()) as shell:
+            shell.onecmd("ls")
+        shell.close()
+        assert bc.read("top.txt") == FILES["top.txt"]
+
+
+def test_output_goes_to_the_current_stdout(archive: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    with BarecatShell(archive) as shell:
+        for name in ("stdout", "stderr"):
+            monkeypatch.setattr(f"sys.{name}", io.StringIO())  # replaced after the shell was made
+        shell.onecmd("cd a; pwd; cat nope")
+        assert sys.stdout.getvalue() == "/a\n"  # type: ignore[attr-defined]
+        assert sys.stderr.getvalue() == (  # type: ignore[attr-defined]
+            "barecat shell: cat: nope: No such file or directory\n"
+        )
+
+
+def test_dot_commands_are_aliases(archive: str, run: Run) -> None:
+    assert run(archive, ".ls a; .cd a; .pwd")[:2] == (0, "b/\nx.txt\n/a\n")
+    assert run(archive, ".quit; pwd")[:2] == (0, "")
+    code, _, err = run(archive, ".nope")
+    assert code == 1 and err == "barecat shell: nope: unknown command (type 'help' for the list)\n"
+    with BarecatShell(archive) as shell:
+        assert shell.onecmd(".exit") is True
+        assert shell.onecmd(".help") is False
+
+
+def test_bang_runs_a_local_command_in_the_local_directory(
+    archive: str, run: Run, tmp_path: Path
+) -> None:
+    code, out, err = run(archive, f"lcd {tmp_path}; !pwd; echo a | tr a-z A-Z\nls a")
+    assert (code, err) == (0, "")
+    assert out == f"{tmp_path}\nA\nb/\nx.txt\n"  # '!' takes the rest of its line
+    code, out, err = run(archive, "!echo out; echo err >&2; exit 3\npwd")
+    assert code == 1 and out == "out\n/\n"
+    assert (
+        err == "err\nbarecat shell: shell: 'echo out; echo err >&2; exit 3' exited with status 3\n"
+    )
+    assert run(archive, "!")[2] == "barecat shell: shell: missing command (e.g. '!ls -l')\n"
+    assert run(archive, "shell echo long form")[1] == "long form\n"
+
+
+def test_bang_writes_to_a_real_file_descriptor(archive: str, tmp_path: Path) -> None:
+    log = tmp_path / "log"
+    with open(log, "w") as out, BarecatShell(archive, stdout=out) as shell:
+        shell.onecmd("pwd; !echo from the child\npwd")
+    assert log.read_text() == "/\nfrom the child\n/\n"  # in order: flushed before it ran
+
+
+def test_bang_in_a_piped_script_does_not_read_the_script(
+    archive: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("sys.stdin", io.StringIO("!cat\ncd a\npwd\n"))
+    assert main(["shell", archive]) == 0
+    assert capsys.readouterr().out == "/a\n"
+
+
 # -- the installed script ----------------------------------------------------------------
 
 
@@ -561,7 +700,8 @@ def test_installed_script_runs_commands(archive: str) -> None:
         check=False,
     )
     assert result.returncode == 1
-    lines = result.stdout.splitlines()
+    total, *lines = result.stdout.splitlines()
+    assert total == f"total {6 + len(FILES['a/b/y.txt'])}"
     assert lines[0].startswith("drwxr-xr-x") and lines[0].endswith(" b")
     assert lines[1].startswith("-rw-r--r--") and lines[1].endswith(" x.txt")
     assert lines[2] == "/a"

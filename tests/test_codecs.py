@@ -24,7 +24,7 @@ from hypothesis.extra import numpy as hnp
 
 import barecat
 from barecat import DecodedView, UnsafePickleWarning
-from conftest import REPO
+from conftest import REPO, reference_python
 
 DTYPES = st.sampled_from(
     ["u1", "i2", "<u4", ">i8", "f2", "<f4", ">f8", "c8", "c16", "?", "U5", "S3"]
@@ -324,3 +324,183 @@ def test_missing_optional_packages_say_what_to_install(
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO)
     assert out.returncode == 0, out.stderr
     assert "barecat[codecs]" in out.stdout and package in out.stdout
+
+
+# -- barecat 0.3.x's codecs on the archive itself (deprecated, kept working) --------------
+
+
+def opened_with_auto_codec(path: str, **options: Any) -> barecat.Barecat:
+    with pytest.warns(DeprecationWarning, match="auto_codec is deprecated.*DecodedView") as w:
+        bc = barecat.Barecat(path, auto_codec=True, **options)
+    assert [x.filename for x in w] == [__file__]  # the caller's line, where it can be fixed
+    return bc
+
+
+def test_auto_codec_encodes_and_decodes_by_extension(tmp_path: Path) -> None:
+    path = str(tmp_path / "a.barecat")
+    image = smooth_image(12, 10, 3)
+    with opened_with_auto_codec(path, readonly=False) as bc:
+        bc["cfg.json"] = {"k": [1, 2]}
+        bc["w.npy"] = np.arange(6).reshape(2, 3)
+        bc["obj.pkl"] = {"set": {1, 2}}
+        bc["img.png"] = image
+        bc["log.json.gz"] = {"v": "x" * 100}
+        bc["raw.xyz"] = b"raw bytes"
+        bc["noext"] = b"no extension"
+        bc["data.zst"] = b"0.3.x knew no zstd: raw"
+        assert bc.setdefault("new.json", [7]) == [7]
+    with barecat.Barecat(path) as plain:  # on disk: the encoded bytes 0.3.x wrote
+        assert type(plain) is barecat.Barecat
+        assert plain["cfg.json"] == b'{"k": [1, 2]}'
+        assert gzip.decompress(plain["log.json.gz"]) == b'{"v": "' + b"x" * 100 + b'"}'
+        assert plain["raw.xyz"] == b"raw bytes" and plain["data.zst"].startswith(b"0.3")
+    with opened_with_auto_codec(path) as bc:
+        assert bc["cfg.json"] == {"k": [1, 2]} and bc.get("new.json") == [7]
+        np.testing.assert_array_equal(bc["w.npy"], np.arange(6).reshape(2, 3))
+        np.testing.assert_array_equal(bc["img.png"], image)
+        assert bc["log.json.gz"] == {"v": "x" * 100}
+        assert bc["raw.xyz"] == b"raw bytes" and bc["noext"] == b"no extension"
+        assert bc["data.zst"] == b"0.3.x knew no zstd: raw"
+        with pytest.warns(UnsafePickleWarning):  # our pickle policy still holds
+            assert bc["obj.pkl"] == {"set": {1, 2}}
+        assert dict(bc.items())["cfg.json"] == {"k": [1, 2]}
+        assert bc.read("cfg.json") == b'{"k": [1, 2]}'  # read() stays bytes, as in 0.3.x
+        assert bc.get("missing.json", "dflt") == "dflt"
+        with pytest.raises(ValueError, match=r"^cfg\.json: cannot be decoded"):
+            bc.codec_view.decode("cfg.json", b"{broken")
+
+
+def test_auto_codec_refuses_values_where_bytes_belong(tmp_path: Path) -> None:
+    with opened_with_auto_codec(str(tmp_path / "a.barecat"), readonly=False) as bc:
+        with pytest.raises(TypeError, match="raw bytes, not dict"):
+            bc["x.xyz"] = {"a": 1}
+        assert len(bc) == 0
+
+
+def test_barecat_open_with_auto_codec_warns_at_the_caller(tmp_path: Path) -> None:
+    path = str(tmp_path / "a.barecat")
+    with pytest.warns(DeprecationWarning, match="auto_codec") as w:
+        bc = barecat.open(path, mode="w+", auto_codec=True)
+    assert [x.filename for x in w] == [__file__]
+    with bc:
+        bc["a.json"] = [1]
+    with barecat.Barecat(path) as plain:
+        assert plain["a.json"] == b"[1]"
+
+
+def upper(data: bytes) -> bytes:
+    return data.upper()
+
+
+def test_register_codec_is_deprecated_and_decodes_only_what_it_names(tmp_path: Path) -> None:
+    path = str(tmp_path / "a.barecat")
+    with barecat.Barecat(path, readonly=False) as bc:
+        with pytest.warns(DeprecationWarning, match="register_codec is deprecated.*DecodedView"):
+            bc.register_codec([".json"], lambda v: repr(v).encode(), lambda b: b.decode())
+        with pytest.warns(DeprecationWarning):
+            bc.register_codec(["Z"], bytes.lower, upper, nonfinal=True)
+        bc["a.json"] = [1]
+        bc["b.txt.z"] = b"ABC"  # a layer over a name without a codec: raw bytes inside
+        bc["c.npy"] = b"not decoded: no codec registered for it"
+    with barecat.Barecat(path) as plain:
+        assert plain["a.json"] == b"[1]" and plain["b.txt.z"] == b"abc"
+        with pytest.warns(DeprecationWarning):
+            plain.register_codec([".z"], bytes.lower, upper, nonfinal=True)
+        assert plain["b.txt.z"] == b"ABC" and plain["a.json"] == b"[1]"
+        assert plain["c.npy"].startswith(b"not decoded")
+
+
+class PlainSubclass(barecat.Barecat):
+    """A user's subclass: it keeps its methods when its dict API gets codecs."""
+
+    def shout(self) -> str:
+        return self.path.upper()
+
+
+def test_archives_with_codecs_pickle_with_them(tmp_path: Path) -> None:
+    path = str(tmp_path / "a.barecat")
+    with barecat.Barecat(path, readonly=False) as bc:
+        DecodedView(bc)["a.json"] = {"x": 1}
+        bc["b.z"] = b"abc"
+    reader = opened_with_auto_codec(path)
+    writer = opened_with_auto_codec(str(tmp_path / "w.barecat"), readonly=False)
+    with writer, pytest.raises(TypeError, match="writable"):
+        pickle.dumps(writer)
+    copy = pickle.loads(pickle.dumps(reader))
+    assert copy["a.json"] == {"x": 1}
+    with pytest.warns(DeprecationWarning):
+        sub = PlainSubclass(path, auto_codec=True)
+    with pytest.warns(DeprecationWarning):
+        sub.register_codec([".z"], bytes.lower, upper, nonfinal=True)
+    for obj in (sub, pickle.loads(pickle.dumps(sub))):
+        assert isinstance(obj, PlainSubclass) and obj.shout() == path.upper()
+        assert obj["a.json"] == {"x": 1} and obj["b.z"] == b"ABC"
+    for bc in (reader, copy, sub):
+        bc.close()
+
+
+def test_auto_codec_reads_what_barecat_0_3_1_wrote_with_it(tmp_path: Path) -> None:
+    path = str(tmp_path / "ref.barecat")
+    snippet = (
+        "import sys, warnings, numpy as np, barecat\n"
+        "warnings.simplefilter('ignore')\n"
+        "with barecat.Barecat(sys.argv[1], readonly=False, auto_codec=True) as bc:\n"
+        "    bc['a.json'] = {'k': [1, 2]}\n"
+        "    bc['b.npy.gz'] = np.arange(5)\n"
+        "    bc['c.pkl.xz'] = {'set': {1, 2}}\n"
+        "    bc['d.bin'] = b'raw'\n"
+    )
+    made = subprocess.run([reference_python(), "-I", "-c", snippet, path], capture_output=True)
+    assert made.returncode == 0, made.stderr
+    with opened_with_auto_codec(path) as bc:
+        assert bc["a.json"] == {"k": [1, 2]} and bc["d.bin"] == b"raw"
+        np.testing.assert_array_equal(bc["b.npy.gz"], np.arange(5))
+        bc.codec_view.allow_pickle = True  # an archive we made
+        assert bc["c.pkl.xz"] == {"set": {1, 2}}
+
+
+def test_raw_fallback_views_pass_names_without_codecs_through() -> None:
+    store: dict[str, bytes] = {}
+    dec = DecodedView(store, raw_fallback=True)
+    dec["a.bin"] = b"x"
+    dec["b.gz"] = b"inside gzip"
+    dec["c.json"] = [1]
+    assert store["a.bin"] == b"x" and gzip.decompress(store["b.gz"]) == b"inside gzip"
+    assert (dec["a.bin"], dec["b.gz"], dec["c.json"]) == (b"x", b"inside gzip", [1])
+    assert dec.encode("d.json", {"a": 1}) == b'{"a": 1}'
+    with pytest.raises(ValueError, match=r"^x\.gz: cannot be decoded as \.gz: "):
+        DecodedView({"x.gz": b"junk"}, raw_fallback=True)["x.gz"]
+    with pytest.raises(ValueError, match=r"^x\.json\.gz: cannot be decoded as \.json\.gz: "):
+        dec.decode("x.json.gz", b"junk")
+
+
+def test_views_pickle_with_their_store_and_codecs(tmp_path: Path) -> None:
+    path = str(tmp_path / "a.barecat")
+    files = {"a.json.zst": [1], "b.png": smooth_image(6, 6, 3), "c.upper": b"abc"}
+    with barecat.Barecat(path, readonly=False) as bc:
+        dec = DecodedView(bc)
+        dec.register_codec([".upper"], bytes.lower, upper)
+        for name, value in files.items():
+            dec[name] = value
+    with barecat.Barecat(path) as bc:
+        dec = DecodedView(bc, allow_pickle=False)
+        dec.register_codec([".upper"], bytes.lower, upper)
+        copy = pickle.loads(pickle.dumps(dec))
+        assert copy.allow_pickle is False and copy.extensions == dec.extensions
+        assert copy["a.json.zst"] == [1] and copy["c.upper"] == b"ABC"
+        np.testing.assert_array_equal(copy["b.png"], files["b.png"])
+        copy.store.close()
+
+
+def test_get_cached_reader_decodes_unless_told_not_to_as_0_3_1(tmp_path: Path) -> None:
+    path = str(tmp_path / "a.barecat")
+    with barecat.Barecat(path, readonly=False) as bc:
+        DecodedView(bc)["a.json"] = {"x": 1}
+    raw = barecat.get_cached_reader(path, auto_codec=False)
+    assert raw["a.json"] == b'{"x": 1}' and barecat.get_cached_reader(path, False) is raw
+    with pytest.warns(FutureWarning, match="auto_codec=False") as w:
+        default = barecat.get_cached_reader(path)
+    assert [x.filename for x in w] == [__file__]
+    assert default["a.json"] == {"x": 1} and raw["a.json"] == b'{"x": 1}'
+    with pytest.warns(DeprecationWarning, match="auto_codec is deprecated"):
+        assert barecat.get_cached_reader(path, auto_codec=True) is default

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import shutil
 import sqlite3
+import subprocess
 
 import pytest
 
@@ -133,7 +135,7 @@ def test_attached_database(make_archive) -> None:  # type: ignore[no-untyped-def
     with barecat.Barecat(target, readonly=False) as bc:
         with bc.index.attached_database(other) as name:
             rows = bc.index.conn.execute(f"SELECT path, size FROM {name}.files").fetchall()
-        assert rows == [("x/y", 3)]
+        assert [tuple(r) for r in rows] == [("x/y", 3)] and rows[0]["path"] == "x/y"
         with pytest.raises(sqlite3.OperationalError):
             bc.index.conn.execute("SELECT * FROM sourcedb.files")
 
@@ -200,10 +202,10 @@ def test_reference_compatible_helpers(archive_path: str) -> None:
         bc.commit()  # SQLite ignores this pragma inside a transaction
         conn = bc.index.conn
         conn.execute("PRAGMA foreign_keys = ON")
-        assert conn.execute("PRAGMA foreign_keys").fetchone() == (1,)
+        assert conn.execute("PRAGMA foreign_keys").fetchone()[0] == 1
         with bc.index.no_foreign_keys():
-            assert conn.execute("PRAGMA foreign_keys").fetchone() == (0,)
-        assert conn.execute("PRAGMA foreign_keys").fetchone() == (1,)
+            assert conn.execute("PRAGMA foreign_keys").fetchone()[0] == 0
+        assert conn.execute("PRAGMA foreign_keys").fetchone()[0] == 1
         conn.execute("PRAGMA foreign_keys = OFF")  # barecat's own default
         with bc.index.no_triggers():  # files whose directories do not exist yet, more
             for i in range(20):  # than the adds in a row after which statistics are owed
@@ -375,3 +377,62 @@ def test_files_after_follow_the_listing_order(archive_path: str) -> None:
         assert index.files_after("d/e", 10) == [] and index.files_after("d/none", 5) == []
         after = index.files_after("/d//a", 5)  # (paths are normalized)
         assert [(f.path, f.size) for f in after] == [("d/b", 3), ("d/e", 3)]
+
+
+def test_raw_sql_on_the_connection_gives_rows_by_name_and_by_index(archive_path: str) -> None:
+    """``bc.index.conn`` answers ad-hoc SQL with ``sqlite3.Row`` rows, as 0.3.1's did;
+    barecat's own queries keep getting tuples from the same connection."""
+    with barecat.Barecat(archive_path, readonly=False) as bc:
+        bc["d/a.txt"] = b"abc"
+        bc["d/b.txt"] = b"defgh"
+        row = bc.index.conn.execute("SELECT path, size FROM files ORDER BY path").fetchone()
+        assert (row["path"], row["size"], row[0], row[1]) == ("d/a.txt", 3, "d/a.txt", 3)
+        assert row.keys() == ["path", "size"] and tuple(row) == ("d/a.txt", 3)
+        # uncommitted rows are visible: it is the writer's own connection and transaction
+        assert bc.index.cursor.execute("SELECT count(*) AS n FROM files").fetchone()["n"] == 2
+        # our own queries on the same connection still see tuples
+        located = bc.index.lookup_address_in_sqlite("d/b.txt")
+        assert type(located) is tuple and located[2] == 5
+        assert bc.index.listdir_names("d") == ["a.txt", "b.txt"]
+    for threadsafe in (False, True):
+        with barecat.Barecat(archive_path, threadsafe=threadsafe) as bc:
+            rows = bc.index.conn.execute("SELECT path, size FROM files ORDER BY path").fetchall()
+            assert {r["path"]: r["size"] for r in rows} == {"d/a.txt": 3, "d/b.txt": 5}
+            assert [f.path for f in bc.index.iter_all_fileinfos(order=Order.PATH)] == [
+                "d/a.txt",
+                "d/b.txt",
+            ]
+            assert bc["d/b.txt"] == b"defgh"
+
+
+def test_the_reference_docs_raw_sql_examples_work_on_our_archives(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """reference/file-format.rst reads a file with sqlite3 alone, and
+    explanation/architecture.rst finds gaps with a window function."""
+    base = str(tmp_path / "myarchive.barecat")
+    with barecat.Barecat(base, readonly=False) as bc:
+        bc["dir/file.txt"] = b"hello from the index"
+        bc["dir/gone.bin"] = b"x" * 100
+        bc["dir/last.bin"] = b"y" * 10
+        bc.remove("dir/gone.bin")
+    conn = sqlite3.connect(base)
+    try:
+        cursor = conn.execute(
+            "SELECT shard, offset, size FROM files WHERE path=?", ("dir/file.txt",)
+        )
+        shard, offset, size = cursor.fetchone()
+        gaps = conn.execute(
+            "SELECT shard, offset + size AS gap_start, "
+            "LEAD(offset) OVER (PARTITION BY shard ORDER BY offset) - (offset + size) AS gap_size "
+            "FROM files"
+        ).fetchall()
+    finally:
+        conn.close()
+    with open(f"{base}-shard-{shard:05d}", "rb") as f:
+        f.seek(offset)
+        assert f.read(size) == b"hello from the index"
+    assert (0, offset + size, 100) in gaps
+    sqlite_cli = shutil.which("sqlite3")
+    if sqlite_cli is not None:
+        sql = "SELECT shard, offset, size FROM files WHERE path='dir/file.txt'"
+        out = subprocess.run([sqlite_cli, base, sql], capture_output=True, text=True, check=True)
+        assert out.stdout.strip() == f"{shard}|{offset}|{size}"

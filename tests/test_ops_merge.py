@@ -127,13 +127,24 @@ def test_a_file_where_the_output_has_a_directory_is_refused(make_archive: Make) 
     out = make_archive({"x/inner": b"1"})
     src = make_archive({"x": b"file named like a directory", "y": b"y"})
     with barecat.Barecat(out, readonly=False) as bc:
-        with pytest.raises(IsADirectoryError):
+        with pytest.raises(IsADirectoryError) as is_dir:
             merge_archives(bc.index, bc.sharder, [src])
+        # a ValueError with these words too, as barecat 0.3.1 raised
+        assert isinstance(is_dir.value, ValueError) and is_dir.value.filename == "x"
+        assert str(is_dir.value) == "Source file 'x' conflicts with target directory"
         result = merge_archives(bc.index, bc.sharder, [src], ignore_duplicates=True)
         assert (result.total.files, result.total.skipped) == (1, 1)
     inner = make_archive({"y/z": b"under a file"})
-    with barecat.Barecat(out, readonly=False) as bc, pytest.raises(NotADirectoryError):
-        merge_archives(bc.index, bc.sharder, [inner])
+    with barecat.Barecat(out, readonly=False) as bc:
+        with pytest.raises(NotADirectoryError) as not_dir:
+            merge_archives(bc.index, bc.sharder, [inner])
+        assert isinstance(not_dir.value, ValueError)
+        assert str(not_dir.value) == "Source directory 'y' conflicts with target file"
+        for prefix in ("y", "y/deeper"):
+            with pytest.raises(NotADirectoryError) as not_dir:
+                bc.merge_from_other_barecat(inner, prefix=prefix)
+            assert isinstance(not_dir.value, ValueError)
+            assert str(not_dir.value) == f"Cannot use prefix '{prefix}': 'y' exists as a file"
     assert check(out) == {"x/inner": b"1", "y": b"y"}
     under = make_archive({"p/x/inner": b"2", "q/x": b"3"})
     with barecat.Barecat(under, readonly=False) as bc:
@@ -202,7 +213,7 @@ def test_tar_and_zip_inputs_are_merged_like_archives(
     assert run("merge", "-f", "--as-subdirs", "-o", out, *inputs[1:])[0] == 0
     assert check(out) == {"photos/x/two": b"from tar", "extra/x/three": b"from zip"}
     code, _, err = run("merge", "-f", "--symlink", "-o", out, inputs[1])
-    assert code == 1 and "--wrap" in err
+    assert code == 1 and "--symlink is not supported with tar/zip inputs" in err and "--wrap" in err
     assert not list(tmp_path.glob(".merge-inputs-*"))
 
 
@@ -400,7 +411,7 @@ def test_subset_by_pattern_and_by_rules(run: Run, make_archive: Make, tmp_path: 
     assert subset("--pattern", "**/*.jpg") == jpgs
     assert subset("--pattern", "train/") == {p: d for p, d in files.items() if p[:6] == "train/"}
     assert subset("--pattern", "*.txt") == {"readme.txt": b"r"}
-    assert subset("-i", "*.jpg", "-x", "thumbs/") == {
+    assert subset("-x", "thumbs/", "-i", "*.jpg", "-x", "**") == {
         p: d for p, d in jpgs.items() if "thumbs" not in p
     }
     assert subset("-x", "train/") == {p: d for p, d in files.items() if p[:6] != "train/"}
@@ -411,6 +422,34 @@ def test_subset_by_pattern_and_by_rules(run: Run, make_archive: Make, tmp_path: 
     assert code == 1 and "already exists" in err
     code, _, err = run("subset", src, "-o", out, "-f", "--pattern", "*", "-x", "a")
     assert code == 1 and "--pattern" in err
+
+
+def test_include_and_exclude_rules_apply_in_the_order_typed(
+    run: Run, make_archive: Make, tmp_path: Path
+) -> None:
+    """rsync's rule for subset and merge: the first -i/-x that matches a path or one of its
+    directories decides; what none matches is kept. ``dir/`` is the directory and all in it."""
+    files = {"data/f.txt": b"t", "data/x.log": b"l", "keep/a/b": b"b", "root.txt": b"r"}
+    src = make_archive(files)
+    out = str(tmp_path / "o.barecat")
+
+    def subset(*args: str) -> tuple[set[str], str]:
+        code, _, err = run("subset", src, "-o", out, "-f", *args)
+        assert code == 0, err
+        return set(check(out)), err
+
+    assert subset("-i", "**/*.txt", "-x", "data/") == ({"data/f.txt", "keep/a/b", "root.txt"}, "")
+    kept, err = subset("-x", "data/", "-i", "**/*.txt")
+    assert kept == {"keep/a/b", "root.txt"}
+    assert "-i after the last -x changes nothing" in err and "-x '**'" in err
+    assert subset("--include=keep/", "--exclude", "**") == ({"keep/a/b"}, "")
+    assert subset("-x", "*.log", "-x", "keep") == ({"data/f.txt", "root.txt"}, "")
+    merged = str(tmp_path / "m.barecat")
+    assert run("merge", "-o", merged, "-x", "data/", "-i", "*.txt", "-x", "*", src)[0] == 0
+    assert set(check(merged)) == {"root.txt"}
+    with barecat.Barecat(merged, readonly=False) as bc:
+        bc.merge_from_other_barecat(src, prefix="p", filter_rules=[("+", "*.log"), ("-", "data/")])
+    assert set(check(merged)) == {"root.txt", "p/data/x.log", "p/keep/a/b", "p/root.txt"}
 
 
 def test_subset_copies_in_address_order_into_limited_shards(make_archive: Make) -> None:
@@ -568,3 +607,105 @@ def test_merge_accepts_archives_the_reference_wrote(tmp_path: Path) -> None:
     with barecat.Barecat(view, readonly=False) as bc:
         merge_archives(bc.index, bc.sharder, paths, symlink=True)
     assert {p: d.hex() for p, d in check(view).items()} == written
+
+
+# -- the index's merge, shards placed by hand (barecat 0.3.1's how-to) ---------------------
+
+
+def _place_shards(source: str, target: str, first: int) -> None:
+    for i in existing_shard_numbers(source):
+        os.symlink(os.path.abspath(shard_path(source, i)), shard_path(target, first + i))
+
+
+def test_index_merge_takes_rows_of_shards_placed_after_ours(make_archive: Make) -> None:
+    from barecat.core.index import Index
+
+    assert Index is barecat.Index
+    src = make_archive({f"f{i}": bytes([i]) * 60 for i in range(5)}, shard_size_limit=128)
+    out = make_archive({"f0": b"ours", "d/x": b"x"})
+    assert len(existing_shard_numbers(src)) == 3
+    _place_shards(src, out, 1)
+    with Index(out, readonly=False) as idx:
+        idx.merge_from_other_barecat(src, ignore_duplicates=True)
+        _place_shards(src, out, 4)  # each merge takes shards placed for it
+        idx.merge_from_other_barecat(src, prefix="p/q")
+    expected = {"f0": b"ours", "d/x": b"x", **{f"f{i}": bytes([i]) * 60 for i in range(1, 5)}}
+    expected.update({f"p/q/f{i}": bytes([i]) * 60 for i in range(5)})
+    assert check(out) == expected
+    assert dir_stats(out)["p/q"] == (0, 5, 5, 300)
+
+
+def test_index_merge_refuses_shards_not_in_place_and_writes_nothing(make_archive: Make) -> None:
+    src = make_archive({"a": b"source bytes"})
+    out = make_archive({"b": b"ours"})
+    before = archive_files_state(out)
+    with barecat.Index(out, readonly=False) as idx:
+        with pytest.raises(barecat.BarecatError, match="not in place") as info:
+            idx.merge_from_other_barecat(src)
+        assert f"{out}-shard-00001 onwards" in str(info.value)
+    assert archive_files_state(out) == before
+    Path(shard_path(out, 1)).write_bytes(b"other")  # a shard of ours, not the source's
+    with (
+        barecat.Index(out, readonly=False) as idx,
+        pytest.raises(barecat.BarecatError, match=r"is not .*shard-00000"),
+    ):
+        idx.merge_from_other_barecat(src)
+    os.remove(shard_path(out, 1))
+    _place_shards(src, out, 1)
+    with barecat.Index(out, readonly=False) as idx:
+        with pytest.raises(ValueError, match="'b' exists as a file"):
+            idx.merge_from_other_barecat(src, prefix="b")
+        idx.merge_from_other_barecat(src, prefix="c")
+    assert check(out) == {"b": b"ours", "c/a": b"source bytes"}
+
+
+# -- barecat 0.3.1's module-level merge functions ------------------------------------------
+
+
+def test_module_merge_copies_archives_and_tars_and_adds_to_an_existing_target(
+    make_archive: Make, tmp_path: Path
+) -> None:
+    a = make_archive({"x/one": b"1", "x/skip.log": b"l"})
+    tar_path = tmp_path / "more.tar"
+    with tarfile.open(tar_path, "w") as tar:
+        info = tarfile.TarInfo("x/two")
+        info.size = 1
+        tar.addfile(info, io.BytesIO(b"2"))
+    out = str(tmp_path / "out.barecat")
+    result = barecat.merge([a, str(tar_path)], out, shard_size_limit="1M", prefix="p")
+    assert result.total.files == 3
+    assert check(out) == {"p/x/one": b"1", "p/x/skip.log": b"l", "p/x/two": b"2"}
+    with pytest.raises(FileExistsBarecatError):
+        barecat.merge([a], out, prefix="p")
+    barecat.merge([a], out, as_subdirs=True, filter_rules=[("-", "*.log")])
+    assert set(check(out)) == {"p/x/one", "p/x/skip.log", "p/x/two", "made0/x/one"}
+    barecat.merge([a], out, overwrite=True, pattern="**/*.log")
+    assert check(out) == {"x/skip.log": b"l"}
+    assert not list(tmp_path.glob(".merge-inputs-*")) and not list(tmp_path.glob(".out*"))
+
+
+def test_module_merge_symlink_links_shards(make_archive: Make, tmp_path: Path) -> None:
+    a, b = make_archive({"a": b"aa"}), make_archive({"b": b"bb"})
+    out = str(tmp_path / "view.barecat")
+    result = barecat.merge_symlink([a, b], out, prefix="v")
+    assert result.total.shards_linked == 2
+    assert check(out) == {"v/a": b"aa", "v/b": b"bb"}
+    assert all(os.path.islink(shard_path(out, n)) for n in (0, 1))
+    with pytest.raises(ValueError, match="not supported"):
+        barecat.merge_symlink([a], out, overwrite=True, pattern="*")
+    tar_path = tmp_path / "t.tar"
+    with tarfile.open(tar_path, "w"):
+        pass
+    with pytest.raises(barecat.BarecatError, match="tar or zip"):
+        barecat.merge_symlink([str(tar_path)], out, overwrite=True)
+    assert check(out) == {"v/a": b"aa", "v/b": b"bb"}
+
+
+def test_get_completion_script_names_the_scripts_the_cli_prints(run: Run) -> None:
+    for shell in ("bash", "zsh"):
+        path = barecat.get_completion_script(shell)
+        assert os.path.isfile(path) and "_barecat" in Path(path).read_text()
+        assert run("completion-script", shell)[1].strip() == path
+    assert barecat.get_completion_script() == barecat.get_completion_script("bash")
+    with pytest.raises(ValueError, match="Unknown shell: fish"):
+        barecat.get_completion_script("fish")

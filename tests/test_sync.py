@@ -14,11 +14,11 @@ from hypothesis import strategies as st
 
 import barecat
 from barecat.transfer.sync import sync
+from barecat.transfer.sync_paths import Place, parse_location, server_address
 from barecat.transfer.sync_plan import (
     Entry,
     Kind,
     SyncOptions,
-    parse_location,
     plan_sync,
 )
 from conftest import Run, make_tree
@@ -108,7 +108,9 @@ def test_parse_location(tmp_path: Path, make_archive) -> None:  # type: ignore[n
     loc = parse_location(f"{ar}:images/")
     assert (loc.archive, loc.path, loc.contents) == (ar, "images", True)
     assert parse_location(f"{ar}::images").path == "images"  # the reference's spelling
-    assert parse_location(f"{ar}:").contents
+    root = parse_location(f"{ar}:")  # the archive itself, named after it, as in 0.3.1
+    assert not root.contents and root.name == Path(ar).name.removesuffix(".barecat")
+    assert parse_location(f"{ar}:/").contents and parse_location(f"{ar}::/").contents
     assert parse_location("plain/dir").archive is None
     assert not parse_location("plain/dir").contents
     new = str(tmp_path / "new.barecat")
@@ -118,6 +120,50 @@ def test_parse_location(tmp_path: Path, make_archive) -> None:  # type: ignore[n
     notarchive = tmp_path / "notes"
     notarchive.write_text("plain")
     assert parse_location(f"{notarchive}:x").archive is None
+
+
+def test_parse_double_colon_escapes_and_remote_forms(tmp_path: Path) -> None:
+    loc = parse_location("new/any-name::a/b/", destination=True)  # '::' needs no suffix
+    assert (loc.place, loc.archive, loc.path, loc.contents) == (Place.ARCHIVE, "new/any-name",
+                                                                "a/b", True)  # fmt: skip
+    assert loc.creates_archive
+    assert parse_location(r"./my\::odd.barecat::in\::ner").archive == "./my::odd.barecat"
+    assert parse_location(r"./my\::odd.barecat::in\::ner").path == "in::ner"
+    assert parse_location(r"./back\\slash::").archive == "./back\\slash"
+    assert parse_location("./a.barecat::x::y").path == "x::y"  # the first '::' splits
+    assert parse_location("./file:name.barecat::").archive == "./file:name.barecat"
+    tar = parse_location("/d/data.tar.gz::imgs/")
+    assert (tar.place, tar.archive, tar.path, tar.name) == (Place.TAR_ZIP, "/d/data.tar.gz",
+                                                            "imgs", "imgs")  # fmt: skip
+    assert parse_location("/d/data.tgz::").name == "data"
+    assert parse_location("data.tar.gz").place is Place.LOCAL
+    ssh = parse_location("me@host:/srv/a.barecat::train/")
+    assert (ssh.place, ssh.user, ssh.host, ssh.archive, ssh.path) == (
+        Place.SSH_ARCHIVE, "me", "host", "/srv/a.barecat", "train")  # fmt: skip
+    assert parse_location("host:/srv/dir/").place is Place.SSH
+    assert parse_location("host:relative").place is Place.LOCAL
+    assert parse_location(r"host\:/srv").path == "host:/srv"
+    server = parse_location("barecat://h:8080/name::in/")
+    assert (server.place, server.host, server.archive, server.path) == (
+        Place.SERVER, "h:8080", "name", "in")  # fmt: skip
+    with pytest.raises(ValueError, match="barecat://"):
+        parse_location("barecat://hostonly")
+    assert server_address("h:8080") == ("h", 8080) and server_address("h") == ("h", 50003)
+    assert server_address("[::1]:9") == ("[::1]", 9)
+
+
+def test_plan_existing_ignore_existing_size_only_and_size_limits() -> None:
+    src = {"": d(), "new": f(5, 1), "old": f(5, 9), "big": f(500, 1), "small": f(1, 1)}
+    dst = {"": d(), "old": f(5, 1)}
+    assert ops(plan_sync(src, dst, SyncOptions(existing=True)))[:1] == [("update", "old")]
+    assert ("copy", "new") not in ops(plan_sync(src, dst, SyncOptions(existing=True)))
+    planned = ops(plan_sync(src, dst, SyncOptions(ignore_existing=True)))
+    assert ("copy", "new") in planned and ("update", "old") not in planned
+    planned = ops(plan_sync(src, dst, SyncOptions(size_only=True)))
+    assert ("update", "old") not in planned and ("attrs", "old") in planned  # mtime only
+    planned = ops(plan_sync(src, dst, SyncOptions(max_size=100, min_size=2)))
+    assert ("copy", "big") not in planned and ("copy", "small") not in planned
+    assert ("copy", "new") in planned
 
 
 # -- command line ------------------------------------------------------------------------
@@ -176,9 +222,9 @@ def test_update_skips_newer_on_dest(run: Run, tmp_path: Path, make_archive) -> N
     touch(out / "f", b"newer", 2_000_000_000_000_000_000)
     ar = str(tmp_path / "u.barecat")
     run("rsync", f"{src}/", f"{ar}:")
-    assert run("rsync", "-uv", f"{ar}:", f"{out}/")[1] == ""
+    assert run("rsync", "-uv", f"{ar}:/", f"{out}/")[1] == ""
     assert (out / "f").read_bytes() == b"newer"
-    run("rsync", f"{ar}:", f"{out}/")
+    run("rsync", f"{ar}:/", f"{out}/")
     assert (out / "f").read_bytes() == b"old"
 
 
@@ -186,12 +232,12 @@ def test_delete_both_directions(run: Run, tree: Path, tmp_path: Path) -> None:
     ar = str(tmp_path / "d.barecat")
     run("rsync", f"{tree}/", f"{ar}:")
     out = tmp_path / "out"
-    run("rsync", f"{ar}:", f"{out}/")
+    run("rsync", f"{ar}:/", f"{out}/")
     (out / "extra.txt").write_text("x")
     (out / "extradir/deep").mkdir(parents=True)
-    assert run("rsync", "-v", f"{ar}:", f"{out}/")[0] == 0
+    assert run("rsync", "-v", f"{ar}:/", f"{out}/")[0] == 0
     assert (out / "extra.txt").exists()  # no --delete: kept
-    code, text, _ = run("rsync", "-v", "--delete", f"{ar}:", f"{out}/")
+    code, text, _ = run("rsync", "-v", "--delete", f"{ar}:/", f"{out}/")
     assert code == 0 and "deleting extra.txt" in text and "deleting extradir/" in text
     assert snapshot(out) == snapshot(tree)
     shutil.rmtree(tree / "a")
@@ -210,7 +256,7 @@ def test_dry_run_changes_nothing(run: Run, tree: Path, tmp_path: Path) -> None:
     code, out, _ = run("rsync", "-nv", "--delete", f"{tree}/", f"{ar}:")
     assert "deleting .hidden" in out and Path(ar).read_bytes() == before
     back = tmp_path / "b"
-    run("rsync", "-n", f"{ar}:", str(back))
+    run("rsync", "-n", f"{ar}:/", str(back))
     assert not back.exists()
 
 
@@ -231,11 +277,11 @@ def test_include_exclude(run: Run, tree: Path, tmp_path: Path) -> None:
 def test_archive_to_archive(run: Run, tree: Path, tmp_path: Path) -> None:
     a, b = str(tmp_path / "a.barecat"), str(tmp_path / "b.barecat")
     run("rsync", f"{tree}/", f"{a}:")
-    assert run("rsync", f"{a}:", f"{b}:copy/")[0] == 0
-    assert run("rsync", "-v", f"{a}:", f"{b}:copy/")[1] == ""
+    assert run("rsync", f"{a}:/", f"{b}:copy/")[0] == 0
+    assert run("rsync", "-v", f"{a}:/", f"{b}:copy/")[1] == ""
     with barecat.Barecat(a, readonly=False) as bc:
         bc.update_file("a/x.txt", data=b"changed")
-    assert run("rsync", "-v", "--delete", f"{a}:", f"{b}:copy/")[1].splitlines() == ["a/x.txt"]
+    assert run("rsync", "-v", "--delete", f"{a}:/", f"{b}:copy/")[1].splitlines() == ["a/x.txt"]
     out = tmp_path / "o"
     run("rsync", f"{b}:copy/", f"{out}/")
     assert (out / "a/x.txt").read_bytes() == b"changed"
@@ -255,7 +301,7 @@ def test_same_result_as_rsync(run: Run, tree: Path, tmp_path: Path) -> None:
     for target in (ours, theirs):
         target.mkdir()
         (target / "stale").write_text("x")
-    run("rsync", "--delete", f"{ar}:", f"{ours}/")
+    run("rsync", "--delete", f"{ar}:/", f"{ours}/")
     subprocess.run(["rsync", "-a", "--delete", f"{tree}/", f"{theirs}/"], check=True)
     assert snapshot(ours) == snapshot(theirs)
 
@@ -294,6 +340,111 @@ def test_property_sync_mirrors_source(tmp_path_factory, first, second) -> None: 
         os.utime(src, ns=(5, 5))
         sync([f"{src}/"], f"{ar}:", SyncOptions(delete=True))
         out = base / "out"
-        sync([f"{ar}:"], f"{out}/", SyncOptions(delete=True))
+        sync([f"{ar}:/"], f"{out}/", SyncOptions(delete=True))
         assert snapshot(out) == snapshot(src)
         assert [a for a in sync([f"{src}/"], f"{ar}:", dry_run=True).actions] == []
+
+
+# -- the forms of barecat 0.3.1: ARCHIVE::, tar and zip sources, remote sides --------------
+
+
+def test_archive_root_without_slash_is_sent_as_a_directory(run: Run, tree: Path,
+                                                          tmp_path: Path) -> None:  # fmt: skip
+    ar = str(tmp_path / "photos.barecat")
+    assert run("rsync", f"{tree}/", f"{ar}::")[0] == 0
+    out = tmp_path / "out"
+    assert run("rsync", f"{ar}::", f"{out}/")[0] == 0  # no slash: out/photos/
+    assert (out / "photos/a/x.txt").read_bytes() == b"hello\n"
+    assert run("rsync", f"{ar}::/", f"{out}/flat/")[0] == 0  # slash: the contents
+    assert snapshot(out / "flat") == snapshot(tree)
+    other = str(tmp_path / "other")  # '::' creates an archive of any name
+    assert run("rsync", f"{ar}::a/", f"{other}::inner/")[0] == 0
+    with barecat.Barecat(other) as bc:
+        assert bc["inner/x.txt"] == b"hello\n"
+
+
+def test_tar_and_zip_sources(run: Run, tree: Path, tmp_path: Path) -> None:
+    import tarfile
+    import zipfile
+
+    tgz, zipped = tmp_path / "pack.tar.gz", tmp_path / "pack.zip"
+    with tarfile.open(tgz, "w:gz") as tar:
+        tar.add(tree / "a", arcname="a")
+    with zipfile.ZipFile(zipped, "w") as zf:
+        zf.write(tree / "a/x.txt", "a/x.txt")
+    ar = str(tmp_path / "t.barecat")
+    assert run("rsync", f"{tgz}::/", f"{ar}::")[0] == 0
+    assert run("rsync", f"{tgz}::", f"{ar}::named/")[0] == 0  # named after the file
+    assert run("rsync", f"{zipped}::a/", f"{ar}::fromzip/")[0] == 0
+    with barecat.Barecat(ar) as bc:
+        assert bc["a/x.txt"] == bc["named/pack/a/x.txt"] == bc["fromzip/x.txt"] == b"hello\n"
+        assert bc["a/b/big.bin"] == (tree / "a/b/big.bin").read_bytes()
+        seconds = (tree / "a/x.txt").stat().st_mtime_ns // 10**9
+        assert (bc.stat("a/x.txt").mtime_ns or 0) // 10**9 == seconds
+        assert stat.S_ISLNK(bc.stat("a/link_to_file").mode or 0)
+    out = tmp_path / "out"
+    assert run("rsync", f"{tgz}::a/b/", f"{out}/")[0] == 0
+    assert (out / "big.bin").read_bytes() == (tree / "a/b/big.bin").read_bytes()
+    code, _, err = run("rsync", f"{tree}/", str(tmp_path / "x.tar.gz::"))
+    assert code == 1 and "only be sources" in err and not (tmp_path / "x.tar.gz").exists()
+    code, _, err = run("rsync", str(tmp_path / "missing.tar::"), f"{ar}::")
+    assert code == 1 and "missing.tar" in err
+
+
+def test_ssh_and_server_sides_are_refused_clearly(run: Run, tree: Path, tmp_path: Path) -> None:
+    ar = str(tmp_path / "r.barecat")
+    for argv in ((f"{tree}/", "host:/srv/a.barecat::"), ("barecat://h:1/a::", f"{ar}::"),
+                 (f"{tree}/", "me@host:/srv/dir/")):  # fmt: skip
+        code, _, err = run("rsync", *argv)
+        assert code == 1 and "cannot reach" in err, err
+    assert not os.path.exists(ar)
+    code, _, err = run("rsync", f"{tree}/", str(tmp_path / "plain"))
+    assert code == 1 and "Use regular rsync" in err
+
+
+def test_compatibility_module_runs_the_same_sync(
+    tree: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from barecat.maintenance.rsync import PathType, RsyncOptions, parse_path, rsync
+
+    ar = str(tmp_path / "m.barecat")
+    parsed = parse_path(f"{ar}::a/")
+    assert (parsed.path_type, parsed.archive_path, parsed.inner_path) == (
+        PathType.LOCAL_ARCHIVE, ar, "a")  # fmt: skip
+    assert parsed.is_archive and not parsed.is_remote and parsed.archive_basename == "m"
+    ssh = parse_path("u@h:/x/dir/")
+    assert (ssh.path_type, ssh.filesystem_path, ssh.user) == (PathType.SSH, "/x/dir", "u")
+    rsync([f"{tree}/"], f"{ar}::", RsyncOptions(dry_run=True))
+    assert "a/x.txt" in capsys.readouterr().out and not os.path.exists(ar)
+    rsync([f"{tree}/"], f"{ar}::", RsyncOptions(exclude=["*.bin"], verbose=True))
+    assert "a/x.txt" in capsys.readouterr().out
+    (tree / "a/x.txt").unlink()
+    result = rsync([f"{tree}/"], f"{ar}::", RsyncOptions(delete=True, exclude=["*.bin"]))
+    assert [a.display for a in result.actions if a.display] == ["deleting a/x.txt"]
+    with barecat.Barecat(ar) as bc:
+        assert not bc.exists("a/x.txt") and not bc.exists("a/b/big.bin") and bc.isfile(".hidden")
+    with pytest.raises(ValueError, match="mtimes"):
+        rsync([f"{tree}/"], f"{ar}::", RsyncOptions(times=False))
+    with pytest.raises(NotImplementedError):
+        rsync(["host:/srv/"], f"{ar}::")
+    with pytest.raises(FileNotFoundError):
+        rsync([f"{ar}::no/such/"], str(tmp_path / "o"))
+
+
+def test_cli_size_and_existence_options(run: Run, tmp_path: Path) -> None:
+    src = tmp_path / "s"
+    src.mkdir()
+    touch(src / "small", b"x")
+    touch(src / "big", b"y" * 5000)
+    ar = str(tmp_path / "o.barecat")
+    assert run("rsync", "--max-size", "1K", f"{src}/", f"{ar}::")[0] == 0
+    with barecat.Barecat(ar) as bc:
+        assert sorted(bc.files()) == ["small"]
+    touch(src / "small", b"z")  # same size and mtime as stored, different bytes
+    touch(src / "new", b"n")
+    assert run("rsync", "-v", "--existing", "-c", f"{src}/", f"{ar}::")[1].splitlines() == [
+        "small"]  # fmt: skip
+    assert run("rsync", "-v", "--ignore-existing", f"{src}/", f"{ar}::")[1].splitlines() == [
+        "big", "new"]  # fmt: skip
+    with barecat.Barecat(ar) as bc:
+        assert bc["small"] == b"z" and bc["new"] == b"n"

@@ -7,8 +7,11 @@ import os
 import subprocess
 import sys
 import textwrap
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pytest
 
 import barecat
@@ -53,6 +56,49 @@ def test_dataloader_workers_read_every_file(
     for _ in range(2):  # two epochs through the same (persistent) workers
         seen = {p: data for batch in loader for p, data in batch}
         assert seen == files
+
+
+class DecodedItems(torch.utils.data.Dataset):  # type: ignore[misc]
+    """Values through a mapping that decodes (pickled whole into spawned workers)."""
+
+    def __init__(self, values: Mapping[str, Any], paths: list[str]) -> None:
+        self.values = values
+        self.paths = paths
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def __getitem__(self, i: int) -> tuple[str, Any]:
+        return self.paths[i], self.values[self.paths[i]]
+
+
+@pytest.mark.parametrize("through", ["DecodedView", "auto_codec"])
+def test_spawned_workers_decode_through_a_view(tmp_path: Path, through: str) -> None:
+    path = str(tmp_path / "decoded.barecat")
+    values: dict[str, Any] = {f"m/{i:02d}.json": {"i": i} for i in range(10)}
+    values.update({f"a/{i:02d}.npy.gz": np.arange(i) for i in range(10)})
+    values.update({f"i/{i:02d}.png": np.full((3, 4, 3), i, np.uint8) for i in range(10)})
+    with barecat.Barecat(path, readonly=False) as bc:
+        writer = barecat.DecodedView(bc)
+        for name, value in values.items():
+            writer[name] = value
+    if through == "DecodedView":
+        decoded: Mapping[str, Any] = barecat.DecodedView(barecat.Barecat(path, threadsafe=True))
+    else:
+        with pytest.warns(DeprecationWarning, match="auto_codec"):
+            decoded = barecat.Barecat(path, threadsafe=True, auto_codec=True)
+        assert type(decoded).__name__ == "CodecBarecat"
+    loader = DataLoader(
+        DecodedItems(decoded, sorted(values)),
+        batch_size=4,
+        num_workers=2,
+        multiprocessing_context="spawn",
+        collate_fn=as_list,
+    )
+    seen = {name: value for batch in loader for name, value in batch}
+    assert seen.keys() == values.keys()
+    for name, value in values.items():
+        np.testing.assert_array_equal(seen[name], value)
 
 
 def test_decoding_and_transforms(archive: tuple[str, dict[str, bytes]]) -> None:

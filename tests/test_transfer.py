@@ -42,6 +42,29 @@ def test_extract_subset(make_archive, tmp_path) -> None:  # type: ignore[no-unty
     assert found == ["keep/x", "keep/y/z"]
 
 
+def test_extract_relative_to_a_directory(archive_path: str, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    mtime = 1_300_000_000_000_000_000
+    with barecat.Barecat(archive_path, readonly=False) as bc:
+        bc.add(barecat.BarecatDirInfo("a/b", mode=0o40750, mtime_ns=mtime))
+        bc.add("top", data=b"0")
+        bc.add("a/x", data=b"1")
+        bc.add("a/b/y", data=b"2", mtime_ns=mtime)
+        bc.add("ab/z", data=b"3")  # shares a prefix with 'a' but is not under it
+        out = tmp_path / "o"
+        result = barecat.transfer.extract_to_directory(bc, str(out), relative_to="a/")
+        assert (result.files, result.failures) == (2, [])
+        with pytest.raises(FileNotFoundError):
+            barecat.transfer.extract_to_directory(bc, str(tmp_path / "p"), relative_to="nope")
+    found = sorted(
+        os.path.relpath(os.path.join(d, f), out) for d, _, fs in os.walk(out) for f in fs
+    )
+    assert found == ["b/y", "x"]
+    assert (out / "b/y").read_bytes() == b"2"
+    assert os.stat(out / "b").st_mode & 0o777 == 0o750  # the directories' metadata too
+    assert os.stat(out / "b").st_mtime_ns == mtime
+    assert not (tmp_path / "p").exists()
+
+
 def test_extract_refuses_paths_escaping_the_target(make_archive, tmp_path) -> None:  # type: ignore[no-untyped-def]
     path = make_archive({"ok": b"fine"})
     with sqlite3.connect(path) as conn:  # what another tool (or the reference) can store

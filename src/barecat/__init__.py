@@ -46,14 +46,35 @@ from barecat.shards import (
     BarecatReadWriteFileObject,
     Sharder,
 )
-from barecat.transfer import archive2barecat, barecat2archive, extract
+from barecat.transfer import archive2barecat, barecat2archive, extract, merge, merge_symlink
 
 __version__ = "0.4.0.dev0"
 
 
+def get_completion_script(shell: str = "bash") -> str:
+    """The path of barecat's completion script for ``shell``, to source from its startup
+    file (as ``barecat completion-script SHELL`` prints).
+
+    Args:
+        shell: ``'bash'`` or ``'zsh'``.
+
+    Returns:
+        The script's absolute path.
+
+    Raises:
+        ValueError: another shell.
+    """
+    from barecat.cli.completion import SCRIPT_NAMES, script_path
+
+    if shell not in SCRIPT_NAMES:
+        raise ValueError(f"Unknown shell: {shell}. Use 'bash' or 'zsh'.")
+    return str(script_path(shell))
+
+
 def connect(url: str, token: str | None = None) -> RemoteBarecat:
-    """An archive served by ``barecat serve`` at ``url`` (``http://HOST:PORT/a/NAME``), with
-    the read API of :class:`Barecat` (the ``server`` extra: httpx)."""
+    """An archive served by ``barecat serve`` at ``url`` (``http://HOST:PORT/a/NAME``;
+    ``http://HOST:PORT`` for a server of one archive; ``barecat://HOST[:PORT]/NAME[::PATH]``),
+    with the read API of :class:`Barecat` (the ``server`` extra: httpx)."""
     from barecat.server.client import RemoteBarecat
 
     return RemoteBarecat(url, token)
@@ -97,6 +118,9 @@ __all__ = [
     "exists",
     "extract",
     "get_cached_reader",
+    "get_completion_script",
+    "merge",
+    "merge_symlink",
     "open",
     "read_index",
     "remove",

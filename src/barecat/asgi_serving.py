@@ -27,6 +27,7 @@ from starlette.responses import JSONResponse, Response
 
 from barecat.exceptions import (
     BarecatError,
+    BarecatIntegrityError,
     FileExistsBarecatError,
     FileNotFoundBarecatError,
     InvalidPathBarecatError,
@@ -49,7 +50,8 @@ class HTTPError(Exception):
 def answered(handler: Handler) -> Handler:
     """Turn what a route raises into its HTTP status: 400 for a path that leaves the
     archive, 404 missing, 409 a directory where a file is wanted (or the reverse, or one
-    that exists), 405 a read-only archive, 500 other archive errors (damaged bytes)."""
+    that exists), 405 a read-only archive, 500 other archive errors; for damaged bytes
+    the JSON says ``"type": "integrity"``, so a client raises what a local read would."""
 
     @functools.wraps(handler)
     async def call(request: Request) -> Response:
@@ -68,6 +70,8 @@ def answered(handler: Handler) -> Handler:
             status, message = 409, str(e)
         except ReadOnlyBarecatError as e:
             status, message = 405, str(e)
+        except BarecatIntegrityError as e:  # damaged bytes: clients raise the same error
+            return JSONResponse({"error": str(e), "type": "integrity"}, status_code=500)
         except BarecatError as e:
             message = str(e)
         return JSONResponse({"error": message}, status_code=status)

@@ -87,6 +87,32 @@ class NotADirectoryLookupBarecatError(NotADirectoryBarecatError, FileNotFoundBar
         self.filename = path
 
 
+class MergeConflictBarecatError(BarecatError, ValueError):
+    """A merge would put a file where the target has a directory, or needs a directory
+    where the target has a file. A ``ValueError`` because barecat 0.3.1 raised one."""
+
+
+class FileOverDirectoryBarecatError(IsADirectoryBarecatError, MergeConflictBarecatError):
+    """A merge's source has a file where the target has a directory."""
+
+    def __init__(self, path: str) -> None:
+        _OSBarecatError.__init__(self, f"Source file {path!r} conflicts with target directory")
+        self.filename = path
+
+
+class DirectoryOverFileBarecatError(NotADirectoryBarecatError, MergeConflictBarecatError):
+    """A merge needs a directory (one of the source's, or the prefix or a directory above
+    it, named by ``prefix``) where the target has a file."""
+
+    def __init__(self, path: str, prefix: str | None = None) -> None:
+        if prefix is None:
+            message = f"Source directory {path!r} conflicts with target file"
+        else:
+            message = f"Cannot use prefix {prefix!r}: {path!r} exists as a file"
+        _OSBarecatError.__init__(self, message)
+        self.filename = path
+
+
 class DirectoryNotEmptyBarecatError(_OSBarecatError):
     """``rmdir`` of a directory that still has entries."""
 
@@ -183,12 +209,15 @@ __all__ = [
     "CorruptIndexBarecatError",
     "DamagedEntryBarecatError",
     "DirectoryNotEmptyBarecatError",
+    "DirectoryOverFileBarecatError",
     "FileExistsBarecatError",
     "FileNotFoundBarecatError",
+    "FileOverDirectoryBarecatError",
     "FileTooLargeBarecatError",
     "InvalidPathBarecatError",
     "IsADirectoryBarecatError",
     "KeyDerivationCostBarecatError",
+    "MergeConflictBarecatError",
     "NotADirectoryBarecatError",
     "NotADirectoryLookupBarecatError",
     "NotEnoughSpaceBarecatError",

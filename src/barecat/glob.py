@@ -281,7 +281,9 @@ class _Rule:
             if not path.startswith(glob.base + "/"):
                 return False
             path = path[len(glob.base) + 1 :]
-        return glob.matches_relative(path.split("/"), is_dir)
+        # as in rsync, a trailing '**' stands for at least one name, for a directory too:
+        # 'data/**' and '*/**' match what is inside a directory, not the directory itself
+        return glob.matches_relative(path.split("/"), is_dir=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -292,22 +294,75 @@ class PathFilter:
     matches the whole path, ``**`` spanning directories (``train/**/*.jpg``); a trailing
     '/' restricts it to directories. A rule that matches a directory covers everything
     below it, so excluding ``cache`` drops the subtree and including ``train`` takes all of
-    it. With include rules, only what they cover is selected; exclusion wins over inclusion.
+    it.
+
+    The rules apply in order: the first one that covers a path decides whether it is
+    selected, and a path no rule covers gets ``default``. :meth:`from_rules` keeps the
+    order given (rsync's first match wins; what no rule covers is selected);
+    :meth:`from_patterns` is tar's convention (exclusion wins over inclusion, and with
+    include rules only what they cover is selected).
     """
 
-    include: tuple[_Rule, ...] = ()
-    exclude: tuple[_Rule, ...] = ()
+    rules: tuple[tuple[bool, _Rule], ...] = ()
+    """(True for include, the rule), in the order they are tried."""
+    default: bool = True
+    """Whether a path that no rule covers is selected."""
 
     @classmethod
     def from_patterns(cls, include: Iterable[str] = (), exclude: Iterable[str] = ()) -> PathFilter:
-        return cls(tuple(_Rule.parse(p) for p in include), tuple(_Rule.parse(p) for p in exclude))
+        """Tar's convention: excludes first, then includes; with includes, nothing else.
+
+        Raises:
+            ValueError: an empty pattern.
+        """
+        includes = tuple((True, _Rule.parse(p)) for p in include)
+        excludes = tuple((False, _Rule.parse(p)) for p in exclude)
+        return cls(excludes + includes, default=not includes)
+
+    @classmethod
+    def from_rules(cls, rules: Iterable[tuple[str, str]]) -> PathFilter:
+        """Rsync's convention: ``('+', pattern)`` includes and ``('-', pattern)`` excludes,
+        tried in the order given; the first that covers a path decides, and a path no rule
+        covers is selected (so includes after the last exclude change nothing).
+
+        Raises:
+            ValueError: a sign other than '+' or '-', or an empty pattern.
+        """
+        parsed = []
+        for sign, pattern in rules:
+            if sign not in ("+", "-"):
+                raise ValueError(f"A filter rule's sign is '+' or '-', not {sign!r}")
+            parsed.append((sign == "+", _Rule.parse(pattern)))
+        return cls(tuple(parsed), default=True)
+
+    @property
+    def include(self) -> tuple[_Rule, ...]:
+        return tuple(rule for inc, rule in self.rules if inc)
+
+    @property
+    def exclude(self) -> tuple[_Rule, ...]:
+        return tuple(rule for inc, rule in self.rules if not inc)
 
     @property
     def selects_everything(self) -> bool:
-        return not self.include and not self.exclude
+        return self.default and all(inc for inc, _ in self.rules)
+
+    @property
+    def ignored_includes(self) -> int:
+        """How many include rules can change nothing: those after the last exclude when
+        unmatched paths are selected anyway."""
+        if not self.default:
+            return 0
+        count = 0
+        for inc, _ in reversed(self.rules):
+            if not inc:
+                break
+            count += 1
+        return count
 
     def is_excluded(self, path: str, is_dir: bool) -> bool:
-        """True if an exclude rule matches ``path`` itself (callers prune below it)."""
+        """True if an exclude rule matches ``path`` itself (for walks with tar's rules,
+        which prune below it)."""
         return any(rule.matches(path, is_dir) for rule in self.exclude)
 
     def is_included(self, path: str, is_dir: bool) -> bool:
@@ -319,14 +374,49 @@ class PathFilter:
         )
 
     def prunes(self, path: str, is_dir: bool) -> bool:
-        """True if an exclude rule matches ``path`` or one of its ancestor directories."""
-        return self.is_excluded(path, is_dir) or any(
-            self.is_excluded(a, True) for a in _ancestors(path)
-        )
+        """True if ``path`` and everything below it are left out: an exclude rule covers it
+        and no include rule comes before that one."""
+        i = self.first_cover(path, is_dir)
+        return i < len(self.rules) and not any(inc for inc, _ in self.rules[: i + 1])
 
     def selects(self, path: str, is_dir: bool) -> bool:
         """Full decision for one path, ancestors included (for paths not found by a walk)."""
-        return not self.prunes(path, is_dir) and self.is_included(path, is_dir)
+        i = self.first_cover(path, is_dir)
+        return self.rules[i][0] if i < len(self.rules) else self.default
+
+    def first_cover(self, path: str, is_dir: bool, memo: dict[str, int] | None = None) -> int:
+        """The index of the first rule that matches ``path`` or one of its directories
+        (``len(rules)`` if none). ``memo`` keeps directories' answers between calls, so
+        deciding many paths tries each rule once per directory."""
+        names = path.split("/")
+        limit, done = len(self.rules), 0
+        if memo:
+            for k in range(len(names) - 1, 0, -1):
+                known = memo.get("/".join(names[:k]))
+                if known is not None:
+                    limit, done = known, k
+                    break
+        for k in range(done + 1, len(names) + 1):
+            sub = "/".join(names[:k])
+            sub_is_dir = is_dir or k < len(names)
+            for i in range(limit):
+                if self.rules[i][1].matches(sub, sub_is_dir):
+                    limit = i
+                    break
+            if memo is not None and sub_is_dir:
+                memo[sub] = limit
+        return limit
+
+    def selector(self) -> Callable[[str, bool], bool]:
+        """:meth:`selects` for many paths, remembering directories' answers."""
+        memo: dict[str, int] = {}
+        rules, default = self.rules, self.default
+
+        def selects(path: str, is_dir: bool) -> bool:
+            i = self.first_cover(path, is_dir, memo)
+            return rules[i][0] if i < len(rules) else default
+
+        return selects
 
 
 def _ancestors(path: str) -> Iterator[str]:

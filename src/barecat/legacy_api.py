@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import functools
 import os
+import warnings
 from typing import Any
 
 from barecat.archive import Barecat
+from barecat.archive.auto_codec import AUTO_CODEC_DEPRECATED, decode_by_extension
 from barecat.entries import BarecatFileInfo
 from barecat.layout import archive_exists, remove_archive
 
@@ -30,21 +32,55 @@ def open(
     auto_codec: bool = False,
     threadsafe_reader: bool = True,
 ) -> Barecat:
-    """Open an archive with a file-like mode: r, r+, a+, w+ (overwrite), x+ (must not exist)."""
+    """Open an archive with a file-like mode: r, r+, a+, w+ (overwrite), x+ (must not exist).
+
+    ``auto_codec=True`` is deprecated, as in 0.3.x: the dict API then encodes and decodes
+    by extension (see ``Barecat``); wrap the archive in ``DecodedView`` instead."""
     if mode not in _MODES:
         raise ValueError(f"Invalid mode {mode!r}; expected one of {', '.join(_MODES)}")
     if mode == "r+" and not archive_exists(path):
         raise FileNotFoundError(f"Archive not found: {os.fspath(path)}")
     options: dict[str, Any] = dict(_MODES[mode])
-    return Barecat(
-        path, auto_codec=auto_codec, threadsafe=threadsafe_reader and mode == "r", **options
-    )
+    bc = Barecat(path, threadsafe=threadsafe_reader and mode == "r", **options)
+    if auto_codec:  # warned here, so that the warning names the caller's line
+        warnings.warn(AUTO_CODEC_DEPRECATED, DeprecationWarning, stacklevel=2)
+        decode_by_extension(bc)
+    return bc
+
+
+_CACHED_READER_DEFAULT = (
+    "get_cached_reader() currently defaults to auto_codec=True, but this default will "
+    "change to False in version 1.0. Pass auto_codec=True explicitly to keep the current "
+    "behavior, or auto_codec=False (and use DecodedView) to adopt the new default."
+)
+
+
+def get_cached_reader(path: str, auto_codec: bool | None = None) -> Barecat:
+    """A read-only, thread-safe archive shared by all callers in this process.
+
+    Args:
+        path: the archive.
+        auto_codec: ``False`` gives the files' bytes; ``True`` (deprecated) decodes them
+            by extension, as ``Barecat(auto_codec=True)``; ``None`` does what 0.3.x's
+            default did: decodes, with its ``FutureWarning`` about the default.
+
+    Returns:
+        One archive per (path, auto_codec), opened on first use.
+    """
+    if auto_codec is None:
+        warnings.warn(_CACHED_READER_DEFAULT, FutureWarning, stacklevel=2)
+        auto_codec = True
+    elif auto_codec:
+        warnings.warn(AUTO_CODEC_DEPRECATED, DeprecationWarning, stacklevel=2)
+    return _cached_reader(path, auto_codec)
 
 
 @functools.lru_cache(maxsize=16)
-def get_cached_reader(path: str) -> Barecat:
-    """A read-only, thread-safe archive shared by all callers in this process."""
-    return Barecat(path, readonly=True, threadsafe=True)
+def _cached_reader(path: str, auto_codec: bool) -> Barecat:
+    bc = Barecat(path, readonly=True, threadsafe=True)
+    if auto_codec:
+        decode_by_extension(bc)
+    return bc
 
 
 def exists(path: str | os.PathLike[str]) -> bool:

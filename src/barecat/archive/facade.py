@@ -20,6 +20,7 @@ import os
 import stat
 import threading
 import time
+import warnings
 from collections.abc import Callable, Iterable, Iterator, MutableMapping
 from typing import IO, Any, BinaryIO, cast
 
@@ -37,6 +38,7 @@ from barecat.archive.sealed import (
     take_sealing,
 )
 from barecat.archive.writer_lock import WriterLock
+from barecat.codecs.registry import CodecRegistry
 from barecat.entries import BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo
 from barecat.exceptions import (
     BarecatError,
@@ -85,6 +87,11 @@ class Barecat(
     store's version of it changes, its files read by ranged requests through a block
     cache there (``block_cache=False``: no shard bytes kept on disk).
 
+    ``auto_codec=True`` (deprecated, as in 0.3.x; so is :meth:`register_codec`): the dict
+    API (``bc[path]``, ``get``, ``items``, ...) encodes and decodes values by extension
+    and passes names without a codec through as bytes (see ``auto_codec.py``); new code
+    wraps the archive in ``DecodedView`` instead.
+
     ``threadsafe=True``: a reader gives each thread its own SQLite connection; a writer
     may be used from several threads, its changes run one at a time, and what any thread
     added is in the archive once ``add`` returned, committed by the next commit or
@@ -114,10 +121,6 @@ class Barecat(
         cache_dir: str | None = None,
         block_cache: bool = True,
     ) -> None:
-        if auto_codec:
-            raise BarecatError(
-                "auto_codec is not supported; wrap the archive in DecodedView instead"
-            )
         self.remote = is_remote_url(path)
         self.path = os.fspath(path) if self.remote else base_path(local_path_of(path))
         self._remote_options = (storage_options, cache_dir, block_cache)
@@ -166,6 +169,11 @@ class Barecat(
             self._resync_write_position()
         self._last_commit = time.monotonic()
         self._uncommitted = 0
+        if auto_codec:  # (a plain archive pays nothing for this: see auto_codec.py)
+            from barecat.archive import auto_codec as legacy_codecs
+
+            warnings.warn(legacy_codecs.AUTO_CODEC_DEPRECATED, DeprecationWarning, stacklevel=2)
+            legacy_codecs.decode_by_extension(self)
 
     def _open_local(
         self,
@@ -788,6 +796,29 @@ class Barecat(
         finfo.fill_from_statresult(st)
         with open(filesys_path, "rb") as f:
             self.add(finfo, fileobj=f)
+
+    def register_codec(
+        self,
+        exts: list[str],
+        encoder: Callable[[Any], bytes],
+        decoder: Callable[[bytes], Any],
+        nonfinal: bool = False,
+    ) -> None:
+        """Deprecated (as in barecat 0.3.x): encode and decode files named ``*.ext`` in
+        the dict API (``bc[path]``, ``get``, ``items``, ...). Other names stay raw bytes
+        (unless ``auto_codec=True`` gave the built-in codecs). Use ``DecodedView`` instead.
+
+        Args:
+            exts: extensions (``'.txt'`` or ``'txt'``), matched in any case.
+            encoder: a value to bytes.
+            decoder: bytes to a value.
+            nonfinal: a layer (compression) over whatever the rest of the name says.
+        """
+        from barecat.archive import auto_codec as legacy_codecs
+
+        warnings.warn(legacy_codecs.REGISTER_CODEC_DEPRECATED, DeprecationWarning, stacklevel=2)
+        view = legacy_codecs.decode_by_extension(self, CodecRegistry())
+        view.register_codec(exts, encoder, decoder, nonfinal)
 
     def __repr__(self) -> str:
         state = (

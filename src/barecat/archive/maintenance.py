@@ -58,16 +58,27 @@ class ArchiveMaintenance(ArchiveContract):
         pattern: str | None = None,
         filter_rules: list[tuple[str, str]] | None = None,
     ) -> None:
-        """Copy another archive's files in (the reference's method). ``filter_rules`` are
-        ``('+', pattern)`` includes and ``('-', pattern)`` excludes."""
+        """Copy another archive's files in (the reference's method).
+
+        Args:
+            source_path: the archive to take files from.
+            ignore_duplicates: skip a file whose path this archive has (default: raise).
+            prefix: put everything under this directory.
+            pattern: only files matching this glob.
+            filter_rules: ``('+', pattern)`` includes and ``('-', pattern)`` excludes,
+                rsync's way: the first rule that matches a path or one of its
+                directories decides; a path no rule matches is taken.
+
+        Raises:
+            FileExistsBarecatError: a path is taken (without ``ignore_duplicates``).
+            IsADirectoryBarecatError: a source file where this archive has a directory
+                (also a ``ValueError``, as barecat 0.3.1 raised).
+            NotADirectoryBarecatError: a directory the source needs (or the prefix) is a
+                file here (also a ``ValueError``).
+        """
         self._require_writable()
         self._require_no_open_writer()
-        path_filter = None
-        if filter_rules:
-            path_filter = PathFilter.from_patterns(
-                [p for sign, p in filter_rules if sign == "+"],
-                [p for sign, p in filter_rules if sign == "-"],
-            )
+        path_filter = PathFilter.from_rules(filter_rules) if filter_rules else None
         self.prepare_file_list_edit()
         self.commit()
         merge_archives(

@@ -17,8 +17,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import shutil
-import tempfile
 from collections.abc import Callable, Iterator, Sequence
 
 from barecat.archive import Barecat
@@ -35,11 +33,11 @@ from barecat.cli.sealing import open_archive, passphrase_source
 from barecat.cli.terminal import Progress, describe, error, human_size, wants_progress
 from barecat.exceptions import BarecatError, FileExistsBarecatError
 from barecat.glob import PathFilter
-from barecat.layout import archive_exists, base_path, index_path, is_sqlite_file
+from barecat.layout import archive_exists, base_path, index_path
 from barecat.ops.copy_files import CopyStats
 from barecat.ops.merge import check_source, merge_archives
 from barecat.ops.subset import select_entries, subset_archive
-from barecat.transfer import archive2barecat, building_archive, format_of_name
+from barecat.transfer.merging import barecat_inputs, is_tar_or_zip, merge_output
 
 MERGE_EXAMPLES = """
 barecat merge -o all.barecat train.barecat val.barecat test.barecat
@@ -52,7 +50,8 @@ barecat merge -o all.barecat old.barecat new-photos.tar.gz extra.zip   # tar/zip
 
 SUBSET_EXAMPLES = """
 barecat subset photos.barecat -o jpgs.barecat --pattern '**/*.jpg'
-barecat subset photos.barecat -o some.barecat -i 'train/' -x '*.tmp' -x 'thumbs/'
+barecat subset photos.barecat -o some.barecat -x '*.tmp' -x 'thumbs/'
+barecat subset photos.barecat -o train.barecat -x '*.tmp' -i 'train/' -x '**'   # train only
 barecat subset photos.barecat -o part.barecat -f -s 1G --pattern 'train/**'
 """
 
@@ -129,13 +128,20 @@ def _filter_options(parser: argparse.ArgumentParser) -> None:
         help="Only files matching GLOB ('**' spans directories; 'dir/' means 'dir/**'); "
         "incompatible with -i/-x",
     )
-    add_filter_options(parser, ["-x", "--exclude"])
+    add_filter_options(parser, ["-x", "--exclude"], ordered=True)
 
 
-def _path_filter(args: argparse.Namespace) -> PathFilter | None:
+def _path_filter(args: argparse.Namespace, command: str) -> PathFilter | None:
+    """The -i/-x rules in the order given (rsync's: the first match decides)."""
     if args.pattern and (args.include or args.exclude):
         raise ValueError("--pattern cannot be combined with -i/-x")
-    path_filter = PathFilter.from_patterns(args.include, args.exclude)
+    path_filter = PathFilter.from_rules(args.filter_rules)
+    if path_filter.ignored_includes:
+        error(
+            "warning: -i after the last -x changes nothing, since what no rule matches is "
+            "kept (as in rsync); to keep only what -i matches, end with -x '**'",
+            command=command,
+        )
     return None if path_filter.selects_everything else path_filter
 
 
@@ -178,36 +184,24 @@ def run_merge(args: argparse.Namespace) -> int:
 
 @contextlib.contextmanager
 def _converted_inputs(inputs: list[str], output: str, symlink: bool) -> Iterator[list[str]]:
-    """Tar and zip inputs converted to temporary archives beside the output (under their
-    own file names, so ``--as-subdirs`` names them the same), removed afterwards."""
-    foreign = {i for i, p in enumerate(inputs) if format_of_name(p) and not is_sqlite_file(p)}
-    if not foreign:
-        yield inputs
-        return
-    if symlink:
+    """Tar and zip inputs converted to temporary archives beside the output, removed
+    afterwards (``barecat_inputs``); refused with ``--symlink``."""
+    if symlink and any(is_tar_or_zip(p) for p in inputs):
         raise ValueError(
-            "--symlink links archives' shards, and a tar or zip input has none: drop "
-            "--symlink, or make it an archive first with 'barecat convert --wrap'"
+            "--symlink is not supported with tar/zip inputs: it links archives' shards, and "
+            "a tar or zip file has none; drop --symlink, or make it an archive first with "
+            "'barecat convert --wrap'"
         )
-    folder = tempfile.mkdtemp(prefix=".merge-inputs-", dir=os.path.dirname(os.path.abspath(output)))
-    try:
-        converted = []
-        for i, path in enumerate(inputs):
-            if i in foreign:
-                target = os.path.join(folder, str(i), os.path.basename(path))
-                os.makedirs(os.path.dirname(target))
-                result = archive2barecat(path, target)
-                for name, reason in result.skipped:
-                    error(f"{path}: skipped {name}: {reason}", command="merge")
-                path = target
-            converted.append(path)
+
+    def skipped(path: str, name: str, reason: str) -> None:
+        error(f"{path}: skipped {name}: {reason}", command="merge")
+
+    with barecat_inputs(inputs, output, skipped) as converted:
         yield converted
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _merge(args: argparse.Namespace, inputs: list[str], names: dict[str, str]) -> int:
-    path_filter = _path_filter(args)
+    path_filter = _path_filter(args, "merge")
     _check_output(
         args.output, inputs, args.force or args.append, "use -f to overwrite or -a to append"
     )
@@ -253,21 +247,15 @@ def _merge(args: argparse.Namespace, inputs: list[str], names: dict[str, str]) -
 def _output_archive(
     args: argparse.Namespace, output: str, replace: bool, shard_size_limit: int | None
 ) -> contextlib.AbstractContextManager[Barecat]:
-    """The output archive, for writing: an existing one is added to in place unless
-    ``replace`` (``-a``; each input is committed whole); otherwise the output is
-    built under a temporary name and appears at ``output`` (replacing the old one) only
-    when the block completes, so a kill leaves no partial output behind. With the
-    passphrase source: encrypted files it takes need it for its index digest."""
+    """The output archive, for writing (``merge_output``: an existing one is added to in
+    place unless ``replace``), with the passphrase source: encrypted files it takes need
+    it for its index digest."""
     passphrase = passphrase_source(args)
-    if archive_exists(output) and not replace:
-        return Barecat(
-            output, readonly=False, shard_size_limit=shard_size_limit, passphrase=passphrase
-        )
-    return building_archive(output, replace, shard_size_limit, {"passphrase": passphrase})
+    return merge_output(output, replace, shard_size_limit, {"passphrase": passphrase})
 
 
 def run_subset(args: argparse.Namespace) -> int:
-    path_filter = _path_filter(args)
+    path_filter = _path_filter(args, "subset")
     _check_output(args.output, [args.archive], args.force, "use -f to overwrite")
     show = wants_progress(args.quiet)
     with open_archive(args.archive, args) as src:

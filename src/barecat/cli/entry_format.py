@@ -131,7 +131,7 @@ def mtime_text(mtime_ns: int | None) -> str:
 def stat_fields(info: BarecatEntryInfo) -> list[tuple[str, str]]:
     """Every stored fact about an entry as (label, value), for ``stat``."""
     mode = full_mode(info)
-    fields = [("Path", "/" + info.path)]
+    fields = [("Dir" if isinstance(info, BarecatDirInfo) else "File", "/" + info.path)]
     if isinstance(info, BarecatFileInfo):
         crc = "-" if info.crc32c is None else f"0x{info.crc32c:08x}"
         fields += [

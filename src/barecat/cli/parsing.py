@@ -95,23 +95,64 @@ def add_passphrase_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def add_filter_options(parser: argparse.ArgumentParser, exclude_flags: Sequence[str]) -> None:
+class _FilterRule(argparse._AppendAction):
+    """Appends the pattern to its own list (``include`` or ``exclude``) and, as
+    ``(sign, pattern)``, to ``filter_rules``, which keeps -i and -x in the order typed
+    (an append action, so completion offers it again)."""
+
+    def __init__(self, *args: Any, sign: str, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.sign = sign
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        for dest, item in ((self.dest, values), ("filter_rules", (self.sign, values))):
+            setattr(namespace, dest, [*(getattr(namespace, dest, None) or []), item])
+
+
+def add_filter_options(
+    parser: argparse.ArgumentParser, exclude_flags: Sequence[str], ordered: bool = False
+) -> None:
     """``-i/--include`` and the exclude option, with the tar/rsync pattern rules (the
-    reference spells exclude ``--exclude`` for create and ``-x/--exclude`` for extract)."""
+    reference spells exclude ``--exclude`` for create and ``-x/--exclude`` for extract).
+    Besides ``include`` and ``exclude``, ``filter_rules`` lists both as ``(sign, pattern)``
+    in command-line order; ``ordered`` says in the help that the first match decides."""
+    parser.set_defaults(filter_rules=[])
+    if ordered:
+        rules = (
+            "no '/': a name at any depth; with '/': the whole path, ** spanning directories; "
+            "trailing '/': a directory and everything in it. With -i and -x mixed, the first "
+            "rule that matches a path or one of its directories decides, as in rsync; what "
+            "no rule matches is kept"
+        )
+        exclude_help = f"Leave out paths matching PATTERN ({rules}). Repeatable"
+        include_help = "Keep paths matching PATTERN, even if a later -x matches them. Repeatable"
+    else:
+        exclude_help = (
+            "Leave out paths matching PATTERN (no '/': a name at any depth; with '/': the "
+            "whole path, ** spanning directories; trailing '/': directories). Repeatable"
+        )
+        include_help = "Only paths matching PATTERN (same rules). Repeatable"
     parser.add_argument(
         *exclude_flags,
         dest="exclude",
-        action="append",
+        action=_FilterRule,
+        sign="-",
         default=[],
         metavar="PATTERN",
-        help="Leave out paths matching PATTERN (no '/': a name at any depth; with '/': the "
-        "whole path, ** spanning directories; trailing '/': directories). Repeatable",
+        help=exclude_help,
     )
     parser.add_argument(
         "-i",
         "--include",
-        action="append",
+        action=_FilterRule,
+        sign="+",
         default=[],
         metavar="PATTERN",
-        help="Only paths matching PATTERN (same rules). Repeatable",
+        help=include_help,
     )

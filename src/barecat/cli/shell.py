@@ -2,10 +2,11 @@
 
 Owns the subcommand and the shell's commands: navigating (cd, pwd, ls), reading (cat,
 head, stat, info, find, du, tree), copying out (get, mget), changing the archive (put,
-mput, rm, mv, mkdir) and the local side (lcd, lpwd, lls). The interpreter they run in
-is ``shell_engine``; how entries are shown is ``entry_format``; tree, find and du are
-drawn by ``listing`` and ``reports`` so they match the top-level commands. Everything
-done to the archive goes through the public ``Barecat`` API.
+mput, rm, mv, mkdir) and the local side (lcd, lpwd, lls, and ``!`` to run a local
+command). The interpreter they run in is ``shell_engine``; how entries are shown is
+``entry_format``; tree, find and du are drawn by ``listing`` and ``reports`` so they
+match the top-level commands; copies to disk go through ``transfer``'s safe extraction.
+Everything done to the archive goes through the public ``Barecat`` API.
 """
 
 from __future__ import annotations
@@ -16,10 +17,10 @@ import io
 import os
 import posixpath
 import shlex
-import stat
+import subprocess
 import sys
 from collections.abc import Mapping
-from typing import ClassVar, cast
+from typing import ClassVar, TextIO, cast
 
 from barecat.cli import listing, reports
 from barecat.cli.entry_format import (
@@ -32,10 +33,13 @@ from barecat.cli.entry_format import (
 from barecat.cli.parsing import Subparsers, add_archive_argument, add_command
 from barecat.cli.sealing import open_archive
 from barecat.cli.shell_engine import ShellEngine, ShellError, has_magic, natural_number
+from barecat.cli.terminal import failure_line, human_size
 from barecat.entries import SHARD_SIZE_UNLIMITED, BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo
-from barecat.exceptions import FileNotFoundBarecatError
+from barecat.exceptions import BarecatError, FileNotFoundBarecatError
 from barecat.layout import archive_exists
-from barecat.paths import basename, join
+from barecat.paths import basename, is_within, join
+from barecat.transfer import ExtractResult, extract_to_directory
+from barecat.transfer.extraction import DirectoryWriter
 
 
 def register(sub: Subparsers) -> None:
@@ -101,6 +105,7 @@ class BarecatShell(ShellEngine):
         "lcd": None,
         "lls": None,
         "mput": None,
+        "shell": None,
         "put": frozenset({0}),
         "get": frozenset({1}),
     }
@@ -134,13 +139,14 @@ class BarecatShell(ShellEngine):
         """ls [-l] [-h] [PATH|GLOB...]: list directories, files, or what globs match.
 
         Names are sorted bytewise; directories end in '/'. -l: long format (mode, links,
-        owner, group, size, time, name); a directory's size is that of its whole tree.
+        owner, group, size, time, name) after a 'total' line giving the size of each listed
+        directory's tree; a directory's size is that of its whole tree.
         -h: human-readable sizes.
         """
         opts, operands = self.parse(arg, "lh")
         long, human = "-l" in opts, "-h" in opts
         loose: list[tuple[str, BarecatEntryInfo]] = []
-        directories: list[tuple[str, str]] = []
+        directories: list[tuple[str, BarecatDirInfo]] = []
         for shown, path, globbed in self.expand(operands or ["."]):
             try:
                 info = self.bc.stat(path)
@@ -148,15 +154,18 @@ class BarecatShell(ShellEngine):
                 self.fail(f"{shown}: No such file or directory")
                 continue
             if isinstance(info, BarecatDirInfo) and not globbed:
-                directories.append((shown, path))
+                directories.append((shown, info))
             else:
                 loose.append((shown, info))
         self._print_entries(loose, long, human)
         headers = len(loose) + len(directories) > 1
-        for number, (shown, path) in enumerate(directories):
+        for number, (shown, directory) in enumerate(directories):
             if headers:
                 self.write(("\n" if loose or number else "") + f"{shown}:\n")
-            entries = [(e.name, e) for e in self.bc.scandir(path)]
+            if long:
+                total = directory.size_tree or 0
+                self.write(f"total {human_size(total) if human else total}\n")
+            entries = [(e.name, e) for e in self.bc.scandir(directory.path)]
             self._print_entries(sorted(entries, key=lambda e: bytewise(e[0])), long, human)
 
     def _print_entries(
@@ -250,7 +259,7 @@ class BarecatShell(ShellEngine):
         listing.print_find(
             self.bc,
             start,
-            self.out,
+            self.stdout,
             name=options.get("-name"),
             path=options.get("-path"),
             type=options.get("-type"),
@@ -288,7 +297,7 @@ class BarecatShell(ShellEngine):
         reports.print_du(
             self.bc,
             self._single_path(operands),
-            self.out,
+            self.stdout,
             all_files="-a" in opts,
             summarize="-s" in opts,
             human="-h" in opts,
@@ -300,7 +309,7 @@ class BarecatShell(ShellEngine):
         opts, operands = self.parse(arg, "dL:")
         level = natural_number(opts["-L"], "-L") if "-L" in opts else None
         listing.print_tree(
-            self.bc, self._single_path(operands), self.out, level=level, dirs_only="-d" in opts
+            self.bc, self._single_path(operands), self.stdout, level=level, dirs_only="-d" in opts
         )
 
     def _single_path(self, operands: list[str]) -> str:
@@ -312,55 +321,100 @@ class BarecatShell(ShellEngine):
     # -- copying out -----------------------------------------------------------------------
 
     def do_get(self, arg: str) -> None:
-        """get PATH [LOCAL]: extract one file to the local disk.
+        """get PATH [LOCAL]: copy a file, or a directory with all it holds, to the local disk.
 
-        It goes to LOCAL (into it if that is a directory), else into the local directory
-        (see lcd), with its stored permissions and modification time.
+        It goes to LOCAL (into it if that is an existing directory), else into the local
+        directory (see lcd) under its own name, with the stored permissions and
+        modification times. Each file is CRC-checked before it is written.
         """
         _, operands = self.parse(arg, "")
         if not 1 <= len(operands) <= 2:
             raise ShellError("usage: get PATH [LOCAL]")
         info = self.lookup(operands[0])
-        if not isinstance(info, BarecatFileInfo):
-            raise ShellError(f"{operands[0]}: Is a directory (use: mget '{operands[0]}/**')")
         target = self.local_path(operands[1] if len(operands) == 2 else ".")
         if os.path.isdir(target):
             target = os.path.join(target, info.name)
-        self._extract(info, target)
+        if isinstance(info, BarecatFileInfo):
+            self._write_local(os.path.dirname(target), [(info, os.path.basename(target))])
+            return
+        result = extract_to_directory(self.bc, target, relative_to=info.path)
+        self._report(result, target)
 
     def do_mget(self, arg: str) -> None:
-        """mget PATH|GLOB...: extract many files into the local directory.
+        """mget [-d] PATH|GLOB... [LOCALDIR]: copy many files to the local disk.
 
-        Each keeps its path relative to the current archive directory; '**' matches at
-        any depth, so 'mget sub/**' extracts a whole subtree.
+        They go into LOCALDIR (the last of several operands, if it is an existing local
+        directory and names nothing in the archive), else into the local directory (see
+        lcd), under their own names; two matches with the same name are an error, not an
+        overwrite. -d: keep their paths relative to the current archive directory instead.
+        '**' matches at any depth: 'mget "**/*.jpg"' copies every .jpg below here.
         """
-        _, operands = self.parse(arg, "")
+        opts, operands = self.parse(arg, "d")
         if not operands:
             raise ShellError("missing operand")
-        self.each(self.expand(operands), self._mget_one)
+        root = self.local_cwd
+        last = operands[-1]
+        if (
+            len(operands) > 1
+            and not has_magic(last)
+            and not self.bc.exists(self.resolve(last))
+            and os.path.isdir(self.local_path(last))
+        ):
+            root = self.local_path(last)
+            operands = operands[:-1]
+        files: list[tuple[BarecatFileInfo, str]] = []
+        taken: dict[str, str] = {}
+        for shown, path, globbed in self.expand(operands):
+            try:
+                info = self.lookup("/" + path, shown)
+                if isinstance(info, BarecatFileInfo):
+                    files.append((info, self._mget_name(info, taken, "-d" in opts)))
+                elif not globbed:  # '**' matches directories too; their files are matched
+                    raise ShellError(f"{shown}: Is a directory (use: get {shown})")
+            except ShellError as e:
+                self.fail(str(e))
+        self._write_local(root, files, self.cwd if "-d" in opts else "")
 
-    def _mget_one(self, item: tuple[str, str, bool]) -> None:
-        shown, path, globbed = item
-        info = self.lookup("/" + path, shown)
-        if not isinstance(info, BarecatFileInfo):
-            if globbed:
-                return  # '**' matches directories too; their files are matched as well
-            raise ShellError(f"{shown}: Is a directory (use: mget '{shown}/**')")
-        prefix = self.cwd + "/" if self.cwd else ""
-        relative = path[len(prefix) :] if path.startswith(prefix) else info.name
-        self._extract(info, os.path.join(self.local_cwd, *relative.split("/")))
+    def _mget_name(self, info: BarecatFileInfo, taken: dict[str, str], keep_dirs: bool) -> str:
+        """Where mget writes a file: its path (-d: kept below the current directory) as
+        DirectoryWriter takes it; a name another match already took is an error."""
+        if keep_dirs and not is_within(info.path, self.cwd):
+            raise ShellError(
+                f"/{info.path}: outside the current directory (-d keeps paths below it)"
+            )
+        name = info.path if keep_dirs else info.name
+        if name in taken:
+            raise ShellError(f"/{info.path}: its name is taken by /{taken[name]} (use mget -d)")
+        taken[name] = info.path
+        return name
 
-    def _extract(self, info: BarecatFileInfo, target: str) -> None:
-        """Write a file (CRC-checked before the local file is made, so a damaged one
-        leaves none) to disk with its stored permissions and mtime."""
-        data = self.bc.read(info)
-        os.makedirs(os.path.dirname(target) or ".", exist_ok=True)
-        with open(target, "wb") as f:
-            f.write(data)
-        if info.mode is not None:
-            os.chmod(target, stat.S_IMODE(info.mode))
-        if info.mtime_ns is not None:
-            os.utime(target, ns=(info.mtime_ns, info.mtime_ns))
+    def _write_local(
+        self, root: str, files: list[tuple[BarecatFileInfo, str]], base: str = ""
+    ) -> None:
+        """Write archive files below the local directory ``root``, each to where it is paired
+        with: a path relative to the archive directory ``base``. Links are made last and
+        none pointing outside ``root`` (as in 'barecat extract'); failures are reported."""
+        writer = DirectoryWriter(self.bc, os.path.abspath(root), False, os.geteuid() == 0, base)
+        os.makedirs(writer.root, exist_ok=True)
+        for info, where in sorted(files, key=lambda pair: pair[0].is_symlink_entry):
+            try:
+                dest = writer.destination(where)
+                writer.ensure_dir(os.path.dirname(dest))
+                (writer.make_link if info.is_symlink_entry else writer.write_file)(info, dest)
+            except (OSError, BarecatError) as e:
+                writer.result.failures.append((info.path, e))
+        writer.restore_directories([])
+        self._report(writer.result, root)
+
+    def _report(self, result: ExtractResult, root: str) -> None:
+        """One error line per file that was not written (the rest were)."""
+        for path, exc in result.failures:
+            self.fail(failure_line(path, exc))
+        for path, target in result.outside_links:
+            self.fail(
+                f"{path}: link to {target!r} not created: it points outside {root} "
+                "('barecat extract --allow-outside-links' creates it)"
+            )
 
     # -- changing the archive ------------------------------------------------------------
 
@@ -511,3 +565,42 @@ class BarecatShell(ShellEngine):
         with os.scandir(self.local_path(operands[0] if operands else ".")) as it:
             names = [e.name + ("/" if e.is_dir() else "") for e in it]
         self.write("".join(name + "\n" for name in sorted(names, key=bytewise)))
+
+    def do_shell(self, arg: str) -> None:
+        """!COMMAND (or shell COMMAND): run COMMAND with /bin/sh in the local directory.
+
+        It takes the rest of the line, ';' and '|' included. Its output goes where the
+        shell's does; an exit status other than 0 counts as a failed command.
+        """
+        if not arg.strip():
+            raise ShellError("missing command (e.g. '!ls -l')")
+        streams = (self.stdout, self.err)
+        for stream in streams:
+            stream.flush()
+        out, err = (_descriptor(stream) for stream in streams)
+        result = subprocess.run(
+            arg,
+            shell=True,
+            cwd=self.local_cwd,
+            # A script read from stdin is not the command's to read.
+            stdin=None if self.use_rawinput else subprocess.DEVNULL,
+            stdout=subprocess.PIPE if out is None else out,
+            stderr=subprocess.PIPE if err is None else err,
+            check=False,
+        )
+        if result.stdout:
+            self.write_bytes(result.stdout)
+        if result.stderr:
+            self.err.write(result.stderr.decode(errors="replace"))
+        if result.returncode < 0:
+            raise ShellError(f"{arg.strip()!r} was killed by signal {-result.returncode}")
+        if result.returncode:
+            raise ShellError(f"{arg.strip()!r} exited with status {result.returncode}")
+
+
+def _descriptor(stream: TextIO) -> int | None:
+    """The file descriptor under a stream, if it has one (captured streams do not)."""
+    try:
+        return stream.fileno()
+    except (AttributeError, OSError, ValueError):
+        return None

@@ -31,6 +31,7 @@ from barecat.exceptions import BarecatError
 from barecat.paths import normalize
 
 _T = TypeVar("_T")
+_Shell = TypeVar("_Shell", bound="ShellEngine")
 _MAGIC = re.compile(r"[*?[]")
 _COMMAND_ERRORS = (BarecatError, OSError, ValueError, KeyError, sqlite3.Error, getopt.GetoptError)
 
@@ -43,13 +44,20 @@ def split_commands(line: str) -> list[str]:
     """Split a line at ``;`` and newlines outside quotes, dropping empty commands.
 
     Quotes and backslashes are kept, so each part is later split into words by ``shlex``
-    exactly as if it had been typed alone.
+    exactly as if it had been typed alone. A command starting with ``!`` (a local shell
+    command) runs to the end of its line: ``;``, quotes and all are the local shell's.
     """
     parts: list[str] = []
     current: list[str] = []
     quote: str | None = None
     escaped = False
+    local_command = False
     for ch in line:
+        if local_command:
+            if ch != "\n":
+                current.append(ch)
+                continue
+            local_command = False
         if escaped:
             escaped = False
         elif ch == "\\" and quote != "'":
@@ -58,6 +66,8 @@ def split_commands(line: str) -> list[str]:
             quote = None if ch == quote else quote
         elif ch in "'\"":
             quote = ch
+        elif ch == "!" and not "".join(current).strip():
+            local_command = True
         elif ch in ";\n":
             parts.append("".join(current))
             current = []
@@ -79,12 +89,14 @@ def natural_number(text: str, option: str) -> int:
 
 
 class ShellEngine(cmd.Cmd):
-    """A ``cmd.Cmd`` over one open archive; subclasses add ``do_*`` commands.
+    """A ``cmd.Cmd`` over one archive; subclasses add ``do_*`` commands.
 
     Given an explicit ``stdin`` it reads lines from it instead of using readline, which
     makes sessions scriptable (and testable); ``show_prompt=False`` keeps a piped
     script's output free of prompts. ``failed`` records whether any command
-    failed, for the exit status.
+    failed, for the exit status. Output goes to ``stdout`` if one was given, else to
+    whatever ``sys.stdout`` is when it is written; errors likewise to ``stderr``.
+    ``local_cwd`` is the local directory that local paths are relative to.
     """
 
     archive_path_commands: ClassVar[frozenset[str]] = frozenset()
@@ -94,24 +106,66 @@ class ShellEngine(cmd.Cmd):
 
     def __init__(
         self,
-        bc: Barecat,
+        archive: Barecat | str | os.PathLike[str],
+        readonly: bool = True,
+        *,
         stdin: TextIO | None = None,
         stdout: TextIO | None = None,
         stderr: TextIO | None = None,
-        *,
         show_prompt: bool = True,
     ) -> None:
+        """Start a shell on an open archive, or on one it opens itself.
+
+        Args:
+            archive: an open :class:`Barecat` (left open by :meth:`close`: its owner
+                closes it), or the path of an archive to open (closed by :meth:`close`).
+            readonly: open the archive at ``archive`` read-only (the default) or writable;
+                an open archive keeps the mode it was opened with.
+            stdin: read commands from this stream instead of the terminal (readline).
+            stdout: write output here (default: the current ``sys.stdout``).
+            stderr: write error lines here (default: the current ``sys.stderr``).
+            show_prompt: print the prompt before reading each line.
+
+        Raises:
+            FileNotFoundBarecatError: a read-only ``archive`` path holds no archive.
+        """
         super().__init__(stdin=stdin, stdout=stdout)
+        self._stdout = stdout  # cmd.Cmd stored sys.stdout itself when none was given
+        self._owns_archive = not isinstance(archive, Barecat)
+        self.bc = archive if isinstance(archive, Barecat) else Barecat(archive, readonly=readonly)
         self.show_prompt = show_prompt
         self.use_rawinput = stdin is None
-        self.out: TextIO = stdout or sys.stdout
-        self.bc = bc
         self.cwd = ""
         self.local_cwd = os.getcwd()
         self.failed = False
         self._stderr = stderr
         self._command = ""
         self.update_prompt()
+
+    @property  # type: ignore[override]
+    def stdout(self) -> TextIO:
+        """Where output goes: the stream given, else the current ``sys.stdout``."""
+        return self._stdout or sys.stdout
+
+    @stdout.setter
+    def stdout(self, stream: TextIO) -> None:
+        self._stdout = stream
+
+    @property
+    def err(self) -> TextIO:
+        """Where error lines go: the stream given, else the current ``sys.stderr``."""
+        return self._stderr or sys.stderr
+
+    def close(self) -> None:
+        """Close the archive if this shell opened it (committing what was changed)."""
+        if self._owns_archive:
+            self.bc.close()
+
+    def __enter__(self: _Shell) -> _Shell:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
     # -- the loop, dispatch and errors ---------------------------------------------------
 
@@ -122,7 +176,7 @@ class ShellEngine(cmd.Cmd):
                 self.cmdloop(intro)
                 return
             except KeyboardInterrupt:
-                self.out.write("^C\n")
+                self.stdout.write("^C\n")
                 intro = self.intro = None  # cmdloop keeps the intro; greet only once
 
     def preloop(self) -> None:
@@ -139,6 +193,13 @@ class ShellEngine(cmd.Cmd):
         """Run every ``;``-separated command of ``line``; True once one asks to stop."""
         return any(self._run_one(part) for part in split_commands(line))
 
+    def parseline(self, line: str) -> tuple[str | None, str | None, str]:
+        """cmd's parsing, where a leading dot is dropped: ``.ls``, ``.quit`` (as in sqlite3)."""
+        stripped = line.strip()
+        if stripped[:1] == "." and stripped[1:2] in self.identchars:
+            line = stripped[1:]
+        return super().parseline(line)
+
     def _run_one(self, line: str) -> bool:
         self._command = self.parseline(line)[0] or line.split()[0]
         try:
@@ -154,8 +215,8 @@ class ShellEngine(cmd.Cmd):
     def fail(self, message: str) -> None:
         """Report one failure of the running command; the session goes on."""
         self.failed = True
-        self.out.flush()
-        error(f"{self._command}: {message}", command="shell", stream=self._stderr or sys.stderr)
+        self.stdout.flush()
+        error(f"{self._command}: {message}", command="shell", stream=self.err)
 
     def each(self, items: Iterable[_T], action: Callable[[_T], None]) -> None:
         """Apply ``action`` to every item, reporting a failing one and going on (like cat)."""
@@ -175,15 +236,15 @@ class ShellEngine(cmd.Cmd):
         self.prompt = f"barecat:/{self.cwd}> " if self.show_prompt else ""
 
     def write(self, text: str) -> None:
-        self.out.write(text)
+        self.stdout.write(text)
 
     def write_bytes(self, data: bytes) -> None:
         """File contents go out unchanged through the stream's binary buffer when it has one."""
-        buffer = getattr(self.out, "buffer", None)
+        buffer = getattr(self.stdout, "buffer", None)
         if buffer is None:
-            self.out.write(data.decode("utf-8", "replace"))
+            self.stdout.write(data.decode("utf-8", "replace"))
             return
-        self.out.flush()
+        self.stdout.flush()
         buffer.write(data)
         buffer.flush()
 
@@ -274,7 +335,7 @@ class ShellEngine(cmd.Cmd):
     # -- leaving and help ----------------------------------------------------------------
 
     def do_exit(self, arg: str) -> bool:
-        """exit: leave the shell (also quit, or Ctrl-D)."""
+        """exit: leave the shell (also quit, or Ctrl-D; .quit, .ls etc. work as in sqlite3)."""
         return True
 
     do_quit = do_exit

@@ -1,9 +1,10 @@
 """``barecat rsync``: rsync-style sync between directories and paths inside archives.
 
-``ARCHIVE:path`` names a path inside an archive (see :func:`parse_location` for when a
-':' means that); the trailing-slash rule, quick check, ``--delete``, ``-c`` and ``-u``
-behave as in rsync. ``-v`` prints one line per change, as rsync's names list; failures
-are reported at the end and make the exit code 1.
+``ARCHIVE::path`` (or ``ARCHIVE:path`` for an existing archive) names a path inside an
+archive, ``DATA.tar.gz::path`` one inside a tar or zip source (see
+:mod:`barecat.transfer.sync_paths`); the trailing-slash rule, quick check, ``--delete``,
+``-c``, ``-u`` and the other options behave as in rsync. ``-v`` prints one line per
+change, as rsync's names list; failures are reported at the end and make the exit code 1.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from barecat.cli.parsing import Subparsers, add_command, add_passphrase_option
+from barecat.cli.parsing import Subparsers, add_command, add_passphrase_option, size
 from barecat.cli.sealing import passphrase_source
 from barecat.cli.terminal import Progress, error, failure_line
 from barecat.glob import PathFilter
@@ -19,14 +20,17 @@ from barecat.transfer.sync import SyncOptions, sync
 from barecat.transfer.sync_plan import Action
 
 RSYNC_EXAMPLES = """
-barecat rsync /data/images/ photos.barecat:images/   # contents of images/ into images/
-barecat rsync /data/images photos.barecat:           # the directory itself, at the root
-barecat rsync photos.barecat:images/ /data/images/   # back out
-barecat rsync --delete -c a.barecat: b.barecat:      # mirror one archive into another
-barecat rsync -nv --delete /data/ photos.barecat:data/
+barecat rsync /data/images/ photos.barecat::images/  # contents of images/ into images/
+barecat rsync /data/images photos.barecat::          # the directory itself, at the root
+barecat rsync photos.barecat::images/ /data/images/  # back out
+barecat rsync photos.barecat:: /backup/              # the whole archive as /backup/photos/
+barecat rsync --delete -c a.barecat::/ b.barecat::   # mirror one archive into another
+barecat rsync data.tar.gz::/ photos.barecat::        # a tar or zip file's members
+barecat rsync -nv --delete /data/ photos.barecat::data/
 
-ARCHIVE:path is an archive path when ARCHIVE is an existing archive, or (destination
-only) ends in .barecat; write '\\:' for a ':' that is part of a local name.
+ARCHIVE::path always names a path inside an archive (created if it is the destination);
+ARCHIVE:path too when ARCHIVE is an existing archive (or, as destination, ends in
+.barecat). '\\::' and '\\:' are literal colons, '\\\\' a backslash.
 """
 
 
@@ -34,9 +38,9 @@ def register(sub: Subparsers) -> None:
     parser = add_command(
         sub,
         "rsync",
-        help="Sync files between the local filesystem and archives (ARCHIVE:path/)",
+        help="Sync files between the local filesystem and archives (ARCHIVE::path/)",
         description="Sync files between local filesystem and barecat archives. Use "
-        "archive.barecat:path/ syntax for archive paths.",
+        "archive.barecat::path/ syntax for archive paths.",
         handler=run_rsync,
         examples=RSYNC_EXAMPLES,
     )
@@ -56,6 +60,17 @@ def register(sub: Subparsers) -> None:
     parser.add_argument(
         "-u", "--update", action="store_true", help="Skip files that are newer on dest"
     )
+    parser.add_argument(
+        "--existing", action="store_true", help="Only update files the destination has"
+    )
+    parser.add_argument(
+        "--ignore-existing", action="store_true", help="Skip files the destination has"
+    )
+    parser.add_argument(
+        "--size-only", action="store_true", help="Files of equal size count as unchanged"
+    )
+    parser.add_argument("--max-size", type=size, metavar="SIZE", help="Skip bigger files")
+    parser.add_argument("--min-size", type=size, metavar="SIZE", help="Skip smaller files")
     for flag, help_text in (
         ("--include", "Only paths matching PAT (repeatable; rules as in create)"),
         ("--exclude", "Leave out paths matching PAT (repeatable)"),
@@ -69,7 +84,16 @@ def run_rsync(args: argparse.Namespace) -> int:
         error("need at least one source and a destination", command="rsync")
         return 2
     path_filter = PathFilter.from_patterns(args.include, args.exclude)
-    options = SyncOptions(delete=args.delete, checksum=args.checksum, update=args.update)
+    options = SyncOptions(
+        delete=args.delete,
+        checksum=args.checksum,
+        update=args.update,
+        existing=args.existing,
+        ignore_existing=args.ignore_existing,
+        size_only=args.size_only,
+        max_size=args.max_size,
+        min_size=args.min_size,
+    )
     with Progress("rsync", None, args.progress and not args.dry_run) as progress:
 
         def on_action(action: Action, nbytes: int) -> None:

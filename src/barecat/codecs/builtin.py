@@ -5,11 +5,13 @@ LZMA layers; zstd through ``zstandard`` (a dependency). NumPy formats (``.npy``,
 MessagePack with NumPy arrays (in msgpack-numpy's layout, so files written by barecat
 0.3.x read back) and LZ4 need optional packages, imported on first use: a missing one
 raises ``ModuleNotFoundError`` naming what to install. Images live in ``images.py``.
+Every codec is a module-level function (or a partial of one), so registries pickle.
 """
 
 from __future__ import annotations
 
 import bz2
+import functools
 import gzip
 import io
 import json
@@ -131,14 +133,22 @@ def _lz4_decode(data: bytes) -> bytes:
     return bytes(optional_module("lz4.frame", ".lz4 files").decompress(data))
 
 
+def _zstd_encode(data: bytes) -> bytes:
+    return zstandard.ZstdCompressor().compress(data)
+
+
+def _zstd_decode(data: bytes) -> bytes:
+    return zstandard.ZstdDecompressor().decompressobj().decompress(data)
+
+
 def _image_codec(ext: str) -> tuple[Encoder, Decoder]:
-    def encode(value: Any) -> bytes:
-        return encode_image(value, ext)
+    # partials of module-level functions, not closures: a view's codecs travel to
+    # spawned DataLoader workers by pickle
+    return functools.partial(encode_image, ext=ext), functools.partial(decode_image, ext=ext)
 
-    def decode(data: bytes) -> Any:
-        return decode_image(data, ext)
 
-    return encode, decode
+_NEWER_LAYERS = (".zst", ".zstd", ".lz4")
+"""Layers barecat 0.3.x's ``auto_codec`` did not know."""
 
 
 def default_registry() -> CodecRegistry:
@@ -154,14 +164,18 @@ def default_registry() -> CodecRegistry:
     reg.register([".gz", ".gzip"], _gzip_encode, gzip.decompress, nonfinal=True)
     reg.register([".bz2"], bz2.compress, bz2.decompress, nonfinal=True)
     reg.register([".xz", ".lzma"], lzma.compress, lzma.decompress, nonfinal=True)
-    reg.register(
-        [".zst", ".zstd"],
-        lambda data: zstandard.ZstdCompressor().compress(data),
-        lambda data: zstandard.ZstdDecompressor().decompressobj().decompress(data),
-        nonfinal=True,
-    )
+    reg.register([".zst", ".zstd"], _zstd_encode, _zstd_decode, nonfinal=True)
     reg.register([".lz4"], _lz4_encode, _lz4_decode, nonfinal=True)
     return reg
 
 
-__all__ = ["default_registry"]
+def auto_codec_registry() -> CodecRegistry:
+    """The codecs of barecat 0.3.x's ``auto_codec=True``: the built-in ones but the zstd
+    and LZ4 layers, which it did not know (such names read and wrote raw bytes there,
+    and so they still do for code written for it)."""
+    reg = default_registry()
+    reg.unregister(_NEWER_LAYERS)
+    return reg
+
+
+__all__ = ["auto_codec_registry", "default_registry"]

@@ -7,8 +7,9 @@ bytes through. Unpickling runs whatever code the pickle names, so ``.pkl`` reads
 governed by ``allow_pickle``: ``True`` for archives you made or trust, ``False`` to refuse
 them, and by default allowed with an ``UnsafePickleWarning`` the first time (barecat
 0.3.x code keeps working, and says what it is doing). Bytes a decoder rejects raise
-``ValueError`` naming the path, whatever the decoder's own error type. Never imports the
-facade.
+``ValueError`` naming the path, whatever the decoder's own error type. A view pickles
+(with its store and codecs) when its store and its registered functions do, so it can be
+handed to spawned DataLoader workers. Never imports the facade.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from collections.abc import Iterable, Iterator, MutableMapping
 from typing import Any
 
 from barecat.codecs.builtin import default_registry
-from barecat.codecs.registry import CodecChain, Decoder, Encoder
+from barecat.codecs.registry import CodecChain, CodecRegistry, Decoder, Encoder
 
 _DEFAULTS = default_registry()
 
@@ -28,13 +29,37 @@ class UnsafePickleWarning(UserWarning):
 
 
 class DecodedView(MutableMapping[str, Any]):
-    """Values in, values out; bytes in the store underneath, as the extensions say."""
+    """Values in, values out; bytes in the store underneath, as the extensions say.
 
-    def __init__(self, store: MutableMapping[str, bytes], allow_pickle: bool | None = None) -> None:
+    Args:
+        store: the bytes underneath (a ``Barecat``, a dict, any mapping of bytes).
+        allow_pickle: ``True`` loads pickles silently, ``False`` refuses them
+            (``PermissionError``), ``None`` loads them with an ``UnsafePickleWarning``
+            the first time.
+        codecs: the codecs to start from (copied); the built-in ones by default.
+        raw_fallback: names without a final codec (``x.bin``, or ``x.gz`` under a
+            layer) hold raw bytes instead of raising ``ValueError``, as with barecat
+            0.3.x's ``auto_codec``.
+    """
+
+    def __init__(
+        self,
+        store: MutableMapping[str, bytes],
+        allow_pickle: bool | None = None,
+        *,
+        codecs: CodecRegistry | None = None,
+        raw_fallback: bool = False,
+    ) -> None:
         self.store = store
         self.allow_pickle = allow_pickle
-        self._codecs = _DEFAULTS.copy()
+        self.raw_fallback = raw_fallback
+        self._codecs = (_DEFAULTS if codecs is None else codecs).copy()
         self._warned = False
+
+    @property
+    def codecs(self) -> CodecRegistry:
+        """A copy of this view's codecs (to start another view from)."""
+        return self._codecs.copy()
 
     @property
     def extensions(self) -> list[str]:
@@ -57,17 +82,25 @@ class DecodedView(MutableMapping[str, Any]):
 
     def decode(self, path: str, data: bytes) -> Any:
         """``data`` decoded as the file ``path`` would be (for bytes fetched in batches)."""
-        chain = self._codecs.chain_for(path)
+        chain = self._codecs.chain_for(path, self.raw_fallback)
         self._check_pickle(chain, path)
         try:
             return chain.decode(data)
         except ModuleNotFoundError:
             raise
         except Exception as e:  # each decoder has its own error types: one for callers
-            raise ValueError(f"{path}: cannot be decoded as {chain.final_ext}: {e}") from e
+            raise ValueError(f"{path}: cannot be decoded as {chain.suffix}: {e}") from e
+
+    def encode(self, path: str, value: Any) -> bytes:
+        """``value`` as the bytes the file ``path`` would hold.
+
+        Raises:
+            ValueError: no codec for ``path`` (unless ``raw_fallback``).
+        """
+        return self._codecs.chain_for(path, self.raw_fallback).encode(value)
 
     def __setitem__(self, path: str, value: Any) -> None:
-        self.store[path] = self._codecs.chain_for(path).encode(value)
+        self.store[path] = self.encode(path, value)
 
     def __delitem__(self, path: str) -> None:
         del self.store[path]

@@ -28,12 +28,13 @@ from barecat.exceptions import (
     IsADirectoryBarecatError,
     NotADirectoryBarecatError,
 )
-from barecat.index.connection import open_savepoint
+from barecat.index.connection import open_savepoint, select
 from barecat.paths import ancestors, check_depth, parent
 
 
 def first_in(conn: sqlite3.Connection, table: str, paths: Sequence[str]) -> str | None:
-    row = conn.execute(
+    row = select(
+        conn,
         f"SELECT j.value FROM json_each(?) AS j JOIN {table} AS t ON t.path = j.value LIMIT 1",
         (json.dumps(list(paths)),),
     ).fetchone()
@@ -121,7 +122,7 @@ def _with_stats_by_hand(
     missing directories of ``chain`` and apply the per-parent deltas."""
     open_savepoint(conn, "barecat_bulk")
     try:
-        before = conn.execute("SELECT value_int FROM config WHERE key = 'use_triggers'").fetchone()
+        before = select(conn, "SELECT value_int FROM config WHERE key = 'use_triggers'").fetchone()
         conn.execute("UPDATE config SET value_int = 0 WHERE key = 'use_triggers'")
         suspended = drop_insert_triggers(conn) if many else []
         insert()
@@ -146,7 +147,8 @@ _ROW_TRIGGERS_ON_FILE_INSERT = ("file_over_dir", "file_inserted")
 
 def drop_insert_triggers(conn: sqlite3.Connection) -> list[str]:
     """Drop the row triggers of ``INSERT INTO files``; returns the SQL that recreates them."""
-    rows = conn.execute(
+    rows = select(
+        conn,
         "SELECT name, sql FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'files' "
         "AND name IN (?, ?)",
         _ROW_TRIGGERS_ON_FILE_INSERT,

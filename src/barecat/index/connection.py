@@ -1,4 +1,6 @@
 """Opening SQLite connections to an index, and keeping them safe across threads and fork.
+Rows come as ``sqlite3.Row`` to whoever uses a connection directly, and as tuples to
+barecat's own queries (``select``).
 
 An index may be shared by threads (a reader's: one connection per thread when asked; a
 writer's: always its one connection, since a writer is one transaction) and is often
@@ -16,7 +18,7 @@ import sqlite3
 import threading
 import urllib.parse
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
 
 
@@ -61,12 +63,31 @@ def connect(
     """
     uri = sqlite_uri(path, "ro" if readonly else "rwc", immutable and readonly)
     conn = sqlite3.connect(uri, uri=True, check_same_thread=not threadsafe)
+    conn.row_factory = sqlite3.Row  # for users of ``Index.conn``, as 0.3.x: see select
     if not readonly:  # (triggers fire only on writes)
         conn.execute("PRAGMA recursive_triggers = ON")
     conn.execute("PRAGMA cache_size = -65536")
     conn.execute("PRAGMA temp_store = MEMORY")
     conn.execute("PRAGMA mmap_size = 1073741824")
     return conn
+
+
+def select(
+    conn: sqlite3.Connection, sql: str, args: Sequence[object] | Mapping[str, object] = ()
+) -> sqlite3.Cursor:
+    """``conn.execute(sql, args)`` with rows as plain tuples, whatever ``conn.row_factory``.
+
+    Index connections give ``sqlite3.Row`` rows (addressable by column name and by
+    index), as barecat 0.3.x's did, to code that runs its own SQL on ``Index.conn``.
+    barecat's own queries run here instead: a tuple costs less than a ``Row`` per row,
+    and compares equal to other tuples.
+
+    Returns:
+        The cursor, its statement executed.
+    """
+    cursor = conn.cursor()
+    cursor.row_factory = None
+    return cursor.execute(sql, args)
 
 
 def is_busy(e: sqlite3.Error) -> bool:

@@ -34,7 +34,7 @@ from barecat.index.bulk import (
     drop_insert_triggers,
     first_in,
 )
-from barecat.index.connection import open_savepoint
+from barecat.index.connection import open_savepoint, select
 from barecat.paths import ancestors, parent
 
 ADDS_BEFORE_DEFERRING = 8
@@ -58,7 +58,7 @@ class DeferredStats:
         """Switch the triggers off in ``conn``'s transaction; None if they are off already
         (a bulk edit that recounts at its end, or an index without the flag, where the
         triggers never fire): nothing is owed then."""
-        row = conn.execute("SELECT value_int FROM config WHERE key = 'use_triggers'").fetchone()
+        row = select(conn, "SELECT value_int FROM config WHERE key = 'use_triggers'").fetchone()
         if row is None or row[0] != 1:
             return None
         conn.execute("UPDATE config SET value_int = 0 WHERE key = 'use_triggers'")
@@ -68,7 +68,7 @@ class DeferredStats:
         """Check ``path`` as the triggers would, run ``insert_row``, and note what it owes."""
         conn = self.conn
         if path in self.needed_dirs or (
-            conn.execute("SELECT 1 FROM dirs WHERE path = ?", (path,)).fetchone() is not None
+            select(conn, "SELECT 1 FROM dirs WHERE path = ?", (path,)).fetchone() is not None
         ):
             raise IsADirectoryBarecatError(path)
         folder = parent(path)

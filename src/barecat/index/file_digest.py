@@ -15,6 +15,8 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable, Iterator
 
+from barecat.index.connection import select
+
 DIGEST_KEY = "sealing_index_digest"
 """The config row (text) holding an encrypted archive's digest of its file rows."""
 
@@ -71,13 +73,13 @@ def install(conn: sqlite3.Connection, step: Step | None) -> None:
 
 def stored(conn: sqlite3.Connection) -> str | None:
     """The stored digest (None when the archive has none)."""
-    row = conn.execute("SELECT value_text FROM config WHERE key = ?", (DIGEST_KEY,)).fetchone()
+    row = select(conn, "SELECT value_text FROM config WHERE key = ?", (DIGEST_KEY,)).fetchone()
     return None if row is None else row[0]
 
 
 def covered_rows(conn: sqlite3.Connection) -> Iterator[tuple[object, object, object, object]]:
     """Every file row's covered columns, in no particular order."""
-    yield from conn.execute(f"SELECT {', '.join(COVERED)} FROM files")
+    yield from select(conn, f"SELECT {', '.join(COVERED)} FROM files")
 
 
 __all__ = ["COVERED", "DIGEST_KEY", "REFUSAL", "Step", "covered_rows", "install", "stored"]

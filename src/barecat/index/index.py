@@ -33,8 +33,16 @@ from barecat.exceptions import (
     NotEnoughSpaceBarecatError,
     ReadOnlyBarecatError,
 )
-from barecat.index import bulk, deferred_stats, file_digest, merging, query, treestats
-from barecat.index.connection import open_savepoint, sqlite_uri
+from barecat.index import (
+    bulk,
+    deferred_stats,
+    file_digest,
+    merging,
+    placed_merge,
+    query,
+    treestats,
+)
+from barecat.index.connection import open_savepoint, select, sqlite_uri
 from barecat.index.deferred_stats import DeferredStats
 from barecat.index.lookup_table import LookupTable
 from barecat.index.merging import MergeSource
@@ -261,13 +269,41 @@ class Index(IndexReader):
                     self.conn.rollback()
                 source.drop_temp_tables()
 
+    def merge_from_other_barecat(
+        self,
+        source_path: str,
+        ignore_duplicates: bool = False,
+        prefix: str | None = None,
+        update_treestats: bool = True,
+    ) -> None:
+        """Add another archive's files and directories, its shards already placed after
+        this archive's shards (symlinked or copied, in order): barecat 0.3.1's zero-copy
+        merge by hand. The rows' shard numbers are shifted to where the shards were put.
+
+        Args:
+            source_path: the other archive (base path or index file).
+            ignore_duplicates: skip a file whose path this index has (default: raise).
+            prefix: put everything under this directory.
+            update_treestats: accepted for compatibility; statistics are always kept right.
+
+        Raises:
+            BarecatError: the shards are not in place (nothing is written), or an archive
+                is sealed (use :meth:`barecat.Barecat.merge_from_other_barecat`).
+            FileExistsBarecatError: a path is taken (without ``ignore_duplicates``).
+            MergeConflictBarecatError: a file where this index has a directory, or the
+                reverse (a ``ValueError``, as in barecat 0.3.1).
+        """
+        del update_treestats
+        self._require_writable()
+        placed_merge.merge_placed(self, source_path, prefix or "", ignore_duplicates)
+
     @contextlib.contextmanager
     def no_foreign_keys(self) -> Iterator[None]:
         """Foreign-key enforcement off inside the block, restored to its setting after.
 
         SQLite ignores this pragma inside a transaction: commit before entering.
         """
-        (before,) = self.conn.execute("PRAGMA foreign_keys").fetchone()
+        (before,) = select(self.conn, "PRAGMA foreign_keys").fetchone()
         self.conn.execute("PRAGMA foreign_keys = OFF")
         try:
             yield
@@ -468,7 +504,8 @@ class Index(IndexReader):
         d = self.lookup_dir(path_of(item))
         if not d.path:
             raise InvalidPathBarecatError("The archive root cannot be removed")
-        if self.conn.execute(
+        if select(
+            self.conn,
             "SELECT 1 FROM files WHERE parent = ? "
             "UNION ALL SELECT 1 FROM dirs WHERE parent = ? LIMIT 1",
             (d.path, d.path),

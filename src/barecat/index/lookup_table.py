@@ -38,6 +38,8 @@ from typing import Union
 
 import xxhash
 
+from barecat.index.connection import select
+
 Address = tuple[int, int, int, int]
 _Slots = Union["array[int]", memoryview]
 _Paths = bytearray | mmap.mmap
@@ -126,13 +128,13 @@ class LookupTable:
             return None
         identity = _identity(index_fd, counter)  # read before the rows: a commit in between
         # leaves an identity older than the rows, which only ever retires the table early
-        (count,) = conn.execute("SELECT count(*) FROM files").fetchone()
+        (count,) = select(conn, "SELECT count(*) FROM files").fetchone()
         capacity = count * 4 // 3 + 1  # load factor <= 0.75; any size: slots by fastrange
         slots = array("Q", [0]) * (_WORDS * capacity)
         end = len(slots)
         paths = bytearray()
         stored = 0
-        rows = conn.execute("SELECT path, shard, offset, size, crc32c FROM files")
+        rows = select(conn, "SELECT path, shard, offset, size, crc32c FROM files")
         for path, shard, offset, size, crc in rows:
             if type(path) is not str or not _storable(shard, offset, size, crc):
                 continue

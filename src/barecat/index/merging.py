@@ -19,12 +19,13 @@ from collections.abc import Generator, Iterable, Sequence
 from dataclasses import dataclass
 
 from barecat.exceptions import (
+    DirectoryOverFileBarecatError,
     FileExistsBarecatError,
-    IsADirectoryBarecatError,
-    NotADirectoryBarecatError,
+    FileOverDirectoryBarecatError,
 )
 from barecat.index import bulk
-from barecat.paths import ancestors
+from barecat.index.connection import select
+from barecat.paths import ancestors, is_within
 
 SCHEMA = "mergesrc"
 FAR = 1 << 62
@@ -136,7 +137,7 @@ class MergeSource:
             c.execute(f"CREATE TABLE {_SKIP} (path TEXT PRIMARY KEY) WITHOUT ROWID")
             for taken in (self._at_files(), self._at_dirs()):
                 c.execute(f"INSERT OR IGNORE INTO {_SKIP} {taken}", self._args)
-            self._skipped = int(c.execute(f"SELECT count(*) FROM {_SKIP}").fetchone()[0])
+            self._skipped = int(select(c, f"SELECT count(*) FROM {_SKIP}").fetchone()[0])
         if dirs is not None:
             c.execute(f"CREATE TABLE {_DIRS} (path TEXT PRIMARY KEY) WITHOUT ROWID")
             c.executemany(f"INSERT OR IGNORE INTO {_DIRS} VALUES (?)", ((p,) for p in dirs))
@@ -146,54 +147,74 @@ class MergeSource:
 
     def check_conflicts(self) -> None:
         """Raise if a chosen entry cannot go in: its path is taken, or a directory it needs
-        is a file in the target. Nothing has been written when this raises."""
+        is a file in the target. Nothing has been written when this raises.
+
+        Raises:
+            FileExistsBarecatError: a chosen file's path is a file in the target.
+            FileOverDirectoryBarecatError: a chosen file's path is a directory there.
+            DirectoryOverFileBarecatError: a directory the entries need (the prefix, one
+                above it, or one of the source's) is a file there.
+        """
+        root = str(self._args["root"])
+        needed = sorted(self.needed_dirs())
+        prefix_chain = [d for d in needed if d and is_within(root, d)]
+        row = self._first_target_file(prefix_chain)
+        if row is not None:
+            raise DirectoryOverFileBarecatError(row, prefix=root)
         if not self._skipping and not self._target_is_empty():
             for taken, error in (
                 (self._at_files(), FileExistsBarecatError),
-                (self._at_dirs(), IsADirectoryBarecatError),
+                (self._at_dirs(), FileOverDirectoryBarecatError),
             ):
-                row = self._conn.execute(f"{taken} LIMIT 1", self._args).fetchone()
-                if row is not None:
-                    raise error(str(self._args["pre"]) + row[0])
-        row = self._conn.execute(
-            "SELECT j.value FROM json_each(?) j JOIN main.files m ON m.path = j.value LIMIT 1",
-            (json.dumps(sorted(self.needed_dirs())),),
-        ).fetchone()
+                found = select(self._conn, f"{taken} LIMIT 1", self._args).fetchone()
+                if found is not None:
+                    raise error(str(self._args["pre"]) + found[0])
+        row = self._first_target_file(needed)
         if row is not None:
-            raise NotADirectoryBarecatError(
-                f"Not a directory: {row[0]!r} is a file in the target, but the source needs it "
-                "as a directory"
-            )
+            raise DirectoryOverFileBarecatError(row)
+
+    def _first_target_file(self, paths: list[str]) -> str | None:
+        """The first of ``paths`` that is a file in the target, if any."""
+        row = select(
+            self._conn,
+            "SELECT j.value FROM json_each(?) j JOIN main.files m ON m.path = j.value LIMIT 1",
+            (json.dumps(paths),),
+        ).fetchone()
+        return None if row is None else str(row[0])
 
     def _target_is_empty(self) -> bool:
         """True if the target has no entries but its root (no conflicts are possible)."""
-        (empty,) = self._conn.execute(
+        (empty,) = select(
+            self._conn,
             "SELECT NOT EXISTS (SELECT 1 FROM main.files) "
-            "AND NOT EXISTS (SELECT 1 FROM main.dirs WHERE path != '')"
+            "AND NOT EXISTS (SELECT 1 FROM main.dirs WHERE path != '')",
         ).fetchone()
         return bool(empty)
 
     def totals(self) -> SourceTotals:
-        files, size, largest = self._conn.execute(
+        files, size, largest = select(
+            self._conn,
             f"SELECT count(*), ifnull(sum(f.size), 0), ifnull(max(f.size), 0) "
-            f"FROM {SCHEMA}.files f WHERE {self._files_where()}"
+            f"FROM {SCHEMA}.files f WHERE {self._files_where()}",
         ).fetchone()
         return SourceTotals(int(files), int(size), int(largest), self._skipped)
 
     def largest_file(self) -> str | None:
         """The path of the biggest chosen file (for messages)."""
-        row = self._conn.execute(
+        row = select(
+            self._conn,
             f"SELECT f.path FROM {SCHEMA}.files f WHERE {self._files_where()} "
-            "ORDER BY f.size DESC LIMIT 1"
+            "ORDER BY f.size DESC LIMIT 1",
         ).fetchone()
         return None if row is None else str(row[0])
 
     def spans(self) -> Generator[tuple[int, int, int], None, None]:
         """(shard, offset, size) of every chosen file, in address order (files at the same
         offset in any order)."""
-        cur = self._conn.execute(
+        cur = select(
+            self._conn,
             f"SELECT f.shard, f.offset, ifnull(f.size, 0) FROM {SCHEMA}.files f "
-            f"WHERE {self._files_where()} ORDER BY f.shard, f.offset"
+            f"WHERE {self._files_where()} ORDER BY f.shard, f.offset",
         )
         try:
             while rows := cur.fetchmany(4096):
@@ -208,9 +229,10 @@ class MergeSource:
         if self._per_parent is not None:
             return self._per_parent
         pre, root = str(self._args["pre"]), str(self._args["root"])
-        rows = self._conn.execute(
+        rows = select(
+            self._conn,
             f"SELECT f.parent, count(*), ifnull(sum(f.size), 0) FROM {SCHEMA}.files f "
-            f"WHERE {self._files_where()} GROUP BY f.parent"
+            f"WHERE {self._files_where()} GROUP BY f.parent",
         )
         self._per_parent = {(pre + par if par else root): [int(n), int(s)] for par, n, s in rows}
         return self._per_parent
@@ -220,7 +242,8 @@ class MergeSource:
         parents of chosen files, and all their ancestors."""
         if self._needed is not None:
             return self._needed
-        rows = self._conn.execute(
+        rows = select(
+            self._conn,
             f"SELECT {self._DIR_TARGET} FROM {SCHEMA}.dirs d WHERE {self._dirs_where()}",
             self._args,
         )

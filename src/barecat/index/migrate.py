@@ -31,7 +31,7 @@ from barecat.exceptions import (
     ReadOnlyBarecatError,
 )
 from barecat.index import treestats
-from barecat.index.connection import connect, is_busy, sqlite_uri
+from barecat.index.connection import connect, is_busy, select, sqlite_uri
 from barecat.index.schema import (
     SCHEMA_VERSION_MAJOR,
     SCHEMA_VERSION_MINOR,
@@ -102,7 +102,7 @@ def _lock_and_read_version(conn: sqlite3.Connection, path: str, writable: bool) 
     """Settle journals, then hold the lock that keeps writers out until ``conn`` closes:
     RESERVED, or for a file nobody may write, the SHARED lock of an open read."""
     try:
-        (mode,) = conn.execute("PRAGMA journal_mode").fetchone()
+        (mode,) = select(conn, "PRAGMA journal_mode").fetchone()
         if str(mode).lower() == "wal" and writable:
             conn.execute("PRAGMA journal_mode = DELETE")
         conn.execute("BEGIN IMMEDIATE" if writable else "BEGIN")
@@ -184,17 +184,17 @@ class UpgradeBuild:
         return self.version == UNVERSIONED
 
     def _old_columns(self, table: str) -> set[str]:
-        return {row[1] for row in self.conn.execute(f"PRAGMA old.table_xinfo({table})")}
+        return {row[1] for row in select(self.conn, f"PRAGMA old.table_xinfo({table})")}
 
     def _old_tables(self) -> set[str]:
-        rows = self.conn.execute("SELECT name FROM old.sqlite_master WHERE type = 'table'")
+        rows = select(self.conn, "SELECT name FROM old.sqlite_master WHERE type = 'table'")
         return {row[0] for row in rows}
 
     def _old_shard_size_limit(self) -> int | None:
         if "config" not in self._old_tables():
             return None
-        row = self.conn.execute(
-            "SELECT value_int FROM old.config WHERE key = 'shard_size_limit'"
+        row = select(
+            self.conn, "SELECT value_int FROM old.config WHERE key = 'shard_size_limit'"
         ).fetchone()
         return None if row is None or row[0] is None else int(row[0])
 
@@ -251,15 +251,16 @@ class UpgradeBuild:
     def files_to_checksum(self) -> Iterator[FileToChecksum]:
         """Every file of the old index in storage order, with its old zlib CRC-32 if any."""
         crc = "crc32" if "crc32" in self._old_columns("files") else "NULL"
-        rows = self.conn.execute(
+        rows = select(
+            self.conn,
             f"SELECT path, shard, offset, ifnull(size, 0), {crc} FROM old.files "
-            "ORDER BY shard, offset"
+            "ORDER BY shard, offset",
         )
         for path, shard, offset, size, old_crc in rows:
             yield str(path), int(shard), int(offset), int(size), old_crc
 
     def count_old_files(self) -> int:
-        return int(self.conn.execute("SELECT count(*) FROM old.files").fetchone()[0])
+        return int(select(self.conn, "SELECT count(*) FROM old.files").fetchone()[0])
 
     def set_checksums(self, rows: list[tuple[int, str]]) -> None:
         """Store (crc32c, path) pairs; committed by :meth:`finish`."""
@@ -287,10 +288,10 @@ class UpgradeBuild:
 
     def _report(self) -> BuildReport:
         conn = self.conn
-        (files,) = conn.execute("SELECT count(*) FROM files").fetchone()
-        (dirs,) = conn.execute("SELECT count(*) FROM dirs").fetchone()
-        old_files, old_size = conn.execute(
-            "SELECT count(*), ifnull(sum(size), 0) FROM old.files"
+        (files,) = select(conn, "SELECT count(*) FROM files").fetchone()
+        (dirs,) = select(conn, "SELECT count(*) FROM dirs").fetchone()
+        old_files, old_size = select(
+            conn, "SELECT count(*), ifnull(sum(size), 0) FROM old.files"
         ).fetchone()
         return BuildReport(
             int(files), int(dirs), int(old_files), int(old_size), self._count_fixed_dirs()
@@ -300,7 +301,7 @@ class UpgradeBuild:
         """Directories whose old row was missing or whose stored statistics differ."""
         table = "directories" if self.needs_checksums else "dirs"
         if table not in self._old_tables():
-            return int(self.conn.execute("SELECT count(*) FROM dirs").fetchone()[0])
+            return int(select(self.conn, "SELECT count(*) FROM dirs").fetchone()[0])
         have = self._old_columns(table)
         pairs = [
             (new, old)
@@ -308,9 +309,10 @@ class UpgradeBuild:
             if (old := (_UNVERSIONED_STATS.get(new) if self.needs_checksums else new)) in have
         ]
         differs = " OR ".join(f"n.{new} IS NOT o.{old}" for new, old in pairs) or "0"
-        (count,) = self.conn.execute(
+        (count,) = select(
+            self.conn,
             f"SELECT count(*) FROM dirs AS n LEFT JOIN old.{table} AS o ON o.path = n.path "
-            f"WHERE o.path IS NULL OR {differs}"
+            f"WHERE o.path IS NULL OR {differs}",
         ).fetchone()
         return int(count)
 

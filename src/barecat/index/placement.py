@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from barecat.exceptions import ReadOnlyBarecatError
+from barecat.index.connection import select
 from barecat.index.index import Index, _disk_full_or
 from barecat.index.reading import IndexReader
 
@@ -49,7 +50,8 @@ def placements_after(index: IndexReader, after: AddressKey, limit: int) -> list[
 
     ``(shard, offset, -1)`` as ``after`` starts at that address (rowids are positive).
     """
-    rows = index.conn.execute(
+    rows = select(
+        index.conn,
         f"SELECT {_COLUMNS} FROM files WHERE (shard, offset, rowid) > (?, ?, ?) "
         "ORDER BY shard, offset, rowid LIMIT ?",
         (*after, limit),
@@ -59,7 +61,8 @@ def placements_after(index: IndexReader, after: AddressKey, limit: int) -> list[
 
 def placements_before(index: IndexReader, before: AddressKey, limit: int) -> list[Placement]:
     """Up to ``limit`` files whose key is below ``before``, in descending storage order."""
-    rows = index.conn.execute(
+    rows = select(
+        index.conn,
         f"SELECT {_COLUMNS} FROM files WHERE (shard, offset, rowid) < (?, ?, ?) "
         "ORDER BY shard DESC, offset DESC, rowid DESC LIMIT ?",
         (*before, limit),
@@ -74,27 +77,29 @@ def holes(index: IndexReader) -> list[tuple[int, int, int]]:
     running maximum of ends, not the neighbour's end, so empty files sharing an offset
     with a neighbour never make a hole appear.
     """
-    rows = index.conn.execute(
+    rows = select(
+        index.conn,
         "SELECT shard, prev_end, offset - prev_end FROM ("
         " SELECT shard, offset, ifnull(max(offset + ifnull(size, 0)) OVER ("
         "  PARTITION BY shard ORDER BY offset, rowid"
         "  ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS prev_end"
-        " FROM files) WHERE offset > prev_end ORDER BY shard, prev_end"
+        " FROM files) WHERE offset > prev_end ORDER BY shard, prev_end",
     ).fetchall()
     return [(int(s), int(o), int(n)) for s, o, n in rows]
 
 
 def shard_ends(index: IndexReader) -> dict[int, int]:
     """The logical end (one past the last used byte) of every shard that has files."""
-    rows = index.conn.execute(
-        "SELECT shard, max(offset + ifnull(size, 0)) FROM files GROUP BY shard"
+    rows = select(
+        index.conn, "SELECT shard, max(offset + ifnull(size, 0)) FROM files GROUP BY shard"
     ).fetchall()
     return {int(shard): int(end) for shard, end in rows}
 
 
 def end_before(index: IndexReader, shard: int, offset: int) -> int:
     """One past the last byte used in ``shard`` by files starting below ``offset`` (or 0)."""
-    row = index.conn.execute(
+    row = select(
+        index.conn,
         "SELECT max(offset + ifnull(size, 0)) FROM files WHERE shard = ?1 AND offset = "
         "(SELECT max(offset) FROM files WHERE shard = ?1 AND offset < ?2)",
         (shard, offset),
@@ -103,7 +108,7 @@ def end_before(index: IndexReader, shard: int, offset: int) -> int:
 
 
 def largest_file_size(index: IndexReader) -> int:
-    row = index.conn.execute("SELECT ifnull(max(size), 0) FROM files").fetchone()
+    row = select(index.conn, "SELECT ifnull(max(size), 0) FROM files").fetchone()
     return int(row[0])
 
 
@@ -148,4 +153,4 @@ def park_empty_files(index: Index, shard: int | None = None, beyond: int = -1) -
 
 def count_empty_files(index: IndexReader) -> int:
     sql = "SELECT count(*) FROM files WHERE ifnull(size, 0) = 0"
-    return int(index.conn.execute(sql).fetchone()[0])
+    return int(select(index.conn, sql).fetchone()[0])

@@ -22,6 +22,7 @@ from typing import Any, Generic, TypeVar, cast
 from barecat.entries import BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo, Order
 from barecat.exceptions import DamagedEntryBarecatError
 from barecat.glob import GlobPattern
+from barecat.index.connection import select
 from barecat.paths import join, parent, subtree_bounds
 
 FILE_COLUMNS = "path, shard, offset, size, crc32c, mode, uid, gid, mtime_ns"
@@ -161,14 +162,14 @@ def iter_files(
     """File records; ``columns`` is ``FILE_COLUMNS`` or, in a sealed archive,
     ``SEALED_FILE_COLUMNS``."""
     sql = f"SELECT {columns} FROM files{where}{order_clause(order, True)}"
-    return map(file_from_row, conn.execute(sql, args))  # (a generator costs 1 µs a row more)
+    return map(file_from_row, select(conn, sql, args))  # (a generator costs 1 µs a row more)
 
 
 def iter_dirs(
     conn: sqlite3.Connection, order: Order, where: str = "", args: tuple[object, ...] = ()
 ) -> Iterator[BarecatDirInfo]:
     sql = f"SELECT {DIR_COLUMNS} FROM dirs{where}{order_clause(order, False)}"
-    return map(dir_from_row, conn.execute(sql, args))
+    return map(dir_from_row, select(conn, sql, args))
 
 
 def subtree_where(directory: str, column: str = "path") -> tuple[str, tuple[object, ...]]:
@@ -202,7 +203,7 @@ def walk(
         dwhere, pwhere, args = "", " WHERE parent IS NOT NULL", ()
     dec = decoders
     sql = f"SELECT {dec.dir_columns} FROM dirs{dwhere} ORDER BY path"
-    dirs_in_order = (dec.decode_dir(row) for row in conn.execute(sql, args))
+    dirs_in_order = (dec.decode_dir(row) for row in select(conn, sql, args))
     subdirs: Iterator[tuple[str, list[C]]]
     files: Iterator[tuple[str, list[F]]]
     if dec.names_only:
@@ -293,7 +294,7 @@ def _joined(conn: sqlite3.Connection, sql: str, args: tuple[object, ...]) -> lis
     fraction of the cost of a Python row per path. (No path holds a NUL: barecat refuses
     them, and the format's generated ``parent`` column cannot represent them, so a row
     with one is never anyone's child.)"""
-    (joined,) = conn.execute(f"SELECT group_concat(path, char(0)) FROM ({sql})", args).fetchone()
+    (joined,) = select(conn, f"SELECT group_concat(path, char(0)) FROM ({sql})", args).fetchone()
     return joined.split("\0") if joined else []
 
 
@@ -313,7 +314,7 @@ def _name_groups(
     are cut from the paths here, one slice each, which is cheaper than SQLite's
     character-counting substr()."""
     sql = f"SELECT parent, group_concat(path, char(0)) FROM {table}{where} GROUP BY parent"
-    for key, joined in conn.execute(sql + " ORDER BY parent", args):
+    for key, joined in select(conn, sql + " ORDER BY parent", args):
         cut = len(key) + 1 if key else 0
         yield key, [p[cut:] for p in joined.split("\0")]
 
@@ -350,7 +351,7 @@ def _grouped_by_parent(
 ) -> Iterator[tuple[str, list[T]]]:
     """(parent, decoded children) groups, in parent order."""
     sql = f"SELECT parent, {columns} FROM {table}{where} ORDER BY parent"
-    rows = conn.execute(sql, args)
+    rows = select(conn, sql, args)
     for key, group in itertools.groupby(rows, _first):
         yield key, decode(key, group)
 

@@ -36,7 +36,7 @@ from barecat.exceptions import (
 )
 from barecat.glob import compile_glob
 from barecat.index import file_digest, query
-from barecat.index.connection import ConnectionPool, is_busy, roll_back_crashed_transaction
+from barecat.index.connection import ConnectionPool, is_busy, roll_back_crashed_transaction, select
 from barecat.index.lookup_table import LookupTable
 from barecat.index.schema import (
     SEALED_SCHEMA_VERSION_MAJOR,
@@ -200,7 +200,7 @@ class IndexReader:
         self.close()
 
     def _config_int(self, key: str, default: int | None = None) -> int | None:
-        row = self.conn.execute("SELECT value_int FROM config WHERE key = ?", (key,)).fetchone()
+        row = select(self.conn, "SELECT value_int FROM config WHERE key = ?", (key,)).fetchone()
         return default if row is None else row[0]
 
     @property
@@ -211,10 +211,10 @@ class IndexReader:
     def _root_total(self, column: str, recount_sql: str) -> int:
         """A whole-archive total from the root's statistics, recounted if they are off
         (or damaged: not an integer, or negative)."""
-        row = self.conn.execute(f"SELECT {column} FROM dirs WHERE path = ''").fetchone()
+        row = select(self.conn, f"SELECT {column} FROM dirs WHERE path = ''").fetchone()
         value = None if row is None else row[0]
         if type(value) is not int or value < 0 or self._config_int("use_triggers", 1) != 1:
-            return int(self.conn.execute(recount_sql).fetchone()[0])
+            return int(select(self.conn, recount_sql).fetchone()[0])
         return value
 
     @property
@@ -223,7 +223,7 @@ class IndexReader:
 
     @property
     def num_dirs(self) -> int:
-        return int(self.conn.execute("SELECT count(*) FROM dirs").fetchone()[0])
+        return int(select(self.conn, "SELECT count(*) FROM dirs").fetchone()[0])
 
     @property
     def total_size(self) -> int:
@@ -232,10 +232,10 @@ class IndexReader:
     @property
     def num_used_shards(self) -> int:
         """One past the highest shard number a file points into (0 when there are none)."""
-        (top,) = self.conn.execute("SELECT max(shard) FROM files").fetchone()
+        (top,) = select(self.conn, "SELECT max(shard) FROM files").fetchone()
         if top is not None and type(top) is not int:  # a damaged row (text sorts last)
             sql = "SELECT max(shard) FROM files WHERE typeof(shard) = 'integer'"
-            (top,) = self.conn.execute(sql).fetchone()
+            (top,) = select(self.conn, sql).fetchone()
         return 0 if top is None else max(top + 1, 0)
 
     def __len__(self) -> int:
@@ -256,12 +256,14 @@ class IndexReader:
         files never overlap, so the last of them by offset does: one descending index
         walk that stops at the first non-empty row, plus one max() seek.
         """
-        data_end = self.conn.execute(
+        data_end = select(
+            self.conn,
             f"SELECT offset + size FROM files WHERE shard = ? AND size > 0 AND {_ADDRESSED} "
             "ORDER BY offset DESC LIMIT 1",
             (shard,),
         ).fetchone()
-        top = self.conn.execute(
+        top = select(
+            self.conn,
             f"SELECT offset FROM files WHERE shard = ? AND {_ADDRESSED} "
             "ORDER BY offset DESC LIMIT 1",
             (shard,),
@@ -278,11 +280,12 @@ class IndexReader:
             "SELECT DISTINCT shard FROM files WHERE typeof(shard) = 'integer' AND shard >= 0 "
             "ORDER BY shard"
         )
-        return [r[0] for r in self.conn.execute(sql)]
+        return [r[0] for r in select(self.conn, sql)]
 
     def files_ending_beyond(self, shard: int, end: int) -> list[str]:
         """Paths in ``shard`` whose bytes reach past ``end`` (a shard cut short), by offset."""
-        rows = self.conn.execute(
+        rows = select(
+            self.conn,
             f"SELECT path FROM files WHERE shard = ? AND offset + size > ? AND {_ADDRESSED} "
             "ORDER BY offset",
             (shard, end),
@@ -299,13 +302,14 @@ class IndexReader:
             f"AS prev_end FROM files WHERE size > 0 AND {_ADDRESSED} "
             "WINDOW w AS (PARTITION BY shard ORDER BY offset, size)) WHERE offset < prev_end"
         )
-        return [(r[0], r[1]) for r in self.conn.execute(sql)]
+        return [(r[0], r[1]) for r in select(self.conn, sql)]
 
     def get_last_file(self) -> BarecatFileInfo:
         """The file stored last (highest shard, then offset)."""
-        row = self.conn.execute(
+        row = select(
+            self.conn,
             f"SELECT {self.file_columns} FROM files "
-            "ORDER BY shard DESC, offset DESC, size DESC LIMIT 1"
+            "ORDER BY shard DESC, offset DESC, size DESC LIMIT 1",
         ).fetchone()
         if row is None:
             raise FileNotFoundBarecatError("(archive is empty)", "Last file")
@@ -314,8 +318,8 @@ class IndexReader:
     def lookup_file(self, path: str, normalized: bool = False) -> BarecatFileInfo:
         if not normalized:
             path = normalize(path)
-        row = self._files_conn.execute(
-            f"SELECT {self.file_columns} FROM files WHERE path = ?", (path,)
+        row = select(
+            self._files_conn, f"SELECT {self.file_columns} FROM files WHERE path = ?", (path,)
         ).fetchone()
         if row is None:
             if self.isdir(path):
@@ -330,7 +334,7 @@ class IndexReader:
         ups = ancestors(path)
         marks = ",".join("?" * len(ups))
         sql = f"SELECT path FROM files WHERE path IN ({marks}) LIMIT 1"
-        if ups and (row := self.conn.execute(sql, ups).fetchone()) is not None:
+        if ups and (row := select(self.conn, sql, ups).fetchone()) is not None:
             message = f"Not a directory: {row[0]!r} (in {path!r}) is a file"
             return NotADirectoryLookupBarecatError(message, path)
         return FileNotFoundBarecatError(path, what)
@@ -365,8 +369,10 @@ class IndexReader:
             DamagedEntryBarecatError: the file's row cannot address bytes (text or a
                 negative number where an offset belongs, say).
         """
-        row: query.Located | None = self._files_conn.execute(
-            "SELECT shard, offset, size, crc32c FROM files WHERE path = ?", (path,)
+        row: query.Located | None = select(
+            self._files_conn,
+            "SELECT shard, offset, size, crc32c FROM files WHERE path = ?",
+            (path,),
         ).fetchone()
         if row is not None and (problem := query.address_problem(*row)) is not None:
             raise DamagedEntryBarecatError(path, problem)
@@ -425,7 +431,7 @@ class IndexReader:
             "SELECT j.key, f.shard, f.offset, f.size, f.crc32c FROM json_each(?) AS j "
             "JOIN files AS f ON f.path = j.value ORDER BY f.shard, f.offset"
         )
-        located = self.conn.execute(sql, (json.dumps(paths),)).fetchall()
+        located = select(self.conn, sql, (json.dumps(paths),)).fetchall()
         for pos, *address in located:
             if (problem := query.address_problem(*address)) is not None:
                 raise DamagedEntryBarecatError(paths[pos], problem)
@@ -433,8 +439,8 @@ class IndexReader:
 
     def lookup_dir(self, dirpath: str) -> BarecatDirInfo:
         path = normalize(dirpath)
-        row = self.conn.execute(
-            f"SELECT {query.DIR_COLUMNS} FROM dirs WHERE path = ?", (path,)
+        row = select(
+            self.conn, f"SELECT {query.DIR_COLUMNS} FROM dirs WHERE path = ?", (path,)
         ).fetchone()
         if row is None:
             if self.isfile(path):
@@ -454,15 +460,15 @@ class IndexReader:
 
     def isfile(self, path: str) -> bool:
         return (
-            self._files_conn.execute(
-                "SELECT 1 FROM files WHERE path = ?", (normalize(path),)
+            select(
+                self._files_conn, "SELECT 1 FROM files WHERE path = ?", (normalize(path),)
             ).fetchone()
             is not None
         )
 
     def isdir(self, path: str) -> bool:
         return (
-            self.conn.execute("SELECT 1 FROM dirs WHERE path = ?", (normalize(path),)).fetchone()
+            select(self.conn, "SELECT 1 FROM dirs WHERE path = ?", (normalize(path),)).fetchone()
             is not None
         )
 
@@ -496,13 +502,13 @@ class IndexReader:
         self, order: Order = Order.ANY, bufsize: int | None = None
     ) -> Iterator[str]:
         sql = "SELECT path FROM files" + query.order_clause(order, True)
-        return (row[0] for row in self.conn.execute(sql))
+        return (row[0] for row in select(self.conn, sql))
 
     def iter_all_dirpaths(
         self, order: Order = Order.ANY, bufsize: int | None = None
     ) -> Iterator[str]:
         sql = "SELECT path FROM dirs" + query.order_clause(order, False)
-        return (row[0] for row in self.conn.execute(sql))
+        return (row[0] for row in select(self.conn, sql))
 
     def iter_all_paths(self, order: Order = Order.ANY, bufsize: int | None = None) -> Iterator[str]:
         yield from self.iter_all_dirpaths(order)
@@ -534,7 +540,8 @@ class IndexReader:
     def page_of_fileinfos(self, dirpath: str, offset: int, limit: int) -> list[BarecatFileInfo]:
         """Files directly in ``dirpath``, in path order, ``limit`` of them from ``offset``:
         one page of a directory too big to list at once."""
-        rows = self.conn.execute(
+        rows = select(
+            self.conn,
             f"SELECT {self.file_columns} FROM files WHERE parent = ? "
             "ORDER BY path LIMIT ? OFFSET ?",
             (normalize(dirpath), limit, offset),
@@ -546,7 +553,8 @@ class IndexReader:
         (the order they were added, which ``listdir`` gives): what a reader going through
         the directory wants next. One index seek, whatever the directory's size."""
         path = normalize(path)
-        rows = self.conn.execute(
+        rows = select(
+            self.conn,
             f"SELECT {self.file_columns} FROM files WHERE parent = ?1 "
             "AND rowid > (SELECT rowid FROM files WHERE path = ?2) ORDER BY rowid LIMIT ?3",
             (parent(path), path, limit),
@@ -587,7 +595,7 @@ class IndexReader:
                 f"SELECT * FROM (SELECT path FROM dirs WHERE parent = ?1{by}) "
                 f"UNION ALL SELECT * FROM (SELECT path FROM files WHERE parent = ?1{by})"
             )
-            names = [row[0] for row in self.conn.execute(sql, (path,))]
+            names = [row[0] for row in select(self.conn, sql, (path,))]
         if not names:
             self._existing_dir(path)
         return [name[cut:] for name in names]
@@ -722,7 +730,7 @@ class IndexReader:
         tables = ("files",) if only_files else ("dirs", "files")
         for table in tables:
             sql = f"SELECT path FROM {table}{where}" + query.order_clause(order, table == "files")
-            for (path,) in self.conn.execute(sql, patterns):
+            for (path,) in select(self.conn, sql, patterns):
                 yield path
 
     def raw_iterglob_paths(

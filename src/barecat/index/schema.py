@@ -12,6 +12,7 @@ from importlib import resources
 
 from barecat.entries import SHARD_SIZE_UNLIMITED
 from barecat.exceptions import CorruptIndexBarecatError, SchemaVersionBarecatError
+from barecat.index.connection import select
 
 SCHEMA_VERSION_MAJOR = 0
 SCHEMA_VERSION_MINOR = 3
@@ -79,14 +80,14 @@ def lacks_schema(conn: sqlite3.Connection) -> str | None:
     the schema one statement at a time. Either holds nothing, so a writer may make the
     schema (again).
     """
-    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    tables = {r[0] for r in select(conn, "SELECT name FROM sqlite_master WHERE type='table'")}
     if not tables:
         return "empty"
     if not tables <= set(_SCHEMA_TABLES) or _has_rows(conn, tables, "files"):
         return None
     versioned = (
         "config" in tables
-        and conn.execute("SELECT 1 FROM config WHERE key = 'schema_version_major'").fetchone()
+        and select(conn, "SELECT 1 FROM config WHERE key = 'schema_version_major'").fetchone()
     )
     if versioned and _has_rows(conn, tables, "dirs"):
         return None
@@ -94,7 +95,7 @@ def lacks_schema(conn: sqlite3.Connection) -> str | None:
 
 
 def _has_rows(conn: sqlite3.Connection, tables: set[str], table: str) -> bool:
-    return table in tables and conn.execute(f"SELECT 1 FROM {table} LIMIT 1").fetchone() is not None
+    return table in tables and select(conn, f"SELECT 1 FROM {table} LIMIT 1").fetchone() is not None
 
 
 def make_schema_if_missing(
@@ -135,13 +136,14 @@ def make_schema_if_missing(
 
 
 def is_sealed(conn: sqlite3.Connection) -> bool:
-    row = conn.execute("SELECT 1 FROM config WHERE key = ?", (SEALING_KEY,)).fetchone()
+    row = select(conn, "SELECT 1 FROM config WHERE key = ?", (SEALING_KEY,)).fetchone()
     return row is not None
 
 
 def read_config(conn: sqlite3.Connection, prefix: str) -> dict[str, ConfigValue]:
     """The config rows whose key starts with ``prefix``, each as its text or integer."""
-    rows = conn.execute(
+    rows = select(
+        conn,
         "SELECT key, value_text, value_int FROM config WHERE substr(key, 1, ?) = ?",
         (len(prefix), prefix),
     )
@@ -162,7 +164,7 @@ def write_config(conn: sqlite3.Connection, records: dict[str, ConfigValue]) -> N
 
 def enable_sealing(conn: sqlite3.Connection, records: dict[str, ConfigValue]) -> None:
     """Turn an empty schema-0.3 index into a sealed one, in one transaction."""
-    if conn.execute("SELECT 1 FROM files LIMIT 1").fetchone() is not None:
+    if select(conn, "SELECT 1 FROM files LIMIT 1").fetchone() is not None:
         raise SchemaVersionBarecatError(
             "Only an empty archive can become a sealed one; copy the files into a new "
             "sealed archive instead (barecat subset, or barecat create from an extraction)"
@@ -181,16 +183,17 @@ def read_version(conn: sqlite3.Connection, where: str) -> tuple[int, int]:
     """
     try:
         rows = dict(
-            conn.execute(
+            select(
+                conn,
                 "SELECT key, value_int FROM config "
-                "WHERE key IN ('schema_version_major', 'schema_version_minor')"
+                "WHERE key IN ('schema_version_major', 'schema_version_minor')",
             ).fetchall()
         )
     except sqlite3.OperationalError as e:
         if "no such table" not in str(e):
             raise
         _refuse_unfinished(conn, where)
-        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        tables = {r[0] for r in select(conn, "SELECT name FROM sqlite_master WHERE type='table'")}
         if "files" in tables:
             return (-1, 0)
         raise CorruptIndexBarecatError(

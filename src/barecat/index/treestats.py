@@ -13,6 +13,7 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass
 
+from barecat.index.connection import select
 from barecat.index.query import SIZE_TOTAL, subtree_where
 from barecat.paths import ancestors, parent
 
@@ -42,10 +43,10 @@ def compute_treestats(conn: sqlite3.Connection) -> dict[str, TreeStats]:
                 stats[path] = TreeStats(num_subdirs=1)
         return s
 
-    for (path,) in conn.execute("SELECT path FROM dirs"):
+    for (path,) in select(conn, "SELECT path FROM dirs"):
         ensure(path)
-    for par, count, total in conn.execute(
-        f"SELECT parent, count(*), {SIZE_TOTAL} FROM files GROUP BY parent"
+    for par, count, total in select(
+        conn, f"SELECT parent, count(*), {SIZE_TOTAL} FROM files GROUP BY parent"
     ):
         size = int(total)
         s = ensure(par)
@@ -61,7 +62,7 @@ def subtree_totals(conn: sqlite3.Connection, path: str) -> tuple[int, int]:
     """(number of files, total size) strictly below directory ``path``."""
     where, args = subtree_where(path)
     sql = f"SELECT count(*), {SIZE_TOTAL} FROM files{where}"
-    row = conn.execute(sql, args).fetchone()
+    row = select(conn, sql, args).fetchone()
     return int(row[0]), int(row[1])
 
 
@@ -70,7 +71,8 @@ def deepest_below(conn: sqlite3.Connection, path: str) -> str | None:
     directory), or None if there is none."""
     where, args = subtree_where(path)
     slashes = "length(path) - length(replace(path, '/', ''))"
-    row = conn.execute(
+    row = select(
+        conn,
         f"SELECT path FROM (SELECT path FROM files{where} UNION ALL SELECT path FROM dirs{where}) "
         f"ORDER BY {slashes} DESC LIMIT 1",
         args + args,
@@ -107,7 +109,7 @@ def ensure_ancestors(conn: sqlite3.Connection, path: str) -> None:
 
 def insert_missing_dirs(conn: sqlite3.Connection) -> None:
     """Give every directory implied by a file or directory path its own row."""
-    existing = {row[0] for row in conn.execute("SELECT path FROM dirs")}
+    existing = {row[0] for row in select(conn, "SELECT path FROM dirs")}
     missing = sorted(p for p in compute_treestats(conn) if p not in existing)
     conn.executemany(
         "INSERT INTO dirs (path) VALUES (?) ON CONFLICT (path) DO NOTHING", [(p,) for p in missing]
@@ -132,14 +134,14 @@ def rewrite_treestats(conn: sqlite3.Connection) -> None:
 def find_inconsistencies(conn: sqlite3.Connection) -> list[str]:
     """Every way the index disagrees with itself, as human-readable lines."""
     problems = []
-    check = conn.execute("PRAGMA integrity_check").fetchall()
+    check = select(conn, "PRAGMA integrity_check").fetchall()
     if check != [("ok",)]:
         problems += [f"sqlite: {r[0]}" for r in check]
     expected = compute_treestats(conn)
     actual = {
         row[0]: TreeStats(row[1], row[2], row[3], row[4])
-        for row in conn.execute(
-            "SELECT path, num_subdirs, num_files, num_files_tree, size_tree FROM dirs"
+        for row in select(
+            conn, "SELECT path, num_subdirs, num_files, num_files_tree, size_tree FROM dirs"
         )
     }
     for p, want in expected.items():
@@ -148,6 +150,6 @@ def find_inconsistencies(conn: sqlite3.Connection) -> list[str]:
             problems.append(f"missing directory row: {p!r}")
         elif got != want:
             problems.append(f"wrong statistics for {p!r}: stored {got}, actual {want}")
-    for (p,) in conn.execute("SELECT f.path FROM files f JOIN dirs d ON f.path = d.path"):
+    for (p,) in select(conn, "SELECT f.path FROM files f JOIN dirs d ON f.path = d.path"):
         problems.append(f"path is both a file and a directory: {p!r}")
     return problems

@@ -4,10 +4,10 @@ rules, copied in address order.
 Choosing is separate from copying so a front end can show the count first and so merges
 can filter their inputs the same way (:func:`select_entries`). A ``--pattern`` glob is
 answered by the index's glob (``recursive``, hidden names included, ``dir/`` meaning
-``dir/**``); include/exclude rules are :class:`barecat.glob.PathFilter`'s, as for
-extraction. Directories come along when chosen themselves (empty ones too) or when a
-chosen file needs them, with their metadata. The copying, and its crash ordering, is
-``copy_files``'s. Imports ``index``, ``shards``, ``glob`` and ``paths``.
+``dir/**``); include/exclude rules are a :class:`barecat.glob.PathFilter` (the first
+rule that covers a path decides). Directories come along when chosen themselves (empty
+ones too) or when a chosen file needs them, with their metadata. The copying, and its
+crash ordering, is ``copy_files``'s. Imports ``index``, ``shards``, ``glob`` and ``paths``.
 """
 
 from __future__ import annotations
@@ -43,8 +43,9 @@ def select_entries(
         files = index.glob_entry_paths(pattern, True, True, only_files=True)
         chosen_dirs = matches.difference(files)
     elif path_filter is not None and not path_filter.selects_everything:
-        files = [p for p in index.iter_all_filepaths() if path_filter.selects(p, False)]
-        chosen_dirs = {d for d in index.iter_all_dirpaths() if d and path_filter.selects(d, True)}
+        selects = path_filter.selector()
+        files = [p for p in index.iter_all_filepaths() if selects(p, False)]
+        chosen_dirs = {d for d in index.iter_all_dirpaths() if d and selects(d, True)}
     else:
         return None
     dirs = {""} | chosen_dirs

@@ -4,7 +4,11 @@ with the read API of :class:`~barecat.Barecat`.
 ``client[path]`` is checked against the CRC32C the server sends; ``client.open(path)`` is a
 seekable stream of ranged requests; ``get_many`` is one request. One pooled connection
 (httpx) serves all calls; transient failures (a refused or reset connection, 502, 503,
-504) are retried with exponential backoff. Imports ``exceptions`` and ``paths``.
+504) are retried with exponential backoff. Bytes damaged on the server raise
+:class:`BarecatIntegrityError`, as a local read does. URLs: ``http://HOST:PORT/a/NAME``,
+``http://HOST:PORT`` (the server's one archive), and barecat 0.3.1's
+``barecat://HOST[:PORT]/NAME[::PATH]`` (port 50003 by default; PATH roots the client at
+that directory). Imports ``exceptions``, ``paths`` and the sync's URL parsing.
 """
 
 from __future__ import annotations
@@ -13,8 +17,9 @@ import io
 import struct
 import time
 from collections.abc import Iterable, Iterator, MutableMapping
+from glob import escape as glob_escape
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 import crc32c as _crc32c
 import httpx
@@ -28,6 +33,7 @@ from barecat.exceptions import (
 )
 from barecat.paths import normalize
 from barecat.streams import SeekableReader
+from barecat.transfer.sync_paths import SERVER_SCHEME, parse_location, server_address
 
 RETRIES = 4
 BACKOFF = 0.1
@@ -37,11 +43,22 @@ _LENGTH = struct.Struct("<Q")
 
 
 class RemoteBarecat(MutableMapping[str, bytes]):
-    """The archive at ``url`` (``http://HOST:PORT/a/NAME``), as a mapping and a small
-    read API. ``token``: the server's, when it has one."""
+    """The archive at ``url``, as a mapping and a small read API.
+
+    Args:
+        url: ``http://HOST:PORT/a/NAME``; ``http://HOST:PORT`` for a server of one
+            archive; or ``barecat://HOST[:PORT]/NAME[::PATH]``, where PATH (a directory)
+            becomes the root every path is taken from.
+        token: the server's, when it has one.
+        timeout: seconds per request.
+
+    Raises:
+        BarecatError: a server URL without an archive, when the server serves several
+            archives (the message lists their URLs) or none.
+        ValueError: a ``barecat://`` URL without an archive name.
+    """
 
     def __init__(self, url: str, token: str | None = None, timeout: float = 60.0) -> None:
-        self.url = url.rstrip("/")
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._http = httpx.Client(
             headers=headers,
@@ -49,6 +66,30 @@ class RemoteBarecat(MutableMapping[str, bytes]):
             transport=httpx.HTTPTransport(retries=RETRIES),  # connection attempts
             limits=httpx.Limits(max_keepalive_connections=8),
         )
+        base, self.root = archive_url(url)
+        try:
+            self.url = base if base is not None else self._only_archive(url.rstrip("/"))
+        except BaseException:
+            self._http.close()
+            raise
+
+    def _only_archive(self, server: str) -> str:
+        """The URL of the one archive ``server`` serves."""
+        names = sorted(_checked(self._http.get(f"{server}/archives"), "/archives").json())
+        urls = [f"{server}/a/{quote(name, safe='')}" for name in names]
+        if len(urls) == 1:
+            return urls[0]
+        if not urls:
+            raise BarecatError(f"the server at {server} serves no archives")
+        raise BarecatError(
+            f"the server at {server} serves {len(urls)} archives; connect to one of them: "
+            + ", ".join(urls)
+        )
+
+    def _full(self, path: str) -> str:
+        """``path`` normalized and taken below the client's root."""
+        path = normalize(path)
+        return f"{self.root}/{path}" if self.root and path else self.root or path
 
     # -- plumbing -------------------------------------------------------------------------------
 
@@ -59,7 +100,7 @@ class RemoteBarecat(MutableMapping[str, bytes]):
         failure is transient; archive errors raised as the archive would."""
         target = f"{self.url}/{route}"
         if path is not None:
-            target += "/" + _quoted(normalize(path))
+            target += "/" + _quoted(self._full(path))
         delay = BACKOFF
         for attempt in range(RETRIES + 1):
             try:
@@ -131,7 +172,8 @@ class RemoteBarecat(MutableMapping[str, bytes]):
     def get_many(self, paths: Iterable[str]) -> list[bytes]:
         """Many files in one request, in request order."""
         wanted = list(paths)
-        body = self._request("POST", "batch", json={"paths": wanted}).content
+        full = [self._full(p) for p in wanted]
+        body = self._request("POST", "batch", json={"paths": full}).content
         out, pos = [], 0
         for _ in wanted:
             (n,) = _LENGTH.unpack_from(body, pos)
@@ -150,9 +192,12 @@ class RemoteBarecat(MutableMapping[str, bytes]):
         return [e["path"].rsplit("/", 1)[-1] for e in (*listed["dirs"], *listed["files"])]
 
     def glob(self, pattern: str, recursive: bool = False, only_files: bool = False) -> list[str]:
+        if self.root:
+            pattern = f"{glob_escape(self.root)}/{pattern.lstrip('/')}"
         params = {"pattern": pattern, "recursive": int(recursive), "only_files": int(only_files)}
         paths: list[str] = self._request("GET", "glob", params=params).json()["paths"]
-        return paths
+        cut = len(self.root) + 1 if self.root else 0
+        return [p[cut:] for p in paths]
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.glob("**", recursive=True, only_files=True))
@@ -190,11 +235,16 @@ def _checked(response: httpx.Response, path: str) -> httpx.Response:
     if response.status_code < 400:
         return response
     try:
-        message = response.json().get("error", response.text)
+        body = response.json()
     except ValueError:
-        message = response.text
+        body = {}
+    if not isinstance(body, dict):
+        body = {}
+    message = str(body.get("error", response.text))
     if response.status_code == 404:
         raise FileNotFoundBarecatError(path or message)
+    if response.status_code == 500 and body.get("type") == "integrity":
+        raise BarecatIntegrityError(message)  # the server's read found damaged bytes
     if response.status_code == 400 and "escapes" in message:
         raise InvalidPathBarecatError(message)
     if response.status_code in (401, 403):
@@ -204,9 +254,26 @@ def _checked(response: httpx.Response, path: str) -> httpx.Response:
     raise BarecatError(f"HTTP {response.status_code}: {message}")
 
 
+def archive_url(url: str) -> tuple[str | None, str]:
+    """The archive's base URL (None when ``url`` names only a server) and the root inside
+    it, from the forms :class:`RemoteBarecat` takes.
+
+    Raises:
+        ValueError: a ``barecat://`` URL without an archive name.
+    """
+    if url.startswith(SERVER_SCHEME):
+        loc = parse_location(url)
+        host, port = server_address(loc.host or "")
+        return f"http://{host}:{port}/a/{quote(loc.archive or '', safe='')}", loc.path
+    url = url.rstrip("/")
+    if "/a/" in urlsplit(url).path + "/":
+        return url, ""
+    return None, ""
+
+
 def connect(url: str, token: str | None = None) -> RemoteBarecat:
-    """The archive served at ``url`` (see ``barecat serve``)."""
+    """The archive served at ``url`` (see :class:`RemoteBarecat` for the URL forms)."""
     return RemoteBarecat(url, token)
 
 
-__all__ = ["RemoteBarecat", "connect"]
+__all__ = ["RemoteBarecat", "archive_url", "connect"]

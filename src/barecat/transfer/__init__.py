@@ -20,6 +20,7 @@ from barecat.transfer.extraction import (
     open_verified,
 )
 from barecat.transfer.ingest import DEFAULT_WORKERS, IngestResult, add_directory, ingest
+from barecat.transfer.merging import merge, merge_symlink
 from barecat.transfer.sources import IngestPlan, Source, plan_sources, plan_tree
 from barecat.transfer.wrapping import wrap_archive
 
@@ -49,6 +50,8 @@ __all__ = [
     "import_tar",
     "import_zip",
     "ingest",
+    "merge",
+    "merge_symlink",
     "open_verified",
     "parse_format",
     "plan_sources",

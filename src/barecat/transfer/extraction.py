@@ -30,7 +30,7 @@ from barecat.archive import Barecat
 from barecat.entries import BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo, Order
 from barecat.exceptions import BarecatError, InvalidPathBarecatError
 from barecat.glob import PathFilter
-from barecat.paths import is_within
+from barecat.paths import is_within, join
 
 COPY_CHUNK = 1 << 20
 _CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -63,9 +63,13 @@ class DirectoryWriter:
     it fails, so no partial or empty file is left in its place.
     """
 
-    def __init__(self, bc: Barecat, root: str, allow_outside_links: bool, owners: bool) -> None:
+    def __init__(
+        self, bc: Barecat, root: str, allow_outside_links: bool, owners: bool, base: str = ""
+    ) -> None:
         self.bc = bc
         self.root = root
+        self.base = base
+        """The archive directory written as ``root`` (entries land at paths relative to it)."""
         self.allow_outside_links = allow_outside_links
         self.owners = owners
         self.result = ExtractResult()
@@ -95,7 +99,10 @@ class DirectoryWriter:
         self.safe_dirs.add(dest)
 
     def destination(self, path: str) -> str:
-        dest = os.path.normpath(os.path.join(self.root, path))
+        if not is_within(path, self.base):
+            raise InvalidPathBarecatError(f"Archive entry {path!r} is not under {self.base!r}")
+        relative = path[len(self.base) + 1 :] if self.base else path
+        dest = os.path.normpath(os.path.join(self.root, relative))
         if not self.inside(dest):
             raise InvalidPathBarecatError(
                 f"Archive entry {path!r} would be written outside {self.root}"
@@ -187,7 +194,8 @@ class DirectoryWriter:
         todo: dict[str, BarecatEntryInfo] = {self.destination(d.path): d for d in dirs}
         for dest in self.created_dirs - todo.keys():  # parents of what was chosen
             with contextlib.suppress(FileNotFoundError):
-                todo[dest] = self.bc.index.lookup_dir(os.path.relpath(dest, self.root))
+                relative = os.path.relpath(dest, self.root).replace(os.sep, "/")
+                todo[dest] = self.bc.index.lookup_dir(join(self.base, relative))
         for dest in sorted(todo, reverse=True):  # a child sorts after its parent
             info = todo[dest]
             self.attempt(info.path, functools.partial(self.metadata, dest, info))
@@ -234,6 +242,7 @@ def extract_to_directory(
     allow_outside_links: bool = False,
     restore_owners: bool | None = None,
     on_file: Callable[[BarecatFileInfo], None] | None = None,
+    relative_to: str = "",
 ) -> ExtractResult:
     """Write the archive's entries (all, or those under ``paths``) below ``target_directory``.
 
@@ -245,6 +254,9 @@ def extract_to_directory(
         allow_outside_links: also make links that point outside the target.
         restore_owners: restore owners (default: when running as root, as tar does).
         on_file: called after each file or link is written.
+        relative_to: an archive directory whose contents become those of
+            ``target_directory`` (``a/b/c`` lands at ``c`` for ``a/b``); only entries
+            under it are extracted (default: the root, entries at their full paths).
 
     Returns:
         Counts, and what was not written: an entry that fails (damaged bytes, a name the
@@ -253,18 +265,19 @@ def extract_to_directory(
         metadata is restored at the end whatever failed.
 
     Raises:
-        FileNotFoundBarecatError: a path in ``paths`` is not in the archive (before
-            anything is written).
+        FileNotFoundBarecatError: a path in ``paths`` or ``relative_to`` is not in the
+            archive (before anything is written).
         InvalidPathBarecatError: an entry would land outside the target (a hostile archive:
             refused before anything is written).
     """
     root = os.path.abspath(target_directory)
-    wanted = None if paths is None else [bc.index.lookup(p).path for p in paths]
+    base = bc.index.lookup_dir(relative_to).path if relative_to else ""
+    wanted = [base] if paths is None else [bc.index.lookup(p).path for p in paths]
     owners = os.geteuid() == 0 if restore_owners is None else restore_owners
-    ex = DirectoryWriter(bc, root, allow_outside_links, owners)
+    ex = DirectoryWriter(bc, root, allow_outside_links, owners, base)
 
     def selected(path: str, is_dir: bool) -> bool:
-        if wanted is not None and not any(not w or is_within(path, w) for w in wanted):
+        if not is_within(path, base) or not any(is_within(path, w) for w in wanted):
             return False
         return path_filter is None or path_filter.selects(path, is_dir)
 

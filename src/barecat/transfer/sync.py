@@ -1,7 +1,8 @@
 """rsync between directories and archive subtrees: ``sync(["dir/"], "data.barecat:dir/")``.
 
 Each source is listed the way rsync names it (``src/`` sends the contents, ``src`` the
-directory under its own name), the destination is listed only below the names the
+directory under its own name; a tar or zip source is read into a temporary archive
+first), the destination is listed only below the names the
 sources send, :func:`~barecat.transfer.sync_plan.plan_sync` decides, and the
 destination's tree applies the plan (or, in a dry run, nothing happens and the plan is
 returned). Either side or both may be archives; at least one must be, since plain
@@ -11,22 +12,30 @@ directories are rsync's own job. Uses only the public :class:`Barecat` API; neve
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 
 from barecat.archive import Barecat, Passphrase
+from barecat.exceptions import BarecatError
 from barecat.glob import PathFilter
 from barecat.layout import base_path
+from barecat.transfer.archive_formats import format_of_file
+from barecat.transfer.archive_import import import_tar, import_zip
+from barecat.transfer.sync_paths import (
+    Location,
+    Place,
+    UnsupportedLocationBarecatError,
+    parse_location,
+)
 from barecat.transfer.sync_plan import (
     Action,
     Entry,
     Kind,
     Listing,
-    Location,
     SyncOptions,
     needs_checksum,
-    parse_location,
     plan_sync,
 )
 from barecat.transfer.sync_trees import (
@@ -70,6 +79,27 @@ class _Archives:
             self.open[key] = bc
         return bc
 
+    def staged(self, path: str, skipped: list[tuple[str, Exception]]) -> Barecat:
+        """A tar or zip file's members, stored in a temporary archive (under ``$TMPDIR``)
+        that lives as long as the sync: tar streams cannot be read in any other order."""
+        if not os.path.isfile(path):
+            raise FileNotFoundError(2, "No such file or directory", path)
+        tmp = self.stack.enter_context(tempfile.TemporaryDirectory(prefix="barecat-rsync-"))
+        staging = os.path.join(tmp, "staged.barecat")
+        with open(path, "rb") as f, Barecat(staging, readonly=False) as bc:
+            zipped = format_of_file(path) == "zip"
+            result = import_zip(bc, f) if zipped else import_tar(bc, f)
+        skipped.extend((f"{path}::{name}", BarecatError(why)) for name, why in result.skipped)
+        return self.get(staging, writable=False)
+
+
+def _unsupported(loc: Location) -> UnsupportedLocationBarecatError:
+    if loc.place is Place.SERVER:
+        where = f"the barecat server at {loc.host} (use barecat.connect('barecat://...'))"
+    else:
+        where = f"the SSH host {loc.host} (run barecat there, or copy the archive here)"
+    return UnsupportedLocationBarecatError(f"barecat rsync cannot reach {where}")
+
 
 def _source_listing(
     loc: Location,
@@ -78,14 +108,18 @@ def _source_listing(
     bad_names: list[tuple[str, Exception]],
 ) -> tuple[Listing, Barecat | None]:
     rel = "" if loc.contents else loc.name
-    if loc.archive is None:
+    if loc.place is Place.LOCAL:
         if not os.path.lexists(loc.path):
             raise FileNotFoundError(2, "No such file or directory", loc.path)
         listing = list_local(
             loc.path, rel, path_filter, follow_root=loc.contents, bad_names=bad_names
         )
         return listing, None
-    bc = archives.get(loc.archive, writable=False)
+    assert loc.archive is not None
+    if loc.place is Place.TAR_ZIP:
+        bc = archives.staged(loc.archive, bad_names)
+    else:
+        bc = archives.get(loc.archive, writable=False)
     if not bc.exists(loc.path):
         raise FileNotFoundError(2, "No such file or directory in the archive", loc.path)
     if loc.path and bc.isfile(loc.path):
@@ -119,7 +153,7 @@ def _fill_checksums(
 ) -> None:  # fmt: skip
     for rel, s in src.items():
         d = dst.get(rel)
-        if d is None or not needs_checksum(s, d, options.checksum):
+        if d is None or not needs_checksum(s, d, options):
             continue
         _fill(s, origin[rel])
         _fill(d, dest_bc)
@@ -131,7 +165,7 @@ def _fill(entry: Entry, bc: Barecat | None) -> None:
 
 
 def _open_destination(loc: Location, archives: _Archives, dry_run: bool) -> Barecat | None:
-    if loc.archive is None:
+    if loc.place is Place.LOCAL or loc.archive is None:
         return None
     if dry_run:
         return None if loc.creates_archive else archives.get(loc.archive, writable=False)
@@ -153,6 +187,23 @@ def _gather_sources(
     return merged, origin
 
 
+def _check_places(sources: Sequence[Location], dest: Location) -> None:
+    """Refuse what cannot be done before anything is opened or created."""
+    for loc in (*sources, dest):
+        if loc.place not in (Place.LOCAL, Place.ARCHIVE, Place.TAR_ZIP):
+            raise _unsupported(loc)
+    if dest.place is Place.TAR_ZIP:
+        raise ValueError(
+            f"{dest.archive}: tar and zip files can only be sources of barecat rsync "
+            "(write one with barecat convert)"
+        )
+    if dest.place is Place.LOCAL and any(s.place is Place.LOCAL for s in sources):
+        raise ValueError(
+            "Use regular rsync for local-to-local directory sync "
+            "(barecat rsync needs an archive on at least one side: ARCHIVE::path)"
+        )
+
+
 def sync(
     sources: Sequence[str | Location],
     dest: str | Location,
@@ -165,21 +216,29 @@ def sync(
 ) -> SyncResult:
     """Make ``dest`` hold what ``sources`` name, as ``rsync -a`` would.
 
-    Strings are parsed with :func:`parse_location`. ``on_action`` is called after each
-    change is made (in a dry run: for each planned change) with the bytes it moved.
-    ``passphrase`` opens encrypted archives among them.
+    Strings are parsed with :func:`~barecat.transfer.sync_paths.parse_location`.
+    ``on_action`` is called after each change is made (in a dry run: for each planned
+    change) with the bytes it moved. ``passphrase`` opens encrypted archives among them.
+    Tar and zip sources are read once into a temporary archive under ``$TMPDIR``.
+
+    Returns:
+        The plan, how much of it was done, and what failed (per path; the run goes on).
+
+    Raises:
+        FileNotFoundError: a source does not exist (nothing is changed).
+        ValueError: two local sides, or a tar/zip destination.
+        UnsupportedLocationBarecatError: an SSH or server side.
     """
     options = options or SyncOptions()
     src_locs = [s if isinstance(s, Location) else parse_location(s) for s in sources]
     dst_loc = dest if isinstance(dest, Location) else parse_location(dest, destination=True)
-    if dst_loc.archive is None and any(s.archive is None for s in src_locs):
-        raise ValueError("a local source needs an archive destination (use rsync otherwise)")
+    _check_places(src_locs, dst_loc)
     with ExitStack() as stack:
         archives = _Archives(stack, passphrase)
         dest_bc = _open_destination(dst_loc, archives, dry_run)  # first: it may be a source too
         bad_names: list[tuple[str, Exception]] = []  # local names that are not UTF-8
         src, origin = _gather_sources(src_locs, archives, path_filter, bad_names)
-        if dst_loc.archive is not None and dest_bc is None:
+        if dst_loc.place is not Place.LOCAL and dest_bc is None:
             dst: Listing = {}
         else:
             dst = _dest_listing(dst_loc, dest_bc, _tops(src), path_filter)

@@ -1,4 +1,4 @@
-"""The pure half of sync: what each command-line side names, what differs, in what order.
+"""The pure half of sync: what differs between two listings, and in what order to act.
 
 A sync lists both sides as flat maps of relative path to :class:`Entry`; :func:`plan_sync`
 compares them (no I/O, so every rsync rule is unit-testable) into a list of
@@ -11,16 +11,10 @@ transfer, deepest first. Imports only pure layers; never prints.
 from __future__ import annotations
 
 import enum
-import os
 import stat
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from barecat.entries import BarecatEntryInfo
-from barecat.layout import archive_exists, base_path, index_path, is_sqlite_file
-from barecat.paths import normalize
-
-ARCHIVE_SUFFIX = ".barecat"
-"""A destination ``NAME.barecat:...`` names an archive to create even before it exists."""
 
 
 class Kind(enum.Enum):
@@ -82,32 +76,57 @@ class Action:
 
 @dataclass(slots=True)
 class SyncOptions:
+    """rsync's options that decide what is transferred (``--delete``, ``-c``, ...)."""
+
     delete: bool = False
     checksum: bool = False
     update: bool = False
+    """Skip files whose destination copy is newer."""
+    existing: bool = False
+    """Only update what the destination has; create nothing new."""
+    ignore_existing: bool = False
+    """Only create what the destination lacks; leave what it has as it is."""
+    size_only: bool = False
+    """Files of equal size count as unchanged (unless ``checksum``)."""
+    max_size: int | None = None
+    """Skip files bigger than this many bytes."""
+    min_size: int | None = None
+    """Skip files smaller than this many bytes."""
+
+    def skips_size(self, entry: Entry) -> bool:
+        """True if ``--max-size``/``--min-size`` leave this source file out."""
+        if entry.kind is not Kind.FILE:
+            return False
+        too_big = self.max_size is not None and entry.size > self.max_size
+        return too_big or (self.min_size is not None and entry.size < self.min_size)
 
 
 def parent_of(rel: str) -> str:
     return rel[: rel.rfind("/")] if "/" in rel else ""
 
 
-def content_differs(src: Entry, dst: Entry, checksum: bool) -> bool:
+def content_differs(src: Entry, dst: Entry, checksum: bool, size_only: bool = False) -> bool:
     """rsync's decision to transfer a file: size, then mtime, or CRC32C when asked for
-    (or when an mtime is unknown, so an archive without mtimes still syncs idempotently)."""
+    (or when an mtime is unknown, so an archive without mtimes still syncs idempotently);
+    with ``size_only``, the size alone (unless ``checksum``)."""
     if src.kind is Kind.LINK:
         return src.target != dst.target
     if src.size != dst.size:
         return True
+    if size_only and not checksum:
+        return False
     if checksum or src.mtime_ns is None or dst.mtime_ns is None:
         return src.crc32c is None or src.crc32c != dst.crc32c
     return src.mtime_ns != dst.mtime_ns
 
 
-def needs_checksum(src: Entry, dst: Entry, checksum: bool) -> bool:
+def needs_checksum(src: Entry, dst: Entry, options: SyncOptions) -> bool:
     """True if :func:`content_differs` will look at the CRC32C of these two entries."""
     if src.kind is not Kind.FILE or dst.kind is not Kind.FILE or src.size != dst.size:
         return False
-    return checksum or src.mtime_ns is None or dst.mtime_ns is None
+    if options.checksum:
+        return True
+    return not options.size_only and (src.mtime_ns is None or dst.mtime_ns is None)
 
 
 def attrs_differ(src: Entry, dst: Entry) -> bool:
@@ -158,6 +177,10 @@ def plan_sync(src: Listing, dst: Listing, options: SyncOptions) -> list[Action]:
     dir_attrs: dict[str, Entry] = {}
     for rel in sorted(src):
         s, d = src[rel], dst.get(rel)
+        if options.skips_size(s) or (options.existing and d is None):
+            continue
+        if options.ignore_existing and d is not None and s.kind is not Kind.DIR:
+            continue
         if d is not None and d.kind is not s.kind:
             deletes.extend(Action(Op.DELETE, p, dst[p]) for p in _subtree(dst, rel) if p in dst)
             d = None
@@ -172,7 +195,7 @@ def plan_sync(src: Listing, dst: Listing, options: SyncOptions) -> list[Action]:
                 dir_attrs[rel] = s
         elif s.kind is Kind.FILE and options.update and _newer_on_dest(s, d):
             continue
-        elif content_differs(s, d, options.checksum):
+        elif content_differs(s, d, options.checksum, options.size_only):
             copies.append(Action(Op.UPDATE, rel, s))
         elif attrs_differ(s, d):
             file_attrs.append(Action(Op.ATTRS, rel, s))
@@ -198,96 +221,15 @@ def _unique(actions: list[Action]) -> list[Action]:
     return out
 
 
-# -- where each side is ----------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Location:
-    """One command-line side: a local path, or a path inside an archive.
-
-    ``contents`` is rsync's trailing-slash rule: the directory's contents go to the
-    destination, instead of the directory under its own name.
-    """
-
-    path: str
-    archive: str | None = None
-    contents: bool = False
-    creates_archive: bool = field(default=False, compare=False)
-
-    @property
-    def is_archive(self) -> bool:
-        return self.archive is not None
-
-    @property
-    def name(self) -> str:
-        """The name the entry takes at the destination when sent without a slash."""
-        if self.archive is not None:
-            return self.path.rsplit("/", 1)[-1]
-        return os.path.basename(os.path.normpath(self.path))
-
-
-def is_archive(path: str) -> bool:
-    """True if ``path`` is an existing barecat archive (its index is an SQLite file)."""
-    return bool(path) and archive_exists(path) and is_sqlite_file(index_path(base_path(path)))
-
-
-def _colons(arg: str) -> list[int]:
-    """Positions of ':' not escaped by a backslash."""
-    out, i = [], 0
-    while i < len(arg):
-        if arg[i] == "\\" and i + 1 < len(arg):
-            i += 2
-            continue
-        if arg[i] == ":":
-            out.append(i)
-        i += 1
-    return out
-
-
-def _unescape(text: str) -> str:
-    return text.replace("\\:", ":").replace("\\\\", "\\")
-
-
-def parse_location(arg: str, *, destination: bool = False) -> Location:
-    """Decide whether ``arg`` is ``ARCHIVE:path`` or a local path (the rule README.md documents).
-
-    ``ARCHIVE:`` is recognized at the first unescaped ':' whose left part is an existing
-    archive; for the destination also at the first ':' whose left part ends in
-    ``.barecat`` (the archive is created). ``ARCHIVE::path``, the reference's spelling,
-    is accepted too. Anything else is local; ``\\:`` writes a literal ':'.
-    """
-    colons = _colons(arg)
-    for i in colons:
-        if is_archive(_unescape(arg[:i])):
-            return _archive_location(_unescape(arg[:i]), arg[i + 1 :], False)
-    if destination and colons:
-        head = _unescape(arg[: colons[0]])
-        if head.endswith(ARCHIVE_SUFFIX) and not os.path.lexists(head):
-            return _archive_location(head, arg[colons[0] + 1 :], True)
-    local = _unescape(arg)
-    base = os.path.basename(os.path.normpath(local))
-    contents = local.endswith("/") or base in ("", ".", "..")
-    return Location(local, None, contents)
-
-
-def _archive_location(archive: str, inner: str, creates: bool) -> Location:
-    inner = _unescape(inner[1:] if inner.startswith(":") else inner)
-    path = normalize(inner.strip("/")) if inner.strip("/") else ""
-    return Location(path, archive, inner.endswith("/") or not path, creates)
-
-
 __all__ = [
     "Action",
     "Entry",
     "Kind",
     "Listing",
-    "Location",
     "Op",
     "SyncOptions",
     "attrs_differ",
     "content_differs",
-    "is_archive",
     "needs_checksum",
-    "parse_location",
     "plan_sync",
 ]
