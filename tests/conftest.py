@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import glob
 import io
 import os
 import subprocess
@@ -34,9 +35,9 @@ def reference_python() -> str:
 
 
 def reference_env() -> dict[str, str]:
-    """The environment to run the reference's scripts in: without PYTHONPATH, which may
-    point at our sources (a checkout run without installing)."""
-    return {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    """The environment for the reference's console scripts: without PYTHONPATH & co.,
+    which would make them import this package instead of barecat 0.3.1."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
 
 
 def made_by_reference(archive: str, files: dict[str, bytes]) -> None:
@@ -50,6 +51,32 @@ def made_by_reference(archive: str, files: dict[str, bytes]) -> None:
     )
     made = subprocess.run([reference_python(), "-I", "-c", snippet, archive], capture_output=True)
     assert made.returncode == 0, made.stderr
+
+
+def python_glob(
+    root: str | os.PathLike[str], pattern: str, recursive: bool, include_hidden: bool = False
+) -> list[str]:
+    """What an archive's glob of ``pattern`` must return for a tree extracted to ``root``:
+    ``glob.glob(root + '/' + pattern)`` with ``root + '/'`` removed (so ``'d/'`` for a
+    directory matched as one, ``''`` for the root), sorted, each once.
+
+    A match CPython spells with a trailing '/' although no such directory exists
+    ('f/**' for a file or missing f, python/cpython#79382) is left out.
+    """
+    top = os.fspath(root).rstrip("/") + "/"
+    kwargs: dict[str, bool] = {"recursive": recursive}
+    if include_hidden:
+        if sys.version_info < (3, 11):
+            pytest.skip("glob.glob has include_hidden from Python 3.11")
+        kwargs["include_hidden"] = True
+    found = set()
+    for match in glob.glob(glob.escape(top) + pattern, **kwargs):
+        assert match.startswith(top), match
+        rel = match[len(top) :]
+        if rel.endswith("/") and not os.path.isdir(top + rel):
+            continue
+        found.add(rel)
+    return sorted(found)
 
 
 @pytest.fixture

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import io
 import os
 import pickle
@@ -17,6 +18,7 @@ from barecat import (
     InvalidPathBarecatError,
     IsADirectoryBarecatError,
     NotADirectoryBarecatError,
+    NotADirectoryLookupBarecatError,
     PathTypeBarecatError,
     ReadOnlyBarecatError,
 )
@@ -125,6 +127,43 @@ def test_bytes_are_not_paths(writable: barecat.Barecat) -> None:
         with pytest.raises(PathTypeBarecatError):
             attempt()
     assert sorted(writable) == ["a.txt"]
+
+
+def test_lookups_through_a_file_are_both_enotdir_and_not_found(
+    writable: barecat.Barecat,
+) -> None:
+    """Looking a path up through a file raises an error that is ENOTDIR (as ``os``) and
+    also the FileNotFoundBarecatError barecat 0.3.1 raised, so either ``except`` works;
+    an edit that would put something below a file stays a plain NotADirectoryBarecatError
+    (as in 0.3.1)."""
+    writable["f.txt"] = b"file"
+    attempts = [
+        lambda: writable.listdir("f.txt"),
+        lambda: list(writable.walk("f.txt")),
+        lambda: writable.index.lookup_dir("f.txt"),
+        lambda: writable.index.lookup_file("f.txt/x"),
+        lambda: writable.index.listdir_infos("f.txt"),
+        lambda: writable.open("f.txt/x", "rb"),
+        lambda: writable.index.chmod("f.txt/x", 0o600),
+    ]
+    for attempt in attempts:
+        with pytest.raises(NotADirectoryLookupBarecatError) as caught:
+            attempt()
+        e = caught.value
+        assert isinstance(e, NotADirectoryBarecatError) and isinstance(e, NotADirectoryError)
+        assert isinstance(e, FileNotFoundBarecatError) and isinstance(e, FileNotFoundError)
+        assert e.errno == errno.ENOTDIR and "Not a directory" in str(e)
+        assert e.filename in ("f.txt", "f.txt/x")
+    with pytest.raises(NotADirectoryBarecatError) as caught:
+        writable["f.txt/x"] = b"x"
+    assert not isinstance(caught.value, FileNotFoundError)
+    with pytest.raises(NotADirectoryBarecatError) as caught:
+        writable.mkdir("f.txt/d")
+    assert "f.txt" in str(caught.value)
+    with pytest.raises(NotADirectoryBarecatError), writable.open("f.txt/x", "wb") as f:
+        f.write(b"x")
+    assert sorted(writable) == ["f.txt"]
+    assert writable.index.find_inconsistencies() == []
 
 
 def test_file_where_directory_needed_and_vice_versa(writable: barecat.Barecat) -> None:
@@ -705,3 +744,103 @@ def test_reference_methods_defrag_and_merge_from_other_barecat(tmp_path) -> None
     with barecat.Barecat(main_path) as bc:
         assert sorted(bc) == sorted(["after", "in/keep/a.txt", *(f"f{i}" for i in range(1, 20, 2))])
         assert bc.total_physical_size_stat == bc.total_size
+
+
+# -- a writer that changes nothing leaves everything as it was -----------------------------
+
+
+def _on_disk(path: str) -> dict[str, tuple[int, bytes]]:
+    """Every file of the archive at ``path``: its mtime and bytes."""
+    folder, name = os.path.split(path)
+    found = {}
+    for entry in sorted(os.listdir(folder)):
+        if entry.startswith(name):
+            full = os.path.join(folder, entry)
+            with open(full, "rb") as f:
+                found[entry] = (os.stat(full).st_mtime_ns, f.read())
+    return found
+
+
+@pytest.mark.parametrize("sealed", [False, True])
+def test_a_writer_that_changes_nothing_rewrites_nothing(archive_path: str, sealed: bool) -> None:
+    """Opened for writing, read from, files opened r+b/a and closed unwritten: the index,
+    its lookup table and every shard keep their bytes and mtimes."""
+    kw = {"compression": "zstd", "passphrase": "pw"} if sealed else {}
+    with barecat.Barecat(archive_path, readonly=False, shard_size_limit=100, **kw) as bc:
+        for i in range(8):
+            bc[f"d/f{i}"] = bytes([i]) * 30
+    before = _on_disk(archive_path)
+    assert f"{os.path.basename(archive_path)}-shard-00002" in before
+    address = {}
+    with barecat.Barecat(archive_path, readonly=False, **kw) as bc:
+        address = {p: bc.index.lookup_file(p) for p in bc.files()}
+        assert bc.listdir("d")[:2] == ["f0", "f1"] and bc["d/f3"] == bytes([3]) * 30
+        list(bc.walk(""))
+        bc.glob("**", recursive=True)
+        assert bc.verify_integrity()
+        with bc.open("d/f2", "r+b") as f:
+            assert f.read() == bytes([2]) * 30
+        with bc.open("d/f5", "ab"):
+            pass
+        with bc.open("d/f6", "r+") as f:  # (text)
+            f.read()
+    assert _on_disk(archive_path) == before
+    with barecat.Barecat(archive_path, **kw) as bc:
+        assert {p: bc.index.lookup_file(p) for p in bc.files()} == address
+
+
+def test_a_file_opened_r_plus_moves_only_when_changed(writable: barecat.Barecat) -> None:
+    writable["a"] = b"0123456789"
+    writable["b"] = b"after a"
+    stored = writable.index.lookup_file("a")
+    with writable.open("a", "r+b") as f:
+        assert f.read(4) == b"0123"  # read in place
+        assert writable.index.lookup_file("a") == stored
+        f.seek(2)
+        f.write(b"xy")  # the first change copies the file to the end, then writes
+        assert f.read() == b"456789"
+    moved = writable.index.lookup_file("a")
+    assert writable["a"] == b"01xy456789" and moved.offset > stored.offset
+    with writable.open("a", "r+b") as f:
+        f.truncate(3)
+    assert writable["a"] == b"01x" and writable["b"] == b"after a"
+    with writable.open("b", "ab") as f:
+        f.write(b"!")
+    assert writable["b"] == b"after a!"
+    assert writable.index.find_inconsistencies() == [] and writable.verify_integrity()
+
+
+def test_an_empty_archive_has_its_first_shard(archive_path: str) -> None:
+    """As barecat 0.3.1 makes it (and needs it to open the archive), empty; a create
+    that fails leaves nothing, that shard included."""
+    with barecat.Barecat(archive_path, readonly=False):
+        pass
+    assert os.path.getsize(archive_path + "-shard-00000") == 0
+    other = archive_path + "2"
+    with pytest.raises(RuntimeError), barecat.Barecat(other, readonly=False):
+        raise RuntimeError("failed")
+    assert not [n for n in os.listdir(os.path.dirname(other)) if n.startswith("test.barecat2")]
+
+
+def test_an_empty_file_needs_no_shard(archive_path: str) -> None:
+    """An archive of empty files without a shard file (as made before this version)
+    reads; a missing shard that holds bytes is still an error naming it."""
+    with barecat.Barecat(archive_path, readonly=False) as bc:
+        bc["empty"] = b""
+        with bc.open("empty2", "wb"):
+            pass
+    os.remove(archive_path + "-shard-00000")
+    with barecat.Barecat(archive_path) as bc:
+        assert bc["empty"] == b"" and bc.read("empty2") == b""
+        assert bc.get_many(["empty", "empty2"]) == [b"", b""]
+        with bc.open("empty", "rb") as f:
+            assert f.read() == b""
+        assert bc.readinto("empty", bytearray()) == 0
+        assert bc.verify_integrity()
+    with barecat.Barecat(archive_path, readonly=False) as bc:
+        bc["full"] = b"bytes"
+    os.remove(archive_path + "-shard-00000")
+    with barecat.Barecat(archive_path) as bc:
+        with pytest.raises(BarecatIntegrityError, match="shard-00000 is missing"):
+            bc["full"]
+        assert bc["empty"] == b""

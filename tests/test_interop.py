@@ -14,7 +14,6 @@ other and with :class:`Model`, a plain-dict model of what the archive should con
 
 from __future__ import annotations
 
-import glob
 import inspect
 import io
 import json
@@ -23,7 +22,6 @@ import random
 import runpy
 import shutil
 import subprocess
-import sys
 import tarfile
 import textwrap
 from collections.abc import Callable, Iterator
@@ -36,7 +34,7 @@ import pytest
 
 import barecat
 from barecat.layout import lookup_table_path
-from conftest import reference_python
+from conftest import python_glob, reference_python
 
 TESTS = Path(__file__).resolve().parent
 REPO = TESTS.parent
@@ -324,16 +322,6 @@ def check_against_model(view: dict[str, Any], model: Model) -> None:
     assert view["index_ok"] is True and view["crc_ok"] is True
 
 
-def comparable_glob(matches: list[str]) -> list[str]:
-    """Glob matches up to the two documented differences from the reference.
-
-    The reference returns 'd/' for 'd/**' (as ``glob.glob`` does) where this package
-    returns normalized paths ('d'), and it yields the root '' for a bare '**', which
-    ``glob.glob`` never does and this package does not either.
-    """
-    return sorted({m.rstrip("/") for m in matches} - {""})
-
-
 def check_same_view(ours: dict[str, Any], theirs: dict[str, Any]) -> None:
     """Both implementations see the same archive the same way (key by key for clear diffs)."""
     assert ours.keys() == theirs.keys()
@@ -341,7 +329,7 @@ def check_same_view(ours: dict[str, Any], theirs: dict[str, Any]) -> None:
         if key == "glob":
             assert ours[key].keys() == theirs[key].keys()
             for pattern, matches in ours[key].items():
-                assert comparable_glob(matches) == comparable_glob(theirs[key][pattern]), pattern
+                assert matches == theirs[key][pattern], pattern
         else:
             assert ours[key] == theirs[key], key
 
@@ -411,18 +399,14 @@ def built_model() -> Model:
 
 
 def check_glob_against_python(view: dict[str, Any], model: Model, tmp_path: Path) -> None:
-    """Our matches are those of ``glob.glob`` on the extracted tree, up to trailing '/'."""
+    """Our matches are those of ``glob.glob`` on the extracted tree, spelled as it spells
+    them ('d/' for 'd/**', '' for the root)."""
     root = tmp_path / "extracted"
     model.materialize(root)
     for pattern, recursive, hidden in GLOB_PATTERNS:
-        if not (root / pattern.split("/")[0]).exists() and "*" not in pattern.split("/")[0]:
-            continue  # glob.glob('missing/**', recursive=True) yields 'missing/' (a CPython quirk)
-        kw = {"include_hidden": hidden} if sys.version_info >= (3, 11) else {}
-        expected = {
-            m.rstrip("/") for m in glob.glob(pattern, root_dir=root, recursive=recursive, **kw)
-        }
+        expected = python_glob(root, pattern, recursive, hidden)
         got = view["glob"][f"{pattern} recursive={recursive} hidden={hidden}"]
-        assert set(got) == expected and len(got) == len(expected), pattern
+        assert got == expected, pattern
 
 
 # -- 1. the reference writes, we read -----------------------------------------------------
@@ -623,6 +607,112 @@ def test_old_index_naming_survives_our_writes(ref: Reference, tmp_path: Path) ->
     check_against_model(theirs, model)
     check_same_view(our_view(base, dirs), theirs)
     ref.assert_verify_ok(base, len(model.files))
+
+
+# -- 4b. empty archives and empty files ---------------------------------------------------
+
+# What the reference sees of an archive: its files and bytes, the CRC check, '**'.
+REF_LOOK = """
+with barecat.Barecat(args['path']) as bc:
+    result = [
+        {p: bc[p].hex() for p in sorted(bc.index.iter_all_filepaths())},
+        bc.verify_integrity(),
+        bc.glob('**', recursive=True),
+    ]
+"""
+
+# The reference adds files (path -> hex) to an archive, creating it if missing.
+REF_ADD = """
+with barecat.Barecat(args['path'], readonly=False) as bc:
+    for p, data in args['files'].items():
+        bc[p] = bytes.fromhex(data)
+result = None
+"""
+
+
+def our_look(path: str) -> list[Any]:
+    with barecat.Barecat(path) as bc:
+        files = {p: bc[p].hex() for p in sorted(bc.index.iter_all_filepaths())}
+        return [files, bc.verify_integrity(), bc.glob("**", recursive=True)]
+
+
+@pytest.mark.parametrize("old_naming", [False, True])
+def test_empty_archive_made_by_us_opens_in_the_reference(
+    ref: Reference, tmp_path: Path, old_naming: bool
+) -> None:
+    base = str(tmp_path / "empty")
+    with barecat.Barecat(base, readonly=False):
+        pass
+    assert os.path.getsize(f"{base}-shard-00000") == 0  # made, as 0.3.1 makes it
+    if old_naming:
+        os.rename(base, base + "-sqlite-index")
+    assert ref.run(REF_LOOK, path=base) == [{}, True, [""]]
+    ref.run(REF_ADD, path=base, files={"a.txt": b"by ref".hex(), "empty": ""})
+    expected = {"a.txt": b"by ref".hex(), "empty": ""}
+    assert our_look(base) == [expected, True, ["", "a.txt", "empty"]]
+    assert os.path.exists(base + "-sqlite-index") == old_naming
+
+
+@pytest.mark.parametrize("old_naming", [False, True])
+def test_empty_archive_made_by_the_reference_takes_our_empty_file(
+    ref: Reference, tmp_path: Path, old_naming: bool
+) -> None:
+    base = str(tmp_path / "empty")
+    ref.run(REF_ADD, path=base, files={})
+    if old_naming:
+        os.rename(base, base + "-sqlite-index")
+    assert our_look(base) == [{}, True, [""]]
+    with barecat.Barecat(base, readonly=False) as bc, bc.open("nothing.txt", "wb"):
+        pass  # an empty file: no byte is written anywhere
+    assert ref.run(REF_LOOK, path=base) == [{"nothing.txt": ""}, True, ["", "nothing.txt"]]
+    assert our_look(base) == [{"nothing.txt": ""}, True, ["", "nothing.txt"]]
+    assert ref.cli("verify", base).returncode == 0
+
+
+def test_archive_made_by_the_reference_takes_our_empty_file(ref: Reference, tmp_path: Path) -> None:
+    path = str(tmp_path / "by_ref.barecat")
+    ref.apply(path, BUILD_OPS, shard_size_limit=SHARD_LIMIT)
+    model = built_model()
+    with barecat.Barecat(path, readonly=False) as bc:
+        with bc.open("data/made_empty.txt", "wb"):
+            pass
+        with bc.open("README.txt", "wb"):
+            pass  # truncated to nothing
+        with bc.open("data/val/notes.txt", "r+b") as f:
+            f.read()  # read, unchanged: stays where it is
+    model.files["data/made_empty.txt"] = b""
+    model.files["README.txt"] = b""
+    theirs = ref.view(path, sorted(model.dirs))
+    assert {p: bytes.fromhex(f["data"]) for p, f in theirs["files"].items()} == model.files
+    ref.assert_verify_ok(path, len(model.files))
+
+
+def test_archive_of_ours_without_a_first_shard(ref: Reference, tmp_path: Path) -> None:
+    """Archives without bytes made before this version have no shard file: they read
+    (an empty file needs no shard), and the next writer makes shard 0, so that the
+    reference opens them too. A missing shard that files' bytes are in stays an error."""
+    path = str(tmp_path / "old_empty.barecat")
+    with barecat.Barecat(path, readonly=False) as bc:
+        bc["e"] = b""
+    os.remove(f"{path}-shard-00000")
+    assert our_look(path) == [{"e": ""}, True, ["", "e"]]
+    with barecat.Barecat(path) as bc, bc.open("e", "rb") as f:
+        assert f.read() == b"" and bc.read("e") == b"" and bc.get_many(["e"]) == [b""]
+    assert not os.path.exists(f"{path}-shard-00000")  # readers change nothing
+    with barecat.Barecat(path, readonly=False):
+        pass
+    assert os.path.getsize(f"{path}-shard-00000") == 0
+    assert ref.run(REF_LOOK, path=path) == [{"e": ""}, True, ["", "e"]]
+
+    ref.run(REF_ADD, path=path, files={"x": b"bytes".hex()})
+    os.remove(f"{path}-shard-00000")
+    with barecat.Barecat(path) as bc:
+        with pytest.raises(barecat.BarecatIntegrityError, match="shard-00000 is missing"):
+            bc["x"]
+        assert bc["e"] == b""
+    with barecat.Barecat(path, readonly=False):
+        pass
+    assert not os.path.exists(f"{path}-shard-00000")  # not made to look like it was there
 
 
 # -- 5. corruption ------------------------------------------------------------------------

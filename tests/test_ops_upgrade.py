@@ -180,7 +180,7 @@ def test_reference_reads_and_edits_the_upgraded_archive(name: str, tmp_path: Pat
         """
     )
     proc = subprocess.run(
-        [python, "-c", snippet, base], capture_output=True, text=True, check=False
+        [python, "-I", "-c", snippet, base], capture_output=True, text=True, check=False
     )
     assert proc.returncode == 0, proc.stderr
     seen = json.loads(proc.stdout)

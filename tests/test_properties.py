@@ -9,13 +9,13 @@ read/write API against a plain ``{path: bytes}`` dict plus a set of directories.
 from __future__ import annotations
 
 import contextlib
-import glob as pyglob
 import os
 import posixpath
 import shutil
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -40,6 +40,7 @@ from barecat import (
 )
 from barecat.index import deferred_stats
 from barecat.paths import normalize, normalize_many
+from conftest import python_glob
 
 HAS_INCLUDE_HIDDEN = sys.version_info >= (3, 11)
 
@@ -243,24 +244,6 @@ _patterns = st.builds(
 )
 
 
-def _python_glob(
-    root: str, pattern: str, recursive: bool, include_hidden: bool, dirs: set[str]
-) -> set[str]:
-    kwargs: dict[str, Any] = {"root_dir": root, "recursive": recursive}
-    if include_hidden:
-        kwargs["include_hidden"] = True
-    result = set()
-    for p in pyglob.glob(pattern, **kwargs):
-        stripped = p.rstrip("/")
-        # CPython bug (python/cpython#79382): 'x/**' yields 'x/' even when x is a file or
-        # does not exist. A result with a trailing slash claims a directory; drop it if
-        # there is none.
-        if p.endswith("/") and stripped not in dirs:
-            continue
-        result.add(stripped)
-    return result
-
-
 _FLAG_COMBOS = [(r, h) for r in (False, True) for h in (False, True) if HAS_INCLUDE_HIDDEN or not h]
 
 
@@ -271,32 +254,73 @@ _FLAG_COMBOS = [(r, h) for r in (False, True) for h in (False, True) if HAS_INCL
 )
 @given(TREES, st.lists(_patterns, min_size=1, max_size=8, unique=True))
 def test_glob_matches_python_glob(tree: Tree, patterns: list[str]) -> None:
-    with _materialized(tree) as (root, bc, files, dirs):
+    with _materialized(tree) as (root, bc, files, _dirs):
         for pattern in patterns:
             for recursive, include_hidden in _FLAG_COMBOS:
-                expected = _python_glob(root, pattern, recursive, include_hidden, dirs)
+                expected = python_glob(root, pattern, recursive, include_hidden)
                 got = bc.glob(pattern, recursive=recursive, include_hidden=include_hidden)
                 where = (pattern, recursive, include_hidden)
-                assert len(got) == len(set(got)), where  # no duplicates
-                assert set(got) == expected, where
-                assert set(bc.iglob(pattern, recursive, include_hidden)) == expected, where
+                assert got == expected, where  # sorted, each once, spelled as glob.glob does
+                assert list(bc.iglob(pattern, recursive, include_hidden)) == expected, where
                 got_files = bc.globfiles(
                     pattern, recursive=recursive, include_hidden=include_hidden
                 )
-                assert set(got_files) == {p for p in expected if p in files}, where
+                assert got_files == [p for p in expected if p in files], where
+                entries = bc.index.glob_entry_paths(pattern, recursive, include_hidden)
+                assert entries == sorted({p.rstrip("/") for p in expected} - {""}), where
 
 
 def test_glob_examples() -> None:
     """A few hand-picked cases that the property covers, spelled out for readability."""
     tree: Tree = {"a": {".x": b"1", "b.txt": b"2", "ab": {}}, ".x": {"a": b""}, "a.txt": b""}
-    with _materialized(tree) as (root, bc, _files, dirs):
+    with _materialized(tree) as (root, bc, _files, _dirs):
         for pattern in ["**", "**/", "a/**", "*/*", ".*/*", "a/.x", "**/a", "a.txt/**", "*.txt"]:
             for recursive, include_hidden in _FLAG_COMBOS:
-                expected = _python_glob(root, pattern, recursive, include_hidden, dirs)
+                expected = python_glob(root, pattern, recursive, include_hidden)
                 got = bc.glob(pattern, recursive=recursive, include_hidden=include_hidden)
-                assert set(got) == expected, (pattern, recursive, include_hidden)
-        assert sorted(bc.glob("**", recursive=True)) == ["a", "a.txt", "a/ab", "a/b.txt"]
-        assert bc.glob("a.txt/**", recursive=True) == []  # not ['a.txt'] (CPython quirk)
+                assert got == expected, (pattern, recursive, include_hidden)
+        # The root first, as glob.glob(root + '/**') yields root + '/'.
+        assert bc.glob("**", recursive=True) == ["", "a", "a.txt", "a/ab", "a/b.txt"]
+        assert bc.glob("**/", recursive=True) == ["", "a/", "a/ab/"]
+        # A directory reached with nothing left for the trailing '**' is spelled 'd/'.
+        assert bc.glob("a/**", recursive=True) == ["a/", "a/ab", "a/b.txt"]
+        assert bc.glob("*/**", recursive=True) == ["a/", "a/ab", "a/b.txt"]
+        assert bc.glob("**/**", recursive=True) == [
+            "",
+            "a",
+            "a.txt",
+            "a/",
+            "a/ab",
+            "a/ab/",
+            "a/b.txt",
+        ]
+        assert bc.glob("*/", recursive=True) == bc.glob("a/") == ["a/"]
+        assert bc.glob("a.txt/**", recursive=True) == []  # not ['a.txt/'] (CPython quirk)
+        assert bc.globfiles("**", recursive=True) == ["a.txt", "a/b.txt"]
+        assert bc.index.glob_entry_paths("**", recursive=True) == ["a", "a.txt", "a/ab", "a/b.txt"]
+        assert bc.index.glob_entry_paths("**/**", recursive=True) == [
+            "a",
+            "a.txt",
+            "a/ab",
+            "a/b.txt",
+        ]
+        assert bc.index.glob_entry_paths("a/**", recursive=True) == ["a", "a/ab", "a/b.txt"]
+        assert [i.path for i in bc.index.iterglob_infos("a/**", recursive=True)] == [
+            "a",
+            "a/ab",
+            "a/b.txt",
+        ]
+
+
+def test_glob_of_an_empty_archive(tmp_path: Path) -> None:
+    """The root is there in an archive with nothing else; '**' matches it, '*' nothing."""
+    with barecat.Barecat(str(tmp_path / "empty.barecat"), readonly=False) as bc:
+        assert bc.glob("**", recursive=True) == [""]
+        assert bc.glob("**/", recursive=True) == [""]
+        assert bc.glob("*") == [] and bc.glob("**") == []  # ('**' is '*' unless recursive)
+        assert bc.globfiles("**", recursive=True) == []
+        assert bc.glob("missing/**", recursive=True) == []
+        assert bc.index.glob_entry_paths("**", recursive=True) == []
 
 
 # ---------------------------------------------------------------------------------------

@@ -327,7 +327,7 @@ def test_the_reference_refuses_a_sealed_archive(sealed: tuple[str, dict[str, byt
         """
     )
     out = subprocess.run(
-        [reference_python(), "-c", script, path], capture_output=True, text=True, check=True
+        [reference_python(), "-I", "-c", script, path], capture_output=True, text=True, check=True
     ).stdout
     assert out.startswith("BarecatError Database schema version 1.3 is newer than supported")
 

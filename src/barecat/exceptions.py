@@ -73,6 +73,20 @@ class NotADirectoryBarecatError(_OSBarecatError, NotADirectoryError):
     errno_code = _errno.ENOTDIR
 
 
+class NotADirectoryLookupBarecatError(NotADirectoryBarecatError, FileNotFoundBarecatError):
+    """A lookup that goes through a file: ``listdir('f.txt')``, ``lookup_file('f.txt/x')``.
+
+    Both a :class:`NotADirectoryBarecatError` (``errno`` ENOTDIR, what ``os`` raises
+    there) and a :class:`FileNotFoundBarecatError` (what barecat 0.3.1 raised, so code
+    catching that keeps working). Edits that would put an entry below a file raise a
+    plain :class:`NotADirectoryBarecatError`, as 0.3.1 does.
+    """
+
+    def __init__(self, message: str, path: str) -> None:
+        _OSBarecatError.__init__(self, message)
+        self.filename = path
+
+
 class MergeConflictBarecatError(BarecatError, ValueError):
     """A merge would put a file where the target has a directory, or needs a directory
     where the target has a file. A ``ValueError`` because barecat 0.3.1 raised one."""
@@ -208,6 +222,7 @@ __all__ = [
     "KeyDerivationCostBarecatError",
     "MergeConflictBarecatError",
     "NotADirectoryBarecatError",
+    "NotADirectoryLookupBarecatError",
     "NotEnoughSpaceBarecatError",
     "PathTypeBarecatError",
     "ReadOnlyBarecatError",

@@ -71,8 +71,21 @@ class GlobPattern:
 
     @property
     def includes_base(self) -> bool:
-        """True if ``base`` itself matches (a lone trailing ``**``, as ``glob('a/**')``)."""
-        return bool(self.base) and all(c.regex is None for c in self.components)
+        """True if ``base`` itself matches, as ``base/`` (only ``**`` below it, as
+        ``glob('a/**')`` gives ``'a/'``; the root comes back as ``''``)."""
+        return bool(self.components) and all(c.regex is None for c in self.components)
+
+    @property
+    def ends_recursive(self) -> bool:
+        """True if the last component is ``**``: a directory it reaches with no name left
+        over is matched as ``'dir/'``, as ``glob.glob`` gives it."""
+        return bool(self.components) and self.components[-1].regex is None
+
+    def shown(self, path: str, as_directory: bool) -> str:
+        """A match as ``glob.glob`` spells it: ``path`` itself, or ``path/`` when matched
+        as a directory (the pattern ends in '/', or its trailing ``**`` matched no name);
+        the root so matched is ``''`` (``glob(root + '/**')`` yields ``root + '/'``)."""
+        return f"{path}/" if as_directory and path else path
 
     def sql_glob_prefilter(self) -> str | None:
         """A SQLite GLOB that every matching path also satisfies, or None.
@@ -180,29 +193,43 @@ class GlobPattern:
         return matches
 
     def matches_relative(self, names: list[str], is_dir: bool = True) -> bool:
-        """True if the components below ``base`` (``names``) match the pattern.
+        """True if the components below ``base`` (``names``) match the pattern in any
+        of the two ways :meth:`match_forms` tells apart."""
+        return any(self.match_forms(names, is_dir))
+
+    def match_forms(self, names: list[str], is_dir: bool) -> tuple[bool, bool]:
+        """How the entry whose components below ``base`` are ``names`` matches: (as
+        itself, as a directory), the second spelled ``'path/'`` by ``glob.glob``.
 
         The base itself (no components: ``[]``, or ``['']`` from splitting the empty
-        relative path of the root) never matches here: :attr:`includes_base` decides it,
-        and ``glob.glob`` never yields the root for a top-level ``**``.
-
-        ``is_dir`` tells whether the entry is a directory. A trailing ``**`` that matches
-        no name stands for ``X/`` (as ``glob('*/**')`` yields ``'d/'``), which only a
-        directory satisfies; for a file the trailing ``**`` must match at least its name.
+        relative path of the root) never matches here: :attr:`includes_base` decides it.
+        A trailing ``**`` that matches no name stands for ``X/`` (``glob('*/**')``
+        yields ``'d/'``), which only a directory satisfies; matching at least one name it
+        yields the entry itself. A directory may match both ways (``'**/**'`` yields both
+        ``'d/'`` and ``'d'``). A pattern ending in '/' matches directories only, each
+        as a directory.
         """
         if not names or not all(names):
-            return False
-        return self._match(0, names, 0, not is_dir)
-
-    def _match(self, i: int, names: list[str], j: int, nonempty_tail: bool = False) -> bool:
+            return False, False
         comps = self.components
-        while i < len(comps):
+        itself = self._match(0, names, 0, len(comps), nonempty_tail=True)
+        bare = is_dir and self.ends_recursive and self._match(0, names, 0, len(comps) - 1)
+        if self.dirs_only:
+            return False, is_dir and (itself or bare)
+        return itself, bare
+
+    def _match(
+        self, i: int, names: list[str], j: int, stop: int, nonempty_tail: bool = False
+    ) -> bool:
+        """True if ``components[i:stop]`` match ``names[j:]``; with ``nonempty_tail``, a
+        ``**`` at ``stop - 1`` must match at least one name."""
+        comps = self.components
+        while i < stop:
             comp = comps[i]
             if comp.regex is None:
-                # The last '**' of the pattern may match nothing only for a directory.
-                first = j + 1 if nonempty_tail and i == len(comps) - 1 else j
+                first = j + 1 if nonempty_tail and i == stop - 1 else j
                 for k in range(j, len(names) + 1):
-                    if k >= first and self._match(i + 1, names, k, nonempty_tail):
+                    if k >= first and self._match(i + 1, names, k, stop, nonempty_tail):
                         return True
                     if k < len(names) and _is_hidden(names[k]) and not comp.hidden_ok:
                         return False
@@ -229,8 +256,6 @@ def compile_glob(
     components: list[_Component] = []
     for part in parts:
         if recursive and part == "**":
-            if components and components[-1].regex is None:
-                continue  # '**/**' matches the same set as '**'
             components.append(_Component(None, include_hidden, part))
         else:
             hidden_ok = include_hidden or part.startswith(".") or not has_magic(part)

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 
 from barecat.archive.contract import ArchiveContract, serialized
 from barecat.entries import BarecatDirInfo, BarecatFileInfo
-from barecat.exceptions import FileNotFoundBarecatError
+from barecat.exceptions import FileNotFoundBarecatError, NotADirectoryBarecatError
 from barecat.paths import normalize, parent
 
 
@@ -30,7 +30,7 @@ class ArchiveEditing(ArchiveContract):
         path = normalize(path)
         if path and not self.index.isdir(parent(path)):
             error = self.index.not_found_error(path)
-            if isinstance(error, FileNotFoundBarecatError):
+            if not isinstance(error, NotADirectoryBarecatError):
                 error = FileNotFoundBarecatError(parent(path), "Parent directory")
             raise error
         self._add_dir(BarecatDirInfo(path, mode, mtime_ns=time.time_ns()), exist_ok)

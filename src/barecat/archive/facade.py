@@ -14,6 +14,7 @@ its changes run one at a time (``serialized``), in its one SQLite transaction.
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import os
 import stat
@@ -303,6 +304,11 @@ class Barecat(
                     self._writer.close()
                 self.commit()
                 self._trim_tail()
+                if self.sharder.num_shards == 0 and self.index.total_size == 0:
+                    # An archive without bytes still gets its (empty) first shard, which
+                    # barecat 0.3.1 needs to open it. Made at close, as shards linked
+                    # or adopted into a new archive (merge, wrap) must start at 0.
+                    self.sharder.create_first_shard()
                 self.index.close()
             elif in_owner:
                 self.index.close()
@@ -490,24 +496,39 @@ class Barecat(
         keep = existing is not None and kind in ("r", "a")
         if self._sealing is not None:
             return self._open_sealed_for_writing(path, existing, keep, kind == "a")
-        size = (existing.size or 0) if keep and existing else 0
-        self.sharder.make_room(size)
-        shard, offset = self.sharder.write_shard, self.sharder.write_offset
+        relocate: Callable[[], tuple[int, int]] | None = None
         if keep and existing is not None:
-            self.sharder.copy_within(
-                (existing.shard or 0, existing.offset or 0, size), shard, offset
-            )
+            # Read in place until the first change copies the bytes to the write end
+            # (committed bytes are never changed in place).
+            stored = (existing.shard or 0, existing.offset or 0, existing.size or 0)
+            shard, offset, size = stored
+            self.sharder.require_range(*stored)
+            relocate = functools.partial(self._copy_to_write_end, stored)
+        else:
+            size = 0
+            self.sharder.make_room(0)
+            shard, offset = self.sharder.write_shard, self.sharder.write_offset
         self._writer_path = path
         self._writer = BarecatReadWriteFileObject(
-            self.sharder, shard, offset, size, self._finish_writer, mode
+            self.sharder, shard, offset, size, self._finish_writer, mode, relocate
         )
         return self._writer
+
+    @serialized
+    def _copy_to_write_end(self, stored: tuple[int, int, int]) -> tuple[int, int]:
+        """Copy a stored file's bytes to the write end, for a writer's first change."""
+        self.sharder.make_room(stored[2])
+        shard, offset = self.sharder.write_shard, self.sharder.write_offset
+        self.sharder.copy_within(stored, shard, offset)
+        return shard, offset
 
     def _open_sealed_for_writing(
         self, path: str, existing: BarecatFileInfo | None, keep: bool, append: bool
     ) -> SealedFileWriter:
-        def store(data: bytes) -> None:
+        def store(data: bytes | None) -> None:
             self._writer = None
+            if data is None:  # opened with its content, closed unchanged
+                return
             stamp = BarecatFileInfo(path, mtime_ns=time.time_ns())
             if existing is not None:
                 self.update_file(existing, stamp, data=data)
@@ -515,7 +536,8 @@ class Barecat(
                 stamp.mode = 0o100644
                 self.add(stamp, data=data)
 
-        writer = SealedFileWriter(self.read(existing) if keep and existing else b"", store)
+        initial = self.read(existing) if keep and existing else b""
+        writer = SealedFileWriter(initial, store, store_unchanged=not keep)
         if append:
             writer.seek(0, io.SEEK_END)
         self._writer_path = path
@@ -525,6 +547,8 @@ class Barecat(
     @serialized
     def _finish_writer(self, w: BarecatReadWriteFileObject) -> None:
         self._writer = None
+        if w.in_place:  # opened on a stored file and never changed: nothing to record
+            return
         path = self._writer_path
         crc = self.sharder.crc_of_range(w.shard, w.offset, w.size)
         address: Address = (w.shard, w.offset, w.size, crc)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Callable
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from barecat.archive.index_digest import DigestKeeper, new_archive_records
 from barecat.exceptions import BarecatError
@@ -272,17 +272,39 @@ def _read_exactly(fileobj: BinaryIO, n: int, path: str) -> bytes:
 
 class SealedFileWriter(io.BytesIO):
     """A file being written into a sealed archive: collected in memory and handed to
-    ``store`` when closed (a sealed file is sealed whole, its block table first)."""
+    ``store`` when closed (a sealed file is sealed whole, its block table first).
 
-    def __init__(self, initial: bytes, store: Callable[[bytes], None]) -> None:
+    With ``store_unchanged=False`` (a stored file opened with its content), closing
+    before any write or truncate hands ``store`` None: there is nothing to store.
+    """
+
+    def __init__(
+        self,
+        initial: bytes,
+        store: Callable[[bytes | None], None],
+        store_unchanged: bool = True,
+    ) -> None:
         super().__init__(initial)
         self._store = store
+        self._changed = store_unchanged
+
+    def write(self, data: Any) -> int:
+        self._changed = True
+        return super().write(data)
+
+    def writelines(self, lines: Any) -> None:
+        self._changed = True
+        super().writelines(lines)
+
+    def truncate(self, size: int | None = None) -> int:
+        self._changed = True
+        return super().truncate(size)
 
     def close(self) -> None:
         if not self.closed:
             data = self.getvalue()
             super().close()
-            self._store(data)
+            self._store(data if self._changed else None)
 
 
 __all__ = [

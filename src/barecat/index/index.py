@@ -108,8 +108,10 @@ class Index(IndexReader):
     def close(self) -> None:
         if not self.readonly:
             with contextlib.suppress(sqlite3.Error):
-                self.conn.commit()
-                self.conn.execute("PRAGMA optimize")
+                conn = self.conn
+                conn.commit()
+                if conn.total_changes:  # (else the file stays as it was, byte for byte)
+                    conn.execute("PRAGMA optimize")
             with contextlib.suppress(sqlite3.Error, OSError):
                 self._refresh_lookup_table()
         super().close()

@@ -357,7 +357,8 @@ def _grouped_by_parent(
 
 
 def glob_matches(conn: sqlite3.Connection, pattern: GlobPattern, only_files: bool) -> list[str]:
-    """Paths below ``pattern.base`` matching the pattern, in path order.
+    """Matches strictly below ``pattern.base``, spelled as ``glob.glob`` spells them
+    (``'d/'`` for a directory matched as one, see :meth:`GlobPattern.match_forms`), sorted.
 
     SQL narrows the rows (to the exact answer, when the pattern allows it); Python's
     per-component check settles the rest.
@@ -384,19 +385,26 @@ def glob_matches(conn: sqlite3.Connection, pattern: GlobPattern, only_files: boo
     if slashes is not None:
         found = {t: [p for p in paths if p.count("/") == slashes] for t, paths in found.items()}
     dirs = found.get("dirs", [])
+    files = found.get("files", [])
     tail_matches = None if exact else pattern.tail_matcher()
     if exact or tail_matches is not None:
-        paths = dirs + found.get("files", [])
+        # No trailing '**' here: every match is the entry itself, or a directory
+        # matched as one when the pattern ends in '/'.
+        paths = dirs + files
         if tail_matches is not None:
             paths = [p for p in paths if tail_matches(p)]
+        if pattern.dirs_only:
+            paths = [pattern.shown(p, True) for p in paths]
         paths.sort()
         return paths
     skip = len(pattern.base) + 1 if pattern.base else 0
-    dir_set = set(dirs)
-    paths = [
-        p
-        for p in dirs + found.get("files", [])
-        if pattern.matches_relative(p[skip:].split("/"), p in dir_set)
-    ]
-    paths.sort()
-    return paths
+    shown = []
+    for is_dir, paths in ((True, dirs), (False, files)):
+        for p in paths:
+            itself, as_directory = pattern.match_forms(p[skip:].split("/"), is_dir)
+            if itself:
+                shown.append(p)
+            if as_directory:
+                shown.append(pattern.shown(p, True))
+    shown.sort()
+    return shown

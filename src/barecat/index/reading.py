@@ -31,7 +31,7 @@ from barecat.exceptions import (
     FileNotFoundBarecatError,
     InvalidPathBarecatError,
     IsADirectoryBarecatError,
-    NotADirectoryBarecatError,
+    NotADirectoryLookupBarecatError,
     ReadOnlyBarecatError,
 )
 from barecat.glob import compile_glob
@@ -327,13 +327,16 @@ class IndexReader:
             raise self.not_found_error(path)
         return query.file_from_row(row)
 
-    def not_found_error(self, path: str, what: str = "File") -> BarecatError:
-        """The error ``os`` would give for a missing ``path``: ENOTDIR if an ancestor is a file."""
+    def not_found_error(self, path: str, what: str = "File") -> FileNotFoundBarecatError:
+        """The error for a missing ``path``: ENOTDIR (as ``os``) if an ancestor is a file,
+        a :class:`NotADirectoryLookupBarecatError`, which is also the
+        ``FileNotFoundBarecatError`` 0.3.1 raised; ENOENT otherwise."""
         ups = ancestors(path)
         marks = ",".join("?" * len(ups))
         sql = f"SELECT path FROM files WHERE path IN ({marks}) LIMIT 1"
         if ups and (row := select(self.conn, sql, ups).fetchone()) is not None:
-            return NotADirectoryBarecatError(f"Not a directory: {row[0]!r} (in {path!r}) is a file")
+            message = f"Not a directory: {row[0]!r} (in {path!r}) is a file"
+            return NotADirectoryLookupBarecatError(message, path)
         return FileNotFoundBarecatError(path, what)
 
     def lookup_address(self, path: str) -> query.Located | None:
@@ -441,7 +444,7 @@ class IndexReader:
         ).fetchone()
         if row is None:
             if self.isfile(path):
-                raise NotADirectoryBarecatError(f"Not a directory: {path}")
+                raise NotADirectoryLookupBarecatError(f"Not a directory: {path}", path)
             raise self.not_found_error(path, "Directory")
         return query.dir_from_row(row)
 
@@ -619,8 +622,7 @@ class IndexReader:
         bufsize: int | None = None,
         only_files: bool = False,
     ) -> Iterator[str]:
-        """Paths matching ``pattern`` exactly as ``glob.glob(pattern, root_dir=tree)``
-        would on the extracted tree (up to order and trailing slashes), in path order."""
+        """Paths matching ``pattern``, in path order: those :meth:`glob_paths` returns."""
         yield from self.glob_paths(pattern, recursive, include_hidden, only_files=only_files)
 
     def iterglob_infos(
@@ -642,8 +644,25 @@ class IndexReader:
         include_hidden: bool = False,
         only_files: bool = False,
     ) -> list[str]:
-        """As :meth:`iterglob_paths`, as a list (which is how the matches are gathered:
-        SQLite joins them into one string, then they are checked and sorted at once)."""
+        """Paths matching ``pattern``, sorted: what ``glob.glob(tree + '/' + pattern)``
+        yields on the extracted tree, with the ``tree + '/'`` prefix removed.
+
+        So a directory matched as one is spelled with a trailing '/' (``'d/'`` for
+        ``'d/**'``, ``'*/'`` or ``'*/**'``) and the root so matched is ``''`` (``'**'``
+        yields ``''`` first, an empty archive ``['']``). Unlike CPython, ``'f/**'`` for a
+        file or missing ``f`` matches nothing (python/cpython#79382).
+
+        Args:
+            pattern: archive-relative glob (``*``, ``?``, ``[seq]``, ``[!seq]``, and
+                ``**`` across directories when ``recursive``).
+            recursive: let ``**`` match any number of directories.
+            include_hidden: let wildcards match names starting with '.'.
+            only_files: leave out directories.
+
+        Returns:
+            The matches; SQLite joins them into one string, then they are checked and
+            sorted at once.
+        """
         compiled = compile_glob(pattern, recursive, include_hidden)
         try:
             base = normalize(compiled.base)
@@ -653,7 +672,9 @@ class IndexReader:
             if not pattern.strip("/"):
                 return []
             is_dir = self.isdir(base)
-            if (is_dir and not only_files) or (not compiled.dirs_only and self.isfile(base)):
+            if is_dir and not only_files:
+                return [compiled.shown(base, compiled.dirs_only)]
+            if not compiled.dirs_only and self.isfile(base):
                 return [base]
             return []
         if not self.isdir(base):
@@ -661,8 +682,33 @@ class IndexReader:
         compiled = dataclasses.replace(compiled, base=base)
         matches = query.glob_matches(self.conn, compiled, only_files)
         if compiled.includes_base and not only_files:
-            matches.insert(0, base)
+            matches.insert(0, compiled.shown(base, True))
         return matches
+
+    def glob_entry_paths(
+        self,
+        pattern: str,
+        recursive: bool = False,
+        include_hidden: bool = False,
+        only_files: bool = False,
+    ) -> list[str]:
+        """The entries :meth:`glob_paths` matches, as archive paths: sorted, each once,
+        without a trailing '/', and without the root (which only ``**`` reaches).
+
+        For callers that act on entries (listing, subsets, fsspec) rather than mirror
+        ``glob.glob``'s spelling.
+
+        Args:
+            pattern: as for :meth:`glob_paths`.
+            recursive: as for :meth:`glob_paths`.
+            include_hidden: as for :meth:`glob_paths`.
+            only_files: leave out directories.
+
+        Returns:
+            The matching entries' normalized paths.
+        """
+        found = self.glob_paths(pattern, recursive, include_hidden, only_files=only_files)
+        return sorted({p.rstrip("/") for p in found} - {""})
 
     # -- raw SQLite GLOB (the reference's raw_* family) --------------------------------
 

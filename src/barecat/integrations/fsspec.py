@@ -124,7 +124,9 @@ class BarecatFileSystem(_Layer):  # type: ignore[misc]
 
     def glob(self, path: str, maxdepth: int | None = None, **kwargs: Any) -> Any:
         pattern = self._inner(path)
-        found = sorted(self.archive.glob(pattern, recursive="**" in pattern, include_hidden=True))
+        found = self.archive.index.glob_entry_paths(
+            pattern, recursive="**" in pattern, include_hidden=True
+        )
         if kwargs.get("detail"):
             return {p: self.info(p) for p in found}
         return found

@@ -38,8 +38,8 @@ def select_entries(
         raise ValueError("A glob pattern cannot be combined with include/exclude rules")
     if pattern is not None:
         pattern = directory_pattern(pattern)
-        matches = set(index.iterglob_paths(pattern, recursive=True, include_hidden=True))
-        files = [p for p in index.iterglob_paths(pattern, True, True, only_files=True)]
+        matches = set(index.glob_entry_paths(pattern, recursive=True, include_hidden=True))
+        files = index.glob_entry_paths(pattern, True, True, only_files=True)
         chosen_dirs = matches.difference(files)
     elif path_filter is not None and not path_filter.selects_everything:
         selects = path_filter.selector()

@@ -96,7 +96,13 @@ class BarecatReadOnlyFileObject(BarecatFileObject):
 
 
 class BarecatReadWriteFileObject(BarecatFileObject):
-    """A growable file at the logical end of the write shard; see the module docstring."""
+    """A growable file at the logical end of the write shard; see the module docstring.
+
+    Opened on a stored file (``relocate`` given), it reads the stored bytes in place
+    until the first write or truncate, which first calls ``relocate`` to copy them to
+    the write end and returns their new ``(shard, offset)``; closed before any change,
+    it leaves the archive as it was (:attr:`in_place` stays True).
+    """
 
     def __init__(
         self,
@@ -106,14 +112,26 @@ class BarecatReadWriteFileObject(BarecatFileObject):
         size: int,
         on_close_callback: Callable[[BarecatReadWriteFileObject], None],
         mode: str = "r+b",
+        relocate: Callable[[], tuple[int, int]] | None = None,
     ) -> None:
         super().__init__(shards, shard, offset, size)
         self.mode = mode
         self._on_close = on_close_callback
+        self._relocate = relocate
         self._append = "a" in mode
         self._can_read = "r" in mode or "+" in mode
         if self._append:
             self._pos = size
+
+    @property
+    def in_place(self) -> bool:
+        """True while this is a stored file read where it is, nothing changed."""
+        return self._relocate is not None
+
+    def _before_change(self) -> None:
+        if self._relocate is not None:
+            self.shard, self.offset = self._relocate()
+            self._relocate = None
 
     def readable(self) -> bool:
         return self._can_read
@@ -135,6 +153,7 @@ class BarecatReadWriteFileObject(BarecatFileObject):
         if self.closed:
             raise ValueError("I/O operation on closed file")
         view = memoryview(data).cast("B")
+        self._before_change()
         if self._append:
             self._pos = self.size
         end = self._pos + len(view)
@@ -165,6 +184,7 @@ class BarecatReadWriteFileObject(BarecatFileObject):
         size = self._pos if size is None else size
         if size < 0:
             raise BarecatError("Negative truncate size")
+        self._before_change()
         if size > self.size:
             self._ensure_capacity(size)
             self._shards.write_at(self.shard, self.offset + self.size, bytes(size - self.size))

@@ -167,11 +167,19 @@ class Sharder:
     ) -> bytes:
         """Bytes of one stored file; checked against ``expected_crc32c`` when given.
 
+        An empty file needs no bytes, so no shard either: its read never opens one (an
+        archive without bytes may have no shard file, as before this version made the
+        first one when creating an archive).
+
         Raises:
             BarecatIntegrityError: the shard is missing or ends before ``offset + size``
                 (told before a buffer of ``size`` is allocated when it is a big one),
                 or the bytes do not match ``expected_crc32c``.
         """
+        if size == 0:
+            if expected_crc32c is not None and expected_crc32c != 0:
+                raise self.crc_mismatch_error(shard, offset, size)
+            return b""
         fd = self._fds.get(shard)
         if fd is None:
             fd = self._fd(shard)
@@ -239,7 +247,7 @@ class Sharder:
     ) -> int:
         view = memoryview(buffer).cast("B")
         got = 0
-        fd = self._fd(shard)
+        fd = self._fd(shard) if len(view) else -1  # (an empty file needs no shard)
         while got < len(view):
             n = os.preadv(fd, [view[got:]], offset + got)
             if n == 0:
@@ -253,8 +261,11 @@ class Sharder:
         """Check that ``shard`` holds ``size`` bytes at ``offset`` (before streaming them).
 
         Raises:
-            BarecatIntegrityError: the shard is missing or ends before ``offset + size``.
+            BarecatIntegrityError: the shard is missing or ends before ``offset + size``
+                (nothing is needed of a shard for zero bytes).
         """
+        if size == 0:
+            return
         end = os.fstat(self._fd(shard)).st_size
         if offset + size > end:
             raise self.truncated_error(shard, offset, size, max(0, end - offset))
@@ -579,6 +590,16 @@ class Sharder:
         """Add the next shard by renaming the file ``source`` (a shard of a temporary
         part-archive on the same filesystem) into place; returns its number."""
         return self._add_shard(lambda path: os.rename(source, path))
+
+    def create_first_shard(self) -> None:
+        """Create shard 0, empty, if no shard file exists yet (barecat 0.3.1 cannot open
+        an archive without one).
+
+        Raises:
+            ReadOnlyBarecatError: the archive is open read-only.
+        """
+        if self._num_shards == 0:
+            self._writable_fd(0)
 
     def add_empty_shard(self) -> int:
         """Add the next shard as an empty file of this archive's own (keeps numbering
