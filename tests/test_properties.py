@@ -42,6 +42,8 @@ from barecat.index import deferred_stats
 from barecat.paths import normalize, normalize_many
 from conftest import python_glob
 
+pytestmark = pytest.mark.slow
+
 HAS_INCLUDE_HIDDEN = sys.version_info >= (3, 11)
 
 # A tree maps a name to bytes (a file) or to another tree (a directory, maybe empty).

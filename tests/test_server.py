@@ -192,6 +192,7 @@ def test_stalled_clients_are_cut_off(archive: tuple[str, dict[str, bytes]]) -> N
             assert remote.get_many([f"whole{i}.bin" for i in range(3)]) == [b"w" * 100] * 3
 
 
+@pytest.mark.slow
 def test_many_concurrent_writers_through_one_archive_writer(
     archive: tuple[str, dict[str, bytes]],
 ) -> None:
@@ -291,6 +292,7 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+@pytest.mark.slow
 def test_a_tampered_transfer_is_detected(archive: tuple[str, dict[str, bytes]]) -> None:
     """A real proxy between client and server changes one byte of the body: the client's
     check of X-Barecat-CRC32C refuses it."""
