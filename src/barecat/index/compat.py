@@ -1,11 +1,13 @@
 """barecat 0.3.1's names on the index: what ``barecat.Index`` (and so ``bc.index``) adds.
 
 barecat 0.3.1 code calls its index directly (``bc.index.iter_all_fileinfos()``,
-``bc.index.conn.execute(...)``), so every name it had still works here, each one line
+``bc.index.conn.execute(...)``), so every name it had still works here, each one
 handing over to :class:`~barecat.index.index.CoreIndex` or its ``listing``
-(:class:`~barecat.index.listing.IndexListing`). ``bufsize`` arguments are accepted and
-ignored (queries stream from SQLite). barecat's own code uses the core names and the
-listing object, never these. Imports ``entries`` and ``barecat.index``'s own modules.
+(:class:`~barecat.index.listing.IndexListing`); so does its merge by hand
+(``merge_from_other_barecat``, in ``placed_merge.py``). ``bufsize`` arguments are
+accepted and ignored (queries stream from SQLite). barecat's own code uses the core
+names and the listing object, never these. Imports ``entries`` and ``barecat.index``'s
+own modules.
 """
 
 from __future__ import annotations
@@ -17,12 +19,13 @@ from barecat.entries import BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo, O
 from barecat.index import query
 from barecat.index.index import CoreIndex
 from barecat.index.listing import DirItem, FileItem
+from barecat.index.placed_merge import merge_placed
 
 
 class Index(CoreIndex):
     """An archive's SQLite index (:class:`CoreIndex`) under barecat 0.3.1's names too."""
 
-    # -- the raw connection ----------------------------------------------------------------
+    # -- the raw connection ------------------------------------------------------------
 
     @property
     def conn(self) -> sqlite3.Connection:
@@ -36,7 +39,7 @@ class Index(CoreIndex):
         """A new cursor on :attr:`conn`."""
         return self.settled_conn().cursor()
 
-    # -- lookups and edits of several entries ----------------------------------------------
+    # -- lookups and edits of several entries ------------------------------------------
 
     def lookup_files(self, paths: list[str]) -> list[BarecatFileInfo]:
         """:meth:`lookup_file` of each path, in order (raises at the first missing one)."""
@@ -57,7 +60,37 @@ class Index(CoreIndex):
         (:meth:`find_inconsistencies` lists what is not)."""
         return not self.find_inconsistencies()
 
-    # -- the whole archive: listing.files, dirs, file_paths, dir_paths ------------------
+    # -- the merge by hand -------------------------------------------------------------
+
+    def merge_from_other_barecat(
+        self,
+        source_path: str,
+        ignore_duplicates: bool = False,
+        prefix: str | None = None,
+        update_treestats: bool = True,
+    ) -> None:
+        """Add another archive's files and directories, its shards already placed after
+        this archive's shards (symlinked or copied, in order): barecat 0.3.1's zero-copy
+        merge by hand. The rows' shard numbers are shifted to where the shards were put.
+
+        Args:
+            source_path: the other archive (base path or index file).
+            ignore_duplicates: skip a file whose path this index has (default: raise).
+            prefix: put everything under this directory.
+            update_treestats: accepted for compatibility; statistics are always kept right.
+
+        Raises:
+            BarecatError: the shards are not in place (nothing is written), or an archive
+                is sealed (use :meth:`barecat.Barecat.merge_from_other_barecat`).
+            FileExistsBarecatError: a path is taken (without ``ignore_duplicates``).
+            MergeConflictBarecatError: a file where this index has a directory, or the
+                reverse (a ``ValueError``, as in barecat 0.3.1).
+        """
+        del update_treestats
+        self._require_writable()
+        merge_placed(self, source_path, prefix or "", ignore_duplicates)
+
+    # -- the whole archive: listing.files, dirs, file_paths, dir_paths -----------------
 
     def iter_all_fileinfos(
         self, order: Order = Order.ANY, bufsize: int | None = None
@@ -95,7 +128,7 @@ class Index(CoreIndex):
         yield from self.listing.dir_paths(order)
         yield from self.listing.file_paths(order)
 
-    # -- one directory: listing.files_in, subdirs_of, entries, names ---------------------
+    # -- one directory: listing.files_in, subdirs_of, entries, names -------------------
 
     def iter_direct_fileinfos(
         self, diritem: DirItem, order: Order = Order.ANY, bufsize: int | None = None
@@ -139,7 +172,7 @@ class Index(CoreIndex):
         """``listing.names(diritem, order)``."""
         return self.listing.names(diritem, order)
 
-    # -- trees: listing.walk, walk_names, glob, raw_glob ---------------------------------
+    # -- trees: listing.walk, walk_names, glob, raw_glob -------------------------------
 
     def walk_infos(self, rootitem: DirItem, bufsize: int = 32) -> Iterator[query.WalkStep]:
         """``listing.walk(rootitem)``."""

@@ -31,7 +31,6 @@ from barecat.exceptions import (
     InvalidPathBarecatError,
     IsADirectoryBarecatError,
     NotADirectoryBarecatError,
-    NotEnoughSpaceBarecatError,
     ReadOnlyBarecatError,
 )
 from barecat.index import (
@@ -39,12 +38,12 @@ from barecat.index import (
     deferred_stats,
     file_digest,
     merging,
-    placed_merge,
     query,
     treestats,
 )
 from barecat.index.connection import open_savepoint, select, sqlite_uri
 from barecat.index.deferred_stats import DeferredStats
+from barecat.index.errors import disk_full_or, integrity_error
 from barecat.index.listing import DirItem, FileItem, path_of
 from barecat.index.lookup_table import LookupTable
 from barecat.index.merging import MergeSource
@@ -59,23 +58,12 @@ from barecat.index.schema import (
 from barecat.layout import lookup_table_path
 from barecat.paths import ancestors, check_depth, is_within, normalize, subtree_bounds
 
-_DIR_TAKEN = ("barecat: a directory already has this path", "Path already exists as directory")
-_FILE_TAKEN = ("barecat: a file already has this path", "Path already exists as file")
-
-
 # Secondary indexes a bulk load may drop and rebuild: name -> "table (columns)".
 _SECONDARY_INDEXES = {
     "idx_files_parent": "files (parent)",
     "idx_dirs_parent": "dirs (parent)",
     "idx_files_shard_offset": "files (shard, offset)",
 }
-
-
-def _disk_full_or(e: sqlite3.OperationalError, where: str) -> Exception:
-    """SQLite's SQLITE_FULL as barecat's disk-full error; anything else unchanged."""
-    if "full" in str(e):
-        return NotEnoughSpaceBarecatError(f"Disk full while updating the index {where}: {e}")
-    return e
 
 
 class CoreIndex(IndexReader):
@@ -160,7 +148,7 @@ class CoreIndex(IndexReader):
         try:
             self.settled_conn().commit()
         except sqlite3.OperationalError as e:
-            raise _disk_full_or(e, self.path) from e
+            raise disk_full_or(e, self.path) from e
 
     def rollback(self) -> None:
         self._deferred = None  # owed for rows this rolls back
@@ -278,34 +266,6 @@ class CoreIndex(IndexReader):
                     self.settled_conn().rollback()
                 source.drop_temp_tables()
 
-    def merge_from_other_barecat(
-        self,
-        source_path: str,
-        ignore_duplicates: bool = False,
-        prefix: str | None = None,
-        update_treestats: bool = True,
-    ) -> None:
-        """Add another archive's files and directories, its shards already placed after
-        this archive's shards (symlinked or copied, in order): barecat 0.3.1's zero-copy
-        merge by hand. The rows' shard numbers are shifted to where the shards were put.
-
-        Args:
-            source_path: the other archive (base path or index file).
-            ignore_duplicates: skip a file whose path this index has (default: raise).
-            prefix: put everything under this directory.
-            update_treestats: accepted for compatibility; statistics are always kept right.
-
-        Raises:
-            BarecatError: the shards are not in place (nothing is written), or an archive
-                is sealed (use :meth:`barecat.Barecat.merge_from_other_barecat`).
-            FileExistsBarecatError: a path is taken (without ``ignore_duplicates``).
-            MergeConflictBarecatError: a file where this index has a directory, or the
-                reverse (a ``ValueError``, as in barecat 0.3.1).
-        """
-        del update_treestats
-        self._require_writable()
-        placed_merge.merge_placed(self, source_path, prefix or "", ignore_duplicates)
-
     @contextlib.contextmanager
     def no_foreign_keys(self) -> Iterator[None]:
         """Foreign-key enforcement off inside the block, restored to its setting after.
@@ -318,24 +278,6 @@ class CoreIndex(IndexReader):
             yield
         finally:
             self.settled_conn().execute(f"PRAGMA foreign_keys = {'ON' if before else 'OFF'}")
-
-    def _translate_integrity_error(
-        self, e: sqlite3.IntegrityError, path: str, is_file: bool
-    ) -> BarecatError:
-        msg = str(e)
-        if any(m in msg for m in _DIR_TAKEN):
-            return (
-                IsADirectoryBarecatError(path)
-                if is_file
-                else FileExistsBarecatError(path, "Directory")
-            )
-        if any(m in msg for m in _FILE_TAKEN):
-            if not is_file and self.isfile(path):
-                return FileExistsBarecatError(path, "File")
-            return NotADirectoryBarecatError(f"A parent of {path!r} is a file")
-        if "UNIQUE" in msg:
-            return FileExistsBarecatError(path, "File" if is_file else "Directory")
-        return BarecatError(f"Index refused {path!r}: {msg}")
 
     def add_file(self, finfo: BarecatFileInfo) -> None:
         """Insert a file row; its directories and their statistics follow before the
@@ -367,9 +309,9 @@ class CoreIndex(IndexReader):
             else:
                 deferred.insert(f.path, f.stored_size, insert_row)
         except sqlite3.IntegrityError as e:
-            raise self._translate_integrity_error(e, f.path, True) from None
+            raise integrity_error(e, f.path, True, self.isfile) from None
         except sqlite3.OperationalError as e:
-            raise _disk_full_or(e, self.path) from e
+            raise disk_full_or(e, self.path) from e
 
     def add_files_bulk(self, finfos: Sequence[BarecatFileInfo]) -> None:
         """Insert many files at once, statistics applied once per batch; all or nothing."""
@@ -377,7 +319,7 @@ class CoreIndex(IndexReader):
         try:
             bulk.insert_files(self.settled_conn(), finfos, self.sealed)
         except sqlite3.OperationalError as e:
-            raise _disk_full_or(e, self.path) from e
+            raise disk_full_or(e, self.path) from e
 
     def upsert_dirs_bulk(self, dinfos: Sequence[BarecatDirInfo]) -> None:
         """Create directories, or update the metadata of existing ones, in one statement.
@@ -404,7 +346,7 @@ class CoreIndex(IndexReader):
             conn.execute("ROLLBACK TO barecat_dirs")
             conn.execute("RELEASE barecat_dirs")
             clash = next((r[0] for r in rows if self.isfile(r[0])), rows[0][0])
-            raise self._translate_integrity_error(e, clash, False) from None
+            raise integrity_error(e, clash, False, self.isfile) from None
         except BaseException:
             conn.execute("ROLLBACK TO barecat_dirs")
             conn.execute("RELEASE barecat_dirs")
@@ -433,7 +375,7 @@ class CoreIndex(IndexReader):
                 (d.path, d.mode, d.uid, d.gid, d.mtime_ns),
             )
         except sqlite3.IntegrityError as e:
-            raise self._translate_integrity_error(e, d.path, False) from None
+            raise integrity_error(e, d.path, False, self.isfile) from None
 
     def add(self, info: BarecatEntryInfo) -> None:
         if isinstance(info, BarecatFileInfo):
@@ -522,14 +464,14 @@ class CoreIndex(IndexReader):
         self._require_writable()
         d = self.lookup_dir(path_of(item))
         where, args = query.subtree_where(d.path)
-        stats = self._subtree_totals(d.path)
         conn = self.settled_conn()
+        stats = treestats.subtree_totals(conn, d.path)
         with self.no_triggers():
             conn.execute(f"DELETE FROM files{where}", args)
             conn.execute(f"DELETE FROM dirs{where or ' WHERE parent IS NOT NULL'}", args)
             if d.path:
                 conn.execute("DELETE FROM dirs WHERE path = ?", (d.path,))
-                self._adjust_ancestors(d.path, -stats[0], -stats[1], subdir_delta=-1)
+                treestats.adjust_ancestors(conn, d.path, -stats[0], -stats[1], subdir_delta=-1)
             else:
                 conn.execute(
                     "UPDATE dirs SET num_subdirs = 0, num_files = 0, num_files_tree = 0, "
@@ -610,28 +552,19 @@ class CoreIndex(IndexReader):
         deepest = treestats.deepest_below(conn, d.path)
         if deepest is not None:  # the subtree's deepest path, as it would be after the move
             check_depth(new_path + deepest[len(d.path) :])
-        n_files, size = self._subtree_totals(d.path)
+        n_files, size = treestats.subtree_totals(conn, d.path)
         lo, hi = subtree_bounds(d.path)
         cut = len(d.path) + 1
         with self.no_triggers():
-            self._adjust_ancestors(d.path, -n_files, -size, subdir_delta=-1)
+            treestats.adjust_ancestors(conn, d.path, -n_files, -size, subdir_delta=-1)
             for table in ("files", "dirs"):
                 conn.execute(
                     f"UPDATE {table} SET path = ? || substr(path, ?) WHERE path >= ? AND path < ?",
                     (new_path + "/", cut + 1, lo, hi),
                 )
             conn.execute("UPDATE dirs SET path = ? WHERE path = ?", (new_path, d.path))
-            self._ensure_ancestors(new_path)
-            self._adjust_ancestors(new_path, n_files, size, subdir_delta=1)
-
-    def _subtree_totals(self, path: str) -> tuple[int, int]:
-        return treestats.subtree_totals(self.settled_conn(), path)
-
-    def _adjust_ancestors(self, path: str, d_files: int, d_size: int, subdir_delta: int) -> None:
-        treestats.adjust_ancestors(self.settled_conn(), path, d_files, d_size, subdir_delta)
-
-    def _ensure_ancestors(self, path: str) -> None:
-        treestats.ensure_ancestors(self.settled_conn(), path)
+            treestats.ensure_ancestors(conn, new_path)
+            treestats.adjust_ancestors(conn, new_path, n_files, size, subdir_delta=1)
 
     def update_dirs(self) -> None:
         """Create every directory that a file or directory implies but that has no row."""

@@ -164,7 +164,7 @@ class IndexListing:
         )
         return [query.file_from_row(row) for row in rows]
 
-    # -- trees ---------------------------------------------------------------------------
+    # -- trees -------------------------------------------------------------------------
 
     def walk(self, rootitem: DirItem) -> Iterator[query.WalkStep]:
         """Like ``os.walk`` with info records: (directory, its subdirectories, its files)

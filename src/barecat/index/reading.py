@@ -23,17 +23,14 @@ from barecat.entries import (
     BarecatFileInfo,
 )
 from barecat.exceptions import (
-    ArchiveLockedBarecatError,
-    BarecatError,
-    CorruptIndexBarecatError,
     DamagedEntryBarecatError,
     FileNotFoundBarecatError,
     IsADirectoryBarecatError,
     NotADirectoryLookupBarecatError,
-    ReadOnlyBarecatError,
 )
 from barecat.index import file_digest, query
-from barecat.index.connection import ConnectionPool, is_busy, roll_back_crashed_transaction, select
+from barecat.index.connection import ConnectionPool, roll_back_crashed_transaction, select
+from barecat.index.errors import open_error
 from barecat.index.listing import IndexListing
 from barecat.index.lookup_table import LookupTable
 from barecat.index.schema import (
@@ -54,24 +51,6 @@ _ADDRESSED = "typeof(offset) = 'integer' AND typeof(size) = 'integer'"
 _address_of = operator.itemgetter(1, 2)
 
 _Reader = TypeVar("_Reader", bound="IndexReader")
-
-
-def _open_error(path: str, e: sqlite3.DatabaseError) -> BarecatError:
-    """Why an index could not be opened, as barecat's error: a lock held by another
-    program (busy, not broken), a crashed writer's journal a reader cannot roll back, or
-    a file that is no readable index."""
-    if is_busy(e):
-        return ArchiveLockedBarecatError(
-            f"{path} is locked by another program writing it ({e}); try again when it is done"
-        )
-    if isinstance(e, sqlite3.OperationalError) and "readonly" in str(e):
-        return ReadOnlyBarecatError(
-            f"{path} holds an unfinished transaction of a crashed writer; open it once "
-            "with write access (readonly=False) so SQLite can roll it back"
-        )
-    if isinstance(e, sqlite3.OperationalError):
-        return CorruptIndexBarecatError(f"{path} cannot be read: {e}")
-    return CorruptIndexBarecatError(f"{path} is not a readable barecat index: {e}")
 
 
 class IndexReader:
@@ -125,7 +104,7 @@ class IndexReader:
             self._read_layout()
         except sqlite3.DatabaseError as e:
             self._pool.close()
-            raise _open_error(self.path, e) from e
+            raise open_error(self.path, e) from e
         except BaseException:
             self._pool.close()
             raise
