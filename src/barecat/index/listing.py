@@ -143,26 +143,21 @@ class IndexListing:
     def page_of_files(self, dirpath: str, offset: int, limit: int) -> list[BarecatFileInfo]:
         """Files directly in ``dirpath``, in path order, ``limit`` of them from ``offset``:
         one page of a directory too big to list at once."""
-        rows = select(
-            self._conn,
-            f"SELECT {self._file_columns} FROM files WHERE parent = ? "
-            "ORDER BY path LIMIT ? OFFSET ?",
-            (normalize(dirpath), limit, offset),
-        )
-        return [query.file_from_row(row) for row in rows]
+        where = " WHERE parent = ? ORDER BY path LIMIT ? OFFSET ?"
+        args = (normalize(dirpath), limit, offset)
+        return list(query.iter_files(self._conn, self._file_columns, Order.ANY, where, args))
 
     def files_after(self, path: str, limit: int) -> list[BarecatFileInfo]:
         """Up to ``limit`` files of ``path``'s directory that follow it in listing order
         (the order they were added, which :meth:`names` gives): what a reader going
         through the directory wants next. One index seek, whatever the directory's size."""
         path = normalize(path)
-        rows = select(
-            self._conn,
-            f"SELECT {self._file_columns} FROM files WHERE parent = ?1 "
-            "AND rowid > (SELECT rowid FROM files WHERE path = ?2) ORDER BY rowid LIMIT ?3",
-            (parent(path), path, limit),
+        where = (
+            " WHERE parent = ?1 AND rowid > (SELECT rowid FROM files WHERE path = ?2) "
+            "ORDER BY rowid LIMIT ?3"
         )
-        return [query.file_from_row(row) for row in rows]
+        args = (parent(path), path, limit)
+        return list(query.iter_files(self._conn, self._file_columns, Order.ANY, where, args))
 
     # -- trees -------------------------------------------------------------------------
 
