@@ -145,7 +145,8 @@ class IndexReader:
     @property
     def conn(self) -> sqlite3.Connection:
         """This thread's (and this process's) connection, as it is: no statistics are
-        applied first (see :meth:`settled_conn`)."""
+        applied first (see :meth:`settled_conn`; ``barecat.Index`` hands that out under
+        this name, as barecat 0.3.1 code expects)."""
         return self._pool.get()
 
     def settled_conn(self) -> sqlite3.Connection:
@@ -158,7 +159,8 @@ class IndexReader:
     @property
     def _files_conn(self) -> sqlite3.Connection:
         """The connection for queries of file rows by path alone, which a writer's
-        statistics still owed (``CoreIndex._deferred``) do not change: they need not wait."""
+        statistics still owed (``CoreIndex._deferred``) do not change: they need not wait.
+        (Not :attr:`conn`, which ``barecat.Index`` settles.)"""
         return self._pool.get()
 
     def close(self) -> None:
