@@ -97,8 +97,7 @@ def read_index(path: str | os.PathLike[str]) -> dict[str, tuple[int, int, int]]:
     """The archive's files as ``{path: (shard, offset, size)}``."""
     with Barecat(path) as bc:
         return {
-            f.path: (f.shard or 0, f.offset or 0, f.size or 0)
-            for f in bc.index.iter_all_fileinfos()
+            f.path: (f.shard or 0, f.offset or 0, f.size or 0) for f in bc.index.listing.files()
         }
 
 

@@ -36,33 +36,33 @@ class ArchiveInspection:
         return self.index.lookup(path)
 
     def listdir(self, path: str = "") -> list[str]:
-        return self.index.listdir_names(path)
+        return self.index.listing.names(path)
 
     def scandir(self, path: str = "") -> Iterator[BarecatEntryInfo]:
-        return self.index.iterdir_infos(path)
+        return self.index.listing.entries(path)
 
     def walk(self, path: str = "") -> Iterator[tuple[str, list[str], list[str]]]:
-        return self.index.walk_names(path)
+        return self.index.listing.walk_names(path)
 
     def glob(
         self, pattern: str, recursive: bool = False, include_hidden: bool = False
     ) -> list[str]:
-        return self.index.glob_paths(pattern, recursive, include_hidden)
+        return self.index.listing.glob(pattern, recursive, include_hidden)
 
     def iglob(
         self, pattern: str, recursive: bool = False, include_hidden: bool = False
     ) -> Iterator[str]:
-        return self.index.iterglob_paths(pattern, recursive, include_hidden)
+        yield from self.index.listing.glob(pattern, recursive, include_hidden)
 
     def globfiles(
         self, pattern: str, recursive: bool = False, include_hidden: bool = False
     ) -> list[str]:
-        return self.index.glob_paths(pattern, recursive, include_hidden, only_files=True)
+        return self.index.listing.glob(pattern, recursive, include_hidden, only_files=True)
 
     def iglobfiles(
         self, pattern: str, recursive: bool = False, include_hidden: bool = False
     ) -> Iterator[str]:
-        return self.index.iterglob_paths(pattern, recursive, include_hidden, only_files=True)
+        yield from self.index.listing.glob(pattern, recursive, include_hidden, only_files=True)
 
     @property
     def num_files(self) -> int:

@@ -116,7 +116,7 @@ class BarecatFileSystem(_Layer):  # type: ignore[misc]
             entries: list[BarecatEntryInfo] = [self.archive.index.lookup_file(inner)]
         else:
             try:
-                entries = self.archive.index.listdir_infos(inner)
+                entries = list(self.archive.index.listing.entries(inner))
             except FileNotFoundBarecatError as e:
                 raise FileNotFoundError(path) from e
         records = [self._record(e) for e in entries]
@@ -124,7 +124,7 @@ class BarecatFileSystem(_Layer):  # type: ignore[misc]
 
     def glob(self, path: str, maxdepth: int | None = None, **kwargs: Any) -> Any:
         pattern = self._inner(path)
-        found = self.archive.index.glob_entry_paths(
+        found = self.archive.index.listing.glob_entries(
             pattern, recursive="**" in pattern, include_hidden=True
         )
         if kwargs.get("detail"):

@@ -222,7 +222,7 @@ class ArchiveFilesystem(mfusepy.Operations):  # type: ignore[misc]
 
     @reported
     def readdir(self, path: str, fh: int) -> Iterator[str | tuple[str, dict[str, int], int]]:
-        entries = self.archive.index.listdir_infos(inner_path(path))
+        entries = list(self.archive.index.listing.entries(inner_path(path)))
         self._remember(entries)
         yield "."
         yield ".."
@@ -240,7 +240,7 @@ class ArchiveFilesystem(mfusepy.Operations):  # type: ignore[misc]
                 kept = self._listings.get(inner)
             if kept is not None:
                 return kept
-        infos = self.archive.index.listdir_infos(inner)
+        infos = list(self.archive.index.listing.entries(inner))
         self._remember(infos)
         cut = len(inner) + 1 if inner else 0
         attributes = self._attributes

@@ -217,8 +217,8 @@ def create_app(archives: dict[str, Barecat], token: str | None = None,
             bc.index.lookup_dir(path)
             return {
                 "path": path,
-                "dirs": [entry_json(d) for d in bc.index.list_subdir_dirinfos(path)],
-                "files": [entry_json(f) for f in bc.index.list_direct_fileinfos(path)],
+                "dirs": [entry_json(d) for d in bc.index.listing.subdirs_of(path)],
+                "files": [entry_json(f) for f in bc.index.listing.files_in(path)],
             }
 
         return JSONResponse(await run_in_threadpool(archive.run, listed))
@@ -237,7 +237,7 @@ def create_app(archives: dict[str, Barecat], token: str | None = None,
         only_files = request.query_params.get("only_files", "0") not in ("0", "false", "")
         found = await run_in_threadpool(
             archive.run,
-            lambda bc: bc.index.glob_paths(pattern, recursive, True, only_files=only_files),
+            lambda bc: bc.index.listing.glob(pattern, recursive, True, only_files=only_files),
         )
         return JSONResponse({"pattern": pattern, "paths": found})
 

@@ -282,9 +282,9 @@ def extract_to_directory(
         return path_filter is None or path_filter.selects(path, is_dir)
 
     dirs: list[BarecatDirInfo] = [
-        d for d in bc.index.iter_all_dirinfos(Order.PATH) if selected(d.path, True)
+        d for d in bc.index.listing.dirs(Order.PATH) if selected(d.path, True)
     ]
-    files = [f for f in bc.index.iter_all_fileinfos(Order.ADDRESS) if selected(f.path, False)]
+    files = [f for f in bc.index.listing.files(Order.ADDRESS) if selected(f.path, False)]
     for entry in (*dirs, *files):
         ex.destination(entry.path)  # refuse a hostile archive before writing anything
     os.makedirs(root, exist_ok=True)

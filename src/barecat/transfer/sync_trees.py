@@ -160,7 +160,7 @@ def _archive_entry(bc: Barecat, info: BarecatEntryInfo) -> Entry:
 
 
 def _walk_archive(bc: Barecat, top: str) -> Iterator[BarecatEntryInfo]:
-    for directory, _subdirs, files in bc.index.walk_infos(top):
+    for directory, _subdirs, files in bc.index.listing.walk(top):
         yield directory
         yield from files
 

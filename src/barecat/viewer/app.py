@@ -100,8 +100,8 @@ def create_app(bc: Barecat) -> Starlette:
         info = bc.index.lookup_dir(path)
         offset = max(0, int(request.query_params.get("offset", 0)))
         limit = min(MAX_PAGE, max(1, int(request.query_params.get("limit", PAGE_LIMIT))))
-        dirs = sorted(bc.index.list_subdir_dirinfos(path), key=lambda d: d.name)
-        files = bc.index.page_of_fileinfos(path, offset, limit)
+        dirs = sorted(bc.index.listing.subdirs_of(path), key=lambda d: d.name)
+        files = bc.index.listing.page_of_files(path, offset, limit)
         return JSONResponse(
             {
                 "path": path,
