@@ -455,5 +455,25 @@ def test_placement_pages_and_holes_with_empty_files(archive_path: str) -> None:
             assert not any(f.offset < offset + size and f.end > offset for f in up if f.size)
 
 
-def test_rounds_are_bounded() -> None:
-    assert rounds.ROUND_BYTES >= compaction.GROW_WINDOW
+@pytest.mark.parametrize("op", ["defrag", "reshard"])
+def test_rounds_are_bounded(archive_path: str, monkeypatch: pytest.MonkeyPatch, op: str) -> None:
+    """No round copies more than ROUND_BYTES plus the one file that filled it: a crash
+    loses at most one round's copying, and a round's bytes are fsynced together. The
+    limit is lowered so that a small archive needs many rounds."""
+    limit = 20_000
+    monkeypatch.setattr(rounds, "ROUND_BYTES", limit)
+    expected = fragmented(archive_path, n=600)
+    largest = max(len(v) for v in expected.values())
+    copied: list[int] = []
+    kw = {"on_progress": lambda files, nbytes: copied.append(nbytes)}
+    if op == "defrag":
+        result = run_op(archive_path, defrag, **kw)
+    else:
+        result = run_op(archive_path, reshard, 50_000, **kw)
+    per_round = [n for n in copied if n]
+    assert len(per_round) == result.rounds > 5
+    assert sum(per_round) == result.bytes_moved
+    assert max(per_round) <= limit + largest, per_round
+    assert max(per_round) >= limit  # rounds are cut by bytes here, not by files or time
+    assert_packed(archive_path, 50_000 if op == "reshard" else None)
+    check(archive_path, expected).close()
