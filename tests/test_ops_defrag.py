@@ -477,3 +477,37 @@ def test_rounds_are_bounded(archive_path: str, monkeypatch: pytest.MonkeyPatch, 
     assert max(per_round) >= limit  # rounds are cut by bytes here, not by files or time
     assert_packed(archive_path, 50_000 if op == "reshard" else None)
     check(archive_path, expected).close()
+
+
+def test_the_facade_returns_full_results_and_reports_progress(archive_path: str) -> None:
+    """``bc.defragment``/``reshard``/``verify``/``repair`` give the ops' results and call
+    the progress callbacks; 0.3.1's ``defrag`` and ``verify_integrity`` keep their types."""
+    expected = fragmented(archive_path, n=200, limit=5000)
+    with barecat.Barecat(archive_path) as bc:
+        ahead = bc.fragmentation()
+        with pytest.raises(ReadOnlyBarecatError):
+            bc.defragment()
+        with pytest.raises(ReadOnlyBarecatError):
+            bc.reshard(10_000)
+        checked: list[str] = []
+        report = bc.verify(on_file=lambda f: checked.append(f.path), workers=2)
+        assert report.ok and report.files_checked == len(expected)
+        assert sorted(checked) == sorted(expected)
+        assert bc.verify_integrity() is True
+    assert ahead.reclaimable > 0
+    moved: list[tuple[int, int]] = []
+    with barecat.Barecat(archive_path, readonly=False) as bc:
+        result = bc.defragment(on_progress=lambda files, nbytes: moved.append((files, nbytes)))
+        assert isinstance(result, DefragResult)
+        assert result.bytes_reclaimed == ahead.reclaimable and result.files_moved > 0
+        assert moved and sum(n for _, n in moved) >= result.bytes_moved > 0
+        assert bc.defrag() == 0  # 0.3.1's method: the bytes freed, nothing left to free
+        bc["after/defragment"] = b"appended where the files now end"
+        expected["after/defragment"] = b"appended where the files now end"
+        resharded = bc.reshard("20K")  # sizes are binary: 20480
+        assert (resharded.old_limit, resharded.new_limit) == (5000, 20_480)
+        assert bc.shard_size_limit == 20_480
+        repaired = bc.repair()
+        assert not repaired.changed and repaired.bad_files == []
+    check(archive_path, expected).close()
+    assert_packed(archive_path, 20_480)

@@ -76,7 +76,7 @@ def test_the_client_reads_like_a_barecat(archive: tuple[str, dict[str, bytes]]) 
         assert remote.listdir("") == ["train", "notes.txt"]
         assert sorted(remote.glob("train/a/00?.bin")) == [f"train/a/00{i}.bin" for i in range(10)]
         assert len(remote) == len(files) and sorted(remote) == sorted(files)
-        assert remote.stat("train")["num_files_tree"] == 80
+        assert remote.stat("train").num_files_tree == 80
         assert "notes.txt" in remote and "no/such" not in remote
         with pytest.raises(KeyError):
             remote["no/such"]

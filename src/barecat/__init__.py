@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from barecat.archive import Barecat
+from barecat.archive import Barecat, ReadableArchive
 from barecat.codecs import DecodedView, UnsafePickleWarning
 from barecat.entries import (
     SHARD_SIZE_UNLIMITED,
@@ -109,6 +109,7 @@ __all__ = [
     "Order",
     "PathTypeBarecatError",
     "ReadOnlyBarecatError",
+    "ReadableArchive",
     "SchemaVersionBarecatError",
     "Sharder",
     "UnsafePickleWarning",

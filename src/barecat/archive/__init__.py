@@ -1,6 +1,16 @@
-"""The :class:`Barecat` facade: the archive as a mapping and a small filesystem."""
+"""The :class:`Barecat` facade: the archive as a mapping and a small filesystem, and
+:class:`ReadableArchive`, the read API it shares with the HTTP client."""
+
+from typing import TYPE_CHECKING
 
 from barecat.archive.facade import COMMIT_EVERY_FILES, Barecat
+from barecat.archive.readable import ReadableArchive
 from barecat.archive.sealed import Passphrase
 
-__all__ = ["COMMIT_EVERY_FILES", "Barecat", "Passphrase"]
+if TYPE_CHECKING:
+
+    def _barecat_is_readable(bc: Barecat) -> ReadableArchive:
+        return bc  # mypy checks that the facade satisfies the protocol
+
+
+__all__ = ["COMMIT_EVERY_FILES", "Barecat", "Passphrase", "ReadableArchive"]
