@@ -46,7 +46,7 @@ class ArchiveMaintenance(ArchiveContract):
         self._require_no_open_writer()
         self.commit()
         result = defrag_archive(self.index, self.sharder, quick=quick)
-        self._resync_write_position()
+        self._writes.resync()
         return result.bytes_reclaimed
 
     @serialized
@@ -91,7 +91,7 @@ class ArchiveMaintenance(ArchiveContract):
             path_filter=path_filter,
             seal_like=self.seal_like,
         )
-        self._resync_write_position()
+        self._writes.resync()
 
     @serialized
     def rekey(self, new_passphrase: str | bytes) -> None:
