@@ -736,7 +736,7 @@ class Barecat(
     def sealing_for_writers(self) -> Sealer | None:
         """For writers that place bytes themselves (``add_placed``): the sealer that turns
         a file's bytes into what a sealed archive stores for its (normalized) path
-        (``seal``, or ``append_sealed_stream`` for big files); None for a plain archive.
+        (``seal``, or the batch writer's ``stream`` for big files); None for a plain archive.
         Safe to use from several threads."""
         self._require_writable()
         if self._sealing is None:
