@@ -271,7 +271,7 @@ def test_renames_reseal_encrypted_files(tmp_path: os.PathLike[str]) -> None:
         bc.rename("e/sub/3.txt", "three.txt")
         with pytest.raises(FileExistsBarecatError):
             bc.rename("other.txt", "three.txt")
-        end = bc.sharder.write_offset
+        end = bc.sharder.write_position[1]
     with barecat.Barecat(path, passphrase="pw") as bc:
         assert bc["three.txt"] == files["d/sub/3.txt"]
         assert bc["e/sub/7.txt"] == files["d/sub/7.txt"]

@@ -16,6 +16,7 @@ from typing import Concatenate, ParamSpec, TypeVar
 
 from barecat.archive.sealed import ArchiveSealing
 from barecat.index import Index
+from barecat.ops.writing import WriteSession
 from barecat.sealing import SealingSettings
 from barecat.shards import Sharder
 
@@ -47,6 +48,8 @@ class ArchiveContract:
     index: Index
     sharder: Sharder
     _sealing: ArchiveSealing | None
+    _writes: WriteSession
+    """A writer's write session: every new byte and the row after it go through it."""
     _write_lock: threading.RLock | None = None
     """Held by every change of a writer shared by threads; None otherwise."""
 
@@ -75,10 +78,6 @@ class ArchiveContract:
 
     def prepare_file_list_edit(self) -> None:
         """Get the key of an encrypted archive before an edit of its file list."""
-        raise NotImplementedError
-
-    def _resync_write_position(self) -> None:
-        """Put the write position after the last file the index knows."""
         raise NotImplementedError
 
 

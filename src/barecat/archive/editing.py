@@ -97,19 +97,13 @@ class ArchiveEditing(ArchiveContract):
             if isinstance(entry, BarecatFileInfo)
             else list(self.index.listing.files_below(old))
         )
-        start = (self.sharder.write_shard, self.sharder.write_offset)
-        try:
+        with self._writes.all_or_nothing():
             places = []
             for f in files:
                 target = new + f.path[len(old) :]
                 plain = self._sealing.unseal(f.path, self._stored_bytes(f))
-                address = self.sharder.append(self._sealing.seal(target, plain))
-                self.sharder.commit_append(address)
-                places.append((target, *address))
+                places.append((target, *self._writes.append(self._sealing.seal(target, plain))))
             self.index.rename_with_new_bytes(old, new, places)
-        except BaseException:
-            self.sharder.rewind(*start)
-            raise
 
     move = rename
 

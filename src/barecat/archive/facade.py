@@ -1,9 +1,10 @@
 """The :class:`Barecat` facade: a dict and a small filesystem over (Index, Sharder).
 
-Owns the one coupling the halves cannot do alone: a file's bytes are written to the
-shard first, its index row second, and the write position moves only when the row is
-accepted — so no row ever points at bytes that were not written, and a refused or failed
-write leaves nothing behind. Commits are batched (every ``commit_interval`` seconds or
+Its writes go through its write session (``ops/writing.py``), the one owner of the
+rule the halves cannot keep alone: a file's bytes are written to the shard first, its
+index row second, and the write position moves only when the row is accepted — so no
+row ever points at bytes that were not written, and a refused or failed write leaves
+nothing behind. Commits are batched (every ``commit_interval`` seconds or
 ``COMMIT_EVERY_FILES`` files, whichever comes first, and on close) with the shards
 fsynced first, so a killed writer loses at most about a second of work. A writer holds
 an advisory lock on the index file, so a second writer fails at open instead of
@@ -30,13 +31,7 @@ from barecat.archive.inspecting import ArchiveInspection
 from barecat.archive.maintenance import ArchiveMaintenance
 from barecat.archive.reading import ArchiveReading
 from barecat.archive.remote import open_remote_halves
-from barecat.archive.sealed import (
-    Passphrase,
-    SealedFileWriter,
-    append_sealed_stream,
-    open_sealing,
-    take_sealing,
-)
+from barecat.archive.sealed import Passphrase, SealedFileWriter, open_sealing, take_sealing
 from barecat.archive.writer_lock import WriterLock
 from barecat.codecs.registry import CodecRegistry
 from barecat.entries import BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo
@@ -50,6 +45,7 @@ from barecat.exceptions import (
 )
 from barecat.index import Index
 from barecat.layout import archive_exists, base_path, index_path, remove_archive
+from barecat.ops.writing import Position, WriteSession
 from barecat.paths import normalize, normalize_many
 from barecat.remote import is_remote_url, local_path_of
 from barecat.sealing import Sealer, SealingSettings
@@ -165,8 +161,6 @@ class Barecat(
         except BaseException:
             self.abandon()
             raise
-        if not readonly:
-            self._resync_write_position()
         self._last_commit = time.monotonic()
         self._uncommitted = 0
         if auto_codec:  # (a plain archive pays nothing for this: see auto_codec.py)
@@ -215,6 +209,8 @@ class Barecat(
                 allow_writing_symlinked_shard=allow_writing_symlinked_shard,
             )
             self.created = self.index.created
+            if not self.readonly:
+                self._writes = WriteSession(self.index, self.sharder)  # places the position
         except BaseException:
             index: Index | None = getattr(self, "index", None)
             if index is not None:
@@ -223,11 +219,6 @@ class Barecat(
                 self._lock.undo_creation(made_schema=index is not None and index.created)
             self._release_writer_lock()
             raise
-
-    def _resync_write_position(self) -> None:
-        """Append after the last file the index knows (SQLite may have rolled back rows)."""
-        last = max(self.sharder.num_shards - 1, self.index.num_used_shards - 1, 0)
-        self.sharder.set_write_position(last, self.index.logical_shard_end(last))
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -240,8 +231,7 @@ class Barecat(
     def commit(self) -> None:
         """Make everything written so far durable: shard bytes first, then the index."""
         self._require_writable()
-        self.sharder.sync()
-        self.index.commit()
+        self._writes.checkpoint()
         self._last_commit = time.monotonic()
         self._uncommitted = 0
         if self.on_commit is not None:
@@ -303,7 +293,7 @@ class Barecat(
                 if self._writer is not None:
                     self._writer.close()
                 self.commit()
-                self._trim_tail()
+                self._writes.trim_tail()
                 if self.sharder.num_shards == 0 and self.index.total_size == 0:
                     # An archive without bytes still gets its (empty) first shard, which
                     # barecat 0.3.1 needs to open it. Made at close, as shards linked
@@ -315,12 +305,6 @@ class Barecat(
             self.sharder.close()
         finally:
             self.index = None  # type: ignore[assignment]
-
-    def _trim_tail(self) -> None:
-        """Cut bytes past the last committed file in the write shard (failed writes)."""
-        shard = self.sharder.write_shard
-        if self.sharder.physical_shard_end(shard) > self.sharder.write_offset:
-            self.sharder.truncate_shard(shard, self.sharder.write_offset)
 
     def __enter__(self) -> Barecat:
         return self
@@ -506,21 +490,23 @@ class Barecat(
             relocate = functools.partial(self._copy_to_write_end, stored)
         else:
             size = 0
-            self.sharder.make_room(0)
-            shard, offset = self.sharder.write_shard, self.sharder.write_offset
+            shard, offset = self._writes.open_region()
         self._writer_path = path
         self._writer = BarecatReadWriteFileObject(
-            self.sharder, shard, offset, size, self._finish_writer, mode, relocate
-        )
+            self.sharder, shard, offset, size, self._finish_writer, mode, relocate,
+            move_to_new_shard=self._move_writer,
+        )  # fmt: skip
         return self._writer
 
     @serialized
-    def _copy_to_write_end(self, stored: tuple[int, int, int]) -> tuple[int, int]:
+    def _copy_to_write_end(self, stored: tuple[int, int, int]) -> Position:
         """Copy a stored file's bytes to the write end, for a writer's first change."""
-        self.sharder.make_room(stored[2])
-        shard, offset = self.sharder.write_shard, self.sharder.write_offset
-        self.sharder.copy_within(stored, shard, offset)
-        return shard, offset
+        return self._writes.copy_to_region(stored)
+
+    @serialized
+    def _move_writer(self, region: tuple[int, int, int]) -> Position:
+        """An open writer outgrew its shard: its bytes go on at a new shard's start."""
+        return self._writes.move_region(region)
 
     def _open_sealed_for_writing(
         self, path: str, existing: BarecatFileInfo | None, keep: bool, append: bool
@@ -550,16 +536,15 @@ class Barecat(
         if w.in_place:  # opened on a stored file and never changed: nothing to record
             return
         path = self._writer_path
-        crc = self.sharder.crc_of_range(w.shard, w.offset, w.size)
-        address: Address = (w.shard, w.offset, w.size, crc)
-        now = time.time_ns()
-        if self.index.isfile(path):
-            self.index.update_file(path, w.shard, w.offset, w.size, crc, now)
-        else:
-            self.index.add_file(
-                BarecatFileInfo(path, 0o100644, None, None, now, w.shard, w.offset, w.size, crc)
-            )
-        self.sharder.commit_append(address)
+
+        def record(address: Address) -> None:
+            now = time.time_ns()
+            if self.index.isfile(path):
+                self.index.update_file(path, *address, now)
+            else:
+                self.index.add_file(BarecatFileInfo(path, 0o100644, None, None, now, *address))
+
+        self._writes.close_region((w.shard, w.offset, w.size), record)
         self._maybe_commit()
 
     # -- adding ----------------------------------------------------------------------
@@ -634,26 +619,21 @@ class Barecat(
         a stream of known size (a regular file) is sealed block by block; from other
         streams, whole in memory (its block table comes before its blocks).
         """
-        logical_size = None
-        if self._sealing is not None and fileobj is not None and size_hint is not None:
+        if self._sealing is None:
+            self._writes.store(
+                lambda address: record(address, None), data,
+                fileobj=fileobj, size_hint=size_hint, bufsize=bufsize,
+            )  # fmt: skip
+        elif fileobj is not None and size_hint is not None:
             sealer = self._sealing.sealer(compress)
-            address = append_sealed_stream(self.sharder, sealer, path, fileobj, size_hint)
-            logical_size = size_hint
-        elif self._sealing is not None:
-            plain = fileobj.read() if fileobj is not None else (b"" if data is None else data)
-            logical_size = len(plain)
-            address = self.sharder.append(self._sealing.seal(path, plain, compress))
-        elif fileobj is not None:
-            address = self.sharder.append_stream(fileobj, size_hint, bufsize)
+            self._writes.store(
+                lambda address: record(address, size_hint), fileobj=fileobj,
+                size_hint=size_hint, sealer=sealer, path=path,
+            )  # fmt: skip
         else:
-            address = self.sharder.append(b"" if data is None else data)
-        try:
-            record(address, logical_size)
-        except BaseException:
-            self.sharder.rollback_append(address)
-            self._resync_write_position()
-            raise
-        self.sharder.commit_append(address)
+            plain = fileobj.read() if fileobj is not None else (b"" if data is None else data)
+            sealed = self._sealing.seal(path, plain, compress)
+            self._writes.store(lambda address: record(address, len(plain)), sealed)
         self._maybe_commit()
 
     @serialized
@@ -739,9 +719,8 @@ class Barecat(
             for f, data in zip(infos, datas, strict=True):
                 f.size = len(data)
             datas = [self._sealing.seal(f.path, d) for f, d in zip(infos, datas, strict=True)]
-        start = (self.sharder.write_shard, self.sharder.write_offset)
-        try:
-            addresses = self.sharder.append_batch(datas)
+
+        def record(addresses: list[Address]) -> None:
             for f, (shard, offset, size, crc) in zip(infos, addresses, strict=True):
                 f.shard, f.offset, f.crc32c = shard, offset, crc
                 if self._sealing is None:
@@ -749,16 +728,15 @@ class Barecat(
                 else:
                     f.sealed_size = size
             self.index.add_files_bulk(infos)
-        except BaseException:
-            self.sharder.rewind(*start)
-            raise
+
+        self._writes.store_batch(datas, record)
         self._maybe_commit(len(infos))
         return len(infos)
 
     def sealing_for_writers(self) -> Sealer | None:
         """For writers that place bytes themselves (``add_placed``): the sealer that turns
         a file's bytes into what a sealed archive stores for its (normalized) path
-        (``seal``, or ``append_sealed_stream`` for big files); None for a plain archive.
+        (``seal``, or the batch writer's ``stream`` for big files); None for a plain archive.
         Safe to use from several threads."""
         self._require_writable()
         if self._sealing is None:
@@ -766,14 +744,30 @@ class Barecat(
         self.unlock()  # ask for the passphrase now, not in a worker thread
         return self._sealing.sealer()
 
+    def batch_writer(self) -> WriteSession:
+        """The archive's write session, for a writer that places bytes itself from several
+        threads (a parallel ingest): it claims room with ``reserve`` in one order, writes
+        the claims with ``write_reserved`` on any thread, streams big files with
+        ``stream`` (sealed with ``sealing_for_writers``), indexes them with
+        :meth:`add_placed`, and after a failure ``roll_back``s to a mark. Hold
+        :meth:`exclusive` meanwhile.
+
+        Raises:
+            ReadOnlyBarecatError: the archive is open read-only.
+            BarecatError: closed, or a file opened for writing is still open.
+        """
+        self._require_writable()
+        self._require_no_open_writer()
+        return self._writes
+
     @serialized
     def add_placed(self, infos: list[BarecatFileInfo]) -> None:
-        """Index files whose bytes are already in the shards, at places claimed with
-        ``sharder.reserve`` and written with ``sharder.write_reserved``.
+        """Index files whose bytes are already in the shards, at places claimed and
+        written through :meth:`batch_writer`.
 
         This is how a parallel ingest adds files: its reader threads write while this
         thread indexes. The batch is atomic, like ``add_many``'s; if it raises, nothing of
-        it is indexed and the caller rewinds the sharder to before its reservations.
+        it is indexed and the caller rolls the writer back to before its reservations.
         """
         self._require_writable()
         self._require_no_open_writer()

@@ -81,7 +81,7 @@ class ArchiveMaintenance(ArchiveContract):
         result = defrag_archive(
             self.index, self.sharder, quick=quick, time_budget=time_budget, on_progress=on_progress
         )
-        self._resync_write_position()
+        self._writes.resync()
         return result
 
     def defrag(self, quick: bool = False) -> int:
@@ -113,7 +113,7 @@ class ArchiveMaintenance(ArchiveContract):
         result = reshard_archive(
             self.index, self.sharder, parse_size(shard_size_limit), on_progress=on_progress
         )
-        self._resync_write_position()
+        self._writes.resync()
         return result
 
     @serialized
@@ -142,7 +142,7 @@ class ArchiveMaintenance(ArchiveContract):
         result = repair_archive(
             self.index, self.sharder, drop_bad=drop_bad, workers=workers, on_file=on_file
         )
-        self._resync_write_position()
+        self._writes.resync()
         return result
 
     @serialized
@@ -200,7 +200,7 @@ class ArchiveMaintenance(ArchiveContract):
             on_input=on_input,
             seal_like=self.seal_like,
         )
-        self._resync_write_position()
+        self._writes.resync()
         return result
 
     @serialized
@@ -236,7 +236,7 @@ class ArchiveMaintenance(ArchiveContract):
             on_progress,
             seal_like=self.seal_like,
         )
-        self._resync_write_position()
+        self._writes.resync()
         return stats
 
     @serialized

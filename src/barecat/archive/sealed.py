@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Callable
-from typing import Any, BinaryIO
+from typing import Any
 
 from barecat.archive.index_digest import DigestKeeper, new_archive_records
 from barecat.exceptions import BarecatError
@@ -21,8 +21,6 @@ from barecat.index import Index
 from barecat.index.schema import ConfigValue
 from barecat.sealing import Sealer, SealingSettings
 from barecat.sealing.settings import DEFAULT_LEVELS
-from barecat.shards import Sharder
-from barecat.shards.sharder import Address
 
 _PROBE = 4096
 """Bytes a new sealed archive seals (and drops) before it is made, to prove its choices."""
@@ -234,42 +232,6 @@ def take_sealing(
     )
 
 
-def append_sealed_stream(
-    sharder: Sharder, sealer: Sealer, path: str, fileobj: BinaryIO, size: int
-) -> Address:
-    """Seal a stream of ``size`` bytes straight into the shards, a block at a time (so a
-    file of any size takes one block of memory): room is made for the most the sealed
-    file can take, the blocks are written as they are sealed, the head last, and the CRC32C
-    is taken from the written bytes. Returns the address to ``commit_append``; a stream
-    that is not ``size`` bytes long raises, leaving bytes past the write position only."""
-    stream = sealer.start(path, size)
-    sharder.make_room(stream.max_size)
-    shard, offset = sharder.write_shard, sharder.write_offset
-    end = offset + stream.head_size
-    left = size
-    for _ in range(stream.count):
-        block = _read_exactly(fileobj, min(sealer.block_size, left), path)
-        left -= len(block)
-        payload = stream.seal_block(block)
-        sharder.write_at(shard, end, payload)
-        end += len(payload)
-    if fileobj.read(1):
-        raise BarecatError(f"{path}: the source grew while it was being stored")
-    sharder.write_at(shard, offset, stream.head())
-    return shard, offset, end - offset, sharder.crc_of_range(shard, offset, end - offset)
-
-
-def _read_exactly(fileobj: BinaryIO, n: int, path: str) -> bytes:
-    parts, got = [], 0
-    while got < n:
-        chunk = fileobj.read(n - got)
-        if not chunk:
-            raise BarecatError(f"{path}: the source shrank while it was being stored")
-        parts.append(chunk)
-        got += len(chunk)
-    return parts[0] if len(parts) == 1 else b"".join(parts)
-
-
 class SealedFileWriter(io.BytesIO):
     """A file being written into a sealed archive: collected in memory and handed to
     ``store`` when closed (a sealed file is sealed whole, its block table first).
@@ -311,7 +273,6 @@ __all__ = [
     "ArchiveSealing",
     "Passphrase",
     "SealedFileWriter",
-    "append_sealed_stream",
     "open_sealing",
     "take_sealing",
 ]

@@ -30,6 +30,7 @@ from collections import deque
 from barecat.index import Index
 from barecat.index.placement import AddressKey, Placement, placements_after, shard_ends
 from barecat.ops.rounds import OnProgress, Round, Tally, cut_shard
+from barecat.ops.writing import WriteSession
 from barecat.shards import Sharder
 from barecat.shards.moving import COPY_BUFFER_BYTES
 
@@ -99,8 +100,8 @@ class Compactor:
         self._settled = 0  # files settled since the last progress report
         self._buffer = bytearray(COPY_BUFFER_BYTES)
         self._stream = _Stream(index)
-        last = max(self._ends, default=0)
-        sharder.set_write_position(last, self._ends.get(last, 0))
+        self._writes = WriteSession(index, sharder)
+        self._writes.resync(self._ends)
 
     # -- rounds ------------------------------------------------------------------------
 
@@ -252,8 +253,6 @@ class Compactor:
 
     def _relocate(self, f: Placement) -> None:
         """Plan a copy of ``f`` past the end of the archive (new shards as needed)."""
-        self.sharder.make_room(f.size)
-        shard, offset = self.sharder.write_shard, self.sharder.write_offset
-        self.sharder.commit_append((shard, offset, f.size, 0))
+        shard, offset = self._writes.claim(f.size)
         self._ends[shard] = max(self._ends.get(shard, 0), offset + f.size)
         self.schedule(f, shard, offset)

@@ -3,7 +3,7 @@
 The core that merge and subset share. The source index is attached to the target's (see
 ``Index.merge_source``), so choosing rows and inserting them are set operations. Bytes
 move in *runs*: neighbouring chosen files of a source shard are copied with one kernel
-call (``Sharder.append_copy``), holes and left-out files are squeezed out, and a run
+call (``WriteSession.copy_from``), holes and left-out files are squeezed out, and a run
 never straddles a target shard boundary. Each run becomes one :class:`Relocation`, a
 shift that the index applies to every file in it. In link mode nothing is copied: the
 target gets symlinks to the source's shards under new numbers and the rows keep their
@@ -16,7 +16,8 @@ index transaction insert the rows and commit. A kill before that commit leaves b
 links no row points at, which the next writer overwrites or ignores; a kill after it
 leaves every row pointing at durable bytes. An error rolls the index back and cuts the
 bytes (or removes the links) again, so the target is as it was before this source.
-Imports ``index``, ``shards`` and ``exceptions``; no SQL, no file I/O of its own.
+Its bytes and rows go through the archive's write session (``writing.py``). Imports
+``index``, ``shards``, ``ops.writing`` and ``exceptions``; no SQL, no file I/O of its own.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from barecat.exceptions import BarecatError, BarecatIntegrityError, FileTooLarge
 from barecat.index import Index
 from barecat.index.merging import FAR, MergeSource, Relocation, SourceTotals
 from barecat.index.reading import IndexReader
+from barecat.ops.writing import WriteSession
 from barecat.sealing.settings import SealingSettings
 from barecat.shards import Sharder
 
@@ -89,8 +91,9 @@ def copy_files_from(
     """
     _refuse_same_archive(index, src_index)
     _match_sealing(index, src_index, prefix, seal_like)
+    writes = WriteSession(index, sharder)
     sharder.sync()  # merge_source commits what the caller wrote: its bytes go first
-    start = (sharder.write_shard, sharder.write_offset)
+    start = writes.mark()
     first_new_shard = sharder.num_shards
     with index.merge_source(src_index.path, prefix) as source:
         source.select(files, dirs, skip_existing)
@@ -100,25 +103,22 @@ def copy_files_from(
         try:
             if link or move:
                 relocations = _link_shards(src_index, src_sharder, sharder, move)
+                writes.skip_shards_from(first_new_shard)
                 stats.shards_linked = len(relocations)
-                sharder.sync_directory()
                 if on_progress is not None:
                     on_progress(totals.files, totals.size)
             else:
                 _check_fits(source, totals, sharder.shard_size_limit)
-                relocations = _copy_runs(source, sharder, src_sharder, on_progress)
-                sharder.sync()
+                relocations = _copy_runs(source, writes, src_sharder, on_progress)
             source.insert(relocations, totals.files)
-            index.commit()
+            writes.checkpoint(new_shards=link or move)
             if on_progress is not None and totals.skipped:
                 on_progress(totals.skipped, 0)
         except BaseException:
             index.rollback()
             if link or move:
                 sharder.remove_shards_from(first_new_shard)
-            else:
-                sharder.rewind(*start)
-            sharder.set_write_position(*start)
+            writes.roll_back(start)
             raise
     return stats
 
@@ -210,18 +210,18 @@ class _Run:
 
 def _copy_runs(
     source: MergeSource,
-    sharder: Sharder,
+    writes: WriteSession,
     src_sharder: Sharder,
     on_progress: ProgressCallback | None,
 ) -> list[Relocation]:
     """Copy the chosen files' bytes run by run; returns the relocations, by source address."""
-    limit = sharder.shard_size_limit
+    limit = writes.sharder.shard_size_limit
     relocations: list[Relocation] = []
     run: _Run | None = None
 
     def flush(run: _Run) -> None:
         size = run.end - run.start
-        dst_shard, dst_start = sharder.append_copy(src_sharder, run.shard, run.start, size)
+        dst_shard, dst_start = writes.copy_from(src_sharder, (run.shard, run.start, size))
         if dst_start != run.land:
             raise BarecatIntegrityError("Run landed at an unplanned offset")  # a bug, not data
         relocations.append(Relocation(run.shard, run.start, run.end, FAR, dst_shard, dst_start))
@@ -234,7 +234,7 @@ def _copy_runs(
                 continue
             if run is not None:
                 flush(run)
-            here = sharder.write_offset
+            here = writes.position[1]
             run = _Run(shard, offset, offset + size, here if here + size <= limit else 0)
     if run is not None:
         flush(run)

@@ -6,7 +6,7 @@ path before anything of that input is written, unless ``ignore_duplicates`` (the
 skipped and counted). Directories are merged: one named by several inputs keeps the
 metadata it got first, unknown fields filled in by later ones. ``symlink`` mode copies no
 bytes: each input's shards become symlinks in the output under new numbers, and the
-output's own appends go to a real shard after them (see ``Sharder.set_write_position``),
+output's own appends go to a real shard after them (see ``WriteSession.skip_shards_from``),
 so the inputs are never written through.
 
 Crash safety, per input: conflicts are checked first; then the bytes are appended past

@@ -11,8 +11,9 @@ Only after step 3 is the old space free for a later round or a truncation. A kil
 step 3 leaves the old rows pointing at untouched old bytes (the copies are garbage past
 or between files); a kill after it leaves the new rows pointing at durable copies. Also
 here: the end of an operation (cut shards after their last file, delete unused ones),
-the way back after an error, and the checks before starting. Works on (Index, Sharder);
-no SQL and no file I/O of its own.
+the way back after an error, and the checks before starting. Works on (Index, Sharder),
+its checkpoints and write position through the write session (``writing.py``); no SQL
+and no file I/O of its own.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from barecat.index.placement import (
     set_addresses,
     shard_ends,
 )
+from barecat.ops.writing import WriteSession
 from barecat.shards import Sharder
 from barecat.shards.moving import copy_files
 
@@ -103,11 +105,10 @@ class Round:
                 copied += m.file.size
                 if m.file.crc32c is not None and crc != m.file.crc32c:
                     tally.corrupt_files.append(m.file.path)
-        sharder.sync({m.shard for m in self.moves})
-        if sharder.num_shards != shards_before:
-            sharder.sync_directory()
         set_addresses(index, [(m.file.rowid, m.shard, m.offset) for m in self.moves])
-        index.commit()
+        WriteSession(index, sharder).checkpoint(
+            {m.shard for m in self.moves}, new_shards=sharder.num_shards != shards_before
+        )
         tally.rounds += 1
         tally.files_moved += len(self.moves)
         tally.bytes_moved += copied
@@ -153,15 +154,13 @@ def finish(index: Index, sharder: Sharder, on_progress: OnProgress | None) -> No
         if sharder.physical_shard_end(shard) > end:
             sharder.truncate_shard(shard, end)
     sharder.remove_shards_from(last + 1)
-    sharder.set_write_position(last, ends.get(last, 0))
+    WriteSession(index, sharder).resync(ends)
 
 
 def resync_after_failure(index: Index, sharder: Sharder) -> None:
     """Drop an unfinished round's index changes; append after the last committed file."""
     index.rollback()
-    ends = shard_ends(index)
-    last = max(ends, default=0)
-    sharder.set_write_position(last, ends.get(last, 0))
+    WriteSession(index, sharder).resync(shard_ends(index))
 
 
 def require_movable(index: Index, sharder: Sharder, what: str) -> None:

@@ -27,14 +27,9 @@ class ShardIO(Protocol):
     def pread(self, shard: int, offset: int, size: int) -> bytes: ...
     def preadinto(self, shard: int, offset: int, view: memoryview) -> int: ...
     def write_at(self, shard: int, offset: int, data: bytes | bytearray | memoryview) -> None: ...
-    def start_new_shard(self) -> None: ...
-    def copy_within(self, src: tuple[int, int, int], dst_shard: int, dst_offset: int) -> None: ...
     def truncated_error(
         self, shard: int, offset: int, size: int, got: int
     ) -> BarecatIntegrityError: ...
-
-    @property
-    def write_shard(self) -> int: ...
 
 
 class BarecatFileObject(SeekableReader):
@@ -101,7 +96,9 @@ class BarecatReadWriteFileObject(BarecatFileObject):
     Opened on a stored file (``relocate`` given), it reads the stored bytes in place
     until the first write or truncate, which first calls ``relocate`` to copy them to
     the write end and returns their new ``(shard, offset)``; closed before any change,
-    it leaves the archive as it was (:attr:`in_place` stays True).
+    it leaves the archive as it was (:attr:`in_place` stays True). A file that outgrows
+    its shard calls ``move_to_new_shard`` with its ``(shard, offset, size)``, which copies
+    it to the start of a fresh shard and returns that place.
     """
 
     def __init__(
@@ -113,8 +110,11 @@ class BarecatReadWriteFileObject(BarecatFileObject):
         on_close_callback: Callable[[BarecatReadWriteFileObject], None],
         mode: str = "r+b",
         relocate: Callable[[], tuple[int, int]] | None = None,
+        *,
+        move_to_new_shard: Callable[[tuple[int, int, int]], tuple[int, int]],
     ) -> None:
         super().__init__(shards, shard, offset, size)
+        self._move_to_new_shard = move_to_new_shard
         self.mode = mode
         self._on_close = on_close_callback
         self._relocate = relocate
@@ -173,10 +173,7 @@ class BarecatReadWriteFileObject(BarecatFileObject):
             raise FileTooLargeBarecatError(
                 f"File would grow past the shard size limit of {limit} bytes"
             )
-        old = (self.shard, self.offset, self.size)
-        self._shards.start_new_shard()
-        self.shard, self.offset = self._shards.write_shard, 0
-        self._shards.copy_within(old, self.shard, 0)
+        self.shard, self.offset = self._move_to_new_shard((self.shard, self.offset, self.size))
 
     def truncate(self, size: int | None = None) -> int:
         if self.closed:

@@ -1,10 +1,13 @@
-"""The :class:`Sharder`: opening, appending to, reading from and rotating shard files.
+"""The :class:`Sharder`: opening, writing at given places, reading from and adding shard
+files.
 
 Reads are positional (``os.pread``/``os.preadv``) on lazily opened descriptors, so any
 number of threads and forked processes can read through one ``Sharder`` with no locks
-and no shared file position. Writes go to the logical end of the current shard, compute
-CRC32C on the way, and roll back (truncate) on failure, so a half-written file never
-becomes visible. Knows nothing of paths or SQL; imports ``layout`` and ``exceptions``.
+and no shared file position. Writes are positional too: where new bytes go (the write
+position, kept here) is decided and moved only by the write session above
+(``barecat.ops.writing``), which also computes CRC32C on the way and cuts what a failed
+write left, so a half-written file never becomes visible. Knows nothing of paths or
+SQL; imports ``layout`` and ``exceptions``.
 """
 
 from __future__ import annotations
@@ -70,16 +73,9 @@ class Sharder:
         self._writeback = EarlyWriteback()
         self._lock = threading.Lock()
         self._num_shards = self._count_shards()
-        last = max(self._num_shards - 1, 0)
-        if readonly:
-            self.write_shard, self.write_offset = last, 0
-        else:
-            # Without an index to say where the data ends, append after the physical end;
-            # the archive moves this to the logical end (overwriting bytes no file
-            # references).
-            self.write_shard, self.write_offset = self._own_position(
-                last, self.physical_shard_end(last) if self._num_shards else 0
-            )
+        self._write_position: tuple[int, int] | None = None
+        """Where the next file's bytes go: moved only by ``barecat.ops.writing``'s
+        ``WriteSession`` (None until a session places it; see ``write_position``)."""
 
     def _count_shards(self) -> int:
         """One past the highest shard number on disk (gaps are reported by verify)."""
@@ -309,36 +305,25 @@ class Sharder:
         self._checked_writable.add(shard)
         return fd
 
-    def set_write_position(self, shard: int, offset: int) -> None:
-        """Where the next append goes: the logical end of the last shard, from the index.
-
-        A symlinked shard (another archive's, from a zero-copy merge) is never appended
-        to: the position moves to the start of a new shard of this archive's own instead.
-        """
-        self.write_shard, self.write_offset = self._own_position(shard, offset)
+    @property
+    def write_position(self) -> tuple[int, int] | None:
+        """(shard, offset) where the archive's next bytes go, read-only: the write session
+        (``barecat.ops.writing``) alone moves it. None before a session placed it."""
+        return self._write_position
 
     def is_foreign(self, shard: int) -> bool:
         """True if ``shard`` is a symlink this sharder must not write through."""
         return not self.allow_writing_symlinked_shard and os.path.islink(self.get_shard_path(shard))
 
-    def _own_position(self, shard: int, offset: int) -> tuple[int, int]:
-        if self.is_foreign(shard):
-            return max(self._num_shards, shard + 1), 0
-        return shard, offset
+    def open_for_writing(self, shard: int) -> None:
+        """Open (creating it if needed) ``shard`` for writing, so that later writes there
+        only look its descriptor up (``write_many`` on any thread).
 
-    def start_new_shard(self) -> None:
-        self.write_shard, self.write_offset = max(self._num_shards, self.write_shard + 1), 0
-        self._writable_fd(self.write_shard)
-
-    def make_room(self, size: int) -> None:
-        """Start a new shard if ``size`` more bytes would not fit in the current one."""
-        if size > self.shard_size_limit:
-            raise FileTooLargeBarecatError(
-                f"File of {size} bytes exceeds the shard size limit of "
-                f"{self.shard_size_limit} bytes"
-            )
-        if self.write_offset + size > self.shard_size_limit:
-            self.start_new_shard()
+        Raises:
+            ReadOnlyBarecatError: the archive is open read-only.
+            BarecatError: the shard is a link to another archive's file.
+        """
+        self._writable_fd(shard)
 
     def _pwrite_all(self, fd: int, data: bytes | bytearray | memoryview, offset: int) -> None:
         self._writeback.wrote(fd, offset, len(data))
@@ -353,64 +338,15 @@ class Sharder:
             view = view[n:]
             offset += n
 
-    def append(self, data: bytes | bytearray | memoryview) -> Address:
-        """Write ``data`` at the logical end; returns (shard, offset, size, crc32c).
-
-        The write position only advances once ``commit_append`` confirms that the index
-        accepted the file, so a refused file's bytes are simply overwritten by the next one.
-        """
-        size = len(data)
-        self.make_room(size)
-        shard, offset = self.write_shard, self.write_offset
-        fd = self._writable_fd(shard)
-        try:
-            self._pwrite_all(fd, data, offset)
-        except BaseException:
-            self._rollback(shard, offset)
-            raise
-        return shard, offset, size, crc32c(data)
-
-    def append_batch(self, datas: Sequence[bytes | bytearray | memoryview]) -> list[Address]:
-        """Write many files back to back with few ``pwritev`` calls; returns their addresses.
-
-        Unlike ``append`` this advances the write position at once; on failure the caller
-        undoes the whole batch with ``rewind`` to the position it started from.
-        """
-        sizes = [len(data) for data in datas]
-        places = self.reserve(sizes)
-        self.write_reserved(places, datas)
-        return [
-            (shard, offset, size, _crc32c.crc32c(data))
-            for (shard, offset), size, data in zip(places, sizes, datas, strict=True)
-        ]
-
-    def reserve(self, sizes: Iterable[int]) -> list[tuple[int, int]]:
-        """Claim room for files of these sizes back to back at the logical end, rotating
-        shards as ``append`` would, without writing; returns where each one goes.
-
-        Separating the claim from the write lets several threads write their reservations
-        at once (``write_reserved``) while claims stay in one order. The write position
-        advances at once; the caller undoes it with ``rewind`` if the files are not indexed.
-        """
-        places: list[tuple[int, int]] = []
-        opened = -1
-        for size in sizes:
-            self.make_room(size)
-            if self.write_shard != opened:  # opened here, so writers only look descriptors up
-                opened = self.write_shard
-                self._writable_fd(opened)
-            places.append((self.write_shard, self.write_offset))
-            self.write_offset += size
-        return places
-
-    def write_reserved(
+    def write_many(
         self,
         places: Sequence[tuple[int, int]],
         datas: Sequence[bytes | bytearray | memoryview],
     ) -> None:
-        """Write ``datas`` at places from ``reserve``; neighbours share one ``pwritev``.
+        """Write each of ``datas`` at its ``(shard, offset)``; back-to-back neighbours share
+        one ``pwritev``. The shards must be open for writing (``open_for_writing``).
 
-        Safe on any thread for disjoint reservations: it only reads the descriptor table.
+        Safe on any thread for disjoint places: it only reads the descriptor table.
         """
         i, count = 0, len(datas)
         while i < count:
@@ -445,28 +381,31 @@ class Sharder:
                 done += n - skip
             skip = max(0, skip - n)
 
-    def rewind(self, shard: int, offset: int) -> None:
-        """Forget everything written after (shard, offset): truncate and move back there."""
+    def truncate_after(self, shard: int, offset: int) -> None:
+        """Cut everything written after ``(shard, offset)``: that shard there, and every
+        later shard of this archive's own that was written to, to nothing."""
         for later in range(shard + 1, self._num_shards):
             if later in self._fds and not self.is_foreign(later):
                 os.ftruncate(self._fds[later], 0)
-        os.ftruncate(self._writable_fd(shard), offset)
-        self.write_shard, self.write_offset = shard, offset
+        if shard in self._fds or self.shard_exists(shard):  # (none made just to be cut)
+            os.ftruncate(self._writable_fd(shard), offset)
 
-    def append_stream(
-        self, fileobj: BinaryIO, size_hint: int | None = None, bufsize: int = COPY_CHUNK
+    def write_stream(
+        self,
+        fileobj: BinaryIO,
+        shard: int,
+        offset: int,
+        next_shard: Callable[[], int],
+        bufsize: int = COPY_CHUNK,
     ) -> Address:
-        """Copy a stream to the logical end, rotating mid-stream if the shard fills up.
+        """Copy a stream to ``(shard, offset)`` through a buffer reused across calls, with
+        its CRC32C; returns its address. If the shard fills up mid-stream, what was
+        written moves to the start of ``next_shard()`` (a fresh shard the caller chose)
+        and the copy goes on there. On failure the bytes written are cut again.
 
-        A stream known to be small (``size_hint`` below ``bufsize``) is read in one call and
-        written in one ``pwrite``; larger ones are copied through a buffer reused across
-        calls, so small-file ingest allocates nothing per file.
+        Raises:
+            FileTooLargeBarecatError: the stream grew past the shard size limit.
         """
-        if size_hint is not None and size_hint < bufsize:
-            return self.append(fileobj.read())
-        if size_hint is not None:
-            self.make_room(size_hint)
-        shard, offset = self.write_shard, self.write_offset
         fd = self._writable_fd(shard)
         size, value = 0, 0
         if len(self._copy_buffer) != bufsize:
@@ -478,29 +417,24 @@ class Sharder:
                 if not n:
                     break
                 if offset + size + n > self.shard_size_limit:
-                    shard, offset = self._move_partial_to_new_shard(shard, offset, size, n)
+                    if size + n > self.shard_size_limit:
+                        limit = self.shard_size_limit
+                        raise FileTooLargeBarecatError(
+                            f"File grew past the shard size limit of {limit} bytes"
+                        )
+                    moved = next_shard()
+                    self.copy_within((shard, offset, size), moved, 0)
+                    os.ftruncate(fd, offset)
+                    shard, offset = moved, 0
                     fd = self._writable_fd(shard)
                 self._pwrite_all(fd, view[:n], offset + size)
                 value = crc32c(view[:n], value)
                 size += n
         except BaseException:
-            self._rollback(shard, offset)
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, offset)
             raise
         return shard, offset, size, value
-
-    def _move_partial_to_new_shard(
-        self, shard: int, offset: int, written: int, more: int
-    ) -> tuple[int, int]:
-        """A stream outgrew its shard: carry what was written to a fresh shard's start."""
-        if written + more > self.shard_size_limit:
-            self._rollback(shard, offset)
-            raise FileTooLargeBarecatError(
-                f"File grew past the shard size limit of {self.shard_size_limit} bytes"
-            )
-        self.start_new_shard()
-        self.copy_within((shard, offset, written), self.write_shard, 0)
-        os.ftruncate(self._fd(shard), offset)
-        return self.write_shard, 0
 
     def copy_within(self, src: tuple[int, int, int], dst_shard: int, dst_offset: int) -> None:
         """Copy stored bytes to another place in this archive, inside the kernel where
@@ -515,20 +449,6 @@ class Sharder:
     def descriptor(self, shard: int) -> int:
         """The open descriptor of a shard, for this package's bulk routines (``moving``)."""
         return self._fd(shard)
-
-    def commit_append(self, address: Address) -> None:
-        """The index took the file: advance the write position past it."""
-        shard, offset, size, _ = address
-        self.write_shard, self.write_offset = shard, offset + size
-
-    def rollback_append(self, address: Address) -> None:
-        """The index refused the file just appended: drop its bytes again."""
-        self._rollback(address[0], address[1])
-
-    def _rollback(self, shard: int, offset: int) -> None:
-        if shard == self.write_shard and offset == self.write_offset:
-            with contextlib.suppress(OSError):
-                os.ftruncate(self._fd(shard), offset)
 
     def write_at(self, shard: int, offset: int, data: bytes | bytearray | memoryview) -> None:
         self._pwrite_all(self._writable_fd(shard), data, offset)
@@ -557,28 +477,26 @@ class Sharder:
 
     # -- combining archives ------------------------------------------------------------
 
-    def append_copy(self, source: Sharder, shard: int, offset: int, size: int) -> tuple[int, int]:
-        """Append ``size`` bytes of ``source``'s shard ``shard`` from ``offset``, copied
-        inside the kernel where possible; returns the (shard, offset) they landed at.
+    def copy_from(
+        self, source: Sharder, src: tuple[int, int, int], dst_shard: int, dst_offset: int
+    ) -> None:
+        """Copy ``src`` (shard, offset, size) of ``source``'s shards to ``(dst_shard,
+        dst_offset)`` here, inside the kernel where possible; nothing is synced.
 
         For runs of many stored files moved unchanged (merge, subset): their CRCs travel
-        with their rows, so nothing is recomputed. Like ``append_batch`` the write position
-        moves past the bytes at once; the caller undoes a failed batch with ``rewind``.
+        with their rows, so nothing is recomputed.
         """
-        self.make_room(size)
-        dst_shard, dst_offset = self.write_shard, self.write_offset
+        shard, offset, size = src
         fd = self._writable_fd(dst_shard)
         copy_range(
             source._fd(shard), offset, fd, dst_offset, size,
             lambda at, n: self._writeback.wrote(fd, at, n),
         )  # fmt: skip
-        self.write_offset = dst_offset + size
-        return dst_shard, dst_offset
 
     def link_shard(self, target: str) -> int:
         """Add the next shard as a symbolic link to ``target`` (a zero-copy merge); returns
         its number. Relative when possible, so a tree holding both archives can move as a
-        whole; appends never go into it (see :meth:`set_write_position`)."""
+        whole; appends never go into it (the write session moves past it)."""
 
         def make_link(link: str) -> None:
             here = os.path.dirname(os.path.abspath(link))
@@ -612,8 +530,6 @@ class Sharder:
         number = self._num_shards
         create(self.get_shard_path(number))
         self._num_shards = number + 1
-        if self.write_shard >= number:  # never append into it: move past it
-            self.write_shard, self.write_offset = self._num_shards, 0
         return number
 
     def remove_shards_from(self, number: int) -> None:
@@ -652,25 +568,39 @@ class Sharder:
     ) -> Address:
         """Append ``data`` or ``fileobj`` and keep it; returns (shard, offset, size, crc32c).
 
-        For callers that keep their own index. A given ``shard``/``offset`` must be the
-        current write position: bytes are only ever appended.
+        For callers that keep their own index (an archive's writers go through its write
+        session instead): bytes go after the physical end of the last shard, a new shard
+        when they would not fit. A given ``shard``/``offset`` must be that place: bytes
+        are only ever appended.
         """
-        if (shard, offset) != (None, None) and (shard, offset) != (
-            self.write_shard,
-            self.write_offset,
-        ):
-            raise BarecatError(
-                f"Can only append at shard {self.write_shard} offset {self.write_offset}"
-            )
-        fits = size is None or self.write_offset + size <= self.shard_size_limit
-        if raise_if_cannot_fit and not fits:
+        last = max(self._num_shards - 1, 0)
+        here = (last, self.physical_shard_end(last))
+        if self.is_foreign(last):
+            here = (self._num_shards, 0)
+        if (shard, offset) != (None, None) and (shard, offset) != here:
+            raise BarecatError(f"Can only append at shard {here[0]} offset {here[1]}")
+        if raise_if_cannot_fit and size is not None and here[1] + size > self.shard_size_limit:
             raise FileTooLargeBarecatError(f"{size} bytes do not fit in the current shard")
+        known = size if fileobj is not None else len(b"" if data is None else data)
+        if known is not None:
+            if known > self.shard_size_limit:
+                raise FileTooLargeBarecatError(
+                    f"File of {known} bytes exceeds the shard size limit of "
+                    f"{self.shard_size_limit} bytes"
+                )
+            if here[1] + known > self.shard_size_limit:
+                here = (max(self._num_shards, here[0] + 1), 0)
         if fileobj is not None:
-            address = self.append_stream(fileobj, size, bufsize)
-        else:
-            address = self.append(b"" if data is None else data)
-        self.commit_append(address)
-        return address
+            return self.write_stream(fileobj, *here, lambda: self._num_shards, bufsize)
+        data = b"" if data is None else data
+        fd = self._writable_fd(here[0])
+        try:
+            self._pwrite_all(fd, data, here[1])
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, here[1])
+            raise
+        return (*here, len(data), crc32c(data))
 
     def open_from_address(self, shard: int, offset: int, size: int, mode: str = "rb") -> BinaryIO:
         """A seekable read-only file object over one stored byte range."""

@@ -30,7 +30,6 @@ from dataclasses import dataclass, field
 import crc32c as _crc32c
 
 from barecat.archive import Barecat
-from barecat.archive.sealed import append_sealed_stream
 from barecat.entries import BarecatFileInfo
 from barecat.exceptions import (
     BarecatError,
@@ -38,9 +37,9 @@ from barecat.exceptions import (
     FileTooLargeBarecatError,
     NotEnoughSpaceBarecatError,
 )
+from barecat.ops.writing import Position, WriteSession
 from barecat.paths import is_utf8, normalize
 from barecat.sealing import Sealer
-from barecat.shards.sharder import Sharder
 from barecat.transfer.sources import IngestPlan, Source, not_utf8_error, plan_tree
 
 STREAM_THRESHOLD = 16 << 20
@@ -61,7 +60,6 @@ OnAdded = Callable[[list[str], int], None]
 """Called with the archive paths of a stored batch and its total bytes."""
 
 Failure = tuple[str, OSError]
-Position = tuple[int, int]  # shard, offset: a place in the archive's shards
 
 
 @dataclass(slots=True)
@@ -204,34 +202,31 @@ def _read_chunk(
 
 
 def _stream(
-    sharder: Sharder, source: Source, info: BarecatFileInfo, sealer: Sealer | None
+    writer: WriteSession, source: Source, info: BarecatFileInfo, sealer: Sealer | None
 ) -> OSError | None:
     """Copy one big file to the shards' end (sealing it on the way in a sealed archive),
     in the caller's turn."""
     try:
         with open(source.disk_path, "rb") as f:
-            if sealer is None:
-                address = sharder.append_stream(f, size_hint=info.size)
-            else:
-                size = os.fstat(f.fileno()).st_size
-                address = append_sealed_stream(sharder, sealer, info.path, f, size)
+            size = os.fstat(f.fileno()).st_size if sealer is not None else info.size
+            address = writer.stream(f, size, sealer=sealer, path=info.path)
+            if sealer is not None:
                 info.sealed_size = address[2]
     except NotEnoughSpaceBarecatError:
         raise
     except (OSError, BarecatError) as e:
         return e if isinstance(e, OSError) else OSError(errno.EIO, str(e), source.disk_path)
-    sharder.commit_append(address)
     info.shard, info.offset, info.crc32c = address[0], address[1], address[3]
     info.size = size if sealer is not None else address[2]
     return None
 
 
 def _write_chunk(
-    sharder: Sharder, turns: _Turns, number: int, sources: list[Source], sealer: Sealer | None
+    writer: WriteSession, turns: _Turns, number: int, sources: list[Source], sealer: Sealer | None
 ) -> _Written:
     """A pool task: read a chunk, claim its room in turn ``number``, write it."""
     try:
-        reads, failures = _read_chunk(sources, sharder.shard_size_limit, sealer)
+        reads, failures = _read_chunk(sources, writer.sharder.shard_size_limit, sealer)
     except BaseException:
         with turns.turn(number):
             raise
@@ -242,8 +237,8 @@ def _write_chunk(
     with turns.turn(number):
         for source, info, data in reads:
             if data is None:  # streamed now, after what is claimed so far
-                places += sharder.reserve(len(d) for d in datas[len(places) :])
-                error = _stream(sharder, source, info, sealer)
+                places += writer.reserve(len(d) for d in datas[len(places) :])
+                error = _stream(writer, source, info, sealer)
                 if error is not None:
                     failures.append((source.disk_path, error))
                     continue
@@ -251,9 +246,9 @@ def _write_chunk(
                 claimed.append(info)
                 datas.append(data)
             infos.append(info)
-        places += sharder.reserve(len(d) for d in datas[len(places) :])
-        end = (sharder.write_shard, sharder.write_offset)
-    sharder.write_reserved(places, datas)
+        places += writer.reserve(len(d) for d in datas[len(places) :])
+        end = writer.position
+    writer.write_reserved(places, datas)
     for info, (shard, offset) in zip(claimed, places, strict=True):
         info.shard, info.offset = shard, offset
     nbytes = sum(info.size or 0 for info in infos)
@@ -269,7 +264,7 @@ class _Indexer:
         self.on_added = on_added
         self.pending: list[BarecatFileInfo] = []
         self.pending_bytes = 0
-        self.indexed_end: Position = (bc.sharder.write_shard, bc.sharder.write_offset)
+        self.indexed_end: Position = bc.batch_writer().position
         self.pending_end = self.indexed_end
 
     def take(self, written: _Written) -> None:
@@ -319,12 +314,13 @@ def ingest(
         indexer = _Indexer(bc, result, on_added)
         turns = _Turns()
         sealer = bc.sealing_for_writers()
+        writer = bc.batch_writer()
         pool = ThreadPoolExecutor(workers)
         try:
             window: deque[Future[_Written]] = deque()
             for number, start in enumerate(range(0, len(files), READ_CHUNK)):
                 chunk = files[start : start + READ_CHUNK]
-                window.append(pool.submit(_write_chunk, bc.sharder, turns, number, chunk, sealer))
+                window.append(pool.submit(_write_chunk, writer, turns, number, chunk, sealer))
                 if len(window) > 2 * workers:
                     indexer.take(window.popleft().result())
             while window:
@@ -332,19 +328,14 @@ def ingest(
             indexer.flush()
         except BaseException:
             pool.shutdown(wait=True, cancel_futures=True)
-            bc.sharder.rewind(*max(indexer.indexed_end, _end_of_indexed(bc)))
+            # Never back past what the index holds: an interrupt (Ctrl-C in ``on_commit``,
+            # which runs after a commit) can come after the index took a batch and before
+            # the indexer noted it, and that batch's bytes must stay.
+            writer.roll_back(max(indexer.indexed_end, writer.indexed_end()))
             raise
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
         return result
-
-
-def _end_of_indexed(bc: Barecat) -> Position:
-    """Where the files the index holds end. A failure rewinds the shards no further back:
-    an interrupt (Ctrl-C in ``on_commit``, which runs after a commit) can come after the
-    index took a batch and before the indexer noted it, and that batch's bytes must stay."""
-    used = bc.index.num_used_shards
-    return (used - 1, bc.index.logical_shard_end(used - 1)) if used else (0, 0)
 
 
 def _leave_out_existing(

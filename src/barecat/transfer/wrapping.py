@@ -50,8 +50,9 @@ def wrap_archive(
         _check_wrappable(source)
     result = ImportResult()
     with building_archive(target_path, overwrite) as bc:
+        writer = bc.batch_writer()
         for source in sources:  # shard N links to input N; appends go past them
-            bc.sharder.link_shard(source)
+            writer.link_shard(source)
         entries: dict[str, BarecatFileInfo | BarecatDirInfo] = {}
         links: dict[str, tuple[BarecatFileInfo, bytes | tuple[int, int, int]]] = {}
         for number, source in enumerate(sources):
