@@ -12,7 +12,6 @@ from collections.abc import Iterator
 
 from barecat.entries import BarecatEntryInfo
 from barecat.index import Index
-from barecat.ops.verify import verify_archive
 from barecat.shards import Sharder
 
 
@@ -104,4 +103,6 @@ class ArchiveInspection:
 
         ``barecat.ops.verify_archive(bc.index, bc.sharder)`` gives the full report.
         """
+        from barecat.ops.verify import verify_archive  # when used: ops load lazily
+
         return verify_archive(self.index, self.sharder, quick).ok

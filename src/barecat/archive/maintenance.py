@@ -11,8 +11,6 @@ from __future__ import annotations
 from barecat.archive.contract import ArchiveContract, serialized
 from barecat.exceptions import BarecatError
 from barecat.glob import PathFilter
-from barecat.ops.defrag import defrag as defrag_archive
-from barecat.ops.merge import merge_archives
 from barecat.sizes import parse_size
 
 
@@ -45,6 +43,8 @@ class ArchiveMaintenance(ArchiveContract):
         self._require_changeable()
         self._require_no_open_writer()
         self.commit()
+        from barecat.ops.defrag import defrag as defrag_archive  # when used: ops load lazily
+
         result = defrag_archive(self.index, self.sharder, quick=quick)
         self._resync_write_position()
         return result.bytes_reclaimed
@@ -81,6 +81,8 @@ class ArchiveMaintenance(ArchiveContract):
         path_filter = PathFilter.from_rules(filter_rules) if filter_rules else None
         self.prepare_file_list_edit()
         self.commit()
+        from barecat.ops.merge import merge_archives  # when used: ops load lazily
+
         merge_archives(
             self.index,
             self.sharder,
