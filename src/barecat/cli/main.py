@@ -10,7 +10,6 @@ completion import them all.
 from __future__ import annotations
 
 import argparse
-import difflib
 import importlib
 import sys
 from collections.abc import Iterable, Sequence
@@ -136,6 +135,8 @@ def unknown_command(parser: argparse.ArgumentParser, argv: Sequence[str]) -> str
     if word is None or word in names:
         return None
     public = [n for n in names if not n.startswith("_")]
+    import difflib  # only for a mistyped command
+
     near = difflib.get_close_matches(word, public, n=3, cutoff=0.6)
     if not near:
         return f"unknown command '{word}' (see '{PROG} --help' for the commands)"
