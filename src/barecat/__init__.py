@@ -51,7 +51,6 @@ if TYPE_CHECKING:
 else:  # imported on first use: the face loads nothing up front
     __getattr__, __dir__ = lazy_exports(
         __name__,
-        globals(),
         {
             "barecat.archive": ["Barecat"],
             "barecat.codecs": ["DecodedView", "UnsafePickleWarning"],

@@ -10,7 +10,7 @@ imports them for type checkers (which then see no module ``__getattr__``)::
     if TYPE_CHECKING:
         from barecat.index.index import Index
     else:
-        __getattr__, __dir__ = lazy_exports(__name__, globals(), {"barecat.index.index": ["Index"]})
+        __getattr__, __dir__ = lazy_exports(__name__, {"barecat.index.index": ["Index"]})
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 
 def lazy_exports(
-    package: str, namespace: dict[str, Any], exports: Mapping[str, Iterable[str]]
+    package: str, exports: Mapping[str, Iterable[str]]
 ) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
     """The module ``__getattr__`` and ``__dir__`` of a package whose names load lazily.
 
@@ -39,8 +39,7 @@ def lazy_exports(
     everything up front.
 
     Args:
-        package: the package's ``__name__``.
-        namespace: the package's ``globals()``, where resolved names are stored.
+        package: the package's ``__name__`` (its namespace keeps the names resolved).
         exports: each module (absolute name) and the public names it provides.
 
     Returns:
@@ -49,6 +48,7 @@ def lazy_exports(
     Raises:
         ValueError: a name listed for two modules.
     """
+    namespace = sys.modules[package].__dict__
     home: dict[str, str] = {}
     for module, names in exports.items():
         for name in names:

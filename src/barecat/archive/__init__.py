@@ -8,7 +8,6 @@ if TYPE_CHECKING:
 else:  # imported on first use
     __getattr__, __dir__ = lazy_exports(
         __name__,
-        globals(),
         {
             "barecat.archive.facade": ["COMMIT_EVERY_FILES", "Barecat"],
             "barecat.archive.sealed": ["Passphrase"],

@@ -29,7 +29,6 @@ if TYPE_CHECKING:
 else:  # imported on first use
     __getattr__, __dir__ = lazy_exports(
         __name__,
-        globals(),
         {
             "barecat.coldcrate.chunks": [
                 "FORMAT_VERSION",

@@ -7,10 +7,7 @@ if TYPE_CHECKING:
 else:  # imported on first use
     __getattr__, __dir__ = lazy_exports(
         __name__,
-        globals(),
-        {
-            "barecat.mount.running": ["check_fuse", "is_mounted", "mount_archive", "unmount"],
-        },
+        {"barecat.mount.running": ["check_fuse", "is_mounted", "mount_archive", "unmount"]},
     )
 
 __all__ = ["check_fuse", "is_mounted", "mount_archive", "unmount"]

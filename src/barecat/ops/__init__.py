@@ -17,7 +17,6 @@ if TYPE_CHECKING:
 else:  # imported on first use
     __getattr__, __dir__ = lazy_exports(
         __name__,
-        globals(),
         {
             "barecat.ops.copy_files": ["CopyStats"],
             "barecat.ops.defrag": ["DefragResult"],

@@ -18,7 +18,6 @@ if TYPE_CHECKING:
 else:  # imported on first use
     __getattr__, __dir__ = lazy_exports(
         __name__,
-        globals(),
         {
             "barecat.sealing.blocks": [
                 "DEFAULT_BLOCK_SIZE",

@@ -12,7 +12,6 @@ if TYPE_CHECKING:
 else:  # imported on first use
     __getattr__, __dir__ = lazy_exports(
         __name__,
-        globals(),
         {
             "barecat.shards.fileobj": [
                 "BarecatFileObject",

@@ -29,7 +29,6 @@ if TYPE_CHECKING:
 else:  # imported on first use
     __getattr__, __dir__ = lazy_exports(
         __name__,
-        globals(),
         {
             "barecat.transfer.archive_export": ["ExportResult", "export_tar", "export_zip"],
             "barecat.transfer.archive_formats": ["FORMATS", "format_of_name", "parse_format"],
