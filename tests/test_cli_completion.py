@@ -25,6 +25,8 @@ import barecat
 from barecat.cli import completion
 from barecat.cli.main import build_parser, main
 
+pytestmark = pytest.mark.slow
+
 VENV_BIN = Path(sys.executable).parent
 BARECAT = VENV_BIN / "barecat"
 ZSH = shutil.which("zsh") or "/usr/bin/zsh"

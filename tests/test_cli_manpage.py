@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from barecat.cli.main import build_parser
-from barecat.cli.manpage import _commands, render
+from barecat.cli.manpage import documented_commands, render
 
 REPO = Path(__file__).resolve().parents[1]
 PAGE = REPO / "man" / "barecat.1"
@@ -42,7 +42,7 @@ def test_man_renders_every_command_without_warnings() -> None:
         checked = subprocess.run(["groff", "-man", "-ww", "-z", str(PAGE)], capture_output=True)
         assert checked.returncode == 0 and checked.stderr == b"", checked.stderr
     text = _rendered()
-    commands = _commands(build_parser())
+    commands = documented_commands(build_parser())
     assert len(commands) > 25
     for name, aliases, _ in commands:
         heading = name + (f" ({', '.join(aliases)})" if aliases else "")

@@ -377,6 +377,7 @@ def test_the_many_machines_recipe_of_the_readme(tmp_path: Path, sealed: bool) ->
         assert {p: bc[p] for p in bc} == files
 
 
+@pytest.mark.slow
 def test_kill_during_an_encrypted_create_keeps_committed_files(tmp_path: Path) -> None:
     """SIGKILL a sealed create after its first commit: what -v listed is there, decrypts,
     and ``--resume`` (with the passphrase) adds exactly the rest."""

@@ -41,6 +41,8 @@ from barecat.exceptions import BarecatError
 from fuzzing import fuzz_settings
 from test_coldcrate import coldcrate_python
 
+pytestmark = pytest.mark.slow
+
 # The rows, built on both sides from this source: small, so mutations hit structure often.
 MODEL = textwrap.dedent(
     """

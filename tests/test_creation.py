@@ -101,6 +101,7 @@ def _small_tree(root: Path) -> Path:
 
 
 @pytest.mark.parametrize("spill", [False, True], ids=["cached", "spilled"])
+@pytest.mark.slow
 def test_a_kill_at_any_step_of_creation_leaves_nothing_or_a_whole_archive(
     run: Run, tmp_path: Path, spill: bool
 ) -> None:
@@ -153,6 +154,7 @@ REFERENCE_KILLER = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_what_a_kill_leaves_of_the_references_creation_is_recovered(
     run: Run, tmp_path: Path
 ) -> None:

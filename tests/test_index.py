@@ -371,11 +371,11 @@ def test_files_after_follow_the_listing_order(archive_path: str) -> None:
             bc[name] = name.encode()
         listed = [name for name in bc.listdir("d") if bc.isfile(f"d/{name}")]
         assert listed == ["c", "a", "b", "e"]
-        index = bc.index
-        assert [f.path for f in index.files_after("d/c", 10)] == ["d/a", "d/b", "d/e"]
-        assert [f.path for f in index.files_after("d/a", 1)] == ["d/b"]
-        assert index.files_after("d/e", 10) == [] and index.files_after("d/none", 5) == []
-        after = index.files_after("/d//a", 5)  # (paths are normalized)
+        listing = bc.index.listing
+        assert [f.path for f in listing.files_after("d/c", 10)] == ["d/a", "d/b", "d/e"]
+        assert [f.path for f in listing.files_after("d/a", 1)] == ["d/b"]
+        assert listing.files_after("d/e", 10) == [] and listing.files_after("d/none", 5) == []
+        after = listing.files_after("/d//a", 5)  # (paths are normalized)
         assert [(f.path, f.size) for f in after] == [("d/b", 3), ("d/e", 3)]
 
 
@@ -436,3 +436,19 @@ def test_the_reference_docs_raw_sql_examples_work_on_our_archives(tmp_path) -> N
         sql = "SELECT shard, offset, size FROM files WHERE path='dir/file.txt'"
         out = subprocess.run([sqlite_cli, base, sql], capture_output=True, text=True, check=True)
         assert out.stdout.strip() == f"{shard}|{offset}|{size}"
+
+
+def test_raw_sql_on_conn_sees_the_statistics_of_a_run_of_adds(archive_path: str) -> None:
+    """0.3.1's contract of ``bc.index.conn``: SQL of one's own, right after a loop of
+    ``bc[path] = data`` (whose statistics are owed), sees them applied and the triggers
+    on, so its own inserts are counted too."""
+    with barecat.Barecat(archive_path, readonly=False) as bc:
+        for i in range(50):
+            bc[f"d/e/f{i}"] = b"xy"
+        conn = bc.index.conn
+        row = conn.execute("SELECT num_files_tree, size_tree FROM dirs WHERE path = 'd'")
+        assert tuple(row.fetchone()) == (50, 100)
+        flag = conn.execute("SELECT value_int FROM config WHERE key = 'use_triggers'")
+        assert flag.fetchone()[0] == 1
+        conn.execute("INSERT INTO files (path, shard, offset, size) VALUES ('d/e/raw', 0, 0, 0)")
+        assert bc.stat("d/e").num_files == 51 and bc.index.find_inconsistencies() == []

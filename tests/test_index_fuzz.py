@@ -30,6 +30,8 @@ from barecat.ops import verify_archive
 from barecat.paths import normalize
 from fuzzing import fuzz_settings
 
+pytestmark = pytest.mark.slow
+
 FILES = {
     "a.txt": b"alpha",
     "dir/b.bin": bytes(range(200)),

@@ -890,6 +890,7 @@ def _our_cli(*argv: str) -> subprocess.CompletedProcess[str]:
         *(("reference", c) for c in ["defrag", "defrag --smart", "reshard", "subset", "merge"]),
     ],
 )
+@pytest.mark.slow
 def test_maintenance_by_one_side_on_the_others_archive(
     ref: Reference, tmp_path: Path, maker: str, command: str
 ) -> None:

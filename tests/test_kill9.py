@@ -44,6 +44,8 @@ from killing import (
 from test_ops_defrag import assert_packed, fragmented
 from test_ops_upgrade import DATA, check_upgraded, implied_dirs, sha
 
+pytestmark = pytest.mark.slow
+
 Files = dict[str, bytes]
 
 

@@ -455,5 +455,59 @@ def test_placement_pages_and_holes_with_empty_files(archive_path: str) -> None:
             assert not any(f.offset < offset + size and f.end > offset for f in up if f.size)
 
 
-def test_rounds_are_bounded() -> None:
-    assert rounds.ROUND_BYTES >= compaction.GROW_WINDOW
+@pytest.mark.parametrize("op", ["defrag", "reshard"])
+def test_rounds_are_bounded(archive_path: str, monkeypatch: pytest.MonkeyPatch, op: str) -> None:
+    """No round copies more than ROUND_BYTES plus the one file that filled it: a crash
+    loses at most one round's copying, and a round's bytes are fsynced together. The
+    limit is lowered so that a small archive needs many rounds."""
+    limit = 20_000
+    monkeypatch.setattr(rounds, "ROUND_BYTES", limit)
+    expected = fragmented(archive_path, n=600)
+    largest = max(len(v) for v in expected.values())
+    copied: list[int] = []
+    kw = {"on_progress": lambda files, nbytes: copied.append(nbytes)}
+    if op == "defrag":
+        result = run_op(archive_path, defrag, **kw)
+    else:
+        result = run_op(archive_path, reshard, 50_000, **kw)
+    per_round = [n for n in copied if n]
+    assert len(per_round) == result.rounds > 5
+    assert sum(per_round) == result.bytes_moved
+    assert max(per_round) <= limit + largest, per_round
+    assert max(per_round) >= limit  # rounds are cut by bytes here, not by files or time
+    assert_packed(archive_path, 50_000 if op == "reshard" else None)
+    check(archive_path, expected).close()
+
+
+def test_the_facade_returns_full_results_and_reports_progress(archive_path: str) -> None:
+    """``bc.defragment``/``reshard``/``verify``/``repair`` give the ops' results and call
+    the progress callbacks; 0.3.1's ``defrag`` and ``verify_integrity`` keep their types."""
+    expected = fragmented(archive_path, n=200, limit=5000)
+    with barecat.Barecat(archive_path) as bc:
+        ahead = bc.fragmentation()
+        with pytest.raises(ReadOnlyBarecatError):
+            bc.defragment()
+        with pytest.raises(ReadOnlyBarecatError):
+            bc.reshard(10_000)
+        checked: list[str] = []
+        report = bc.verify(on_file=lambda f: checked.append(f.path), workers=2)
+        assert report.ok and report.files_checked == len(expected)
+        assert sorted(checked) == sorted(expected)
+        assert bc.verify_integrity() is True
+    assert ahead.reclaimable > 0
+    moved: list[tuple[int, int]] = []
+    with barecat.Barecat(archive_path, readonly=False) as bc:
+        result = bc.defragment(on_progress=lambda files, nbytes: moved.append((files, nbytes)))
+        assert isinstance(result, DefragResult)
+        assert result.bytes_reclaimed == ahead.reclaimable and result.files_moved > 0
+        assert moved and sum(n for _, n in moved) >= result.bytes_moved > 0
+        assert bc.defrag() == 0  # 0.3.1's method: the bytes freed, nothing left to free
+        bc["after/defragment"] = b"appended where the files now end"
+        expected["after/defragment"] = b"appended where the files now end"
+        resharded = bc.reshard("20K")  # sizes are binary: 20480
+        assert (resharded.old_limit, resharded.new_limit) == (5000, 20_480)
+        assert bc.shard_size_limit == 20_480
+        repaired = bc.repair()
+        assert not repaired.changed and repaired.bad_files == []
+    check(archive_path, expected).close()
+    assert_packed(archive_path, 20_480)

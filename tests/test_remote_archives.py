@@ -186,6 +186,7 @@ def _fill(server: S3Server, local: str, url: str) -> None:
     upload(store, local, url)
 
 
+@pytest.mark.slow
 def test_cached_bytes_are_served_while_the_store_is_down(tmp_path: Path) -> None:
     local = str(tmp_path / "ds.barecat")
     files = build(local, count=120, seed=2)
@@ -381,6 +382,7 @@ def test_torch_dataloader_workers_read_batches_from_the_store(
     assert seen == {p: d for p, d in files.items() if p.startswith("train/")}
 
 
+@pytest.mark.slow
 def test_fsspec_chained_urls_and_the_cli_read_from_the_store(
     remote: tuple[str, str, dict[str, bytes]], server: S3Server, tmp_path: Path
 ) -> None:

@@ -117,6 +117,7 @@ def test_the_shards_hold_no_plaintext_and_text_shrinks(
 
 @settings(max_examples=40, deadline=None)
 @given(start=st.integers(0, 3 * BLOCK + 200), length=st.integers(0, 2 * BLOCK))
+@pytest.mark.slow
 def test_partial_reads_across_block_boundaries(
     start: int, length: int, sealed_mixed: tuple[str, bytes]
 ) -> None:
@@ -506,6 +507,7 @@ def test_a_missing_backend_is_named(
     assert out.startswith("missing:") and hint in out
 
 
+@pytest.mark.slow
 def test_big_files_are_sealed_block_by_block_in_bounded_memory(
     tmp_path: os.PathLike[str],
 ) -> None:

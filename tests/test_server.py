@@ -76,7 +76,7 @@ def test_the_client_reads_like_a_barecat(archive: tuple[str, dict[str, bytes]]) 
         assert remote.listdir("") == ["train", "notes.txt"]
         assert sorted(remote.glob("train/a/00?.bin")) == [f"train/a/00{i}.bin" for i in range(10)]
         assert len(remote) == len(files) and sorted(remote) == sorted(files)
-        assert remote.stat("train")["num_files_tree"] == 80
+        assert remote.stat("train").num_files_tree == 80
         assert "notes.txt" in remote and "no/such" not in remote
         with pytest.raises(KeyError):
             remote["no/such"]
@@ -192,6 +192,7 @@ def test_stalled_clients_are_cut_off(archive: tuple[str, dict[str, bytes]]) -> N
             assert remote.get_many([f"whole{i}.bin" for i in range(3)]) == [b"w" * 100] * 3
 
 
+@pytest.mark.slow
 def test_many_concurrent_writers_through_one_archive_writer(
     archive: tuple[str, dict[str, bytes]],
 ) -> None:
@@ -291,6 +292,7 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+@pytest.mark.slow
 def test_a_tampered_transfer_is_detected(archive: tuple[str, dict[str, bytes]]) -> None:
     """A real proxy between client and server changes one byte of the body: the client's
     check of X-Barecat-CRC32C refuses it."""

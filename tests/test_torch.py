@@ -22,6 +22,8 @@ from torch.utils.data import DataLoader  # noqa: E402
 
 from barecat.integrations.torch import BarecatDataset, BarecatSampler  # noqa: E402
 
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def archive(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict[str, bytes]]:

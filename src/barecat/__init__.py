@@ -10,7 +10,7 @@ from barecat.lazy_exports import TYPE_CHECKING, lazy_exports
 __version__ = "0.4.0.dev0"
 
 if TYPE_CHECKING:
-    from barecat.archive import Barecat
+    from barecat.archive import Barecat, ReadableArchive
     from barecat.codecs import DecodedView, UnsafePickleWarning
     from barecat.entries import (
         SHARD_SIZE_UNLIMITED,
@@ -52,7 +52,7 @@ else:  # imported on first use: the face loads nothing up front
     __getattr__, __dir__ = lazy_exports(
         __name__,
         {
-            "barecat.archive": ["Barecat"],
+            "barecat.archive": ["Barecat", "ReadableArchive"],
             "barecat.codecs": ["DecodedView", "UnsafePickleWarning"],
             "barecat.entries": [
                 "SHARD_SIZE_UNLIMITED",
@@ -164,6 +164,7 @@ __all__ = [
     "Order",
     "PathTypeBarecatError",
     "ReadOnlyBarecatError",
+    "ReadableArchive",
     "SchemaVersionBarecatError",
     "Sharder",
     "UnsafePickleWarning",

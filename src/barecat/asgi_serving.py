@@ -49,7 +49,8 @@ class HTTPError(Exception):
 
 def answered(handler: Handler) -> Handler:
     """Turn what a route raises into its HTTP status: 400 for a path that leaves the
-    archive, 404 missing, 409 a directory where a file is wanted (or the reverse, or one
+    archive, 404 missing (``"type": "not_a_directory"`` when a file stands in the way),
+    409 a directory where a file is wanted (or the reverse, or one
     that exists), 405 a read-only archive, 500 other archive errors; for damaged bytes
     the JSON says ``"type": "integrity"``, so a client raises what a local read would."""
 
@@ -65,6 +66,9 @@ def answered(handler: Handler) -> Handler:
         except InvalidPathBarecatError as e:
             status, message = 400, str(e)
         except (FileNotFoundBarecatError, KeyError) as e:
+            if isinstance(e, NotADirectoryBarecatError):  # a lookup through a file
+                body = {"error": f"not found: {e}", "type": "not_a_directory"}
+                return JSONResponse(body, status_code=404)
             status, message = 404, f"not found: {e}"
         except (IsADirectoryBarecatError, NotADirectoryBarecatError, FileExistsBarecatError) as e:
             status, message = 409, str(e)

@@ -67,7 +67,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         t_read = time.perf_counter() - t0
         classes = bc.listdir("train")
         jpgs = len(bc.glob("**/*.jpg", recursive=True))
-        stats = bc.index.lookup_dir("train")
+        stats = bc.lookup_dir("train")
         print(f"archive        {archive}")
         print(f"files          {len(bc)} ({total / 1e6:.1f} MB), {bc.num_dirs} directories")
         print(f"write          {len(paths) / t_write:,.0f} files/s")

@@ -95,7 +95,7 @@ class ArchiveEditing(ArchiveContract):
         files = (
             [entry]
             if isinstance(entry, BarecatFileInfo)
-            else list(self.index.iter_fileinfos_below(old))
+            else list(self.index.listing.files_below(old))
         )
         start = (self.sharder.write_shard, self.sharder.write_offset)
         try:

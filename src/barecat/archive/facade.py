@@ -431,13 +431,13 @@ class Barecat(
         return self.index.num_files
 
     def __iter__(self) -> Iterator[str]:
-        return self.index.iter_all_filepaths()
+        return self.index.listing.file_paths()
 
     def files(self) -> Iterator[str]:
-        return self.index.iter_all_filepaths()
+        return self.index.listing.file_paths()
 
     def dirs(self) -> Iterator[str]:
-        return self.index.iter_all_dirpaths()
+        return self.index.listing.dir_paths()
 
     def clear(self) -> None:
         self.rmtree("")

@@ -1,6 +1,8 @@
 """Answers about an archive that only read its index and shard sizes: the ``os.path``-
-and ``os``-style queries, listings, globs, totals and integrity, shared by every
-:class:`~barecat.archive.Barecat`.
+and ``os``-style queries, entry records, listings, globs, totals, fragmentation and
+integrity, shared by every :class:`~barecat.archive.Barecat`. With the contents read
+(``reading.py``) these make the facade a :class:`~barecat.archive.readable.ReadableArchive`;
+front ends ask these methods, never the index.
 
 A mixin over the two halves the facade holds (``index``, ``sharder``); it delegates and
 owns no state, so the facade module keeps only what couples writing to the halves.
@@ -9,10 +11,18 @@ owns no state, so the facade module keeps only what couples writing to the halve
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
-from barecat.entries import BarecatEntryInfo
+from barecat.entries import BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo, Order
 from barecat.index import Index
 from barecat.shards import Sharder
+
+if TYPE_CHECKING:  # the ops are imported when used: reading an archive loads none of them
+    from barecat.glob import PathFilter
+    from barecat.index.query import WalkStep
+    from barecat.ops.defrag import Fragmentation
+    from barecat.ops.subset import Selection
+    from barecat.ops.verify import OnFile, VerifyReport
 
 
 class ArchiveInspection:
@@ -31,37 +41,139 @@ class ArchiveInspection:
         return self.index.isdir(path)
 
     def stat(self, path: str) -> BarecatEntryInfo:
-        """The file's or directory's info record."""
+        """The file's or directory's info record (:meth:`lookup`)."""
         return self.index.lookup(path)
 
+    def lookup(self, path: str) -> BarecatEntryInfo:
+        """The record of the file or directory at ``path``.
+
+        Raises:
+            FileNotFoundBarecatError: nothing is there.
+        """
+        return self.index.lookup(path)
+
+    def lookup_file(self, path: str) -> BarecatFileInfo:
+        """The record of the file at ``path``.
+
+        Raises:
+            FileNotFoundBarecatError: no file is there.
+            IsADirectoryBarecatError: a directory is there.
+        """
+        return self.index.lookup_file(path)
+
+    def lookup_dir(self, path: str) -> BarecatDirInfo:
+        """The record of the directory at ``path`` (``""``: the root).
+
+        Raises:
+            FileNotFoundBarecatError: no directory is there
+                (``NotADirectoryLookupBarecatError``, also a ``NotADirectoryError``, when
+                a file is).
+        """
+        return self.index.lookup_dir(path)
+
+    def listdir_infos(self, path: str = "", order: Order = Order.ANY) -> list[BarecatEntryInfo]:
+        """The records of a directory's entries: subdirectories first, then files, each
+        group in ``order`` (``Order.ANY``: the order they were added).
+
+        Raises:
+            FileNotFoundBarecatError: no such directory.
+            NotADirectoryBarecatError: ``path`` is a file.
+        """
+        return self.index.listdir_infos(path, order)
+
+    def subdirs_of(self, path: str, order: Order = Order.ANY) -> Iterator[BarecatDirInfo]:
+        """The records of the directories directly in ``path`` (none for a missing one)."""
+        return self.index.iter_subdir_dirinfos(path, order)
+
+    def files_in(self, path: str, order: Order = Order.ANY) -> Iterator[BarecatFileInfo]:
+        """The records of the files directly in ``path`` (none for a missing directory)."""
+        return self.index.iter_direct_fileinfos(path, order)
+
+    def files_page(self, path: str, offset: int, limit: int) -> list[BarecatFileInfo]:
+        """Files directly in ``path``, in path order, ``limit`` of them from ``offset``:
+        one page of a directory too big to list at once."""
+        return self.index.listing.page_of_files(path, offset, limit)
+
+    def files_after(self, path: str, limit: int) -> list[BarecatFileInfo]:
+        """Up to ``limit`` files of ``path``'s directory that follow the file ``path`` in
+        listing order: what a reader going through the directory wants next."""
+        return self.index.listing.files_after(path, limit)
+
+    def iter_fileinfos(self, order: Order = Order.ANY) -> Iterator[BarecatFileInfo]:
+        """Every file's record, in ``order`` (``Order.ADDRESS``: storage order, the one
+        that reads the shards front to back; ``Order.PATH``: sorted by path)."""
+        return self.index.iter_all_fileinfos(order)
+
+    def iter_dirinfos(self, order: Order = Order.ANY) -> Iterator[BarecatDirInfo]:
+        """Every directory's record (the root's too), in ``order``."""
+        return self.index.iter_all_dirinfos(order)
+
     def listdir(self, path: str = "") -> list[str]:
-        return self.index.listdir_names(path)
+        return self.index.listing.names(path)
 
     def scandir(self, path: str = "") -> Iterator[BarecatEntryInfo]:
-        return self.index.iterdir_infos(path)
+        return self.index.listing.entries(path)
 
     def walk(self, path: str = "") -> Iterator[tuple[str, list[str], list[str]]]:
-        return self.index.walk_names(path)
+        return self.index.listing.walk_names(path)
+
+    def walk_infos(self, path: str = "") -> Iterator[WalkStep]:
+        """:meth:`walk` with records: ``(directory, subdirectories, files)`` for each
+        directory of the subtree at ``path``, in path order.
+
+        Raises:
+            FileNotFoundBarecatError: no such directory.
+        """
+        return self.index.walk_infos(path)
 
     def glob(
         self, pattern: str, recursive: bool = False, include_hidden: bool = False
     ) -> list[str]:
-        return self.index.glob_paths(pattern, recursive, include_hidden)
+        return self.index.listing.glob(pattern, recursive, include_hidden)
 
     def iglob(
         self, pattern: str, recursive: bool = False, include_hidden: bool = False
     ) -> Iterator[str]:
-        return self.index.iterglob_paths(pattern, recursive, include_hidden)
+        yield from self.index.listing.glob(pattern, recursive, include_hidden)
 
     def globfiles(
         self, pattern: str, recursive: bool = False, include_hidden: bool = False
     ) -> list[str]:
-        return self.index.glob_paths(pattern, recursive, include_hidden, only_files=True)
+        return self.index.listing.glob(pattern, recursive, include_hidden, only_files=True)
 
     def iglobfiles(
         self, pattern: str, recursive: bool = False, include_hidden: bool = False
     ) -> Iterator[str]:
-        return self.index.iterglob_paths(pattern, recursive, include_hidden, only_files=True)
+        yield from self.index.listing.glob(pattern, recursive, include_hidden, only_files=True)
+
+    def glob_entries(
+        self,
+        pattern: str,
+        recursive: bool = False,
+        include_hidden: bool = False,
+        only_files: bool = False,
+    ) -> list[str]:
+        """The entries :meth:`glob` matches, as archive paths: sorted, each once, without
+        a trailing ``/`` and without the root: for callers that act on entries rather
+        than mirror ``glob.glob``'s spelling."""
+        return self.index.listing.glob_entries(pattern, recursive, include_hidden, only_files)
+
+    def select_entries(
+        self, pattern: str | None = None, path_filter: PathFilter | None = None
+    ) -> Selection | None:
+        """The entries a subset takes: those a glob ``pattern`` (recursive, hidden names
+        included, ``dir/`` meaning ``dir/**``) or include/exclude rules choose, with the
+        directories they need.
+
+        Returns:
+            The files and directories; None when everything is chosen.
+
+        Raises:
+            ValueError: both a pattern and rules given.
+        """
+        from barecat.ops.subset import select_entries as select
+
+        return select(self.index, pattern, path_filter)
 
     @property
     def num_files(self) -> int:
@@ -98,11 +210,31 @@ class ArchiveInspection:
     def physical_shard_end(self, shard_number: int) -> int:
         return self.sharder.physical_shard_end(shard_number)
 
-    def verify_integrity(self, quick: bool = False) -> bool:
-        """True if the index is consistent and every file (or, ``quick``, the last) checks out.
+    def fragmentation(self) -> Fragmentation:
+        """How much of the shards no file uses: holes between files and slack past the
+        last file of each shard (what ``defragment`` would reclaim)."""
+        from barecat.ops.defrag import fragmentation
 
-        ``barecat.ops.verify_archive(bc.index, bc.sharder)`` gives the full report.
+        return fragmentation(self.index, self.sharder)
+
+    def verify(
+        self, quick: bool = False, on_file: OnFile | None = None, workers: int = 1
+    ) -> VerifyReport:
+        """Check the index's consistency and every file's bytes against its CRC32C.
+
+        Args:
+            quick: check only the last file's bytes (with the index and shard ends).
+            on_file: called with each file's record once its bytes are checked.
+            workers: threads computing checksums.
+
+        Returns:
+            The full report: files checked, the bad ones and why, index problems.
         """
-        from barecat.ops.verify import verify_archive  # when used: ops load lazily
+        from barecat.ops.verify import verify_archive
 
-        return verify_archive(self.index, self.sharder, quick).ok
+        return verify_archive(self.index, self.sharder, quick, on_file=on_file, workers=workers)
+
+    def verify_integrity(self, quick: bool = False) -> bool:
+        """True if the index is consistent and every file (or, ``quick``, the last) checks
+        out (barecat 0.3.1's method; :meth:`verify` gives the full report)."""
+        return self.verify(quick).ok

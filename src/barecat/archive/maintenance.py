@@ -1,17 +1,33 @@
 """Operations over a whole archive rather than a file: its shard size limit, cutting
-shards back to what the index references, defragmenting, merging other archives in, and
-changing an encrypted archive's passphrase. A mixin over what the facade holds
-(``index``, ``sharder``, the archive's sealing); each operation commits what came before
-it, then hands the halves to the tool in ``barecat.ops`` that does the work, and puts the
-write position back after the last file.
+shards back to what the index references, defragmenting, resharding, repairing, merging
+other archives in, taking a subset of another, and changing an encrypted archive's
+passphrase. A mixin over what the facade holds (``index``, ``sharder``, the archive's
+sealing); each operation checks that it may run (writable, no file open for writing),
+commits what came before it, then hands the halves to the tool in ``barecat.ops`` that
+does the work, and puts the write position back after the last file. Each returns that
+tool's full result and takes its progress callback; barecat 0.3.1's names (``defrag``,
+``merge_from_other_barecat``) are thin wrappers returning what 0.3.1 returned. The CLI
+calls these, so the conditions around an operation are kept here, once.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from barecat.archive.contract import ArchiveContract, serialized
 from barecat.exceptions import BarecatError
 from barecat.glob import PathFilter
 from barecat.sizes import parse_size
+
+if TYPE_CHECKING:  # each op is imported when it runs: opening an archive loads none
+    from barecat.ops.copy_files import CopyStats, ProgressCallback
+    from barecat.ops.defrag import DefragResult
+    from barecat.ops.merge import MergeResult
+    from barecat.ops.repair import RepairResult
+    from barecat.ops.reshard import ReshardResult
+    from barecat.ops.subset import Selection
+    from barecat.ops.verify import OnFile
 
 
 class ArchiveMaintenance(ArchiveContract):
@@ -37,17 +53,201 @@ class ArchiveMaintenance(ArchiveContract):
         self.sharder.truncate_all_to_logical_size(ends)
 
     @serialized
-    def defrag(self, quick: bool = False) -> int:
-        """Reclaim the holes left by removed and replaced files (the reference's method);
-        returns the bytes freed. Crash-safe: see ``barecat.ops.defrag``."""
+    def defragment(
+        self,
+        quick: bool = False,
+        time_budget: float = 5.0,
+        on_progress: ProgressCallback | None = None,
+    ) -> DefragResult:
+        """Reclaim the holes left by removed and replaced files. Crash-safe: a kill at any
+        moment loses nothing (see ``barecat.ops.defrag``).
+
+        Args:
+            quick: only move files from the end into the holes that fit them best,
+                within ``time_budget`` seconds (may leave holes).
+            time_budget: seconds a quick defrag may take.
+            on_progress: called with (files, bytes) as files are moved.
+
+        Returns:
+            What moved, what was freed, the shards before and after, files whose
+            checksums were already wrong (moved unchanged).
+
+        Raises:
+            ReadOnlyBarecatError: not open for writing, or append-only.
+        """
         self._require_changeable()
         self._require_no_open_writer()
         self.commit()
-        from barecat.ops.defrag import defrag as defrag_archive  # when used: ops load lazily
+        from barecat.ops.defrag import defrag as defrag_archive
 
-        result = defrag_archive(self.index, self.sharder, quick=quick)
+        result = defrag_archive(
+            self.index, self.sharder, quick=quick, time_budget=time_budget, on_progress=on_progress
+        )
         self._resync_write_position()
-        return result.bytes_reclaimed
+        return result
+
+    def defrag(self, quick: bool = False) -> int:
+        """Reclaim the holes left by removed and replaced files (barecat 0.3.1's method);
+        returns the bytes freed. :meth:`defragment` gives the full result."""
+        return self.defragment(quick).bytes_reclaimed
+
+    @serialized
+    def reshard(
+        self, shard_size_limit: int | str, on_progress: ProgressCallback | None = None
+    ) -> ReshardResult:
+        """Reorganize the files into shards of at most ``shard_size_limit`` and store it
+        as the archive's limit (holes are squeezed out on the way). Crash-safe.
+
+        Args:
+            shard_size_limit: bytes, or a size such as ``'1G'``.
+            on_progress: called with (files, bytes) as files are moved.
+
+        Returns:
+            A defrag's figures plus the old and new limits.
+
+        Raises:
+            ReadOnlyBarecatError: not open for writing, or append-only.
+            FileTooLargeBarecatError: a file is larger than the new limit (nothing moved).
+        """
+        self._require_changeable()
+        self._require_no_open_writer()
+        self.commit()
+        from barecat.ops.reshard import reshard as reshard_archive
+
+        result = reshard_archive(
+            self.index, self.sharder, parse_size(shard_size_limit), on_progress=on_progress
+        )
+        self._resync_write_position()
+        return result
+
+    @serialized
+    def repair(
+        self, drop_bad: bool = False, workers: int = 1, on_file: OnFile | None = None
+    ) -> RepairResult:
+        """Cut shard tails no file uses, rebuild directory data, find the files whose
+        bytes are missing or corrupt (and with ``drop_bad`` remove them from the index).
+
+        Args:
+            drop_bad: remove bad files from the index.
+            workers: threads computing checksums.
+            on_file: called with each file's record once its bytes are checked.
+
+        Returns:
+            What was cut, fixed, found and dropped, and the problems left.
+
+        Raises:
+            ReadOnlyBarecatError: not open for writing.
+        """
+        self._require_writable()
+        self._require_no_open_writer()
+        if drop_bad:
+            self.prepare_file_list_edit()
+        self.commit()
+        from barecat.ops.repair import repair as repair_archive
+
+        result = repair_archive(
+            self.index, self.sharder, drop_bad=drop_bad, workers=workers, on_file=on_file
+        )
+        self._resync_write_position()
+        return result
+
+    @serialized
+    def merge(
+        self,
+        sources: Sequence[str],
+        *,
+        ignore_duplicates: bool = False,
+        symlink: bool = False,
+        prefix: str = "",
+        as_subdirs: bool = False,
+        pattern: str | None = None,
+        path_filter: PathFilter | None = None,
+        on_progress: ProgressCallback | None = None,
+        on_input: Callable[[str, int], None] | None = None,
+    ) -> MergeResult:
+        """Copy other archives' files in (or, ``symlink``, link their shards), each input
+        whole or not at all (see ``barecat.ops.merge``).
+
+        Args:
+            sources: the archives, in order; the first to have a path keeps it.
+            ignore_duplicates: skip a file whose path is taken (default: raise).
+            symlink: link the inputs' shards instead of copying bytes.
+            prefix: put everything under this directory.
+            as_subdirs: put each input in a directory named after it.
+            pattern: only files matching this glob.
+            path_filter: only what these include/exclude rules choose.
+            on_progress: called with (files, bytes) as files are copied.
+            on_input: called with (input path, its number of files) as each starts.
+
+        Returns:
+            Totals over all inputs, and each input's own.
+
+        Raises:
+            FileExistsBarecatError: a path is taken (without ``ignore_duplicates``); the
+                inputs before the one that has it stay merged.
+            MergeConflictBarecatError: a file where this archive has a directory, or the
+                reverse.
+        """
+        self._require_writable()
+        self._require_no_open_writer()
+        self.prepare_file_list_edit()
+        self.commit()
+        from barecat.ops.merge import merge_archives
+
+        result = merge_archives(
+            self.index,
+            self.sharder,
+            sources,
+            ignore_duplicates=ignore_duplicates,
+            symlink=symlink,
+            prefix=prefix,
+            as_subdirs=as_subdirs,
+            pattern=pattern,
+            path_filter=path_filter,
+            on_progress=on_progress,
+            on_input=on_input,
+            seal_like=self.seal_like,
+        )
+        self._resync_write_position()
+        return result
+
+    @serialized
+    def take_subset(
+        self,
+        source: ArchiveContract,
+        selection: Selection | None,
+        on_progress: ProgressCallback | None = None,
+    ) -> CopyStats:
+        """Copy the chosen entries of another archive in (see ``barecat.ops.subset``).
+
+        Args:
+            source: the archive to copy from (open for reading).
+            selection: what to take, from ``source.select_entries``; None: everything.
+            on_progress: called with (files, bytes) as files are copied.
+
+        Returns:
+            Files and bytes copied.
+
+        Raises:
+            FileExistsBarecatError: a chosen path is taken here.
+        """
+        self._require_writable()
+        self._require_no_open_writer()
+        self.prepare_file_list_edit()
+        self.commit()
+        from barecat.ops.subset import subset_archive
+
+        stats = subset_archive(
+            source.index,
+            source.sharder,
+            self.index,
+            self.sharder,
+            selection,
+            on_progress,
+            seal_like=self.seal_like,
+        )
+        self._resync_write_position()
+        return stats
 
     @serialized
     def merge_from_other_barecat(
@@ -76,24 +276,14 @@ class ArchiveMaintenance(ArchiveContract):
             NotADirectoryBarecatError: a directory the source needs (or the prefix) is a
                 file here (also a ``ValueError``).
         """
-        self._require_writable()
-        self._require_no_open_writer()
         path_filter = PathFilter.from_rules(filter_rules) if filter_rules else None
-        self.prepare_file_list_edit()
-        self.commit()
-        from barecat.ops.merge import merge_archives  # when used: ops load lazily
-
-        merge_archives(
-            self.index,
-            self.sharder,
+        self.merge(
             [source_path],
             ignore_duplicates=ignore_duplicates,
             prefix=prefix,
             pattern=pattern,
             path_filter=path_filter,
-            seal_like=self.seal_like,
         )
-        self._resync_write_position()
 
     @serialized
     def rekey(self, new_passphrase: str | bytes) -> None:

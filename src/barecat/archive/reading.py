@@ -66,7 +66,7 @@ class ArchiveReading:
             return []
         sealer = self._sealing.sealer()
         bad = []
-        for f in self.index.iter_all_fileinfos(Order.ADDRESS):
+        for f in self.index.listing.files(Order.ADDRESS):
             try:
                 sealer.unseal(f.path, self._stored_bytes(f))
             except BarecatIntegrityError as e:

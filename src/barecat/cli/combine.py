@@ -35,8 +35,7 @@ from barecat.exceptions import BarecatError, FileExistsBarecatError
 from barecat.glob import PathFilter
 from barecat.layout import archive_exists, base_path, index_path
 from barecat.ops.copy_files import CopyStats
-from barecat.ops.merge import check_source, merge_archives
-from barecat.ops.subset import select_entries, subset_archive
+from barecat.ops.merge import check_source
 from barecat.transfer.merging import barecat_inputs, is_tar_or_zip, merge_output
 
 MERGE_EXAMPLES = """
@@ -216,10 +215,7 @@ def _merge(args: argparse.Namespace, inputs: list[str], names: dict[str, str]) -
     output = _output_archive(args, args.output, args.force, args.shard_size_limit)
     with output as out, Progress("merge", total, show) as bar:
         try:
-            out.prepare_file_list_edit()
-            result = merge_archives(
-                out.index,
-                out.sharder,
+            result = out.merge(
                 inputs,
                 ignore_duplicates=args.ignore_duplicates or args.append,
                 symlink=args.symlink,
@@ -229,7 +225,6 @@ def _merge(args: argparse.Namespace, inputs: list[str], names: dict[str, str]) -
                 path_filter=path_filter,
                 on_progress=bar.advance,
                 on_input=on_input,
-                seal_like=out.seal_like,
             )
         except BarecatError as e:
             bar.close()
@@ -259,20 +254,11 @@ def run_subset(args: argparse.Namespace) -> int:
     _check_output(args.output, [args.archive], args.force, "use -f to overwrite")
     show = wants_progress(args.quiet)
     with open_archive(args.archive, args) as src:
-        selection = select_entries(src.index, args.pattern, path_filter)
+        selection = src.select_entries(args.pattern, path_filter)
         total = src.num_files if selection is None else len(selection.files)
         output = _output_archive(args, args.output, args.force, args.shard_size_limit)
         with output as out, Progress("subset", total, show) as bar:
-            out.prepare_file_list_edit()
-            stats = subset_archive(
-                src.index,
-                src.sharder,
-                out.index,
-                out.sharder,
-                selection,
-                bar.advance,
-                seal_like=out.seal_like,
-            )
+            stats = out.take_subset(src, selection, bar.advance)
     _summary("Copied", stats, args.archive, args.output)
     return 0
 
@@ -317,14 +303,8 @@ def _legacy_body(symlink: bool) -> Callable[[argparse.Namespace], int]:
         _check_output(args.output, args.input_paths, True, "")  # an existing one is added to
         limit = getattr(args, "shard_size_limit", None)
         with _output_archive(args, args.output, args.overwrite, limit) as out:
-            out.prepare_file_list_edit()
-            result = merge_archives(
-                out.index,
-                out.sharder,
-                args.input_paths,
-                ignore_duplicates=args.ignore_duplicates,
-                symlink=symlink,
-                seal_like=out.seal_like,
+            result = out.merge(
+                args.input_paths, ignore_duplicates=args.ignore_duplicates, symlink=symlink
             )
         _summary("Merged", result.total, _archives(len(args.input_paths)), args.output)
         return 0

@@ -475,11 +475,11 @@ def _members(bc: Barecat, text: str) -> list[str]:
     if directory and not bc.isdir(directory):
         return []
     found: list[str] = []
-    for info in bc.index.iter_subdir_dirinfos(directory):
+    for info in bc.subdirs_of(directory):
         name = info.path.rpartition("/")[2]
         if name.startswith(typed) and not _hidden_name(name, typed):
             found.append(shown + name + "/")
-    for file_info in bc.index.iter_direct_fileinfos(directory):
+    for file_info in bc.files_in(directory):
         name = file_info.path.rpartition("/")[2]
         if name.startswith(typed) and not _hidden_name(name, typed):
             found.append(shown + name)

@@ -59,7 +59,7 @@ def run_ncdu(args: argparse.Namespace) -> int:
 
     with open_archive(args.archive, args) as bc:
         start = normalize(args.path)
-        bc.index.lookup_dir(start)  # a missing directory fails here, not in the interface
+        bc.lookup_dir(start)  # a missing directory fails here, not in the interface
         NcduApp(bc, start).run()
     return 0
 
@@ -71,7 +71,7 @@ def run_browse(args: argparse.Namespace) -> int:
     with open_archive(args.archive, args) as bc:
         unlock_if_at_hand(bc, args)
         start = normalize(args.path)
-        bc.index.lookup_dir(start)
+        bc.lookup_dir(start)
         BrowseApp(bc, start).run()
     return 0
 

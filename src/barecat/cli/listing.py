@@ -186,7 +186,7 @@ def _files_below(bc: Barecat, path: str) -> Iterator[BarecatFileInfo]:
 
 def _expand(bc: Barecat, arg: str) -> list[BarecatEntryInfo]:
     if has_magic(arg):
-        matches = bc.index.glob_entry_paths(arg, recursive=True)
+        matches = bc.glob_entries(arg, recursive=True)
         if not matches:
             raise FileNotFoundBarecatError(arg, "No match for pattern")
         return [bc.stat(m) for m in matches]

@@ -17,8 +17,6 @@ from barecat.cli.sealing import NEW_PASSPHRASE_ENV, PASSPHRASE_ENV, new_passphra
 from barecat.cli.terminal import Progress, human_size, wants_progress
 from barecat.entries import BarecatFileInfo
 from barecat.exceptions import BarecatError
-from barecat.ops import verify_archive
-from barecat.ops.repair import repair
 from barecat.ops.upgrade import UpgradeResult, format_version, upgrade
 from barecat.ops.verify import OnFile, VerifyReport
 
@@ -140,13 +138,7 @@ def run_verify(args: argparse.Namespace) -> int:
         total = 1 if args.quick else bc.num_files
         progress, on_file = _progress(args, total)
         with progress:
-            report = verify_archive(
-                bc.index,
-                bc.sharder,
-                args.quick,
-                on_file=on_file,
-                workers=args.workers,
-            )
+            report = bc.verify(args.quick, on_file=on_file, workers=args.workers)
         unsealed = _verify_seals(args, bc, report) if not args.quick else ""
     # The findings are the report, on stdout as with 'md5sum -c' (and 0.3.1); the verdict
     # and what failed to run go to stderr.
@@ -243,14 +235,9 @@ def run_rekey(args: argparse.Namespace) -> int:
 
 def run_repair(args: argparse.Namespace) -> int:
     with open_archive(args.archive, args, readonly=False) as bc:
-        if args.drop_bad:
-            bc.prepare_file_list_edit()
         progress, on_file = _progress(args, bc.num_files)
         with progress:
-            result = repair(
-                bc.index, bc.sharder, drop_bad=args.drop_bad, workers=args.workers,
-                on_file=on_file,
-            )  # fmt: skip
+            result = bc.repair(drop_bad=args.drop_bad, workers=args.workers, on_file=on_file)
     if result.bytes_truncated:
         print(f"cut {result.bytes_truncated} bytes that no file uses from the shard ends")
     if result.stats_fixed:

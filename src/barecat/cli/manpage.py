@@ -56,8 +56,15 @@ def _arguments(parser: argparse.ArgumentParser) -> list[str]:
     return lines
 
 
-def _commands(parser: argparse.ArgumentParser) -> list[tuple[str, list[str], str]]:
-    """(name, aliases, help) of every documented subcommand, in the order of --help."""
+def documented_commands(parser: argparse.ArgumentParser) -> list[tuple[str, list[str], str]]:
+    """Every documented subcommand, in the order of ``--help``.
+
+    Args:
+        parser: the ``barecat`` parser (``build_parser()``).
+
+    Returns:
+        ``(name, aliases, summary)`` per command; hidden commands are left out.
+    """
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
             names: dict[int, list[str]] = {}
@@ -86,7 +93,7 @@ def render(parser: argparse.ArgumentParser) -> str:
         *_arguments(parser),
         ".SH COMMANDS",
     ]
-    for name, aliases, summary in _commands(parser):
+    for name, aliases, summary in documented_commands(parser):
         sub = subparsers.choices[name]
         title = name + (f" ({', '.join(aliases)})" if aliases else "")
         lines += [f'.SS "{_escape(title)}"', _escape(summary), ".PP", ".nf"]

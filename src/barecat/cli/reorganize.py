@@ -1,10 +1,11 @@
 """Commands that reorganize an archive's shards: ``barecat defrag`` and ``barecat reshard``.
 
-Thin front ends over ``barecat.ops.defrag`` and ``barecat.ops.reshard``, which are
-crash-safe on their own (a kill at any moment loses nothing); this module parses the
-options, draws a progress bar on a terminal and words the result in one line. Exit
-codes: 0 done, 1 an error, or files whose checksums were already wrong (moved unchanged).
-Also the reference's ``barecat-defrag`` script (:func:`legacy_defrag`).
+Thin front ends over the archive's ``defragment`` and ``reshard`` (``barecat.ops.defrag``
+and ``barecat.ops.reshard`` underneath), which are crash-safe on their own (a kill at any
+moment loses nothing); this module parses the options, draws a progress bar on a terminal
+and words the result in one line. Exit codes: 0 done, 1 an error, or files whose
+checksums were already wrong (moved unchanged). Also the reference's ``barecat-defrag``
+script (:func:`legacy_defrag`).
 """
 
 from __future__ import annotations
@@ -24,8 +25,7 @@ from barecat.cli.sealing import open_archive
 from barecat.cli.terminal import Progress, error, human_size, wants_progress
 from barecat.exceptions import FileNotFoundBarecatError
 from barecat.layout import archive_exists
-from barecat.ops.defrag import DefragResult, defrag, fragmentation
-from barecat.ops.reshard import reshard
+from barecat.ops.defrag import DefragResult
 
 DEFRAG_EXAMPLES = """
 barecat defrag photos.barecat                   # pack every file, drop emptied shards
@@ -101,12 +101,8 @@ def run_defrag(args: argparse.Namespace) -> int:
     with open_archive(args.archive, args, readonly=False) as bc:
         total = None if args.quick else bc.num_files
         with Progress(args.command, total, wants_progress(args.quiet)) as progress:
-            result = defrag(
-                bc.index,
-                bc.sharder,
-                quick=args.quick,
-                time_budget=args.time_budget,
-                on_progress=progress.advance,
+            result = bc.defragment(
+                quick=args.quick, time_budget=args.time_budget, on_progress=progress.advance
             )
     what = "Quick defrag of" if args.quick else "Defragmented"
     if not result.files_moved and not result.bytes_reclaimed:
@@ -136,7 +132,7 @@ def _report_corrupt(result: DefragResult) -> int:
 
 def _show_fragmentation(archive: str) -> int:
     with Barecat(archive) as bc:
-        f = fragmentation(bc.index, bc.sharder)
+        f = bc.fragmentation()
     ratio = f.physical_size / f.data_size if f.data_size else 1.0
     print(f"Physical size:       {_bytes(f.physical_size)} in {f.shards} shards")
     print(f"Data size:           {_bytes(f.data_size)}")
@@ -161,7 +157,7 @@ def run_reshard(args: argparse.Namespace) -> int:
         open_archive(args.archive, args, readonly=False) as bc,
         Progress(args.command, bc.num_files, wants_progress(args.quiet)) as progress,
     ):
-        result = reshard(bc.index, bc.sharder, args.shard_size_limit, on_progress=progress.advance)
+        result = bc.reshard(args.shard_size_limit, on_progress=progress.advance)
     print(
         f"Resharded {args.archive} to shards of at most {_bytes(result.new_limit)}: "
         f"{_summary(result)}."

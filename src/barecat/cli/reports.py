@@ -91,7 +91,7 @@ def print_du(
                 below = (
                     children(bc, info.path)
                     if all_files
-                    else sorted(bc.index.list_subdir_dirinfos(info.path), key=name_key)
+                    else sorted(bc.subdirs_of(info.path), key=name_key)
                 )
                 for child in below:
                     visit(child, depth + 1)
@@ -127,7 +127,7 @@ def run_index_to_csv(args: argparse.Namespace) -> int:
     writer = csv.writer(sys.stdout, quoting=csv.QUOTE_NONNUMERIC, lineterminator="\r\n")
     writer.writerow(["path", "shard", "offset", "size", "crc32c"])
     with open_archive(args.archive, args) as bc:
-        for f in bc.index.iter_all_fileinfos(Order.PATH):
+        for f in bc.iter_fileinfos(Order.PATH):
             crc = "" if f.crc32c is None else f.crc32c
             writer.writerow([f.path, f.shard, f.offset, f.stored_size, crc])
     return 0

@@ -294,9 +294,7 @@ class ShellEngine(cmd.Cmd):
     def glob(self, pattern: str) -> list[str]:
         """Archive paths matching a glob (``**`` recursive), sorted; no match is an error."""
         anchored = pattern if pattern.startswith("/") else f"/{self.cwd}/{pattern}"
-        matches = self.bc.index.glob_entry_paths(
-            posixpath.normpath(anchored).strip("/"), recursive=True
-        )
+        matches = self.bc.glob_entries(posixpath.normpath(anchored).strip("/"), recursive=True)
         if not matches:
             raise ShellError(f"{pattern}: No match")
         return sorted(matches, key=bytewise)

@@ -1,12 +1,13 @@
-"""The :class:`Index`: an archive's SQLite index, with every edit it supports.
+"""The :class:`CoreIndex`: an archive's SQLite index, with every edit it supports.
 
 Adds to :class:`IndexReader` the write side: adding, updating, removing and renaming
 entries, transactions, and directory statistics. Statistics stay right by the schema's
 triggers; bulk edits (``no_triggers``, subtree renames and removals) switch them off
 inside their own transaction and fix the numbers with a few set-based updates instead
 (``treestats.py``), and so do runs of files added one at a time, whose statistics are
-owed until the connection is next used (``deferred_stats.py``). Public method names and
-meanings are the reference's, since users call ``bc.index.*`` directly.
+owed until :meth:`CoreIndex.settled_conn` is next called (``deferred_stats.py``), which
+every query and edit but file rows by path does first. Method names and meanings are
+the reference's where it had them; its other names are in ``compat.py``.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from barecat.entries import (
@@ -30,7 +31,6 @@ from barecat.exceptions import (
     InvalidPathBarecatError,
     IsADirectoryBarecatError,
     NotADirectoryBarecatError,
-    NotEnoughSpaceBarecatError,
     ReadOnlyBarecatError,
 )
 from barecat.index import (
@@ -38,15 +38,16 @@ from barecat.index import (
     deferred_stats,
     file_digest,
     merging,
-    placed_merge,
     query,
     treestats,
 )
 from barecat.index.connection import open_savepoint, select, sqlite_uri
 from barecat.index.deferred_stats import DeferredStats
+from barecat.index.errors import disk_full_or, integrity_error
+from barecat.index.listing import DirItem, FileItem, path_of
 from barecat.index.lookup_table import LookupTable
 from barecat.index.merging import MergeSource
-from barecat.index.reading import DirItem, FileItem, IndexReader, path_of
+from barecat.index.reading import IndexReader
 from barecat.index.schema import (
     SEALING_KEY,
     ConfigValue,
@@ -57,10 +58,6 @@ from barecat.index.schema import (
 from barecat.layout import lookup_table_path
 from barecat.paths import ancestors, check_depth, is_within, normalize, subtree_bounds
 
-_DIR_TAKEN = ("barecat: a directory already has this path", "Path already exists as directory")
-_FILE_TAKEN = ("barecat: a file already has this path", "Path already exists as file")
-
-
 # Secondary indexes a bulk load may drop and rebuild: name -> "table (columns)".
 _SECONDARY_INDEXES = {
     "idx_files_parent": "files (parent)",
@@ -69,26 +66,24 @@ _SECONDARY_INDEXES = {
 }
 
 
-def _disk_full_or(e: sqlite3.OperationalError, where: str) -> Exception:
-    """SQLite's SQLITE_FULL as barecat's disk-full error; anything else unchanged."""
-    if "full" in str(e):
-        return NotEnoughSpaceBarecatError(f"Disk full while updating the index {where}: {e}")
-    return e
+class CoreIndex(IndexReader):
+    """An archive's SQLite index, readable and (unless ``readonly``) editable.
 
-
-class Index(IndexReader):
-    """An archive's SQLite index, readable and (unless ``readonly``) editable."""
+    ``barecat.Index`` (``compat.py``) is this class with barecat 0.3.1's names added.
+    """
 
     _deferred: DeferredStats | None = None
-    """Statistics owed for files added one by one (``add_file``), applied before the
-    connection is used for anything else (see ``barecat.index.deferred_stats``)."""
+    """Statistics owed for files added one by one (``add_file``), applied by
+    :meth:`settled_conn`, which every query and edit but file rows by path calls first
+    (see ``barecat.index.deferred_stats``)."""
     _adds_in_a_row = 0
     file_digest_kept = False
     """True once edits of file rows update the stored digest (``keep_file_digest``)."""
 
-    @property
-    def conn(self) -> sqlite3.Connection:
-        """This thread's connection, with any statistics still owed applied first."""
+    def settled_conn(self) -> sqlite3.Connection:
+        """This thread's connection, with any statistics still owed applied first (the
+        explicit step before every query or edit but file rows by path, and before SQL
+        of one's own); it also ends a run of single adds."""
         conn = self._pool.get()
         self._adds_in_a_row = 0
         deferred = self._deferred
@@ -108,7 +103,7 @@ class Index(IndexReader):
     def close(self) -> None:
         if not self.readonly:
             with contextlib.suppress(sqlite3.Error):
-                conn = self.conn
+                conn = self.settled_conn()
                 conn.commit()
                 if conn.total_changes:  # (else the file stays as it was, byte for byte)
                     conn.execute("PRAGMA optimize")
@@ -132,7 +127,7 @@ class Index(IndexReader):
             return  # nothing was committed: still right
         files = self.num_files
         if self._keep_table_fresh and files and files >= 2 * self._files_at_open:
-            table = LookupTable.build(self.conn, fd)
+            table = LookupTable.build(self.settled_conn(), fd)
             if table is not None and table.save(path):
                 return
         with contextlib.suppress(FileNotFoundError):
@@ -147,13 +142,13 @@ class Index(IndexReader):
     def shard_size_limit(self, value: int) -> None:
         self._require_writable()
         self._set_config_int("shard_size_limit", value)
-        self.conn.commit()
+        self.settled_conn().commit()
 
     def commit(self) -> None:
         try:
-            self.conn.commit()
+            self.settled_conn().commit()
         except sqlite3.OperationalError as e:
-            raise _disk_full_or(e, self.path) from e
+            raise disk_full_or(e, self.path) from e
 
     def rollback(self) -> None:
         self._deferred = None  # owed for rows this rolls back
@@ -164,7 +159,7 @@ class Index(IndexReader):
             raise ReadOnlyBarecatError(f"Archive index {self.path} is open read-only")
 
     def _set_config_int(self, key: str, value: int) -> None:
-        self.conn.execute(
+        self.settled_conn().execute(
             "INSERT INTO config (key, value_int) VALUES (?, ?) "
             "ON CONFLICT (key) DO UPDATE SET value_int = excluded.value_int",
             (key, value),
@@ -200,25 +195,26 @@ class Index(IndexReader):
         self._require_writable()
         dropped = _SECONDARY_INDEXES if drop_indexes else {}
         for name in dropped:
-            self.conn.execute(f"DROP INDEX IF EXISTS {name}")
+            self.settled_conn().execute(f"DROP INDEX IF EXISTS {name}")
         try:
             with self.no_triggers():
                 yield
                 if update_dirs_at_end:
-                    treestats.insert_missing_dirs(self.conn)
+                    treestats.insert_missing_dirs(self.settled_conn())
                 if update_treestats_at_end:
-                    treestats.rewrite_treestats(self.conn)
+                    treestats.rewrite_treestats(self.settled_conn())
         finally:
             for name, definition in dropped.items():
-                self.conn.execute(f"CREATE INDEX IF NOT EXISTS {name} ON {definition}")
+                self.settled_conn().execute(f"CREATE INDEX IF NOT EXISTS {name} ON {definition}")
 
     def enable_sealing(self, records: dict[str, ConfigValue]) -> None:
         """Make this empty archive a sealed one, described by the ``sealing*`` ``records``
         (see ``schema.enable_sealing``); committed at once."""
         self._require_writable()
         self.commit()
-        enable_sealing(self.conn, {SEALING_KEY: "1", **records})
-        self.schema_version = check_version(self.conn, self.path)
+        conn = self.settled_conn()
+        enable_sealing(conn, {SEALING_KEY: "1", **records})
+        self.schema_version = check_version(conn, self.path)
         self._read_layout()
 
     def update_sealing_config(self, records: dict[str, ConfigValue]) -> None:
@@ -226,8 +222,9 @@ class Index(IndexReader):
         self._require_writable()
         if not self.sealed or any(not k.startswith(SEALING_KEY) for k in records):
             raise BarecatError("Only a sealed archive's sealing settings can be updated")
-        with self.conn:
-            write_config(self.conn, records)
+        conn = self.settled_conn()
+        with conn:
+            write_config(conn, records)
 
     def keep_file_digest(self, step: file_digest.Step | None) -> None:
         """Keep the encrypted archive's digest of its file rows (``file_digest``) with
@@ -244,11 +241,11 @@ class Index(IndexReader):
         if not name.isidentifier():
             raise ValueError(f"Invalid schema name: {name!r}")
         target = sqlite_uri(path, "ro" if readonly else "rw")
-        self.conn.execute(f"ATTACH DATABASE ? AS {name}", (target,))
+        self.settled_conn().execute(f"ATTACH DATABASE ? AS {name}", (target,))
         try:
             yield name
         finally:
-            self.conn.execute(f"DETACH DATABASE {name}")
+            self.settled_conn().execute(f"DETACH DATABASE {name}")
 
     @contextlib.contextmanager
     def merge_source(self, path: str, prefix: str = "") -> Iterator[MergeSource]:
@@ -261,41 +258,13 @@ class Index(IndexReader):
         self._require_writable()
         self.commit()
         with self.attached_database(path, merging.SCHEMA):
-            source = MergeSource(self.conn, prefix, self.sealed)
+            source = MergeSource(self.settled_conn(), prefix, self.sealed)
             try:
                 yield source
             finally:
-                if self.conn.in_transaction:
-                    self.conn.rollback()
+                if self.settled_conn().in_transaction:
+                    self.settled_conn().rollback()
                 source.drop_temp_tables()
-
-    def merge_from_other_barecat(
-        self,
-        source_path: str,
-        ignore_duplicates: bool = False,
-        prefix: str | None = None,
-        update_treestats: bool = True,
-    ) -> None:
-        """Add another archive's files and directories, its shards already placed after
-        this archive's shards (symlinked or copied, in order): barecat 0.3.1's zero-copy
-        merge by hand. The rows' shard numbers are shifted to where the shards were put.
-
-        Args:
-            source_path: the other archive (base path or index file).
-            ignore_duplicates: skip a file whose path this index has (default: raise).
-            prefix: put everything under this directory.
-            update_treestats: accepted for compatibility; statistics are always kept right.
-
-        Raises:
-            BarecatError: the shards are not in place (nothing is written), or an archive
-                is sealed (use :meth:`barecat.Barecat.merge_from_other_barecat`).
-            FileExistsBarecatError: a path is taken (without ``ignore_duplicates``).
-            MergeConflictBarecatError: a file where this index has a directory, or the
-                reverse (a ``ValueError``, as in barecat 0.3.1).
-        """
-        del update_treestats
-        self._require_writable()
-        placed_merge.merge_placed(self, source_path, prefix or "", ignore_duplicates)
 
     @contextlib.contextmanager
     def no_foreign_keys(self) -> Iterator[None]:
@@ -303,30 +272,12 @@ class Index(IndexReader):
 
         SQLite ignores this pragma inside a transaction: commit before entering.
         """
-        (before,) = select(self.conn, "PRAGMA foreign_keys").fetchone()
-        self.conn.execute("PRAGMA foreign_keys = OFF")
+        (before,) = select(self.settled_conn(), "PRAGMA foreign_keys").fetchone()
+        self.settled_conn().execute("PRAGMA foreign_keys = OFF")
         try:
             yield
         finally:
-            self.conn.execute(f"PRAGMA foreign_keys = {'ON' if before else 'OFF'}")
-
-    def _translate_integrity_error(
-        self, e: sqlite3.IntegrityError, path: str, is_file: bool
-    ) -> BarecatError:
-        msg = str(e)
-        if any(m in msg for m in _DIR_TAKEN):
-            return (
-                IsADirectoryBarecatError(path)
-                if is_file
-                else FileExistsBarecatError(path, "Directory")
-            )
-        if any(m in msg for m in _FILE_TAKEN):
-            if not is_file and self.isfile(path):
-                return FileExistsBarecatError(path, "File")
-            return NotADirectoryBarecatError(f"A parent of {path!r} is a file")
-        if "UNIQUE" in msg:
-            return FileExistsBarecatError(path, "File" if is_file else "Directory")
-        return BarecatError(f"Index refused {path!r}: {msg}")
+            self.settled_conn().execute(f"PRAGMA foreign_keys = {'ON' if before else 'OFF'}")
 
     def add_file(self, finfo: BarecatFileInfo) -> None:
         """Insert a file row; its directories and their statistics follow before the
@@ -345,7 +296,7 @@ class Index(IndexReader):
         try:
             deferred = self._deferred
             if deferred is not None and deferred.conn is not conn:
-                conn = self.conn  # (applies or drops what another connection was owed)
+                conn = self.settled_conn()  # (applies or drops what another connection was owed)
                 deferred = None
             if deferred is None and not self._pool.threadsafe:
                 self._adds_in_a_row += 1
@@ -358,21 +309,17 @@ class Index(IndexReader):
             else:
                 deferred.insert(f.path, f.stored_size, insert_row)
         except sqlite3.IntegrityError as e:
-            raise self._translate_integrity_error(e, f.path, True) from None
+            raise integrity_error(e, f.path, True, self.isfile) from None
         except sqlite3.OperationalError as e:
-            raise _disk_full_or(e, self.path) from e
-
-    def add_files(self, finfos: Iterable[BarecatFileInfo]) -> None:
-        for f in finfos:
-            self.add_file(f)
+            raise disk_full_or(e, self.path) from e
 
     def add_files_bulk(self, finfos: Sequence[BarecatFileInfo]) -> None:
         """Insert many files at once, statistics applied once per batch; all or nothing."""
         self._require_writable()
         try:
-            bulk.insert_files(self.conn, finfos, self.sealed)
+            bulk.insert_files(self.settled_conn(), finfos, self.sealed)
         except sqlite3.OperationalError as e:
-            raise _disk_full_or(e, self.path) from e
+            raise disk_full_or(e, self.path) from e
 
     def upsert_dirs_bulk(self, dinfos: Sequence[BarecatDirInfo]) -> None:
         """Create directories, or update the metadata of existing ones, in one statement.
@@ -385,9 +332,10 @@ class Index(IndexReader):
             ((check_depth(d.path), d.mode, d.uid, d.gid, d.mtime_ns) for d in dinfos),
             key=lambda r: r[0],
         )
-        open_savepoint(self.conn, "barecat_dirs")
+        conn = self.settled_conn()
+        open_savepoint(conn, "barecat_dirs")
         try:
-            self.conn.executemany(
+            conn.executemany(
                 "INSERT INTO dirs (path, mode, uid, gid, mtime_ns) VALUES (?, ?, ?, ?, ?) "
                 "ON CONFLICT (path) DO UPDATE SET mode = ifnull(excluded.mode, mode), "
                 "uid = ifnull(excluded.uid, uid), gid = ifnull(excluded.gid, gid), "
@@ -395,25 +343,26 @@ class Index(IndexReader):
                 rows,
             )
         except sqlite3.IntegrityError as e:
-            self.conn.execute("ROLLBACK TO barecat_dirs")
-            self.conn.execute("RELEASE barecat_dirs")
+            conn.execute("ROLLBACK TO barecat_dirs")
+            conn.execute("RELEASE barecat_dirs")
             clash = next((r[0] for r in rows if self.isfile(r[0])), rows[0][0])
-            raise self._translate_integrity_error(e, clash, False) from None
+            raise integrity_error(e, clash, False, self.isfile) from None
         except BaseException:
-            self.conn.execute("ROLLBACK TO barecat_dirs")
-            self.conn.execute("RELEASE barecat_dirs")
+            conn.execute("ROLLBACK TO barecat_dirs")
+            conn.execute("RELEASE barecat_dirs")
             raise
-        self.conn.execute("RELEASE barecat_dirs")
+        conn.execute("RELEASE barecat_dirs")
 
     def add_dir(self, dinfo: BarecatDirInfo, exist_ok: bool = False) -> None:
         """Create a directory (and its ancestors); with ``exist_ok`` update its metadata."""
         self._require_writable()
         d = dinfo
         check_depth(d.path)
+        conn = self.settled_conn()
         if self.isdir(d.path):
             if not exist_ok and d.path:
                 raise FileExistsBarecatError(d.path, "Directory")
-            self.conn.execute(
+            conn.execute(
                 "UPDATE dirs SET mode = ifnull(?, mode), uid = ifnull(?, uid), "
                 "gid = ifnull(?, gid), "
                 "mtime_ns = ifnull(?, mtime_ns) WHERE path = ?",
@@ -421,12 +370,12 @@ class Index(IndexReader):
             )
             return
         try:
-            self.conn.execute(
+            conn.execute(
                 "INSERT INTO dirs (path, mode, uid, gid, mtime_ns) VALUES (?, ?, ?, ?, ?)",
                 (d.path, d.mode, d.uid, d.gid, d.mtime_ns),
             )
         except sqlite3.IntegrityError as e:
-            raise self._translate_integrity_error(e, d.path, False) from None
+            raise integrity_error(e, d.path, False, self.isfile) from None
 
     def add(self, info: BarecatEntryInfo) -> None:
         if isinstance(info, BarecatFileInfo):
@@ -467,16 +416,16 @@ class Index(IndexReader):
             return
         path = normalize(path)
         sql = "UPDATE files SET " + ", ".join(f"{f} = ?" for f, _ in sets) + " WHERE path = ?"
-        if self.conn.execute(sql, (*[v for _, v in sets], path)).rowcount == 0:
+        if self.settled_conn().execute(sql, (*[v for _, v in sets], path)).rowcount == 0:
             self.lookup_file(path)  # raises the precise error
 
     def _update_meta(self, path: str, assignments: str, args: tuple[Any, ...]) -> None:
         self._require_writable()
         path = normalize(path)
+        conn = self.settled_conn()
         for table in ("files", "dirs"):
-            if self.conn.execute(
-                f"UPDATE {table} SET {assignments} WHERE path = ?", (*args, path)
-            ).rowcount:
+            sql = f"UPDATE {table} SET {assignments} WHERE path = ?"
+            if conn.execute(sql, (*args, path)).rowcount:
                 return
         raise self.not_found_error(path)
 
@@ -492,41 +441,39 @@ class Index(IndexReader):
     def remove_file(self, item: FileItem) -> None:
         self._require_writable()
         path = path_of(item)
-        if self.conn.execute("DELETE FROM files WHERE path = ?", (path,)).rowcount == 0:
+        if self.settled_conn().execute("DELETE FROM files WHERE path = ?", (path,)).rowcount == 0:
             self.lookup_file(path, normalized=True)
-
-    def remove_files(self, items: Iterable[FileItem]) -> None:
-        for item in items:
-            self.remove_file(item)
 
     def remove_empty_dir(self, item: DirItem) -> None:
         self._require_writable()
         d = self.lookup_dir(path_of(item))
         if not d.path:
             raise InvalidPathBarecatError("The archive root cannot be removed")
+        conn = self.settled_conn()
         if select(
-            self.conn,
+            conn,
             "SELECT 1 FROM files WHERE parent = ? "
             "UNION ALL SELECT 1 FROM dirs WHERE parent = ? LIMIT 1",
             (d.path, d.path),
         ).fetchone():
             raise DirectoryNotEmptyBarecatError(d.path)
-        self.conn.execute("DELETE FROM dirs WHERE path = ?", (d.path,))
+        conn.execute("DELETE FROM dirs WHERE path = ?", (d.path,))
 
     def remove_recursively(self, item: DirItem) -> None:
         """Remove a directory and everything below it (the root is emptied, not removed)."""
         self._require_writable()
         d = self.lookup_dir(path_of(item))
         where, args = query.subtree_where(d.path)
-        stats = self._subtree_totals(d.path)
+        conn = self.settled_conn()
+        stats = treestats.subtree_totals(conn, d.path)
         with self.no_triggers():
-            self.conn.execute(f"DELETE FROM files{where}", args)
-            self.conn.execute(f"DELETE FROM dirs{where or ' WHERE parent IS NOT NULL'}", args)
+            conn.execute(f"DELETE FROM files{where}", args)
+            conn.execute(f"DELETE FROM dirs{where or ' WHERE parent IS NOT NULL'}", args)
             if d.path:
-                self.conn.execute("DELETE FROM dirs WHERE path = ?", (d.path,))
-                self._adjust_ancestors(d.path, -stats[0], -stats[1], subdir_delta=-1)
+                conn.execute("DELETE FROM dirs WHERE path = ?", (d.path,))
+                treestats.adjust_ancestors(conn, d.path, -stats[0], -stats[1], subdir_delta=-1)
             else:
-                self.conn.execute(
+                conn.execute(
                     "UPDATE dirs SET num_subdirs = 0, num_files = 0, num_files_tree = 0, "
                     "size_tree = 0 "
                     "WHERE path = ''"
@@ -539,18 +486,19 @@ class Index(IndexReader):
         offset, size, crc32c) for each. All or nothing (encrypted files are re-sealed for
         their new path, so no row may keep the old bytes)."""
         self._require_writable()
-        open_savepoint(self.conn, "barecat_rename")
+        conn = self.settled_conn()
+        open_savepoint(conn, "barecat_rename")
         try:
             self.rename(old, new)
-            self.conn.executemany(
+            conn.executemany(
                 "UPDATE files SET shard = ?, offset = ?, size = ?, crc32c = ? WHERE path = ?",
                 [(shard, offset, size, crc, path) for path, shard, offset, size, crc in places],
             )
         except BaseException:
-            self.conn.execute("ROLLBACK TO barecat_rename")
-            self.conn.execute("RELEASE barecat_rename")
+            conn.execute("ROLLBACK TO barecat_rename")
+            conn.execute("RELEASE barecat_rename")
             raise
-        self.conn.execute("RELEASE barecat_rename")
+        conn.execute("RELEASE barecat_rename")
 
     def rename(self, old: BarecatEntryInfo | str, new: str, allow_overwrite: bool = False) -> None:
         path = path_of(old)
@@ -584,7 +532,9 @@ class Index(IndexReader):
         if old_path == new_path:
             return
         self._prepare_target(new_path, allow_overwrite, moving_dir=False)
-        self.conn.execute("UPDATE files SET path = ? WHERE path = ?", (new_path, old_path))
+        self.settled_conn().execute(
+            "UPDATE files SET path = ? WHERE path = ?", (new_path, old_path)
+        )
 
     def rename_dir(self, old: DirItem, new: str, allow_overwrite: bool = False) -> None:
         """Move a directory and its subtree; statistics are fixed with set updates."""
@@ -598,50 +548,38 @@ class Index(IndexReader):
         if is_within(new_path, d.path):
             raise InvalidPathBarecatError(f"Cannot move {d.path!r} into itself ({new_path!r})")
         self._prepare_target(new_path, allow_overwrite, moving_dir=True)
-        deepest = treestats.deepest_below(self.conn, d.path)
+        conn = self.settled_conn()
+        deepest = treestats.deepest_below(conn, d.path)
         if deepest is not None:  # the subtree's deepest path, as it would be after the move
             check_depth(new_path + deepest[len(d.path) :])
-        n_files, size = self._subtree_totals(d.path)
+        n_files, size = treestats.subtree_totals(conn, d.path)
         lo, hi = subtree_bounds(d.path)
         cut = len(d.path) + 1
         with self.no_triggers():
-            self._adjust_ancestors(d.path, -n_files, -size, subdir_delta=-1)
+            treestats.adjust_ancestors(conn, d.path, -n_files, -size, subdir_delta=-1)
             for table in ("files", "dirs"):
-                self.conn.execute(
+                conn.execute(
                     f"UPDATE {table} SET path = ? || substr(path, ?) WHERE path >= ? AND path < ?",
                     (new_path + "/", cut + 1, lo, hi),
                 )
-            self.conn.execute("UPDATE dirs SET path = ? WHERE path = ?", (new_path, d.path))
-            self._ensure_ancestors(new_path)
-            self._adjust_ancestors(new_path, n_files, size, subdir_delta=1)
-
-    def _subtree_totals(self, path: str) -> tuple[int, int]:
-        return treestats.subtree_totals(self.conn, path)
-
-    def _adjust_ancestors(self, path: str, d_files: int, d_size: int, subdir_delta: int) -> None:
-        treestats.adjust_ancestors(self.conn, path, d_files, d_size, subdir_delta)
-
-    def _ensure_ancestors(self, path: str) -> None:
-        treestats.ensure_ancestors(self.conn, path)
+            conn.execute("UPDATE dirs SET path = ? WHERE path = ?", (new_path, d.path))
+            treestats.ensure_ancestors(conn, new_path)
+            treestats.adjust_ancestors(conn, new_path, n_files, size, subdir_delta=1)
 
     def update_dirs(self) -> None:
         """Create every directory that a file or directory implies but that has no row."""
         self._require_writable()
-        treestats.insert_missing_dirs(self.conn)
+        treestats.insert_missing_dirs(self.settled_conn())
 
     def update_treestats(self) -> None:
         """Recompute every directory's statistics from the files (after bulk loads)."""
         self._require_writable()
         with self.no_triggers():
-            treestats.rewrite_treestats(self.conn)
+            treestats.rewrite_treestats(self.settled_conn())
 
     def find_inconsistencies(self) -> list[str]:
         """Every way the index disagrees with itself, as human-readable lines."""
-        return treestats.find_inconsistencies(self.conn)
-
-    def verify_integrity(self) -> bool:
-        """True if SQLite's integrity check passes and all directory statistics are right."""
-        return not self.find_inconsistencies()
+        return treestats.find_inconsistencies(self.settled_conn())
 
     def optimize(self) -> None:
-        self.conn.execute("PRAGMA optimize")
+        self.settled_conn().execute("PRAGMA optimize")

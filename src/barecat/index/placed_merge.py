@@ -24,10 +24,10 @@ from barecat.layout import base_path, existing_shard_numbers, index_path, shard_
 from barecat.paths import normalize
 
 if TYPE_CHECKING:
-    from barecat.index.index import Index
+    from barecat.index.index import CoreIndex
 
 
-def merge_placed(index: Index, source_path: str, prefix: str, ignore_duplicates: bool) -> None:
+def merge_placed(index: CoreIndex, source_path: str, prefix: str, ignore_duplicates: bool) -> None:
     """Add the rows of the archive at ``source_path`` (its base path or index file) to
     ``index`` under ``prefix``; see the module's docstring. All or nothing.
 
@@ -57,7 +57,7 @@ def merge_placed(index: Index, source_path: str, prefix: str, ignore_duplicates:
 
 
 def _placed_offset(
-    index: Index, src_base: str, count: int, present: set[int], used: set[int]
+    index: CoreIndex, src_base: str, count: int, present: set[int], used: set[int]
 ) -> int:
     """Where the source's shard 0 was placed: ``count`` shards before this archive's last
     shard file. Raises unless every source shard is there and past our own files."""

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 
 from barecat.exceptions import ReadOnlyBarecatError
 from barecat.index.connection import select
-from barecat.index.index import Index, _disk_full_or
+from barecat.index.errors import disk_full_or
+from barecat.index.index import CoreIndex
 from barecat.index.reading import IndexReader
 
 AddressKey = tuple[int, int, int]
@@ -51,7 +52,7 @@ def placements_after(index: IndexReader, after: AddressKey, limit: int) -> list[
     ``(shard, offset, -1)`` as ``after`` starts at that address (rowids are positive).
     """
     rows = select(
-        index.conn,
+        index.settled_conn(),
         f"SELECT {_COLUMNS} FROM files WHERE (shard, offset, rowid) > (?, ?, ?) "
         "ORDER BY shard, offset, rowid LIMIT ?",
         (*after, limit),
@@ -62,7 +63,7 @@ def placements_after(index: IndexReader, after: AddressKey, limit: int) -> list[
 def placements_before(index: IndexReader, before: AddressKey, limit: int) -> list[Placement]:
     """Up to ``limit`` files whose key is below ``before``, in descending storage order."""
     rows = select(
-        index.conn,
+        index.settled_conn(),
         f"SELECT {_COLUMNS} FROM files WHERE (shard, offset, rowid) < (?, ?, ?) "
         "ORDER BY shard DESC, offset DESC, rowid DESC LIMIT ?",
         (*before, limit),
@@ -78,7 +79,7 @@ def holes(index: IndexReader) -> list[tuple[int, int, int]]:
     with a neighbour never make a hole appear.
     """
     rows = select(
-        index.conn,
+        index.settled_conn(),
         "SELECT shard, prev_end, offset - prev_end FROM ("
         " SELECT shard, offset, ifnull(max(offset + ifnull(size, 0)) OVER ("
         "  PARTITION BY shard ORDER BY offset, rowid"
@@ -91,7 +92,8 @@ def holes(index: IndexReader) -> list[tuple[int, int, int]]:
 def shard_ends(index: IndexReader) -> dict[int, int]:
     """The logical end (one past the last used byte) of every shard that has files."""
     rows = select(
-        index.conn, "SELECT shard, max(offset + ifnull(size, 0)) FROM files GROUP BY shard"
+        index.settled_conn(),
+        "SELECT shard, max(offset + ifnull(size, 0)) FROM files GROUP BY shard",
     ).fetchall()
     return {int(shard): int(end) for shard, end in rows}
 
@@ -99,7 +101,7 @@ def shard_ends(index: IndexReader) -> dict[int, int]:
 def end_before(index: IndexReader, shard: int, offset: int) -> int:
     """One past the last byte used in ``shard`` by files starting below ``offset`` (or 0)."""
     row = select(
-        index.conn,
+        index.settled_conn(),
         "SELECT max(offset + ifnull(size, 0)) FROM files WHERE shard = ?1 AND offset = "
         "(SELECT max(offset) FROM files WHERE shard = ?1 AND offset < ?2)",
         (shard, offset),
@@ -108,11 +110,11 @@ def end_before(index: IndexReader, shard: int, offset: int) -> int:
 
 
 def largest_file_size(index: IndexReader) -> int:
-    row = select(index.conn, "SELECT ifnull(max(size), 0) FROM files").fetchone()
+    row = select(index.settled_conn(), "SELECT ifnull(max(size), 0) FROM files").fetchone()
     return int(row[0])
 
 
-def set_addresses(index: Index, moves: Sequence[tuple[int, int, int]]) -> None:
+def set_addresses(index: CoreIndex, moves: Sequence[tuple[int, int, int]]) -> None:
     """Point files at new places: ``(rowid, shard, offset)`` each; not committed.
 
     Sizes, paths and checksums stay, so directory statistics are untouched.
@@ -120,12 +122,14 @@ def set_addresses(index: Index, moves: Sequence[tuple[int, int, int]]) -> None:
     if index.readonly:
         raise ReadOnlyBarecatError(f"Archive index {index.path} is open read-only")
     try:
-        index.conn.executemany("UPDATE files SET shard = ?2, offset = ?3 WHERE rowid = ?1", moves)
+        index.settled_conn().executemany(
+            "UPDATE files SET shard = ?2, offset = ?3 WHERE rowid = ?1", moves
+        )
     except sqlite3.OperationalError as e:
-        raise _disk_full_or(e, index.path) from e
+        raise disk_full_or(e, index.path) from e
 
 
-def park_empty_files(index: Index, shard: int | None = None, beyond: int = -1) -> int:
+def park_empty_files(index: CoreIndex, shard: int | None = None, beyond: int = -1) -> int:
     """Point empty files at (0, 0) when they lie past the last byte of data in their
     shard (or in a shard without data), so they never keep a shard or its tail alive.
 
@@ -139,18 +143,20 @@ def park_empty_files(index: Index, shard: int | None = None, beyond: int = -1) -
             "UPDATE files SET shard = 0, offset = 0 WHERE ifnull(size, 0) = 0 "
             "AND shard = ? AND offset > ? AND (shard, offset) != (0, 0)"
         )
-        return int(index.conn.execute(sql, (shard, beyond)).rowcount)
+        return int(index.settled_conn().execute(sql, (shard, beyond)).rowcount)
     return int(
-        index.conn.execute(
+        index.settled_conn()
+        .execute(
             "WITH ends AS (SELECT shard, max(offset + size) AS e FROM files WHERE size > 0 "
             "GROUP BY shard) "
             "UPDATE files SET shard = 0, offset = 0 WHERE ifnull(size, 0) = 0 "
             "AND (shard, offset) != (0, 0) AND offset > "
             "ifnull((SELECT e FROM ends WHERE ends.shard = files.shard), -1)"
-        ).rowcount
+        )
+        .rowcount
     )
 
 
 def count_empty_files(index: IndexReader) -> int:
     sql = "SELECT count(*) FROM files WHERE ifnull(size, 0) = 0"
-    return int(select(index.conn, sql).fetchone()[0])
+    return int(select(index.settled_conn(), sql).fetchone()[0])

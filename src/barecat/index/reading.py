@@ -1,14 +1,14 @@
-"""The read side of the index: lookups, listings, iteration, walk and glob.
+"""The read side of the index: opening, lookups, totals and storage addresses.
 
 :class:`IndexReader` opens (and for a new writable archive, creates) the SQLite index and
-answers every question about it; :class:`barecat.index.index.Index` adds the edits. Every
-query is index-assisted (see ``query.py``). SQL lives only in this package; imports go
-down to ``entries``, ``glob``, ``paths`` and ``exceptions``.
+answers questions about single entries and the whole archive; the queries that list many
+entries are its ``listing`` (``listing.py``) and :class:`barecat.index.index.CoreIndex`
+adds the edits. Every query is index-assisted (see ``query.py``). SQL lives only in this
+package; imports go down to ``entries``, ``paths`` and ``exceptions``.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import operator
 import os
@@ -21,22 +21,17 @@ from barecat.entries import (
     BarecatDirInfo,
     BarecatEntryInfo,
     BarecatFileInfo,
-    Order,
 )
 from barecat.exceptions import (
-    ArchiveLockedBarecatError,
-    BarecatError,
-    CorruptIndexBarecatError,
     DamagedEntryBarecatError,
     FileNotFoundBarecatError,
-    InvalidPathBarecatError,
     IsADirectoryBarecatError,
     NotADirectoryLookupBarecatError,
-    ReadOnlyBarecatError,
 )
-from barecat.glob import compile_glob
 from barecat.index import file_digest, query
-from barecat.index.connection import ConnectionPool, is_busy, roll_back_crashed_transaction, select
+from barecat.index.connection import ConnectionPool, roll_back_crashed_transaction, select
+from barecat.index.errors import open_error
+from barecat.index.listing import IndexListing
 from barecat.index.lookup_table import LookupTable
 from barecat.index.schema import (
     SEALED_SCHEMA_VERSION_MAJOR,
@@ -47,7 +42,7 @@ from barecat.index.schema import (
     read_config,
 )
 from barecat.layout import base_path, lookup_table_path, shards_with_bytes
-from barecat.paths import ancestors, normalize, parent
+from barecat.paths import ancestors, normalize
 
 _AUTO_TABLE_MIN_LOOKUPS = 10_000
 _ADDRESSED = "typeof(offset) = 'integer' AND typeof(size) = 'integer'"
@@ -56,31 +51,6 @@ _ADDRESSED = "typeof(offset) = 'integer' AND typeof(size) = 'integer'"
 _address_of = operator.itemgetter(1, 2)
 
 _Reader = TypeVar("_Reader", bound="IndexReader")
-DirItem = BarecatDirInfo | str
-FileItem = BarecatFileInfo | str
-
-
-def path_of(item: BarecatEntryInfo | str) -> str:
-    """The normalized path of an info record or a user-given path."""
-    return item.path if isinstance(item, BarecatEntryInfo) else normalize(item)
-
-
-def _open_error(path: str, e: sqlite3.DatabaseError) -> BarecatError:
-    """Why an index could not be opened, as barecat's error: a lock held by another
-    program (busy, not broken), a crashed writer's journal a reader cannot roll back, or
-    a file that is no readable index."""
-    if is_busy(e):
-        return ArchiveLockedBarecatError(
-            f"{path} is locked by another program writing it ({e}); try again when it is done"
-        )
-    if isinstance(e, sqlite3.OperationalError) and "readonly" in str(e):
-        return ReadOnlyBarecatError(
-            f"{path} holds an unfinished transaction of a crashed writer; open it once "
-            "with write access (readonly=False) so SQLite can roll it back"
-        )
-    if isinstance(e, sqlite3.OperationalError):
-        return CorruptIndexBarecatError(f"{path} cannot be read: {e}")
-    return CorruptIndexBarecatError(f"{path} is not a readable barecat index: {e}")
 
 
 class IndexReader:
@@ -134,10 +104,12 @@ class IndexReader:
             self._read_layout()
         except sqlite3.DatabaseError as e:
             self._pool.close()
-            raise _open_error(self.path, e) from e
+            raise open_error(self.path, e) from e
         except BaseException:
             self._pool.close()
             raise
+        self.listing = IndexListing(self)
+        """The listing queries (every file, a directory's entries, walk, glob)."""
         self._configure(shard_size_limit)
         if readonly and lookup_table is not False and not self._load_lookup_table():
             if lookup_table:
@@ -154,37 +126,42 @@ class IndexReader:
         (``check_version`` admits the sealed major only with its ``sealing`` row.)"""
         self.sealed = self.schema_version[0] == SEALED_SCHEMA_VERSION_MAJOR
         self.file_columns = query.SEALED_FILE_COLUMNS if self.sealed else query.FILE_COLUMNS
-        self._walk_infos = query.SEALED_WALK_INFOS if self.sealed else query.WALK_INFOS
 
     def sealing_config(self) -> dict[str, ConfigValue]:
         """The ``sealing*`` config rows (empty for a plain archive)."""
-        return read_config(self.conn, SEALING_KEY) if self.sealed else {}
+        return read_config(self.settled_conn(), SEALING_KEY) if self.sealed else {}
 
     def stored_file_digest(self) -> str | None:
         """The digest of the file rows stored in the config (None: the archive has none)."""
-        return file_digest.stored(self.conn)
+        return file_digest.stored(self.settled_conn())
 
     def file_digest_rows(self) -> Iterator[tuple[object, object, object, object]]:
         """Every file row's columns the digest covers (path, size, crc32c, logical_size)."""
-        return file_digest.covered_rows(self.conn)
+        return file_digest.covered_rows(self.settled_conn())
 
     def _configure(self, shard_size_limit: int | None) -> None:
         """Hook for the editable subclass; reading needs no configuration."""
 
     @property
     def conn(self) -> sqlite3.Connection:
-        """This thread's (and this process's) connection."""
+        """This thread's (and this process's) connection, as it is: no statistics are
+        applied first (see :meth:`settled_conn`; ``barecat.Index`` hands that out under
+        this name, as barecat 0.3.1 code expects)."""
+        return self._pool.get()
+
+    def settled_conn(self) -> sqlite3.Connection:
+        """This thread's connection, with every directory statistic right in it: the
+        connection for any query or edit other than file rows by path, and for SQL of
+        one's own. A reader never owes statistics; a writer's run of single adds may
+        (:meth:`barecat.index.index.CoreIndex.settled_conn` applies them)."""
         return self._pool.get()
 
     @property
     def _files_conn(self) -> sqlite3.Connection:
         """The connection for queries of file rows by path alone, which a writer's
-        statistics still owed (``Index._deferred``) do not change: they need not wait."""
+        statistics still owed (``CoreIndex._deferred``) do not change: they need not wait.
+        (Not :attr:`conn`, which ``barecat.Index`` settles.)"""
         return self._pool.get()
-
-    @property
-    def cursor(self) -> sqlite3.Cursor:
-        return self.conn.cursor()
 
     def close(self) -> None:
         self._pool.close()
@@ -200,7 +177,9 @@ class IndexReader:
         self.close()
 
     def _config_int(self, key: str, default: int | None = None) -> int | None:
-        row = select(self.conn, "SELECT value_int FROM config WHERE key = ?", (key,)).fetchone()
+        row = select(
+            self.settled_conn(), "SELECT value_int FROM config WHERE key = ?", (key,)
+        ).fetchone()
         return default if row is None else row[0]
 
     @property
@@ -211,10 +190,10 @@ class IndexReader:
     def _root_total(self, column: str, recount_sql: str) -> int:
         """A whole-archive total from the root's statistics, recounted if they are off
         (or damaged: not an integer, or negative)."""
-        row = select(self.conn, f"SELECT {column} FROM dirs WHERE path = ''").fetchone()
+        row = select(self.settled_conn(), f"SELECT {column} FROM dirs WHERE path = ''").fetchone()
         value = None if row is None else row[0]
         if type(value) is not int or value < 0 or self._config_int("use_triggers", 1) != 1:
-            return int(select(self.conn, recount_sql).fetchone()[0])
+            return int(select(self.settled_conn(), recount_sql).fetchone()[0])
         return value
 
     @property
@@ -223,7 +202,7 @@ class IndexReader:
 
     @property
     def num_dirs(self) -> int:
-        return int(select(self.conn, "SELECT count(*) FROM dirs").fetchone()[0])
+        return int(select(self.settled_conn(), "SELECT count(*) FROM dirs").fetchone()[0])
 
     @property
     def total_size(self) -> int:
@@ -232,17 +211,17 @@ class IndexReader:
     @property
     def num_used_shards(self) -> int:
         """One past the highest shard number a file points into (0 when there are none)."""
-        (top,) = select(self.conn, "SELECT max(shard) FROM files").fetchone()
+        (top,) = select(self.settled_conn(), "SELECT max(shard) FROM files").fetchone()
         if top is not None and type(top) is not int:  # a damaged row (text sorts last)
             sql = "SELECT max(shard) FROM files WHERE typeof(shard) = 'integer'"
-            (top,) = select(self.conn, sql).fetchone()
+            (top,) = select(self.settled_conn(), sql).fetchone()
         return 0 if top is None else max(top + 1, 0)
 
     def __len__(self) -> int:
         return self.num_files
 
     def __iter__(self) -> Iterator[str]:
-        return self.iter_all_filepaths()
+        return self.listing.file_paths()
 
     def __contains__(self, path: object) -> bool:
         return isinstance(path, str) and self.isfile(path)
@@ -257,13 +236,13 @@ class IndexReader:
         walk that stops at the first non-empty row, plus one max() seek.
         """
         data_end = select(
-            self.conn,
+            self.settled_conn(),
             f"SELECT offset + size FROM files WHERE shard = ? AND size > 0 AND {_ADDRESSED} "
             "ORDER BY offset DESC LIMIT 1",
             (shard,),
         ).fetchone()
         top = select(
-            self.conn,
+            self.settled_conn(),
             f"SELECT offset FROM files WHERE shard = ? AND {_ADDRESSED} "
             "ORDER BY offset DESC LIMIT 1",
             (shard,),
@@ -280,12 +259,12 @@ class IndexReader:
             "SELECT DISTINCT shard FROM files WHERE typeof(shard) = 'integer' AND shard >= 0 "
             "ORDER BY shard"
         )
-        return [r[0] for r in select(self.conn, sql)]
+        return [r[0] for r in select(self.settled_conn(), sql)]
 
     def files_ending_beyond(self, shard: int, end: int) -> list[str]:
         """Paths in ``shard`` whose bytes reach past ``end`` (a shard cut short), by offset."""
         rows = select(
-            self.conn,
+            self.settled_conn(),
             f"SELECT path FROM files WHERE shard = ? AND offset + size > ? AND {_ADDRESSED} "
             "ORDER BY offset",
             (shard, end),
@@ -302,12 +281,12 @@ class IndexReader:
             f"AS prev_end FROM files WHERE size > 0 AND {_ADDRESSED} "
             "WINDOW w AS (PARTITION BY shard ORDER BY offset, size)) WHERE offset < prev_end"
         )
-        return [(r[0], r[1]) for r in select(self.conn, sql)]
+        return [(r[0], r[1]) for r in select(self.settled_conn(), sql)]
 
     def get_last_file(self) -> BarecatFileInfo:
         """The file stored last (highest shard, then offset)."""
         row = select(
-            self.conn,
+            self.settled_conn(),
             f"SELECT {self.file_columns} FROM files "
             "ORDER BY shard DESC, offset DESC, size DESC LIMIT 1",
         ).fetchone()
@@ -334,7 +313,7 @@ class IndexReader:
         ups = ancestors(path)
         marks = ",".join("?" * len(ups))
         sql = f"SELECT path FROM files WHERE path IN ({marks}) LIMIT 1"
-        if ups and (row := select(self.conn, sql, ups).fetchone()) is not None:
+        if ups and (row := select(self.settled_conn(), sql, ups).fetchone()) is not None:
             message = f"Not a directory: {row[0]!r} (in {path!r}) is a file"
             return NotADirectoryLookupBarecatError(message, path)
         return FileNotFoundBarecatError(path, what)
@@ -398,7 +377,7 @@ class IndexReader:
         self._table_after = None
         if not self.readonly:
             return False
-        table = LookupTable.build(self.conn, self._index_descriptor())
+        table = LookupTable.build(self.settled_conn(), self._index_descriptor())
         if table is None:
             return False
         self._table = table
@@ -431,7 +410,7 @@ class IndexReader:
             "SELECT j.key, f.shard, f.offset, f.size, f.crc32c FROM json_each(?) AS j "
             "JOIN files AS f ON f.path = j.value ORDER BY f.shard, f.offset"
         )
-        located = select(self.conn, sql, (json.dumps(paths),)).fetchall()
+        located = select(self.settled_conn(), sql, (json.dumps(paths),)).fetchall()
         for pos, *address in located:
             if (problem := query.address_problem(*address)) is not None:
                 raise DamagedEntryBarecatError(paths[pos], problem)
@@ -440,7 +419,7 @@ class IndexReader:
     def lookup_dir(self, dirpath: str) -> BarecatDirInfo:
         path = normalize(dirpath)
         row = select(
-            self.conn, f"SELECT {query.DIR_COLUMNS} FROM dirs WHERE path = ?", (path,)
+            self.settled_conn(), f"SELECT {query.DIR_COLUMNS} FROM dirs WHERE path = ?", (path,)
         ).fetchone()
         if row is None:
             if self.isfile(path):
@@ -455,9 +434,6 @@ class IndexReader:
         except IsADirectoryBarecatError:
             return self.lookup_dir(path)
 
-    def lookup_files(self, paths: list[str]) -> list[BarecatFileInfo]:
-        return [self.lookup_file(p) for p in paths]
-
     def isfile(self, path: str) -> bool:
         return (
             select(
@@ -468,288 +444,12 @@ class IndexReader:
 
     def isdir(self, path: str) -> bool:
         return (
-            select(self.conn, "SELECT 1 FROM dirs WHERE path = ?", (normalize(path),)).fetchone()
+            select(
+                self.settled_conn(), "SELECT 1 FROM dirs WHERE path = ?", (normalize(path),)
+            ).fetchone()
             is not None
         )
 
     def exists(self, path: str) -> bool:
         path = normalize(path)
         return self.isfile(path) or self.isdir(path)
-
-    def iter_all_fileinfos(
-        self, order: Order = Order.ANY, bufsize: int | None = None
-    ) -> Iterator[BarecatFileInfo]:
-        return query.iter_files(self.conn, self.file_columns, order)
-
-    def iter_fileinfos_below(self, dirpath: str) -> Iterator[BarecatFileInfo]:
-        """Every file in the subtree of the directory ``dirpath`` (normalized), in storage
-        order."""
-        where, args = query.subtree_where(dirpath)
-        return query.iter_files(self.conn, self.file_columns, Order.ADDRESS, where, args)
-
-    def iter_all_dirinfos(
-        self, order: Order = Order.ANY, bufsize: int | None = None
-    ) -> Iterator[BarecatDirInfo]:
-        return query.iter_dirs(self.conn, order)
-
-    def iter_all_infos(
-        self, order: Order = Order.ANY, bufsize: int | None = None
-    ) -> Iterator[BarecatEntryInfo]:
-        yield from self.iter_all_dirinfos(order)
-        yield from self.iter_all_fileinfos(order)
-
-    def iter_all_filepaths(
-        self, order: Order = Order.ANY, bufsize: int | None = None
-    ) -> Iterator[str]:
-        sql = "SELECT path FROM files" + query.order_clause(order, True)
-        return (row[0] for row in select(self.conn, sql))
-
-    def iter_all_dirpaths(
-        self, order: Order = Order.ANY, bufsize: int | None = None
-    ) -> Iterator[str]:
-        sql = "SELECT path FROM dirs" + query.order_clause(order, False)
-        return (row[0] for row in select(self.conn, sql))
-
-    def iter_all_paths(self, order: Order = Order.ANY, bufsize: int | None = None) -> Iterator[str]:
-        yield from self.iter_all_dirpaths(order)
-        yield from self.iter_all_filepaths(order)
-
-    def _existing_dir(self, diritem: DirItem) -> str:
-        path = path_of(diritem)
-        if not self.isdir(path):
-            self.lookup_dir(path)  # raises the precise error
-        return path
-
-    def iter_direct_fileinfos(
-        self, diritem: DirItem, order: Order = Order.ANY, bufsize: int | None = None
-    ) -> Iterator[BarecatFileInfo]:
-        return query.iter_files(
-            self.conn, self.file_columns, order, " WHERE parent = ?", (path_of(diritem),)
-        )
-
-    def iter_subdir_dirinfos(
-        self, diritem: DirItem, order: Order = Order.ANY, bufsize: int | None = None
-    ) -> Iterator[BarecatDirInfo]:
-        return query.iter_dirs(self.conn, order, " WHERE parent = ?", (path_of(diritem),))
-
-    def list_direct_fileinfos(
-        self, dirpath: str, order: Order = Order.ANY
-    ) -> list[BarecatFileInfo]:
-        return list(self.iter_direct_fileinfos(dirpath, order))
-
-    def page_of_fileinfos(self, dirpath: str, offset: int, limit: int) -> list[BarecatFileInfo]:
-        """Files directly in ``dirpath``, in path order, ``limit`` of them from ``offset``:
-        one page of a directory too big to list at once."""
-        rows = select(
-            self.conn,
-            f"SELECT {self.file_columns} FROM files WHERE parent = ? "
-            "ORDER BY path LIMIT ? OFFSET ?",
-            (normalize(dirpath), limit, offset),
-        )
-        return [query.file_from_row(row) for row in rows]
-
-    def files_after(self, path: str, limit: int) -> list[BarecatFileInfo]:
-        """Up to ``limit`` files of ``path``'s directory that follow it in listing order
-        (the order they were added, which ``listdir`` gives): what a reader going through
-        the directory wants next. One index seek, whatever the directory's size."""
-        path = normalize(path)
-        rows = select(
-            self.conn,
-            f"SELECT {self.file_columns} FROM files WHERE parent = ?1 "
-            "AND rowid > (SELECT rowid FROM files WHERE path = ?2) ORDER BY rowid LIMIT ?3",
-            (parent(path), path, limit),
-        )
-        return [query.file_from_row(row) for row in rows]
-
-    def list_subdir_dirinfos(self, dirpath: str, order: Order = Order.ANY) -> list[BarecatDirInfo]:
-        return list(self.iter_subdir_dirinfos(dirpath, order))
-
-    def iterdir_infos(
-        self, diritem: DirItem, order: Order = Order.ANY, bufsize: int | None = None
-    ) -> Iterator[BarecatEntryInfo]:
-        path = self._existing_dir(diritem)
-        yield from self.iter_subdir_dirinfos(path, order)
-        yield from self.iter_direct_fileinfos(path, order)
-
-    def listdir_infos(self, diritem: DirItem, order: Order = Order.ANY) -> list[BarecatEntryInfo]:
-        path = self._existing_dir(diritem)
-        return [*self.iter_subdir_dirinfos(path, order), *self.iter_direct_fileinfos(path, order)]
-
-    def iterdir_names(
-        self, diritem: DirItem, order: Order = Order.ANY, bufsize: int | None = None
-    ) -> Iterator[str]:
-        return iter(self.listdir_names(diritem, order))
-
-    def listdir_names(self, diritem: DirItem, order: Order = Order.ANY) -> list[str]:
-        """Names in a directory: subdirectories first, then files (each in ``order``).
-
-        One query; the directory's existence is only checked when it comes back empty.
-        """
-        path = path_of(diritem)
-        cut = len(path) + 1 if path else 0
-        if order == Order.ANY:
-            names = query.concatenated_children(self.conn, path)
-        else:
-            by = query.order_clause(order, False)
-            sql = (
-                f"SELECT * FROM (SELECT path FROM dirs WHERE parent = ?1{by}) "
-                f"UNION ALL SELECT * FROM (SELECT path FROM files WHERE parent = ?1{by})"
-            )
-            names = [row[0] for row in select(self.conn, sql, (path,))]
-        if not names:
-            self._existing_dir(path)
-        return [name[cut:] for name in names]
-
-    def walk_infos(self, rootitem: DirItem, bufsize: int = 32) -> Iterator[query.WalkStep]:
-        return query.walk(self.conn, self._existing_dir(rootitem), self._walk_infos)
-
-    def walk_names(
-        self, rootitem: DirItem, bufsize: int = 32
-    ) -> Iterator[tuple[str, list[str], list[str]]]:
-        """Like ``os.walk(top)`` on the extracted tree; the root is reported as '.'.
-
-        The yielded ``dirnames`` list may be pruned in place to skip subtrees.
-        """
-        top = self._existing_dir(rootitem)
-        for d, subdirs, files in query.walk(self.conn, top, query.WALK_NAMES):
-            yield (d or "."), subdirs, files
-
-    def iterglob_paths(
-        self,
-        pattern: str,
-        recursive: bool = False,
-        include_hidden: bool = False,
-        bufsize: int | None = None,
-        only_files: bool = False,
-    ) -> Iterator[str]:
-        """Paths matching ``pattern``, in path order: those :meth:`glob_paths` returns."""
-        yield from self.glob_paths(pattern, recursive, include_hidden, only_files=only_files)
-
-    def iterglob_infos(
-        self,
-        pattern: str,
-        recursive: bool = False,
-        include_hidden: bool = False,
-        bufsize: int | None = None,
-        only_files: bool = False,
-    ) -> Iterator[BarecatEntryInfo]:
-        """Like :meth:`iterglob_paths`, with each match's info record."""
-        for path in self.iterglob_paths(pattern, recursive, include_hidden, only_files=only_files):
-            yield self.lookup(path)
-
-    def glob_paths(
-        self,
-        pattern: str,
-        recursive: bool = False,
-        include_hidden: bool = False,
-        only_files: bool = False,
-    ) -> list[str]:
-        """Paths matching ``pattern``, sorted: what ``glob.glob(tree + '/' + pattern)``
-        yields on the extracted tree, with the ``tree + '/'`` prefix removed.
-
-        So a directory matched as one is spelled with a trailing '/' (``'d/'`` for
-        ``'d/**'``, ``'*/'`` or ``'*/**'``) and the root so matched is ``''`` (``'**'``
-        yields ``''`` first, an empty archive ``['']``). Unlike CPython, ``'f/**'`` for a
-        file or missing ``f`` matches nothing (python/cpython#79382).
-
-        Args:
-            pattern: archive-relative glob (``*``, ``?``, ``[seq]``, ``[!seq]``, and
-                ``**`` across directories when ``recursive``).
-            recursive: let ``**`` match any number of directories.
-            include_hidden: let wildcards match names starting with '.'.
-            only_files: leave out directories.
-
-        Returns:
-            The matches; SQLite joins them into one string, then they are checked and
-            sorted at once.
-        """
-        compiled = compile_glob(pattern, recursive, include_hidden)
-        try:
-            base = normalize(compiled.base)
-        except InvalidPathBarecatError:
-            return []
-        if compiled.is_literal:
-            if not pattern.strip("/"):
-                return []
-            is_dir = self.isdir(base)
-            if is_dir and not only_files:
-                return [compiled.shown(base, compiled.dirs_only)]
-            if not compiled.dirs_only and self.isfile(base):
-                return [base]
-            return []
-        if not self.isdir(base):
-            return []
-        compiled = dataclasses.replace(compiled, base=base)
-        matches = query.glob_matches(self.conn, compiled, only_files)
-        if compiled.includes_base and not only_files:
-            matches.insert(0, compiled.shown(base, True))
-        return matches
-
-    def glob_entry_paths(
-        self,
-        pattern: str,
-        recursive: bool = False,
-        include_hidden: bool = False,
-        only_files: bool = False,
-    ) -> list[str]:
-        """The entries :meth:`glob_paths` matches, as archive paths: sorted, each once,
-        without a trailing '/', and without the root (which only ``**`` reaches).
-
-        For callers that act on entries (listing, subsets, fsspec) rather than mirror
-        ``glob.glob``'s spelling.
-
-        Args:
-            pattern: as for :meth:`glob_paths`.
-            recursive: as for :meth:`glob_paths`.
-            include_hidden: as for :meth:`glob_paths`.
-            only_files: leave out directories.
-
-        Returns:
-            The matching entries' normalized paths.
-        """
-        found = self.glob_paths(pattern, recursive, include_hidden, only_files=only_files)
-        return sorted({p.rstrip("/") for p in found} - {""})
-
-    # -- raw SQLite GLOB (the reference's raw_* family) --------------------------------
-
-    def raw_iterglob_paths_multi(
-        self,
-        patterns: list[str],
-        order: Order = Order.ANY,
-        only_files: bool = False,
-        bufsize: int | None = None,
-    ) -> Iterator[str]:
-        """Paths matching any of ``patterns`` under SQLite's GLOB, where ``*`` crosses '/'.
-
-        Faster than :meth:`iterglob_paths` and deliberately not ``glob.glob``-compatible:
-        for filters such as ``'*.jpg'`` over the whole archive.
-        """
-        if not patterns:
-            return
-        where = " WHERE " + " OR ".join(["path GLOB ?"] * len(patterns))
-        tables = ("files",) if only_files else ("dirs", "files")
-        for table in tables:
-            sql = f"SELECT path FROM {table}{where}" + query.order_clause(order, table == "files")
-            for (path,) in select(self.conn, sql, patterns):
-                yield path
-
-    def raw_iterglob_paths(
-        self,
-        pattern: str,
-        order: Order = Order.ANY,
-        only_files: bool = False,
-        bufsize: int | None = None,
-    ) -> Iterator[str]:
-        return self.raw_iterglob_paths_multi([pattern], order, only_files)
-
-    def raw_glob_paths(self, pattern: str, order: Order = Order.ANY) -> list[str]:
-        return list(self.raw_iterglob_paths(pattern, order))
-
-    def raw_iterglob_infos(
-        self, pattern: str, only_files: bool = False, bufsize: int | None = None
-    ) -> Iterator[BarecatEntryInfo]:
-        if not only_files:
-            yield from query.iter_dirs(self.conn, Order.ANY, " WHERE path GLOB ?", (pattern,))
-        yield from query.iter_files(
-            self.conn, self.file_columns, Order.ANY, " WHERE path GLOB ?", (pattern,)
-        )

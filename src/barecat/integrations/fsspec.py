@@ -106,17 +106,17 @@ class BarecatFileSystem(_Layer):  # type: ignore[misc]
 
     def info(self, path: str, **kwargs: Any) -> dict[str, Any]:
         try:
-            return self._record(self.archive.index.lookup(self._inner(path)))
+            return self._record(self.archive.lookup(self._inner(path)))
         except FileNotFoundBarecatError as e:
             raise FileNotFoundError(path) from e
 
     def ls(self, path: str, detail: bool = True, **kwargs: Any) -> list[Any]:
         inner = normalize(self._inner(path))
         if self.archive.isfile(inner):
-            entries: list[BarecatEntryInfo] = [self.archive.index.lookup_file(inner)]
+            entries: list[BarecatEntryInfo] = [self.archive.lookup_file(inner)]
         else:
             try:
-                entries = self.archive.index.listdir_infos(inner)
+                entries = self.archive.listdir_infos(inner)
             except FileNotFoundBarecatError as e:
                 raise FileNotFoundError(path) from e
         records = [self._record(e) for e in entries]
@@ -124,9 +124,7 @@ class BarecatFileSystem(_Layer):  # type: ignore[misc]
 
     def glob(self, path: str, maxdepth: int | None = None, **kwargs: Any) -> Any:
         pattern = self._inner(path)
-        found = self.archive.index.glob_entry_paths(
-            pattern, recursive="**" in pattern, include_hidden=True
-        )
+        found = self.archive.glob_entries(pattern, recursive="**" in pattern, include_hidden=True)
         if kwargs.get("detail"):
             return {p: self.info(p) for p in found}
         return found

@@ -63,9 +63,9 @@ class BarecatDataset(Dataset[Any]):
         if paths is None:
             with self._open() as bc:
                 if pattern is None:
-                    paths = [f.path for f in bc.index.iter_all_fileinfos(Order.ADDRESS)]
+                    paths = [f.path for f in bc.iter_fileinfos(Order.ADDRESS)]
                 else:
-                    paths = sorted(bc.index.glob_paths(pattern, True, True, only_files=True))
+                    paths = sorted(bc.globfiles(pattern, True, True))
         self.paths = list(paths)
 
     def __len__(self) -> int:

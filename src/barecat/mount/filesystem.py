@@ -198,7 +198,7 @@ class ArchiveFilesystem(mfusepy.Operations):  # type: ignore[misc]
         """The record of an entry: from the latest listings, else from the index."""
         info = self._listed.get(inner)
         if info is None:
-            info = self.archive.index.lookup(inner)
+            info = self.archive.lookup(inner)
             self._remember([info])
         return info
 
@@ -222,7 +222,7 @@ class ArchiveFilesystem(mfusepy.Operations):  # type: ignore[misc]
 
     @reported
     def readdir(self, path: str, fh: int) -> Iterator[str | tuple[str, dict[str, int], int]]:
-        entries = self.archive.index.listdir_infos(inner_path(path))
+        entries = self.archive.listdir_infos(inner_path(path))
         self._remember(entries)
         yield "."
         yield ".."
@@ -240,7 +240,7 @@ class ArchiveFilesystem(mfusepy.Operations):  # type: ignore[misc]
                 kept = self._listings.get(inner)
             if kept is not None:
                 return kept
-        infos = self.archive.index.listdir_infos(inner)
+        infos = self.archive.listdir_infos(inner)
         self._remember(infos)
         cut = len(inner) + 1 if inner else 0
         attributes = self._attributes
@@ -299,7 +299,7 @@ class ArchiveFilesystem(mfusepy.Operations):  # type: ignore[misc]
         raise mfusepy.FuseOSError(errno.ENOSYS)
 
     def _reading(self, inner: str) -> _Reading:
-        info = self.archive.index.lookup_file(inner)
+        info = self.archive.lookup_file(inner)
         reading = _Reading(info, checking=info.sealed_size is None)
         if (info.size or 0) <= VERIFY_AT_OPEN:
             reading.data = self.archive.read(info)  # checked whole

@@ -372,7 +372,7 @@ class ReadAhead:
 
     def _fetch(self, after: str, limit: int) -> list[BarecatFileInfo]:
         try:
-            files = self._archive.index.files_after(after, limit)
+            files = self._archive.files_after(after, limit)
         except (BarecatError, OSError) as e:  # (the server reports such errors itself)
             log.debug("read-ahead stops after %s: %s", after, e)
             return []

@@ -106,7 +106,7 @@ class WritableArchiveFilesystem(ArchiveFilesystem):
         truncated); ``mode`` for a file being created."""
         bc = self._require_writable()
         try:
-            existing: BarecatFileInfo | None = bc.index.lookup_file(inner)
+            existing: BarecatFileInfo | None = bc.lookup_file(inner)
         except FileNotFoundBarecatError:
             if not flags & os.O_CREAT:
                 raise
@@ -188,7 +188,7 @@ class WritableArchiveFilesystem(ArchiveFilesystem):
             else:
                 stamp.uid, stamp.gid = handle.owner
                 bc.add(stamp, data=data, fileobj=source)
-            handle.existing = bc.index.lookup_file(handle.path)
+            handle.existing = bc.lookup_file(handle.path)
         handle.dirty = False
 
     @reported
@@ -228,7 +228,7 @@ class WritableArchiveFilesystem(ArchiveFilesystem):
     def chown(self, path: str, uid: int, gid: int) -> None:
         bc = self._require_writable()
         inner = inner_path(path)
-        info = bc.index.lookup(inner)
+        info = bc.lookup(inner)
         keep = 0xFFFFFFFF  # (uid_t)-1: leave as it is
         old_uid = self._uid if info.uid is None else info.uid
         old_gid = self._gid if info.gid is None else info.gid

@@ -54,7 +54,8 @@ def repair(
     report: VerifyReport = verify_archive(index, sharder, on_file=on_file, workers=workers)
     result.bad_files, result.reasons = report.bad_files, report.reasons
     if drop_bad and report.bad_files:
-        index.remove_files(report.bad_files)
+        for path in report.bad_files:
+            index.remove_file(path)
         result.dropped = list(report.bad_files)
     sharder.sync()
     index.commit()

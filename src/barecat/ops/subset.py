@@ -38,13 +38,13 @@ def select_entries(
         raise ValueError("A glob pattern cannot be combined with include/exclude rules")
     if pattern is not None:
         pattern = directory_pattern(pattern)
-        matches = set(index.glob_entry_paths(pattern, recursive=True, include_hidden=True))
-        files = index.glob_entry_paths(pattern, True, True, only_files=True)
+        matches = set(index.listing.glob_entries(pattern, recursive=True, include_hidden=True))
+        files = index.listing.glob_entries(pattern, True, True, only_files=True)
         chosen_dirs = matches.difference(files)
     elif path_filter is not None and not path_filter.selects_everything:
         selects = path_filter.selector()
-        files = [p for p in index.iter_all_filepaths() if selects(p, False)]
-        chosen_dirs = {d for d in index.iter_all_dirpaths() if d and selects(d, True)}
+        files = [p for p in index.listing.file_paths() if selects(p, False)]
+        chosen_dirs = {d for d in index.listing.dir_paths() if d and selects(d, True)}
     else:
         return None
     dirs = {""} | chosen_dirs

@@ -75,7 +75,7 @@ def verify_archive(
         except FileNotFoundBarecatError:
             files = []
     else:
-        files = list(index.iter_all_fileinfos(Order.ADDRESS))
+        files = list(index.listing.files(Order.ADDRESS))
     damaged = set()
     for f in files:  # first: a damaged row's reason is the damage, not where it points
         damage = row_problem(f)

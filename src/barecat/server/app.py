@@ -10,7 +10,11 @@ Each served archive is under ``/a/NAME`` (NAME: the archive's file name without
   replaced) only once it has arrived whole, so a client killed mid-upload leaves nothing;
   ``DELETE`` removes it. Writes from any number of clients go through the archive's one
   writer, one at a time;
-- ``GET /a/NAME/list/PATH`` and ``/a/NAME/stat/PATH``: JSON; ``GET /a/NAME/glob?pattern=``;
+- ``GET /a/NAME/list/PATH`` and ``/a/NAME/stat/PATH``: JSON; ``GET /a/NAME/glob?pattern=``
+  (``include_hidden=0`` leaves names starting with ``.`` to literal components);
+- ``GET /a/NAME/index/PATH?order=path|address``: the record of every file below the
+  directory PATH (all of them without PATH), one JSON object a line, in path or storage
+  order;
 - ``POST /a/NAME/batch`` with ``{"paths": [...]}``: many files in one response, each as an
   8-byte little-endian length and its bytes, in request order;
 - ``GET /archives`` and ``GET /openapi.json``.
@@ -24,6 +28,7 @@ Requests are bounded (``Limits``): bigger uploads and batches get 413.
 from __future__ import annotations
 
 import hmac
+import json
 import struct
 import tempfile
 import threading
@@ -43,13 +48,14 @@ from starlette.routing import Route
 
 from barecat.archive import Barecat
 from barecat.asgi_serving import HTTPError, answered
-from barecat.entries import BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo
+from barecat.entries import BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo, Order
 from barecat.exceptions import (
     ReadOnlyBarecatError,
 )
 from barecat.paths import normalize
 
 _LENGTH = struct.Struct("<Q")
+_ORDERS = {"path": Order.PATH, "address": Order.ADDRESS, "any": Order.ANY}
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,7 +88,8 @@ def entry_json(info: BarecatEntryInfo) -> dict[str, Any]:
               "mtime_ns": info.mtime_ns}  # fmt: skip
     if isinstance(info, BarecatDirInfo):
         return {**common, "type": "dir", "num_files_tree": info.num_files_tree,
-                "size_tree": info.size_tree, "num_subdirs": info.num_subdirs}  # fmt: skip
+                "size_tree": info.size_tree, "num_subdirs": info.num_subdirs,
+                "num_files": info.num_files}  # fmt: skip
     assert isinstance(info, BarecatFileInfo)
     return {**common, "type": "file", "size": info.size, "crc32c": info.crc32c}
 
@@ -143,7 +150,7 @@ def create_app(archives: dict[str, Barecat], token: str | None = None,
     @answered
     async def get_file(request: Request) -> Response:
         archive, path = archive_of(request), path_of(request)
-        info = await run_in_threadpool(archive.run, lambda bc: bc.index.lookup_file(path))
+        info = await run_in_threadpool(archive.run, lambda bc: bc.lookup_file(path))
         etag = _etag(info)
         headers = {"ETag": etag, "Accept-Ranges": "bytes"}
         if request.headers.get("if-none-match") == etag:
@@ -188,7 +195,7 @@ def create_app(archives: dict[str, Barecat], token: str | None = None,
                 else:
                     bc.add(BarecatFileInfo(path, 0o100644, mtime_ns=time.time_ns()), data=data)
                 bc.commit()
-                return entry_json(bc.index.lookup_file(path))
+                return entry_json(bc.lookup_file(path))
 
             return JSONResponse(await run_in_threadpool(archive.run, store), status_code=201)
         finally:
@@ -214,11 +221,11 @@ def create_app(archives: dict[str, Barecat], token: str | None = None,
         archive, path = archive_of(request), path_of(request)
 
         def listed(bc: Barecat) -> dict[str, Any]:
-            bc.index.lookup_dir(path)
+            bc.lookup_dir(path)
             return {
                 "path": path,
-                "dirs": [entry_json(d) for d in bc.index.list_subdir_dirinfos(path)],
-                "files": [entry_json(f) for f in bc.index.list_direct_fileinfos(path)],
+                "dirs": [entry_json(d) for d in bc.subdirs_of(path)],
+                "files": [entry_json(f) for f in bc.files_in(path)],
             }
 
         return JSONResponse(await run_in_threadpool(archive.run, listed))
@@ -226,7 +233,7 @@ def create_app(archives: dict[str, Barecat], token: str | None = None,
     @answered
     async def stat(request: Request) -> Response:
         archive, path = archive_of(request), path_of(request)
-        info = await run_in_threadpool(archive.run, lambda bc: bc.index.lookup(path))
+        info = await run_in_threadpool(archive.run, lambda bc: bc.lookup(path))
         return JSONResponse(entry_json(info))
 
     @answered
@@ -235,11 +242,33 @@ def create_app(archives: dict[str, Barecat], token: str | None = None,
         pattern = request.query_params.get("pattern", "*")
         recursive = request.query_params.get("recursive", "0") not in ("0", "false", "")
         only_files = request.query_params.get("only_files", "0") not in ("0", "false", "")
+        hidden = request.query_params.get("include_hidden", "1") not in ("0", "false", "")
         found = await run_in_threadpool(
             archive.run,
-            lambda bc: bc.index.glob_paths(pattern, recursive, True, only_files=only_files),
+            lambda bc: (bc.globfiles if only_files else bc.glob)(pattern, recursive, hidden),
         )
         return JSONResponse({"pattern": pattern, "paths": found})
+
+    @answered
+    async def file_index(request: Request) -> Response:
+        archive, path = archive_of(request), path_of(request)
+        name = request.query_params.get("order", "path")
+        order = _ORDERS.get(name)
+        if order is None:
+            raise HTTPError(400, f"order must be one of {', '.join(_ORDERS)}, not {name!r}")
+
+        def records(bc: Barecat) -> bytes:
+            if path:
+                bc.lookup_dir(path)  # 404 for a missing directory
+            below = f"{path}/"
+            return b"".join(
+                json.dumps(entry_json(f)).encode() + b"\n"
+                for f in bc.iter_fileinfos(order)
+                if not path or f.path.startswith(below)
+            )
+
+        body = await run_in_threadpool(archive.run, records)
+        return Response(body, media_type="application/x-ndjson")
 
     @answered
     async def batch(request: Request) -> Response:
@@ -255,7 +284,7 @@ def create_app(archives: dict[str, Barecat], token: str | None = None,
 
         def gathered(bc: Barecat) -> list[bytes]:
             wanted = [normalize(p) for p in paths]
-            sizes = [bc.index.lookup_file(p).size or 0 for p in wanted]
+            sizes = [bc.lookup_file(p).size or 0 for p in wanted]
             if sum(sizes) > limits.batch_bytes:
                 raise HTTPError(413, f"batches are limited to {limits.batch_bytes} bytes")
             return bc.get_many(wanted)
@@ -282,6 +311,8 @@ def create_app(archives: dict[str, Barecat], token: str | None = None,
         Route("/a/{name}/list", listing),
         Route("/a/{name}/stat/{path:path}", stat),
         Route("/a/{name}/glob", glob),
+        Route("/a/{name}/index/{path:path}", file_index),
+        Route("/a/{name}/index", file_index),
         Route("/a/{name}/batch", batch, methods=["POST"]),
     ]
     middleware = [Middleware(_TokenCheck, token=token)] if token else []
@@ -361,9 +392,20 @@ OPENAPI: dict[str, Any] = {
             "parameters": [_NAME,
                            {"name": "pattern", "in": "query", "schema": {"type": "string"}},
                            {"name": "recursive", "in": "query", "schema": {"type": "boolean"}},
-                           {"name": "only_files", "in": "query", "schema": {"type": "boolean"}}],
-            "get": {"summary": "Paths matching a glob (hidden names included)",
+                           {"name": "only_files", "in": "query", "schema": {"type": "boolean"}},
+                           {"name": "include_hidden", "in": "query",
+                            "schema": {"type": "boolean", "default": True}}],
+            "get": {"summary": "Paths matching a glob (hidden names included by default)",
                     "responses": {"200": {"description": "{pattern, paths}"}, **_ERRORS}},
+        },
+        "/a/{name}/index/{path}": {
+            "parameters": [_NAME, _path_parameter("a directory (empty: the root)"),
+                           {"name": "order", "in": "query",
+                            "schema": {"enum": ["path", "address", "any"]}}],
+            "get": {"summary": "Every file's record below the directory, one JSON object a "
+                               "line, in path or storage order",
+                    "responses": {"200": {"description": "application/x-ndjson"},
+                                  **_ERRORS}},
         },
         "/a/{name}/batch": {
             "parameters": [_NAME],

@@ -1,6 +1,10 @@
 """``RemoteBarecat``: an archive served by ``barecat serve``, read (and written) over HTTP
 with the read API of :class:`~barecat.Barecat`.
 
+A :class:`~barecat.archive.ReadableArchive`: ``lookup``, ``listdir_infos``, ``read``,
+``read_many`` and ``iter_fileinfos`` are one request each, and the derived methods
+(``exists``, ``walk``, ...) are the protocol's, over them; records are the local ones
+(``BarecatFileInfo`` and ``BarecatDirInfo``, without storage addresses).
 ``client[path]`` is checked against the CRC32C the server sends; ``client.open(path)`` is a
 seekable stream of ranged requests; ``get_many`` is one request. One pooled connection
 (httpx) serves all calls; transient failures (a refused or reset connection, 502, 503,
@@ -8,12 +12,14 @@ seekable stream of ranged requests; ``get_many`` is one request. One pooled conn
 :class:`BarecatIntegrityError`, as a local read does. URLs: ``http://HOST:PORT/a/NAME``,
 ``http://HOST:PORT`` (the server's one archive), and barecat 0.3.1's
 ``barecat://HOST[:PORT]/NAME[::PATH]`` (port 50003 by default; PATH roots the client at
-that directory). Imports ``exceptions``, ``paths`` and the sync's URL parsing.
+that directory). Imports ``archive.readable``, ``entries``, ``exceptions``, ``paths`` and
+the sync's URL parsing.
 """
 
 from __future__ import annotations
 
 import io
+import json
 import struct
 import time
 from collections.abc import Iterable, Iterator, MutableMapping
@@ -24,11 +30,14 @@ from urllib.parse import quote, urlsplit
 import crc32c as _crc32c
 import httpx
 
+from barecat.archive.readable import ReadableArchive
+from barecat.entries import BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo, Order
 from barecat.exceptions import (
     BarecatError,
     BarecatIntegrityError,
     FileNotFoundBarecatError,
     InvalidPathBarecatError,
+    NotADirectoryLookupBarecatError,
     ReadOnlyBarecatError,
 )
 from barecat.paths import normalize
@@ -40,10 +49,11 @@ BACKOFF = 0.1
 """Seconds before the first retry; doubled for each next one."""
 _TRANSIENT = {502, 503, 504}
 _LENGTH = struct.Struct("<Q")
+_ORDER_NAMES = {Order.PATH: "path", Order.ADDRESS: "address"}
 
 
-class RemoteBarecat(MutableMapping[str, bytes]):
-    """The archive at ``url``, as a mapping and a small read API.
+class RemoteBarecat(MutableMapping[str, bytes], ReadableArchive):
+    """The archive at ``url``, as a mapping and a :class:`ReadableArchive`.
 
     Args:
         url: ``http://HOST:PORT/a/NAME``; ``http://HOST:PORT`` for a server of one
@@ -128,9 +138,13 @@ class RemoteBarecat(MutableMapping[str, bytes]):
 
     def __getitem__(self, path: str) -> bytes:
         try:
-            response = self._request("GET", "files", path)
+            return self._whole(path)
         except FileNotFoundBarecatError:
             raise KeyError(path) from None
+
+    def _whole(self, path: str) -> bytes:
+        """A whole file, checked against the CRC32C the server sends."""
+        response = self._request("GET", "files", path)
         data = response.content
         expected = response.headers.get("x-barecat-crc32c")
         if expected is not None and int(expected, 16) != _crc32c.crc32c(data):
@@ -147,9 +161,14 @@ class RemoteBarecat(MutableMapping[str, bytes]):
         return True
 
     def read(self, path: str, offset: int = 0, size: int = -1) -> bytes:
-        """A file's bytes, or ``size`` of them from ``offset`` (one ranged request)."""
+        """A file's bytes, or ``size`` of them from ``offset`` (one ranged request).
+
+        Raises:
+            FileNotFoundBarecatError: no such file.
+            BarecatIntegrityError: the bytes are damaged.
+        """
         if offset == 0 and size < 0:
-            return self[path]
+            return self._whole(path)
         last = "" if size < 0 else str(offset + size - 1)
         if size == 0:
             return b""
@@ -183,27 +202,91 @@ class RemoteBarecat(MutableMapping[str, bytes]):
 
     read_many = get_many
 
-    def stat(self, path: str) -> dict[str, Any]:
-        result: dict[str, Any] = self._request("GET", "stat", path).json()
-        return result
+    def lookup(self, path: str) -> BarecatEntryInfo:
+        """The record of the file or directory at ``path`` (one request).
 
-    def listdir(self, path: str = "") -> list[str]:
+        Raises:
+            FileNotFoundBarecatError: nothing is there.
+        """
+        return self._record(self._request("GET", "stat", path).json())
+
+    def listdir_infos(self, path: str = "") -> list[BarecatEntryInfo]:
+        """The records of a directory's entries, subdirectories first (one request).
+
+        Raises:
+            FileNotFoundBarecatError: no such directory (``NotADirectoryLookupBarecatError``
+                when ``path`` is a file).
+        """
         listed = self._request("GET", "list", path).json()
-        return [e["path"].rsplit("/", 1)[-1] for e in (*listed["dirs"], *listed["files"])]
+        return [self._record(e) for e in (*listed["dirs"], *listed["files"])]
 
-    def glob(self, pattern: str, recursive: bool = False, only_files: bool = False) -> list[str]:
+    def iter_fileinfos(self, order: Order = Order.ANY) -> Iterator[BarecatFileInfo]:
+        """Every file's record below the client's root, in ``order`` (``Order.PATH`` or
+        ``Order.ADDRESS``; ``Order.ANY`` gives path order). One request."""
+        params = {"order": _ORDER_NAMES.get(order, "path")}
+        body = self._request("GET", "index", "", params=params).content
+        for line in body.splitlines():
+            record = self._record(json.loads(line))
+            assert isinstance(record, BarecatFileInfo)
+            yield record
+
+    def _record(self, entry: dict[str, Any]) -> BarecatEntryInfo:
+        """A record of the server's JSON, its path taken relative to the client's root."""
+        path = str(entry["path"])
+        if self.root:
+            path = "" if path == self.root else path[len(self.root) + 1 :]
+        common = {k: entry.get(k) for k in ("mode", "uid", "gid", "mtime_ns")}
+        if entry.get("type") == "dir":
+            return BarecatDirInfo(
+                path,
+                **common,
+                num_subdirs=entry.get("num_subdirs"),
+                num_files=entry.get("num_files"),
+                size_tree=entry.get("size_tree"),
+                num_files_tree=entry.get("num_files_tree"),
+            )
+        return BarecatFileInfo(path, **common, size=entry.get("size"), crc32c=entry.get("crc32c"))
+
+    def glob(
+        self,
+        pattern: str,
+        recursive: bool = False,
+        include_hidden: bool = False,
+        *,
+        only_files: bool = False,
+    ) -> list[str]:
+        """Paths matching ``pattern``, as :meth:`barecat.Barecat.glob` gives them (one
+        request).
+
+        Args:
+            pattern: a glob relative to the client's root.
+            recursive: let ``**`` match any number of directories.
+            include_hidden: let wildcards match names starting with ``.``.
+            only_files: leave out directories.
+
+        Returns:
+            The matches, sorted.
+        """
         if self.root:
             pattern = f"{glob_escape(self.root)}/{pattern.lstrip('/')}"
-        params = {"pattern": pattern, "recursive": int(recursive), "only_files": int(only_files)}
+        params = {"pattern": pattern, "recursive": int(recursive), "only_files": int(only_files),
+                  "include_hidden": int(include_hidden)}  # fmt: skip
         paths: list[str] = self._request("GET", "glob", params=params).json()["paths"]
         cut = len(self.root) + 1 if self.root else 0
         return [p[cut:] for p in paths]
 
+    def globfiles(
+        self, pattern: str, recursive: bool = False, include_hidden: bool = False
+    ) -> list[str]:
+        """The files :meth:`glob` matches."""
+        return self.glob(pattern, recursive, include_hidden, only_files=True)
+
     def __iter__(self) -> Iterator[str]:
-        return iter(self.glob("**", recursive=True, only_files=True))
+        return iter(self.glob("**", recursive=True, include_hidden=True, only_files=True))
 
     def __len__(self) -> int:
-        return int(self.stat("")["num_files_tree"] or 0)
+        root = self.lookup("")
+        return int(root.num_files_tree or 0) if isinstance(root, BarecatDirInfo) else 0
 
     # -- writing (a server started with --writable) ----------------------------------------------
 
@@ -242,6 +325,8 @@ def _checked(response: httpx.Response, path: str) -> httpx.Response:
         body = {}
     message = str(body.get("error", response.text))
     if response.status_code == 404:
+        if body.get("type") == "not_a_directory":
+            raise NotADirectoryLookupBarecatError(f"Not a directory: {path}", path)
         raise FileNotFoundBarecatError(path or message)
     if response.status_code == 500 and body.get("type") == "integrity":
         raise BarecatIntegrityError(message)  # the server's read found damaged bytes

@@ -56,8 +56,8 @@ class ExportResult:
 
 def entries_in_path_order(bc: Barecat) -> Iterator[BarecatEntryInfo]:
     """Directories and files merged by path: a directory always comes before its contents."""
-    dirs = bc.index.iter_all_dirinfos(order=Order.PATH)
-    files = bc.index.iter_all_fileinfos(order=Order.PATH)
+    dirs = bc.iter_dirinfos(Order.PATH)
+    files = bc.iter_fileinfos(Order.PATH)
     return heapq.merge(dirs, files, key=lambda e: e.path)
 
 

@@ -95,7 +95,7 @@ class _Importer:
         """A copy of an earlier member, as extracting the link would make."""
         self.flush()
         try:
-            found = self.bc.index.lookup_file(normalize(target))
+            found = self.bc.lookup_file(normalize(target))
         except (InvalidPathBarecatError, *_CONFLICTS, FileNotFoundError):
             self.skip(name, f"hard link to {target!r}, which is not a file stored before it")
             return

@@ -79,7 +79,7 @@ def barecat2coldcrate(
         Barecat(src_path, passphrase=archive_passphrase) as bc,
         ChunkWriter.create(staging, FILE_SCHEMA, compression=compression, **secret) as w,
     ):
-        for info in bc.index.iter_all_fileinfos(order=Order.PATH):
+        for info in bc.iter_fileinfos(Order.PATH):
             rid = info.path.encode("utf-8", "surrogateescape")
             if len(rid) > MAX_RID:
                 result.skipped.append((info.path, f"path longer than {MAX_RID} bytes"))

@@ -203,10 +203,10 @@ def barecat2barecat(
         Barecat(src_path, passphrase=passphrase) as src,
         building_archive(target_path, overwrite, shard_size_limit, archive_options) as out,
     ):
-        out.add_dirs(src.index.iter_all_dirinfos())
+        out.add_dirs(src.iter_dirinfos())
         batch: list[tuple[BarecatFileInfo, bytes]] = []
         held = 0
-        for info in src.index.iter_all_fileinfos(Order.ADDRESS):
+        for info in src.iter_fileinfos(Order.ADDRESS):
             data = src.read(info)
             batch.append(
                 (BarecatFileInfo(info.path, info.mode, info.uid, info.gid, info.mtime_ns), data)

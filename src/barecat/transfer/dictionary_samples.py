@@ -48,7 +48,7 @@ def sample_archive(bc: Barecat) -> list[bytes]:
     """Contents of small files spread through an archive."""
     infos = [
         f
-        for f in bc.index.iter_all_fileinfos(Order.ADDRESS)
+        for f in bc.iter_fileinfos(Order.ADDRESS)
         if 0 < (f.size or 0) <= LARGEST_SAMPLE and not f.is_symlink_entry
     ]
     samples: list[bytes] = []

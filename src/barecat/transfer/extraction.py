@@ -195,7 +195,7 @@ class DirectoryWriter:
         for dest in self.created_dirs - todo.keys():  # parents of what was chosen
             with contextlib.suppress(FileNotFoundError):
                 relative = os.path.relpath(dest, self.root).replace(os.sep, "/")
-                todo[dest] = self.bc.index.lookup_dir(join(self.base, relative))
+                todo[dest] = self.bc.lookup_dir(join(self.base, relative))
         for dest in sorted(todo, reverse=True):  # a child sorts after its parent
             info = todo[dest]
             self.attempt(info.path, functools.partial(self.metadata, dest, info))
@@ -225,7 +225,7 @@ def open_verified(bc: Barecat, item: BarecatFileInfo | str) -> BinaryIO:
     A small file is read and checked at once; a big one is checked first and then
     streamed, so a damaged file raises before any of its bytes are passed on.
     """
-    f = bc.index.lookup_file(item) if isinstance(item, str) else item
+    f = bc.lookup_file(item) if isinstance(item, str) else item
     if type(f.size) is not int or f.size <= COPY_CHUNK:  # (a damaged row: read names it)
         return io.BytesIO(bc.read(f))
     if not bc.check_crc32c(f):
@@ -271,8 +271,8 @@ def extract_to_directory(
             refused before anything is written).
     """
     root = os.path.abspath(target_directory)
-    base = bc.index.lookup_dir(relative_to).path if relative_to else ""
-    wanted = [base] if paths is None else [bc.index.lookup(p).path for p in paths]
+    base = bc.lookup_dir(relative_to).path if relative_to else ""
+    wanted = [base] if paths is None else [bc.lookup(p).path for p in paths]
     owners = os.geteuid() == 0 if restore_owners is None else restore_owners
     ex = DirectoryWriter(bc, root, allow_outside_links, owners, base)
 
@@ -281,10 +281,8 @@ def extract_to_directory(
             return False
         return path_filter is None or path_filter.selects(path, is_dir)
 
-    dirs: list[BarecatDirInfo] = [
-        d for d in bc.index.iter_all_dirinfos(Order.PATH) if selected(d.path, True)
-    ]
-    files = [f for f in bc.index.iter_all_fileinfos(Order.ADDRESS) if selected(f.path, False)]
+    dirs: list[BarecatDirInfo] = [d for d in bc.iter_dirinfos(Order.PATH) if selected(d.path, True)]
+    files = [f for f in bc.iter_fileinfos(Order.ADDRESS) if selected(f.path, False)]
     for entry in (*dirs, *files):
         ex.destination(entry.path)  # refuse a hostile archive before writing anything
     os.makedirs(root, exist_ok=True)

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator, Sequence
 from barecat.archive import Barecat
 from barecat.glob import PathFilter
 from barecat.layout import archive_exists, is_sqlite_file
-from barecat.ops.merge import MergeResult, merge_archives
+from barecat.ops.merge import MergeResult
 from barecat.transfer.archive_formats import format_of_name
 from barecat.transfer.conversion import ArchiveOptions, archive2barecat, building_archive
 
@@ -113,17 +113,13 @@ def merge(
         barecat_inputs(source_paths, target_path) as inputs,
         merge_output(target_path, overwrite, shard_size_limit) as out,
     ):
-        out.prepare_file_list_edit()
-        return merge_archives(
-            out.index,
-            out.sharder,
+        return out.merge(
             inputs,
             ignore_duplicates=ignore_duplicates,
             prefix=prefix or "",
             as_subdirs=as_subdirs,
             pattern=pattern,
             path_filter=path_filter,
-            seal_like=out.seal_like,
         )
 
 
@@ -156,14 +152,10 @@ def merge_symlink(
     if pattern or filter_rules:
         raise ValueError("pattern/filter_rules are not supported with symlink merges")
     with merge_output(target_path, overwrite) as out:
-        out.prepare_file_list_edit()
-        return merge_archives(
-            out.index,
-            out.sharder,
+        return out.merge(
             source_paths,
             ignore_duplicates=ignore_duplicates,
             symlink=True,
             prefix=prefix or "",
             as_subdirs=as_subdirs,
-            seal_like=out.seal_like,
         )

@@ -1,7 +1,7 @@
 """What each ``barecat rsync`` argument names: a local path, a path inside an archive, a
 tar or zip file read as a source, or a remote place (SSH, a ``barecat serve`` server).
 
-The rules (README.md documents them for users):
+The rules (docs/command-line.md documents them for users):
 
 - ``barecat://HOST[:PORT]/NAME[::INNER]`` is archive NAME on a server (port 50003 if
   none is given);

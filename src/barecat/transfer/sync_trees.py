@@ -160,7 +160,7 @@ def _archive_entry(bc: Barecat, info: BarecatEntryInfo) -> Entry:
 
 
 def _walk_archive(bc: Barecat, top: str) -> Iterator[BarecatEntryInfo]:
-    for directory, _subdirs, files in bc.index.walk_infos(top):
+    for directory, _subdirs, files in bc.walk_infos(top):
         yield directory
         yield from files
 
@@ -171,7 +171,7 @@ def list_archive(bc: Barecat, inner: str, rel: str, path_filter: PathFilter | No
     if not bc.exists(inner):
         return listing
     if bc.isfile(inner):
-        infos: Iterator[BarecatEntryInfo] = iter([bc.index.lookup_file(inner)])
+        infos: Iterator[BarecatEntryInfo] = iter([bc.lookup_file(inner)])
     else:
         infos = _walk_archive(bc, inner)
     cut = len(inner) + 1 if inner else 0

@@ -97,11 +97,11 @@ def create_app(bc: Barecat) -> Starlette:
     @answered
     async def directory(request: Request) -> Response:
         path = _path_argument(request)
-        info = bc.index.lookup_dir(path)
+        info = bc.lookup_dir(path)
         offset = max(0, int(request.query_params.get("offset", 0)))
         limit = min(MAX_PAGE, max(1, int(request.query_params.get("limit", PAGE_LIMIT))))
-        dirs = sorted(bc.index.list_subdir_dirinfos(path), key=lambda d: d.name)
-        files = bc.index.page_of_fileinfos(path, offset, limit)
+        dirs = sorted(bc.subdirs_of(path), key=lambda d: d.name)
+        files = bc.files_page(path, offset, limit)
         return JSONResponse(
             {
                 "path": path,
@@ -116,12 +116,12 @@ def create_app(bc: Barecat) -> Starlette:
 
     @answered
     async def file_info(request: Request) -> Response:
-        return JSONResponse(_file_json(bc.index.lookup_file(_path_argument(request))))
+        return JSONResponse(_file_json(bc.lookup_file(_path_argument(request))))
 
     @answered
     async def raw(request: Request) -> Response:
         path = _path_argument(request)
-        data = bc.read(bc.index.lookup_file(path))
+        data = bc.read(bc.lookup_file(path))
         kind = mimetypes.guess_type(path)[0] or "application/octet-stream"
         return Response(data, media_type=kind, headers={"Cache-Control": "max-age=3600"})
 
@@ -130,7 +130,7 @@ def create_app(bc: Barecat) -> Starlette:
         path = _path_argument(request)
         asked = int(request.query_params.get("size", 256))
         size = min((s for s in THUMB_SIZES if s >= asked), default=THUMB_SIZES[-1])
-        bc.index.lookup_file(path)  # 404 before Pillow sees anything
+        bc.lookup_file(path)  # 404 before Pillow sees anything
         try:
             data = thumbnail(path, size)
         except (OSError, ValueError, SyntaxError) as e:  # what Pillow raises for non-images

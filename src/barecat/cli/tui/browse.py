@@ -35,8 +35,8 @@ IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".gif", ".bmp", ".webp", ".tif", ".ti
 
 def entries_of(bc: Barecat, path: str) -> list[BarecatEntryInfo]:
     """A directory's entries as the browser lists them: directories first, by name."""
-    dirs: list[BarecatEntryInfo] = sorted(bc.index.list_subdir_dirinfos(path), key=_name)
-    files: list[BarecatEntryInfo] = sorted(bc.index.list_direct_fileinfos(path), key=_name)
+    dirs: list[BarecatEntryInfo] = sorted(bc.subdirs_of(path), key=_name)
+    files: list[BarecatEntryInfo] = sorted(bc.files_in(path), key=_name)
     return dirs + files
 
 

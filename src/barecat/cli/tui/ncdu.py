@@ -37,11 +37,8 @@ class Row:
 
 def directory_rows(bc: Barecat, path: str) -> list[Row]:
     """The entries of ``path`` with the bytes they take, from the index's statistics."""
-    rows = [
-        Row(d.name, d.size_tree or 0, d.num_files_tree or 0, True)
-        for d in bc.index.list_subdir_dirinfos(path)
-    ]
-    rows += [Row(f.name, f.stored_size, 1, False) for f in bc.index.list_direct_fileinfos(path)]
+    rows = [Row(d.name, d.size_tree or 0, d.num_files_tree or 0, True) for d in bc.subdirs_of(path)]
+    rows += [Row(f.name, f.stored_size, 1, False) for f in bc.files_in(path)]
     return rows
 
 
