@@ -5,50 +5,105 @@ The public face; names follow barecat 0.3.x so existing code keeps working.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from barecat.archive import Barecat, ReadableArchive
-from barecat.codecs import DecodedView, UnsafePickleWarning
-from barecat.entries import (
-    SHARD_SIZE_UNLIMITED,
-    BarecatDirInfo,
-    BarecatEntryInfo,
-    BarecatFileInfo,
-    Order,
-)
-from barecat.exceptions import (
-    ArchiveLockedBarecatError,
-    BarecatError,
-    BarecatIntegrityError,
-    CorruptIndexBarecatError,
-    DamagedEntryBarecatError,
-    DirectoryNotEmptyBarecatError,
-    FileExistsBarecatError,
-    FileNotFoundBarecatError,
-    FileTooLargeBarecatError,
-    InvalidPathBarecatError,
-    IsADirectoryBarecatError,
-    NotADirectoryBarecatError,
-    NotADirectoryLookupBarecatError,
-    NotEnoughSpaceBarecatError,
-    PathTypeBarecatError,
-    ReadOnlyBarecatError,
-    SchemaVersionBarecatError,
-)
-from barecat.index import Index
-
-if TYPE_CHECKING:  # the client needs the optional httpx: imported when connecting
-    from barecat.server.client import RemoteBarecat
-from barecat.legacy_api import exists, get_cached_reader, open, read_index, remove, write_index
-from barecat.shards import (
-    BarecatFileObject,
-    BarecatReadOnlyFileObject,
-    BarecatReadWriteFileObject,
-    Sharder,
-)
-from barecat.transfer import archive2barecat, barecat2archive, extract, merge, merge_symlink
+from barecat.lazy_exports import TYPE_CHECKING, lazy_exports
 
 __version__ = "0.4.0.dev0"
+
+if TYPE_CHECKING:
+    from barecat.archive import Barecat, ReadableArchive
+    from barecat.codecs import DecodedView, UnsafePickleWarning
+    from barecat.entries import (
+        SHARD_SIZE_UNLIMITED,
+        BarecatDirInfo,
+        BarecatEntryInfo,
+        BarecatFileInfo,
+        Order,
+    )
+    from barecat.exceptions import (
+        ArchiveLockedBarecatError,
+        BarecatError,
+        BarecatIntegrityError,
+        CorruptIndexBarecatError,
+        DamagedEntryBarecatError,
+        DirectoryNotEmptyBarecatError,
+        FileExistsBarecatError,
+        FileNotFoundBarecatError,
+        FileTooLargeBarecatError,
+        InvalidPathBarecatError,
+        IsADirectoryBarecatError,
+        NotADirectoryBarecatError,
+        NotADirectoryLookupBarecatError,
+        NotEnoughSpaceBarecatError,
+        PathTypeBarecatError,
+        ReadOnlyBarecatError,
+        SchemaVersionBarecatError,
+    )
+    from barecat.index import Index
+    from barecat.legacy_api import exists, get_cached_reader, open, read_index, remove, write_index
+    from barecat.server.client import RemoteBarecat  # the optional httpx: when connecting
+    from barecat.shards import (
+        BarecatFileObject,
+        BarecatReadOnlyFileObject,
+        BarecatReadWriteFileObject,
+        Sharder,
+    )
+    from barecat.transfer import archive2barecat, barecat2archive, extract, merge, merge_symlink
+else:  # imported on first use: the face loads nothing up front
+    __getattr__, __dir__ = lazy_exports(
+        __name__,
+        {
+            "barecat.archive": ["Barecat", "ReadableArchive"],
+            "barecat.codecs": ["DecodedView", "UnsafePickleWarning"],
+            "barecat.entries": [
+                "SHARD_SIZE_UNLIMITED",
+                "BarecatDirInfo",
+                "BarecatEntryInfo",
+                "BarecatFileInfo",
+                "Order",
+            ],
+            "barecat.exceptions": [
+                "ArchiveLockedBarecatError",
+                "BarecatError",
+                "BarecatIntegrityError",
+                "CorruptIndexBarecatError",
+                "DamagedEntryBarecatError",
+                "DirectoryNotEmptyBarecatError",
+                "FileExistsBarecatError",
+                "FileNotFoundBarecatError",
+                "FileTooLargeBarecatError",
+                "InvalidPathBarecatError",
+                "IsADirectoryBarecatError",
+                "NotADirectoryBarecatError",
+                "NotADirectoryLookupBarecatError",
+                "NotEnoughSpaceBarecatError",
+                "PathTypeBarecatError",
+                "ReadOnlyBarecatError",
+                "SchemaVersionBarecatError",
+            ],
+            "barecat.index": ["Index"],
+            "barecat.legacy_api": [
+                "exists",
+                "get_cached_reader",
+                "open",
+                "read_index",
+                "remove",
+                "write_index",
+            ],
+            "barecat.shards": [
+                "BarecatFileObject",
+                "BarecatReadOnlyFileObject",
+                "BarecatReadWriteFileObject",
+                "Sharder",
+            ],
+            "barecat.transfer": [
+                "archive2barecat",
+                "barecat2archive",
+                "extract",
+                "merge",
+                "merge_symlink",
+            ],
+        },
+    )
 
 
 def get_completion_script(shell: str = "bash") -> str:

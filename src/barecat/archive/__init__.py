@@ -1,11 +1,21 @@
 """The :class:`Barecat` facade: the archive as a mapping and a small filesystem, and
 :class:`ReadableArchive`, the read API it shares with the HTTP client."""
 
-from typing import TYPE_CHECKING
+from barecat.lazy_exports import TYPE_CHECKING, lazy_exports
 
-from barecat.archive.facade import COMMIT_EVERY_FILES, Barecat
-from barecat.archive.readable import ReadableArchive
-from barecat.archive.sealed import Passphrase
+if TYPE_CHECKING:
+    from barecat.archive.facade import COMMIT_EVERY_FILES, Barecat
+    from barecat.archive.readable import ReadableArchive
+    from barecat.archive.sealed import Passphrase
+else:  # imported on first use
+    __getattr__, __dir__ = lazy_exports(
+        __name__,
+        {
+            "barecat.archive.facade": ["COMMIT_EVERY_FILES", "Barecat"],
+            "barecat.archive.readable": ["ReadableArchive"],
+            "barecat.archive.sealed": ["Passphrase"],
+        },
+    )
 
 if TYPE_CHECKING:
 

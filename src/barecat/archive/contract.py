@@ -12,13 +12,14 @@ from __future__ import annotations
 import functools
 import threading
 from collections.abc import Callable
-from typing import Concatenate, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Concatenate, ParamSpec, TypeVar
 
-from barecat.archive.sealed import ArchiveSealing
-from barecat.index import Index
-from barecat.ops.writing import WriteSession
-from barecat.sealing import SealingSettings
-from barecat.shards import Sharder
+if TYPE_CHECKING:  # a plain archive loads no sealing code
+    from barecat.archive.sealed import ArchiveSealing
+    from barecat.index import Index
+    from barecat.ops.writing import WriteSession
+    from barecat.sealing import SealingSettings
+    from barecat.shards import Sharder
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")

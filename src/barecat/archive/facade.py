@@ -23,17 +23,15 @@ import threading
 import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator, MutableMapping
-from typing import IO, Any, BinaryIO, cast
+from typing import IO, TYPE_CHECKING, Any, BinaryIO, cast
 
 from barecat.archive.contract import serialized
 from barecat.archive.editing import ArchiveEditing
 from barecat.archive.inspecting import ArchiveInspection
 from barecat.archive.maintenance import ArchiveMaintenance
 from barecat.archive.reading import ArchiveReading
-from barecat.archive.remote import open_remote_halves
 from barecat.archive.sealed import Passphrase, SealedFileWriter, open_sealing, take_sealing
 from barecat.archive.writer_lock import WriterLock
-from barecat.codecs.registry import CodecRegistry
 from barecat.entries import BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo
 from barecat.exceptions import (
     BarecatError,
@@ -45,13 +43,15 @@ from barecat.exceptions import (
 )
 from barecat.index import Index
 from barecat.layout import archive_exists, base_path, index_path, remove_archive
-from barecat.ops.writing import Position, WriteSession
 from barecat.paths import normalize, normalize_many
 from barecat.remote import is_remote_url, local_path_of
-from barecat.sealing import Sealer, SealingSettings
 from barecat.shards import BarecatReadWriteFileObject, Sharder
 from barecat.shards.sharder import Address
 from barecat.sizes import parse_size
+
+if TYPE_CHECKING:  # sealing code is imported when an archive is sealed, not before
+    from barecat.ops.writing import Position, WriteSession
+    from barecat.sealing import Sealer, SealingSettings
 
 COMMIT_EVERY_FILES = 4096
 """Commit at least this often during long writes (besides every ``commit_interval``)."""
@@ -142,6 +142,8 @@ class Barecat(
                     f"{self.path} is on remote storage, which barecat reads but does not "
                     "write: build the archive locally and upload its files"
                 )
+            from barecat.archive.remote import open_remote_halves
+
             self.index, self.sharder = open_remote_halves(
                 self.path, storage_options, cache_dir, block_cache, threadsafe, lookup_table
             )
@@ -209,7 +211,9 @@ class Barecat(
                 allow_writing_symlinked_shard=allow_writing_symlinked_shard,
             )
             self.created = self.index.created
-            if not self.readonly:
+            if not self.readonly:  # (readers load no write code)
+                from barecat.ops.writing import WriteSession
+
                 self._writes = WriteSession(self.index, self.sharder)  # places the position
         except BaseException:
             index: Index | None = getattr(self, "index", None)
@@ -809,6 +813,7 @@ class Barecat(
             nonfinal: a layer (compression) over whatever the rest of the name says.
         """
         from barecat.archive import auto_codec as legacy_codecs
+        from barecat.codecs.registry import CodecRegistry
 
         warnings.warn(legacy_codecs.REGISTER_CODEC_DEPRECATED, DeprecationWarning, stacklevel=2)
         view = legacy_codecs.decode_by_extension(self, CodecRegistry())

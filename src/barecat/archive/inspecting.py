@@ -11,16 +11,18 @@ owns no state, so the facade module keeps only what couples writing to the halve
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from barecat.entries import BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo, Order
-from barecat.glob import PathFilter
 from barecat.index import Index
-from barecat.index.query import WalkStep
-from barecat.ops.defrag import Fragmentation, fragmentation
-from barecat.ops.subset import Selection
-from barecat.ops.subset import select_entries as select
-from barecat.ops.verify import OnFile, VerifyReport, verify_archive
 from barecat.shards import Sharder
+
+if TYPE_CHECKING:  # the ops are imported when used: reading an archive loads none of them
+    from barecat.glob import PathFilter
+    from barecat.index.query import WalkStep
+    from barecat.ops.defrag import Fragmentation
+    from barecat.ops.subset import Selection
+    from barecat.ops.verify import OnFile, VerifyReport
 
 
 class ArchiveInspection:
@@ -169,6 +171,8 @@ class ArchiveInspection:
         Raises:
             ValueError: both a pattern and rules given.
         """
+        from barecat.ops.subset import select_entries as select
+
         return select(self.index, pattern, path_filter)
 
     @property
@@ -209,6 +213,8 @@ class ArchiveInspection:
     def fragmentation(self) -> Fragmentation:
         """How much of the shards no file uses: holes between files and slack past the
         last file of each shard (what ``defragment`` would reclaim)."""
+        from barecat.ops.defrag import fragmentation
+
         return fragmentation(self.index, self.sharder)
 
     def verify(
@@ -224,6 +230,8 @@ class ArchiveInspection:
         Returns:
             The full report: files checked, the bad ones and why, index problems.
         """
+        from barecat.ops.verify import verify_archive
+
         return verify_archive(self.index, self.sharder, quick, on_file=on_file, workers=workers)
 
     def verify_integrity(self, quick: bool = False) -> bool:

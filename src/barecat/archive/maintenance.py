@@ -13,21 +13,21 @@ calls these, so the conditions around an operation are kept here, once.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from barecat.archive.contract import ArchiveContract, serialized
 from barecat.exceptions import BarecatError
 from barecat.glob import PathFilter
-from barecat.ops.copy_files import CopyStats, ProgressCallback
-from barecat.ops.defrag import DefragResult
-from barecat.ops.defrag import defrag as defrag_archive
-from barecat.ops.merge import MergeResult, merge_archives
-from barecat.ops.repair import RepairResult
-from barecat.ops.repair import repair as repair_archive
-from barecat.ops.reshard import ReshardResult
-from barecat.ops.reshard import reshard as reshard_archive
-from barecat.ops.subset import Selection, subset_archive
-from barecat.ops.verify import OnFile
 from barecat.sizes import parse_size
+
+if TYPE_CHECKING:  # each op is imported when it runs: opening an archive loads none
+    from barecat.ops.copy_files import CopyStats, ProgressCallback
+    from barecat.ops.defrag import DefragResult
+    from barecat.ops.merge import MergeResult
+    from barecat.ops.repair import RepairResult
+    from barecat.ops.reshard import ReshardResult
+    from barecat.ops.subset import Selection
+    from barecat.ops.verify import OnFile
 
 
 class ArchiveMaintenance(ArchiveContract):
@@ -78,6 +78,8 @@ class ArchiveMaintenance(ArchiveContract):
         self._require_changeable()
         self._require_no_open_writer()
         self.commit()
+        from barecat.ops.defrag import defrag as defrag_archive
+
         result = defrag_archive(
             self.index, self.sharder, quick=quick, time_budget=time_budget, on_progress=on_progress
         )
@@ -110,6 +112,8 @@ class ArchiveMaintenance(ArchiveContract):
         self._require_changeable()
         self._require_no_open_writer()
         self.commit()
+        from barecat.ops.reshard import reshard as reshard_archive
+
         result = reshard_archive(
             self.index, self.sharder, parse_size(shard_size_limit), on_progress=on_progress
         )
@@ -139,6 +143,8 @@ class ArchiveMaintenance(ArchiveContract):
         if drop_bad:
             self.prepare_file_list_edit()
         self.commit()
+        from barecat.ops.repair import repair as repair_archive
+
         result = repair_archive(
             self.index, self.sharder, drop_bad=drop_bad, workers=workers, on_file=on_file
         )
@@ -186,6 +192,8 @@ class ArchiveMaintenance(ArchiveContract):
         self._require_no_open_writer()
         self.prepare_file_list_edit()
         self.commit()
+        from barecat.ops.merge import merge_archives
+
         result = merge_archives(
             self.index,
             self.sharder,
@@ -227,6 +235,8 @@ class ArchiveMaintenance(ArchiveContract):
         self._require_no_open_writer()
         self.prepare_file_list_edit()
         self.commit()
+        from barecat.ops.subset import subset_archive
+
         stats = subset_archive(
             source.index,
             source.sharder,

@@ -14,16 +14,18 @@ from __future__ import annotations
 
 import io
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from barecat.archive.sealed import ArchiveSealing
 from barecat.entries import BarecatFileInfo, Order
 from barecat.exceptions import BarecatIntegrityError, DamagedEntryBarecatError
 from barecat.index import Index
 from barecat.index.query import Located, checked_file
 from barecat.paths import normalize, normalize_many
-from barecat.sealing import SealedFileReader
 from barecat.shards import BarecatReadOnlyFileObject, Sharder
+
+if TYPE_CHECKING:  # a plain archive loads no sealing code
+    from barecat.archive.sealed import ArchiveSealing
+    from barecat.sealing import SealedFileReader
 
 
 class ArchiveReading:
@@ -229,6 +231,8 @@ class ArchiveReading:
 
     def _open_sealed(self, f: BarecatFileInfo) -> SealedFileReader:
         """A stream over a sealed file that decodes only the blocks it reads."""
+        from barecat.sealing import SealedFileReader
+
         assert self._sealing is not None
         sealer = self._sealing.sealer()
         if self._sealing.digest is not None:

@@ -6,21 +6,22 @@ a callable, asked only when a file's bytes are first needed: so listing, verifyi
 or moving bytes of an encrypted archive never prompt. Adding, removing or renaming files
 of an encrypted archive does need it: its index digest (``index_digest.py``) follows
 every such edit. Imports ``archive.index_digest``, ``index``, ``sealing``, ``shards`` and
-``exceptions``.
+``exceptions``, the first and ``sealing`` only once an archive is sealed (a plain archive
+loads no sealing code).
 """
 
 from __future__ import annotations
 
 import io
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from barecat.archive.index_digest import DigestKeeper, new_archive_records
 from barecat.exceptions import BarecatError
-from barecat.index import Index
-from barecat.index.schema import ConfigValue
-from barecat.sealing import Sealer, SealingSettings
-from barecat.sealing.settings import DEFAULT_LEVELS
+
+if TYPE_CHECKING:  # the sealing code is imported when an archive is sealed, not before
+    from barecat.index import Index
+    from barecat.index.schema import ConfigValue
+    from barecat.sealing import Sealer, SealingSettings
 
 _PROBE = 4096
 """Bytes a new sealed archive seals (and drops) before it is made, to prove its choices."""
@@ -47,6 +48,9 @@ class ArchiveSealing:
         data_key: bytes | None = None,
         keeps_digest: bool = True,
     ) -> None:
+        from barecat.archive.index_digest import DigestKeeper
+        from barecat.sealing.settings import DEFAULT_LEVELS
+
         self.where = where
         self.settings = settings
         self._passphrase = passphrase
@@ -115,6 +119,8 @@ class ArchiveSealing:
         for reading, any of them (each sealed file says how it was sealed)."""
         found = self._sealers.get(compress)
         if found is None:
+            from barecat.sealing import Sealer
+
             codec = self._codec if compress else "none"
             level = self._level if compress else 0
             found = Sealer(
@@ -171,6 +177,8 @@ def open_sealing(
     archive becomes sealed when given a compression, a passphrase as text or a trained
     zstd ``dictionary``; a plain archive with files cannot."""
     if index.sealed:
+        from barecat.sealing import SealingSettings
+
         if dictionary:
             raise BarecatError(
                 f"{where} exists: a compression dictionary is given when an archive is created"
@@ -188,6 +196,9 @@ def open_sealing(
             "archive is created (copy its files into a new one: barecat convert "
             "--compress/--encrypt)"
         )
+    from barecat.archive.index_digest import new_archive_records
+    from barecat.sealing import Sealer, SealingSettings
+
     settings, key = SealingSettings.new(
         codec or "zstd", level, passphrase=key_text, dictionary=dictionary or b""
     )
@@ -225,6 +236,8 @@ def take_sealing(
             )
         key, keeps_digest = settings.unlock(supplied)
         if keeps_digest:
+            from barecat.archive.index_digest import new_archive_records
+
             records.update(new_archive_records(key, settings))
     index.enable_sealing(records)
     return ArchiveSealing(

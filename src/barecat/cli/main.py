@@ -1,60 +1,67 @@
 """The ``barecat`` command: argument parsing and dispatch.
 
 Commands live in their own modules and register here; they return an exit code and raise
-library errors, which :func:`barecat.cli.running.run_command` turns into one line.
+library errors, which :func:`barecat.cli.running.run_command` turns into one line. A run
+imports only the module of the command it names (``--version`` none), so ``barecat ls``
+does not pay for the dependencies of ``create``, ``serve`` or ``mount``; help and
+completion import them all.
 """
 
 from __future__ import annotations
 
 import argparse
-import difflib
+import importlib
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from barecat import __version__
-from barecat.cli import (
-    combine,
-    completion,
-    convert,
-    create,
-    extract,
-    interactive,
-    listing,
-    maintenance,
-    mount,
-    reorganize,
-    reports,
-    serve,
-    shell,
-    sync,
-)
 from barecat.cli.parsing import CommandParser
 from barecat.cli.running import EXIT_USAGE, run_command
 from barecat.cli.terminal import PROG
-from barecat.glob import directory_pattern
 
-_normalize_pattern = directory_pattern
-"""0.3.1's name for how ``--pattern`` values are read (its tests import it from here)."""
+COMMAND_MODULES: dict[str, tuple[str, ...]] = {
+    "create": ("create", "c", "add", "a"),
+    "convert": ("convert",),
+    "extract": ("extract", "x", "cat"),
+    "listing": ("list", "ls", "l", "t", "find", "tree"),
+    "reports": ("du", "index-to-csv", "to-ncdu-json"),
+    "shell": ("shell",),
+    "interactive": ("ncdu", "browse", "view", "image-viewer"),
+    "maintenance": ("verify", "repair", "upgrade", "rekey", "digest"),
+    "mount": ("mount",),
+    "reorganize": ("defrag", "reshard"),
+    "combine": ("merge", "subset"),
+    "sync": ("rsync",),
+    "serve": ("serve",),
+    "completion": ("completion-script", "__complete"),
+}
+"""Each command module of ``barecat.cli`` (in --help order) and the names its commands
+answer to, so a run imports only the module of its command (a test keeps this in step
+with what the modules register)."""
 
-COMMAND_MODULES = (
-    create,
-    convert,
-    extract,
-    listing,
-    reports,
-    shell,
-    interactive,
-    maintenance,
-    mount,
-    reorganize,
-    combine,
-    sync,
-    serve,
-    completion,
-)
+MODULE_OF_COMMAND = {name: module for module, names in COMMAND_MODULES.items() for name in names}
+EVERY_COMMAND_NEEDED = frozenset({"__complete"})
+"""Commands that read the whole command table (completion)."""
 
 
-def build_parser() -> argparse.ArgumentParser:
+def __getattr__(name: str) -> Any:
+    if name == "_normalize_pattern":  # 0.3.1's tests import it from here; rarely needed
+        from barecat.glob import directory_pattern
+
+        return directory_pattern
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def build_parser(modules: Iterable[str] = COMMAND_MODULES) -> argparse.ArgumentParser:
+    """The ``barecat`` parser with the commands of ``modules`` (by default all of them).
+
+    Args:
+        modules: names of command modules in ``barecat.cli`` (keys of ``COMMAND_MODULES``).
+
+    Returns:
+        The top-level parser; each command's ``handler`` is in its namespace defaults.
+    """
     parser = argparse.ArgumentParser(
         prog=PROG,
         description="Millions of small files in a few big ones: create, browse and extract "
@@ -65,9 +72,34 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(
         title="commands", dest="command", metavar="COMMAND", parser_class=CommandParser
     )
-    for module in COMMAND_MODULES:
-        module.register(sub)
+    for module in modules:
+        importlib.import_module(f"barecat.cli.{module}").register(sub)
     return parser
+
+
+def modules_needed(args: Sequence[str]) -> Iterable[str]:
+    """The command modules a run with ``args`` needs: the one of the command named, none
+    for ``--version`` alone, all of them for help (what no command is named for, or an
+    option before the command other than ``--version``), a mistyped command or completion.
+
+    Args:
+        args: the arguments after the program name.
+
+    Returns:
+        Keys of ``COMMAND_MODULES``.
+    """
+    before = []
+    for arg in args:
+        if not arg.startswith("-"):
+            break
+        before.append(arg)
+    else:
+        return () if before and all(a == "--version" for a in before) else COMMAND_MODULES
+    word = args[len(before)]
+    if any(a != "--version" for a in before) or word in EVERY_COMMAND_NEEDED:
+        return COMMAND_MODULES
+    module = MODULE_OF_COMMAND.get(word)
+    return COMMAND_MODULES if module is None else (module,)
 
 
 NEGATIVE_VALUE_OPTIONS = ("-size",)
@@ -103,6 +135,8 @@ def unknown_command(parser: argparse.ArgumentParser, argv: Sequence[str]) -> str
     if word is None or word in names:
         return None
     public = [n for n in names if not n.startswith("_")]
+    import difflib  # only for a mistyped command
+
     near = difflib.get_close_matches(word, public, n=3, cutoff=0.6)
     if not near:
         return f"unknown command '{word}' (see '{PROG} --help' for the commands)"
@@ -110,8 +144,8 @@ def unknown_command(parser: argparse.ArgumentParser, argv: Sequence[str]) -> str
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
     args_list = _attach_negative_values(list(sys.argv[1:] if argv is None else argv))
+    parser = build_parser(modules_needed(args_list))
     mistyped = unknown_command(parser, args_list)
     if mistyped is not None:
         print(f"{PROG}: {mistyped}", file=sys.stderr)

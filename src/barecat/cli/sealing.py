@@ -21,7 +21,6 @@ from barecat.cli.parsing import size
 from barecat.exceptions import BarecatError, FileNotFoundBarecatError
 from barecat.layout import archive_exists
 from barecat.remote import is_remote_url
-from barecat.sealing import train_dictionary
 
 PASSPHRASE_ENV = "BARECAT_PASSPHRASE"
 NEW_PASSPHRASE_ENV = "BARECAT_NEW_PASSPHRASE"
@@ -74,6 +73,8 @@ def new_archive_options(
             )
         if args.compress not in (None, "zstd"):
             raise ValueError("--dictionary is for zstd compression")
+        from barecat.sealing import train_dictionary  # zstandard, for sealed archives only
+
         options["compression_dictionary"] = train_dictionary(samples(), args.dictionary_size)
     if getattr(args, "compress", None):
         options["compression"] = args.compress

@@ -32,7 +32,6 @@ import mmap
 import os
 import sqlite3
 import struct
-import tempfile
 from array import array
 from typing import Union
 
@@ -163,6 +162,8 @@ class LookupTable:
         ).ljust(_HEADER_SIZE, b"\0")
         directory = os.path.dirname(path) or "."
         try:
+            import tempfile  # (random, bisect...) only when a table is built
+
             fd, temp = tempfile.mkstemp(prefix=os.path.basename(path) + ".", dir=directory)
         except OSError:
             return False

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable
-from importlib import resources
 
 from barecat.entries import SHARD_SIZE_UNLIMITED
 from barecat.exceptions import CorruptIndexBarecatError, SchemaVersionBarecatError
@@ -28,6 +27,8 @@ ConfigValue = str | int
 
 
 def _sql(name: str) -> str:
+    from importlib import resources  # (pathlib, zipfile...) only to create or upgrade an index
+
     return (
         resources.files("barecat.index").joinpath("sql").joinpath(name).read_text(encoding="utf-8")
     )

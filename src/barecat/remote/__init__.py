@@ -2,16 +2,35 @@
 coalesced reads, and the local cache (index copy, shard blocks). The archive and shard
 layers build remote archives from these; this package knows no archive layout."""
 
-from barecat.remote.cache import ArchiveCache, default_cache_root, trim_cache
-from barecat.remote.location import (
-    ObjectVersion,
-    RemoteStore,
-    TransferStats,
-    is_remote_url,
-    local_path_of,
-    url_protocol,
-)
-from barecat.remote.objects import RemoteObject
+from barecat.lazy_exports import TYPE_CHECKING, lazy_exports
+
+if TYPE_CHECKING:
+    from barecat.remote.cache import ArchiveCache, default_cache_root, trim_cache
+    from barecat.remote.location import (
+        ObjectVersion,
+        RemoteStore,
+        TransferStats,
+        is_remote_url,
+        local_path_of,
+        url_protocol,
+    )
+    from barecat.remote.objects import RemoteObject
+else:  # imported on first use
+    __getattr__, __dir__ = lazy_exports(
+        __name__,
+        {
+            "barecat.remote.cache": ["ArchiveCache", "default_cache_root", "trim_cache"],
+            "barecat.remote.location": [
+                "ObjectVersion",
+                "RemoteStore",
+                "TransferStats",
+                "is_remote_url",
+                "local_path_of",
+                "url_protocol",
+            ],
+            "barecat.remote.objects": ["RemoteObject"],
+        },
+    )
 
 __all__ = [
     "ArchiveCache",

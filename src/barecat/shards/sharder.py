@@ -17,9 +17,7 @@ import errno
 import os
 import threading
 from collections.abc import Callable, Iterable, Sequence
-from typing import BinaryIO, TypeVar, cast
-
-import crc32c as _crc32c
+from typing import Any, BinaryIO, TypeVar, cast
 
 from barecat.entries import SHARD_SIZE_UNLIMITED
 from barecat.exceptions import (
@@ -30,6 +28,7 @@ from barecat.exceptions import (
     ReadOnlyBarecatError,
 )
 from barecat.layout import existing_shard_numbers, shard_path
+from barecat.lazy_exports import LazyModule
 from barecat.shards.copy import copy_range
 from barecat.shards.fileobj import BarecatReadOnlyFileObject
 from barecat.shards.writeback import EarlyWriteback
@@ -41,6 +40,8 @@ COPY_CHUNK = 1 << 20
 _IOV_MAX = 1024  # buffers per pwritev call (Linux's IOV_MAX)
 _WRITE_CHUNK = 4 << 20  # bytes per pwritev: keeps early writeback steady
 _SPAN = 16 << 20  # largest single read when coalescing neighbours
+
+_crc32c: Any = LazyModule("crc32c")  # imported at the first checksum, not to list an archive
 
 
 def crc32c(data: bytes | bytearray | memoryview, value: int = 0) -> int:

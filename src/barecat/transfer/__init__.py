@@ -1,28 +1,71 @@
 """Moving data into and out of archives: directory trees, tar/zip files and streams, sync."""
 
-from barecat.transfer.archive_export import ExportResult, export_tar, export_zip
-from barecat.transfer.archive_formats import FORMATS, format_of_name, parse_format
-from barecat.transfer.archive_import import ImportResult, import_tar, import_zip
-from barecat.transfer.coldcrate_conversion import barecat2coldcrate, coldcrate2barecat
-from barecat.transfer.conversion import (
-    archive2barecat,
-    barecat2archive,
-    barecat2barecat,
-    barecat2stream,
-    building_archive,
-    stream2barecat,
-)
-from barecat.transfer.extraction import (
-    ExtractResult,
-    copy_file_to,
-    extract,
-    extract_to_directory,
-    open_verified,
-)
-from barecat.transfer.ingest import DEFAULT_WORKERS, IngestResult, add_directory, ingest
-from barecat.transfer.merging import merge, merge_symlink
-from barecat.transfer.sources import IngestPlan, Source, plan_roots, plan_sources, plan_tree
-from barecat.transfer.wrapping import wrap_archive
+from barecat.lazy_exports import TYPE_CHECKING, lazy_exports
+
+if TYPE_CHECKING:
+    from barecat.transfer.archive_export import ExportResult, export_tar, export_zip
+    from barecat.transfer.archive_formats import FORMATS, format_of_name, parse_format
+    from barecat.transfer.archive_import import ImportResult, import_tar, import_zip
+    from barecat.transfer.coldcrate_conversion import barecat2coldcrate, coldcrate2barecat
+    from barecat.transfer.conversion import (
+        archive2barecat,
+        barecat2archive,
+        barecat2barecat,
+        barecat2stream,
+        building_archive,
+        stream2barecat,
+    )
+    from barecat.transfer.extraction import (
+        ExtractResult,
+        copy_file_to,
+        extract,
+        extract_to_directory,
+        open_verified,
+    )
+    from barecat.transfer.ingest import DEFAULT_WORKERS, IngestResult, add_directory, ingest
+    from barecat.transfer.merging import merge, merge_symlink
+    from barecat.transfer.sources import IngestPlan, Source, plan_roots, plan_sources, plan_tree
+    from barecat.transfer.wrapping import wrap_archive
+else:  # imported on first use
+    __getattr__, __dir__ = lazy_exports(
+        __name__,
+        {
+            "barecat.transfer.archive_export": ["ExportResult", "export_tar", "export_zip"],
+            "barecat.transfer.archive_formats": ["FORMATS", "format_of_name", "parse_format"],
+            "barecat.transfer.archive_import": ["ImportResult", "import_tar", "import_zip"],
+            "barecat.transfer.coldcrate_conversion": ["barecat2coldcrate", "coldcrate2barecat"],
+            "barecat.transfer.conversion": [
+                "archive2barecat",
+                "barecat2archive",
+                "barecat2barecat",
+                "barecat2stream",
+                "building_archive",
+                "stream2barecat",
+            ],
+            "barecat.transfer.extraction": [
+                "ExtractResult",
+                "copy_file_to",
+                "extract",
+                "extract_to_directory",
+                "open_verified",
+            ],
+            "barecat.transfer.ingest": [
+                "DEFAULT_WORKERS",
+                "IngestResult",
+                "add_directory",
+                "ingest",
+            ],
+            "barecat.transfer.merging": ["merge", "merge_symlink"],
+            "barecat.transfer.sources": [
+                "IngestPlan",
+                "Source",
+                "plan_roots",
+                "plan_sources",
+                "plan_tree",
+            ],
+            "barecat.transfer.wrapping": ["wrap_archive"],
+        },
+    )
 
 __all__ = [
     "DEFAULT_WORKERS",
