@@ -19,7 +19,7 @@ Run from the repository root, each archive by the interpreter that can write it:
     /tmp/bc027/bin/python tests/data/make_old_archives.py ref027
     python3 tests/data/make_old_archives.py prev
 
-The module-level constants are also what ``tests/test_ops_upgrade.py`` expects after an
+The module-level constants are also what ``tests/ops/test_ops_upgrade.py`` expects after an
 upgrade (it loads them with ``runpy`` without running ``main``).
 """
 

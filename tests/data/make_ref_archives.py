@@ -5,7 +5,7 @@ Run with the *reference* interpreter, from the repository root::
     rm -f tests/data/ref031-*
     .venv-ref/bin/python tests/data/make_ref_archives.py
 
-The module-level constants are also what ``tests/test_interop.py`` expects to read back
+The module-level constants are also what ``tests/interop/test_interop.py`` expects to read back
 (it loads them with ``runpy`` without running ``main``, so no barecat is imported then).
 """
 

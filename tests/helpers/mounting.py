@@ -1,0 +1,60 @@
+"""Real FUSE mounts: whether this machine can mount, and ``barecat mount -f`` as a process."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from barecat.exceptions import BarecatError
+from barecat.mount import check_fuse, is_mounted
+from helpers import BARECAT
+
+FUSE_PROBLEM: str
+"""Why this machine cannot mount ('' when it can); FUSE tests skip with it."""
+
+try:
+    check_fuse()
+    FUSE_PROBLEM = ""
+except BarecatError as e:
+    FUSE_PROBLEM = str(e)
+
+
+def wait_for(condition: object, what: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():  # type: ignore[operator]
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+@contextlib.contextmanager
+def served(archive: str, mountpoint: Path, *extra: str, env: dict[str, str] | None = None
+           ) -> Iterator[subprocess.Popen[bytes]]:  # fmt: skip
+    """``barecat mount -f`` as a process of its own, unmounted (even if dead) at the end."""
+    mountpoint.mkdir(exist_ok=True)
+    log = mountpoint.parent / f"{mountpoint.name}.log"
+    with open(log, "wb") as errors:
+        server = subprocess.Popen(
+            [BARECAT, "mount", "-f", *extra, archive, str(mountpoint)],
+            stderr=errors,
+            env={**os.environ, **(env or {})},
+        )
+    try:
+        wait_for(lambda: is_mounted(str(mountpoint)) or server.poll() is not None, "the mount")
+        if server.poll() is not None:
+            pytest.fail(f"the server stopped: {log.read_text()}")
+        yield server
+    finally:
+        if is_mounted(str(mountpoint)):
+            subprocess.run(["fusermount3", "-u", "-z", str(mountpoint)], capture_output=True)
+        try:
+            server.wait(timeout=30)  # it closes the archive (commits) after the unmount
+        except subprocess.TimeoutExpired:
+            server.kill()
+            raise

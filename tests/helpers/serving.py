@@ -1,0 +1,40 @@
+"""``barecat serve`` as a process of its own on 127.0.0.1."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import pytest
+
+
+@contextlib.contextmanager
+def serving(*argv: str, env: dict[str, str] | None = None) -> Iterator[tuple[str, list[str]]]:
+    """``barecat serve ARGV`` in a process of its own; yields its base URL and the lines it
+    printed first (the address, and a token if it made one)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "barecat.cli", "serve", *argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **(env or {})},
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    first = proc.stdout.readline()
+    if "http://" not in first:
+        proc.kill()
+        pytest.fail(f"the server did not start: {first}{proc.stderr.read()}")
+    lines = [first]
+    if "0.0.0.0" in " ".join(argv):
+        lines.append(proc.stdout.readline())
+    url = first.split()[1].rsplit("/a/", 1)[0]
+    try:
+        yield url, lines
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        proc.stdout.close()
+        proc.stderr.close()

@@ -1,0 +1,209 @@
+"""The documents cannot drift: README.md and docs/ run, link and match ``--help``.
+
+- Every code block marked runnable (a ``<!-- runnable -->`` line right before its
+  ```` ```python ```` or ```` ```bash ```` fence) runs, the blocks of one page in order in
+  one fresh directory that holds the sample tree ``photos/`` (:data:`SAMPLE`): Python
+  blocks with this interpreter, bash blocks with ``bash -euo pipefail`` and the real
+  ``barecat`` command first on ``PATH``. A block fails the test when it exits non-zero.
+- ``docs/cli.md`` is what ``barecat.cli.reference_page`` writes, and each of its sections
+  is what the real ``barecat COMMAND --help`` prints.
+- Every relative link of README.md and docs/ names a file of this repository (and, for a
+  Markdown file, a heading in it when it has a ``#fragment``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from barecat.cli.main import build_parser
+from barecat.cli.manpage import documented_commands
+from barecat.cli.reference_page import WIDTH, render
+from helpers import Run
+
+REPO = Path(__file__).resolve().parents[2]
+PAGES = sorted([REPO / "README.md", *(REPO / "docs").glob("*.md")])
+CLI_PAGE = REPO / "docs" / "cli.md"
+BIN = Path(sys.executable).parent
+MARKER = "<!-- runnable -->"
+
+SAMPLE = {
+    "photos/train/cat/001.jpg": b"\xff\xd8\xff\xe0 cat one" * 100,
+    "photos/train/cat/002.jpg": b"\xff\xd8\xff\xe0 cat two" * 200,
+    "photos/train/dog/001.jpg": b"\xff\xd8\xff\xe0 dog one" * 300,
+    "photos/val/cat/003.jpg": b"\xff\xd8\xff\xe0 cat three" * 50,
+    "photos/labels.csv": b"path,label\ntrain/cat/001.jpg,cat\ntrain/dog/001.jpg,dog\n",
+}
+"""The tree every page's runnable blocks find in their working directory."""
+
+
+@dataclass(frozen=True)
+class Block:
+    """One fenced code block of a page."""
+
+    page: Path
+    line: int  # of the opening fence, 1-based
+    language: str
+    code: str
+    runnable: bool
+
+
+def blocks(page: Path) -> list[Block]:
+    """The fenced code blocks of ``page``, in order."""
+    lines = page.read_text(encoding="utf-8").split("\n")
+    found: list[Block] = []
+    i = 0
+    while i < len(lines):
+        fence = re.match(r"^(`{3,})(\S*)\s*$", lines[i])
+        if not fence:
+            i += 1
+            continue
+        end = next(j for j in range(i + 1, len(lines)) if lines[j].startswith(fence.group(1)))
+        runnable = i > 0 and lines[i - 1].strip() == MARKER
+        code = "\n".join(lines[i + 1 : end]) + "\n"
+        found.append(Block(page, i + 1, fence.group(2), code, runnable))
+        i = end + 1
+    return found
+
+
+def runnable_pages() -> list[Path]:
+    return [page for page in PAGES if any(b.runnable for b in blocks(page))]
+
+
+def test_markers_are_found_and_only_on_blocks_that_can_run() -> None:
+    readme = [b for b in blocks(REPO / "README.md") if b.runnable]
+    assert {b.language for b in readme} == {"python", "bash"}, "the quick starts are runnable"
+    for page in PAGES:
+        text = page.read_text(encoding="utf-8").split("\n")
+        markers = [i for i, line in enumerate(text) if line.strip() == MARKER]
+        runnable = [b for b in blocks(page) if b.runnable]
+        assert len(markers) == len(runnable), f"{page.name}: a marker not right before a fence"
+        for b in runnable:
+            assert b.language in ("python", "bash"), f"{page.name}:{b.line}: {b.language}"
+
+
+@pytest.mark.parametrize("page", runnable_pages(), ids=lambda p: p.name)
+def test_runnable_blocks_run(page: Path, tmp_path: Path) -> None:
+    for name, data in SAMPLE.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_bytes(data)
+    env = {
+        **os.environ,
+        "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+        "BARECAT_CACHE_DIR": str(tmp_path / ".cache"),
+        "COLUMNS": str(WIDTH),
+    }
+    for block in blocks(page):
+        if not block.runnable:
+            continue
+        where = f"{page.relative_to(REPO)}:{block.line}"
+        if block.language == "python":
+            script = tmp_path / f"block-{block.line}.py"
+            script.write_text(block.code, encoding="utf-8")
+            argv = [sys.executable, str(script)]
+        else:
+            argv = ["bash", "-euo", "pipefail", "-c", block.code]
+        done = subprocess.run(
+            argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+        )
+        assert done.returncode == 0, f"{where} exited {done.returncode}:\n{done.stderr}"
+
+
+# -- the command reference ---------------------------------------------------------------
+
+
+def test_the_cli_reference_is_the_generated_one() -> None:
+    assert CLI_PAGE.read_text(encoding="utf-8") == render(build_parser()), (
+        "run './run docs' and commit docs/cli.md"
+    )
+
+
+def _sections(page: Path) -> dict[str, str]:
+    """Each ``## `barecat ...` `` heading's text block (the help it shows)."""
+    sections: dict[str, str] = {}
+    heading = None
+    text = page.read_text(encoding="utf-8").split("\n")
+    for i, line in enumerate(text):
+        if line.startswith("## `barecat"):
+            heading = line[4:-1]
+        elif line == "```text" and heading is not None:
+            end = text.index("```", i + 1)
+            sections[heading] = "\n".join(text[i + 1 : end]) + "\n"
+            heading = None
+    return sections
+
+
+def test_the_cli_reference_says_what_help_prints(run: Run, monkeypatch: pytest.MonkeyPatch) -> None:
+    sections = _sections(CLI_PAGE)
+    commands = [name for name, _, _ in documented_commands(build_parser())]
+    assert list(sections) == ["barecat", *(f"barecat {name}" for name in commands)]
+    monkeypatch.setenv("COLUMNS", str(WIDTH))  # the terminal's width, as argparse reads it
+    done = subprocess.run([str(BIN / "barecat"), "--help"], capture_output=True, text=True)
+    assert (done.returncode, done.stdout) == (0, sections.pop("barecat")), done.stderr
+    for heading, shown in sections.items():
+        code, out, err = run(*heading.split()[1:], "--help")
+        assert (code, err) == (0, "")
+        assert out == shown, f"docs/cli.md's section '{heading}' is not its --help"
+
+
+# -- links -------------------------------------------------------------------------------
+
+
+def _slug(heading: str) -> str:
+    """GitHub's anchor for a heading."""
+    text = re.sub(r"<[^>]+>", "", heading.strip().lower())
+    return re.sub(r"[^\w\- ]", "", text).replace(" ", "-")
+
+
+def _without_code_blocks(page: Path) -> str:
+    text = page.read_text(encoding="utf-8")
+    return re.sub(r"^(`{3,}).*?^\1\s*$", "", text, flags=re.S | re.M)
+
+
+def _prose(page: Path) -> str:
+    """The page without its code blocks and code spans (they hold no links)."""
+    return re.sub(r"`[^`\n]*`", "", _without_code_blocks(page))
+
+
+def test_every_relative_link_resolves_inside_the_repository() -> None:
+    checked = 0
+    for page in PAGES:
+        for target in re.findall(r"\]\(([^)\s]+)\)", _prose(page)):
+            if re.match(r"[a-z]+:", target):
+                continue  # a URL
+            path, _, fragment = target.partition("#")
+            resolved = (page.parent / path).resolve() if path else page
+            where = f"{page.relative_to(REPO)}: ({target})"
+            assert resolved.is_relative_to(REPO), f"{where} points outside the repository"
+            assert resolved.exists(), f"{where} does not exist"
+            if fragment and resolved.suffix == ".md":
+                headings = re.findall(r"^#+ (.*)$", _without_code_blocks(resolved), flags=re.M)
+                assert fragment in {_slug(h) for h in headings}, f"{where}: no such heading"
+            checked += 1
+    assert checked > 30
+
+
+def test_the_architecture_stands_alone() -> None:
+    text = (REPO / "docs" / "architecture.md").read_text(encoding="utf-8")
+    assert "shared/" not in text and "ARCHITECTURE.md" not in text
+
+
+def test_every_path_the_architecture_names_exists() -> None:
+    text = (REPO / "docs" / "architecture.md").read_text(encoding="utf-8")
+    section = text.split("## Where is X", 1)[1].split("\n## ", 1)[0]
+    table = "\n".join(line for line in section.split("\n") if line.startswith("|"))
+    named = [
+        word
+        for word in re.findall(r"`([^`\s]+)`", table)
+        if word.endswith((".py", "/")) or "/*" in word
+    ]
+    assert len(named) > 30
+    for word in named:
+        base = REPO if word.startswith("tests/") else REPO / "src" / "barecat"
+        assert list(base.glob(word.rstrip("/"))), f"architecture.md names {word}, which is gone"

@@ -1,0 +1,200 @@
+"""Committed data survives crashes, full disks and failing writers (real processes, real disks)."""
+
+from __future__ import annotations
+
+import importlib
+import io
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import uuid
+from pathlib import Path
+
+import pytest
+
+import barecat
+from helpers.killing import check_after_kill, kill_at, printed
+
+WRITER = textwrap.dedent(
+    """
+    import sys, barecat
+    path, interval = sys.argv[1], float(sys.argv[2])
+    with barecat.Barecat(path, readonly=False, commit_interval=interval) as bc:
+        bc.on_commit = lambda: print(len(bc), flush=True)  # a line per commit
+        for i in range(1000000):
+            bc[f"d{i % 7}/f{i:06d}"] = bytes([i % 251]) * (1 + (i * 37) % 4000)
+    """
+)
+
+
+def written(n: int) -> dict[str, bytes]:
+    """The first ``n`` files WRITER adds."""
+    return {f"d{i % 7}/f{i:06d}": bytes([i % 251]) * (1 + (i * 37) % 4000) for i in range(n)}
+
+
+@pytest.mark.parametrize(("interval", "commits"), [(0.02, 5), (0, 1), (0, 20), (0, 200)])
+def test_kill_9_mid_write_keeps_committed_files(
+    tmp_path: Path, interval: float, commits: int
+) -> None:
+    """A library writer killed after some commits (every 20 ms, or after every file):
+    each committed file is there, repair and verify pass, and a later writer carries on
+    (the dead one's lock is gone)."""
+    path = str(tmp_path / "crash.barecat")
+    killed = kill_at([sys.executable, "-c", WRITER, path, str(interval)], printed(commits))
+    assert killed.cut_short
+    committed = int(killed.lines[-1])
+    kept = check_after_kill(path, written(committed))
+    assert kept is not None and kept == written(len(kept))
+    with barecat.Barecat(path, readonly=False) as bc:
+        bc["after/crash"] = b"new"
+    with barecat.Barecat(path) as bc:
+        assert bc["after/crash"] == b"new" and bc.verify_integrity()
+
+
+def test_failing_stream_leaves_archive_unchanged(archive_path: str) -> None:
+    class Exploding(io.RawIOBase):
+        def __init__(self) -> None:
+            self.calls = 0
+
+        def readable(self) -> bool:
+            return True
+
+        def readinto(self, b) -> int:  # type: ignore[no-untyped-def]
+            self.calls += 1
+            if self.calls > 3:
+                raise OSError("source went away")
+            b[:10] = b"0123456789"
+            return 10
+
+    with barecat.Barecat(archive_path, readonly=False) as bc:
+        bc["ok"] = b"kept"
+        with pytest.raises(OSError, match="source went away"):
+            bc.add("broken", fileobj=Exploding(), bufsize=10)
+        assert "broken" not in bc and len(bc) == 1
+        bc["ok2"] = b"also kept"
+    assert os.path.getsize(archive_path + "-shard-00000") == len(b"keptalso kept")
+    with barecat.Barecat(archive_path) as bc:
+        assert dict(bc.items()) == {"ok": b"kept", "ok2": b"also kept"}
+
+
+@pytest.fixture
+def tiny_disk(tmp_path):  # type: ignore[no-untyped-def]
+    """A real 1 MiB tmpfs, so writes hit a genuine ENOSPC."""
+    mnt = tmp_path / f"disk-{uuid.uuid4().hex[:8]}"
+    mnt.mkdir()
+    result = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)], capture_output=True
+    )
+    if result.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here (needs root): {result.stderr.decode().strip()}")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+def test_disk_full_is_a_clear_error_and_loses_nothing(tiny_disk) -> None:  # type: ignore[no-untyped-def]
+    path = str(tiny_disk / "full.barecat")
+    written: dict[str, bytes] = {}
+    with barecat.Barecat(path, readonly=False, commit_interval=0) as bc:
+        with pytest.raises(barecat.NotEnoughSpaceBarecatError):
+            for i in range(1000):
+                data = os.urandom(50_000)
+                bc[f"f{i}"] = data
+                written[f"f{i}"] = data
+        assert len(written) > 5
+        assert len(bc) == len(written)
+        failed = f"f{len(written)}"
+        assert failed not in bc
+    with barecat.Barecat(path) as bc:
+        assert dict(bc.items()) == written
+        assert bc.verify_integrity()
+    shard_size = os.path.getsize(path + "-shard-00000")
+    assert shard_size == sum(map(len, written.values())), "partial bytes must be rolled back"
+
+
+def test_disk_full_during_a_tree_ingest_keeps_whole_batches(  # type: ignore[no-untyped-def]
+    tiny_disk, tmp_path, monkeypatch
+) -> None:
+    """Reader threads write their own chunks; when one hits ENOSPC the run stops, the
+    shards are cut back to the last indexed batch, and what was indexed reads back."""
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    sources = {f"f{i:03d}": os.urandom(20_000) for i in range(100)}  # 2 MB for 1 MiB
+    for name, data in sources.items():
+        (tree / name).write_bytes(data)
+    ingest_module = importlib.import_module("barecat.transfer.ingest")
+    monkeypatch.setattr(ingest_module, "BATCH_FILES", 8)
+    monkeypatch.setattr(ingest_module, "READ_CHUNK", 4)
+    path = str(tiny_disk / "full.barecat")
+    with (
+        barecat.Barecat(path, readonly=False) as bc,
+        pytest.raises(barecat.NotEnoughSpaceBarecatError),
+    ):
+        barecat.transfer.add_directory(bc, str(tree))
+    with barecat.Barecat(path) as bc:
+        stored = {p: bc[p] for p in bc}
+        assert bc.verify_integrity() and bc.index.find_inconsistencies() == []
+    assert stored and len(stored) % 8 == 0 and len(stored) < len(sources)
+    assert all(sources[p] == data for p, data in stored.items())
+    shard_size = os.path.getsize(path + "-shard-00000")
+    assert shard_size == sum(map(len, stored.values())), "bytes past the last batch stay"
+
+
+HALF_COMMITTED = textwrap.dedent(
+    """
+    import os, signal, sqlite3, sys
+    conn = sqlite3.connect(sys.argv[1])
+    conn.execute("PRAGMA cache_size = 1")  # spill pages into the database mid-transaction
+    conn.execute("UPDATE files SET mtime_ns = 12345")
+    os.kill(os.getpid(), signal.SIGKILL)
+    """
+)
+
+
+def test_reader_rolls_back_a_crashed_writers_hot_journal(make_archive) -> None:  # type: ignore[no-untyped-def]
+    path = make_archive({f"d/{i:05d}": b"y" * 10 for i in range(3000)})
+    proc = subprocess.run([sys.executable, "-c", HALF_COMMITTED, path], check=False)
+    assert proc.returncode == -signal.SIGKILL
+    assert os.path.getsize(path + "-journal") > 0, "the crash must leave a hot journal"
+    with barecat.Barecat(path) as bc:  # read-only open right after the crash
+        assert len(bc) == 3000
+        assert bc.index.lookup_file("d/00001").mtime_ns is None  # uncommitted change undone
+        assert bc.index.find_inconsistencies() == []
+        assert bc["d/02999"] == b"y" * 10
+
+
+def test_verify_report_names_every_bad_file(make_archive) -> None:  # type: ignore[no-untyped-def]
+    from barecat.ops import verify_archive
+
+    files = {f"f{i}": bytes([i]) * 100 for i in range(10)}
+    path = make_archive(files)
+    index = barecat.read_index(path)
+    with open(path + "-shard-00000", "r+b") as f:
+        for name in ("f2", "f7"):
+            f.seek(index[name][1] + 5)
+            f.write(b"\xee")
+    with barecat.Barecat(path) as bc:
+        report = verify_archive(bc.index, bc.sharder)
+        assert sorted(report.bad_files) == ["f2", "f7"] and report.index_problems == []
+        assert report.files_checked == 10 and report.bytes_checked == 1000 and not report.ok
+        assert verify_archive(bc.index, bc.sharder, quick=True).ok  # the last file is fine
+    os.truncate(path + "-shard-00000", 950)
+    with barecat.Barecat(path) as bc:
+        assert verify_archive(bc.index, bc.sharder, quick=True).bad_files == ["f9"]
+
+
+def test_bulk_batches_commit_only_with_the_archive(archive_path: str) -> None:
+    """Batched inserts stay in the archive's transaction: no index row becomes visible
+    (committed) before the archive commits, which makes the shard bytes durable first."""
+    with barecat.Barecat(archive_path, readonly=False, commit_interval=3600) as bc:
+        bc.commit()
+        bc.add_many((f"f{i}", b"x" * 10) for i in range(600))
+        bc.add_dirs([barecat.BarecatDirInfo("d", mode=0o40700)])
+        with barecat.Barecat(archive_path) as reader:
+            assert reader.num_files == 0 and not reader.isdir("d")
+        bc.commit()
+        with barecat.Barecat(archive_path) as reader:
+            assert reader.num_files == 600 and reader.isdir("d")

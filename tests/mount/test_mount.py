@@ -1,0 +1,518 @@
+"""Real FUSE mounts of archives: what programs see through them, read-only and read-write."""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import signal
+import sqlite3
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import barecat
+from barecat.exceptions import BarecatError
+from barecat.mount import is_mounted
+from helpers import BARECAT
+from helpers.damaging import damage
+from helpers.mounting import FUSE_PROBLEM, served, wait_for
+from helpers.trees import make_tree, tree_state
+
+pytestmark = pytest.mark.skipif(bool(FUSE_PROBLEM), reason=FUSE_PROBLEM)
+
+
+@pytest.fixture
+def tree_archive(tmp_path: Path) -> tuple[str, Path]:
+    src = make_tree(tmp_path / "src")
+    archive = str(tmp_path / "t.barecat")
+    done = subprocess.run([BARECAT, "create", "-q", "-C", str(src), archive, "."])
+    assert done.returncode == 0
+    return archive, src
+
+
+def test_a_read_only_mount_shows_the_tree_exactly(
+    tree_archive: tuple[str, Path], tmp_path: Path
+) -> None:
+    archive, src = tree_archive
+    mnt = tmp_path / "mnt"
+    with served(archive, mnt):
+        assert tree_state(mnt) == tree_state(src)  # bytes, modes, mtimes, links, empty dirs
+        listing = subprocess.run(["ls", "-lR", str(mnt)], capture_output=True, text=True)
+        assert listing.returncode == 0 and "big.bin" in listing.stdout
+        found = subprocess.run(["find", str(mnt)], capture_output=True, text=True).stdout
+        assert len(found.splitlines()) == len(tree_state(src)) + 1
+        copy = tmp_path / "copy"
+        assert subprocess.run(["cp", "-a", f"{mnt}/.", str(copy)]).returncode == 0
+        assert tree_state(copy) == tree_state(src)
+        du = subprocess.run(["du", "-sb", str(mnt)], capture_output=True, text=True)
+        assert du.returncode == 0 and int(du.stdout.split()[0]) >= 3 << 20
+        with pytest.raises(OSError) as e:
+            (mnt / "new.txt").write_bytes(b"x")
+        assert e.value.errno == errno.EROFS
+        for missing in (mnt / "no/such", os.fsencode(mnt) + b"/a/not-utf-8-\xff"):
+            with pytest.raises(OSError) as e:
+                os.stat(missing)
+            assert e.value.errno == errno.ENOENT
+        with pytest.raises(OSError) as e:
+            os.stat(mnt / "a/x.txt/below")
+        assert e.value.errno == errno.ENOTDIR
+        with pytest.raises(OSError) as e:
+            open(mnt / "a").read()  # noqa: SIM115
+        assert e.value.errno == errno.EISDIR
+        statfs = os.statvfs(mnt)
+        assert statfs.f_files > 0
+    assert not is_mounted(str(mnt))
+
+
+def test_damaged_bytes_read_whole_give_eio(tmp_path: Path) -> None:
+    archive = str(tmp_path / "d.barecat")
+    big = os.urandom(6 << 20)  # above VERIFY_AT_OPEN: checked as it is read in order
+    with barecat.Barecat(archive, readonly=False) as bc:
+        bc["small.txt"] = b"hello\n"
+        bc["big.bin"] = big
+        bc["fine.txt"] = b"fine"
+    damage(archive, "small.txt", 2)
+    damage(archive, "big.bin", len(big) - 10)
+    mnt = tmp_path / "mnt"
+    with served(archive, mnt):
+        for name in ("small.txt", "big.bin"):
+            with pytest.raises(OSError) as e:
+                (mnt / name).read_bytes()
+            assert e.value.errno == errno.EIO, name
+        assert (mnt / "fine.txt").read_bytes() == b"fine"
+        with open(mnt / "big.bin", "rb") as f:  # a part away from the damage reads
+            assert f.read(4096) == big[:4096]
+
+
+def test_a_read_write_session_ends_in_a_verified_archive(
+    tree_archive: tuple[str, Path], tmp_path: Path
+) -> None:
+    archive, src = tree_archive
+    mnt = tmp_path / "mnt"
+    big = os.urandom(5 << 20)
+    with served(archive, mnt, "--rw"):
+        (mnt / "new.txt").write_text("first\n")
+        with open(mnt / "new.txt", "a") as f:
+            f.write("second\n")
+        (mnt / "dir/sub").mkdir(parents=True)
+        (mnt / "dir/sub/big.bin").write_bytes(big)
+        os.rename(mnt / "new.txt", mnt / "dir/renamed.txt")
+        os.truncate(mnt / "a/b/big.bin", 100)
+        os.chmod(mnt / "dir/renamed.txt", 0o600)
+        os.utime(mnt / "dir/renamed.txt", ns=(1_600_000_000_000_000_000,) * 2)
+        os.unlink(mnt / ".hidden")
+        os.rmdir(mnt / "empty")
+        with pytest.raises(OSError) as e:
+            os.rmdir(mnt / "a")
+        assert e.value.errno == errno.ENOTEMPTY
+        os.replace(mnt / "a/x.txt", mnt / "private/secret")  # replaces a file
+        assert (mnt / "dir/renamed.txt").read_text() == "first\nsecond\n"
+        assert (mnt / "dir/sub/big.bin").read_bytes() == big
+    done = subprocess.run([BARECAT, "verify", archive], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    with barecat.Barecat(archive) as bc:
+        assert bc["dir/renamed.txt"] == b"first\nsecond\n"
+        info = bc.stat("dir/renamed.txt")
+        assert stat.S_IMODE(info.mode or 0) == 0o600
+        assert info.mtime_ns == 1_600_000_000_000_000_000
+        assert bc["dir/sub/big.bin"] == big
+        assert bc["a/b/big.bin"] == (src / "a/b/big.bin").read_bytes()[:100]
+        assert bc["private/secret"] == b"hello\n"
+        assert not bc.exists(".hidden") and not bc.exists("empty") and not bc.exists("a/x.txt")
+        assert bc.stat("dir/sub/big.bin").uid == os.getuid()
+
+
+def test_sigterm_unmounts_cleanly_and_keeps_what_was_written(
+    tree_archive: tuple[str, Path], tmp_path: Path
+) -> None:
+    archive, _ = tree_archive
+    mnt = tmp_path / "mnt"
+    with served(archive, mnt, "--rw") as server:
+        (mnt / "kept.txt").write_bytes(b"kept")
+        server.send_signal(signal.SIGTERM)
+        assert server.wait(timeout=30) == 0
+        assert not is_mounted(str(mnt))
+    with barecat.Barecat(archive) as bc:
+        assert bc["kept.txt"] == b"kept" and bc.verify_integrity()
+
+
+def test_a_killed_server_is_unmounted_by_barecat(
+    tree_archive: tuple[str, Path], tmp_path: Path
+) -> None:
+    archive, _ = tree_archive
+    mnt = tmp_path / "mnt"
+    with served(archive, mnt, "--rw") as server:
+        (mnt / "closed.txt").write_bytes(b"closed before the kill")
+        time.sleep(1.5)  # past a commit interval
+        (mnt / "other.txt").write_bytes(b"x")
+        server.kill()
+        server.wait(timeout=30)
+        with pytest.raises(OSError) as e:
+            os.listdir(mnt)
+        assert e.value.errno == errno.ENOTCONN
+        assert is_mounted(str(mnt))
+        done = subprocess.run([BARECAT, "mount", "--unmount", str(mnt)], capture_output=True)
+        assert done.returncode == 0, done.stderr
+        assert not is_mounted(str(mnt)) and os.listdir(mnt) == []
+    subprocess.run([BARECAT, "repair", "-q", archive], check=True)
+    with barecat.Barecat(archive) as bc:
+        assert bc.verify_integrity()
+        assert bc["closed.txt"] == b"closed before the kill"
+
+
+def test_background_mount_of_an_encrypted_archive(tmp_path: Path) -> None:
+    archive = str(tmp_path / "e.barecat")
+    with barecat.Barecat(archive, readonly=False, passphrase="mount me") as bc:
+        bc["secret/plan.txt"] = b"the plan\n"
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    env = {**os.environ, "BARECAT_PASSPHRASE": "wrong"}
+    wrong = subprocess.run([BARECAT, "mount", archive, str(mnt)], env=env, capture_output=True)
+    assert wrong.returncode == 1 and b"Wrong passphrase" in wrong.stderr
+    assert not is_mounted(str(mnt))
+    env["BARECAT_PASSPHRASE"] = "mount me"
+    done = subprocess.run([BARECAT, "mount", archive, str(mnt)], env=env, capture_output=True)
+    try:
+        assert done.returncode == 0, done.stderr
+        assert (mnt / "secret/plan.txt").read_bytes() == b"the plan\n"
+        server_env = [p for p in os.listdir("/proc") if p.isdigit() and _is_server(p, str(mnt))]
+        assert server_env and all(_environ_lacks(p, b"mount me") for p in server_env)
+    finally:
+        subprocess.run([BARECAT, "mount", "--unmount", str(mnt)], check=True)
+    assert not is_mounted(str(mnt))
+
+
+def _is_server(pid: str, mountpoint: str) -> bool:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return mountpoint.encode() in f.read()
+    except OSError:
+        return False
+
+
+def _environ_lacks(pid: str, secret: bytes) -> bool:
+    """The passphrase reached the server through a pipe: not in its argv or environment."""
+    with open(f"/proc/{pid}/environ", "rb") as f, open(f"/proc/{pid}/cmdline", "rb") as g:
+        return secret not in f.read() and secret not in g.read()
+
+
+def test_mount_errors_are_one_line(tmp_path: Path) -> None:
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    done = subprocess.run(
+        [BARECAT, "mount", str(tmp_path / "missing.barecat"), str(mnt)], capture_output=True
+    )
+    assert done.returncode == 1 and b"Archive not found" in done.stderr
+    script = (
+        "import sys; sys.modules['mfusepy'] = None\n"
+        "from barecat.mount import check_fuse\n"
+        "check_fuse()\n"
+    )
+    no_binding = subprocess.run([sys.executable, "-c", script], capture_output=True)
+    assert b"pip install 'barecat[mount]'" in no_binding.stderr
+
+
+def test_a_read_only_mount_reads_files_without_open_requests(tmp_path: Path) -> None:
+    """The first open is declined (ENOSYS), so the kernel reads the rest of the files
+    without OPEN and RELEASE requests; the listing carries every file's attributes, so
+    no LOOKUP precedes the reads; files larger than one read keep their state by path,
+    and every byte still arrives right."""
+    archive = str(tmp_path / "r.barecat")
+    files = {f"d/{i:03d}.bin": os.urandom(i * 9000) for i in range(40)}  # up to 350 KB
+    with barecat.Barecat(archive, readonly=False) as bc:
+        bc.add_many(files.items())
+    mnt = tmp_path / "mnt"
+    with served(archive, mnt, "--debug", "--no-read-ahead"):
+        assert sorted(os.listdir(mnt / "d")) == sorted(n.split("/")[1] for n in files)
+        for name in sorted(files):
+            assert (mnt / name).read_bytes() == files[name]
+        with open(mnt / "d/039.bin", "rb") as f:  # a ranged read, after a whole one
+            f.seek(200_000)
+            assert f.read(1000) == files["d/039.bin"][200_000:201_000]
+    opcodes, stores = _requests(tmp_path / "mnt.log")
+    assert opcodes.count("READ") >= len(files) - 1  # (the empty file needs none)
+    assert opcodes.count("OPEN") == 1 and "RELEASE" not in opcodes
+    assert opcodes.count("LOOKUP") <= 1  # the directory's own, before its listing
+    assert stores == 0  # (read-ahead was turned off)
+
+
+def _requests(log: Path) -> tuple[list[str], int]:
+    """The requests the kernel sent a ``--debug`` server, and how many files the server
+    stored in the kernel's cache unasked (libfuse logs each as a notification, code 4)."""
+    text = log.read_text()
+    return re.findall(r"opcode: ([A-Z]+)", text), text.count("NOTIFY: code=4 ")
+
+
+def _threads(server: subprocess.Popen[bytes]) -> set[int]:
+    return {int(tid) for tid in os.listdir(f"/proc/{server.pid}/task")}
+
+
+def _asked_by(log: Path, threads: set[int]) -> list[str]:
+    """The requests a ``--debug`` server got from the given threads (libfuse logs the
+    thread that caused each request as its ``pid``)."""
+    asked = re.findall(r"opcode: ([A-Z]+) .*, pid: (\d+)", log.read_text())
+    return [opcode for opcode, pid in asked if int(pid) in threads]
+
+
+def _numbered_files(
+    archive: str, count: int, folder: str = "d/", **options: str
+) -> dict[str, bytes]:
+    files = {f"{folder}{i:03d}.bin": os.urandom(1500 + 97 * i) for i in range(count)}
+    with barecat.Barecat(archive, readonly=False, **options) as bc:  # type: ignore[arg-type]
+        bc.add_many(files.items())
+    return files
+
+
+def _read_in_turn(mnt: Path, names: list[str], files: dict[str, bytes]) -> None:
+    """Read files one after another, as a program going through a folder does (a little
+    slower than the server's worker, so what it stores ahead is there in time)."""
+    for name in names:
+        assert (mnt / name).read_bytes() == files[name], name
+        time.sleep(0.003)
+
+
+@pytest.mark.parametrize(("threads", "folder"), [("--no-threads", "d/"), ("--threads", "")])
+def test_files_read_in_turn_are_read_ahead(tmp_path: Path, threads: str, folder: str) -> None:
+    """After two files of a directory were read one after the other, the server stores
+    the next ones in the kernel's cache before they are asked for: reading 120 files
+    costs a handful of READ requests, and every byte is the archive's (in a folder and
+    at the top of the archive, served on one thread or on libfuse's workers)."""
+    archive = str(tmp_path / "r.barecat")
+    files = _numbered_files(archive, 120, folder)
+    mnt = tmp_path / "mnt"
+    with served(archive, mnt, "--debug", threads):
+        order = [f"{folder}{name}" for name in os.listdir(mnt / folder)]  # listing order
+        assert sorted(order) == sorted(files)
+        _read_in_turn(mnt, order, files)
+    opcodes, stores = _requests(tmp_path / "mnt.log")
+    reads = opcodes.count("READ")
+    assert reads <= 20 and stores >= 100, (reads, stores)
+
+
+def test_files_read_out_of_turn_start_no_read_ahead(tmp_path: Path) -> None:
+    """A reader that never reads the file after the one before (a shuffled dataset) gets
+    nothing stored for it: no work and no cache spent on guesses."""
+    archive = str(tmp_path / "r.barecat")
+    files = _numbered_files(archive, 120)
+    mnt = tmp_path / "mnt"
+    with served(archive, mnt, "--debug"):
+        listed = [f"d/{name}" for name in os.listdir(mnt / "d")]
+        strided = [listed[i * 37 % len(listed)] for i in range(len(listed))]  # no neighbours
+        _read_in_turn(mnt, strided, files)
+    opcodes, stores = _requests(tmp_path / "mnt.log")
+    assert stores == 0 and opcodes.count("READ") == len(files)
+
+
+def test_a_reader_that_turns_sequential_is_read_ahead_soon(tmp_path: Path) -> None:
+    """Checks back off while a directory's reads are shuffled, but not for good: once the
+    reader goes file after file, read-ahead starts within a few dozen files."""
+    archive = str(tmp_path / "r.barecat")
+    files = _numbered_files(archive, 300)
+    mnt = tmp_path / "mnt"
+    with served(archive, mnt, "--debug"):
+        listed = [f"d/{name}" for name in os.listdir(mnt / "d")]
+        _read_in_turn(mnt, [listed[i * 37 % 100] for i in range(100)], files)
+        _read_in_turn(mnt, listed[100:], files)
+    opcodes, stores = _requests(tmp_path / "mnt.log")
+    assert stores >= 120 and opcodes.count("READ") <= 180, (stores, opcodes.count("READ"))
+
+
+def test_read_ahead_never_stores_damaged_bytes(tmp_path: Path) -> None:
+    """A damaged file in the middle of a directory read in turn fails with EIO, each time
+    it is read: the worker checks what it stores and leaves the damaged file out."""
+    archive = str(tmp_path / "r.barecat")
+    files = _numbered_files(archive, 60)
+    damage(archive, "d/030.bin", 700)
+    mnt = tmp_path / "mnt"
+    with served(archive, mnt, "--debug"):
+        os.listdir(mnt / "d")  # (read-ahead stores the files of listed directories)
+        _read_in_turn(mnt, [f"d/{i:03d}.bin" for i in range(30)], files)
+        for _ in range(2):
+            with pytest.raises(OSError) as e:
+                (mnt / "d/030.bin").read_bytes()
+            assert e.value.errno == errno.EIO
+        _read_in_turn(mnt, [f"d/{i:03d}.bin" for i in range(31, 60)], files)
+    _, stores = _requests(tmp_path / "mnt.log")
+    assert stores >= 40
+
+
+def test_an_encrypted_archive_is_read_ahead_decrypted(tmp_path: Path) -> None:
+    archive = str(tmp_path / "e.barecat")
+    files = _numbered_files(archive, 50, passphrase="ahead")
+    mnt = tmp_path / "mnt"
+    with served(archive, mnt, "--debug", env={"BARECAT_PASSPHRASE": "ahead"}):
+        os.listdir(mnt / "d")
+        _read_in_turn(mnt, sorted(files), files)
+    _, stores = _requests(tmp_path / "mnt.log")
+    assert stores >= 30
+
+
+def _unmount_at_once(mnt: Path, server: subprocess.Popen[bytes]) -> None:
+    done = subprocess.run(["fusermount3", "-u", str(mnt)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr  # (not EBUSY)
+    assert server.wait(timeout=30) == 0
+    assert not is_mounted(str(mnt))
+
+
+def test_a_mount_reading_ahead_unmounts_at_once(tmp_path: Path) -> None:
+    """The worker holds nothing open on the mount and never waits for its own server
+    while walking it: ``fusermount3 -u`` right after a reader stopped, while the worker
+    still stores files ahead, unmounts (no EBUSY)."""
+    archive = str(tmp_path / "r.barecat")
+    with barecat.Barecat(archive, readonly=False) as bc:
+        bc.add_many((f"d/{i:04d}.txt", b"x" * 3000) for i in range(3000))
+    mnt = tmp_path / "mnt"
+    with served(archive, mnt, "--debug") as server:
+        for name in sorted(os.listdir(mnt / "d"))[:3]:
+            assert (mnt / "d" / name).read_bytes() == b"x" * 3000
+        threads = _threads(server)
+        _unmount_at_once(mnt, server)
+    assert _asked_by(tmp_path / "mnt.log", threads) == []
+
+
+def test_read_ahead_never_asks_its_own_server_for_names(tmp_path: Path) -> None:
+    """Files read by name, their directory never listed: the worker stores those whose
+    names the kernel holds, and skips the others rather than look them up (a lookup by
+    the worker holds the mount until the server answers it, which made an unmount right
+    after the reader failed with EBUSY whenever the kernel had dropped the names, as it
+    does under memory pressure)."""
+    archive = str(tmp_path / "r.barecat")
+    files = _numbered_files(archive, 20)
+    mnt = tmp_path / "mnt"
+    with served(archive, mnt, "--debug") as server:
+        known = ["d/003.bin", "d/009.bin"]
+        for name in known:  # looked up by this process: the kernel holds their names
+            assert os.stat(mnt / name).st_size == len(files[name])
+        _read_in_turn(mnt, ["d/000.bin", "d/001.bin"], files)  # 003-009 to store (002: marker)
+        wait_for(lambda: _requests(tmp_path / "mnt.log")[1] >= len(known), "the stores")
+        threads = _threads(server)
+        for name in known:
+            assert (mnt / name).read_bytes() == files[name]
+        _unmount_at_once(mnt, server)
+    opcodes, stores = _requests(tmp_path / "mnt.log")
+    assert _asked_by(tmp_path / "mnt.log", threads) == []
+    assert stores == len(known) and opcodes.count("READ") == 2  # (the known files were cached)
+
+
+def test_listing_a_big_directory_asks_the_index_once_per_directory(tmp_path: Path) -> None:
+    """``ls -l`` of 3,000 files: readdir fetches every record, getattr needs no query."""
+    archive = str(tmp_path / "many.barecat")
+    with barecat.Barecat(archive, readonly=False) as bc:
+        bc.add_many((f"d/{i:05d}.txt", b"%d" % i) for i in range(3000))
+    mnt = tmp_path / "mnt"
+    with served(archive, mnt):
+        listing = subprocess.run(["ls", "-l", str(mnt / "d")], capture_output=True, text=True)
+        assert listing.returncode == 0 and len(listing.stdout.splitlines()) == 3001
+        names = sorted(os.listdir(mnt / "d"))
+        assert names[0] == "00000.txt" and len(names) == 3000
+        assert (mnt / "d/02999.txt").read_bytes() == b"2999"
+
+
+@pytest.mark.parametrize("plain", [False, True])
+def test_files_of_a_big_listed_directory_are_read_without_lookups(
+    tmp_path: Path, plain: bool
+) -> None:
+    """Every part of a listing carries attributes, not only the first (libfuse's default
+    "auto", kept by ``--plain-listings``): a file of a 3,000-file directory read after
+    its listing costs no LOOKUP."""
+    archive = str(tmp_path / "many.barecat")
+    with barecat.Barecat(archive, readonly=False) as bc:
+        bc.add_many((f"d/{i:05d}.txt", b"%d" % i) for i in range(3000))
+    mnt = tmp_path / "mnt"
+    options = ["--plain-listings"] if plain else []
+    with served(archive, mnt, "--debug", "--no-read-ahead", *options):
+        names = os.listdir(mnt / "d")
+        assert len(names) == 3000
+        picked = names[::97]
+        for name in picked:
+            assert (mnt / "d" / name).read_bytes() == b"%d" % int(name[:5])
+    opcodes, _ = _requests(tmp_path / "mnt.log")
+    assert opcodes.count("READ") == len(picked)
+    if plain:  # names only after the first part: a LOOKUP before most reads
+        assert "READDIR" in opcodes and opcodes.count("LOOKUP") >= len(picked) - 5
+    else:
+        assert opcodes.count("READDIRPLUS") > 2 and "READDIR" not in opcodes
+        assert opcodes.count("LOOKUP") <= 1
+
+
+def test_the_archive_is_closed_for_writers_while_mounted_rw(
+    tree_archive: tuple[str, Path], tmp_path: Path
+) -> None:
+    archive, _ = tree_archive
+    mnt = tmp_path / "mnt"
+    with served(archive, mnt, "--rw"):
+        with pytest.raises(BarecatError, match="already open for writing"):
+            barecat.Barecat(archive, readonly=False)
+        with sqlite3.connect(archive) as conn:  # readers are welcome
+            assert conn.execute("SELECT count(*) FROM files").fetchone()[0] > 0
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    mode=st.integers(0, 0o177777),
+    nlink=st.integers(0, 2**32),
+    uid=st.integers(0, 2**32 - 1),
+    gid=st.integers(0, 2**32 - 1),
+    size=st.integers(0, 2**62),
+    blocks=st.integers(0, 2**53),
+    mtime_ns=st.integers(0, 2**62),
+)
+def test_listing_attributes_are_packed_as_mfusepy_fills_them(
+    mode: int, nlink: int, uid: int, gid: int, size: int, blocks: int, mtime_ns: int
+) -> None:
+    """The one-struct packing of listing attributes gives the very bytes mfusepy's own
+    field-by-field filling (``set_st_attrs``) gives for the same attributes."""
+    import mfusepy
+
+    from barecat.mount.listing import packed_stat
+
+    expected = mfusepy.c_stat()
+    attrs = {"st_mode": mode, "st_nlink": nlink, "st_uid": uid, "st_gid": gid}
+    attrs |= {"st_size": size, "st_blocks": blocks}
+    attrs |= {"st_atime": mtime_ns, "st_mtime": mtime_ns, "st_ctime": mtime_ns}
+    mfusepy.set_st_attrs(expected, attrs, use_ns=True)
+    assert packed_stat(mode, nlink, uid, gid, size, blocks, mtime_ns) == bytes(expected)
+
+
+def test_background_mounts_pass_the_listing_and_read_ahead_options_on(tmp_path: Path) -> None:
+    """``barecat mount`` without ``-f`` starts a server with the same options (its argv
+    says so), and files read through it are the archive's."""
+    archive = str(tmp_path / "r.barecat")
+    files = _numbered_files(archive, 40)
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    started = subprocess.run(
+        [BARECAT, "mount", "--no-read-ahead", "--plain-listings", archive, str(mnt)],
+        capture_output=True,
+    )
+    try:
+        assert started.returncode == 0, started.stderr
+        servers = [p for p in os.listdir("/proc") if p.isdigit() and _is_server(p, str(mnt))]
+        assert servers
+        with open(f"/proc/{servers[0]}/cmdline", "rb") as f:
+            argv = f.read().split(b"\0")
+        assert b"--no-read-ahead" in argv and b"--plain-listings" in argv
+        _read_in_turn(mnt, sorted(files), files)
+    finally:
+        subprocess.run([BARECAT, "mount", "--unmount", str(mnt)], check=True)
+
+
+def test_listing_fuse_refuses_operations_it_cannot_serve(tmp_path: Path) -> None:
+    """A filesystem without ``listing`` and ``packed_attributes`` is refused before any
+    mount (rather than mounted with a ``getattr`` that fails)."""
+    import mfusepy
+
+    from barecat.mount.listing import ListingFUSE
+
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    with pytest.raises(TypeError, match="packed_attributes"):
+        ListingFUSE(type("OnlyListing", (mfusepy.Operations,), {"listing": print})(), str(mnt))
+    assert not is_mounted(str(mnt))
