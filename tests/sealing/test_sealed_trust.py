@@ -123,14 +123,14 @@ def test_the_server_refuses_a_plain_blob_in_an_encrypted_archive(tmp_path: Path)
 
 
 def test_a_mount_refuses_a_plain_blob_in_an_encrypted_archive(tmp_path: Path) -> None:
-    import test_mount
+    from helpers.mounting import FUSE_PROBLEM, served
 
-    if test_mount.FUSE_PROBLEM:
-        pytest.skip(test_mount.FUSE_PROBLEM)
+    if FUSE_PROBLEM:
+        pytest.skip(FUSE_PROBLEM)
     archive = encrypted_archive(tmp_path)
     point_row_at(archive, "doc.txt", forgeries(tmp_path)["zstd"], len(FORGED))
     mnt = tmp_path / "mnt"
-    with test_mount.served(archive, mnt, env={"BARECAT_PASSPHRASE": PASSPHRASE}):
+    with served(archive, mnt, env={"BARECAT_PASSPHRASE": PASSPHRASE}):
         with pytest.raises(OSError) as e:
             (mnt / "doc.txt").read_bytes()
         assert e.value.errno == 5  # EIO
