@@ -109,6 +109,8 @@ class ArchiveEditing(ArchiveContract):
             ReadOnlyBarecatError: the archive is open read-only or append-only.
             BarecatError: the archive is closed or was opened for writing in another
                 process, or (encrypted) the passphrase is missing.
+            BarecatIntegrityError: the index digest of an encrypted archive failed its
+                check.
             FileNotFoundBarecatError: no file is there.
             IsADirectoryBarecatError: a directory is there.
         """
@@ -149,6 +151,8 @@ class ArchiveEditing(ArchiveContract):
             ReadOnlyBarecatError: the archive is open read-only or append-only.
             BarecatError: the archive is closed or was opened for writing in another
                 process, or (encrypted) the passphrase is missing.
+            BarecatIntegrityError: the index digest of an encrypted archive failed its
+                check.
             FileNotFoundBarecatError: no directory is there (a
                 ``NotADirectoryLookupBarecatError`` when an ancestor is a file).
         """
@@ -171,6 +175,8 @@ class ArchiveEditing(ArchiveContract):
             ReadOnlyBarecatError: the archive is open read-only or append-only.
             BarecatError: the archive is closed or was opened for writing in another
                 process, or (encrypted) the passphrase is missing.
+            BarecatIntegrityError: the index digest of an encrypted archive failed its
+                check.
             FileNotFoundBarecatError: nothing is at ``old_path``.
             FileExistsBarecatError: something is at ``new_path``.
             IsADirectoryBarecatError: a file would replace a directory.

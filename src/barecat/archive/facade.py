@@ -408,9 +408,10 @@ class Barecat(
         Raises:
             ReadOnlyBarecatError: the archive is open read-only.
             BarecatError: the archive is closed or was opened for writing in another
-                process, no passphrase, or the index
-                digest failed its check (edits would hide that).
+                process, or (encrypted) no passphrase.
             WrongPassphraseBarecatError: the passphrase is wrong.
+            BarecatIntegrityError: the index digest failed its check (edits would hide
+                that; ``barecat digest --reset`` trusts the rows again).
         """
         self._require_writable()
         if self._sealing is not None:
@@ -491,6 +492,8 @@ class Barecat(
             ReadOnlyBarecatError: the archive is open read-only or append-only.
             BarecatError: the archive is closed or was opened for writing in another
                 process, or (encrypted) the passphrase is missing.
+            BarecatIntegrityError: the index digest of an encrypted archive failed its
+                check.
         """
         self.rmtree("")
 
