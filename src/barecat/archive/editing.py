@@ -26,7 +26,22 @@ class ArchiveEditing(ArchiveContract):
 
     @serialized
     def mkdir(self, path: str, mode: int = 0o755, exist_ok: bool = False) -> None:
-        """Create one directory; its parent must exist (as ``os.mkdir``)."""
+        """Create one directory; its parent must exist (as ``os.mkdir``).
+
+        Args:
+            path: the directory's path in the archive.
+            mode: its permission bits.
+            exist_ok: update the mode and time of an existing directory instead of raising.
+
+        Raises:
+            ReadOnlyBarecatError: the archive is open read-only.
+            BarecatError: the archive is closed or was opened for writing in another
+                process, or a file opened for writing is still open.
+            FileNotFoundBarecatError: the parent directory does not exist.
+            NotADirectoryBarecatError: the parent, or one of its ancestors, is a file.
+            FileExistsBarecatError: the directory exists and ``exist_ok`` is False, or
+                a file is at ``path``.
+        """
         path = normalize(path)
         if path and not self.index.isdir(parent(path)):
             error = self.index.not_found_error(path)
@@ -37,7 +52,21 @@ class ArchiveEditing(ArchiveContract):
 
     @serialized
     def makedirs(self, path: str, mode: int = 0o755, exist_ok: bool = False) -> None:
-        """Create a directory and any missing ancestors (as ``os.makedirs``)."""
+        """Create a directory and any missing ancestors (as ``os.makedirs``).
+
+        Args:
+            path: the directory's path in the archive.
+            mode: its permission bits (the ancestors made get the default).
+            exist_ok: update the mode and time of an existing directory instead of raising.
+
+        Raises:
+            ReadOnlyBarecatError: the archive is open read-only.
+            BarecatError: the archive is closed or was opened for writing in another
+                process, or a file opened for writing is still open.
+            FileExistsBarecatError: the directory exists and ``exist_ok`` is False, or
+                a file is at ``path``.
+            NotADirectoryBarecatError: an ancestor is a file.
+        """
         self._add_dir(BarecatDirInfo(normalize(path), mode, mtime_ns=time.time_ns()), exist_ok)
 
     def _add_dir(self, info: BarecatDirInfo, exist_ok: bool) -> None:
@@ -48,7 +77,21 @@ class ArchiveEditing(ArchiveContract):
 
     @serialized
     def add_dirs(self, infos: Iterable[BarecatDirInfo]) -> None:
-        """Create many directories, or update the metadata of existing ones, at once."""
+        """Create many directories, or update the metadata of existing ones, at once.
+
+        Missing ancestors are created too; all or nothing.
+
+        Args:
+            infos: the directories' records; None fields of an existing directory keep
+                their stored values.
+
+        Raises:
+            ReadOnlyBarecatError: the archive is open read-only.
+            BarecatError: the archive is closed or was opened for writing in another
+                process, or a file opened for writing is still open.
+            FileExistsBarecatError: a file is at one of the paths.
+            NotADirectoryBarecatError: an ancestor of one of the paths is a file.
+        """
         self._require_writable()
         self._require_no_open_writer()
         dirs = list(infos)
@@ -57,7 +100,20 @@ class ArchiveEditing(ArchiveContract):
 
     @serialized
     def remove(self, item: BarecatFileInfo | str) -> None:
-        """Delete a file's index row; its bytes stay as a hole until defrag."""
+        """Delete a file's index row; its bytes stay as a hole until defrag.
+
+        Args:
+            item: the file's path or record.
+
+        Raises:
+            ReadOnlyBarecatError: the archive is open read-only or append-only.
+            BarecatError: the archive is closed or was opened for writing in another
+                process, or (encrypted) the passphrase is missing.
+            BarecatIntegrityError: the index digest of an encrypted archive failed its
+                check.
+            FileNotFoundBarecatError: no file is there.
+            IsADirectoryBarecatError: a directory is there.
+        """
         self._require_changeable()
         self.prepare_file_list_edit()
         self.index.remove_file(item)
@@ -65,12 +121,41 @@ class ArchiveEditing(ArchiveContract):
 
     @serialized
     def rmdir(self, item: BarecatDirInfo | str) -> None:
+        """Remove an empty directory (as ``os.rmdir``).
+
+        Args:
+            item: the directory's path or record.
+
+        Raises:
+            ReadOnlyBarecatError: the archive is open read-only or append-only.
+            BarecatError: the archive is closed or was opened for writing in another
+                process.
+            FileNotFoundBarecatError: no directory is there (a
+                ``NotADirectoryLookupBarecatError`` when an ancestor is a file).
+            InvalidPathBarecatError: ``item`` is the root.
+            DirectoryNotEmptyBarecatError: the directory holds files or directories.
+        """
         self._require_changeable()
         self.index.remove_empty_dir(item)
         self._maybe_commit()
 
     @serialized
     def rmtree(self, item: BarecatDirInfo | str) -> None:
+        """Remove a directory and everything below it (as ``shutil.rmtree``); the root
+        is emptied, not removed. Removed files' bytes stay as holes until defrag.
+
+        Args:
+            item: the directory's path or record (``""``: the root).
+
+        Raises:
+            ReadOnlyBarecatError: the archive is open read-only or append-only.
+            BarecatError: the archive is closed or was opened for writing in another
+                process, or (encrypted) the passphrase is missing.
+            BarecatIntegrityError: the index digest of an encrypted archive failed its
+                check.
+            FileNotFoundBarecatError: no directory is there (a
+                ``NotADirectoryLookupBarecatError`` when an ancestor is a file).
+        """
         self._require_changeable()
         self.prepare_file_list_edit()
         self.index.remove_recursively(item)
@@ -78,7 +163,28 @@ class ArchiveEditing(ArchiveContract):
 
     @serialized
     def rename(self, old_path: str, new_path: str) -> None:
-        """Move a file or a whole directory; fails if the target exists."""
+        """Move a file or a whole directory; fails if the target exists. In an encrypted
+        archive each moved file is sealed again for its new path (its old bytes become a
+        hole until defrag). ``move`` is the same method.
+
+        Args:
+            old_path: the file or directory to move.
+            new_path: where it goes; missing parent directories are created.
+
+        Raises:
+            ReadOnlyBarecatError: the archive is open read-only or append-only.
+            BarecatError: the archive is closed or was opened for writing in another
+                process, or (encrypted) the passphrase is missing.
+            BarecatIntegrityError: the index digest of an encrypted archive failed its
+                check.
+            FileNotFoundBarecatError: nothing is at ``old_path``.
+            FileExistsBarecatError: something is at ``new_path``.
+            IsADirectoryBarecatError: a file would replace a directory.
+            NotADirectoryBarecatError: a directory would replace a file, or an ancestor
+                of ``new_path`` is a file.
+            InvalidPathBarecatError: the root is moved or replaced, or a directory is
+                moved into itself.
+        """
         self._require_changeable()
         self.prepare_file_list_edit()
         if self._sealing is not None and self._sealing.encrypted:
@@ -109,11 +215,38 @@ class ArchiveEditing(ArchiveContract):
 
     @serialized
     def chmod(self, path: str, mode: int) -> None:
+        """Set a file's or directory's permission bits (as ``os.chmod``).
+
+        Args:
+            path: the file or directory.
+            mode: the new permission bits.
+
+        Raises:
+            ReadOnlyBarecatError: the archive is open read-only.
+            BarecatError: the archive is closed or was opened for writing in another
+                process.
+            FileNotFoundBarecatError: nothing is at ``path`` (a
+                ``NotADirectoryLookupBarecatError`` when an ancestor is a file).
+        """
         self._require_writable()
         self.index.chmod(path, mode)
 
     @serialized
     def chown(self, path: str, uid: int, gid: int) -> None:
+        """Set a file's or directory's owner and group (as ``os.chown``).
+
+        Args:
+            path: the file or directory.
+            uid: the new owner's user id.
+            gid: the new group id.
+
+        Raises:
+            ReadOnlyBarecatError: the archive is open read-only.
+            BarecatError: the archive is closed or was opened for writing in another
+                process.
+            FileNotFoundBarecatError: nothing is at ``path`` (a
+                ``NotADirectoryLookupBarecatError`` when an ancestor is a file).
+        """
         self._require_writable()
         self.index.chown(path, uid, gid)
 
@@ -125,7 +258,20 @@ class ArchiveEditing(ArchiveContract):
         *,
         ns: tuple[int, int] | None = None,
     ) -> None:
-        """Set the modification time like ``os.utime`` (atime is not stored)."""
+        """Set the modification time like ``os.utime`` (atime is not stored).
+
+        Args:
+            path: the file or directory.
+            times: (atime, mtime) in seconds; only mtime is used.
+            ns: (atime, mtime) in nanoseconds; wins over ``times``. Neither: now.
+
+        Raises:
+            ReadOnlyBarecatError: the archive is open read-only.
+            BarecatError: the archive is closed or was opened for writing in another
+                process.
+            FileNotFoundBarecatError: nothing is at ``path`` (a
+                ``NotADirectoryLookupBarecatError`` when an ancestor is a file).
+        """
         self._require_writable()
         if ns is not None:
             mtime = ns[1]

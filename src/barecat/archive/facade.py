@@ -233,7 +233,13 @@ class Barecat(
 
     @serialized
     def commit(self) -> None:
-        """Make everything written so far durable: shard bytes first, then the index."""
+        """Make everything written so far durable: shard bytes first, then the index.
+
+        Raises:
+            ReadOnlyBarecatError: the archive is open read-only.
+            BarecatError: the archive is closed or was opened for writing in another
+                process.
+        """
         self._require_writable()
         self._writes.checkpoint()
         self._last_commit = time.monotonic()
@@ -260,6 +266,13 @@ class Barecat(
 
     @serialized
     def close(self) -> None:
+        """Finish and release the archive: a writer closes a file still open for writing,
+        commits, trims unused shard space after the last file and gives up the writer
+        lock. Closing a closed archive does nothing.
+
+        Raises:
+            NotEnoughSpaceBarecatError: the last commit found the disk full.
+        """
         try:
             self._close_halves()
         finally:
@@ -269,7 +282,11 @@ class Barecat(
         """Close after a failed create: an archive this object created (``created``) that
         still holds nothing (no file, no directory but the root) is removed, so that the
         same create, corrected, succeeds; any other archive is closed as :meth:`close`
-        does. A ``with`` block left by an exception calls this instead of ``close``."""
+        does. A ``with`` block left by an exception calls this instead of ``close``.
+
+        Raises:
+            NotEnoughSpaceBarecatError: the last commit found the disk full.
+        """
         lock, discard = self._lock, self._made_and_holds_nothing()
         try:
             self._close_halves()
@@ -369,8 +386,14 @@ class Barecat(
         take as they are (merge, subset); an encrypted one needs the passphrase this
         archive was opened with (the other's, whose key it takes).
 
+        Args:
+            settings: the other archive's sealing (compression, encryption, key).
+
         Raises:
-            BarecatError: not empty and plain, or no passphrase for an encrypted source.
+            ReadOnlyBarecatError: the archive is open read-only.
+            BarecatError: the archive is closed or was opened for writing in another
+                process, not empty and plain, or
+                no passphrase for an encrypted source.
         """
         self._require_writable()
         if self._sealing is not None or self.index.num_files:
@@ -380,16 +403,43 @@ class Barecat(
     def prepare_file_list_edit(self) -> None:
         """Get the key of an encrypted archive now (asking its passphrase source), before
         an edit that adds, removes or renames files (remove, rename, merge, subset, repair
-        ``--drop-bad``): its index digest follows them, and refuses them without the key."""
+        ``--drop-bad``): its index digest follows them, and refuses them without the key.
+
+        Raises:
+            ReadOnlyBarecatError: the archive is open read-only.
+            BarecatError: the archive is closed or was opened for writing in another
+                process, or (encrypted) no passphrase.
+            WrongPassphraseBarecatError: the passphrase is wrong.
+            BarecatIntegrityError: the index digest failed its check (edits would hide
+                that; ``barecat digest --reset`` trusts the rows again).
+        """
         self._require_writable()
         if self._sealing is not None:
             self._sealing.before_file_list_edit()
 
     def raise_if_append_only(self, message: str) -> None:
+        """Refuse an operation an append-only archive does not allow (barecat 0.3.1's
+        method).
+
+        Args:
+            message: the error's message.
+
+        Raises:
+            ReadOnlyBarecatError: the archive was opened ``append_only``.
+        """
         if self.append_only:
             raise ReadOnlyBarecatError(message)
 
     def raise_if_readonly(self, message: str) -> None:
+        """Refuse an operation a read-only archive does not allow (barecat 0.3.1's
+        method).
+
+        Args:
+            message: the error's message.
+
+        Raises:
+            ReadOnlyBarecatError: the archive is open read-only.
+        """
         if self.readonly:
             raise ReadOnlyBarecatError(message)
 
@@ -420,12 +470,31 @@ class Barecat(
         return self.index.listing.file_paths()
 
     def files(self) -> Iterator[str]:
+        """Every file's path, in the order they were added.
+
+        Returns:
+            An iterator of paths.
+        """
         return self.index.listing.file_paths()
 
     def dirs(self) -> Iterator[str]:
+        """Every directory's path (the root as ``""``), in the order they were added.
+
+        Returns:
+            An iterator of paths.
+        """
         return self.index.listing.dir_paths()
 
     def clear(self) -> None:
+        """Remove every file and directory (as ``dict.clear``; the root stays).
+
+        Raises:
+            ReadOnlyBarecatError: the archive is open read-only or append-only.
+            BarecatError: the archive is closed or was opened for writing in another
+                process, or (encrypted) the passphrase is missing.
+            BarecatIntegrityError: the index digest of an encrypted archive failed its
+                check.
+        """
         self.rmtree("")
 
     # -- reading ---------------------------------------------------------------------
@@ -438,7 +507,34 @@ class Barecat(
         errors: str | None = None,
         newline: str | None = None,
     ) -> IO[Any]:
-        """Open a stored file like ``builtins.open``: r, rb, r+b, w(b), a(b), x(b)."""
+        """Open a stored file like ``builtins.open``: r, rb, r+b, w(b), a(b), x(b).
+
+        Reading streams the file (block by block when sealed); writing needs a writable
+        archive and allows one open writer at a time, whose file is indexed when it is
+        closed (the old bytes of a rewritten file become a hole until defrag).
+
+        Args:
+            item: the file's path or record.
+            mode: as ``builtins.open``; without ``b``, text.
+            encoding: the text encoding (default UTF-8); text modes only.
+            errors: how text decoding errors are handled; text modes only.
+            newline: newline translation; text modes only.
+
+        Returns:
+            A binary file object, or a text one (``io.TextIOWrapper``).
+
+        Raises:
+            ValueError: an invalid text mode.
+            FileNotFoundBarecatError: reading (``r``, ``r+``) and no file is there.
+            IsADirectoryBarecatError: a directory is there.
+            FileExistsBarecatError: ``x`` mode and the file exists.
+            DamagedEntryBarecatError: reading, and the file's index row cannot address
+                bytes.
+            BarecatIntegrityError: reading, and the file's bytes are missing.
+            ReadOnlyBarecatError: writing to an archive open read-only.
+            BarecatError: writing while another file is open for writing, or to a
+                closed archive.
+        """
         text = "b" not in mode
         if text and mode not in _TEXT_MODES:
             raise ValueError(f"Invalid mode: {mode!r}")
@@ -574,6 +670,32 @@ class Barecat(
 
         In a sealed archive ``compress=False`` stores this file's blocks uncompressed
         (still encrypted if the archive is); blocks that do not shrink are stored raw anyway.
+
+        Args:
+            item: the path, or a record whose path and metadata are used.
+            data: the file's contents (None and no ``fileobj``: empty).
+            fileobj: a binary stream to read the contents from instead.
+            bufsize: bytes copied from ``fileobj`` at a time.
+            dir_exist_ok: adding an existing directory updates its metadata instead of
+                raising.
+            file_exist_ok: adding an existing file does nothing instead of raising.
+            mode: the permission bits (for a path ``item``).
+            uid: the owner's user id (for a path ``item``).
+            gid: the group id (for a path ``item``).
+            mtime_ns: the modification time in nanoseconds (for a path ``item``).
+            dir: add a directory at the path ``item``.
+            compress: in a sealed archive, compress this file's blocks.
+
+        Raises:
+            ReadOnlyBarecatError: the archive is open read-only.
+            BarecatError: the archive is closed or was opened for writing in another
+                process, or a file opened for writing is still open.
+            FileExistsBarecatError: the path is taken (see ``file_exist_ok``,
+                ``dir_exist_ok``).
+            IsADirectoryBarecatError: a file at a directory's path (the root included).
+            NotADirectoryBarecatError: an ancestor of the path is a file.
+            FileTooLargeBarecatError: the file is larger than the shard size limit.
+            NotEnoughSpaceBarecatError: the disk is full.
         """
         self._require_writable()
         self._require_no_open_writer()
@@ -654,6 +776,25 @@ class Barecat(
         """Replace a file's contents (the old bytes become a hole until defrag).
 
         ``new_item`` may rename the file and carry new metadata at the same time.
+
+        Args:
+            old_item: the file's path or record.
+            new_item: a new path, or a record with a new path and metadata (None
+                fields kept); None: keep both.
+            data: the new contents (None and no ``fileobj``: empty).
+            fileobj: a binary stream to read the new contents from instead.
+            size: the stream's length, if known (else found from the stream if it can be).
+            bufsize: bytes copied from ``fileobj`` at a time.
+
+        Raises:
+            ReadOnlyBarecatError: the archive is open read-only or append-only.
+            BarecatError: the archive is closed or was opened for writing in another
+                process, or a file opened for writing is still open.
+            FileNotFoundBarecatError: no file is at ``old_item``.
+            IsADirectoryBarecatError: a directory is at ``old_item``, or at the new path.
+            FileExistsBarecatError: the new path is taken by another file.
+            NotADirectoryBarecatError: an ancestor of the new path is a file.
+            FileTooLargeBarecatError: the contents are larger than the shard size limit.
         """
         self._require_changeable()
         self._require_no_open_writer()
@@ -684,12 +825,28 @@ class Barecat(
         batch_size: int = 2048,
     ) -> int:
         """Add many files fast: bytes written with few system calls, index rows inserted and
-        directory statistics updated once per batch. Returns the number of files added.
+        directory statistics updated once per batch.
 
         Each batch is atomic: on a conflict (an existing path, a file where a directory is
         needed) nothing of that batch remains, and the error names the path; earlier
         batches stay. ``BarecatFileInfo`` items are stored as given and receive their
         address (shard, offset, size, crc32c).
+
+        Args:
+            items: (path or record, contents) pairs.
+            batch_size: files per batch.
+
+        Returns:
+            The number of files added.
+
+        Raises:
+            ReadOnlyBarecatError: the archive is open read-only.
+            BarecatError: the archive is closed or was opened for writing in another
+                process, or a file opened for writing is still open.
+            FileExistsBarecatError: a path is taken.
+            IsADirectoryBarecatError: a file at a directory's path.
+            NotADirectoryBarecatError: an ancestor of a path is a file.
+            FileTooLargeBarecatError: a file is larger than the shard size limit.
         """
         self._require_writable()
         self._require_no_open_writer()
@@ -740,8 +897,18 @@ class Barecat(
     def sealing_for_writers(self) -> Sealer | None:
         """For writers that place bytes themselves (``add_placed``): the sealer that turns
         a file's bytes into what a sealed archive stores for its (normalized) path
-        (``seal``, or the batch writer's ``stream`` for big files); None for a plain archive.
-        Safe to use from several threads."""
+        (``seal``, or the batch writer's ``stream`` for big files). Safe to use from
+        several threads.
+
+        Returns:
+            The sealer; None for a plain archive.
+
+        Raises:
+            ReadOnlyBarecatError: the archive is open read-only.
+            BarecatError: the archive is closed or was opened for writing in another
+                process, or (encrypted) no passphrase.
+            WrongPassphraseBarecatError: the passphrase is wrong.
+        """
         self._require_writable()
         if self._sealing is None:
             return None
@@ -772,6 +939,17 @@ class Barecat(
         This is how a parallel ingest adds files: its reader threads write while this
         thread indexes. The batch is atomic, like ``add_many``'s; if it raises, nothing of
         it is indexed and the caller rolls the writer back to before its reservations.
+
+        Args:
+            infos: the files' records, each with its path, metadata and address.
+
+        Raises:
+            ReadOnlyBarecatError: the archive is open read-only.
+            BarecatError: the archive is closed or was opened for writing in another
+                process, or a file opened for writing is still open.
+            FileExistsBarecatError: a path is taken.
+            IsADirectoryBarecatError: a file at a directory's path.
+            NotADirectoryBarecatError: an ancestor of a path is a file.
         """
         self._require_writable()
         self._require_no_open_writer()
@@ -782,7 +960,20 @@ class Barecat(
     def add_by_path(
         self, filesys_path: str, store_path: str | None = None, dir_exist_ok: bool = False
     ) -> None:
-        """Add one file or directory entry (not its contents) from disk, with its metadata."""
+        """Add one file (with its contents) or one directory (without its contents) from
+        disk, with its metadata (mode, owner, times).
+
+        Args:
+            filesys_path: the file or directory on disk.
+            store_path: its path in the archive (default: ``filesys_path``).
+            dir_exist_ok: an existing directory has its metadata updated instead of
+                raising.
+
+        Raises:
+            OSError: ``filesys_path`` cannot be read.
+            BarecatError: what :meth:`add` raises for the entry (such as
+                ``FileExistsBarecatError``).
+        """
         st = os.stat(filesys_path)
         target = filesys_path if store_path is None else store_path
         if stat.S_ISDIR(st.st_mode):

@@ -32,20 +32,69 @@ class ArchiveInspection:
     sharder: Sharder
 
     def exists(self, path: str) -> bool:
+        """Whether a file or directory is at ``path`` (as ``os.path.exists``).
+
+        Args:
+            path: the path in the archive (``""``: the root).
+
+        Returns:
+            True if a file or directory is there.
+
+        Raises:
+            InvalidPathBarecatError: ``path`` escapes the archive root.
+        """
         return self.index.exists(path)
 
     def isfile(self, path: str) -> bool:
+        """Whether a file is at ``path`` (as ``os.path.isfile``).
+
+        Args:
+            path: the path in the archive (``""``: the root).
+
+        Returns:
+            True if a file is there.
+
+        Raises:
+            InvalidPathBarecatError: ``path`` escapes the archive root.
+        """
         return self.index.isfile(path)
 
     def isdir(self, path: str) -> bool:
+        """Whether a directory is at ``path`` (as ``os.path.isdir``).
+
+        Args:
+            path: the path in the archive (``""``: the root).
+
+        Returns:
+            True if a directory is there.
+
+        Raises:
+            InvalidPathBarecatError: ``path`` escapes the archive root.
+        """
         return self.index.isdir(path)
 
     def stat(self, path: str) -> BarecatEntryInfo:
-        """The file's or directory's info record (:meth:`lookup`)."""
+        """The file's or directory's info record (:meth:`lookup`).
+
+        Args:
+            path: the path in the archive.
+
+        Returns:
+            A :class:`BarecatFileInfo` or :class:`BarecatDirInfo`.
+
+        Raises:
+            FileNotFoundBarecatError: nothing is there.
+        """
         return self.index.lookup(path)
 
     def lookup(self, path: str) -> BarecatEntryInfo:
         """The record of the file or directory at ``path``.
+
+        Args:
+            path: the path in the archive (``""``: the root).
+
+        Returns:
+            A :class:`BarecatFileInfo` or :class:`BarecatDirInfo`.
 
         Raises:
             FileNotFoundBarecatError: nothing is there.
@@ -55,6 +104,12 @@ class ArchiveInspection:
     def lookup_file(self, path: str) -> BarecatFileInfo:
         """The record of the file at ``path``.
 
+        Args:
+            path: the path in the archive.
+
+        Returns:
+            Its path, metadata and address (shard, offset, size, crc32c).
+
         Raises:
             FileNotFoundBarecatError: no file is there.
             IsADirectoryBarecatError: a directory is there.
@@ -63,6 +118,12 @@ class ArchiveInspection:
 
     def lookup_dir(self, path: str) -> BarecatDirInfo:
         """The record of the directory at ``path`` (``""``: the root).
+
+        Args:
+            path: the path in the archive.
+
+        Returns:
+            Its path, metadata and statistics (subdirectories, files, bytes below).
 
         Raises:
             FileNotFoundBarecatError: no directory is there
@@ -75,6 +136,13 @@ class ArchiveInspection:
         """The records of a directory's entries: subdirectories first, then files, each
         group in ``order`` (``Order.ANY``: the order they were added).
 
+        Args:
+            path: the directory (``""``: the root).
+            order: the order within each group.
+
+        Returns:
+            :class:`BarecatDirInfo` records, then :class:`BarecatFileInfo` records.
+
         Raises:
             FileNotFoundBarecatError: no such directory.
             NotADirectoryBarecatError: ``path`` is a file.
@@ -82,44 +150,136 @@ class ArchiveInspection:
         return self.index.listdir_infos(path, order)
 
     def subdirs_of(self, path: str, order: Order = Order.ANY) -> Iterator[BarecatDirInfo]:
-        """The records of the directories directly in ``path`` (none for a missing one)."""
+        """The records of the directories directly in ``path`` (none for a missing one).
+
+        Args:
+            path: the directory (``""``: the root).
+            order: the order they come in.
+
+        Returns:
+            An iterator of :class:`BarecatDirInfo`.
+        """
         return self.index.iter_subdir_dirinfos(path, order)
 
     def files_in(self, path: str, order: Order = Order.ANY) -> Iterator[BarecatFileInfo]:
-        """The records of the files directly in ``path`` (none for a missing directory)."""
+        """The records of the files directly in ``path`` (none for a missing directory).
+
+        Args:
+            path: the directory (``""``: the root).
+            order: the order they come in.
+
+        Returns:
+            An iterator of :class:`BarecatFileInfo`.
+        """
         return self.index.iter_direct_fileinfos(path, order)
 
     def files_page(self, path: str, offset: int, limit: int) -> list[BarecatFileInfo]:
         """Files directly in ``path``, in path order, ``limit`` of them from ``offset``:
-        one page of a directory too big to list at once."""
+        one page of a directory too big to list at once.
+
+        Args:
+            path: the directory (``""``: the root).
+            offset: how many files of the path order to skip.
+            limit: the most files to return.
+
+        Returns:
+            The page's file records (empty past the end or for a missing directory).
+        """
         return self.index.listing.page_of_files(path, offset, limit)
 
     def files_after(self, path: str, limit: int) -> list[BarecatFileInfo]:
         """Up to ``limit`` files of ``path``'s directory that follow the file ``path`` in
-        listing order: what a reader going through the directory wants next."""
+        listing order: what a reader going through the directory wants next.
+
+        Args:
+            path: a file's path (it need not exist: the files after where it would be).
+            limit: the most files to return.
+
+        Returns:
+            The file records that follow, in listing order.
+        """
         return self.index.listing.files_after(path, limit)
 
     def iter_fileinfos(self, order: Order = Order.ANY) -> Iterator[BarecatFileInfo]:
         """Every file's record, in ``order`` (``Order.ADDRESS``: storage order, the one
-        that reads the shards front to back; ``Order.PATH``: sorted by path)."""
+        that reads the shards front to back; ``Order.PATH``: sorted by path).
+
+        Args:
+            order: the order they come in.
+
+        Returns:
+            An iterator of :class:`BarecatFileInfo`.
+        """
         return self.index.iter_all_fileinfos(order)
 
     def iter_dirinfos(self, order: Order = Order.ANY) -> Iterator[BarecatDirInfo]:
-        """Every directory's record (the root's too), in ``order``."""
+        """Every directory's record (the root's too), in ``order``.
+
+        Args:
+            order: the order they come in.
+
+        Returns:
+            An iterator of :class:`BarecatDirInfo`.
+        """
         return self.index.iter_all_dirinfos(order)
 
     def listdir(self, path: str = "") -> list[str]:
+        """The names in a directory (as ``os.listdir``): subdirectories first, then files.
+
+        Args:
+            path: the directory (``""``: the root).
+
+        Returns:
+            The entries' names (not paths).
+
+        Raises:
+            FileNotFoundBarecatError: no such directory.
+            NotADirectoryBarecatError: ``path`` is a file.
+        """
         return self.index.listing.names(path)
 
     def scandir(self, path: str = "") -> Iterator[BarecatEntryInfo]:
+        """The records of a directory's entries (in the spirit of ``os.scandir``):
+        subdirectories first, then files.
+
+        Args:
+            path: the directory (``""``: the root).
+
+        Returns:
+            An iterator of :class:`BarecatDirInfo`, then :class:`BarecatFileInfo`, records.
+
+        Raises (on the first ``next``):
+            FileNotFoundBarecatError: no such directory.
+            NotADirectoryBarecatError: ``path`` is a file.
+        """
         return self.index.listing.entries(path)
 
     def walk(self, path: str = "") -> Iterator[tuple[str, list[str], list[str]]]:
+        """Like ``os.walk`` over the subtree at ``path``: ``(directory, subdirectory
+        names, file names)`` for each directory, top-down; the root is reported as
+        ``'.'``. The subdirectory list may be pruned in place to skip subtrees.
+
+        Args:
+            path: the directory to start from (``""``: the root).
+
+        Returns:
+            An iterator of ``(dirpath, dirnames, filenames)``.
+
+        Raises (on the first ``next``):
+            FileNotFoundBarecatError: no such directory.
+            NotADirectoryBarecatError: ``path`` is a file.
+        """
         return self.index.listing.walk_names(path)
 
     def walk_infos(self, path: str = "") -> Iterator[WalkStep]:
         """:meth:`walk` with records: ``(directory, subdirectories, files)`` for each
         directory of the subtree at ``path``, in path order.
+
+        Args:
+            path: the directory to start from (``""``: the root).
+
+        Returns:
+            An iterator of :class:`~barecat.index.query.WalkStep`.
 
         Raises:
             FileNotFoundBarecatError: no such directory.
@@ -129,21 +289,67 @@ class ArchiveInspection:
     def glob(
         self, pattern: str, recursive: bool = False, include_hidden: bool = False
     ) -> list[str]:
+        """Paths matching ``pattern``, sorted, as ``glob.glob`` yields them relative to the
+        extracted tree (so ``'d/**'`` yields ``'d/'``; :meth:`glob_entries` gives plain
+        archive paths).
+
+        Args:
+            pattern: a glob pattern relative to the root (``*``, ``?``, ``[...]``; ``**``
+                with ``recursive``).
+            recursive: let ``**`` match any number of directories.
+            include_hidden: let wildcards match names starting with ``.``.
+
+        Returns:
+            The matching paths of files and directories.
+        """
         return self.index.listing.glob(pattern, recursive, include_hidden)
 
     def iglob(
         self, pattern: str, recursive: bool = False, include_hidden: bool = False
     ) -> Iterator[str]:
+        """:meth:`glob` as an iterator (as ``glob.iglob``).
+
+        Args:
+            pattern: a glob pattern relative to the root (``*``, ``?``, ``[...]``; ``**``
+                with ``recursive``).
+            recursive: let ``**`` match any number of directories.
+            include_hidden: let wildcards match names starting with ``.``.
+
+        Returns:
+            An iterator of the matching paths.
+        """
         yield from self.index.listing.glob(pattern, recursive, include_hidden)
 
     def globfiles(
         self, pattern: str, recursive: bool = False, include_hidden: bool = False
     ) -> list[str]:
+        """:meth:`glob` keeping only files.
+
+        Args:
+            pattern: a glob pattern relative to the root (``*``, ``?``, ``[...]``; ``**``
+                with ``recursive``).
+            recursive: let ``**`` match any number of directories.
+            include_hidden: let wildcards match names starting with ``.``.
+
+        Returns:
+            The matching files' paths, sorted.
+        """
         return self.index.listing.glob(pattern, recursive, include_hidden, only_files=True)
 
     def iglobfiles(
         self, pattern: str, recursive: bool = False, include_hidden: bool = False
     ) -> Iterator[str]:
+        """:meth:`globfiles` as an iterator.
+
+        Args:
+            pattern: a glob pattern relative to the root (``*``, ``?``, ``[...]``; ``**``
+                with ``recursive``).
+            recursive: let ``**`` match any number of directories.
+            include_hidden: let wildcards match names starting with ``.``.
+
+        Returns:
+            An iterator of the matching files' paths.
+        """
         yield from self.index.listing.glob(pattern, recursive, include_hidden, only_files=True)
 
     def glob_entries(
@@ -155,7 +361,18 @@ class ArchiveInspection:
     ) -> list[str]:
         """The entries :meth:`glob` matches, as archive paths: sorted, each once, without
         a trailing ``/`` and without the root: for callers that act on entries rather
-        than mirror ``glob.glob``'s spelling."""
+        than mirror ``glob.glob``'s spelling.
+
+        Args:
+            pattern: a glob pattern relative to the root (``*``, ``?``, ``[...]``; ``**``
+                with ``recursive``).
+            recursive: let ``**`` match any number of directories.
+            include_hidden: let wildcards match names starting with ``.``.
+            only_files: match files only.
+
+        Returns:
+            The matching archive paths.
+        """
         return self.index.listing.glob_entries(pattern, recursive, include_hidden, only_files)
 
     def select_entries(
@@ -177,14 +394,17 @@ class ArchiveInspection:
 
     @property
     def num_files(self) -> int:
+        """The number of files in the archive."""
         return self.index.num_files
 
     @property
     def num_dirs(self) -> int:
+        """The number of directories in the archive, the root included."""
         return self.index.num_dirs
 
     @property
     def total_size(self) -> int:
+        """The total size in bytes of all files (their contents, as read)."""
         return self.index.total_size
 
     @property
@@ -205,14 +425,34 @@ class ArchiveInspection:
         return self.sharder.total_physical_size_seek
 
     def logical_shard_end(self, shard_number: int) -> int:
+        """Where the last indexed file of a shard ends.
+
+        Args:
+            shard_number: the shard.
+
+        Returns:
+            The end offset of the shard's last file; 0 for a shard without files.
+        """
         return self.index.logical_shard_end(shard_number)
 
     def physical_shard_end(self, shard_number: int) -> int:
+        """The size of a shard file on disk.
+
+        Args:
+            shard_number: the shard.
+
+        Returns:
+            The shard file's size in bytes; 0 for a shard that does not exist.
+        """
         return self.sharder.physical_shard_end(shard_number)
 
     def fragmentation(self) -> Fragmentation:
         """How much of the shards no file uses: holes between files and slack past the
-        last file of each shard (what ``defragment`` would reclaim)."""
+        last file of each shard (what ``defragment`` would reclaim).
+
+        Returns:
+            The fragmentation figures.
+        """
         from barecat.ops.defrag import fragmentation
 
         return fragmentation(self.index, self.sharder)
@@ -236,5 +476,12 @@ class ArchiveInspection:
 
     def verify_integrity(self, quick: bool = False) -> bool:
         """True if the index is consistent and every file (or, ``quick``, the last) checks
-        out (barecat 0.3.1's method; :meth:`verify` gives the full report)."""
+        out (barecat 0.3.1's method; :meth:`verify` gives the full report).
+
+        Args:
+            quick: check only the last file's bytes (with the index and shard ends).
+
+        Returns:
+            True if no problem was found.
+        """
         return self.verify(quick).ok

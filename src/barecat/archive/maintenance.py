@@ -35,6 +35,9 @@ class ArchiveMaintenance(ArchiveContract):
 
     @property
     def shard_size_limit(self) -> int:
+        """The largest size in bytes a shard may grow to (settable, as bytes or a size such
+        as ``'1G'``, on a writable archive; existing shards are not reorganized: see
+        :meth:`reshard`)."""
         return self.index.shard_size_limit
 
     @shard_size_limit.setter
@@ -47,7 +50,13 @@ class ArchiveMaintenance(ArchiveContract):
 
     @serialized
     def truncate_all_to_logical_size(self) -> None:
-        """Cut every shard back to the end of its last indexed file (drops unreferenced tails)."""
+        """Cut every shard back to the end of its last indexed file (drops unreferenced tails).
+
+        Raises:
+            ReadOnlyBarecatError: the archive is open read-only.
+            BarecatError: the archive is closed or was opened for writing in another
+                process.
+        """
         self._require_writable()
         ends = [self.index.logical_shard_end(i) for i in range(self.sharder.num_shards)]
         self.sharder.truncate_all_to_logical_size(ends)
@@ -88,7 +97,18 @@ class ArchiveMaintenance(ArchiveContract):
 
     def defrag(self, quick: bool = False) -> int:
         """Reclaim the holes left by removed and replaced files (barecat 0.3.1's method);
-        returns the bytes freed. :meth:`defragment` gives the full result."""
+        :meth:`defragment` gives the full result.
+
+        Args:
+            quick: only move files from the end into the holes that fit them best,
+                within 5 seconds (may leave holes).
+
+        Returns:
+            The number of bytes freed.
+
+        Raises:
+            ReadOnlyBarecatError: not open for writing, or append-only.
+        """
         return self.defragment(quick).bytes_reclaimed
 
     @serialized
@@ -288,7 +308,18 @@ class ArchiveMaintenance(ArchiveContract):
     @serialized
     def rekey(self, new_passphrase: str | bytes) -> None:
         """Change the passphrase of an encrypted archive: its data key is rewrapped, no
-        file is rewritten. The archive must be open for writing with the old one."""
+        file is rewritten. The archive must be open for writing with the old one.
+
+        Args:
+            new_passphrase: the new passphrase.
+
+        Raises:
+            ReadOnlyBarecatError: the archive is open read-only.
+            BarecatError: the archive is closed or was opened for writing in another
+                process, or it is not encrypted,
+                or the old passphrase is missing.
+            WrongPassphraseBarecatError: the old passphrase is wrong.
+        """
         self._require_writable()
         if self._sealing is None:
             raise BarecatError(f"{self.path} is not encrypted: it has no passphrase to change")
@@ -302,7 +333,11 @@ class ArchiveMaintenance(ArchiveContract):
         were checked otherwise after its digest failed. Needs the passphrase.
 
         Raises:
-            BarecatError: not encrypted, or no passphrase.
+            ReadOnlyBarecatError: the archive is open read-only.
+            BarecatError: the archive is closed or was opened for writing in another
+                process, or it is not encrypted,
+                or no passphrase.
+            WrongPassphraseBarecatError: the passphrase is wrong.
         """
         self._require_writable()
         if self._sealing is None or not self._sealing.encrypted:

@@ -42,6 +42,7 @@ class ArchiveReading:
 
     @property
     def encrypted(self) -> bool:
+        """True if files are stored encrypted (reading them needs the passphrase)."""
         return self._sealing is not None and self._sealing.encrypted
 
     @property
@@ -51,7 +52,12 @@ class ArchiveReading:
 
     def unlock(self) -> None:
         """Get an encrypted archive's key now (asking a passphrase source if that is what
-        was given); a wrong passphrase raises ``WrongPassphraseBarecatError``."""
+        was given); does nothing for other archives.
+
+        Raises:
+            WrongPassphraseBarecatError: the passphrase is wrong.
+            BarecatError: no passphrase was given.
+        """
         if self._sealing is not None:
             self._sealing.data_key()
 
@@ -59,9 +65,20 @@ class ArchiveReading:
         self, on_file: Callable[[BarecatFileInfo], None] | None = None
     ) -> list[tuple[str, str]]:
         """Open every sealed file: authenticate each block (encrypted archives; needs the
-        passphrase) and decompress it. Returns (path, reason) for each that fails. The
-        CRC32C check of ``verify_integrity`` needs no key; this one sees what the CRC
-        cannot: bytes sealed for another path, or forged together with their checksum."""
+        passphrase) and decompress it. The CRC32C check of ``verify_integrity`` needs no
+        key; this one sees what the CRC cannot: bytes sealed for another path, or forged
+        together with their checksum.
+
+        Args:
+            on_file: called with each file's record once it is checked.
+
+        Returns:
+            (path, reason) for each file that fails; empty for a plain archive.
+
+        Raises:
+            WrongPassphraseBarecatError: the passphrase is wrong.
+            BarecatError: an encrypted archive and no passphrase.
+        """
         if self._sealing is None:
             return []
         sealer = self._sealing.sealer()
@@ -130,6 +147,18 @@ class ArchiveReading:
             raise _naming(path, e) from e
 
     def get(self, path: str, default: Any = None) -> Any:
+        """A file's contents, or ``default`` if no file is there (as ``dict.get``).
+
+        Args:
+            path: the file's path.
+            default: what to return for a missing file.
+
+        Returns:
+            The file's bytes (CRC32C-verified, unsealed), or ``default``.
+
+        Raises:
+            BarecatIntegrityError: the bytes do not match their CRC32C, or are missing.
+        """
         try:
             return self[path]
         except KeyError:
@@ -139,8 +168,19 @@ class ArchiveReading:
         """Contents of many files, CRC-verified, in request order.
 
         One index query for the whole batch, then reads in storage order; files at most
-        ``max_gap`` bytes apart are fetched with a single read. A missing path raises
-        ``KeyError``.
+        ``max_gap`` bytes apart are fetched with a single read. ``read_many`` is the
+        same method.
+
+        Args:
+            paths: the files' paths.
+            max_gap: the largest gap between two files still read in one go.
+
+        Returns:
+            Each file's bytes, in the order of ``paths``.
+
+        Raises:
+            KeyError: a path is not a file.
+            BarecatIntegrityError: bytes do not match their CRC32C, or are missing.
         """
         wanted = normalize_many(list(paths))
         try:
@@ -175,7 +215,17 @@ class ArchiveReading:
         """A file's bytes; CRC32C-verified when the whole file is read (in a sealed
         archive, every block read is authenticated or decompressed instead).
 
+        Args:
+            item: the file's path or record.
+            offset: where to start reading in the file.
+            size: how many bytes to read (-1: to the end); fewer past the end.
+
+        Returns:
+            The bytes read.
+
         Raises:
+            FileNotFoundBarecatError: no file is there.
+            IsADirectoryBarecatError: a directory is there.
             DamagedEntryBarecatError: the file's index row cannot address bytes.
             BarecatIntegrityError: the bytes do not match their CRC32C, or are missing.
         """
@@ -199,6 +249,23 @@ class ArchiveReading:
     def readinto(
         self, item: BarecatFileInfo | str, buffer: bytearray | memoryview, offset: int = 0
     ) -> int:
+        """Read a file's bytes into ``buffer`` (as much as fits), without allocating;
+        CRC32C-verified when the whole file is read.
+
+        Args:
+            item: the file's path or record.
+            buffer: a writable buffer to fill from its start.
+            offset: where to start reading in the file.
+
+        Returns:
+            The number of bytes read (0 past the end of the file).
+
+        Raises:
+            FileNotFoundBarecatError: no file is there.
+            IsADirectoryBarecatError: a directory is there.
+            DamagedEntryBarecatError: the file's index row cannot address bytes.
+            BarecatIntegrityError: the bytes do not match their CRC32C, or are missing.
+        """
         f = checked_file(self._fileinfo(item))
         total = f.size or 0
         view = memoryview(buffer).cast("B")
@@ -215,6 +282,20 @@ class ArchiveReading:
             raise _naming(f.path, e) from e
 
     def check_crc32c(self, item: BarecatFileInfo | str) -> bool:
+        """Whether a file's stored bytes match the CRC32C in its index row.
+
+        Args:
+            item: the file's path or record.
+
+        Returns:
+            True if they match or the row stores no checksum.
+
+        Raises:
+            FileNotFoundBarecatError: no file is there.
+            IsADirectoryBarecatError: a directory is there.
+            DamagedEntryBarecatError: the file's index row cannot address bytes.
+            BarecatIntegrityError: the bytes are missing (a short or missing shard).
+        """
         f = checked_file(self._fileinfo(item))
         if f.crc32c is None:
             return True

@@ -83,7 +83,11 @@ class CoreIndex(IndexReader):
     def settled_conn(self) -> sqlite3.Connection:
         """This thread's connection, with any statistics still owed applied first (the
         explicit step before every query or edit but file rows by path, and before SQL
-        of one's own); it also ends a run of single adds."""
+        of one's own); it also ends a run of single adds.
+
+        Returns:
+            The connection.
+        """
         conn = self._pool.get()
         self._adds_in_a_row = 0
         deferred = self._deferred
@@ -101,6 +105,9 @@ class CoreIndex(IndexReader):
         self._files_at_open = 0 if self.readonly else self.num_files
 
     def close(self) -> None:
+        """Commit (a writer), leave the saved lookup table right for what was written,
+        and close the database. Errors while committing are swallowed: what was not
+        committed is lost."""
         if not self.readonly:
             with contextlib.suppress(sqlite3.Error):
                 conn = self.settled_conn()
@@ -135,6 +142,8 @@ class CoreIndex(IndexReader):
 
     @property
     def shard_size_limit(self) -> int:
+        """The largest size in bytes a shard may grow to, as stored in the index
+        (settable on a writable index, committed at once)."""
         value = self._config_int("shard_size_limit")
         return SHARD_SIZE_UNLIMITED if value is None else value
 
@@ -145,12 +154,18 @@ class CoreIndex(IndexReader):
         self.settled_conn().commit()
 
     def commit(self) -> None:
+        """Commit the index's open transaction.
+
+        Raises:
+            NotEnoughSpaceBarecatError: the disk is full.
+        """
         try:
             self.settled_conn().commit()
         except sqlite3.OperationalError as e:
             raise disk_full_or(e, self.path) from e
 
     def rollback(self) -> None:
+        """Drop what was changed since the last commit."""
         self._deferred = None  # owed for rows this rolls back
         self._pool.get().rollback()
 
@@ -171,6 +186,12 @@ class CoreIndex(IndexReader):
 
         A config flag rather than DROP TRIGGER, so it is transactional and needs no schema
         rights; nesting is allowed (only the outermost level turns triggers back on).
+
+        Returns:
+            A context manager.
+
+        Raises:
+            ReadOnlyBarecatError: the index is open read-only.
         """
         self._require_writable()
         before = self._config_int("use_triggers", 1)
@@ -191,6 +212,17 @@ class CoreIndex(IndexReader):
 
         ``drop_indexes`` also drops the secondary indexes during the load (the unique path
         indexes stay, so duplicates are still refused) and rebuilds them afterwards.
+
+        Args:
+            drop_indexes: drop the secondary indexes during the load.
+            update_dirs_at_end: create the directories the loaded rows imply.
+            update_treestats_at_end: recompute every directory's statistics.
+
+        Returns:
+            A context manager.
+
+        Raises:
+            ReadOnlyBarecatError: the index is open read-only.
         """
         self._require_writable()
         dropped = _SECONDARY_INDEXES if drop_indexes else {}
@@ -209,7 +241,15 @@ class CoreIndex(IndexReader):
 
     def enable_sealing(self, records: dict[str, ConfigValue]) -> None:
         """Make this empty archive a sealed one, described by the ``sealing*`` ``records``
-        (see ``schema.enable_sealing``); committed at once."""
+        (see ``schema.enable_sealing``); committed at once.
+
+        Args:
+            records: the sealing settings, as config rows.
+
+        Raises:
+            ReadOnlyBarecatError: the index is open read-only.
+            SchemaVersionBarecatError: the archive already holds files.
+        """
         self._require_writable()
         self.commit()
         conn = self.settled_conn()
@@ -218,7 +258,15 @@ class CoreIndex(IndexReader):
         self._read_layout()
 
     def update_sealing_config(self, records: dict[str, ConfigValue]) -> None:
-        """Replace ``sealing*`` config rows (a new wrapped key, say); committed at once."""
+        """Replace ``sealing*`` config rows (a new wrapped key, say); committed at once.
+
+        Args:
+            records: the rows to write, each key starting with ``sealing``.
+
+        Raises:
+            ReadOnlyBarecatError: the index is open read-only.
+            BarecatError: the archive is not sealed, or a key is not a sealing one.
+        """
         self._require_writable()
         if not self.sealed or any(not k.startswith(SEALING_KEY) for k in records):
             raise BarecatError("Only a sealed archive's sealing settings can be updated")
@@ -228,7 +276,14 @@ class CoreIndex(IndexReader):
 
     def keep_file_digest(self, step: file_digest.Step | None) -> None:
         """Keep the encrypted archive's digest of its file rows (``file_digest``) with
-        ``step`` on every connection of this index; None refuses the edits it covers."""
+        ``step`` on every connection of this index; None refuses the edits it covers.
+
+        Args:
+            step: the digest's step function, or None.
+
+        Raises:
+            ReadOnlyBarecatError: the index is open read-only.
+        """
         self._require_writable()
         self._pool.set_up_each("file_digest", lambda conn: file_digest.install(conn, step))
         self.file_digest_kept = step is not None
@@ -237,7 +292,20 @@ class CoreIndex(IndexReader):
     def attached_database(
         self, path: str, name: str = "sourcedb", readonly: bool = True
     ) -> Iterator[str]:
-        """ATTACH another index (e.g. for merges) for the duration of the block."""
+        """ATTACH another index (e.g. for merges) for the duration of the block.
+
+        Args:
+            path: the other index file.
+            name: the schema name it is attached as.
+            readonly: attach it read-only.
+
+        Returns:
+            A context manager giving ``name``.
+
+        Raises:
+            ValueError: ``name`` is not an identifier.
+            sqlite3.Error: the database cannot be attached.
+        """
         if not name.isidentifier():
             raise ValueError(f"Invalid schema name: {name!r}")
         target = sqlite_uri(path, "ro" if readonly else "rw")
@@ -254,6 +322,16 @@ class CoreIndex(IndexReader):
         Commits first (SQLite attaches only outside a transaction). The block owns one
         transaction: it commits what it wants kept; anything uncommitted when it ends,
         normally or by an exception, is rolled back before the source is detached.
+
+        Args:
+            path: the other archive's index file.
+            prefix: the directory its entries go under in this archive.
+
+        Returns:
+            A context manager giving the attached source.
+
+        Raises:
+            ReadOnlyBarecatError: the index is open read-only.
         """
         self._require_writable()
         self.commit()
@@ -281,7 +359,19 @@ class CoreIndex(IndexReader):
 
     def add_file(self, finfo: BarecatFileInfo) -> None:
         """Insert a file row; its directories and their statistics follow before the
-        next use of the index (by the triggers, or deferred, see ``_deferred``)."""
+        next use of the index (by the triggers, or deferred, see ``_deferred``).
+
+        Args:
+            finfo: the file's record, with its path, metadata and address.
+
+        Raises:
+            ReadOnlyBarecatError: the index is open read-only.
+            FileExistsBarecatError: a file is at the path.
+            IsADirectoryBarecatError: a directory is at the path.
+            NotADirectoryBarecatError: an ancestor of the path is a file.
+            InvalidPathBarecatError: the path is too deep.
+            NotEnoughSpaceBarecatError: the disk is full.
+        """
         self._require_writable()
         f = finfo
         check_depth(f.path)
@@ -314,7 +404,18 @@ class CoreIndex(IndexReader):
             raise disk_full_or(e, self.path) from e
 
     def add_files_bulk(self, finfos: Sequence[BarecatFileInfo]) -> None:
-        """Insert many files at once, statistics applied once per batch; all or nothing."""
+        """Insert many files at once, statistics applied once per batch; all or nothing.
+
+        Args:
+            finfos: the files' records, with paths, metadata and addresses.
+
+        Raises:
+            ReadOnlyBarecatError: the index is open read-only.
+            FileExistsBarecatError: a path is taken.
+            IsADirectoryBarecatError: a directory is at a path.
+            NotADirectoryBarecatError: an ancestor of a path is a file.
+            NotEnoughSpaceBarecatError: the disk is full.
+        """
         self._require_writable()
         try:
             bulk.insert_files(self.settled_conn(), finfos, self.sealed)
@@ -326,6 +427,15 @@ class CoreIndex(IndexReader):
 
         Parents are written before children; missing ancestors appear as with
         :meth:`add_dir`; a path that is a file is refused. All or nothing.
+
+        Args:
+            dinfos: the directories' records (None fields keep stored values).
+
+        Raises:
+            ReadOnlyBarecatError: the index is open read-only.
+            FileExistsBarecatError: a file is at one of the paths.
+            NotADirectoryBarecatError: an ancestor of a path is a file.
+            InvalidPathBarecatError: a path is too deep.
         """
         self._require_writable()
         rows = sorted(
@@ -354,7 +464,20 @@ class CoreIndex(IndexReader):
         conn.execute("RELEASE barecat_dirs")
 
     def add_dir(self, dinfo: BarecatDirInfo, exist_ok: bool = False) -> None:
-        """Create a directory (and its ancestors); with ``exist_ok`` update its metadata."""
+        """Create a directory (and its ancestors); with ``exist_ok`` update its metadata.
+
+        Args:
+            dinfo: the directory's record.
+            exist_ok: update an existing directory's metadata (None fields kept)
+                instead of raising (the root never raises).
+
+        Raises:
+            ReadOnlyBarecatError: the index is open read-only.
+            FileExistsBarecatError: the directory exists (without ``exist_ok``), or a
+                file is at the path.
+            NotADirectoryBarecatError: an ancestor of the path is a file.
+            InvalidPathBarecatError: the path is too deep.
+        """
         self._require_writable()
         d = dinfo
         check_depth(d.path)
@@ -378,6 +501,15 @@ class CoreIndex(IndexReader):
             raise integrity_error(e, d.path, False, self.isfile) from None
 
     def add(self, info: BarecatEntryInfo) -> None:
+        """Add a file (:meth:`add_file`) or a directory (:meth:`add_dir`).
+
+        Args:
+            info: a :class:`BarecatFileInfo` or :class:`BarecatDirInfo`.
+
+        Raises:
+            TypeError: ``info`` is neither.
+            BarecatError: what :meth:`add_file` or :meth:`add_dir` raises.
+        """
         if isinstance(info, BarecatFileInfo):
             self.add_file(info)
         elif isinstance(info, BarecatDirInfo):
@@ -403,7 +535,26 @@ class CoreIndex(IndexReader):
         new_logical_size: int | None = None,
     ) -> None:
         """Change the given fields of a file's row (None = keep). In a sealed archive
-        ``new_size`` is the length of the sealed bytes and ``new_logical_size`` the file's."""
+        ``new_size`` is the length of the sealed bytes and ``new_logical_size`` the file's.
+
+        Args:
+            path: the file.
+            new_shard: its new shard.
+            new_offset: its new offset in the shard.
+            new_size: its new stored size.
+            new_crc32c: its new checksum.
+            new_mtime_ns: its new modification time in nanoseconds.
+            new_mode: its new permission bits.
+            new_uid: its new owner's user id.
+            new_gid: its new group id.
+            new_logical_size: its new length (sealed archives only).
+
+        Raises:
+            ReadOnlyBarecatError: the index is open read-only.
+            BarecatError: ``new_logical_size`` given for a plain archive.
+            FileNotFoundBarecatError: no file is at ``path``.
+            IsADirectoryBarecatError: a directory is at ``path``.
+        """
         self._require_writable()
         if new_logical_size is not None and not self.sealed:
             raise BarecatError("Only a sealed archive stores a logical size apart")
@@ -430,21 +581,76 @@ class CoreIndex(IndexReader):
         raise self.not_found_error(path)
 
     def chmod(self, path: str, mode: int) -> None:
+        """Set a file's or directory's permission bits.
+
+        Args:
+            path: the file or directory.
+            mode: the new permission bits.
+
+        Raises:
+            ReadOnlyBarecatError: the index is open read-only.
+            FileNotFoundBarecatError: nothing is at ``path`` (a
+                ``NotADirectoryLookupBarecatError`` when an ancestor is a file).
+        """
         self._update_meta(path, "mode = ?", (mode,))
 
     def chown(self, path: str, uid: int, gid: int) -> None:
+        """Set a file's or directory's owner and group.
+
+        Args:
+            path: the file or directory.
+            uid: the new owner's user id.
+            gid: the new group id.
+
+        Raises:
+            ReadOnlyBarecatError: the index is open read-only.
+            FileNotFoundBarecatError: nothing is at ``path`` (a
+                ``NotADirectoryLookupBarecatError`` when an ancestor is a file).
+        """
         self._update_meta(path, "uid = ?, gid = ?", (uid, gid))
 
     def update_mtime(self, path: str, mtime_ns: int) -> None:
+        """Set a file's or directory's modification time.
+
+        Args:
+            path: the file or directory.
+            mtime_ns: the new time in nanoseconds.
+
+        Raises:
+            ReadOnlyBarecatError: the index is open read-only.
+            FileNotFoundBarecatError: nothing is at ``path`` (a
+                ``NotADirectoryLookupBarecatError`` when an ancestor is a file).
+        """
         self._update_meta(path, "mtime_ns = ?", (mtime_ns,))
 
     def remove_file(self, item: FileItem) -> None:
+        """Delete a file's row (its bytes stay in the shards as a hole).
+
+        Args:
+            item: the file's path or record.
+
+        Raises:
+            ReadOnlyBarecatError: the index is open read-only.
+            FileNotFoundBarecatError: no file is there.
+            IsADirectoryBarecatError: a directory is there.
+        """
         self._require_writable()
         path = path_of(item)
         if self.settled_conn().execute("DELETE FROM files WHERE path = ?", (path,)).rowcount == 0:
             self.lookup_file(path, normalized=True)
 
     def remove_empty_dir(self, item: DirItem) -> None:
+        """Delete an empty directory's row.
+
+        Args:
+            item: the directory's path or record.
+
+        Raises:
+            ReadOnlyBarecatError: the index is open read-only.
+            FileNotFoundBarecatError: no directory is there.
+            InvalidPathBarecatError: ``item`` is the root.
+            DirectoryNotEmptyBarecatError: the directory holds files or directories.
+        """
         self._require_writable()
         d = self.lookup_dir(path_of(item))
         if not d.path:
@@ -460,7 +666,15 @@ class CoreIndex(IndexReader):
         conn.execute("DELETE FROM dirs WHERE path = ?", (d.path,))
 
     def remove_recursively(self, item: DirItem) -> None:
-        """Remove a directory and everything below it (the root is emptied, not removed)."""
+        """Remove a directory and everything below it (the root is emptied, not removed).
+
+        Args:
+            item: the directory's path or record.
+
+        Raises:
+            ReadOnlyBarecatError: the index is open read-only.
+            FileNotFoundBarecatError: no directory is there.
+        """
         self._require_writable()
         d = self.lookup_dir(path_of(item))
         where, args = query.subtree_where(d.path)
@@ -484,7 +698,17 @@ class CoreIndex(IndexReader):
     ) -> None:
         """Rename, and point renamed files at new bytes: ``places`` holds (new path, shard,
         offset, size, crc32c) for each. All or nothing (encrypted files are re-sealed for
-        their new path, so no row may keep the old bytes)."""
+        their new path, so no row may keep the old bytes).
+
+        Args:
+            old: the file or directory to move.
+            new: where it goes.
+            places: (new path, shard, offset, size, crc32c) of each moved file.
+
+        Raises:
+            ReadOnlyBarecatError: the index is open read-only.
+            BarecatError: what :meth:`rename` raises.
+        """
         self._require_writable()
         conn = self.settled_conn()
         open_savepoint(conn, "barecat_rename")
@@ -501,6 +725,26 @@ class CoreIndex(IndexReader):
         conn.execute("RELEASE barecat_rename")
 
     def rename(self, old: BarecatEntryInfo | str, new: str, allow_overwrite: bool = False) -> None:
+        """Move a file (:meth:`rename_file`) or a directory and its subtree
+        (:meth:`rename_dir`); missing parents of the new path are created.
+
+        Args:
+            old: the file's or directory's path or record.
+            new: the new path.
+            allow_overwrite: replace a file, or an empty directory, at the new path.
+
+        Raises:
+            ReadOnlyBarecatError: the index is open read-only.
+            FileNotFoundBarecatError: nothing is at the old path.
+            FileExistsBarecatError: something is at the new path (without
+                ``allow_overwrite``).
+            IsADirectoryBarecatError: a file would replace a directory.
+            NotADirectoryBarecatError: a directory would replace a file, or an ancestor
+                of the new path is a file.
+            InvalidPathBarecatError: the root is moved or replaced, a directory is moved
+                into itself, or a path gets too deep.
+            DirectoryNotEmptyBarecatError: a directory would replace a non-empty one.
+        """
         path = path_of(old)
         if self.isdir(path):
             self.rename_dir(path, new, allow_overwrite)
@@ -526,6 +770,22 @@ class CoreIndex(IndexReader):
                 raise NotADirectoryBarecatError(f"A parent of {new!r} is a file")
 
     def rename_file(self, old: FileItem, new: str, allow_overwrite: bool = False) -> None:
+        """Move a file; missing parents of the new path are created.
+
+        Args:
+            old: the file's path or record.
+            new: the new path.
+            allow_overwrite: replace a file at the new path.
+
+        Raises:
+            ReadOnlyBarecatError: the index is open read-only.
+            FileNotFoundBarecatError: no file is at the old path.
+            IsADirectoryBarecatError: a directory is at the old or the new path.
+            FileExistsBarecatError: a file is at the new path (without
+                ``allow_overwrite``).
+            NotADirectoryBarecatError: an ancestor of the new path is a file.
+            InvalidPathBarecatError: the new path is too deep.
+        """
         self._require_writable()
         old_path, new_path = path_of(old), normalize(new)
         self.lookup_file(old_path, normalized=True)
@@ -537,7 +797,25 @@ class CoreIndex(IndexReader):
         )
 
     def rename_dir(self, old: DirItem, new: str, allow_overwrite: bool = False) -> None:
-        """Move a directory and its subtree; statistics are fixed with set updates."""
+        """Move a directory and its subtree; statistics are fixed with set updates.
+
+        Args:
+            old: the directory's path or record.
+            new: the new path.
+            allow_overwrite: replace an empty directory at the new path.
+
+        Raises:
+            ReadOnlyBarecatError: the index is open read-only.
+            FileNotFoundBarecatError: no directory is at the old path.
+            FileExistsBarecatError: something is at the new path (without
+                ``allow_overwrite``).
+            IsADirectoryBarecatError: a file would replace a directory.
+            NotADirectoryBarecatError: a directory would replace a file, or an ancestor
+                of the new path is a file.
+            InvalidPathBarecatError: the root is moved or replaced, a directory is moved
+                into itself, or a path gets too deep.
+            DirectoryNotEmptyBarecatError: a directory would replace a non-empty one.
+        """
         self._require_writable()
         d = self.lookup_dir(path_of(old))
         new_path = normalize(new)
@@ -567,19 +845,32 @@ class CoreIndex(IndexReader):
             treestats.adjust_ancestors(conn, new_path, n_files, size, subdir_delta=1)
 
     def update_dirs(self) -> None:
-        """Create every directory that a file or directory implies but that has no row."""
+        """Create every directory that a file or directory implies but that has no row.
+
+        Raises:
+            ReadOnlyBarecatError: the index is open read-only.
+        """
         self._require_writable()
         treestats.insert_missing_dirs(self.settled_conn())
 
     def update_treestats(self) -> None:
-        """Recompute every directory's statistics from the files (after bulk loads)."""
+        """Recompute every directory's statistics from the files (after bulk loads).
+
+        Raises:
+            ReadOnlyBarecatError: the index is open read-only.
+        """
         self._require_writable()
         with self.no_triggers():
             treestats.rewrite_treestats(self.settled_conn())
 
     def find_inconsistencies(self) -> list[str]:
-        """Every way the index disagrees with itself, as human-readable lines."""
+        """Every way the index disagrees with itself, as human-readable lines.
+
+        Returns:
+            The problems found; empty for a consistent index.
+        """
         return treestats.find_inconsistencies(self.settled_conn())
 
     def optimize(self) -> None:
+        """Let SQLite refresh its query planner statistics (``PRAGMA optimize``)."""
         self.settled_conn().execute("PRAGMA optimize")

@@ -128,15 +128,27 @@ class IndexReader:
         self.file_columns = query.SEALED_FILE_COLUMNS if self.sealed else query.FILE_COLUMNS
 
     def sealing_config(self) -> dict[str, ConfigValue]:
-        """The ``sealing*`` config rows (empty for a plain archive)."""
+        """The ``sealing*`` config rows (empty for a plain archive).
+
+        Returns:
+            The rows, by key.
+        """
         return read_config(self.settled_conn(), SEALING_KEY) if self.sealed else {}
 
     def stored_file_digest(self) -> str | None:
-        """The digest of the file rows stored in the config (None: the archive has none)."""
+        """The digest of the file rows stored in the config.
+
+        Returns:
+            The digest; None when the archive keeps none.
+        """
         return file_digest.stored(self.settled_conn())
 
     def file_digest_rows(self) -> Iterator[tuple[object, object, object, object]]:
-        """Every file row's columns the digest covers (path, size, crc32c, logical_size)."""
+        """Every file row's columns the digest covers.
+
+        Returns:
+            An iterator of (path, size, crc32c, logical_size) rows.
+        """
         return file_digest.covered_rows(self.settled_conn())
 
     def _configure(self, shard_size_limit: int | None) -> None:
@@ -198,14 +210,17 @@ class IndexReader:
 
     @property
     def num_files(self) -> int:
+        """The number of files in the index."""
         return self._root_total("num_files_tree", "SELECT count(*) FROM files")
 
     @property
     def num_dirs(self) -> int:
+        """The number of directories in the index, the root included."""
         return int(select(self.settled_conn(), "SELECT count(*) FROM dirs").fetchone()[0])
 
     @property
     def total_size(self) -> int:
+        """The total length in bytes of all files (their contents, unsealed)."""
         return self._root_total("size_tree", f"SELECT {query.SIZE_TOTAL} FROM files")
 
     @property
@@ -234,6 +249,12 @@ class IndexReader:
         them in holes), so the file at the highest offset need not end last. Non-empty
         files never overlap, so the last of them by offset does: one descending index
         walk that stops at the first non-empty row, plus one max() seek.
+
+        Args:
+            shard: the shard number.
+
+        Returns:
+            The end offset (0 for an unused shard).
         """
         data_end = select(
             self.settled_conn(),
@@ -254,7 +275,11 @@ class IndexReader:
 
     def used_shards(self) -> list[int]:
         """Shard numbers that at least one file points into, ascending (damaged rows, whose
-        shard is not a non-negative integer, point into none)."""
+        shard is not a non-negative integer, point into none).
+
+        Returns:
+            The shard numbers.
+        """
         sql = (
             "SELECT DISTINCT shard FROM files WHERE typeof(shard) = 'integer' AND shard >= 0 "
             "ORDER BY shard"
@@ -262,7 +287,15 @@ class IndexReader:
         return [r[0] for r in select(self.settled_conn(), sql)]
 
     def files_ending_beyond(self, shard: int, end: int) -> list[str]:
-        """Paths in ``shard`` whose bytes reach past ``end`` (a shard cut short), by offset."""
+        """Paths in ``shard`` whose bytes reach past ``end`` (a shard cut short), by offset.
+
+        Args:
+            shard: the shard number.
+            end: the shard's actual size.
+
+        Returns:
+            The paths of the files cut short, by offset.
+        """
         rows = select(
             self.settled_conn(),
             f"SELECT path FROM files WHERE shard = ? AND offset + size > ? AND {_ADDRESSED} "
@@ -273,7 +306,11 @@ class IndexReader:
 
     def find_overlaps(self) -> list[tuple[str, str]]:
         """(earlier file, file) pairs whose byte ranges overlap: each file that starts before
-        some earlier file in its shard has ended, with its address-order predecessor."""
+        some earlier file in its shard has ended, with its address-order predecessor.
+
+        Returns:
+            The overlapping pairs' paths; empty when no bytes overlap.
+        """
         sql = (
             "SELECT prev_path, path FROM (SELECT path, offset, "
             "lag(path) OVER w AS prev_path, "
@@ -284,7 +321,14 @@ class IndexReader:
         return [(r[0], r[1]) for r in select(self.settled_conn(), sql)]
 
     def get_last_file(self) -> BarecatFileInfo:
-        """The file stored last (highest shard, then offset)."""
+        """The file stored last (highest shard, then offset).
+
+        Returns:
+            Its record.
+
+        Raises:
+            FileNotFoundBarecatError: the index holds no file.
+        """
         row = select(
             self.settled_conn(),
             f"SELECT {self.file_columns} FROM files "
@@ -295,6 +339,20 @@ class IndexReader:
         return query.file_from_row(row)
 
     def lookup_file(self, path: str, normalized: bool = False) -> BarecatFileInfo:
+        """The record of the file at ``path``.
+
+        Args:
+            path: the file's path.
+            normalized: ``path`` is already normalized (skips normalizing).
+
+        Returns:
+            Its path, metadata and address.
+
+        Raises:
+            FileNotFoundBarecatError: no file is there (a
+                ``NotADirectoryLookupBarecatError`` when an ancestor is a file).
+            IsADirectoryBarecatError: a directory is there.
+        """
         if not normalized:
             path = normalize(path)
         row = select(
@@ -309,7 +367,16 @@ class IndexReader:
     def not_found_error(self, path: str, what: str = "File") -> FileNotFoundBarecatError:
         """The error for a missing ``path``: ENOTDIR (as ``os``) if an ancestor is a file,
         a :class:`NotADirectoryLookupBarecatError`, which is also the
-        ``FileNotFoundBarecatError`` 0.3.1 raised; ENOENT otherwise."""
+        ``FileNotFoundBarecatError`` 0.3.1 raised; ENOENT otherwise.
+
+        Args:
+            path: the normalized path that was not found.
+            what: the kind of entry looked for, for the message (``"File"``,
+                ``"Directory"``).
+
+        Returns:
+            The error, to raise.
+        """
         ups = ancestors(path)
         marks = ",".join("?" * len(ups))
         sql = f"SELECT path FROM files WHERE path IN ({marks}) LIMIT 1"
@@ -324,6 +391,16 @@ class IndexReader:
         Read-only indexes answer from a :class:`LookupTable` when one is current (saved
         beside the index by an earlier reader, built after enough lookups, or at open with
         ``lookup_table=True``), SQLite otherwise and for whatever the table cannot tell.
+
+        Args:
+            path: the normalized path.
+
+        Returns:
+            The address, or None if no file is there.
+
+        Raises:
+            DamagedEntryBarecatError: the file's row cannot address bytes (found when
+                SQLite answers).
         """
         table = self._table
         if table is not None:
@@ -343,6 +420,12 @@ class IndexReader:
     def lookup_address_in_sqlite(self, path: str) -> query.Located | None:
         """As :meth:`lookup_address`, always from SQLite: the second opinion when bytes
         read at a table's address fail their check.
+
+        Args:
+            path: the normalized path.
+
+        Returns:
+            (shard, offset, size, crc32c), or None if no file is there.
 
         Raises:
             DamagedEntryBarecatError: the file's row cannot address bytes (text or a
@@ -373,7 +456,15 @@ class IndexReader:
 
     def build_lookup_table(self, save: bool = True) -> bool:
         """Build the lookup table now (read-only, rollback-journal indexes only) and, with
-        ``save``, keep it beside the index for the next reader (if the directory allows)."""
+        ``save``, keep it beside the index for the next reader (if the directory allows).
+
+        Args:
+            save: write the table beside the index too.
+
+        Returns:
+            True if a table was built; False for a writable index or one whose journal
+            mode allows no table.
+        """
         self._table_after = None
         if not self.readonly:
             return False
@@ -387,7 +478,17 @@ class IndexReader:
 
     def locate_many(self, paths: list[str]) -> list[tuple[int, int, int, int, int | None]]:
         """(request position, shard, offset, size, crc32c) for each existing normalized path,
-        sorted by storage address: one query joins the whole request against the index."""
+        sorted by storage address: one query joins the whole request against the index.
+
+        Args:
+            paths: the normalized paths.
+
+        Returns:
+            One tuple per path that is a file (missing ones are left out).
+
+        Raises:
+            DamagedEntryBarecatError: a file's row cannot address bytes.
+        """
         table = self._table
         if table is not None and (self._immutable or table.is_current()):
             located: list[tuple[int, int, int, int, int | None]] = []
@@ -405,7 +506,18 @@ class IndexReader:
         self, paths: list[str]
     ) -> list[tuple[int, int, int, int, int | None]]:
         """As :meth:`locate_many`, always from SQLite (a damaged row raises
-        ``DamagedEntryBarecatError``, as in :meth:`lookup_address_in_sqlite`)."""
+        ``DamagedEntryBarecatError``, as in :meth:`lookup_address_in_sqlite`).
+
+        Args:
+            paths: the normalized paths.
+
+        Returns:
+            One (request position, shard, offset, size, crc32c) tuple per path that is
+            a file, by storage address.
+
+        Raises:
+            DamagedEntryBarecatError: a file's row cannot address bytes.
+        """
         sql = (
             "SELECT j.key, f.shard, f.offset, f.size, f.crc32c FROM json_each(?) AS j "
             "JOIN files AS f ON f.path = j.value ORDER BY f.shard, f.offset"
@@ -417,6 +529,18 @@ class IndexReader:
         return located
 
     def lookup_dir(self, dirpath: str) -> BarecatDirInfo:
+        """The record of the directory at ``dirpath``.
+
+        Args:
+            dirpath: the directory's path (``""``: the root).
+
+        Returns:
+            Its path, metadata and statistics.
+
+        Raises:
+            FileNotFoundBarecatError: no directory is there
+                (``NotADirectoryLookupBarecatError`` when a file is, or an ancestor is one).
+        """
         path = normalize(dirpath)
         row = select(
             self.settled_conn(), f"SELECT {query.DIR_COLUMNS} FROM dirs WHERE path = ?", (path,)
@@ -428,6 +552,17 @@ class IndexReader:
         return query.dir_from_row(row)
 
     def lookup(self, path: str) -> BarecatEntryInfo:
+        """The record of the file or directory at ``path``.
+
+        Args:
+            path: the path (``""``: the root).
+
+        Returns:
+            A :class:`BarecatFileInfo` or :class:`BarecatDirInfo`.
+
+        Raises:
+            FileNotFoundBarecatError: nothing is there.
+        """
         path = normalize(path)
         try:
             return self.lookup_file(path, normalized=True)
@@ -435,6 +570,17 @@ class IndexReader:
             return self.lookup_dir(path)
 
     def isfile(self, path: str) -> bool:
+        """Whether a file is at ``path``.
+
+        Args:
+            path: the path.
+
+        Returns:
+            True if a file is there.
+
+        Raises:
+            InvalidPathBarecatError: ``path`` escapes the archive root.
+        """
         return (
             select(
                 self._files_conn, "SELECT 1 FROM files WHERE path = ?", (normalize(path),)
@@ -443,6 +589,17 @@ class IndexReader:
         )
 
     def isdir(self, path: str) -> bool:
+        """Whether a directory is at ``path``.
+
+        Args:
+            path: the path.
+
+        Returns:
+            True if a directory is there.
+
+        Raises:
+            InvalidPathBarecatError: ``path`` escapes the archive root.
+        """
         return (
             select(
                 self.settled_conn(), "SELECT 1 FROM dirs WHERE path = ?", (normalize(path),)
@@ -451,5 +608,16 @@ class IndexReader:
         )
 
     def exists(self, path: str) -> bool:
+        """Whether a file or directory is at ``path``.
+
+        Args:
+            path: the path (``""``: the root).
+
+        Returns:
+            True if a file or directory is there.
+
+        Raises:
+            InvalidPathBarecatError: ``path`` escapes the archive root.
+        """
         path = normalize(path)
         return self.isfile(path) or self.isdir(path)
