@@ -6,6 +6,7 @@ import errno
 import io
 import os
 import pickle
+from pathlib import Path
 
 import pytest
 
@@ -358,6 +359,19 @@ def test_open_modes(writable: barecat.Barecat) -> None:
     with pytest.raises(FileNotFoundBarecatError):
         writable.open("nope", "r+b")
     assert writable.check_crc32c("b.bin") and writable.index.find_inconsistencies() == []
+
+
+@pytest.mark.parametrize("mode", ["zb", "rbt", "rwb", "bb", "r++b", "b", "", "rU"])
+def test_open_refuses_modes_builtin_open_refuses(
+    writable: barecat.Barecat, tmp_path: Path, mode: str
+) -> None:
+    """A mode ``builtins.open`` refuses is a ValueError here too, opening nothing."""
+    with pytest.raises(ValueError):
+        open(tmp_path / "probe", mode)  # noqa: SIM115 - the builtin is the model
+    with pytest.raises(ValueError, match="Invalid mode"):
+        writable.open("q.bin", mode)
+    assert not writable.exists("q.bin")
+    writable["after"] = b"no writer was left open"
 
 
 def test_open_writer_blocks_other_writes(writable: barecat.Barecat) -> None:

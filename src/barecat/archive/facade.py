@@ -55,7 +55,18 @@ if TYPE_CHECKING:  # sealing code is imported when an archive is sealed, not bef
 
 COMMIT_EVERY_FILES = 4096
 """Commit at least this often during long writes (besides every ``commit_interval``)."""
-_TEXT_MODES = {"r", "rt", "w", "wt", "a", "at", "x", "xt", "r+", "rt+", "r+t", "w+", "a+", "x+"}
+
+
+def _valid_mode(mode: str) -> bool:
+    """Whether ``builtins.open`` would accept ``mode``: one of r/w/a/x, each letter at most
+    once, optionally ``+``, and ``b`` or ``t`` (not both)."""
+    letters = set(mode)
+    return (
+        len(letters) == len(mode)
+        and letters <= set("rwax+bt")
+        and len(letters & set("rwax")) == 1
+        and not {"b", "t"} <= letters
+    )
 
 
 class Barecat(
@@ -524,7 +535,7 @@ class Barecat(
             A binary file object, or a text one (``io.TextIOWrapper``).
 
         Raises:
-            ValueError: an invalid text mode.
+            ValueError: a mode ``builtins.open`` would refuse.
             FileNotFoundBarecatError: reading (``r``, ``r+``) and no file is there.
             IsADirectoryBarecatError: a directory is there.
             FileExistsBarecatError: ``x`` mode and the file exists.
@@ -535,9 +546,9 @@ class Barecat(
             BarecatError: writing while another file is open for writing, or to a
                 closed archive.
         """
-        text = "b" not in mode
-        if text and mode not in _TEXT_MODES:
+        if not _valid_mode(mode):
             raise ValueError(f"Invalid mode: {mode!r}")
+        text = "b" not in mode
         raw: io.RawIOBase
         if mode.replace("b", "").replace("t", "") == "r":
             raw = self._open_reader(self._fileinfo(item))
