@@ -59,7 +59,7 @@ def render(parser: argparse.ArgumentParser) -> str:
         f"# `{PROG}` command reference",
         "",
         "<!-- Written by `./run docs` (barecat.cli.reference_page) from the argument parser;",
-        "     do not edit by hand: tests/test_docs.py fails when it differs from --help. -->",
+        "     do not edit: tests/interop/test_docs.py fails when it differs from --help. -->",
         "",
         f"Every command and option, exactly as `{PROG} COMMAND --help` prints it. How the",
         "commands behave (names, patterns, links, errors, output) is explained in",
