@@ -147,7 +147,7 @@ class ArchiveInspection:
             FileNotFoundBarecatError: no such directory.
             NotADirectoryBarecatError: ``path`` is a file.
         """
-        return self.index.listdir_infos(path, order)
+        return list(self.index.listing.entries(path, order))
 
     def subdirs_of(self, path: str, order: Order = Order.ANY) -> Iterator[BarecatDirInfo]:
         """The records of the directories directly in ``path`` (none for a missing one).
@@ -159,7 +159,7 @@ class ArchiveInspection:
         Returns:
             An iterator of :class:`BarecatDirInfo`.
         """
-        return self.index.iter_subdir_dirinfos(path, order)
+        return self.index.listing.subdirs_of(path, order)
 
     def files_in(self, path: str, order: Order = Order.ANY) -> Iterator[BarecatFileInfo]:
         """The records of the files directly in ``path`` (none for a missing directory).
@@ -171,7 +171,7 @@ class ArchiveInspection:
         Returns:
             An iterator of :class:`BarecatFileInfo`.
         """
-        return self.index.iter_direct_fileinfos(path, order)
+        return self.index.listing.files_in(path, order)
 
     def files_page(self, path: str, offset: int, limit: int) -> list[BarecatFileInfo]:
         """Files directly in ``path``, in path order, ``limit`` of them from ``offset``:
@@ -210,7 +210,7 @@ class ArchiveInspection:
         Returns:
             An iterator of :class:`BarecatFileInfo`.
         """
-        return self.index.iter_all_fileinfos(order)
+        return self.index.listing.files(order)
 
     def iter_dirinfos(self, order: Order = Order.ANY) -> Iterator[BarecatDirInfo]:
         """Every directory's record (the root's too), in ``order``.
@@ -221,7 +221,7 @@ class ArchiveInspection:
         Returns:
             An iterator of :class:`BarecatDirInfo`.
         """
-        return self.index.iter_all_dirinfos(order)
+        return self.index.listing.dirs(order)
 
     def listdir(self, path: str = "") -> list[str]:
         """The names in a directory (as ``os.listdir``): subdirectories first, then files.
@@ -284,7 +284,7 @@ class ArchiveInspection:
         Raises:
             FileNotFoundBarecatError: no such directory.
         """
-        return self.index.walk_infos(path)
+        return self.index.listing.walk(path)
 
     def glob(
         self, pattern: str, recursive: bool = False, include_hidden: bool = False
