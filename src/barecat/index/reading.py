@@ -166,13 +166,13 @@ class IndexReader(IndexAggregates):
         """This thread's connection, with every directory statistic right in it: the
         connection for any query or edit other than file rows by path, and for SQL of
         one's own. A reader never owes statistics; a writer's run of single adds may
-        (:meth:`barecat.index.index.CoreIndex.settled_conn` applies them)."""
+        (:meth:`barecat.index.transactions.IndexTransactions.settled_conn` applies them)."""
         return self._pool.get()
 
     @property
     def _files_conn(self) -> sqlite3.Connection:
         """The connection for queries of file rows by path alone, which a writer's
-        statistics still owed (``CoreIndex._deferred``) do not change: they need not wait.
+        statistics still owed (``IndexTransactions._deferred``) do not change: they need not wait.
         (Not :attr:`conn`, which ``barecat.Index`` settles.)"""
         return self._pool.get()
 
