@@ -1,6 +1,6 @@
 """Queries over every row of the index: whole-archive totals and the storage layout.
 
-:class:`IndexAggregates` is the part of :class:`~barecat.index.reading.IndexReader` that
+`IndexAggregates` extends :class:`~barecat.index.reading.IndexReader` with what
 counts and scans instead of looking one entry up: the numbers of files and directories
 and the total size (from the root's statistics, recounted when they are off), which
 shards are used and where each one's bytes end, the files a shortened shard cuts, byte
@@ -10,47 +10,21 @@ ranges that overlap, and the file stored last. Imports ``entries``, ``exceptions
 
 from __future__ import annotations
 
-import sqlite3
-
 from barecat.entries import BarecatFileInfo
 from barecat.exceptions import FileNotFoundBarecatError
 from barecat.index import query
 from barecat.index.connection import select
+from barecat.index.reading import IndexReader
 
 _ADDRESSED = "typeof(offset) = 'integer' AND typeof(size) = 'integer'"
 """Rows whose bytes have a place: damaged ones (``query.address_problem``) end nowhere, and
 ``verify`` names them, so they neither move the write position nor overlap anything."""
 
 
-class IndexAggregates:
-    """Totals and storage-layout queries over all rows; mixed into
-    :class:`~barecat.index.reading.IndexReader`, which provides the connection and the
-    config."""
-
-    file_columns: str
-    """The columns a file record is read from (a sealed archive's hold two sizes)."""
-
-    def settled_conn(self) -> sqlite3.Connection:
-        """This thread's connection with every statistic right in it (the reader's)."""
-        raise NotImplementedError
-
-    def _config_int(self, key: str, default: int | None = None) -> int | None:
-        """An integer config value, or ``default`` when the key has no row (the reader's)."""
-        raise NotImplementedError
-
-    def _root_total(self, column: str, recount_sql: str) -> int:
-        """A whole-archive total from the root's statistics, recounted if they are off
-        (or damaged: not an integer, or negative)."""
-        row = select(self.settled_conn(), f"SELECT {column} FROM dirs WHERE path = ''").fetchone()
-        value = None if row is None else row[0]
-        if type(value) is not int or value < 0 or self._config_int("use_triggers", 1) != 1:
-            return int(select(self.settled_conn(), recount_sql).fetchone()[0])
-        return value
-
-    @property
-    def num_files(self) -> int:
-        """The number of files in the index."""
-        return self._root_total("num_files_tree", "SELECT count(*) FROM files")
+class IndexAggregates(IndexReader):
+    """A reader that also answers totals and storage-layout queries over all rows (the
+    number of files, which :class:`~barecat.index.reading.IndexReader` needs itself,
+    is its own)."""
 
     @property
     def num_dirs(self) -> int:

@@ -2,12 +2,12 @@
 
 :class:`IndexReader` opens (and for a new writable archive, creates) the SQLite index and
 answers questions about single entries: their records, whether they exist, where their
-bytes are (from the lookup table when one is current). The totals and storage-layout
-queries over all rows come from :class:`~barecat.index.aggregates.IndexAggregates`, the
-queries that list many entries are its ``listing`` (``listing.py``), and
-:class:`barecat.index.index.CoreIndex` adds the edits. Every query is index-assisted
-(see ``query.py``). SQL lives only in this package; imports go down to ``entries``,
-``paths`` and ``exceptions``.
+bytes are (from the lookup table when one is current) and how many files there are.
+:class:`~barecat.index.aggregates.IndexAggregates` extends it with the other totals and
+storage-layout queries over all rows, the queries that list many entries are its
+``listing`` (``listing.py``), and :class:`barecat.index.index.CoreIndex` adds the
+edits. Every query is index-assisted (see ``query.py``). SQL lives only in this
+package; imports go down to ``entries``, ``paths`` and ``exceptions``.
 """
 
 from __future__ import annotations
@@ -32,7 +32,6 @@ from barecat.exceptions import (
     NotADirectoryLookupBarecatError,
 )
 from barecat.index import file_digest, query
-from barecat.index.aggregates import IndexAggregates
 from barecat.index.connection import ConnectionPool, roll_back_crashed_transaction, select
 from barecat.index.errors import open_error
 from barecat.index.listing import IndexListing
@@ -54,7 +53,7 @@ _address_of = operator.itemgetter(1, 2)
 _Reader = TypeVar("_Reader", bound="IndexReader")
 
 
-class IndexReader(IndexAggregates):
+class IndexReader:
     """Read access to an archive's SQLite index.
 
     ``path`` is the index file itself. ``readonly`` opens it with SQLite's read-only
@@ -194,6 +193,20 @@ class IndexReader(IndexAggregates):
             self.settled_conn(), "SELECT value_int FROM config WHERE key = ?", (key,)
         ).fetchone()
         return default if row is None else row[0]
+
+    def _root_total(self, column: str, recount_sql: str) -> int:
+        """A whole-archive total from the root's statistics, recounted if they are off
+        (or damaged: not an integer, or negative)."""
+        row = select(self.settled_conn(), f"SELECT {column} FROM dirs WHERE path = ''").fetchone()
+        value = None if row is None else row[0]
+        if type(value) is not int or value < 0 or self._config_int("use_triggers", 1) != 1:
+            return int(select(self.settled_conn(), recount_sql).fetchone()[0])
+        return value
+
+    @property
+    def num_files(self) -> int:
+        """The number of files in the index."""
+        return self._root_total("num_files_tree", "SELECT count(*) FROM files")
 
     @property
     def shard_size_limit(self) -> int:

@@ -1,6 +1,6 @@
 """A writable index's connection and transactions: the base of every edit.
 
-:class:`IndexTransactions` adds to :class:`~barecat.index.reading.IndexReader` what a
+:class:`IndexTransactions` adds to :class:`~barecat.index.aggregates.IndexAggregates` what a
 writer does with its connection as a whole: statistics owed by a run of files added one
 at a time (``deferred_stats.py``) applied by :meth:`~IndexTransactions.settled_conn`,
 which every query and edit but file rows by path calls first; commit and rollback;
@@ -21,12 +21,12 @@ from collections.abc import Iterator
 from barecat.entries import SHARD_SIZE_UNLIMITED
 from barecat.exceptions import ReadOnlyBarecatError
 from barecat.index import merging, treestats
+from barecat.index.aggregates import IndexAggregates
 from barecat.index.connection import select, sqlite_uri
 from barecat.index.deferred_stats import DeferredStats
 from barecat.index.errors import disk_full_or
 from barecat.index.lookup_table import LookupTable
 from barecat.index.merging import MergeSource
-from barecat.index.reading import IndexReader
 from barecat.layout import lookup_table_path
 
 # Secondary indexes a bulk load may drop and rebuild: name -> "table (columns)".
@@ -37,7 +37,7 @@ _SECONDARY_INDEXES = {
 }
 
 
-class IndexTransactions(IndexReader):
+class IndexTransactions(IndexAggregates):
     """An index's connection and transactions, for a writer (a read-only one refuses
     every edit with :class:`ReadOnlyBarecatError`)."""
 
