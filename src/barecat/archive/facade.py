@@ -43,8 +43,8 @@ from barecat.exceptions import (
 )
 from barecat.index import Index
 from barecat.layout import archive_exists, base_path, index_path, remove_archive
+from barecat.objectstore import is_remote_url, local_path_of
 from barecat.paths import normalize, normalize_many
-from barecat.remote import is_remote_url, local_path_of
 from barecat.shards import BarecatReadWriteFileObject, Sharder
 from barecat.shards.sharder import Address
 from barecat.sizes import parse_size
@@ -153,7 +153,7 @@ class Barecat(
                     f"{self.path} is on remote storage, which barecat reads but does not "
                     "write: build the archive locally and upload its files"
                 )
-            from barecat.archive.remote import open_remote_halves
+            from barecat.archive.objectstore import open_remote_halves
 
             self.index, self.sharder = open_remote_halves(
                 self.path, storage_options, cache_dir, block_cache, threadsafe, lookup_table

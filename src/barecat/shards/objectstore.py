@@ -14,7 +14,7 @@ from __future__ import annotations
 import crc32c as _crc32c
 
 from barecat.exceptions import BarecatIntegrityError, FileNotFoundBarecatError, ReadOnlyBarecatError
-from barecat.remote import ArchiveCache, RemoteObject, RemoteStore
+from barecat.objectstore import ArchiveCache, RemoteObject, RemoteStore
 from barecat.shards.sharder import Sharder
 
 DEFAULT_BLOCK_SIZE = 64 << 10

@@ -5,8 +5,8 @@ layers build remote archives from these; this package knows no archive layout.""
 from barecat.lazy_exports import TYPE_CHECKING, lazy_exports
 
 if TYPE_CHECKING:
-    from barecat.remote.cache import ArchiveCache, default_cache_root, trim_cache
-    from barecat.remote.location import (
+    from barecat.objectstore.cache import ArchiveCache, default_cache_root, trim_cache
+    from barecat.objectstore.location import (
         ObjectVersion,
         RemoteStore,
         TransferStats,
@@ -14,13 +14,13 @@ if TYPE_CHECKING:
         local_path_of,
         url_protocol,
     )
-    from barecat.remote.objects import RemoteObject
+    from barecat.objectstore.objects import RemoteObject
 else:  # imported on first use
     __getattr__, __dir__ = lazy_exports(
         __name__,
         {
-            "barecat.remote.cache": ["ArchiveCache", "default_cache_root", "trim_cache"],
-            "barecat.remote.location": [
+            "barecat.objectstore.cache": ["ArchiveCache", "default_cache_root", "trim_cache"],
+            "barecat.objectstore.location": [
                 "ObjectVersion",
                 "RemoteStore",
                 "TransferStats",
@@ -28,7 +28,7 @@ else:  # imported on first use
                 "local_path_of",
                 "url_protocol",
             ],
-            "barecat.remote.objects": ["RemoteObject"],
+            "barecat.objectstore.objects": ["RemoteObject"],
         },
     )
 

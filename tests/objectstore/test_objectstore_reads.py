@@ -1,4 +1,4 @@
-"""Ranged, coalesced and block-cached reads of one object (``barecat.remote``), compared
+"""Ranged, coalesced and block-cached reads of one object (``barecat.objectstore``), compared
 with slicing the object's bytes; through fsspec's real local filesystem, so no server is
 needed."""
 
@@ -14,7 +14,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import barecat
-from barecat.remote import ArchiveCache, RemoteObject, RemoteStore, is_remote_url, local_path_of
+from barecat.objectstore import (
+    ArchiveCache,
+    RemoteObject,
+    RemoteStore,
+    is_remote_url,
+    local_path_of,
+)
 
 pytest.importorskip("fsspec", reason="the remote extra (fsspec) is not installed")
 
@@ -167,12 +173,12 @@ def test_a_cache_limit_deletes_the_archives_used_longest_ago(
     for k, url in enumerate(urls[:2]):
         with barecat.Barecat(url, cache_dir=str(cache)) as bc:
             assert bc.get_many(sorted(contents[k])) == [contents[k][p] for p in sorted(contents[k])]
-        os.utime(barecat.remote.ArchiveCache(str(cache), url).directory, (k, k))  # 0 oldest
+        os.utime(ArchiveCache(str(cache), url).directory, (k, k))  # 0 oldest
     assert len(os.listdir(cache)) == 2
     monkeypatch.setenv("BARECAT_CACHE_LIMIT", "1500K")  # room for about one archive
     with barecat.Barecat(urls[2], cache_dir=str(cache)) as bc:
         assert {p: bc[p] for p in bc} == contents[2]
     kept = sorted(os.listdir(cache))
     assert kept == sorted(
-        os.path.basename(barecat.remote.ArchiveCache(str(cache), u).directory) for u in urls[1:]
+        os.path.basename(ArchiveCache(str(cache), u).directory) for u in urls[1:]
     )  # the oldest went; the newest two stay (the one in use is never deleted)

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from barecat.remote.block_cache import BlockCache
-from barecat.remote.location import ObjectVersion, RemoteStore
+from barecat.objectstore.block_cache import BlockCache
+from barecat.objectstore.location import ObjectVersion, RemoteStore
 
 
 class RemoteObject:

@@ -19,8 +19,8 @@ import shutil
 
 from barecat.exceptions import RemoteStorageBarecatError
 from barecat.leftovers import abandoned_pids
-from barecat.remote.block_cache import BlockCache
-from barecat.remote.location import ObjectVersion, RemoteStore
+from barecat.objectstore.block_cache import BlockCache
+from barecat.objectstore.location import ObjectVersion, RemoteStore
 
 _DIGEST_CHARS = 16
 

@@ -16,7 +16,7 @@ from typing import Any
 from barecat.exceptions import FileNotFoundBarecatError
 from barecat.index import Index
 from barecat.layout import OLD_INDEX_SUFFIX
-from barecat.remote import (
+from barecat.objectstore import (
     ArchiveCache,
     ObjectVersion,
     RemoteStore,
@@ -24,7 +24,7 @@ from barecat.remote import (
     trim_cache,
     url_protocol,
 )
-from barecat.shards.remote import RemoteSharder
+from barecat.shards.objectstore import RemoteSharder
 from barecat.sizes import parse_size
 
 CACHE_LIMIT_ENV = "BARECAT_CACHE_LIMIT"
