@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 import barecat
 from barecat.objectstore import (
     ArchiveCache,
-    RemoteObject,
-    RemoteStore,
+    ObjectStore,
+    StoredObject,
     is_remote_url,
     local_path_of,
 )
@@ -57,11 +57,11 @@ def test_reads_equal_slices(
     max_gap: int,
     cached: bool,
 ) -> None:
-    store = RemoteStore("file")
+    store = ObjectStore("file")
     version = store.describe(source)
     with tempfile.TemporaryDirectory() as cache_root:
         cache = ArchiveCache(cache_root, source).blocks_of(version, block_size) if cached else None
-        obj = RemoteObject(store, version, cache)
+        obj = StoredObject(store, version, cache)
         try:
             for batch in batches:  # later batches find some blocks cached
                 got = obj.read_ranges(batch, max_gap)
@@ -71,9 +71,9 @@ def test_reads_equal_slices(
 
 
 def test_coalescing_and_caching_save_requests(source: str, tmp_path: Path) -> None:
-    store = RemoteStore("file")
+    store = ObjectStore("file")
     version = store.describe(source)
-    plain = RemoteObject(store, version)
+    plain = StoredObject(store, version)
     wanted = [(i * 10_000, i * 10_000 + 3000) for i in range(20)]
     before = store.stats.requests
     assert plain.read_ranges(wanted, max_gap=8000) == [DATA[s:e] for s, e in wanted]
@@ -82,7 +82,7 @@ def test_coalescing_and_caching_save_requests(source: str, tmp_path: Path) -> No
     plain.read_ranges(wanted, max_gap=0)
     assert store.stats.requests - before == len(wanted)
 
-    cached = RemoteObject(
+    cached = StoredObject(
         store, version, ArchiveCache(str(tmp_path), source).blocks_of(version, 4096)
     )
     before = store.stats.requests
@@ -96,11 +96,11 @@ def test_coalescing_and_caching_save_requests(source: str, tmp_path: Path) -> No
 def test_a_short_object_is_reported(tmp_path: Path) -> None:
     path = tmp_path / "blob"
     path.write_bytes(b"x" * 1000)
-    store = RemoteStore("file")
+    store = ObjectStore("file")
     version = store.describe(str(path))
     path.write_bytes(b"x" * 10)  # truncated after it was described
     with pytest.raises(OSError, match="shorter than the index says"):
-        RemoteObject(store, version).read(0, 500)
+        StoredObject(store, version).read(0, 500)
 
 
 def test_url_recognition() -> None:
@@ -138,7 +138,7 @@ def test_an_archive_on_fsspecs_memory_filesystem(
 
 
 def test_a_download_killed_midway_leaves_nothing_behind(source: str, tmp_path: Path) -> None:
-    store = RemoteStore("file")
+    store = ObjectStore("file")
     version = store.describe(source)
     cache = ArchiveCache(str(tmp_path), source)
     os.makedirs(cache.directory)

@@ -153,9 +153,9 @@ class Barecat(
                     f"{self.path} is on remote storage, which barecat reads but does not "
                     "write: build the archive locally and upload its files"
                 )
-            from barecat.archive.objectstore import open_remote_halves
+            from barecat.archive.objectstore import open_objectstore_halves
 
-            self.index, self.sharder = open_remote_halves(
+            self.index, self.sharder = open_objectstore_halves(
                 self.path, storage_options, cache_dir, block_cache, threadsafe, lookup_table
             )
         else:
