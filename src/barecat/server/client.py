@@ -42,7 +42,7 @@ from barecat.exceptions import (
 )
 from barecat.paths import normalize
 from barecat.streams import SeekableReader
-from barecat.transfer.sync_paths import SERVER_SCHEME, parse_location, server_address
+from barecat.transfer.sync.locations import SERVER_SCHEME, parse_location, server_address
 
 RETRIES = 4
 BACKOFF = 0.1

@@ -22,9 +22,9 @@ from barecat.entries import BarecatFileInfo, Order
 from barecat.exceptions import BarecatError, FileExistsBarecatError
 from barecat.layout import archive_exists, move_archive, remove_archive
 from barecat.leftovers import abandoned_entries
-from barecat.transfer.archive_export import ExportResult, OnExported, export_tar, export_zip
-from barecat.transfer.archive_formats import format_of_file, format_of_name
-from barecat.transfer.archive_import import ImportResult, OnStored, import_tar, import_zip
+from barecat.transfer.convert.formats import format_of_file, format_of_name
+from barecat.transfer.convert.tar_zip_export import ExportResult, OnExported, export_tar, export_zip
+from barecat.transfer.convert.tar_zip_import import ImportResult, OnStored, import_tar, import_zip
 
 ArchiveOptions = dict[str, Any]
 """Options for ``Barecat()`` when an output archive is created (compression, passphrase)."""
