@@ -1,15 +1,18 @@
-"""Moving data into and out of archives: directory trees, tar/zip files and streams, sync."""
+"""Moving data into and out of archives, in three wings over two shared modules:
+``ingest/`` (files and trees in), ``convert/`` (tar, zip and ColdCrate both ways, wrapping,
+merges) and ``sync/`` (``barecat rsync``, which uses the other two), over ``extraction``
+(archive to directory) and ``building`` (new archives that appear whole)."""
 
 from barecat.lazy_exports import TYPE_CHECKING, lazy_exports
 
 if TYPE_CHECKING:
+    from barecat.transfer.building import building_archive
     from barecat.transfer.convert.coldcrate import barecat2coldcrate, coldcrate2barecat
     from barecat.transfer.convert.conversion import (
         archive2barecat,
         barecat2archive,
         barecat2barecat,
         barecat2stream,
-        building_archive,
         stream2barecat,
     )
     from barecat.transfer.convert.formats import FORMATS, format_of_name, parse_format
@@ -36,18 +39,20 @@ else:  # imported on first use
     __getattr__, __dir__ = lazy_exports(
         __name__,
         {
-            "barecat.transfer.convert.tar_zip_export": ["ExportResult", "export_tar", "export_zip"],
-            "barecat.transfer.convert.formats": ["FORMATS", "format_of_name", "parse_format"],
-            "barecat.transfer.convert.tar_zip_import": ["ImportResult", "import_tar", "import_zip"],
+            "barecat.transfer.building": ["building_archive"],
             "barecat.transfer.convert.coldcrate": ["barecat2coldcrate", "coldcrate2barecat"],
             "barecat.transfer.convert.conversion": [
                 "archive2barecat",
                 "barecat2archive",
                 "barecat2barecat",
                 "barecat2stream",
-                "building_archive",
                 "stream2barecat",
             ],
+            "barecat.transfer.convert.formats": ["FORMATS", "format_of_name", "parse_format"],
+            "barecat.transfer.convert.merging": ["merge", "merge_symlink"],
+            "barecat.transfer.convert.tar_zip_export": ["ExportResult", "export_tar", "export_zip"],
+            "barecat.transfer.convert.tar_zip_import": ["ImportResult", "import_tar", "import_zip"],
+            "barecat.transfer.convert.wrapping": ["wrap_archive"],
             "barecat.transfer.extraction": [
                 "ExtractResult",
                 "copy_file_to",
@@ -55,13 +60,6 @@ else:  # imported on first use
                 "extract_to_directory",
                 "open_verified",
             ],
-            "barecat.transfer.ingest.threads": [
-                "DEFAULT_WORKERS",
-                "IngestResult",
-                "add_directory",
-                "ingest",
-            ],
-            "barecat.transfer.convert.merging": ["merge", "merge_symlink"],
             "barecat.transfer.ingest.sources": [
                 "IngestPlan",
                 "Source",
@@ -69,7 +67,12 @@ else:  # imported on first use
                 "plan_sources",
                 "plan_tree",
             ],
-            "barecat.transfer.convert.wrapping": ["wrap_archive"],
+            "barecat.transfer.ingest.threads": [
+                "DEFAULT_WORKERS",
+                "IngestResult",
+                "add_directory",
+                "ingest",
+            ],
         },
     )
 

@@ -19,7 +19,8 @@ from barecat.archive import Barecat
 from barecat.glob import PathFilter
 from barecat.layout import archive_exists, is_sqlite_file
 from barecat.ops.merge import MergeResult
-from barecat.transfer.convert.conversion import ArchiveOptions, archive2barecat, building_archive
+from barecat.transfer.building import ArchiveOptions, building_archive
+from barecat.transfer.convert.conversion import archive2barecat
 from barecat.transfer.convert.formats import format_of_name
 
 OnSkipped = Callable[[str, str, str], None]

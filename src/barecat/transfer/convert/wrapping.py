@@ -24,7 +24,7 @@ from barecat.archive import Barecat
 from barecat.entries import BarecatDirInfo, BarecatFileInfo
 from barecat.exceptions import BarecatError, InvalidPathBarecatError
 from barecat.paths import normalize
-from barecat.transfer.convert.conversion import building_archive
+from barecat.transfer.building import building_archive
 from barecat.transfer.convert.formats import compression_of, format_of_file
 from barecat.transfer.convert.tar_zip_import import (
     ImportResult,

@@ -28,7 +28,7 @@ from barecat.archive import Barecat
 from barecat.index.schema import ConfigValue
 from barecat.layout import remove_archive
 from barecat.ops.copy_files import copy_files_from
-from barecat.transfer.convert.conversion import ArchiveOptions, building_archive
+from barecat.transfer.building import ArchiveOptions, building_archive
 from barecat.transfer.ingest.sources import IngestPlan
 from barecat.transfer.ingest.threads import DEFAULT_WORKERS, IngestResult, OnAdded, ingest
 
