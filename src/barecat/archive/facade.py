@@ -32,7 +32,7 @@ from barecat.archive.maintenance import ArchiveMaintenance
 from barecat.archive.reading import ArchiveReading
 from barecat.archive.sealed import Passphrase, SealedFileWriter, open_sealing, take_sealing
 from barecat.archive.writer_lock import WriterLock
-from barecat.entries import BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo
+from barecat.entries import BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo, parse_size
 from barecat.exceptions import (
     BarecatError,
     FileExistsBarecatError,
@@ -47,7 +47,6 @@ from barecat.objectstore import is_remote_url, local_path_of
 from barecat.paths import normalize, normalize_many
 from barecat.shards import BarecatReadWriteFileObject, Sharder
 from barecat.shards.sharder import Address
-from barecat.sizes import parse_size
 
 if TYPE_CHECKING:  # sealing code is imported when an archive is sealed, not before
     from barecat.ops.writing import Position, WriteSession

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from barecat.entries import parse_size
 from barecat.exceptions import FileNotFoundBarecatError
 from barecat.index import Index
 from barecat.layout import OLD_INDEX_SUFFIX
@@ -25,7 +26,6 @@ from barecat.objectstore import (
     url_protocol,
 )
 from barecat.shards.objectstore import ObjectStoreSharder
-from barecat.sizes import parse_size
 
 CACHE_LIMIT_ENV = "BARECAT_CACHE_LIMIT"
 """A size (``50G``): opening a remote archive first deletes the caches of the archives

@@ -18,7 +18,7 @@ import re
 import shutil
 
 from barecat.exceptions import RemoteStorageBarecatError
-from barecat.leftovers import abandoned_pids
+from barecat.layout import abandoned_pids
 from barecat.objectstore.block_cache import BlockCache
 from barecat.objectstore.location import ObjectStore, ObjectVersion
 

@@ -15,8 +15,7 @@ from typing import Any
 
 from barecat.archive import Barecat
 from barecat.exceptions import FileExistsBarecatError
-from barecat.layout import archive_exists, move_archive, remove_archive
-from barecat.leftovers import abandoned_entries
+from barecat.layout import abandoned_entries, archive_exists, move_archive, remove_archive
 
 ArchiveOptions = dict[str, Any]
 """Options for ``Barecat()`` when an output archive is created (compression, passphrase)."""
