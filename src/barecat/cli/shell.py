@@ -4,7 +4,7 @@ Owns the subcommand and the shell's commands: navigating (cd, pwd, ls), reading 
 head, stat, info, find, du, tree), copying out (get, mget), changing the archive (put,
 mput, rm, mv, mkdir) and the local side (lcd, lpwd, lls, and ``!`` to run a local
 command). The interpreter they run in is ``shell_engine``; how entries are shown is
-``entry_format``; tree, find and du are drawn by ``listing`` and ``reports`` so they
+``entry_format``; tree, find and du are drawn by ``listing`` and ``du`` so they
 match the top-level commands; copies to disk go through ``transfer``'s safe extraction.
 Everything done to the archive goes through the public ``Barecat`` API.
 """
@@ -22,7 +22,7 @@ import sys
 from collections.abc import Mapping
 from typing import ClassVar, TextIO, cast
 
-from barecat.cli import listing, reports
+from barecat.cli import du, listing
 from barecat.cli.entry_format import (
     aligned_fields,
     bytewise,
@@ -294,7 +294,7 @@ class BarecatShell(ShellEngine):
         """
         opts, operands = self.parse(arg, "ashd:")
         depth = natural_number(opts["-d"], "-d") if "-d" in opts else None
-        reports.print_du(
+        du.print_du(
             self.bc,
             self._single_path(operands),
             self.stdout,
