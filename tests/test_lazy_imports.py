@@ -1,6 +1,6 @@
 """What start-up loads: ``import barecat`` nothing but its face, ``barecat --version`` a
-handful of modules, and reading a plain archive no sealing, codec, remote or transfer code
-(listing it, not even crc32c).
+handful of modules, and reading a plain archive no sealing, codec, object-storage or
+transfer code (listing it, not even crc32c).
 
 Each check runs in a fresh interpreter and reads its ``sys.modules``, since this test
 process has long imported everything.
