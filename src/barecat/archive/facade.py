@@ -32,7 +32,7 @@ from barecat.archive.maintenance import ArchiveMaintenance
 from barecat.archive.reading import ArchiveReading
 from barecat.archive.sealed import Passphrase, SealedFileWriter, open_sealing, take_sealing
 from barecat.archive.writer_lock import WriterLock
-from barecat.entries import BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo
+from barecat.entries import BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo, parse_size
 from barecat.exceptions import (
     BarecatError,
     FileExistsBarecatError,
@@ -43,11 +43,10 @@ from barecat.exceptions import (
 )
 from barecat.index import Index
 from barecat.layout import archive_exists, base_path, index_path, remove_archive
+from barecat.objectstore import is_remote_url, local_path_of
 from barecat.paths import normalize, normalize_many
-from barecat.remote import is_remote_url, local_path_of
 from barecat.shards import BarecatReadWriteFileObject, Sharder
 from barecat.shards.sharder import Address
-from barecat.sizes import parse_size
 
 if TYPE_CHECKING:  # sealing code is imported when an archive is sealed, not before
     from barecat.ops.writing import Position, WriteSession
@@ -153,9 +152,9 @@ class Barecat(
                     f"{self.path} is on remote storage, which barecat reads but does not "
                     "write: build the archive locally and upload its files"
                 )
-            from barecat.archive.remote import open_remote_halves
+            from barecat.archive.objectstore import open_objectstore_halves
 
-            self.index, self.sharder = open_remote_halves(
+            self.index, self.sharder = open_objectstore_halves(
                 self.path, storage_options, cache_dir, block_cache, threadsafe, lookup_table
             )
         else:

@@ -16,9 +16,9 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from barecat.archive.contract import ArchiveContract, serialized
+from barecat.entries import parse_size
 from barecat.exceptions import BarecatError
 from barecat.glob import PathFilter
-from barecat.sizes import parse_size
 
 if TYPE_CHECKING:  # each op is imported when it runs: opening an archive loads none
     from barecat.ops.copy_files import CopyStats, ProgressCallback

@@ -2,7 +2,7 @@
 
 The protocol front ends (mounts, the HTTP server, the image viewer, fsspec, PyTorch)
 type against. :class:`~barecat.archive.Barecat` satisfies it structurally (its index
-answers each question in one query); the HTTP client, ``RemoteBarecat``, subclasses it
+answers each question in one query); the HTTP client, ``HttpBarecat``, subclasses it
 and implements the primitives over requests, inheriting the derived methods written
 here in terms of them.
 

@@ -1,4 +1,4 @@
-"""``RemoteBarecat``: an archive served by ``barecat serve``, read (and written) over HTTP
+"""``HttpBarecat``: an archive served by ``barecat serve``, read (and written) over HTTP
 with the read API of :class:`~barecat.Barecat`.
 
 A :class:`~barecat.archive.ReadableArchive`: ``lookup``, ``listdir_infos``, ``read``,
@@ -42,7 +42,7 @@ from barecat.exceptions import (
 )
 from barecat.paths import normalize
 from barecat.streams import SeekableReader
-from barecat.transfer.sync_paths import SERVER_SCHEME, parse_location, server_address
+from barecat.transfer.sync.locations import SERVER_SCHEME, parse_location, server_address
 
 RETRIES = 4
 BACKOFF = 0.1
@@ -52,7 +52,7 @@ _LENGTH = struct.Struct("<Q")
 _ORDER_NAMES = {Order.PATH: "path", Order.ADDRESS: "address"}
 
 
-class RemoteBarecat(MutableMapping[str, bytes], ReadableArchive):
+class HttpBarecat(MutableMapping[str, bytes], ReadableArchive):
     """The archive at ``url``, as a mapping and a :class:`ReadableArchive`.
 
     Args:
@@ -128,7 +128,7 @@ class RemoteBarecat(MutableMapping[str, bytes], ReadableArchive):
     def close(self) -> None:
         self._http.close()
 
-    def __enter__(self) -> RemoteBarecat:
+    def __enter__(self) -> HttpBarecat:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -186,7 +186,7 @@ class RemoteBarecat(MutableMapping[str, bytes], ReadableArchive):
         if mode not in ("r", "rb"):
             raise ValueError("remote files open for reading only: mode 'rb'")
         size = int(self._request("HEAD", "files", path).headers["content-length"])
-        return io.BufferedReader(_RemoteFile(self, normalize(path), size), 1 << 20)
+        return io.BufferedReader(_HttpFile(self, normalize(path), size), 1 << 20)
 
     def get_many(self, paths: Iterable[str]) -> list[bytes]:
         """Many files in one request, in request order."""
@@ -300,8 +300,8 @@ class RemoteBarecat(MutableMapping[str, bytes], ReadableArchive):
             raise KeyError(path) from None
 
 
-class _RemoteFile(SeekableReader):
-    def __init__(self, client: RemoteBarecat, path: str, size: int) -> None:
+class _HttpFile(SeekableReader):
+    def __init__(self, client: HttpBarecat, path: str, size: int) -> None:
         super().__init__()
         self._client, self._path, self.size = client, path, size
 
@@ -341,7 +341,7 @@ def _checked(response: httpx.Response, path: str) -> httpx.Response:
 
 def archive_url(url: str) -> tuple[str | None, str]:
     """The archive's base URL (None when ``url`` names only a server) and the root inside
-    it, from the forms :class:`RemoteBarecat` takes.
+    it, from the forms :class:`HttpBarecat` takes.
 
     Raises:
         ValueError: a ``barecat://`` URL without an archive name.
@@ -356,9 +356,14 @@ def archive_url(url: str) -> tuple[str | None, str]:
     return None, ""
 
 
-def connect(url: str, token: str | None = None) -> RemoteBarecat:
-    """The archive served at ``url`` (see :class:`RemoteBarecat` for the URL forms)."""
-    return RemoteBarecat(url, token)
+RemoteBarecat = HttpBarecat
+"""The name :class:`HttpBarecat` had before "remote" came to mean object storage only
+(``barecat.objectstore``); the same class."""
 
 
-__all__ = ["RemoteBarecat", "archive_url", "connect"]
+def connect(url: str, token: str | None = None) -> HttpBarecat:
+    """The archive served at ``url`` (see :class:`HttpBarecat` for the URL forms)."""
+    return HttpBarecat(url, token)
+
+
+__all__ = ["HttpBarecat", "RemoteBarecat", "archive_url", "connect"]

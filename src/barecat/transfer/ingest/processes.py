@@ -28,9 +28,9 @@ from barecat.archive import Barecat
 from barecat.index.schema import ConfigValue
 from barecat.layout import remove_archive
 from barecat.ops.copy_files import copy_files_from
-from barecat.transfer.conversion import ArchiveOptions, building_archive
-from barecat.transfer.ingest import DEFAULT_WORKERS, IngestResult, OnAdded, ingest
-from barecat.transfer.sources import IngestPlan
+from barecat.transfer.building import ArchiveOptions, building_archive
+from barecat.transfer.ingest.sources import IngestPlan
+from barecat.transfer.ingest.threads import DEFAULT_WORKERS, IngestResult, OnAdded, ingest
 
 _PART_OPTIONS = ("compression", "compression_level", "passphrase")
 """Options of the output that its parts are opened with (its dictionary and data key

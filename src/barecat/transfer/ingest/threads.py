@@ -40,7 +40,7 @@ from barecat.exceptions import (
 from barecat.ops.writing import Position, WriteSession
 from barecat.paths import is_utf8, normalize
 from barecat.sealing import Sealer
-from barecat.transfer.sources import IngestPlan, Source, not_utf8_error, plan_tree
+from barecat.transfer.ingest.sources import IngestPlan, Source, not_utf8_error, plan_tree
 
 STREAM_THRESHOLD = 16 << 20
 """Files above this size are streamed from disk instead of read whole."""
