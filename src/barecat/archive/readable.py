@@ -7,6 +7,7 @@ and implements the primitives over requests, inheriting the derived methods writ
 here in terms of them.
 
 Primitives: :attr:`~ReadableArchive.path` (where the archive is),
+:attr:`~ReadableArchive.num_files`,
 :meth:`~ReadableArchive.lookup` (one entry's record),
 :meth:`~ReadableArchive.listdir_infos` (a directory's entries),
 :meth:`~ReadableArchive.read` (a file's bytes or a range of them),
@@ -16,9 +17,11 @@ Primitives: :attr:`~ReadableArchive.path` (where the archive is),
 :meth:`~ReadableArchive.iter_fileinfos` (every file in path or storage order),
 :meth:`~ReadableArchive.glob` and :meth:`~ReadableArchive.close`.
 Derived: ``stat``, ``lookup_file``, ``lookup_dir``, ``exists``, ``isfile``, ``isdir``,
-``listdir``, ``files_page`` (one page of a big directory), ``files_after`` (the files a
-reader going through a directory wants next), ``walk``, ``globfiles`` and
-``glob_entries``. Imports only ``entries`` and ``exceptions``.
+``listdir``, ``subdirs_of`` and ``files_in`` (a directory's subdirectories, its files),
+``files_page`` (one page of a big directory), ``files_after`` (the files a reader going
+through a directory wants next), ``walk``, ``globfiles`` and ``glob_entries``; an
+implementation may answer them faster itself (``Barecat`` answers each with one index
+query). Imports only ``entries`` and ``exceptions``.
 """
 
 from __future__ import annotations
@@ -46,6 +49,11 @@ class ReadableArchive(Protocol):
     @property
     def path(self) -> str:
         """Where the archive is: its file's path, or its URL (for titles and messages)."""
+        ...
+
+    @property
+    def num_files(self) -> int:
+        """How many files the archive holds."""
         ...
 
     def lookup(self, path: str) -> BarecatEntryInfo:
@@ -255,6 +263,29 @@ class ReadableArchive(Protocol):
             raise NotADirectoryLookupBarecatError(f"Not a directory: {info.path}", info.path)
         return info
 
+    def subdirs_of(self, path: str) -> Iterator[BarecatDirInfo]:
+        """The records of the directories directly in ``path`` (none for a missing one):
+        a directory's subdirectories without its files, however many files it holds.
+
+        Args:
+            path: the directory (``""``: the root).
+
+        Returns:
+            An iterator of :class:`BarecatDirInfo`.
+        """
+        return (e for e in _listed(self, path) if isinstance(e, BarecatDirInfo))
+
+    def files_in(self, path: str) -> Iterator[BarecatFileInfo]:
+        """The records of the files directly in ``path`` (none for a missing directory).
+
+        Args:
+            path: the directory (``""``: the root).
+
+        Returns:
+            An iterator of :class:`BarecatFileInfo`.
+        """
+        return iter(_files_in(self, path))
+
     def files_page(self, path: str, offset: int, limit: int) -> list[BarecatFileInfo]:
         """Files directly in ``path``, in path order, ``limit`` of them from ``offset``:
         one page of a directory too big to show at once.
@@ -323,14 +354,18 @@ class ReadableArchive(Protocol):
         return sorted({p.rstrip("/") for p in self.glob(pattern, recursive, include_hidden)} - {""})
 
 
-def _files_in(archive: ReadableArchive, path: str) -> list[BarecatFileInfo]:
-    """The files directly in the directory ``path``, in listing order; none when no
+def _listed(archive: ReadableArchive, path: str) -> list[BarecatEntryInfo]:
+    """The entries directly in the directory ``path``, in listing order; none when no
     directory is there."""
     try:
-        entries = archive.listdir_infos(path)
+        return archive.listdir_infos(path)
     except (FileNotFoundBarecatError, NotADirectoryBarecatError):
         return []
-    return [e for e in entries if isinstance(e, BarecatFileInfo)]
+
+
+def _files_in(archive: ReadableArchive, path: str) -> list[BarecatFileInfo]:
+    """The files directly in the directory ``path``, in listing order (see ``_listed``)."""
+    return [e for e in _listed(archive, path) if isinstance(e, BarecatFileInfo)]
 
 
 __all__ = ["ReadableArchive"]

@@ -313,8 +313,12 @@ class RemoteBarecat(MutableMapping[str, bytes], ReadableArchive):
         return iter(self.glob("**", recursive=True, include_hidden=True, only_files=True))
 
     def __len__(self) -> int:
-        root = self.lookup("")
-        return int(root.num_files_tree or 0) if isinstance(root, BarecatDirInfo) else 0
+        return self.num_files
+
+    @property
+    def num_files(self) -> int:
+        """How many files are below the client's root (one request)."""
+        return self.lookup_dir("").num_files_tree or 0
 
     # -- writing (a server started with --writable) ----------------------------------------------
 
