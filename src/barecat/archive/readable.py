@@ -112,13 +112,14 @@ class ReadableArchive(Protocol):
         """
         ...
 
-    def open(self, item: BarecatFileInfo | str, mode: str = "rb") -> IO[Any]:
+    def open(self, item: BarecatFileInfo | str, mode: str) -> IO[Any]:
         """A seekable binary stream of a file, reading only what is asked.
 
         Args:
             item: the file's path or record.
-            mode: ``"rb"`` (the one mode every archive takes; a writable ``Barecat``
-                takes more).
+            mode: ``"rb"``, the one mode every archive takes (given always: a
+                ``Barecat`` opens in text mode by default, as ``builtins.open`` does, and
+                takes writing modes too).
 
         Returns:
             The stream; close it when done.
