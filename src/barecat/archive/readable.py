@@ -325,12 +325,7 @@ class ReadableArchive(Protocol):
     def globfiles(
         self, pattern: str, recursive: bool = False, include_hidden: bool = False
     ) -> list[str]:
-        """The files :meth:`glob` matches, sorted.
-
-        Args:
-            pattern: a glob relative to the archive's root.
-            recursive: let ``**`` match any number of directories.
-            include_hidden: let wildcards match names starting with ``.``.
+        """The files :meth:`glob` matches (same arguments), sorted.
 
         Returns:
             The matching files' paths.
@@ -342,12 +337,7 @@ class ReadableArchive(Protocol):
     ) -> list[str]:
         """The entries :meth:`glob` matches, as archive paths: sorted, each once, without
         a trailing ``/`` and without the root (for callers that act on entries rather
-        than mirror ``glob.glob``'s spelling).
-
-        Args:
-            pattern: a glob relative to the archive's root.
-            recursive: let ``**`` match any number of directories.
-            include_hidden: let wildcards match names starting with ``.``.
+        than mirror ``glob.glob``'s spelling). Same arguments as :meth:`glob`.
 
         Returns:
             The matching entries' paths.
