@@ -49,6 +49,8 @@ from barecat.shards import BarecatReadWriteFileObject, Sharder
 from barecat.shards.sharder import Address
 
 if TYPE_CHECKING:  # sealing code is imported when an archive is sealed, not before
+    from barecat.index.schema import ConfigValue
+    from barecat.ops.copy_files import CopyStats
     from barecat.ops.writing import Position, WriteSession
     from barecat.sealing import Sealer, SealingSettings
 
@@ -1027,6 +1029,58 @@ class Barecat(
             else ("read-only" if self.readonly else "writable")
         )
         return f"Barecat({self.path!r}, {state})"
+
+    # -- for transfer/ and legacy_api (so they need not reach into the index) -----------
+
+    def file_positions(self, paths: list[str]) -> list[int]:
+        """Which of ``paths`` (normalized) are files here: their positions in ``paths``,
+        found with one query.
+
+        Args:
+            paths: normalized paths.
+
+        Returns:
+            The positions of those that are files, in storage order.
+        """
+        return [row[0] for row in self.index.locate_many(paths)]
+
+    def sealing_records(self) -> dict[str, ConfigValue] | None:
+        """This archive's sealing as the config rows that make another, empty archive
+        sealed the same way, its wrapped data key included (see
+        :meth:`seal_with_records`); None for a plain archive."""
+        return self.index.sealing_config() if self.sealed else None
+
+    @serialized
+    def seal_with_records(self, records: dict[str, ConfigValue]) -> None:
+        """Make this empty plain archive sealed with another's :meth:`sealing_records` as
+        they are (the parts of a parallel ingest, whose bytes then move into that one
+        unchanged); committed at once, in effect when the archive is next opened.
+
+        Raises:
+            ReadOnlyBarecatError: the archive is open read-only.
+            SchemaVersionBarecatError: the archive has files.
+        """
+        self._require_writable()
+        self.index.enable_sealing(records)
+
+    @serialized
+    def take_all_from(self, src: Barecat) -> CopyStats:
+        """Move every file and directory of ``src`` into this archive: ``src``'s shards'
+        bytes are moved (not copied) behind ours and its rows inserted in one statement;
+        ``src`` is consumed. For archives written to become part of this one (sealed
+        alike, see :meth:`seal_with_records`).
+
+        Returns:
+            What was taken.
+
+        Raises:
+            ReadOnlyBarecatError: this archive is open read-only.
+            BarecatError: the two archives' sealings differ, or a path conflicts.
+        """
+        from barecat.ops.copy_files import copy_files_from
+
+        self._require_writable()
+        return copy_files_from(self.index, self.sharder, src.index, src.sharder, move=True)
 
 
 def _path_str(item: BarecatEntryInfo | str) -> str:

@@ -96,6 +96,12 @@ class HttpBarecat(MutableMapping[str, bytes], ReadableArchive):
             + ", ".join(urls)
         )
 
+    @property
+    def path(self) -> str:
+        """The served archive's URL (``root`` says which of its directories this client
+        sees)."""
+        return self.url
+
     def _full(self, path: str) -> str:
         """``path`` normalized and taken below the client's root."""
         path = normalize(path)
@@ -160,13 +166,22 @@ class HttpBarecat(MutableMapping[str, bytes], ReadableArchive):
             return False
         return True
 
-    def read(self, path: str, offset: int = 0, size: int = -1) -> bytes:
+    def read(self, item: BarecatFileInfo | str, offset: int = 0, size: int = -1) -> bytes:
         """A file's bytes, or ``size`` of them from ``offset`` (one ranged request).
+
+        Args:
+            item: the file's path, or its record (from this client).
+            offset: where to start.
+            size: how many bytes at most; ``-1`` for the rest.
+
+        Returns:
+            The bytes (fewer than ``size`` at the end of the file).
 
         Raises:
             FileNotFoundBarecatError: no such file.
             BarecatIntegrityError: the bytes are damaged.
         """
+        path = item.path if isinstance(item, BarecatFileInfo) else item
         if offset == 0 and size < 0:
             return self._whole(path)
         last = "" if size < 0 else str(offset + size - 1)
@@ -181,10 +196,23 @@ class HttpBarecat(MutableMapping[str, bytes], ReadableArchive):
             raise
         return response.content
 
-    def open(self, path: str, mode: str = "rb") -> io.BufferedReader:
-        """A seekable binary stream of the file, read with ranged requests."""
+    def open(self, item: BarecatFileInfo | str, mode: str = "rb") -> io.BufferedReader:
+        """A seekable binary stream of the file, read with ranged requests.
+
+        Args:
+            item: the file's path or record.
+            mode: ``"rb"`` (``"r"`` is taken as ``"rb"``).
+
+        Returns:
+            The stream.
+
+        Raises:
+            ValueError: a mode that writes.
+            FileNotFoundBarecatError: no such file.
+        """
         if mode not in ("r", "rb"):
             raise ValueError("remote files open for reading only: mode 'rb'")
+        path = item.path if isinstance(item, BarecatFileInfo) else item
         size = int(self._request("HEAD", "files", path).headers["content-length"])
         return io.BufferedReader(_HttpFile(self, normalize(path), size), 1 << 20)
 
@@ -285,8 +313,12 @@ class HttpBarecat(MutableMapping[str, bytes], ReadableArchive):
         return iter(self.glob("**", recursive=True, include_hidden=True, only_files=True))
 
     def __len__(self) -> int:
-        root = self.lookup("")
-        return int(root.num_files_tree or 0) if isinstance(root, BarecatDirInfo) else 0
+        return self.num_files
+
+    @property
+    def num_files(self) -> int:
+        """How many files are below the client's root (one request)."""
+        return self.lookup_dir("").num_files_tree or 0
 
     # -- writing (a server started with --writable) ----------------------------------------------
 

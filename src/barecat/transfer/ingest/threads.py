@@ -344,7 +344,7 @@ def _leave_out_existing(
     present: set[int] = set()
     for start in range(0, len(files), 1000):
         chunk = [s.store_path for s in files[start : start + 1000]]
-        present.update(start + row[0] for row in bc.index.locate_many(chunk))
+        present.update(start + i for i in bc.file_positions(chunk))
     if not present:
         return files
     for i in sorted(present):
