@@ -3,9 +3,9 @@
 On one archive of ``--files`` files (4-32 KiB, default 20,000), in random order:
 
 1. local ``bc[path]`` (the yardstick);
-2. ``RemoteBarecat[path]`` against ``barecat serve`` on 127.0.0.1: files/s, requests
+2. ``HttpBarecat[path]`` against ``barecat serve`` on 127.0.0.1: files/s, requests
    and bytes on the wire per file (headers included, counted by the client);
-3. ``RemoteBarecat.get_many`` in batches of ``--batch`` (one request each);
+3. ``HttpBarecat.get_many`` in batches of ``--batch`` (one request each);
 4. a PyTorch DataLoader over ``BarecatDataset`` with 0 and 2 workers (files/s);
 5. the archive on an S3-protocol server (moto, 127.0.0.1; the first ``--s3-files``
    files): ``bc[path]`` with no block cache, ``get_many`` with and without coalescing,

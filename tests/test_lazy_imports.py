@@ -1,6 +1,6 @@
 """What start-up loads: ``import barecat`` nothing but its face, ``barecat --version`` a
-handful of modules, and reading a plain archive no sealing, codec, remote or transfer code
-(listing it, not even crc32c).
+handful of modules, and reading a plain archive no sealing, codec, object-storage or
+transfer code (listing it, not even crc32c).
 
 Each check runs in a fresh interpreter and reads its ``sys.modules``, since this test
 process has long imported everything.
@@ -29,11 +29,11 @@ OPTIONAL_PARTS = (
     "barecat.archive.index_digest",
     "barecat.codecs",
     "barecat.archive.auto_codec",
-    "barecat.remote.objects",
-    "barecat.remote.cache",
-    "barecat.remote.block_cache",
-    "barecat.archive.remote",
-    "barecat.shards.remote",
+    "barecat.objectstore.objects",
+    "barecat.objectstore.cache",
+    "barecat.objectstore.block_cache",
+    "barecat.archive.objectstore",
+    "barecat.shards.objectstore",
     "barecat.server",
     "barecat.viewer",
     "barecat.mount",
@@ -151,7 +151,7 @@ LAZY_PACKAGES = [
     "barecat.index",
     "barecat.mount",
     "barecat.ops",
-    "barecat.remote",
+    "barecat.objectstore",
     "barecat.sealing",
     "barecat.shards",
     "barecat.transfer",

@@ -40,7 +40,8 @@ if TYPE_CHECKING:
     )
     from barecat.index import Index
     from barecat.legacy_api import exists, get_cached_reader, open, read_index, remove, write_index
-    from barecat.server.client import RemoteBarecat  # the optional httpx: when connecting
+    from barecat.server.client import HttpBarecat as HttpBarecat  # the optional httpx
+    from barecat.server.client import RemoteBarecat as RemoteBarecat
     from barecat.shards import (
         BarecatFileObject,
         BarecatReadOnlyFileObject,
@@ -89,6 +90,7 @@ else:  # imported on first use: the face loads nothing up front
                 "remove",
                 "write_index",
             ],
+            "barecat.server.client": ["HttpBarecat", "RemoteBarecat"],
             "barecat.shards": [
                 "BarecatFileObject",
                 "BarecatReadOnlyFileObject",
@@ -126,15 +128,17 @@ def get_completion_script(shell: str = "bash") -> str:
     return str(script_path(shell))
 
 
-def connect(url: str, token: str | None = None) -> RemoteBarecat:
+def connect(url: str, token: str | None = None) -> HttpBarecat:
     """An archive served by ``barecat serve`` at ``url`` (``http://HOST:PORT/a/NAME``;
     ``http://HOST:PORT`` for a server of one archive; ``barecat://HOST[:PORT]/NAME[::PATH]``),
     with the read API of :class:`Barecat` (the ``server`` extra: httpx)."""
-    from barecat.server.client import RemoteBarecat
+    from barecat.server.client import HttpBarecat
 
-    return RemoteBarecat(url, token)
+    return HttpBarecat(url, token)
 
 
+# HttpBarecat (and its old name RemoteBarecat) are exported but left out of __all__: they
+# need the optional httpx, which ``from barecat import *`` must not
 __all__ = [
     "SHARD_SIZE_UNLIMITED",
     "connect",

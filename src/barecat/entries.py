@@ -1,4 +1,6 @@
-"""Info records for archive entries, the iteration ``Order`` flag, and format constants.
+"""Info records for archive entries, the iteration ``Order`` flag, and format constants:
+the unlimited shard size, and byte sizes written by humans (``'1G'``, as the reference's
+``-s 1G``: binary multiples) for shard size limits and the like.
 
 These are the values the index hands out and accepts: plain slotted dataclasses with the
 reference's names and constructor keywords, so user code that builds or inspects
@@ -10,6 +12,7 @@ from __future__ import annotations
 import datetime
 import enum
 import os
+import re
 import stat
 import time
 from dataclasses import dataclass, fields
@@ -19,6 +22,19 @@ from barecat.paths import basename, normalize
 
 SHARD_SIZE_UNLIMITED = (1 << 63) - 1
 """Shard size limit meaning 'never rotate' (the reference's value, 2**63 - 1)."""
+
+_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40, "P": 1 << 50}
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGTP]?)(?:i?B)?\s*$", re.IGNORECASE)
+
+
+def parse_size(text: str | int) -> int:
+    """``'500M'`` -> 524288000; integers pass through; anything else is a ValueError."""
+    if isinstance(text, int):
+        return text
+    m = _SIZE.match(text)
+    if m is None:
+        raise ValueError(f"Not a size: {text!r} (expected e.g. 4096, 500M, 1.5G)")
+    return int(float(m.group(1)) * _UNITS[m.group(2).upper()])
 
 
 class Order(enum.Flag):

@@ -3,7 +3,10 @@
 An archive named ``ARCHIVE`` has its SQLite index at ``ARCHIVE`` (current naming) or at
 ``ARCHIVE-sqlite-index`` (the reference's older naming, kept when found), and its data in
 ``ARCHIVE-shard-00000``, ``ARCHIVE-shard-00001``, ...; readers may keep a lookup table
-(a cache) at ``INDEX-lookup``. This module owns those names and nothing else; it imports no
+(a cache) at ``INDEX-lookup``. This module owns those names, and tells which of the files
+a process names after its id while building something (``.out.partial-1234``,
+``.out.partial-1234.part0-shard-00000``, ``index.part-1234``) were abandoned because that
+process is gone (killed mid-way), so the next builder may delete them. It imports no
 other barecat module.
 """
 
@@ -116,3 +119,40 @@ def move_archive(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> No
     if os.path.lexists(src_index + LOOKUP_TABLE_SUFFIX):
         os.replace(src_index + LOOKUP_TABLE_SUFFIX, dst_base + LOOKUP_TABLE_SUFFIX)
     os.replace(src_index, dst_base)
+
+
+# -- what a dead process left ------------------------------------------------------------
+
+_PID = re.compile(r"(\d+)(?:\D|$)")
+
+
+def abandoned_entries(folder: str, prefix: str) -> dict[int, list[str]]:
+    """Names in ``folder`` of the form ``PREFIX<pid>`` (possibly followed by more, after
+    a non-digit) left by processes that ended, by process id; this process and live ones,
+    anyone's, are left out."""
+    try:
+        names = os.listdir(folder)
+    except FileNotFoundError:
+        return {}
+    found: dict[int, list[str]] = {}
+    for name in names:
+        if name.startswith(prefix) and (m := _PID.match(name, len(prefix))):
+            found.setdefault(int(m.group(1)), []).append(name)
+    found.pop(os.getpid(), None)
+    return {pid: sorted(entries) for pid, entries in found.items() if not _alive(pid)}
+
+
+def abandoned_pids(folder: str, prefix: str) -> set[int]:
+    """Ids of the ended processes that left entries named ``PREFIX<pid>...`` in
+    ``folder`` (this process and live ones, anyone's, excluded)."""
+    return set(abandoned_entries(folder, prefix))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, someone else's
+        return True
+    return True

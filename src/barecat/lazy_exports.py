@@ -34,9 +34,9 @@ def lazy_exports(
     namespace, so later accesses are plain lookups. A subpackage or submodule not yet
     imported is imported when named as an attribute (``barecat.index`` after
     ``import barecat``), and a name exported under the name of a submodule
-    (``barecat.transfer.ingest``, the function of ``barecat/transfer/ingest.py``) stays the
-    export when that submodule is imported: both as they were when the package imported
-    everything up front.
+    (``barecat.transfer.ingest``: the function, not the package ``barecat/transfer/ingest/``)
+    stays the export when that submodule is imported: both as they were when the package
+    imported everything up front.
 
     Args:
         package: the package's ``__name__`` (its namespace keeps the names resolved).

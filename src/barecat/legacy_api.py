@@ -104,5 +104,9 @@ def write_index(
 ) -> None:
     """Create an index (no CRCs) for shards written by other means."""
     with Barecat(target_path, readonly=False, overwrite=True) as bc:
-        for path, (shard, offset, size) in dictionary.items():
-            bc.index.add_file(BarecatFileInfo(path, shard=shard, offset=offset, size=size))
+        bc.add_placed(
+            [
+                BarecatFileInfo(path, shard=shard, offset=offset, size=size)
+                for path, (shard, offset, size) in dictionary.items()
+            ]
+        )

@@ -1,6 +1,7 @@
 """One conformance suite for every :class:`barecat.ReadableArchive`: a local ``Barecat``,
 the HTTP client against ``barecat serve`` on 127.0.0.1 (at the archive's root, and rooted
-at a directory through a ``barecat://`` URL), and an archive on a local S3 server (moto).
+at a directory through a ``barecat://`` URL), an archive on a local S3 server (moto), and
+the ``barecat://`` fsspec filesystem read through fsspec's API (``helpers.fsspec_archive``).
 Each answers the same questions about the same tree the same way; the expected answers
 come from the tree written to disk (``os.walk``, ``glob.glob``)."""
 
@@ -19,6 +20,7 @@ from barecat import (
     BarecatDirInfo,
     BarecatFileInfo,
     FileNotFoundBarecatError,
+    IsADirectoryBarecatError,
     NotADirectoryBarecatError,
     Order,
     ReadableArchive,
@@ -100,7 +102,18 @@ def _on_s3(built: tuple[str, str], cache: Path) -> Iterator[ReadableArchive]:
         server.stop()
 
 
-@pytest.fixture(scope="module", params=["local", "http", "http-rooted", "s3"])
+def _through_fsspec(built: tuple[str, str]) -> Iterator[ReadableArchive]:
+    fsspec = pytest.importorskip("fsspec", reason="fsspec is not installed")
+    from helpers.fsspec_archive import FsspecArchive
+
+    fs = fsspec.filesystem("barecat", fo=built[0], skip_instance_cache=True)
+    try:
+        yield FsspecArchive(fs, built[0])
+    finally:
+        fs.archive.close()
+
+
+@pytest.fixture(scope="module", params=["local", "http", "http-rooted", "s3", "fsspec"])
 def archive(
     request: pytest.FixtureRequest,
     built: tuple[str, str],
@@ -112,6 +125,8 @@ def archive(
             yield bc
     elif kind == "s3":
         yield from _on_s3(built, tmp_path_factory.mktemp("s3-cache"))
+    elif kind == "fsspec":
+        yield from _through_fsspec(built)
     else:
         yield from _served(built, rooted=kind == "http-rooted")
 
@@ -143,6 +158,26 @@ class TestReadableArchive:
             with pytest.raises(FileNotFoundBarecatError):
                 archive.lookup(missing)
 
+    def test_path_and_num_files(self, archive: ReadableArchive) -> None:
+        assert isinstance(archive.path, str) and archive.path
+        assert archive.num_files == len(_expected_files(archive))
+
+    def test_lookup_file_and_dir(self, archive: ReadableArchive) -> None:
+        assert archive.lookup_file("/d1//x.bin") == archive.lookup("d1/x.bin")
+        assert archive.lookup_dir("d1") == archive.lookup("d1")
+        assert archive.lookup_dir("").path == ""
+        with pytest.raises(IsADirectoryBarecatError):
+            archive.lookup_file("d1")
+        with pytest.raises(NotADirectoryBarecatError):
+            archive.lookup_dir("a.txt")
+        with pytest.raises(FileNotFoundBarecatError):  # (0.3.1 raised this there)
+            archive.lookup_dir("a.txt")
+        for missing in ("nope", "d1/nope", "a.txt/below"):
+            with pytest.raises(FileNotFoundBarecatError):
+                archive.lookup_file(missing)
+            with pytest.raises(FileNotFoundBarecatError):
+                archive.lookup_dir(missing)
+
     def test_listdir_infos(self, archive: ReadableArchive, tree: Path) -> None:
         infos = archive.listdir_infos("d1")
         kinds = [isinstance(i, BarecatDirInfo) for i in infos]
@@ -168,6 +203,55 @@ class TestReadableArchive:
         assert archive.read("empty.bin") == b""
         with pytest.raises(FileNotFoundBarecatError):
             archive.read("nope")
+
+    def test_read_a_record(self, archive: ReadableArchive) -> None:
+        data = FILES["d1/x.bin"]
+        info = archive.lookup_file("d1/x.bin")
+        assert archive.read(info) == data
+        assert archive.read(info, 100, 50) == data[100:150]
+
+    def test_getitem(self, archive: ReadableArchive) -> None:
+        assert archive["d1/x.bin"] == FILES["d1/x.bin"]
+        assert archive["empty.bin"] == b""
+        with pytest.raises(KeyError):
+            archive["nope"]
+
+    def test_open_seeks_and_reads(self, archive: ReadableArchive) -> None:
+        data = FILES["d1/x.bin"]
+        with archive.open("d1/x.bin", "rb") as f:
+            assert f.read() == data
+            f.seek(100)
+            assert f.read(50) == data[100:150]
+            assert f.tell() == 150
+            f.seek(-5, os.SEEK_END)
+            assert f.read(50) == data[-5:]
+        with archive.open(archive.lookup_file("d2/w.bin"), "rb") as f:
+            assert f.read() == FILES["d2/w.bin"]
+        with pytest.raises(FileNotFoundBarecatError):
+            archive.open("nope", "rb")
+
+    def test_subdirs_and_files_of_a_directory(self, archive: ReadableArchive) -> None:
+        assert sorted(d.name for d in archive.subdirs_of("d1")) == [".dot", "sub"]
+        assert all(isinstance(d, BarecatDirInfo) for d in archive.subdirs_of("d1"))
+        assert sorted(f.path for f in archive.files_in("d1")) == ["d1/x.bin", "d1/y.bin"]
+        assert all(isinstance(f, BarecatFileInfo) for f in archive.files_in("d1"))
+        for nowhere in ("nope", "a.txt", "e"):
+            assert list(archive.subdirs_of(nowhere)) == [] == list(archive.files_in(nowhere))
+
+    def test_files_page_in_path_order(self, archive: ReadableArchive) -> None:
+        at_root = sorted(p for p in _expected_files(archive) if "/" not in p)
+        assert [f.path for f in archive.files_page("", 0, 100)] == at_root
+        assert [f.path for f in archive.files_page("", 1, 2)] == at_root[1:3]
+        assert archive.files_page("", len(at_root), 5) == []
+        assert archive.files_page("nope", 0, 5) == []
+        assert [f.size for f in archive.files_page("d1", 0, 1)] == [len(FILES["d1/x.bin"])]
+
+    def test_files_after_in_listing_order(self, archive: ReadableArchive) -> None:
+        listed = [f.path for f in archive.files_in("d1")]
+        assert [f.path for f in archive.files_after(listed[0], 10)] == listed[1:]
+        assert [f.path for f in archive.files_after(listed[0], 1)] == listed[1:2]
+        assert archive.files_after(listed[-1], 10) == []
+        assert archive.files_after("d1/nope", 10) == []
 
     def test_read_many_in_request_order(self, archive: ReadableArchive) -> None:
         wanted = ["d2/w.bin", "a.txt", "empty.bin", "d1/sub/z.bin", "a.txt"]
@@ -233,3 +317,7 @@ class TestReadableArchive:
             expected = [p for p in expected if p != "outside.txt"]
         found = archive.glob(pattern, recursive=True, include_hidden=hidden)
         assert sorted(found) == sorted(expected)
+        files = sorted(p for p in expected if (tree / p).is_file())
+        assert archive.globfiles(pattern, recursive=True, include_hidden=hidden) == files
+        entries = sorted({p.rstrip("/") for p in expected} - {""})
+        assert archive.glob_entries(pattern, recursive=True, include_hidden=hidden) == entries

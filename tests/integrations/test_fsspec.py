@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import barecat
-from barecat.transfer.ingest import add_directory
+from barecat.transfer.ingest.threads import add_directory
 
 fsspec = pytest.importorskip("fsspec", reason="the fsspec extra is not installed")
 

@@ -24,7 +24,7 @@ import pytest
 import barecat
 from barecat.paths import is_utf8, normalize, normalize_many, shown
 from barecat.transfer import Source, ingest, plan_sources
-from barecat.transfer.sources import IngestPlan
+from barecat.transfer.ingest.sources import IngestPlan
 from helpers import Run
 from helpers.reference import reference_python
 

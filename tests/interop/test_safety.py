@@ -125,7 +125,7 @@ def test_disk_full_during_a_tree_ingest_keeps_whole_batches(  # type: ignore[no-
     sources = {f"f{i:03d}": os.urandom(20_000) for i in range(100)}  # 2 MB for 1 MiB
     for name, data in sources.items():
         (tree / name).write_bytes(data)
-    ingest_module = importlib.import_module("barecat.transfer.ingest")
+    ingest_module = importlib.import_module("barecat.transfer.ingest.threads")
     monkeypatch.setattr(ingest_module, "BATCH_FILES", 8)
     monkeypatch.setattr(ingest_module, "READ_CHUNK", 4)
     path = str(tiny_disk / "full.barecat")

@@ -369,7 +369,7 @@ def test_cli_defrag_reshard_and_dry_run(archive_path: str, run: Run) -> None:
 
 
 def test_legacy_barecat_defrag(archive_path: str, capsys: pytest.CaptureFixture[str]) -> None:
-    from barecat.cli.reorganize import legacy_defrag
+    from barecat.cli.defrag import legacy_defrag
 
     expected = fragmented(archive_path)
     assert legacy_defrag(["--quick", archive_path]) == 0

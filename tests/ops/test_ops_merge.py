@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 import barecat
-from barecat.cli.combine import legacy_merge, legacy_merge_symlink
+from barecat.cli.merge import legacy_merge, legacy_merge_symlink
 from barecat.exceptions import FileExistsBarecatError
 from barecat.glob import PathFilter
 from barecat.layout import existing_shard_numbers, shard_path

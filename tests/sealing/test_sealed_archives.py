@@ -27,7 +27,7 @@ from barecat.exceptions import (
 )
 from barecat.ops.merge import merge_archives
 from barecat.transfer.extraction import extract_to_directory
-from barecat.transfer.ingest import add_directory
+from barecat.transfer.ingest.threads import add_directory
 from helpers.reference import reference_python
 
 MODES = {
@@ -524,7 +524,7 @@ def test_big_files_are_sealed_block_by_block_in_bounded_memory(
     script = textwrap.dedent(
         f"""
         import resource, barecat
-        from barecat.transfer.ingest import add_directory
+        from barecat.transfer.ingest.threads import add_directory
         peak = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
         with barecat.Barecat({base + "/a.barecat"!r}, readonly=False, passphrase="pw") as bc:
             before = peak()  # scrypt's 32 MiB included

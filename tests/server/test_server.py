@@ -56,6 +56,20 @@ def test_the_client_reads_like_a_barecat(archive: tuple[str, dict[str, bytes]]) 
             remote["new.txt"] = b"x"
 
 
+def test_the_http_client_keeps_its_old_name(archive: tuple[str, dict[str, bytes]]) -> None:
+    from barecat.server import client
+
+    assert barecat.RemoteBarecat is barecat.HttpBarecat is client.HttpBarecat
+    assert client.RemoteBarecat is client.HttpBarecat
+    with serving(archive[0]) as (url, _), barecat.RemoteBarecat(url + "/a/data") as remote:
+        assert isinstance(remote, barecat.HttpBarecat) and isinstance(
+            remote, barecat.ReadableArchive
+        )
+        with barecat.connect(url + "/a/data") as connected:
+            assert type(connected) is barecat.HttpBarecat
+        assert remote["notes.txt"] == archive[1]["notes.txt"]
+
+
 def test_http_semantics(archive: tuple[str, dict[str, bytes]]) -> None:
     path, files = archive
     data = files["train/a/020.bin"]

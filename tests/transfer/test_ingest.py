@@ -25,7 +25,7 @@ from barecat.layout import existing_shard_numbers, shard_path
 from barecat.transfer import IngestResult, plan_tree
 
 # The module, not the function of the same name that ``barecat.transfer`` exports.
-ingest_module = importlib.import_module("barecat.transfer.ingest")
+ingest_module = importlib.import_module("barecat.transfer.ingest.threads")
 
 
 @pytest.fixture
@@ -229,7 +229,7 @@ def test_create_with_several_processes_joins_parts_without_copying(tmp_path: Pat
 
 
 def test_processes_report_only_what_they_stored(tmp_path: Path) -> None:
-    from barecat.transfer.parallel_ingest import ingest_in_processes
+    from barecat.transfer.ingest.processes import ingest_in_processes
 
     src = tmp_path / "src"
     files = make_tree(src, 60)

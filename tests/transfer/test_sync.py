@@ -13,9 +13,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import barecat
-from barecat.transfer.sync import sync
-from barecat.transfer.sync_paths import Place, parse_location, server_address
-from barecat.transfer.sync_plan import (
+from barecat.transfer.sync.driver import sync
+from barecat.transfer.sync.locations import Place, parse_location, server_address
+from barecat.transfer.sync.plan import (
     Entry,
     Kind,
     SyncOptions,

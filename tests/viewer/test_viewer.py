@@ -3,6 +3,7 @@ the grid shows real thumbnails, navigation works, paths cannot escape the archiv
 
 from __future__ import annotations
 
+import asyncio
 import io
 import shutil
 import subprocess
@@ -150,3 +151,42 @@ def test_a_busy_port_is_one_line(archive: str, server: str) -> None:
         timeout=60,
     )
     assert done.returncode == 1 and "cannot listen on 127.0.0.1" in done.stderr
+
+
+def test_the_viewer_over_the_http_client_answers_as_over_the_archive(archive: str) -> None:
+    """The viewer typed against ReadableArchive: over ``barecat.connect`` to a served
+    archive it answers every API route as it does over the archive itself."""
+    pytest.importorskip("uvicorn", reason="the server extra is not installed")
+    from barecat.viewer.app import create_app
+    from helpers.serving import serving
+
+    routes = [
+        ("/api/dir", {"path": "train/cat", "limit": "100"}),
+        ("/api/dir", {"path": "train/cat", "offset": "200"}),
+        ("/api/dir", {"path": ""}),
+        ("/api/dir", {"path": "no/such"}),
+        ("/api/file", {"path": "train/readme.txt"}),
+        ("/raw", {"path": "train/readme.txt"}),
+        ("/raw", {"path": "no/such.png"}),
+        ("/raw", {"path": "../etc/passwd"}),
+        ("/thumb", {"path": "train/dog/0003.png", "size": "128"}),
+        ("/thumb", {"path": "train/readme.txt"}),
+        ("/", {}),
+    ]
+
+    async def answers(bc: barecat.ReadableArchive) -> list[tuple[int, bytes]]:
+        """Each route's status and body (an error's wording left out: the client words
+        some errors its own way)."""
+        transport = httpx.ASGITransport(app=create_app(bc))
+        async with httpx.AsyncClient(transport=transport, base_url="http://viewer") as client:
+            found = [await client.get(route, params=params) for route, params in routes]
+        return [(r.status_code, r.content if r.status_code < 400 else b"") for r in found]
+
+    with serving(archive) as (url, _), barecat.connect(url) as remote:
+        over_http = asyncio.run(answers(remote))
+        page = over_http.pop()[1]
+    with barecat.Barecat(archive) as local:
+        here = asyncio.run(answers(local))
+        here.pop()
+    assert over_http == here
+    assert remote.path.encode() in page  # the page names the archive's URL

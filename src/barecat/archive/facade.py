@@ -317,6 +317,8 @@ class Barecat(MutableMapping[str, bytes]):
     fragmentation = _inspecting(ArchiveInspection.fragmentation)
     verify = _inspecting(ArchiveInspection.verify)
     verify_integrity = _inspecting(ArchiveInspection.verify_integrity)
+    file_positions = _inspecting(ArchiveInspection.file_positions)
+    sealing_records = _inspecting(ArchiveInspection.sealing_records)
 
     mkdir = _writing(ArchiveWriting.mkdir)
     makedirs = _writing(ArchiveWriting.makedirs)
@@ -348,6 +350,8 @@ class Barecat(MutableMapping[str, bytes]):
     merge_from_other_barecat = _maintenance(ArchiveMaintenance.merge_from_other_barecat)
     rekey = _maintenance(ArchiveMaintenance.rekey)
     reset_index_digest = _maintenance(ArchiveMaintenance.reset_index_digest)
+    seal_with_records = _maintenance(ArchiveMaintenance.seal_with_records)
+    take_all_from = _maintenance(ArchiveMaintenance.take_all_from)
 
     open = _opening(ArchiveOpening.open)
 

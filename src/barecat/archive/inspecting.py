@@ -21,6 +21,7 @@ from barecat.entries import BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo, O
 if TYPE_CHECKING:  # the ops are imported when used: reading an archive loads none of them
     from barecat.glob import PathFilter
     from barecat.index.query import WalkStep
+    from barecat.index.schema import ConfigValue
     from barecat.ops.defrag import Fragmentation
     from barecat.ops.subset import Selection
     from barecat.ops.verify import OnFile, VerifyReport
@@ -473,3 +474,24 @@ class ArchiveInspection(ArchivePart):
             True if no problem was found.
         """
         return self.verify(quick).ok
+
+    # -- for transfer/ and legacy_api (so they need not reach into the index) -----------
+
+    def file_positions(self, paths: list[str]) -> list[int]:
+        """Which of ``paths`` (normalized) are files here: their positions in ``paths``,
+        found with one query.
+
+        Args:
+            paths: normalized paths.
+
+        Returns:
+            The positions of those that are files, in storage order.
+        """
+        return [row[0] for row in self.archive.index.locate_many(paths)]
+
+    def sealing_records(self) -> dict[str, ConfigValue] | None:
+        """This archive's sealing as the config rows that make another, empty archive
+        sealed the same way, its wrapped data key included (see
+        :meth:`seal_with_records`); None for a plain archive."""
+        archive = self.archive
+        return archive.index.sealing_config() if archive.sealing is not None else None

@@ -8,7 +8,8 @@ halves to the tool in ``barecat.ops`` that does the work, and puts the write pos
 back after the last file. Each returns that tool's full result and takes its progress
 callback; barecat 0.3.1's names (``defrag``, ``merge_from_other_barecat``) are thin
 wrappers returning what 0.3.1 returned. The CLI calls these, so the conditions around an
-operation are kept here, once.
+operation are kept here, once. Also, for a parallel ingest's parts, sealing an empty
+archive with another's records and taking all of another archive's files.
 """
 
 from __future__ import annotations
@@ -17,12 +18,13 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from barecat.archive.state import ArchivePart, serialized
+from barecat.entries import parse_size
 from barecat.exceptions import BarecatError
 from barecat.glob import PathFilter
-from barecat.sizes import parse_size
 
 if TYPE_CHECKING:  # each op is imported when it runs: opening an archive loads none
     from barecat.archive.facade import Barecat
+    from barecat.index.schema import ConfigValue
     from barecat.ops.copy_files import CopyStats, ProgressCallback
     from barecat.ops.defrag import DefragResult
     from barecat.ops.merge import MergeResult
@@ -365,6 +367,41 @@ class ArchiveMaintenance(ArchivePart):
         self.archive.commit()
         self.archive.index.update_sealing_config(self.archive.sealing.rekeyed(reset_digest=True))
         self.archive.sealing.rekey_written()
+
+    # -- for transfer/ (so it need not reach into the index) ---------------------------
+
+    @serialized
+    def seal_with_records(self, records: dict[str, ConfigValue]) -> None:
+        """Make this empty plain archive sealed with another's :meth:`sealing_records` as
+        they are (the parts of a parallel ingest, whose bytes then move into that one
+        unchanged); committed at once, in effect when the archive is next opened.
+
+        Raises:
+            ReadOnlyBarecatError: the archive is open read-only.
+            SchemaVersionBarecatError: the archive has files.
+        """
+        self.archive.require_writable()
+        self.archive.index.enable_sealing(records)
+
+    @serialized
+    def take_all_from(self, src: Barecat) -> CopyStats:
+        """Move every file and directory of ``src`` into this archive: ``src``'s shards'
+        bytes are moved (not copied) behind ours and its rows inserted in one statement;
+        ``src`` is consumed. For archives written to become part of this one (sealed
+        alike, see :meth:`seal_with_records`).
+
+        Returns:
+            What was taken.
+
+        Raises:
+            ReadOnlyBarecatError: this archive is open read-only.
+            BarecatError: the two archives' sealings differ, or a path conflicts.
+        """
+        from barecat.ops.copy_files import copy_files_from
+
+        archive = self.archive
+        archive.require_writable()
+        return copy_files_from(archive.index, archive.sharder, src.index, src.sharder, move=True)
 
 
 __all__ = ["ArchiveMaintenance"]

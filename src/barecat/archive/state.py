@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Protocol, TypeVar
 
 from barecat.archive.sealed import Passphrase, open_sealing, take_sealing
 from barecat.archive.writer_lock import WriterLock
+from barecat.entries import parse_size
 from barecat.exceptions import (
     BarecatError,
     FileExistsBarecatError,
@@ -34,9 +35,8 @@ from barecat.exceptions import (
 )
 from barecat.index import Index
 from barecat.layout import archive_exists, base_path, index_path, remove_archive
-from barecat.remote import is_remote_url, local_path_of
+from barecat.objectstore import is_remote_url, local_path_of
 from barecat.shards import BarecatReadWriteFileObject, Sharder
-from barecat.sizes import parse_size
 
 if TYPE_CHECKING:  # sealing and write code are imported when used, not before
     from barecat.archive.sealed import ArchiveSealing, SealedFileWriter
@@ -139,9 +139,9 @@ class OpenArchive:
                     f"{self.path} is on remote storage, which barecat reads but does not "
                     "write: build the archive locally and upload its files"
                 )
-            from barecat.archive.remote import open_remote_halves
+            from barecat.archive.objectstore import open_objectstore_halves
 
-            self.index, self.sharder = open_remote_halves(
+            self.index, self.sharder = open_objectstore_halves(
                 self.path, storage_options, cache_dir, block_cache, threadsafe, lookup_table
             )
         else:

@@ -52,7 +52,7 @@ from barecat.transfer import (
     stream2barecat,
     wrap_archive,
 )
-from barecat.transfer.dictionary_samples import sample_archive
+from barecat.transfer.ingest.dictionary_samples import sample_archive
 
 EXAMPLES = """
 barecat convert dataset.tar.gz dataset.barecat        # tar/zip -> barecat
@@ -260,7 +260,7 @@ def _chunk_passphrase(args: argparse.Namespace) -> str | None:
 
 
 def _convert_coldcrate(args: argparse.Namespace) -> int:
-    """ColdCrate chunks in or out, by the mapping of barecat.transfer.coldcrate_conversion."""
+    """ColdCrate chunks in or out, by the mapping of barecat.transfer.convert.coldcrate."""
     if args.stdin or args.stdout or args.root_dir:
         raise ValueError("--stdin, --stdout and --root-dir do not apply to ColdCrate chunks")
     with Progress("convert", None, wants_progress(args.quiet)) as progress:

@@ -31,8 +31,8 @@ from barecat.cli.terminal import (
 from barecat.glob import PathFilter
 from barecat.layout import archive_exists, base_path
 from barecat.transfer import DEFAULT_WORKERS, IngestPlan, IngestResult, ingest, plan_sources
-from barecat.transfer.dictionary_samples import sample_plan
-from barecat.transfer.parallel_ingest import ingest_in_processes
+from barecat.transfer.ingest.dictionary_samples import sample_plan
+from barecat.transfer.ingest.processes import ingest_in_processes
 
 CREATE_EXAMPLES = """
 barecat create photos.barecat ~/photos/          # a tree, stored as home/.../photos/...

@@ -12,10 +12,10 @@ from collections.abc import Callable, Sequence
 
 from barecat.archive import Barecat
 from barecat.cli import create as create_cmd
+from barecat.cli.du import run_index_to_csv, run_to_ncdu_json
 from barecat.cli.extract import report_extraction
 from barecat.cli.maintenance import run_upgrade, run_verify
 from barecat.cli.parsing import size
-from barecat.cli.reports import run_index_to_csv, run_to_ncdu_json
 from barecat.cli.running import run_legacy
 from barecat.cli.sealing import open_archive
 from barecat.cli.terminal import error, failure_line

@@ -1,4 +1,5 @@
-"""Commands that check and mend archives: ``barecat verify``, ``repair`` and ``upgrade``.
+"""Commands that check and mend archives: ``barecat verify``, ``repair``, ``upgrade``, and
+for encrypted archives ``rekey`` and ``digest``; reorganizing shards is ``cli/defrag.py``.
 
 Thin front ends over ``barecat.ops``: the operation reports what it found, this module
 words it and picks the exit code (0 clean, 1 problems found or left).

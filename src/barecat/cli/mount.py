@@ -18,9 +18,9 @@ import time
 from barecat.archive import Barecat
 from barecat.cli.parsing import Subparsers, add_command, add_passphrase_option
 from barecat.cli.sealing import PASSPHRASE_ENV, passphrase_source
+from barecat.entries import parse_size
 from barecat.exceptions import BarecatError
 from barecat.mount import check_fuse, is_mounted, mount_archive, unmount
-from barecat.sizes import parse_size
 
 EXAMPLES = """
 barecat mount photos.barecat /mnt/photos          # read-only, in the background

@@ -12,7 +12,7 @@ import textwrap
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from barecat.sizes import parse_size
+from barecat.entries import parse_size
 
 Handler = Callable[[argparse.Namespace], int]
 Subparsers = Any

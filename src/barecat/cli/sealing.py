@@ -20,7 +20,7 @@ from barecat.archive import Barecat
 from barecat.cli.parsing import size
 from barecat.exceptions import BarecatError, FileNotFoundBarecatError
 from barecat.layout import archive_exists
-from barecat.remote import is_remote_url
+from barecat.objectstore import is_remote_url
 
 PASSPHRASE_ENV = "BARECAT_PASSPHRASE"
 NEW_PASSPHRASE_ENV = "BARECAT_NEW_PASSPHRASE"

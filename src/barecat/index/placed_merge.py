@@ -18,8 +18,8 @@ import os
 from typing import TYPE_CHECKING
 
 from barecat.exceptions import BarecatError
+from barecat.index.aggregates import IndexAggregates
 from barecat.index.merging import FAR, Relocation
-from barecat.index.reading import IndexReader
 from barecat.layout import base_path, existing_shard_numbers, index_path, shard_path
 from barecat.paths import normalize
 
@@ -37,7 +37,7 @@ def merge_placed(index: CoreIndex, source_path: str, prefix: str, ignore_duplica
     """
     src_base = base_path(source_path)
     src_index = index_path(src_base)
-    with IndexReader(src_index, readonly=True, lookup_table=False) as src:
+    with IndexAggregates(src_index, readonly=True, lookup_table=False) as src:
         sealed, used = src.sealed, src.used_shards()
     if sealed or index.sealed:
         raise BarecatError(

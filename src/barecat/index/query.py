@@ -6,7 +6,8 @@ cursors merged on the directory key instead of two queries per directory. Record
 built from rows as stored (listings show even damaged rows); what is about to address
 bytes is checked first (``address_problem``, ``checked_file``), so a damaged row is an
 error naming its path, never a wrong read. Imports ``entries``, ``exceptions``, ``glob``
-and ``paths``; the write side lives in ``index.py``.
+and ``paths``; the write side lives in ``transactions.py``, ``row_edits.py``,
+``tree_edits.py`` and ``index.py``.
 """
 
 from __future__ import annotations

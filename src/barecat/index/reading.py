@@ -1,9 +1,12 @@
-"""The read side of the index: opening, lookups, totals and storage addresses.
+"""The read side of the index: opening, point lookups and storage addresses.
 
 :class:`IndexReader` opens (and for a new writable archive, creates) the SQLite index and
-answers questions about single entries and the whole archive; the queries that list many
-entries are its ``listing`` (``listing.py``) and :class:`barecat.index.index.CoreIndex`
-adds the edits. Every query is index-assisted (see ``query.py``). SQL lives only in this
+answers questions about single entries: their records, whether they exist, where their
+bytes are (from the lookup table when one is current) and how many files there are.
+:class:`~barecat.index.aggregates.IndexAggregates` extends it with the other totals and
+storage-layout queries over all rows, the queries that list many entries are its
+``listing`` (``listing.py``), and :class:`barecat.index.index.CoreIndex` adds the
+edits. Every query is index-assisted (see ``query.py``). SQL lives only in this
 package; imports go down to ``entries``, ``paths`` and ``exceptions``.
 """
 
@@ -45,9 +48,6 @@ from barecat.layout import base_path, lookup_table_path, shards_with_bytes
 from barecat.paths import ancestors, normalize
 
 _AUTO_TABLE_MIN_LOOKUPS = 10_000
-_ADDRESSED = "typeof(offset) = 'integer' AND typeof(size) = 'integer'"
-"""Rows whose bytes have a place: damaged ones (``query.address_problem``) end nowhere, and
-``verify`` names them, so they neither move the write position nor overlap anything."""
 _address_of = operator.itemgetter(1, 2)
 
 _Reader = TypeVar("_Reader", bound="IndexReader")
@@ -165,13 +165,13 @@ class IndexReader:
         """This thread's connection, with every directory statistic right in it: the
         connection for any query or edit other than file rows by path, and for SQL of
         one's own. A reader never owes statistics; a writer's run of single adds may
-        (:meth:`barecat.index.index.CoreIndex.settled_conn` applies them)."""
+        (:meth:`barecat.index.transactions.IndexTransactions.settled_conn` applies them)."""
         return self._pool.get()
 
     @property
     def _files_conn(self) -> sqlite3.Connection:
         """The connection for queries of file rows by path alone, which a writer's
-        statistics still owed (``CoreIndex._deferred``) do not change: they need not wait.
+        statistics still owed (``IndexTransactions._deferred``) do not change: they need not wait.
         (Not :attr:`conn`, which ``barecat.Index`` settles.)"""
         return self._pool.get()
 
@@ -194,11 +194,6 @@ class IndexReader:
         ).fetchone()
         return default if row is None else row[0]
 
-    @property
-    def shard_size_limit(self) -> int:
-        value = self._config_int("shard_size_limit")
-        return SHARD_SIZE_UNLIMITED if value is None else value
-
     def _root_total(self, column: str, recount_sql: str) -> int:
         """A whole-archive total from the root's statistics, recounted if they are off
         (or damaged: not an integer, or negative)."""
@@ -214,23 +209,9 @@ class IndexReader:
         return self._root_total("num_files_tree", "SELECT count(*) FROM files")
 
     @property
-    def num_dirs(self) -> int:
-        """The number of directories in the index, the root included."""
-        return int(select(self.settled_conn(), "SELECT count(*) FROM dirs").fetchone()[0])
-
-    @property
-    def total_size(self) -> int:
-        """The total length in bytes of all files (their contents, unsealed)."""
-        return self._root_total("size_tree", f"SELECT {query.SIZE_TOTAL} FROM files")
-
-    @property
-    def num_used_shards(self) -> int:
-        """One past the highest shard number a file points into (0 when there are none)."""
-        (top,) = select(self.settled_conn(), "SELECT max(shard) FROM files").fetchone()
-        if top is not None and type(top) is not int:  # a damaged row (text sorts last)
-            sql = "SELECT max(shard) FROM files WHERE typeof(shard) = 'integer'"
-            (top,) = select(self.settled_conn(), sql).fetchone()
-        return 0 if top is None else max(top + 1, 0)
+    def shard_size_limit(self) -> int:
+        value = self._config_int("shard_size_limit")
+        return SHARD_SIZE_UNLIMITED if value is None else value
 
     def __len__(self) -> int:
         return self.num_files
@@ -240,103 +221,6 @@ class IndexReader:
 
     def __contains__(self, path: object) -> bool:
         return isinstance(path, str) and self.isfile(path)
-
-    def logical_shard_end(self, shard: int) -> int:
-        """One past the last byte any file uses in ``shard``, and at least the highest
-        offset any (empty) file points at; 0 for an unused shard.
-
-        An empty file may point anywhere, even inside another file's bytes (defrag parks
-        them in holes), so the file at the highest offset need not end last. Non-empty
-        files never overlap, so the last of them by offset does: one descending index
-        walk that stops at the first non-empty row, plus one max() seek.
-
-        Args:
-            shard: the shard number.
-
-        Returns:
-            The end offset (0 for an unused shard).
-        """
-        data_end = select(
-            self.settled_conn(),
-            f"SELECT offset + size FROM files WHERE shard = ? AND size > 0 AND {_ADDRESSED} "
-            "ORDER BY offset DESC LIMIT 1",
-            (shard,),
-        ).fetchone()
-        top = select(
-            self.settled_conn(),
-            f"SELECT offset FROM files WHERE shard = ? AND {_ADDRESSED} "
-            "ORDER BY offset DESC LIMIT 1",
-            (shard,),
-        ).fetchone()
-        return max(
-            0 if data_end is None else int(data_end[0]),
-            0 if top is None or top[0] is None else int(top[0]),
-        )
-
-    def used_shards(self) -> list[int]:
-        """Shard numbers that at least one file points into, ascending (damaged rows, whose
-        shard is not a non-negative integer, point into none).
-
-        Returns:
-            The shard numbers.
-        """
-        sql = (
-            "SELECT DISTINCT shard FROM files WHERE typeof(shard) = 'integer' AND shard >= 0 "
-            "ORDER BY shard"
-        )
-        return [r[0] for r in select(self.settled_conn(), sql)]
-
-    def files_ending_beyond(self, shard: int, end: int) -> list[str]:
-        """Paths in ``shard`` whose bytes reach past ``end`` (a shard cut short), by offset.
-
-        Args:
-            shard: the shard number.
-            end: the shard's actual size.
-
-        Returns:
-            The paths of the files cut short, by offset.
-        """
-        rows = select(
-            self.settled_conn(),
-            f"SELECT path FROM files WHERE shard = ? AND offset + size > ? AND {_ADDRESSED} "
-            "ORDER BY offset",
-            (shard, end),
-        )
-        return [r[0] for r in rows]
-
-    def find_overlaps(self) -> list[tuple[str, str]]:
-        """(earlier file, file) pairs whose byte ranges overlap: each file that starts before
-        some earlier file in its shard has ended, with its address-order predecessor.
-
-        Returns:
-            The overlapping pairs' paths; empty when no bytes overlap.
-        """
-        sql = (
-            "SELECT prev_path, path FROM (SELECT path, offset, "
-            "lag(path) OVER w AS prev_path, "
-            "max(offset + size) OVER (w ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) "
-            f"AS prev_end FROM files WHERE size > 0 AND {_ADDRESSED} "
-            "WINDOW w AS (PARTITION BY shard ORDER BY offset, size)) WHERE offset < prev_end"
-        )
-        return [(r[0], r[1]) for r in select(self.settled_conn(), sql)]
-
-    def get_last_file(self) -> BarecatFileInfo:
-        """The file stored last (highest shard, then offset).
-
-        Returns:
-            Its record.
-
-        Raises:
-            FileNotFoundBarecatError: the index holds no file.
-        """
-        row = select(
-            self.settled_conn(),
-            f"SELECT {self.file_columns} FROM files "
-            "ORDER BY shard DESC, offset DESC, size DESC LIMIT 1",
-        ).fetchone()
-        if row is None:
-            raise FileNotFoundBarecatError("(archive is empty)", "Last file")
-        return query.file_from_row(row)
 
     def lookup_file(self, path: str, normalized: bool = False) -> BarecatFileInfo:
         """The record of the file at ``path``.

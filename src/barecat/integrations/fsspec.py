@@ -9,7 +9,11 @@ so anything fsspec-aware reads from archives:
 
 Read-only. Listings, ``info`` and ``glob`` are answered by the index (no whole-tree
 cache, so a million-file archive opens at once); ``cat_file`` with a range and ``open``
-(seekable) read only what is asked. Imports fsspec and the archive layer.
+(seekable) read only what is asked. ``info`` records carry the archive's metadata
+(``mode``, ``uid``, ``gid``, ``mtime_ns``; a directory's ``num_subdirs``, ``num_files``
+and ``size_tree`` as well). ``glob`` takes ``include_hidden`` (default True). The
+filesystem reads through :class:`~barecat.archive.ReadableArchive` only. Imports fsspec
+and the archive layer.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ except ImportError:  # older fsspec: chained URLs name the inner path explicitly
     _Layer = AbstractFileSystem
 
 from barecat.archive import Barecat
+from barecat.archive.readable import ReadableArchive
 from barecat.entries import BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo
 from barecat.exceptions import BarecatError, CorruptIndexBarecatError, FileNotFoundBarecatError
 from barecat.paths import normalize
@@ -54,7 +59,8 @@ class BarecatFileSystem(_Layer):  # type: ignore[misc]
         location = str(fo)
         if target_protocol not in (None, "file", "local") and "://" not in location:
             location = f"{target_protocol}://{location}"
-        self.archive = self._open_within(location, passphrase, target_options, cache_dir)
+        opened = self._open_within(location, passphrase, target_options, cache_dir)
+        self.archive: ReadableArchive = opened
         self._own_path = self._strip_protocol(self.archive.path.split("://", 1)[-1])
 
     @staticmethod
@@ -97,12 +103,16 @@ class BarecatFileSystem(_Layer):  # type: ignore[misc]
         return text.split("::", 1)[0].strip("/")
 
     def _record(self, info: BarecatEntryInfo) -> dict[str, Any]:
+        common = {"mode": info.mode, "uid": info.uid, "gid": info.gid,
+                  "mtime_ns": info.mtime_ns, "mtime": _seconds(info.mtime_ns)}  # fmt: skip
         if isinstance(info, BarecatDirInfo):
             return {"name": info.path, "size": 0, "type": "directory",
-                    "files": info.num_files_tree, "mtime": _seconds(info.mtime_ns)}  # fmt: skip
+                    "files": info.num_files_tree, "num_subdirs": info.num_subdirs,
+                    "num_files": info.num_files, "size_tree": info.size_tree,
+                    **common}  # fmt: skip
         assert isinstance(info, BarecatFileInfo)
         return {"name": info.path, "size": info.size or 0, "type": "file",
-                "crc32c": info.crc32c, "mtime": _seconds(info.mtime_ns)}  # fmt: skip
+                "crc32c": info.crc32c, **common}  # fmt: skip
 
     def info(self, path: str, **kwargs: Any) -> dict[str, Any]:
         try:
@@ -124,7 +134,8 @@ class BarecatFileSystem(_Layer):  # type: ignore[misc]
 
     def glob(self, path: str, maxdepth: int | None = None, **kwargs: Any) -> Any:
         pattern = self._inner(path)
-        found = self.archive.glob_entries(pattern, recursive="**" in pattern, include_hidden=True)
+        hidden = bool(kwargs.get("include_hidden", True))
+        found = self.archive.glob_entries(pattern, recursive="**" in pattern, include_hidden=hidden)
         if kwargs.get("detail"):
             return {p: self.info(p) for p in found}
         return found

@@ -2,7 +2,7 @@
 
 ``parse_path`` reports what an argument names with the reference's fields, and
 ``rsync(sources, dest, RsyncOptions(...))`` runs the very sync behind ``barecat rsync``
-(:func:`barecat.transfer.sync.sync`): same parsing, same rsync rules, same safety.
+(:func:`barecat.transfer.sync.driver.sync`): same parsing, same rsync rules, same safety.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import sys
 from dataclasses import dataclass, field
 
 from barecat.glob import PathFilter
-from barecat.transfer.sync import SyncResult, sync
-from barecat.transfer.sync_paths import Location, Place, parse_location
-from barecat.transfer.sync_plan import Action, SyncOptions
+from barecat.transfer.sync.driver import SyncResult, sync
+from barecat.transfer.sync.locations import Location, Place, parse_location
+from barecat.transfer.sync.plan import Action, SyncOptions
 
 
 class PathType(enum.Enum):

@@ -1,5 +1,6 @@
-"""An archive as a read-only FUSE filesystem: the libfuse operations over the public
-Barecat API (``barecat.mount.writable`` adds the ones that change it).
+"""An archive as a read-only FUSE filesystem: the libfuse operations over the archive's
+read protocol, :class:`~barecat.archive.ReadableArchive`, and the two storage totals
+``statfs`` reports (``barecat.mount.writable`` adds the operations that change it).
 
 Fast by construction: attributes and directory listings come from the index (a
 directory's listing fetches every child's record in one query and keeps them, so the
@@ -15,7 +16,7 @@ CRC32C-checked: small files in one verified read, bigger ones as they are read i
 the read that completes them failing with EIO on a mismatch. Sealed archives
 authenticate every block they read. Errors become the errno the archive's
 exception carries (ENOENT, EISDIR, ENOTDIR; EIO for damaged bytes). Imports the archive
-layer, ``barecat.mount.listing`` and ``barecat.mount.readahead``.
+layer's read protocol, ``barecat.mount.listing`` and ``barecat.mount.readahead``.
 """
 
 from __future__ import annotations
@@ -28,12 +29,12 @@ import stat
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO, TypeVar, cast
+from typing import Any, BinaryIO, Protocol, TypeVar, cast
 
 import crc32c as _crc32c
 import mfusepy
 
-from barecat.archive import Barecat
+from barecat.archive.readable import ReadableArchive
 from barecat.entries import BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo
 from barecat.exceptions import BarecatError, BarecatIntegrityError, InvalidPathBarecatError
 from barecat.mount.listing import Listing, packed_stat
@@ -52,6 +53,21 @@ REORDER_BYTES = 16 << 20
 """Out-of-order reads a handle keeps while checking a big file's CRC32C in order."""
 
 T = TypeVar("T")
+
+
+class MountedArchive(ReadableArchive, Protocol):
+    """What a mount asks of its archive: the read protocol, and the totals ``statfs``
+    reports (a :class:`~barecat.archive.Barecat` has them)."""
+
+    @property
+    def num_dirs(self) -> int:
+        """How many directories the archive holds, the root included."""
+        ...
+
+    @property
+    def total_physical_size_stat(self) -> int:
+        """Bytes of the archive's shard files on disk."""
+        ...
 
 
 def _errno_of(e: BaseException) -> int:
@@ -128,12 +144,12 @@ class ArchiveFilesystem(mfusepy.Operations):  # type: ignore[misc]
     writable = False
 
     def __init__(
-        self, open_archive: Callable[[], Barecat], read_ahead_at: str | None = None
+        self, open_archive: Callable[[], MountedArchive], read_ahead_at: str | None = None
     ) -> None:
         self._open_archive = open_archive
         self._read_ahead_at = read_ahead_at
         self._ahead: ReadAhead | None = None
-        self.bc: Barecat | None = None
+        self.bc: MountedArchive | None = None
         self._listed: dict[str, BarecatEntryInfo] = {}
         self._handles: dict[int, Any] = {}
         self._unopened: dict[str, _Reading] = {}
@@ -169,7 +185,7 @@ class ArchiveFilesystem(mfusepy.Operations):  # type: ignore[misc]
             self.bc = None
 
     @property
-    def archive(self) -> Barecat:
+    def archive(self) -> MountedArchive:
         if self.bc is None:
             raise mfusepy.FuseOSError(errno.EIO)
         return self.bc
@@ -402,4 +418,4 @@ class ArchiveFilesystem(mfusepy.Operations):  # type: ignore[misc]
             handle.stream.close()
 
 
-__all__ = ["ArchiveFilesystem", "inner_path", "reported"]
+__all__ = ["ArchiveFilesystem", "MountedArchive", "inner_path", "reported"]

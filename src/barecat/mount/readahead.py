@@ -51,7 +51,7 @@ from typing import TypeVar
 
 import mfusepy
 
-from barecat.archive import Barecat
+from barecat.archive.readable import ReadableArchive
 from barecat.entries import BarecatFileInfo
 from barecat.exceptions import BarecatError
 from barecat.mount.cached_stat import cached_stat
@@ -233,7 +233,7 @@ class ReadAhead:
     probe per directory and pass on only what may start or continue a run, so random
     reads cost them a dictionary lookup; a worker thread checks, fetches and stores."""
 
-    def __init__(self, mountpoint: str, archive: Barecat, cache: KernelCache) -> None:
+    def __init__(self, mountpoint: str, archive: ReadableArchive, cache: KernelCache) -> None:
         self._mountpoint = mountpoint
         self._archive = archive
         self._cache = cache
@@ -409,7 +409,7 @@ class ReadAhead:
         self._cache.store(st.ino, data)
 
 
-def start_read_ahead(mountpoint: str, archive: Barecat) -> ReadAhead | None:
+def start_read_ahead(mountpoint: str, archive: ReadableArchive) -> ReadAhead | None:
     """Start following the reads of the mount at ``mountpoint``; call it in ``init``, in
     the FUSE context. None where the kernel's cache cannot be filled."""
     cache = KernelCache.of_this_mount()

@@ -16,7 +16,7 @@ import subprocess
 
 from barecat.archive import Barecat, Passphrase
 from barecat.exceptions import BarecatError
-from barecat.remote import is_remote_url
+from barecat.objectstore import is_remote_url
 
 STOPPED_BY_SIGNAL = 8
 """What fuse_main returns when SIGINT or SIGTERM ended the loop (the mount is gone and the

@@ -97,9 +97,21 @@ class WritableArchiveFilesystem(ArchiveFilesystem):
                 }
         return None
 
+    @property
+    def writer(self) -> Barecat:
+        """The archive, which ``open_archive`` opened for writing.
+
+        Raises:
+            FuseOSError: EROFS, the archive is not one that can be written.
+        """
+        bc = self.archive
+        if not isinstance(bc, Barecat):
+            raise mfusepy.FuseOSError(errno.EROFS)
+        return bc
+
     def _require_writable(self) -> Barecat:
         self._listed.clear()
-        return self.archive
+        return self.writer
 
     def _open_for_writing(self, inner: str, flags: int, mode: int | None = None) -> int:
         """A handle collecting the file's new content (the old one first, unless
@@ -169,7 +181,7 @@ class WritableArchiveFilesystem(ArchiveFilesystem):
         if isinstance(handle, _Writing):
             self._store(handle)
         if self.writable:
-            self.archive.commit()
+            self.writer.commit()
 
     def _store(self, handle: _Writing) -> None:
         """The handle's content as the file's new version (nothing if unchanged)."""

@@ -29,8 +29,8 @@ from dataclasses import dataclass
 
 from barecat.exceptions import BarecatError, BarecatIntegrityError, FileTooLargeBarecatError
 from barecat.index import Index
+from barecat.index.aggregates import IndexAggregates
 from barecat.index.merging import FAR, MergeSource, Relocation, SourceTotals
-from barecat.index.reading import IndexReader
 from barecat.ops.writing import WriteSession
 from barecat.sealing.settings import SealingSettings
 from barecat.shards import Sharder
@@ -64,7 +64,7 @@ class CopyStats:
 def copy_files_from(
     index: Index,
     sharder: Sharder,
-    src_index: IndexReader,
+    src_index: IndexAggregates,
     src_sharder: Sharder,
     *,
     files: Iterable[str] | None = None,
@@ -124,7 +124,7 @@ def copy_files_from(
 
 
 def _match_sealing(
-    index: Index, src_index: IndexReader, prefix: str, seal_like: SealLike | None
+    index: Index, src_index: IndexAggregates, prefix: str, seal_like: SealLike | None
 ) -> None:
     """Sealed bytes are copied as they are, so both archives must read them alike: an
     empty plain target becomes sealed like its source; otherwise the sealing must agree
@@ -158,12 +158,12 @@ _NEEDS_KEY = (
 )
 
 
-def sealing_settings(index: IndexReader) -> SealingSettings | None:
+def sealing_settings(index: IndexAggregates) -> SealingSettings | None:
     """The archive's sealing, or None for a plain archive."""
     return SealingSettings.from_config(index.sealing_config()) if index.sealed else None
 
 
-def _refuse_same_archive(index: Index, src_index: IndexReader) -> None:
+def _refuse_same_archive(index: Index, src_index: IndexAggregates) -> None:
     with contextlib.suppress(OSError):
         if os.path.samefile(index.path, src_index.path):
             raise BarecatError(f"Cannot merge archive {index.path} into itself")
@@ -252,7 +252,7 @@ def _bounded(relocations: list[Relocation]) -> list[Relocation]:
 
 
 def _link_shards(
-    src_index: IndexReader, src_sharder: Sharder, sharder: Sharder, move: bool = False
+    src_index: IndexAggregates, src_sharder: Sharder, sharder: Sharder, move: bool = False
 ) -> list[Relocation]:
     """Give each source shard a new number in the target as a symlink to it, or (``move``)
     the shard itself, renamed (an empty file of the target's own where the source has a

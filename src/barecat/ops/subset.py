@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from barecat.glob import PathFilter, directory_pattern
 from barecat.index import Index
-from barecat.index.reading import IndexReader
+from barecat.index.aggregates import IndexAggregates
 from barecat.ops.copy_files import CopyStats, ProgressCallback, SealLike, copy_files_from
 from barecat.paths import ancestors
 from barecat.shards import Sharder
@@ -31,7 +31,7 @@ class Selection:
 
 
 def select_entries(
-    index: IndexReader, pattern: str | None = None, path_filter: PathFilter | None = None
+    index: IndexAggregates, pattern: str | None = None, path_filter: PathFilter | None = None
 ) -> Selection | None:
     """The entries a glob ``pattern`` or a ``path_filter`` chooses; None: everything."""
     if pattern is not None and path_filter is not None:
@@ -57,7 +57,7 @@ def select_entries(
 
 
 def subset_archive(
-    src_index: IndexReader,
+    src_index: IndexAggregates,
     src_sharder: Sharder,
     index: Index,
     sharder: Sharder,

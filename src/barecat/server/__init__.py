@@ -1,2 +1,2 @@
-"""``barecat serve``: archives over HTTP (Starlette on uvicorn), and ``RemoteBarecat``,
-their client (httpx). The ``server`` extra."""
+"""``barecat serve``: archives over HTTP (Starlette on uvicorn), and ``HttpBarecat``,
+their client (httpx; ``RemoteBarecat`` is its old name). The ``server`` extra."""

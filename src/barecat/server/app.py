@@ -33,9 +33,9 @@ import struct
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import crc32c as _crc32c
 from starlette.applications import Starlette
@@ -47,6 +47,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from barecat.archive import Barecat
+from barecat.archive.readable import ReadableArchive
 from barecat.asgi_serving import HTTPError, answered
 from barecat.entries import BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo, Order
 from barecat.exceptions import (
@@ -56,6 +57,7 @@ from barecat.paths import normalize
 
 _LENGTH = struct.Struct("<Q")
 _ORDERS = {"path": Order.PATH, "address": Order.ADDRESS, "any": Order.ANY}
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,19 +70,35 @@ class Limits:
 
 
 class ServedArchive:
-    """One archive behind the server: read-only and shared by threads, or writable with
-    every operation under one lock (the archive has one writer)."""
+    """One archive behind the server: any :class:`ReadableArchive`, read-only and shared
+    by threads; or a ``Barecat`` opened for writing, with every operation under one lock
+    (the archive has one writer)."""
 
-    def __init__(self, bc: Barecat) -> None:
+    def __init__(self, bc: ReadableArchive) -> None:
         self.bc = bc
-        self.writable = not bc.readonly
+        self._writer = bc if isinstance(bc, Barecat) and not bc.readonly else None
+        self.writable = self._writer is not None
         self._lock = threading.Lock() if self.writable else None
 
-    def run(self, work: Callable[[Barecat], Any]) -> Any:
+    def run(self, work: Callable[[ReadableArchive], T]) -> T:
+        """``work`` on the archive (under the lock of a writable one)."""
         if self._lock is None:
             return work(self.bc)
         with self._lock:
             return work(self.bc)
+
+    def write(self, work: Callable[[Barecat], T]) -> T:
+        """``work`` on the writable archive, under its lock.
+
+        Raises:
+            ReadOnlyBarecatError: the archive is served read-only.
+        """
+        if self._writer is None or self._lock is None:
+            raise ReadOnlyBarecatError(
+                "this archive is served read-only (barecat serve --writable)"
+            )
+        with self._lock:
+            return work(self._writer)
 
 
 def entry_json(info: BarecatEntryInfo) -> dict[str, Any]:
@@ -127,9 +145,10 @@ def _byte_range(header: str | None, size: int) -> tuple[int, int] | None:
 DEFAULT_LIMITS = Limits()
 
 
-def create_app(archives: dict[str, Barecat], token: str | None = None,
+def create_app(archives: Mapping[str, ReadableArchive], token: str | None = None,
                limits: Limits = DEFAULT_LIMITS) -> Starlette:  # fmt: skip
-    """The application serving ``archives`` (by name)."""
+    """The application serving ``archives`` (by name); those that are a ``Barecat``
+    opened for writing take PUT and DELETE."""
     served = {name: ServedArchive(bc) for name, bc in archives.items()}
 
     def archive_of(request: Request) -> ServedArchive:
@@ -197,7 +216,7 @@ def create_app(archives: dict[str, Barecat], token: str | None = None,
                 bc.commit()
                 return entry_json(bc.lookup_file(path))
 
-            return JSONResponse(await run_in_threadpool(archive.run, store), status_code=201)
+            return JSONResponse(await run_in_threadpool(archive.write, store), status_code=201)
         finally:
             spool.close()
 
@@ -213,14 +232,14 @@ def create_app(archives: dict[str, Barecat], token: str | None = None,
             bc.remove(path)
             bc.commit()
 
-        await run_in_threadpool(archive.run, remove)
+        await run_in_threadpool(archive.write, remove)
         return Response(status_code=204)
 
     @answered
     async def listing(request: Request) -> Response:
         archive, path = archive_of(request), path_of(request)
 
-        def listed(bc: Barecat) -> dict[str, Any]:
+        def listed(bc: ReadableArchive) -> dict[str, Any]:
             bc.lookup_dir(path)
             return {
                 "path": path,
@@ -257,7 +276,7 @@ def create_app(archives: dict[str, Barecat], token: str | None = None,
         if order is None:
             raise HTTPError(400, f"order must be one of {', '.join(_ORDERS)}, not {name!r}")
 
-        def records(bc: Barecat) -> bytes:
+        def records(bc: ReadableArchive) -> bytes:
             if path:
                 bc.lookup_dir(path)  # 404 for a missing directory
             below = f"{path}/"
@@ -282,12 +301,12 @@ def create_app(archives: dict[str, Barecat], token: str | None = None,
         if len(paths) > limits.batch_files:
             raise HTTPError(413, f"batches are limited to {limits.batch_files} files")
 
-        def gathered(bc: Barecat) -> list[bytes]:
+        def gathered(bc: ReadableArchive) -> list[bytes]:
             wanted = [normalize(p) for p in paths]
             sizes = [bc.lookup_file(p).size or 0 for p in wanted]
             if sum(sizes) > limits.batch_bytes:
                 raise HTTPError(413, f"batches are limited to {limits.batch_bytes} bytes")
-            return bc.get_many(wanted)
+            return bc.read_many(wanted)
 
         datas = await run_in_threadpool(archive.run, gathered)
         body = b"".join(_LENGTH.pack(len(d)) + d for d in datas)

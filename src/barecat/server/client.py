@@ -1,4 +1,4 @@
-"""``RemoteBarecat``: an archive served by ``barecat serve``, read (and written) over HTTP
+"""``HttpBarecat``: an archive served by ``barecat serve``, read (and written) over HTTP
 with the read API of :class:`~barecat.Barecat`.
 
 A :class:`~barecat.archive.ReadableArchive`: ``lookup``, ``listdir_infos``, ``read``,
@@ -42,7 +42,7 @@ from barecat.exceptions import (
 )
 from barecat.paths import normalize
 from barecat.streams import SeekableReader
-from barecat.transfer.sync_paths import SERVER_SCHEME, parse_location, server_address
+from barecat.transfer.sync.locations import SERVER_SCHEME, parse_location, server_address
 
 RETRIES = 4
 BACKOFF = 0.1
@@ -52,7 +52,7 @@ _LENGTH = struct.Struct("<Q")
 _ORDER_NAMES = {Order.PATH: "path", Order.ADDRESS: "address"}
 
 
-class RemoteBarecat(MutableMapping[str, bytes], ReadableArchive):
+class HttpBarecat(MutableMapping[str, bytes], ReadableArchive):
     """The archive at ``url``, as a mapping and a :class:`ReadableArchive`.
 
     Args:
@@ -96,6 +96,12 @@ class RemoteBarecat(MutableMapping[str, bytes], ReadableArchive):
             + ", ".join(urls)
         )
 
+    @property
+    def path(self) -> str:
+        """The served archive's URL (``root`` says which of its directories this client
+        sees)."""
+        return self.url
+
     def _full(self, path: str) -> str:
         """``path`` normalized and taken below the client's root."""
         path = normalize(path)
@@ -128,7 +134,7 @@ class RemoteBarecat(MutableMapping[str, bytes], ReadableArchive):
     def close(self) -> None:
         self._http.close()
 
-    def __enter__(self) -> RemoteBarecat:
+    def __enter__(self) -> HttpBarecat:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -160,13 +166,22 @@ class RemoteBarecat(MutableMapping[str, bytes], ReadableArchive):
             return False
         return True
 
-    def read(self, path: str, offset: int = 0, size: int = -1) -> bytes:
+    def read(self, item: BarecatFileInfo | str, offset: int = 0, size: int = -1) -> bytes:
         """A file's bytes, or ``size`` of them from ``offset`` (one ranged request).
+
+        Args:
+            item: the file's path, or its record (from this client).
+            offset: where to start.
+            size: how many bytes at most; ``-1`` for the rest.
+
+        Returns:
+            The bytes (fewer than ``size`` at the end of the file).
 
         Raises:
             FileNotFoundBarecatError: no such file.
             BarecatIntegrityError: the bytes are damaged.
         """
+        path = item.path if isinstance(item, BarecatFileInfo) else item
         if offset == 0 and size < 0:
             return self._whole(path)
         last = "" if size < 0 else str(offset + size - 1)
@@ -181,12 +196,25 @@ class RemoteBarecat(MutableMapping[str, bytes], ReadableArchive):
             raise
         return response.content
 
-    def open(self, path: str, mode: str = "rb") -> io.BufferedReader:
-        """A seekable binary stream of the file, read with ranged requests."""
+    def open(self, item: BarecatFileInfo | str, mode: str = "rb") -> io.BufferedReader:
+        """A seekable binary stream of the file, read with ranged requests.
+
+        Args:
+            item: the file's path or record.
+            mode: ``"rb"`` (``"r"`` is taken as ``"rb"``).
+
+        Returns:
+            The stream.
+
+        Raises:
+            ValueError: a mode that writes.
+            FileNotFoundBarecatError: no such file.
+        """
         if mode not in ("r", "rb"):
             raise ValueError("remote files open for reading only: mode 'rb'")
+        path = item.path if isinstance(item, BarecatFileInfo) else item
         size = int(self._request("HEAD", "files", path).headers["content-length"])
-        return io.BufferedReader(_RemoteFile(self, normalize(path), size), 1 << 20)
+        return io.BufferedReader(_HttpFile(self, normalize(path), size), 1 << 20)
 
     def get_many(self, paths: Iterable[str]) -> list[bytes]:
         """Many files in one request, in request order."""
@@ -285,8 +313,12 @@ class RemoteBarecat(MutableMapping[str, bytes], ReadableArchive):
         return iter(self.glob("**", recursive=True, include_hidden=True, only_files=True))
 
     def __len__(self) -> int:
-        root = self.lookup("")
-        return int(root.num_files_tree or 0) if isinstance(root, BarecatDirInfo) else 0
+        return self.num_files
+
+    @property
+    def num_files(self) -> int:
+        """How many files are below the client's root (one request)."""
+        return self.lookup_dir("").num_files_tree or 0
 
     # -- writing (a server started with --writable) ----------------------------------------------
 
@@ -300,8 +332,8 @@ class RemoteBarecat(MutableMapping[str, bytes], ReadableArchive):
             raise KeyError(path) from None
 
 
-class _RemoteFile(SeekableReader):
-    def __init__(self, client: RemoteBarecat, path: str, size: int) -> None:
+class _HttpFile(SeekableReader):
+    def __init__(self, client: HttpBarecat, path: str, size: int) -> None:
         super().__init__()
         self._client, self._path, self.size = client, path, size
 
@@ -341,7 +373,7 @@ def _checked(response: httpx.Response, path: str) -> httpx.Response:
 
 def archive_url(url: str) -> tuple[str | None, str]:
     """The archive's base URL (None when ``url`` names only a server) and the root inside
-    it, from the forms :class:`RemoteBarecat` takes.
+    it, from the forms :class:`HttpBarecat` takes.
 
     Raises:
         ValueError: a ``barecat://`` URL without an archive name.
@@ -356,9 +388,14 @@ def archive_url(url: str) -> tuple[str | None, str]:
     return None, ""
 
 
-def connect(url: str, token: str | None = None) -> RemoteBarecat:
-    """The archive served at ``url`` (see :class:`RemoteBarecat` for the URL forms)."""
-    return RemoteBarecat(url, token)
+RemoteBarecat = HttpBarecat
+"""The name :class:`HttpBarecat` had before "remote" came to mean object storage only
+(``barecat.objectstore``); the same class."""
 
 
-__all__ = ["RemoteBarecat", "archive_url", "connect"]
+def connect(url: str, token: str | None = None) -> HttpBarecat:
+    """The archive served at ``url`` (see :class:`HttpBarecat` for the URL forms)."""
+    return HttpBarecat(url, token)
+
+
+__all__ = ["HttpBarecat", "RemoteBarecat", "archive_url", "connect"]

@@ -13,7 +13,9 @@ Routes (all GET):
 
 Every path goes through the archive's normalization: one that climbs out of the archive
 (``..``) or holds a NUL is answered 400, a missing one 404. The archive is only read.
-Built on Starlette (served by uvicorn, see ``serving``); imports the archive layer.
+Works on any :class:`~barecat.archive.ReadableArchive` (a local archive, one on object
+storage, one served over HTTP). Built on Starlette (served by uvicorn, see ``serving``);
+imports the archive layer's read protocol.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
-from barecat.archive import Barecat
+from barecat.archive.readable import ReadableArchive
 from barecat.asgi_serving import HTTPError, answered
 from barecat.entries import BarecatDirInfo, BarecatFileInfo
 from barecat.exceptions import (
@@ -77,8 +79,8 @@ def _dir_json(info: BarecatDirInfo) -> dict[str, Any]:
     }
 
 
-def create_app(bc: Barecat) -> Starlette:
-    """The viewer of the (read-only, thread-safe) archive ``bc``."""
+def create_app(bc: ReadableArchive) -> Starlette:
+    """The viewer of the archive ``bc`` (only read; thread-safe)."""
     page = resources.files("barecat.viewer").joinpath("page.html").read_text(encoding="utf-8")
 
     @functools.lru_cache(maxsize=THUMB_CACHE)

@@ -10,12 +10,12 @@ from __future__ import annotations
 import webbrowser
 from collections.abc import Callable
 
-from barecat.archive import Barecat
+from barecat.archive.readable import ReadableArchive
 from barecat.asgi_serving import serve_asgi
 
 
 def serve_viewer(
-    bc: Barecat,
+    bc: ReadableArchive,
     host: str = "127.0.0.1",
     port: int = 0,
     *,

@@ -22,7 +22,7 @@ from textual.containers import Horizontal
 from textual.widgets import Footer, Input, OptionList, Static
 from textual.widgets.option_list import Option
 
-from barecat.archive import Barecat
+from barecat.archive.readable import ReadableArchive
 from barecat.cli.terminal import human_size
 from barecat.entries import BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo
 from barecat.exceptions import BarecatError
@@ -33,7 +33,7 @@ PREVIEW_ENTRIES = 200
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".gif", ".bmp", ".webp", ".tif", ".tiff")
 
 
-def entries_of(bc: Barecat, path: str) -> list[BarecatEntryInfo]:
+def entries_of(bc: ReadableArchive, path: str) -> list[BarecatEntryInfo]:
     """A directory's entries as the browser lists them: directories first, by name."""
     dirs: list[BarecatEntryInfo] = sorted(bc.subdirs_of(path), key=_name)
     files: list[BarecatEntryInfo] = sorted(bc.files_in(path), key=_name)
@@ -48,7 +48,7 @@ def label(info: BarecatEntryInfo) -> str:
     return info.name + "/" if isinstance(info, BarecatDirInfo) else info.name
 
 
-def preview(bc: Barecat, info: BarecatEntryInfo) -> str:
+def preview(bc: ReadableArchive, info: BarecatEntryInfo) -> str:
     """What the right column shows for ``info``."""
     if isinstance(info, BarecatDirInfo):
         names = [label(e) for e in entries_of(bc, info.path)[:PREVIEW_ENTRIES]]
@@ -135,7 +135,7 @@ class BrowseApp(App[None]):
         Binding("escape", "clear_filter", "Clear filter", show=False),
     ]
 
-    def __init__(self, bc: Barecat, start: str = "") -> None:
+    def __init__(self, bc: ReadableArchive, start: str = "") -> None:
         super().__init__()
         self.bc = bc
         self.path = start

@@ -17,7 +17,7 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.widgets import DataTable, Footer, Static
 
-from barecat.archive import Barecat
+from barecat.archive.readable import ReadableArchive
 from barecat.cli.terminal import human_size
 from barecat.paths import join, parent
 
@@ -35,7 +35,7 @@ class Row:
     is_dir: bool
 
 
-def directory_rows(bc: Barecat, path: str) -> list[Row]:
+def directory_rows(bc: ReadableArchive, path: str) -> list[Row]:
     """The entries of ``path`` with the bytes they take, from the index's statistics."""
     rows = [Row(d.name, d.size_tree or 0, d.num_files_tree or 0, True) for d in bc.subdirs_of(path)]
     rows += [Row(f.name, f.stored_size, 1, False) for f in bc.files_in(path)]
@@ -72,7 +72,7 @@ class NcduApp(App[None]):
         Binding("c", "sort('files')", "By count"),
     ]
 
-    def __init__(self, bc: Barecat, start: str = "") -> None:
+    def __init__(self, bc: ReadableArchive, start: str = "") -> None:
         super().__init__()
         self.bc = bc
         self.path = start

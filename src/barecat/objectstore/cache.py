@@ -18,9 +18,9 @@ import re
 import shutil
 
 from barecat.exceptions import RemoteStorageBarecatError
-from barecat.leftovers import abandoned_pids
-from barecat.remote.block_cache import BlockCache
-from barecat.remote.location import ObjectVersion, RemoteStore
+from barecat.layout import abandoned_pids
+from barecat.objectstore.block_cache import BlockCache
+from barecat.objectstore.location import ObjectStore, ObjectVersion
 
 _DIGEST_CHARS = 16
 
@@ -111,7 +111,7 @@ class ArchiveCache:
                     with contextlib.suppress(FileNotFoundError):
                         os.remove(os.path.join(self.directory, name))
 
-    def copy_of(self, store: RemoteStore, obj: ObjectVersion) -> str:
+    def copy_of(self, store: ObjectStore, obj: ObjectVersion) -> str:
         """A local copy of the whole object (downloaded unless this version is here)."""
         path = self._path_of(obj)
         with contextlib.suppress(FileNotFoundError):

@@ -1,83 +1,31 @@
 """Whole conversions between barecat and tar/zip files or streams (``barecat convert``).
 
 A barecat target is built under a hidden temporary name beside it and renamed into place
-only when complete (shards first, index last); a failed, interrupted or killed conversion
-leaves no archive at the target, so a half-converted input is never taken for a finished
-one. A tar or zip target is written to a temporary file and renamed the same way.
+only when complete (shards first, index last: :mod:`barecat.transfer.building`); a failed,
+interrupted or killed conversion leaves no archive at the target, so a half-converted
+input is never taken for a finished one. A tar or zip target is written to a temporary
+file and renamed the same way.
 Streams (stdin, stdout) go through in constant memory, except a zip read from a stream,
 which must be spooled to a temporary file first (its table of contents is at its end).
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
-from typing import Any, BinaryIO
+from typing import BinaryIO
 
 from barecat.archive import Barecat, Passphrase
 from barecat.entries import BarecatFileInfo, Order
-from barecat.exceptions import BarecatError, FileExistsBarecatError
-from barecat.layout import archive_exists, move_archive, remove_archive
-from barecat.leftovers import abandoned_entries
-from barecat.transfer.archive_export import ExportResult, OnExported, export_tar, export_zip
-from barecat.transfer.archive_formats import format_of_file, format_of_name
-from barecat.transfer.archive_import import ImportResult, OnStored, import_tar, import_zip
+from barecat.exceptions import BarecatError
+from barecat.transfer.building import ArchiveOptions, building_archive, building_file
+from barecat.transfer.convert.formats import format_of_file, format_of_name
+from barecat.transfer.convert.tar_zip_export import ExportResult, OnExported, export_tar, export_zip
+from barecat.transfer.convert.tar_zip_import import ImportResult, OnStored, import_tar, import_zip
 
-ArchiveOptions = dict[str, Any]
-"""Options for ``Barecat()`` when an output archive is created (compression, passphrase)."""
 COPY_BATCH_BYTES = 64 << 20
 """Bytes ``barecat2barecat`` holds before storing them."""
-
-
-@contextlib.contextmanager
-def building_archive(
-    target: str,
-    overwrite: bool = False,
-    shard_size_limit: int | str | None = None,
-    archive_options: ArchiveOptions | None = None,
-) -> Iterator[Barecat]:
-    """A writable archive that appears at ``target`` only if the block completes (and
-    did not :meth:`~barecat.Barecat.abandon` it holding nothing: then ``target`` stays).
-
-    ``archive_options`` are more ``Barecat()`` options for it, such as ``compression``
-    and ``passphrase`` for a sealed archive."""
-    target = os.fspath(target)
-    if not overwrite and (archive_exists(target) or os.path.lexists(target)):
-        raise FileExistsBarecatError(target, "Output")
-    staging = _staging_path(target)
-    _remove_abandoned_stagings(*os.path.split(os.path.abspath(target)))
-    remove_archive(staging)
-    try:
-        with Barecat(
-            staging, readonly=False, shard_size_limit=shard_size_limit, **(archive_options or {})
-        ) as bc:
-            yield bc
-    except BaseException:
-        remove_archive(staging)
-        raise
-    if not archive_exists(staging):
-        return  # abandoned holding nothing (``Barecat.abandon``): the target stays as it was
-    remove_archive(target)  # the old archive (or file), or shards a cut-short rename left
-    move_archive(staging, target)
-
-
-def _staging_path(target: str) -> str:
-    """Where an output is built before it is renamed to ``target``: hidden, beside it
-    (so the rename stays on one filesystem), and named after this process."""
-    folder, name = os.path.split(os.path.abspath(target))
-    return os.path.join(folder, f".{name}.partial-{os.getpid()}")
-
-
-def _remove_abandoned_stagings(folder: str, name: str) -> None:
-    """Delete what killed builds of ``name`` left (their process is gone): the staged
-    archive, its shards and journal, and the part-archives of a parallel create."""
-    for entries in abandoned_entries(folder, f".{name}.partial-").values():
-        for entry in entries:
-            with contextlib.suppress(FileNotFoundError):
-                os.remove(os.path.join(folder, entry))
 
 
 def archive2barecat(
@@ -147,24 +95,6 @@ def barecat2archive(
         return barecat2stream(
             src_path, out, fmt, root_dir, on_entry=on_entry, passphrase=passphrase
         )
-
-
-@contextlib.contextmanager
-def building_file(target: str, overwrite: bool = True) -> Iterator[str]:
-    """A temporary path to write a one-file output to; it becomes ``target`` only if the
-    block completes (and is removed if it does not)."""
-    if not overwrite and os.path.lexists(target):
-        raise FileExistsBarecatError(target, "Output")
-    staging = _staging_path(target)
-    with contextlib.suppress(FileNotFoundError):
-        os.remove(staging)
-    try:
-        yield staging
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(staging)
-        raise
-    os.replace(staging, target)
 
 
 def barecat2stream(
@@ -238,7 +168,5 @@ __all__ = [
     "archive2barecat",
     "barecat2archive",
     "barecat2stream",
-    "building_archive",
-    "building_file",
     "stream2barecat",
 ]

@@ -40,7 +40,7 @@ from barecat.exceptions import (
 from barecat.ops.writing import Position, WriteSession
 from barecat.paths import is_utf8, normalize
 from barecat.sealing import Sealer
-from barecat.transfer.sources import IngestPlan, Source, not_utf8_error, plan_tree
+from barecat.transfer.ingest.sources import IngestPlan, Source, not_utf8_error, plan_tree
 
 STREAM_THRESHOLD = 16 << 20
 """Files above this size are streamed from disk instead of read whole."""
@@ -344,7 +344,7 @@ def _leave_out_existing(
     present: set[int] = set()
     for start in range(0, len(files), 1000):
         chunk = [s.store_path for s in files[start : start + 1000]]
-        present.update(start + row[0] for row in bc.index.locate_many(chunk))
+        present.update(start + i for i in bc.file_positions(chunk))
     if not present:
         return files
     for i in sorted(present):

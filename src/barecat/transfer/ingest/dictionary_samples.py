@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from barecat.archive import Barecat
 from barecat.entries import Order
-from barecat.transfer.sources import IngestPlan
+from barecat.transfer.ingest.sources import IngestPlan
 
 SAMPLE_FILES = 20_000
 SAMPLE_BYTES = 16 << 20

@@ -36,7 +36,7 @@ from barecat.glob import PathFilter
 from barecat.layout import archive_exists, base_path, index_path
 from barecat.ops.copy_files import CopyStats
 from barecat.ops.merge import check_source
-from barecat.transfer.merging import barecat_inputs, is_tar_or_zip, merge_output
+from barecat.transfer.convert.merging import barecat_inputs, is_tar_or_zip, merge_output
 
 MERGE_EXAMPLES = """
 barecat merge -o all.barecat train.barecat val.barecat test.barecat

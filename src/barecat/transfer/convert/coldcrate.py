@@ -38,8 +38,8 @@ from barecat.coldcrate import (
 from barecat.entries import BarecatFileInfo, Order
 from barecat.exceptions import InvalidPathBarecatError
 from barecat.paths import normalize
-from barecat.transfer.archive_import import ImportResult
-from barecat.transfer.conversion import ArchiveOptions, building_archive, building_file
+from barecat.transfer.building import ArchiveOptions, building_archive, building_file
+from barecat.transfer.convert.tar_zip_import import ImportResult
 
 FILE_SCHEMA = Schema(
     [

@@ -27,9 +27,9 @@ from barecat.exceptions import BarecatError
 from barecat.glob import PathFilter
 from barecat.paths import is_utf8
 from barecat.transfer.extraction import DirectoryWriter, outside_link_error
-from barecat.transfer.ingest import STREAM_THRESHOLD, ingest
-from barecat.transfer.sources import IngestPlan, Source, not_utf8_error
-from barecat.transfer.sync_plan import Action, Entry, Kind, Listing, Op
+from barecat.transfer.ingest.sources import IngestPlan, Source, not_utf8_error
+from barecat.transfer.ingest.threads import STREAM_THRESHOLD, ingest
+from barecat.transfer.sync.plan import Action, Entry, Kind, Listing, Op
 
 OnDone = Callable[[Action, int], None]
 """Called after each applied action with the bytes it transferred."""

@@ -66,7 +66,7 @@ class ObjectVersion:
     version: str
 
 
-class RemoteStore:
+class ObjectStore:
     """The fsspec filesystem for one protocol and its options, counting what it costs."""
 
     def __init__(self, protocol: str, storage_options: dict[str, Any] | None = None) -> None:
@@ -172,8 +172,8 @@ def _failure(what: str, e: BaseException) -> RemoteStorageBarecatError:
 
 
 __all__ = [
+    "ObjectStore",
     "ObjectVersion",
-    "RemoteStore",
     "TransferStats",
     "is_remote_url",
     "local_path_of",

@@ -30,7 +30,7 @@ from barecat.archive import Barecat
 from barecat.entries import BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo, Order
 from barecat.exceptions import InvalidPathBarecatError
 from barecat.paths import normalize
-from barecat.transfer.archive_formats import open_tar_writer
+from barecat.transfer.convert.formats import open_tar_writer
 from barecat.transfer.extraction import open_verified
 
 OnExported = Callable[[BarecatEntryInfo], None]

@@ -24,14 +24,14 @@ from barecat.archive import Barecat
 from barecat.entries import BarecatDirInfo, BarecatFileInfo
 from barecat.exceptions import BarecatError, InvalidPathBarecatError
 from barecat.paths import normalize
-from barecat.transfer.archive_formats import compression_of, format_of_file
-from barecat.transfer.archive_import import (
+from barecat.transfer.building import building_archive
+from barecat.transfer.convert.formats import compression_of, format_of_file
+from barecat.transfer.convert.tar_zip_import import (
     ImportResult,
     tar_mtime_ns,
     zip_extra_fields,
     zip_member_name,
 )
-from barecat.transfer.conversion import building_archive
 
 _LOCAL_HEADER = struct.Struct("<4s5H3I2H")  # a zip local file header's fixed part
 _LOCAL_MAGIC = b"PK\x03\x04"

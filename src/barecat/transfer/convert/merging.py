@@ -19,8 +19,9 @@ from barecat.archive import Barecat
 from barecat.glob import PathFilter
 from barecat.layout import archive_exists, is_sqlite_file
 from barecat.ops.merge import MergeResult
-from barecat.transfer.archive_formats import format_of_name
-from barecat.transfer.conversion import ArchiveOptions, archive2barecat, building_archive
+from barecat.transfer.building import ArchiveOptions, building_archive
+from barecat.transfer.convert.conversion import archive2barecat
+from barecat.transfer.convert.formats import format_of_name
 
 OnSkipped = Callable[[str, str, str], None]
 """Called with (input, member, reason) for a tar/zip member that could not be stored."""

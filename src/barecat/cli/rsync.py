@@ -2,7 +2,7 @@
 
 ``ARCHIVE::path`` (or ``ARCHIVE:path`` for an existing archive) names a path inside an
 archive, ``DATA.tar.gz::path`` one inside a tar or zip source (see
-:mod:`barecat.transfer.sync_paths`); the trailing-slash rule, quick check, ``--delete``,
+:mod:`barecat.transfer.sync.locations`); the trailing-slash rule, quick check, ``--delete``,
 ``-c``, ``-u`` and the other options behave as in rsync. ``-v`` prints one line per
 change, as rsync's names list; failures are reported at the end and make the exit code 1.
 """
@@ -16,8 +16,8 @@ from barecat.cli.parsing import Subparsers, add_command, add_passphrase_option, 
 from barecat.cli.sealing import passphrase_source
 from barecat.cli.terminal import Progress, error, failure_line
 from barecat.glob import PathFilter
-from barecat.transfer.sync import SyncOptions, sync
-from barecat.transfer.sync_plan import Action
+from barecat.transfer.sync.driver import SyncOptions, sync
+from barecat.transfer.sync.plan import Action
 
 RSYNC_EXAMPLES = """
 barecat rsync /data/images/ photos.barecat::images/  # contents of images/ into images/

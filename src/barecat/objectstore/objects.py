@@ -10,15 +10,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from barecat.remote.block_cache import BlockCache
-from barecat.remote.location import ObjectVersion, RemoteStore
+from barecat.objectstore.block_cache import BlockCache
+from barecat.objectstore.location import ObjectStore, ObjectVersion
 
 
-class RemoteObject:
+class StoredObject:
     """Ranged, coalesced, optionally cached reads of ``version`` through ``store``."""
 
     def __init__(
-        self, store: RemoteStore, version: ObjectVersion, cache: BlockCache | None = None
+        self, store: ObjectStore, version: ObjectVersion, cache: BlockCache | None = None
     ) -> None:
         self.store = store
         self.version = version
@@ -92,4 +92,4 @@ class RemoteObject:
         return out
 
 
-__all__ = ["RemoteObject"]
+__all__ = ["StoredObject"]

@@ -13,26 +13,26 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from barecat.entries import parse_size
 from barecat.exceptions import FileNotFoundBarecatError
 from barecat.index import Index
 from barecat.layout import OLD_INDEX_SUFFIX
-from barecat.remote import (
+from barecat.objectstore import (
     ArchiveCache,
+    ObjectStore,
     ObjectVersion,
-    RemoteStore,
     default_cache_root,
     trim_cache,
     url_protocol,
 )
-from barecat.shards.remote import RemoteSharder
-from barecat.sizes import parse_size
+from barecat.shards.objectstore import ObjectStoreSharder
 
 CACHE_LIMIT_ENV = "BARECAT_CACHE_LIMIT"
 """A size (``50G``): opening a remote archive first deletes the caches of the archives
 used longest ago until the cache directory takes at most this much disk."""
 
 
-def _find_index(store: RemoteStore, url: str) -> ObjectVersion:
+def _find_index(store: ObjectStore, url: str) -> ObjectVersion:
     """The index object: ``URL`` or, in the reference's older naming, ``URL-sqlite-index``."""
     try:
         return store.describe(url)
@@ -44,18 +44,18 @@ def _find_index(store: RemoteStore, url: str) -> ObjectVersion:
         raise FileNotFoundBarecatError(url, "Archive") from None
 
 
-def open_remote_halves(
+def open_objectstore_halves(
     url: str,
     storage_options: dict[str, Any] | None,
     cache_dir: str | None,
     block_cache: bool,
     threadsafe: bool,
     lookup_table: bool | None,
-) -> tuple[Index, RemoteSharder]:
+) -> tuple[Index, ObjectStoreSharder]:
     """The index (a cached local copy) and the shards of the remote archive at ``url``."""
     protocol = url_protocol(url)
     assert protocol is not None
-    store = RemoteStore(protocol, storage_options)
+    store = ObjectStore(protocol, storage_options)
     cache = ArchiveCache(cache_dir or default_cache_root(), url)
     limit = os.environ.get(CACHE_LIMIT_ENV)
     if limit:
@@ -69,11 +69,13 @@ def open_remote_halves(
         lookup_table=lookup_table,
     )
     try:
-        sharder = RemoteSharder(url, store, index.num_used_shards, cache if block_cache else None)
+        sharder = ObjectStoreSharder(
+            url, store, index.num_used_shards, cache if block_cache else None
+        )
     except BaseException:
         index.close()
         raise
     return index, sharder
 
 
-__all__ = ["open_remote_halves"]
+__all__ = ["open_objectstore_halves"]

@@ -1,4 +1,4 @@
-"""The :class:`RemoteSharder`: read-only shards that live on object storage (or any
+"""The :class:`ObjectStoreSharder`: read-only shards that live on object storage (or any
 fsspec filesystem), read by ranged requests through a local block cache.
 
 It is a :class:`~barecat.shards.Sharder` whose reading primitives fetch byte ranges
@@ -14,7 +14,7 @@ from __future__ import annotations
 import crc32c as _crc32c
 
 from barecat.exceptions import BarecatIntegrityError, FileNotFoundBarecatError, ReadOnlyBarecatError
-from barecat.remote import ArchiveCache, RemoteObject, RemoteStore
+from barecat.objectstore import ArchiveCache, ObjectStore, StoredObject
 from barecat.shards.sharder import Sharder
 
 DEFAULT_BLOCK_SIZE = 64 << 10
@@ -23,13 +23,13 @@ DEFAULT_MAX_GAP = 256 << 10
 """Neighbours this close in a batch are fetched by one request."""
 
 
-class RemoteSharder(Sharder):
+class ObjectStoreSharder(Sharder):
     """Shards ``0 .. num_shards-1`` of the archive at ``url`` (read-only)."""
 
     def __init__(
         self,
         url: str,
-        store: RemoteStore,
+        store: ObjectStore,
         num_shards: int,
         cache: ArchiveCache | None,
         block_size: int = DEFAULT_BLOCK_SIZE,
@@ -40,22 +40,22 @@ class RemoteSharder(Sharder):
         self.block_size = block_size
         self.max_gap = max_gap
         self._declared_shards = num_shards
-        self._objects: dict[int, RemoteObject] = {}
+        self._objects: dict[int, StoredObject] = {}
         super().__init__(url, readonly=True)
 
     def _count_shards(self) -> int:
         return self._declared_shards
 
-    def _object(self, shard: int) -> RemoteObject:
+    def _object(self, shard: int) -> StoredObject:
         return self._per_shard(self._objects, shard, self._open_object)
 
-    def _open_object(self, shard: int) -> RemoteObject:
+    def _open_object(self, shard: int) -> StoredObject:
         try:
             version = self.store.describe(self.get_shard_path(shard))
         except FileNotFoundBarecatError:
             raise self.missing_shard_error(shard) from None
         blocks = None if self.cache is None else self.cache.blocks_of(version, self.block_size)
-        return RemoteObject(self.store, version, blocks)
+        return StoredObject(self.store, version, blocks)
 
     def close(self) -> None:
         with self._lock:
@@ -104,7 +104,7 @@ class RemoteSharder(Sharder):
     def require_range(self, shard: int, offset: int, size: int) -> None:
         self._within(shard, offset, size)
 
-    def _within(self, shard: int, offset: int, size: int) -> RemoteObject:
+    def _within(self, shard: int, offset: int, size: int) -> StoredObject:
         """The shard's object, if it holds ``size`` bytes at ``offset`` (else: truncated)."""
         obj = self._object(shard)
         if offset + size > obj.size:
@@ -151,4 +151,4 @@ class RemoteSharder(Sharder):
         return len(data)
 
 
-__all__ = ["DEFAULT_BLOCK_SIZE", "DEFAULT_MAX_GAP", "RemoteSharder"]
+__all__ = ["DEFAULT_BLOCK_SIZE", "DEFAULT_MAX_GAP", "ObjectStoreSharder"]

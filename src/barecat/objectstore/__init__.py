@@ -5,38 +5,38 @@ layers build remote archives from these; this package knows no archive layout.""
 from barecat.lazy_exports import TYPE_CHECKING, lazy_exports
 
 if TYPE_CHECKING:
-    from barecat.remote.cache import ArchiveCache, default_cache_root, trim_cache
-    from barecat.remote.location import (
+    from barecat.objectstore.cache import ArchiveCache, default_cache_root, trim_cache
+    from barecat.objectstore.location import (
+        ObjectStore,
         ObjectVersion,
-        RemoteStore,
         TransferStats,
         is_remote_url,
         local_path_of,
         url_protocol,
     )
-    from barecat.remote.objects import RemoteObject
+    from barecat.objectstore.objects import StoredObject
 else:  # imported on first use
     __getattr__, __dir__ = lazy_exports(
         __name__,
         {
-            "barecat.remote.cache": ["ArchiveCache", "default_cache_root", "trim_cache"],
-            "barecat.remote.location": [
+            "barecat.objectstore.cache": ["ArchiveCache", "default_cache_root", "trim_cache"],
+            "barecat.objectstore.location": [
+                "ObjectStore",
                 "ObjectVersion",
-                "RemoteStore",
                 "TransferStats",
                 "is_remote_url",
                 "local_path_of",
                 "url_protocol",
             ],
-            "barecat.remote.objects": ["RemoteObject"],
+            "barecat.objectstore.objects": ["StoredObject"],
         },
     )
 
 __all__ = [
     "ArchiveCache",
+    "ObjectStore",
     "ObjectVersion",
-    "RemoteObject",
-    "RemoteStore",
+    "StoredObject",
     "TransferStats",
     "default_cache_root",
     "is_remote_url",

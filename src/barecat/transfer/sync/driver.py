@@ -3,7 +3,7 @@
 Each source is listed the way rsync names it (``src/`` sends the contents, ``src`` the
 directory under its own name; a tar or zip source is read into a temporary archive
 first), the destination is listed only below the names the
-sources send, :func:`~barecat.transfer.sync_plan.plan_sync` decides, and the
+sources send, :func:`~barecat.transfer.sync.plan.plan_sync` decides, and the
 destination's tree applies the plan (or, in a dry run, nothing happens and the plan is
 returned). Either side or both may be archives; at least one must be, since plain
 directories are rsync's own job. Uses only the public :class:`Barecat` API; never prints.
@@ -21,15 +21,15 @@ from barecat.archive import Barecat, Passphrase
 from barecat.exceptions import BarecatError
 from barecat.glob import PathFilter
 from barecat.layout import base_path
-from barecat.transfer.archive_formats import format_of_file
-from barecat.transfer.archive_import import import_tar, import_zip
-from barecat.transfer.sync_paths import (
+from barecat.transfer.convert.formats import format_of_file
+from barecat.transfer.convert.tar_zip_import import import_tar, import_zip
+from barecat.transfer.sync.locations import (
     Location,
     Place,
     UnsupportedLocationBarecatError,
     parse_location,
 )
-from barecat.transfer.sync_plan import (
+from barecat.transfer.sync.plan import (
     Action,
     Entry,
     Kind,
@@ -38,7 +38,7 @@ from barecat.transfer.sync_plan import (
     needs_checksum,
     plan_sync,
 )
-from barecat.transfer.sync_trees import (
+from barecat.transfer.sync.trees import (
     ArchiveDestination,
     DirectoryDestination,
     Sourced,
@@ -216,7 +216,7 @@ def sync(
 ) -> SyncResult:
     """Make ``dest`` hold what ``sources`` name, as ``rsync -a`` would.
 
-    Strings are parsed with :func:`~barecat.transfer.sync_paths.parse_location`.
+    Strings are parsed with :func:`~barecat.transfer.sync.locations.parse_location`.
     ``on_action`` is called after each change is made (in a dry run: for each planned
     change) with the bytes it moved. ``passphrase`` opens encrypted archives among them.
     Tar and zip sources are read once into a temporary archive under ``$TMPDIR``.

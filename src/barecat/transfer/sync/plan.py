@@ -2,7 +2,7 @@
 
 A sync lists both sides as flat maps of relative path to :class:`Entry`; :func:`plan_sync`
 compares them (no I/O, so every rsync rule is unit-testable) into a list of
-:class:`Action` objects that ``sync_trees`` carries out. Comparison is rsync's quick
+:class:`Action` objects that ``sync.trees`` carries out. Comparison is rsync's quick
 check (size and mtime) unless checksums are asked for or an mtime is unknown; then
 CRC32C decides. Deletion follows rsync: only inside directories that take part in the
 transfer, deepest first. Imports only pure layers; never prints.

@@ -1,4 +1,4 @@
-"""Ranged, coalesced and block-cached reads of one object (``barecat.remote``), compared
+"""Ranged, coalesced and block-cached reads of one object (``barecat.objectstore``), compared
 with slicing the object's bytes; through fsspec's real local filesystem, so no server is
 needed."""
 
@@ -14,7 +14,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import barecat
-from barecat.remote import ArchiveCache, RemoteObject, RemoteStore, is_remote_url, local_path_of
+from barecat.objectstore import (
+    ArchiveCache,
+    ObjectStore,
+    StoredObject,
+    is_remote_url,
+    local_path_of,
+)
 
 pytest.importorskip("fsspec", reason="the remote extra (fsspec) is not installed")
 
@@ -51,11 +57,11 @@ def test_reads_equal_slices(
     max_gap: int,
     cached: bool,
 ) -> None:
-    store = RemoteStore("file")
+    store = ObjectStore("file")
     version = store.describe(source)
     with tempfile.TemporaryDirectory() as cache_root:
         cache = ArchiveCache(cache_root, source).blocks_of(version, block_size) if cached else None
-        obj = RemoteObject(store, version, cache)
+        obj = StoredObject(store, version, cache)
         try:
             for batch in batches:  # later batches find some blocks cached
                 got = obj.read_ranges(batch, max_gap)
@@ -65,9 +71,9 @@ def test_reads_equal_slices(
 
 
 def test_coalescing_and_caching_save_requests(source: str, tmp_path: Path) -> None:
-    store = RemoteStore("file")
+    store = ObjectStore("file")
     version = store.describe(source)
-    plain = RemoteObject(store, version)
+    plain = StoredObject(store, version)
     wanted = [(i * 10_000, i * 10_000 + 3000) for i in range(20)]
     before = store.stats.requests
     assert plain.read_ranges(wanted, max_gap=8000) == [DATA[s:e] for s, e in wanted]
@@ -76,7 +82,7 @@ def test_coalescing_and_caching_save_requests(source: str, tmp_path: Path) -> No
     plain.read_ranges(wanted, max_gap=0)
     assert store.stats.requests - before == len(wanted)
 
-    cached = RemoteObject(
+    cached = StoredObject(
         store, version, ArchiveCache(str(tmp_path), source).blocks_of(version, 4096)
     )
     before = store.stats.requests
@@ -90,11 +96,11 @@ def test_coalescing_and_caching_save_requests(source: str, tmp_path: Path) -> No
 def test_a_short_object_is_reported(tmp_path: Path) -> None:
     path = tmp_path / "blob"
     path.write_bytes(b"x" * 1000)
-    store = RemoteStore("file")
+    store = ObjectStore("file")
     version = store.describe(str(path))
     path.write_bytes(b"x" * 10)  # truncated after it was described
     with pytest.raises(OSError, match="shorter than the index says"):
-        RemoteObject(store, version).read(0, 500)
+        StoredObject(store, version).read(0, 500)
 
 
 def test_url_recognition() -> None:
@@ -132,7 +138,7 @@ def test_an_archive_on_fsspecs_memory_filesystem(
 
 
 def test_a_download_killed_midway_leaves_nothing_behind(source: str, tmp_path: Path) -> None:
-    store = RemoteStore("file")
+    store = ObjectStore("file")
     version = store.describe(source)
     cache = ArchiveCache(str(tmp_path), source)
     os.makedirs(cache.directory)
@@ -167,12 +173,12 @@ def test_a_cache_limit_deletes_the_archives_used_longest_ago(
     for k, url in enumerate(urls[:2]):
         with barecat.Barecat(url, cache_dir=str(cache)) as bc:
             assert bc.get_many(sorted(contents[k])) == [contents[k][p] for p in sorted(contents[k])]
-        os.utime(barecat.remote.ArchiveCache(str(cache), url).directory, (k, k))  # 0 oldest
+        os.utime(ArchiveCache(str(cache), url).directory, (k, k))  # 0 oldest
     assert len(os.listdir(cache)) == 2
     monkeypatch.setenv("BARECAT_CACHE_LIMIT", "1500K")  # room for about one archive
     with barecat.Barecat(urls[2], cache_dir=str(cache)) as bc:
         assert {p: bc[p] for p in bc} == contents[2]
     kept = sorted(os.listdir(cache))
     assert kept == sorted(
-        os.path.basename(barecat.remote.ArchiveCache(str(cache), u).directory) for u in urls[1:]
+        os.path.basename(ArchiveCache(str(cache), u).directory) for u in urls[1:]
     )  # the oldest went; the newest two stay (the one in use is never deleted)

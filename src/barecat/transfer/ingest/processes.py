@@ -5,7 +5,7 @@ The plan's files are cut into ``processes`` contiguous shares (in plan order, so
 joined archive keeps the plan's layout). Each share is ingested by its own process into a
 part-archive beside the target (``ingest``, with its reader threads). The join then
 renames each part's shards into the output under new numbers and inserts its index rows
-with one statement per part (``copy_files_from(..., move=True)``): bytes are written once.
+with one statement per part (``Barecat.take_all_from``): bytes are written once.
 The output is built under a temporary name (``building_archive``), so a failure or a kill
 leaves no archive at the target, and the parts go with it. This is also the recipe for
 many machines: each writes a part, ``barecat merge --symlink`` joins them. A sealed output
@@ -27,10 +27,9 @@ from dataclasses import dataclass, field
 from barecat.archive import Barecat
 from barecat.index.schema import ConfigValue
 from barecat.layout import remove_archive
-from barecat.ops.copy_files import copy_files_from
-from barecat.transfer.conversion import ArchiveOptions, building_archive
-from barecat.transfer.ingest import DEFAULT_WORKERS, IngestResult, OnAdded, ingest
-from barecat.transfer.sources import IngestPlan
+from barecat.transfer.building import ArchiveOptions, building_archive
+from barecat.transfer.ingest.sources import IngestPlan
+from barecat.transfer.ingest.threads import DEFAULT_WORKERS, IngestResult, OnAdded, ingest
 
 _PART_OPTIONS = ("compression", "compression_level", "passphrase")
 """Options of the output that its parts are opened with (its dictionary and data key
@@ -52,7 +51,7 @@ def _ingest_part(share: _Share) -> IngestResult:
     with the output's settings and data key, so its bytes move into the output as they are."""
     if share.sealing is not None:
         with Barecat(share.part, readonly=False) as empty:
-            empty.index.enable_sealing(share.sealing)
+            empty.seal_with_records(share.sealing)
     with Barecat(
         share.part, readonly=False, shard_size_limit=share.shard_size_limit, **share.options
     ) as bc:
@@ -82,7 +81,7 @@ def ingest_in_processes(
         out.add_dirs(plan.dirs)
         result.dirs = len(plan.dirs)
         limit = out.shard_size_limit
-        sealing = out.index.sealing_config() if out.sealed else None
+        sealing = out.sealing_records()
         options = {k: v for k, v in archive_options.items() if k in _PART_OPTIONS}
         shares = []
         per = -(-len(plan.files) // processes)
@@ -131,7 +130,7 @@ def _die_with_parent(parent: int) -> None:
 def _join(out: Barecat, part: str) -> None:
     """Move a part's shards into ``out`` and insert its rows; the part is consumed."""
     with Barecat(part, readonly=True, lookup_table=False) as src:
-        copy_files_from(out.index, out.sharder, src.index, src.sharder, move=True)
+        out.take_all_from(src)
     out.commit()
 
 

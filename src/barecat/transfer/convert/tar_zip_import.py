@@ -37,7 +37,7 @@ from barecat.exceptions import (
     NotADirectoryBarecatError,
 )
 from barecat.paths import normalize
-from barecat.transfer.archive_formats import open_tar_reader
+from barecat.transfer.convert.formats import open_tar_reader
 
 SMALL_FILE = 1 << 20
 """Members up to this size are read whole and batched; bigger ones are streamed."""

@@ -1,0 +1,209 @@
+"""Edits of whole subtrees: renames of files and directories, removal of a directory
+and everything below it.
+
+:class:`IndexTreeEdits` adds to :class:`~barecat.index.row_edits.IndexRowEdits` the
+edits that move or remove many rows by path range. A directory's subtree moves with a
+few set-based updates, the statistics triggers off and the totals of its old and new
+ancestors shifted instead (``treestats.py``). Imports ``entries``, ``exceptions``,
+``paths`` and ``barecat.index``'s own modules.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from barecat.entries import BarecatEntryInfo
+from barecat.exceptions import (
+    FileExistsBarecatError,
+    InvalidPathBarecatError,
+    IsADirectoryBarecatError,
+    NotADirectoryBarecatError,
+)
+from barecat.index import query, treestats
+from barecat.index.connection import open_savepoint
+from barecat.index.listing import DirItem, FileItem, path_of
+from barecat.index.row_edits import IndexRowEdits
+from barecat.paths import ancestors, check_depth, is_within, normalize, subtree_bounds
+
+
+class IndexTreeEdits(IndexRowEdits):
+    """Renames, and subtrees removed."""
+
+    def remove_recursively(self, item: DirItem) -> None:
+        """Remove a directory and everything below it (the root is emptied, not removed).
+
+        Args:
+            item: the directory's path or record.
+
+        Raises:
+            ReadOnlyBarecatError: the index is open read-only.
+            FileNotFoundBarecatError: no directory is there.
+        """
+        self._require_writable()
+        d = self.lookup_dir(path_of(item))
+        where, args = query.subtree_where(d.path)
+        conn = self.settled_conn()
+        stats = treestats.subtree_totals(conn, d.path)
+        with self.no_triggers():
+            conn.execute(f"DELETE FROM files{where}", args)
+            conn.execute(f"DELETE FROM dirs{where or ' WHERE parent IS NOT NULL'}", args)
+            if d.path:
+                conn.execute("DELETE FROM dirs WHERE path = ?", (d.path,))
+                treestats.adjust_ancestors(conn, d.path, -stats[0], -stats[1], subdir_delta=-1)
+            else:
+                conn.execute(
+                    "UPDATE dirs SET num_subdirs = 0, num_files = 0, num_files_tree = 0, "
+                    "size_tree = 0 "
+                    "WHERE path = ''"
+                )
+
+    def rename_with_new_bytes(
+        self, old: str, new: str, places: Sequence[tuple[str, int, int, int, int | None]]
+    ) -> None:
+        """Rename, and point renamed files at new bytes: ``places`` holds (new path, shard,
+        offset, size, crc32c) for each. All or nothing (encrypted files are re-sealed for
+        their new path, so no row may keep the old bytes).
+
+        Args:
+            old: the file or directory to move.
+            new: where it goes.
+            places: (new path, shard, offset, size, crc32c) of each moved file.
+
+        Raises:
+            ReadOnlyBarecatError: the index is open read-only.
+            BarecatError: what :meth:`rename` raises.
+        """
+        self._require_writable()
+        conn = self.settled_conn()
+        open_savepoint(conn, "barecat_rename")
+        try:
+            self.rename(old, new)
+            conn.executemany(
+                "UPDATE files SET shard = ?, offset = ?, size = ?, crc32c = ? WHERE path = ?",
+                [(shard, offset, size, crc, path) for path, shard, offset, size, crc in places],
+            )
+        except BaseException:
+            conn.execute("ROLLBACK TO barecat_rename")
+            conn.execute("RELEASE barecat_rename")
+            raise
+        conn.execute("RELEASE barecat_rename")
+
+    def rename(self, old: BarecatEntryInfo | str, new: str, allow_overwrite: bool = False) -> None:
+        """Move a file (:meth:`rename_file`) or a directory and its subtree
+        (:meth:`rename_dir`); missing parents of the new path are created.
+
+        Args:
+            old: the file's or directory's path or record.
+            new: the new path.
+            allow_overwrite: replace a file, or an empty directory, at the new path.
+
+        Raises:
+            ReadOnlyBarecatError: the index is open read-only.
+            FileNotFoundBarecatError: nothing is at the old path.
+            FileExistsBarecatError: something is at the new path (without
+                ``allow_overwrite``).
+            IsADirectoryBarecatError: a file would replace a directory.
+            NotADirectoryBarecatError: a directory would replace a file, or an ancestor
+                of the new path is a file.
+            InvalidPathBarecatError: the root is moved or replaced, a directory is moved
+                into itself, or a path gets too deep.
+            DirectoryNotEmptyBarecatError: a directory would replace a non-empty one.
+        """
+        path = path_of(old)
+        if self.isdir(path):
+            self.rename_dir(path, new, allow_overwrite)
+        else:
+            self.rename_file(path, new, allow_overwrite)
+
+    def _prepare_target(self, new: str, allow_overwrite: bool, moving_dir: bool) -> None:
+        check_depth(new)
+        if self.isdir(new):
+            if not moving_dir:
+                raise IsADirectoryBarecatError(new)
+            if not allow_overwrite:
+                raise FileExistsBarecatError(new, "Directory")
+            self.remove_empty_dir(new)
+        elif self.isfile(new):
+            if moving_dir:
+                raise NotADirectoryBarecatError(f"Not a directory: {new}")
+            if not allow_overwrite:
+                raise FileExistsBarecatError(new)
+            self.remove_file(new)
+        for a in ancestors(new):
+            if self.isfile(a):
+                raise NotADirectoryBarecatError(f"A parent of {new!r} is a file")
+
+    def rename_file(self, old: FileItem, new: str, allow_overwrite: bool = False) -> None:
+        """Move a file; missing parents of the new path are created.
+
+        Args:
+            old: the file's path or record.
+            new: the new path.
+            allow_overwrite: replace a file at the new path.
+
+        Raises:
+            ReadOnlyBarecatError: the index is open read-only.
+            FileNotFoundBarecatError: no file is at the old path.
+            IsADirectoryBarecatError: a directory is at the old or the new path.
+            FileExistsBarecatError: a file is at the new path (without
+                ``allow_overwrite``).
+            NotADirectoryBarecatError: an ancestor of the new path is a file.
+            InvalidPathBarecatError: the new path is too deep.
+        """
+        self._require_writable()
+        old_path, new_path = path_of(old), normalize(new)
+        self.lookup_file(old_path, normalized=True)
+        if old_path == new_path:
+            return
+        self._prepare_target(new_path, allow_overwrite, moving_dir=False)
+        self.settled_conn().execute(
+            "UPDATE files SET path = ? WHERE path = ?", (new_path, old_path)
+        )
+
+    def rename_dir(self, old: DirItem, new: str, allow_overwrite: bool = False) -> None:
+        """Move a directory and its subtree; statistics are fixed with set updates.
+
+        Args:
+            old: the directory's path or record.
+            new: the new path.
+            allow_overwrite: replace an empty directory at the new path.
+
+        Raises:
+            ReadOnlyBarecatError: the index is open read-only.
+            FileNotFoundBarecatError: no directory is at the old path.
+            FileExistsBarecatError: something is at the new path (without
+                ``allow_overwrite``).
+            IsADirectoryBarecatError: a file would replace a directory.
+            NotADirectoryBarecatError: a directory would replace a file, or an ancestor
+                of the new path is a file.
+            InvalidPathBarecatError: the root is moved or replaced, a directory is moved
+                into itself, or a path gets too deep.
+            DirectoryNotEmptyBarecatError: a directory would replace a non-empty one.
+        """
+        self._require_writable()
+        d = self.lookup_dir(path_of(old))
+        new_path = normalize(new)
+        if not d.path or not new_path:
+            raise InvalidPathBarecatError("The archive root cannot be renamed or replaced")
+        if d.path == new_path:
+            return
+        if is_within(new_path, d.path):
+            raise InvalidPathBarecatError(f"Cannot move {d.path!r} into itself ({new_path!r})")
+        self._prepare_target(new_path, allow_overwrite, moving_dir=True)
+        conn = self.settled_conn()
+        deepest = treestats.deepest_below(conn, d.path)
+        if deepest is not None:  # the subtree's deepest path, as it would be after the move
+            check_depth(new_path + deepest[len(d.path) :])
+        n_files, size = treestats.subtree_totals(conn, d.path)
+        lo, hi = subtree_bounds(d.path)
+        cut = len(d.path) + 1
+        with self.no_triggers():
+            treestats.adjust_ancestors(conn, d.path, -n_files, -size, subdir_delta=-1)
+            for table in ("files", "dirs"):
+                conn.execute(
+                    f"UPDATE {table} SET path = ? || substr(path, ?) WHERE path >= ? AND path < ?",
+                    (new_path + "/", cut + 1, lo, hi),
+                )
+            conn.execute("UPDATE dirs SET path = ? WHERE path = ?", (new_path, d.path))
+            treestats.ensure_ancestors(conn, new_path)
+            treestats.adjust_ancestors(conn, new_path, n_files, size, subdir_delta=1)
