@@ -10,7 +10,6 @@ import sqlite3
 import stat
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -150,7 +149,13 @@ def test_a_killed_server_is_unmounted_by_barecat(
     mnt = tmp_path / "mnt"
     with served(archive, mnt, "--rw") as server:
         (mnt / "closed.txt").write_bytes(b"closed before the kill")
-        time.sleep(1.5)  # past a commit interval
+
+        def closed_is_committed() -> bool:
+            (mnt / "tick.txt").write_bytes(b"x")  # a change: commits once an interval passed
+            with barecat.Barecat(archive) as bc:
+                return "closed.txt" in bc
+
+        wait_for(closed_is_committed, "the server to commit closed.txt")
         (mnt / "other.txt").write_bytes(b"x")
         server.kill()
         server.wait(timeout=30)
