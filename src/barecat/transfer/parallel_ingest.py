@@ -131,7 +131,7 @@ def _die_with_parent(parent: int) -> None:
 def _join(out: Barecat, part: str) -> None:
     """Move a part's shards into ``out`` and insert its rows; the part is consumed."""
     with Barecat(part, readonly=True, lookup_table=False) as src:
-        copy_files_from(out.index, out.sharder, src.index, src.sharder, move=True)
+        copy_files_from(out.index, out.batch_writer().sharder, src.index, src.sharder, move=True)
     out.commit()
 
 
