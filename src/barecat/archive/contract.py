@@ -19,7 +19,7 @@ if TYPE_CHECKING:  # a plain archive loads no sealing code
     from barecat.index import Index
     from barecat.ops.writing import WriteSession
     from barecat.sealing import SealingSettings
-    from barecat.shards import Sharder
+    from barecat.shards.reading import ShardReader
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
@@ -47,7 +47,9 @@ class ArchiveContract:
 
     path: str
     index: Index
-    sharder: Sharder
+    sharder: ShardReader
+    """The shards as every archive reads them (on object storage too); a writer's own
+    ``Sharder``, which writes, is its write session's (``_writes.sharder``)."""
     _sealing: ArchiveSealing | None
     _writes: WriteSession
     """A writer's write session: every new byte and the row after it go through it."""

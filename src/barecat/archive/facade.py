@@ -32,7 +32,7 @@ from barecat.archive.maintenance import ArchiveMaintenance
 from barecat.archive.reading import ArchiveReading
 from barecat.archive.sealed import Passphrase, SealedFileWriter, open_sealing, take_sealing
 from barecat.archive.writer_lock import WriterLock
-from barecat.entries import BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo, parse_size
+from barecat.entries import Address, BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo, parse_size
 from barecat.exceptions import (
     BarecatError,
     FileExistsBarecatError,
@@ -46,7 +46,6 @@ from barecat.layout import archive_exists, base_path, index_path, remove_archive
 from barecat.objectstore import is_remote_url, local_path_of
 from barecat.paths import normalize, normalize_many
 from barecat.shards import BarecatReadWriteFileObject, Sharder
-from barecat.shards.sharder import Address
 
 if TYPE_CHECKING:  # sealing code is imported when an archive is sealed, not before
     from barecat.index.schema import ConfigValue
@@ -331,7 +330,7 @@ class Barecat(
                     # An archive without bytes still gets its (empty) first shard, which
                     # barecat 0.3.1 needs to open it. Made at close, as shards linked
                     # or adopted into a new archive (merge, wrap) must start at 0.
-                    self.sharder.create_first_shard()
+                    self._writes.sharder.create_first_shard()
                 self.index.close()
             elif in_owner:
                 self.index.close()
@@ -596,8 +595,8 @@ class Barecat(
         if keep and existing is not None:
             # Read in place until the first change copies the bytes to the write end
             # (committed bytes are never changed in place).
-            stored = (existing.shard or 0, existing.offset or 0, existing.size or 0)
-            shard, offset, size = stored
+            shard, offset, size, _ = existing.address  # (a plain archive: size is stored)
+            stored = (shard, offset, size)
             self.sharder.require_range(*stored)
             relocate = functools.partial(self._copy_to_write_end, stored)
         else:
@@ -605,7 +604,7 @@ class Barecat(
             shard, offset = self._writes.open_region()
         self._writer_path = path
         self._writer = BarecatReadWriteFileObject(
-            self.sharder, shard, offset, size, self._finish_writer, mode, relocate,
+            self._writes.sharder, shard, offset, size, self._finish_writer, mode, relocate,
             move_to_new_shard=self._move_writer,
         )  # fmt: skip
         return self._writer
@@ -1080,7 +1079,7 @@ class Barecat(
         from barecat.ops.copy_files import copy_files_from
 
         self._require_writable()
-        return copy_files_from(self.index, self.sharder, src.index, src.sharder, move=True)
+        return copy_files_from(self.index, self._writes.sharder, src.index, src.sharder, move=True)
 
 
 def _path_str(item: BarecatEntryInfo | str) -> str:

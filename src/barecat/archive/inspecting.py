@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from barecat.entries import BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo, Order
 from barecat.index import Index
-from barecat.shards import Sharder
+from barecat.shards.reading import ShardReader
 
 if TYPE_CHECKING:  # the ops are imported when used: reading an archive loads none of them
     from barecat.glob import PathFilter
@@ -29,7 +29,7 @@ class ArchiveInspection:
     """Read-only queries of a :class:`~barecat.archive.Barecat` (see the module doc)."""
 
     index: Index
-    sharder: Sharder
+    sharder: ShardReader
 
     def exists(self, path: str) -> bool:
         """Whether a file or directory is at ``path`` (as ``os.path.exists``).

@@ -46,7 +46,7 @@ class ArchiveMaintenance(ArchiveContract):
         self._require_writable()
         limit = parse_size(value)
         self.index.shard_size_limit = limit
-        self.sharder.shard_size_limit = limit
+        self._writes.sharder.shard_size_limit = limit
 
     @serialized
     def truncate_all_to_logical_size(self) -> None:
@@ -59,7 +59,7 @@ class ArchiveMaintenance(ArchiveContract):
         """
         self._require_writable()
         ends = [self.index.logical_shard_end(i) for i in range(self.sharder.num_shards)]
-        self.sharder.truncate_all_to_logical_size(ends)
+        self._writes.sharder.truncate_all_to_logical_size(ends)
 
     @serialized
     def defragment(
@@ -90,7 +90,11 @@ class ArchiveMaintenance(ArchiveContract):
         from barecat.ops.defrag import defrag as defrag_archive
 
         result = defrag_archive(
-            self.index, self.sharder, quick=quick, time_budget=time_budget, on_progress=on_progress
+            self.index,
+            self._writes.sharder,
+            quick=quick,
+            time_budget=time_budget,
+            on_progress=on_progress,
         )
         self._writes.resync()
         return result
@@ -135,7 +139,7 @@ class ArchiveMaintenance(ArchiveContract):
         from barecat.ops.reshard import reshard as reshard_archive
 
         result = reshard_archive(
-            self.index, self.sharder, parse_size(shard_size_limit), on_progress=on_progress
+            self.index, self._writes.sharder, parse_size(shard_size_limit), on_progress=on_progress
         )
         self._writes.resync()
         return result
@@ -166,7 +170,7 @@ class ArchiveMaintenance(ArchiveContract):
         from barecat.ops.repair import repair as repair_archive
 
         result = repair_archive(
-            self.index, self.sharder, drop_bad=drop_bad, workers=workers, on_file=on_file
+            self.index, self._writes.sharder, drop_bad=drop_bad, workers=workers, on_file=on_file
         )
         self._writes.resync()
         return result
@@ -216,7 +220,7 @@ class ArchiveMaintenance(ArchiveContract):
 
         result = merge_archives(
             self.index,
-            self.sharder,
+            self._writes.sharder,
             sources,
             ignore_duplicates=ignore_duplicates,
             symlink=symlink,
@@ -261,7 +265,7 @@ class ArchiveMaintenance(ArchiveContract):
             source.index,
             source.sharder,
             self.index,
-            self.sharder,
+            self._writes.sharder,
             selection,
             on_progress,
             seal_like=self.seal_like,

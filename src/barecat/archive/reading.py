@@ -16,12 +16,13 @@ import io
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from barecat.entries import BarecatFileInfo, Order
+from barecat.entries import Address, BarecatFileInfo, Order
 from barecat.exceptions import BarecatIntegrityError, DamagedEntryBarecatError
 from barecat.index import Index
-from barecat.index.query import Located, checked_file
+from barecat.index.query import checked_file
 from barecat.paths import normalize, normalize_many
-from barecat.shards import BarecatReadOnlyFileObject, Sharder
+from barecat.shards import BarecatReadOnlyFileObject
+from barecat.shards.reading import ShardReader
 
 if TYPE_CHECKING:  # a plain archive loads no sealing code
     from barecat.archive.sealed import ArchiveSealing
@@ -32,7 +33,7 @@ class ArchiveReading:
     """The read side of a :class:`~barecat.archive.Barecat` (see the module doc)."""
 
     index: Index
-    sharder: Sharder
+    sharder: ShardReader
     _sealing: ArchiveSealing | None
 
     @property
@@ -124,7 +125,7 @@ class ArchiveReading:
         self,
         path: str,
         normalized: str,
-        addr: Located,
+        addr: Address,
         error: BarecatIntegrityError,
     ) -> bytes:
         """After a failed read at ``addr`` (from the lookup table): the file read where
@@ -134,15 +135,13 @@ class ArchiveReading:
             raise KeyError(path) from None
         if checked == addr:
             raise _naming(normalized, error) from error
-        return self._read_checked(normalized, *checked)
+        return self._read_checked(normalized, checked)
 
-    def _read_checked(
-        self, path: str, shard: int, offset: int, size: int, crc32c: int | None = None
-    ) -> bytes:
-        """Bytes of the file ``path`` from the shards; damage raised naming the file (the
-        shards know addresses, not paths)."""
+    def _read_checked(self, path: str, address: Address) -> bytes:
+        """Bytes of the file ``path`` from the shards (checked when the address has a
+        CRC32C); damage raised naming the file (the shards know addresses, not paths)."""
         try:
-            return self.sharder.read_from_address(shard, offset, size, crc32c)
+            return self.sharder.read_from_address(*address)
         except BarecatIntegrityError as e:
             raise _naming(path, e) from e
 
@@ -190,12 +189,12 @@ class ArchiveReading:
             try:
                 return self._read_located(wanted, located, max_gap)
             except BarecatIntegrityError:
-                for pos, shard, offset, size, crc32c in located:  # which file is damaged
-                    self._read_checked(wanted[pos], shard, offset, size, crc32c)
+                for pos, address in located:  # which file is damaged
+                    self._read_checked(wanted[pos], address)
                 raise
 
     def _read_located(
-        self, wanted: list[str], located: list[tuple[int, int, int, int, int | None]], max_gap: int
+        self, wanted: list[str], located: list[tuple[int, Address]], max_gap: int
     ) -> list[bytes]:
         if len(located) < len(wanted):
             hit = {pos for pos, *_ in located}
@@ -233,7 +232,8 @@ class ArchiveReading:
 
     def _read_file(self, f: BarecatFileInfo, offset: int, size: int) -> bytes:
         """``read`` of a file record, its row checked first."""
-        total = checked_file(f).size or 0
+        stored = checked_file(f).address
+        total = f.size or 0
         if self._sealing is not None:
             if offset == 0 and (size < 0 or size >= total):
                 return self._sealing.unseal(f.path, self._stored_bytes(f))
@@ -241,10 +241,10 @@ class ArchiveReading:
                 reader.seek(max(offset, 0))
                 return reader.read(total if size < 0 else size) or b""
         if offset == 0 and (size < 0 or size >= total):
-            return self._read_checked(f.path, f.shard or 0, f.offset or 0, total, f.crc32c)
+            return self._read_checked(f.path, stored)
         offset = min(max(offset, 0), total)
         n = total - offset if size < 0 else min(size, total - offset)
-        return self._read_checked(f.path, f.shard or 0, (f.offset or 0) + offset, n)
+        return self._read_checked(f.path, Address(stored.shard, stored.offset + offset, n, None))
 
     def readinto(
         self, item: BarecatFileInfo | str, buffer: bytearray | memoryview, offset: int = 0
@@ -267,16 +267,17 @@ class ArchiveReading:
             BarecatIntegrityError: the bytes do not match their CRC32C, or are missing.
         """
         f = checked_file(self._fileinfo(item))
+        stored = f.address
         total = f.size or 0
         view = memoryview(buffer).cast("B")
         n = max(0, min(len(view), total - offset))
         if self._sealing is not None:
             view[:n] = self._read_file(f, offset, n)
             return n
-        crc = f.crc32c if offset == 0 and n == total else None
+        crc = stored.crc32c if offset == 0 and n == total else None
         try:
             return self.sharder.readinto_from_address(
-                f.shard or 0, (f.offset or 0) + offset, view[:n], crc
+                stored.shard, stored.offset + offset, view[:n], crc
             )
         except BarecatIntegrityError as e:
             raise _naming(f.path, e) from e
@@ -297,18 +298,18 @@ class ArchiveReading:
             BarecatIntegrityError: the bytes are missing (a short or missing shard).
         """
         f = checked_file(self._fileinfo(item))
-        if f.crc32c is None:
+        stored = f.address
+        if stored.crc32c is None:
             return True
         try:
-            crc = self.sharder.crc_of_range(f.shard or 0, f.offset or 0, f.stored_size)
+            crc = self.sharder.crc_of_range(stored.shard, stored.offset, stored.size)
         except BarecatIntegrityError as e:
             raise _naming(f.path, e) from e
-        return crc == f.crc32c
+        return crc == stored.crc32c
 
     def _stored_bytes(self, f: BarecatFileInfo) -> bytes:
         """A file's bytes as the shard holds them (sealed, in a sealed archive), CRC-checked."""
-        checked_file(f)
-        return self._read_checked(f.path, f.shard or 0, f.offset or 0, f.stored_size, f.crc32c)
+        return self._read_checked(f.path, checked_file(f).address)
 
     def _open_sealed(self, f: BarecatFileInfo) -> SealedFileReader:
         """A stream over a sealed file that decodes only the blocks it reads."""
@@ -318,7 +319,7 @@ class ArchiveReading:
         sealer = self._sealing.sealer()
         if self._sealing.digest is not None:
             self._sealing.digest.require_trusted(f.path)
-        shard, base, stored = f.shard or 0, f.offset or 0, f.stored_size
+        shard, base, stored, _ = f.address
 
         def fetch(offset: int, size: int) -> bytes:
             size = max(0, min(size, stored - offset))
@@ -331,14 +332,14 @@ class ArchiveReading:
     def _open_reader(self, f: BarecatFileInfo) -> io.RawIOBase:
         """A seekable binary stream over a file (block by block when sealed), whose bytes
         are known to be there: a missing or short shard raises now, naming the path."""
-        checked_file(f)
+        shard, offset, size, _ = checked_file(f).address
         try:
-            self.sharder.require_range(f.shard or 0, f.offset or 0, f.stored_size)
+            self.sharder.require_range(shard, offset, size)
         except BarecatIntegrityError as e:
             raise _naming(f.path, e) from e
         if self._sealing is not None:
             return self._open_sealed(f)
-        return BarecatReadOnlyFileObject(self.sharder, f.shard or 0, f.offset or 0, f.size or 0)
+        return BarecatReadOnlyFileObject(self.sharder, shard, offset, size)
 
 
 def _naming(path: str, error: BarecatIntegrityError) -> BarecatIntegrityError:
