@@ -283,7 +283,7 @@ def test_write_joins_the_parts_without_copying(cluster: None, tmp_path: Path) ->
     ]  # fmt: skip
     ds = ray.data.from_items(items, override_num_blocks=4)
     target = tmp_path / "written.barecat"
-    write_barecat(ds, target)
+    write_barecat(ds, target, part_bytes=0)  # a part per block
     with barecat.Barecat(target) as bc:
         assert dict(bc.items()) == {r["path"]: r["bytes"] for r in items}
         info = bc.lookup_file("out/0007.bin")
@@ -307,7 +307,8 @@ def test_read_then_write_round_trip_compressed(
 ) -> None:
     path, files = archive
     target = tmp_path / "copy.barecat"
-    write_barecat(read_barecat(path, target_bytes=32 << 10), target, compression="zstd")
+    source = read_barecat(path, target_bytes=32 << 10)
+    write_barecat(source, target, compression="zstd", part_bytes=64 << 10)
     with barecat.Barecat(target) as bc:
         assert bc.sealed
         assert dict(bc.items()) == files
@@ -320,7 +321,7 @@ def test_a_path_in_two_tasks_is_an_error_naming_it(cluster: None, tmp_path: Path
     items.append({"path": "f/3.txt", "bytes": b"again"})
     target = tmp_path / "dup.barecat"
     with pytest.raises(Exception, match=r"f/3\.txt"):
-        write_barecat(ray.data.from_items(items, override_num_blocks=3), target)
+        write_barecat(ray.data.from_items(items, override_num_blocks=3), target, part_bytes=0)
     assert not target.exists()
     assert leftovers(tmp_path) == []
 
@@ -355,7 +356,7 @@ def test_a_task_killed_mid_write_is_retried_and_nothing_half_written_remains(
     ds = ray.data.from_items(items, override_num_blocks=2).map_batches(
         _killer(str(out), kills=1), batch_size=50
     )
-    write_barecat(ds, out / "ds.barecat")
+    write_barecat(ds, out / "ds.barecat", part_bytes=0)  # fused: the kill is in the write
     assert os.path.exists(f"{out}.killed-0"), "a worker was killed while writing its part"
     with barecat.Barecat(out / "ds.barecat") as bc:
         assert dict(bc.items()) == {r["path"]: r["bytes"] for r in items}
@@ -374,7 +375,7 @@ def test_a_write_whose_task_dies_leaves_no_output(cluster: None, tmp_path: Path)
         _killer(str(out), kills=3), batch_size=50, max_retries=0
     )
     with pytest.raises(Exception, match=r"(?i)worker|died|crash"):
-        write_barecat(ds, out / "ds.barecat", ray_remote_args={"max_retries": 0})
+        write_barecat(ds, out / "ds.barecat", part_bytes=0, ray_remote_args={"max_retries": 0})
     assert os.path.exists(f"{out}.killed-0"), "a worker was killed while writing its part"
     assert sorted(os.listdir(out)) == [], "no output, no part, no staging folder"
 

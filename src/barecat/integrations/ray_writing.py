@@ -37,6 +37,9 @@ from barecat.entries import BarecatFileInfo
 from barecat.exceptions import BarecatError, FileExistsBarecatError
 from barecat.layout import archive_exists, move_archive, remove_archive, shard_files
 
+DEFAULT_PART_BYTES = 64 << 20
+"""Rows Ray gathers for one write task (one part-archive), in bytes: fewer, bigger parts
+(each is an archive made, synced and joined)."""
 REQUIRED_COLUMNS = ("path", "bytes")
 OPTIONAL_COLUMNS = ("mtime_ns", "mode")
 
@@ -50,6 +53,8 @@ class BarecatDatasink(Datasink[str | None]):
         shard_size_limit: the output's (and each part's) shard size limit (bytes, '1G').
         compression: store files compressed (``'zstd'``, ``'lz4'``): a sealed archive.
         compression_level: the codec's level.
+        part_bytes: about how many bytes of rows each write task (each part) takes (0:
+            as the blocks come, which lets Ray fuse the write with the step before it).
 
     Raises:
         FileExistsBarecatError: an archive exists at ``path`` (without ``overwrite``).
@@ -63,8 +68,10 @@ class BarecatDatasink(Datasink[str | None]):
         shard_size_limit: int | str | None = None,
         compression: str | None = None,
         compression_level: int | None = None,
+        part_bytes: int = DEFAULT_PART_BYTES,
     ) -> None:
         self.path = os.path.abspath(os.fspath(path))
+        self.part_bytes = part_bytes
         self.overwrite = overwrite
         self.shard_size_limit = shard_size_limit
         self.compression = compression
@@ -80,6 +87,10 @@ class BarecatDatasink(Datasink[str | None]):
 
     def get_name(self) -> str:
         return "Barecat"
+
+    @property
+    def min_bytes_per_write(self) -> int | None:
+        return self.part_bytes or None
 
     def on_write_start(self, schema: pa.Schema | None = None) -> None:
         """Check the rows' columns and make the parts' folder (on the driver)."""
@@ -174,6 +185,7 @@ def write_barecat(
     shard_size_limit: int | str | None = None,
     compression: str | None = None,
     compression_level: int | None = None,
+    part_bytes: int = DEFAULT_PART_BYTES,
     concurrency: int | None = None,
     ray_remote_args: dict[str, Any] | None = None,
 ) -> None:
@@ -187,6 +199,8 @@ def write_barecat(
         shard_size_limit: the output's shard size limit.
         compression: store files compressed (``'zstd'``, ``'lz4'``).
         compression_level: the codec's level.
+        part_bytes: about how many bytes of rows each write task (each part) takes (0:
+            as the blocks come).
         concurrency: the most write tasks running at once.
         ray_remote_args: more options of the write tasks.
 
@@ -201,6 +215,7 @@ def write_barecat(
         shard_size_limit=shard_size_limit,
         compression=compression,
         compression_level=compression_level,
+        part_bytes=part_bytes,
     )
     ds.write_datasink(sink, concurrency=concurrency, ray_remote_args=ray_remote_args or {})
 
