@@ -8,9 +8,9 @@ CPUs (default 2):
    of the tree itself: time to the first batch (from creating the dataset, planning
    included), and rows/s and MB/s of a full pass (``iter_batches``, every byte
    touched);
-2. write: ``write_barecat`` of the tree read by ``read_binary_files`` against
-   ``barecat create`` of the same tree (the command line, one process), until the
-   archive is complete.
+2. write: ``write_barecat`` of the tree read by ``read_binary_files``, and of the same
+   rows already in Ray's object store (the write alone), against ``barecat create`` of
+   the same tree (the command line, one process), until the archive is complete.
 
 Both read the page cache (the tree was just written). Medians of ``--repeats``
 interleaved rounds; figures only, no assertions.
@@ -109,8 +109,24 @@ def main() -> int:
             ds = ray.data.read_binary_files(tree.root, include_paths=True)
             write_barecat(ds.map_batches(relative), ray_out)
 
+        def write_materialized() -> None:
+            barecat.remove(str(ray_out)) if barecat.exists(str(ray_out)) else None
+            write_barecat(in_memory, ray_out)
+
+        root = tree.root + "/"
+        in_memory = (
+            ray.data.read_binary_files(tree.root, include_paths=True)
+            .map_batches(
+                lambda b: {"path": [p[len(root) :] for p in b["path"]], "bytes": b["bytes"]}
+            )
+            .materialize()
+        )
         for _ in range(args.repeats):
-            for name, work_fn in (("create", create), ("write_barecat", write)):
+            for name, work_fn in (
+                ("create", create),
+                ("write_barecat", write),
+                ("write_barecat_materialized", write_materialized),
+            ):
                 start = time.perf_counter()
                 work_fn()
                 results.setdefault(name, []).append(time.perf_counter() - start)
@@ -141,7 +157,8 @@ def main() -> int:
               f"{mb / total:,.0f} |")  # fmt: skip
     print("\n| write | time | files/s | MB/s |")
     print("|---|---|---|---|")
-    for name, label in (("write_barecat", "`write_barecat` (from `read_binary_files`)"),
+    for name, label in (("write_barecat", "`write_barecat` of `read_binary_files`"),
+                        ("write_barecat_materialized", "`write_barecat` of rows in memory"),
                         ("create", "`barecat create` (one process)")):  # fmt: skip
         t = statistics.median(results[name])
         print(f"| {label} | {t:.2f} s | {files / t:,.0f} | {mb / t:,.0f} |")
