@@ -380,6 +380,28 @@ def test_a_write_whose_task_dies_leaves_no_output(cluster: None, tmp_path: Path)
     assert sorted(os.listdir(out)) == [], "no output, no part, no staging folder"
 
 
+def test_a_dead_drivers_parts_go_at_the_next_write(cluster: None, tmp_path: Path) -> None:
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    left = tmp_path / f".ds.barecat.ray-{int(dead.stdout)}-0123abcd"
+    build(str(left / "part-00000-0123abcd"), {"half/written.bin": b"x" * 100})
+    live = tmp_path / f".ds.barecat.ray-{os.getppid()}-0123abcd"  # a live process's
+    live.mkdir()
+    write_barecat(ray.data.from_items([{"path": "a", "bytes": b"a"}]), tmp_path / "ds.barecat")
+    assert leftovers(tmp_path) == [live.name]
+    with barecat.Barecat(tmp_path / "ds.barecat") as bc:
+        assert dict(bc.items()) == {"a": b"a"}
+
+
+def test_the_archive_index_is_not_needed_once_planned(cluster: None, tmp_path: Path) -> None:
+    path = tmp_path / "a.barecat"
+    files = make_files(80, seed=5)
+    build(str(path), files)
+    source = BarecatDatasource(path, target_bytes=16 << 10)
+    path.rename(tmp_path / "index-elsewhere")  # the workers have only the shards now
+    assert by_path(ray.data.read_datasource(source).take_all()) == files
+
+
 def test_the_datasink_checks_the_output_at_once(tmp_path: Path) -> None:
     build(str(tmp_path / "there.barecat"), {"a": b"a"})
     with pytest.raises(barecat.FileExistsBarecatError):

@@ -3,7 +3,7 @@
 
 Rows have ``path`` and ``bytes``, optionally ``mtime_ns`` and ``mode``. Each write task
 writes its rows into a part-archive of its own in a hidden folder beside the output
-(``.NAME.ray-ID/``, so on the same filesystem; workers on other machines need that
+(``.NAME.ray-PID-ID/``, so on the same filesystem; workers on other machines need that
 filesystem shared) and returns the part's path. When every task is done,
 ``on_write_complete`` joins the parts without copying a byte: a new archive in that
 folder takes each part's shards by link (``Barecat.merge(..., symlink=True)``, which
@@ -11,7 +11,9 @@ also refuses a path two parts share, naming it), each link is then replaced by t
 it points to (a rename), and the joined archive is renamed to the output, shards first
 and index last, so the output appears only when whole. The folder is removed then, and
 by ``on_write_failed`` when the write fails (a retried task's half-written part goes
-with it). Imports ray and pyarrow (the ``ray`` extra) and the archive layer.
+with it); a folder whose driver died (its name holds the driver's process id) is removed
+by the next write of the same output on that machine. Imports ray and pyarrow (the
+``ray`` extra), the archive layer, ``layout`` and ``leftovers``.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from barecat.archive import Barecat
 from barecat.entries import BarecatFileInfo
 from barecat.exceptions import BarecatError, FileExistsBarecatError
 from barecat.layout import archive_exists, move_archive, remove_archive, shard_files
+from barecat.leftovers import abandoned_entries
 
 DEFAULT_PART_BYTES = 64 << 20
 """Rows Ray gathers for one write task (one part-archive), in bytes: fewer, bigger parts
@@ -77,8 +80,9 @@ class BarecatDatasink(Datasink[str | None]):
         self.compression = compression
         self.compression_level = compression_level
         folder, name = os.path.split(self.path)
-        self.staging = os.path.join(folder, f".{name}.ray-{uuid.uuid4().hex[:12]}")
-        """The hidden folder of the parts, beside the output."""
+        self._prefix = f".{name}.ray-"
+        self.staging = os.path.join(folder, f"{self._prefix}{os.getpid()}-{uuid.uuid4().hex[:8]}")
+        """The hidden folder of the parts, beside the output, named after the driver."""
         self._refuse_existing()
 
     def _refuse_existing(self) -> None:
@@ -93,7 +97,8 @@ class BarecatDatasink(Datasink[str | None]):
         return self.part_bytes or None
 
     def on_write_start(self, schema: pa.Schema | None = None) -> None:
-        """Check the rows' columns and make the parts' folder (on the driver)."""
+        """Check the rows' columns and make the parts' folder (on the driver), removing
+        those of earlier writes of the same output whose driver died."""
         if schema is not None:
             names = set(schema.names)
             missing = [c for c in REQUIRED_COLUMNS if c not in names]
@@ -103,6 +108,10 @@ class BarecatDatasink(Datasink[str | None]):
                     f"(the rows have: {', '.join(schema.names)})"
                 )
         self._refuse_existing()
+        folder = os.path.dirname(self.path)
+        for entries in abandoned_entries(folder, self._prefix).values():
+            for entry in entries:  # the parts of a write whose driver died
+                shutil.rmtree(os.path.join(folder, entry), ignore_errors=True)
         os.makedirs(self.staging, exist_ok=True)
 
     def write(self, blocks: Iterable[Block], ctx: Any) -> str | None:
