@@ -266,6 +266,15 @@ def test_remote_archive_read_without_the_index_in_workers(
             copy.unlink()
     assert len(source.get_read_tasks(parallelism=4)) > 1
     assert by_path(ray.data.read_datasource(source).take_all()) == files
+    # the same tasks run here, counted: per block, one ranged request per shard it spans,
+    # plus one lookup per shard; nothing per file
+    tasks = source.get_read_tasks(parallelism=4)
+    blocks = [block for task in tasks for block in task()]
+    stats = source._reader._shards().store.stats  # this process's reader (tasks share it)
+    shards = len(shard_files(local))
+    assert len(blocks) > 1
+    assert stats.requests <= shards + 2 * len(blocks) < len(files) / 4
+    assert stats.bytes_fetched == sum(len(d) for d in files.values())
 
 
 # -- writing -------------------------------------------------------------------------------
