@@ -34,8 +34,8 @@ OPTIONAL_PARTS = (
     "barecat.objectstore.block_cache",
     "barecat.archive.objectstore",
     "barecat.shards.objectstore",
-    "barecat.server",
-    "barecat.viewer",
+    "barecat.web.server",
+    "barecat.web.viewer",
     "barecat.mount",
     "barecat.cli.tui",
     "barecat.integrations",
@@ -155,7 +155,7 @@ LAZY_PACKAGES = [
     "barecat.sealing",
     "barecat.shards",
     "barecat.transfer",
-    "barecat.viewer",
+    "barecat.web.viewer",
 ]
 
 

@@ -40,8 +40,6 @@ if TYPE_CHECKING:
     )
     from barecat.index import Index
     from barecat.legacy_api import exists, get_cached_reader, open, read_index, remove, write_index
-    from barecat.server.client import HttpBarecat as HttpBarecat  # the optional httpx
-    from barecat.server.client import RemoteBarecat as RemoteBarecat
     from barecat.shards import (
         BarecatFileObject,
         BarecatReadOnlyFileObject,
@@ -49,6 +47,8 @@ if TYPE_CHECKING:
         Sharder,
     )
     from barecat.transfer import archive2barecat, barecat2archive, extract, merge, merge_symlink
+    from barecat.web.server.client import HttpBarecat as HttpBarecat  # the optional httpx
+    from barecat.web.server.client import RemoteBarecat as RemoteBarecat
 else:  # imported on first use: the face loads nothing up front
     __getattr__, __dir__ = lazy_exports(
         __name__,
@@ -90,7 +90,7 @@ else:  # imported on first use: the face loads nothing up front
                 "remove",
                 "write_index",
             ],
-            "barecat.server.client": ["HttpBarecat", "RemoteBarecat"],
+            "barecat.web.server.client": ["HttpBarecat", "RemoteBarecat"],
             "barecat.shards": [
                 "BarecatFileObject",
                 "BarecatReadOnlyFileObject",
@@ -132,7 +132,7 @@ def connect(url: str, token: str | None = None) -> HttpBarecat:
     """An archive served by ``barecat serve`` at ``url`` (``http://HOST:PORT/a/NAME``;
     ``http://HOST:PORT`` for a server of one archive; ``barecat://HOST[:PORT]/NAME[::PATH]``),
     with the read API of :class:`Barecat` (the ``server`` extra: httpx)."""
-    from barecat.server.client import HttpBarecat
+    from barecat.web.server.client import HttpBarecat
 
     return HttpBarecat(url, token)
 

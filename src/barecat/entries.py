@@ -4,7 +4,8 @@ the unlimited shard size, and byte sizes written by humans (``'1G'``, as the ref
 
 These are the values the index hands out and accepts: plain slotted dataclasses with the
 reference's names and constructor keywords, so user code that builds or inspects
-``BarecatFileInfo``/``BarecatDirInfo`` keeps working. Imports only ``paths``.
+``BarecatFileInfo``/``BarecatDirInfo`` keeps working; and :class:`Address`, where a
+file's bytes are, the one value the index hands the shards. Imports only ``paths``.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import re
 import stat
 import time
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import Any, NamedTuple
 
 from barecat.paths import basename, normalize
 
@@ -35,6 +36,20 @@ def parse_size(text: str | int) -> int:
     if m is None:
         raise ValueError(f"Not a size: {text!r} (expected e.g. 4096, 500M, 1.5G)")
     return int(float(m.group(1)) * _UNITS[m.group(2).upper()])
+
+
+class Address(NamedTuple):
+    """Where a file's stored bytes are, and their checksum: what the index answers for a
+    path and what the shards read and write. Immutable, and a tuple: it unpacks as
+    ``shard, offset, size, crc32c``.
+    """
+
+    shard: int
+    offset: int
+    size: int
+    """Bytes in the shard (a sealed file's sealed length)."""
+    crc32c: int | None
+    """CRC32C of those bytes; None for a row stored without one (never for new bytes)."""
 
 
 class Order(enum.Flag):
@@ -130,6 +145,22 @@ class BarecatFileInfo(BarecatEntryInfo):
 
     def isfile(self) -> bool:
         return True
+
+    @property
+    def address(self) -> Address:
+        """Where the file's stored bytes are (``stored_size`` of them) and their CRC32C.
+
+        Every file the index holds has a place (its row's shard and offset are never
+        NULL, an empty file's too); only a record made by hand before it is added has
+        none.
+
+        Raises:
+            ValueError: the record has no place (``shard`` or ``offset`` is None).
+        """
+        shard, offset = self.shard, self.offset
+        if shard is None or offset is None:
+            raise ValueError(f"{self.path!r}: the record has no place in an archive's shards")
+        return Address(shard, offset, self.stored_size, self.crc32c)
 
     @property
     def stored_size(self) -> int:

@@ -96,7 +96,7 @@ def remove(path: str | os.PathLike[str]) -> None:
 def read_index(path: str | os.PathLike[str]) -> dict[str, tuple[int, int, int]]:
     """The archive's files as ``{path: (shard, offset, size)}``."""
     with Barecat(path) as bc:
-        return {f.path: (f.shard or 0, f.offset or 0, f.size or 0) for f in bc.iter_fileinfos()}
+        return {f.path: (*f.address[:2], f.size or 0) for f in bc.iter_fileinfos()}
 
 
 def write_index(

@@ -33,12 +33,17 @@ def wait_for(condition: object, what: str, timeout: float = 30.0) -> None:
         time.sleep(0.05)
 
 
+def server_log(mountpoint: Path) -> Path:
+    """Where ``served`` writes the stderr of the server of ``mountpoint`` (beside it)."""
+    return mountpoint.parent / f"{mountpoint.name}.log"
+
+
 @contextlib.contextmanager
 def served(archive: str, mountpoint: Path, *extra: str, env: dict[str, str] | None = None
            ) -> Iterator[subprocess.Popen[bytes]]:  # fmt: skip
     """``barecat mount -f`` as a process of its own, unmounted (even if dead) at the end."""
     mountpoint.mkdir(exist_ok=True)
-    log = mountpoint.parent / f"{mountpoint.name}.log"
+    log = server_log(mountpoint)
     with open(log, "wb") as errors:
         server = subprocess.Popen(
             [BARECAT, "mount", "-f", *extra, archive, str(mountpoint)],

@@ -10,6 +10,7 @@ import pytest
 
 import barecat
 from barecat import Order
+from barecat.entries import Address
 
 
 @pytest.fixture
@@ -392,7 +393,7 @@ def test_raw_sql_on_the_connection_gives_rows_by_name_and_by_index(archive_path:
         assert bc.index.cursor.execute("SELECT count(*) AS n FROM files").fetchone()["n"] == 2
         # our own queries on the same connection still see tuples
         located = bc.index.lookup_address_in_sqlite("d/b.txt")
-        assert type(located) is tuple and located[2] == 5
+        assert type(located) is Address and located.size == 5
         assert bc.index.listdir_names("d") == ["a.txt", "b.txt"]
     for threadsafe in (False, True):
         with barecat.Barecat(archive_path, threadsafe=threadsafe) as bc:

@@ -10,7 +10,6 @@ import sqlite3
 import stat
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -22,7 +21,7 @@ from barecat.exceptions import BarecatError
 from barecat.mount import is_mounted
 from helpers import BARECAT
 from helpers.damaging import damage
-from helpers.mounting import FUSE_PROBLEM, served, wait_for
+from helpers.mounting import FUSE_PROBLEM, served, server_log, wait_for
 from helpers.trees import make_tree, tree_state
 
 pytestmark = pytest.mark.skipif(bool(FUSE_PROBLEM), reason=FUSE_PROBLEM)
@@ -150,7 +149,13 @@ def test_a_killed_server_is_unmounted_by_barecat(
     mnt = tmp_path / "mnt"
     with served(archive, mnt, "--rw") as server:
         (mnt / "closed.txt").write_bytes(b"closed before the kill")
-        time.sleep(1.5)  # past a commit interval
+
+        def closed_is_committed() -> bool:
+            (mnt / "tick.txt").write_bytes(b"x")  # a change: commits once an interval passed
+            with barecat.Barecat(archive) as bc:
+                return "closed.txt" in bc
+
+        wait_for(closed_is_committed, "the server to commit closed.txt")
         (mnt / "other.txt").write_bytes(b"x")
         server.kill()
         server.wait(timeout=30)
@@ -271,11 +276,26 @@ def _numbered_files(
 
 
 def _read_in_turn(mnt: Path, names: list[str], files: dict[str, bytes]) -> None:
-    """Read files one after another, as a program going through a folder does (a little
-    slower than the server's worker, so what it stores ahead is there in time)."""
+    """Read files one after another, as a program going through a folder does, each once
+    the server's read-ahead worker is idle (so what it stores ahead is there in time, on
+    a machine however loaded), and return once it is idle again (its stores all made)."""
+    log = server_log(mnt)
+    wait_for(lambda: _read_ahead_idle(log), "the read-ahead worker")
     for name in names:
         assert (mnt / name).read_bytes() == files[name], name
-        time.sleep(0.003)
+        wait_for(lambda: _read_ahead_idle(log), f"the read-ahead worker after {name}")
+
+
+def _read_ahead_idle(log: Path) -> bool:
+    """Whether the worker of a ``--debug`` server took every read reported to it and
+    stored all it had to. A read is reported before the server answers it, so once a
+    read returned, its report (if any) is in the log; the worker's idle line counts the
+    reports it took before it (a line being written, without its newline, is not yet
+    read as one)."""
+    text = log.read_text()
+    reported = text.count("read-ahead report queued: ")
+    taken = re.findall(r"read-ahead idle after (\d+) reports\n", text)
+    return max(map(int, taken), default=0) >= reported
 
 
 @pytest.mark.parametrize(("threads", "folder"), [("--no-threads", "d/"), ("--threads", "")])
@@ -499,7 +519,8 @@ def test_background_mounts_pass_the_listing_and_read_ahead_options_on(tmp_path: 
         with open(f"/proc/{servers[0]}/cmdline", "rb") as f:
             argv = f.read().split(b"\0")
         assert b"--no-read-ahead" in argv and b"--plain-listings" in argv
-        _read_in_turn(mnt, sorted(files), files)
+        for name in sorted(files):
+            assert (mnt / name).read_bytes() == files[name], name
     finally:
         subprocess.run([BARECAT, "mount", "--unmount", str(mnt)], check=True)
 

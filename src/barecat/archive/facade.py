@@ -39,7 +39,7 @@ from barecat.paths import normalize
 
 if TYPE_CHECKING:
     from barecat.index import Index
-    from barecat.shards import Sharder
+    from barecat.shards.reading import ShardReader
 
 _open_archive = Parts("_archive")
 _reading = Parts("_reading")
@@ -202,8 +202,8 @@ class Barecat(MutableMapping[str, bytes]):
         return self._archive.index
 
     @property
-    def sharder(self) -> Sharder:
-        """The archive's shards."""
+    def sharder(self) -> ShardReader:
+        """The archive's shards, as every archive reads them (on object storage too)."""
         return self._archive.sharder
 
     @property

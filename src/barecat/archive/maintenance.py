@@ -53,7 +53,7 @@ class ArchiveMaintenance(ArchivePart):
         self.archive.require_writable()
         limit = parse_size(value)
         self.archive.index.shard_size_limit = limit
-        self.archive.sharder.shard_size_limit = limit
+        self.archive.writes.sharder.shard_size_limit = limit
 
     @serialized
     def truncate_all_to_logical_size(self) -> None:
@@ -68,7 +68,7 @@ class ArchiveMaintenance(ArchivePart):
         ends = [
             self.archive.index.logical_shard_end(i) for i in range(self.archive.sharder.num_shards)
         ]
-        self.archive.sharder.truncate_all_to_logical_size(ends)
+        self.archive.writes.sharder.truncate_all_to_logical_size(ends)
 
     @serialized
     def defragment(
@@ -100,7 +100,7 @@ class ArchiveMaintenance(ArchivePart):
 
         result = defrag_archive(
             self.archive.index,
-            self.archive.sharder,
+            self.archive.writes.sharder,
             quick=quick,
             time_budget=time_budget,
             on_progress=on_progress,
@@ -149,7 +149,7 @@ class ArchiveMaintenance(ArchivePart):
 
         result = reshard_archive(
             self.archive.index,
-            self.archive.sharder,
+            self.archive.writes.sharder,
             parse_size(shard_size_limit),
             on_progress=on_progress,
         )
@@ -183,7 +183,7 @@ class ArchiveMaintenance(ArchivePart):
 
         result = repair_archive(
             self.archive.index,
-            self.archive.sharder,
+            self.archive.writes.sharder,
             drop_bad=drop_bad,
             workers=workers,
             on_file=on_file,
@@ -236,7 +236,7 @@ class ArchiveMaintenance(ArchivePart):
 
         result = merge_archives(
             self.archive.index,
-            self.archive.sharder,
+            self.archive.writes.sharder,
             sources,
             ignore_duplicates=ignore_duplicates,
             symlink=symlink,
@@ -281,7 +281,7 @@ class ArchiveMaintenance(ArchivePart):
             source.index,
             source.sharder,
             self.archive.index,
-            self.archive.sharder,
+            self.archive.writes.sharder,
             selection,
             on_progress,
             seal_like=self.archive.seal_like,
@@ -401,7 +401,9 @@ class ArchiveMaintenance(ArchivePart):
 
         archive = self.archive
         archive.require_writable()
-        return copy_files_from(archive.index, archive.sharder, src.index, src.sharder, move=True)
+        return copy_files_from(
+            archive.index, archive.writes.sharder, src.index, src.sharder, move=True
+        )
 
 
 __all__ = ["ArchiveMaintenance"]

@@ -22,11 +22,10 @@ from barecat.archive.reading import file_record, open_reader, read_file
 from barecat.archive.sealed import SealedFileWriter
 from barecat.archive.state import ArchivePart, OpenArchive, serialized
 from barecat.archive.writing import ArchiveWriting
-from barecat.entries import BarecatEntryInfo, BarecatFileInfo
+from barecat.entries import Address, BarecatEntryInfo, BarecatFileInfo
 from barecat.exceptions import FileExistsBarecatError, FileNotFoundBarecatError
 from barecat.paths import normalize
 from barecat.shards import BarecatReadWriteFileObject
-from barecat.shards.sharder import Address
 
 if TYPE_CHECKING:  # write code is imported when used, not before
     from barecat.ops.writing import Position
@@ -137,8 +136,8 @@ class ArchiveOpening(ArchivePart):
         if keep and existing is not None:
             # Read in place until the first change copies the bytes to the write end
             # (committed bytes are never changed in place).
-            stored = (existing.shard or 0, existing.offset or 0, existing.size or 0)
-            shard, offset, size = stored
+            shard, offset, size, _ = existing.address  # (a plain archive: size is stored)
+            stored = (shard, offset, size)
             self.archive.sharder.require_range(*stored)
             relocate = functools.partial(self._copy_to_write_end, stored)
         else:
@@ -146,7 +145,7 @@ class ArchiveOpening(ArchivePart):
             shard, offset = self.archive.writes.open_region()
         self.archive.writer_path = path
         self.archive.writer = BarecatReadWriteFileObject(
-            self.archive.sharder, shard, offset, size, self._finish_writer, mode, relocate,
+            self.archive.writes.sharder, shard, offset, size, self._finish_writer, mode, relocate,
             move_to_new_shard=self._move_writer,
         )  # fmt: skip
         return self.archive.writer

@@ -18,9 +18,9 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from barecat.archive.state import ArchivePart, OpenArchive
-from barecat.entries import BarecatFileInfo, Order
+from barecat.entries import Address, BarecatFileInfo, Order
 from barecat.exceptions import BarecatIntegrityError, DamagedEntryBarecatError
-from barecat.index.query import Located, checked_file
+from barecat.index.query import checked_file
 from barecat.paths import normalize_many
 from barecat.shards import BarecatReadOnlyFileObject
 
@@ -116,12 +116,12 @@ class ArchiveReading(ArchivePart):
             try:
                 return self._read_located(wanted, located, max_gap)
             except BarecatIntegrityError:
-                for pos, shard, offset, size, crc32c in located:  # which file is damaged
-                    _read_checked(self.archive, wanted[pos], shard, offset, size, crc32c)
+                for pos, address in located:  # which file is damaged
+                    _read_checked(self.archive, wanted[pos], address)
                 raise
 
     def _read_located(
-        self, wanted: list[str], located: list[tuple[int, int, int, int, int | None]], max_gap: int
+        self, wanted: list[str], located: list[tuple[int, Address]], max_gap: int
     ) -> list[bytes]:
         if len(located) < len(wanted):
             hit = {pos for pos, *_ in located}
@@ -173,16 +173,17 @@ class ArchiveReading(ArchivePart):
             BarecatIntegrityError: the bytes do not match their CRC32C, or are missing.
         """
         f = checked_file(file_record(self.archive, item))
+        stored = f.address
         total = f.size or 0
         view = memoryview(buffer).cast("B")
         n = max(0, min(len(view), total - offset))
         if self.archive.sealing is not None:
             view[:n] = read_file(self.archive, f, offset, n)
             return n
-        crc = f.crc32c if offset == 0 and n == total else None
+        crc = stored.crc32c if offset == 0 and n == total else None
         try:
             return self.archive.sharder.readinto_from_address(
-                f.shard or 0, (f.offset or 0) + offset, view[:n], crc
+                stored.shard, stored.offset + offset, view[:n], crc
             )
         except BarecatIntegrityError as e:
             raise _naming(f.path, e) from e
@@ -203,13 +204,14 @@ class ArchiveReading(ArchivePart):
             BarecatIntegrityError: the bytes are missing (a short or missing shard).
         """
         f = checked_file(file_record(self.archive, item))
-        if f.crc32c is None:
+        stored = f.address
+        if stored.crc32c is None:
             return True
         try:
-            crc = self.archive.sharder.crc_of_range(f.shard or 0, f.offset or 0, f.stored_size)
+            crc = self.archive.sharder.crc_of_range(stored.shard, stored.offset, stored.size)
         except BarecatIntegrityError as e:
             raise _naming(f.path, e) from e
-        return crc == f.crc32c
+        return crc == stored.crc32c
 
     read_many = get_many
 
@@ -218,7 +220,7 @@ def read_again(
     archive: OpenArchive,
     path: str,
     normalized: str,
-    addr: Located,
+    addr: Address,
     error: BarecatIntegrityError,
 ) -> bytes:
     """After a failed read at ``addr`` (from the lookup table): the file read where
@@ -228,16 +230,14 @@ def read_again(
         raise KeyError(path) from None
     if checked == addr:
         raise _naming(normalized, error) from error
-    return _read_checked(archive, normalized, *checked)
+    return _read_checked(archive, normalized, checked)
 
 
-def _read_checked(
-    archive: OpenArchive, path: str, shard: int, offset: int, size: int, crc32c: int | None = None
-) -> bytes:
-    """Bytes of the file ``path`` from the shards; damage raised naming the file (the
-    shards know addresses, not paths)."""
+def _read_checked(archive: OpenArchive, path: str, address: Address) -> bytes:
+    """Bytes of the file ``path`` from the shards (checked when the address has a
+    CRC32C); damage raised naming the file (the shards know addresses, not paths)."""
     try:
-        return archive.sharder.read_from_address(shard, offset, size, crc32c)
+        return archive.sharder.read_from_address(*address)
     except BarecatIntegrityError as e:
         raise _naming(path, e) from e
 
@@ -252,7 +252,8 @@ def file_record(archive: OpenArchive, item: BarecatFileInfo | str) -> BarecatFil
 
 def read_file(archive: OpenArchive, f: BarecatFileInfo, offset: int, size: int) -> bytes:
     """``read`` of a file record, its row checked first."""
-    total = checked_file(f).size or 0
+    stored = checked_file(f).address
+    total = f.size or 0
     if archive.sealing is not None:
         if offset == 0 and (size < 0 or size >= total):
             return archive.sealing.unseal(f.path, stored_bytes(archive, f))
@@ -260,16 +261,15 @@ def read_file(archive: OpenArchive, f: BarecatFileInfo, offset: int, size: int) 
             reader.seek(max(offset, 0))
             return reader.read(total if size < 0 else size) or b""
     if offset == 0 and (size < 0 or size >= total):
-        return _read_checked(archive, f.path, f.shard or 0, f.offset or 0, total, f.crc32c)
+        return _read_checked(archive, f.path, stored)
     offset = min(max(offset, 0), total)
     n = total - offset if size < 0 else min(size, total - offset)
-    return _read_checked(archive, f.path, f.shard or 0, (f.offset or 0) + offset, n)
+    return _read_checked(archive, f.path, Address(stored.shard, stored.offset + offset, n, None))
 
 
 def stored_bytes(archive: OpenArchive, f: BarecatFileInfo) -> bytes:
     """A file's bytes as the shard holds them (sealed, in a sealed archive), CRC-checked."""
-    checked_file(f)
-    return _read_checked(archive, f.path, f.shard or 0, f.offset or 0, f.stored_size, f.crc32c)
+    return _read_checked(archive, f.path, checked_file(f).address)
 
 
 def _open_sealed(archive: OpenArchive, f: BarecatFileInfo) -> SealedFileReader:
@@ -280,7 +280,7 @@ def _open_sealed(archive: OpenArchive, f: BarecatFileInfo) -> SealedFileReader:
     sealer = archive.sealing.sealer()
     if archive.sealing.digest is not None:
         archive.sealing.digest.require_trusted(f.path)
-    shard, base, stored = f.shard or 0, f.offset or 0, f.stored_size
+    shard, base, stored, _ = f.address
 
     def fetch(offset: int, size: int) -> bytes:
         size = max(0, min(size, stored - offset))
@@ -292,14 +292,14 @@ def _open_sealed(archive: OpenArchive, f: BarecatFileInfo) -> SealedFileReader:
 def open_reader(archive: OpenArchive, f: BarecatFileInfo) -> io.RawIOBase:
     """A seekable binary stream over a file (block by block when sealed), whose bytes
     are known to be there: a missing or short shard raises now, naming the path."""
-    checked_file(f)
+    shard, offset, size, _ = checked_file(f).address
     try:
-        archive.sharder.require_range(f.shard or 0, f.offset or 0, f.stored_size)
+        archive.sharder.require_range(shard, offset, size)
     except BarecatIntegrityError as e:
         raise _naming(f.path, e) from e
     if archive.sealing is not None:
         return _open_sealed(archive, f)
-    return BarecatReadOnlyFileObject(archive.sharder, f.shard or 0, f.offset or 0, f.size or 0)
+    return BarecatReadOnlyFileObject(archive.sharder, shard, offset, size)
 
 
 def _naming(path: str, error: BarecatIntegrityError) -> BarecatIntegrityError:

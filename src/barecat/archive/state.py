@@ -42,6 +42,7 @@ if TYPE_CHECKING:  # sealing and write code are imported when used, not before
     from barecat.archive.sealed import ArchiveSealing, SealedFileWriter
     from barecat.ops.writing import WriteSession
     from barecat.sealing import SealingSettings
+    from barecat.shards.reading import ShardReader
 
 COMMIT_EVERY_FILES = 4096
 """Commit at least this often during long writes (besides every ``commit_interval``)."""
@@ -129,7 +130,9 @@ class OpenArchive:
         self.owner_pid = os.getpid()
         self.on_commit: Callable[[], None] | None = None
         self.index: Index
-        self.sharder: Sharder
+        self.sharder: ShardReader
+        """The shards as every archive reads them (on object storage too); a writer's own
+        ``Sharder``, which writes, is its write session's (``writes.sharder``)."""
         self.writes: WriteSession
         """A writer's write session: every new byte and the row after it go through it."""
         limit = None if shard_size_limit is None else parse_size(shard_size_limit)
@@ -194,7 +197,7 @@ class OpenArchive:
                 threadsafe=self.threadsafe,
                 lookup_table=lookup_table,
             )
-            self.sharder = Sharder(
+            self.sharder = sharder = Sharder(
                 self.path,
                 shard_size_limit=self.index.shard_size_limit,
                 readonly=self.readonly,
@@ -206,7 +209,7 @@ class OpenArchive:
             if not self.readonly:  # (readers load no write code)
                 from barecat.ops.writing import WriteSession
 
-                self.writes = WriteSession(self.index, self.sharder)  # places the position
+                self.writes = WriteSession(self.index, sharder)  # places the position
         except BaseException:
             index: Index | None = getattr(self, "index", None)
             if index is not None:
@@ -400,7 +403,7 @@ class OpenArchive:
                     # An archive without bytes still gets its (empty) first shard, which
                     # barecat 0.3.1 needs to open it. Made at close, as shards linked
                     # or adopted into a new archive (merge, wrap) must start at 0.
-                    self.sharder.create_first_shard()
+                    self.writes.sharder.create_first_shard()
                 self.index.close()
             elif in_owner:
                 self.index.close()

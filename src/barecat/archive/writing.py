@@ -21,14 +21,13 @@ from typing import TYPE_CHECKING, BinaryIO
 
 from barecat.archive.reading import file_record
 from barecat.archive.state import ArchivePart, serialized
-from barecat.entries import BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo
+from barecat.entries import Address, BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo
 from barecat.exceptions import (
     FileNotFoundBarecatError,
     IsADirectoryBarecatError,
     NotADirectoryBarecatError,
 )
 from barecat.paths import normalize, normalize_many, parent
-from barecat.shards.sharder import Address
 
 if TYPE_CHECKING:  # sealing and write code are imported when used, not before
     from barecat.ops.writing import WriteSession

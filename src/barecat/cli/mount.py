@@ -9,6 +9,7 @@ terminal, and handed to the server through a pipe, never through argv or the env
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import subprocess
 import sys
@@ -55,7 +56,11 @@ def register(sub: Subparsers) -> None:
     parser.add_argument(
         "-z", "--lazy", action="store_true", help="With --unmount: detach even while busy"
     )
-    parser.add_argument("--debug", action="store_true", help="Print every FUSE call (with -f)")
+    parser.add_argument(
+        "--debug",
+        action="store_true",
+        help="Print every FUSE call and what read-ahead does (with -f)",
+    )
     parser.add_argument(
         "--threads",
         action=argparse.BooleanOptionalAction,
@@ -131,6 +136,8 @@ def run_mount(args: argparse.Namespace) -> int:
         raise ValueError("-o defrag changes the archive once unmounted: add -o rw")
     check_fuse()
     if args.foreground:
+        if args.debug:
+            _print_debug_messages()
         mount_archive(
             args.archive,
             args.mountpoint,
@@ -146,6 +153,16 @@ def run_mount(args: argparse.Namespace) -> int:
         )
         return 0
     return _serve_in_background(args)
+
+
+def _print_debug_messages() -> None:
+    """``--debug``: barecat's own debug messages (the read-ahead worker's) go to stderr,
+    a line each beside libfuse's."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(name)s: %(message)s"))
+    logger = logging.getLogger("barecat")
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
 
 
 def _serve_in_background(args: argparse.Namespace) -> int:

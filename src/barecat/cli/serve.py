@@ -54,9 +54,9 @@ def register(sub: Subparsers) -> None:
 
 def run_serve(args: argparse.Namespace) -> int:
     try:
-        from barecat.asgi_serving import Timeouts
-        from barecat.server.app import Limits
-        from barecat.server.serving import serve_archives
+        from barecat.web.asgi_serving import Timeouts
+        from barecat.web.server.app import Limits
+        from barecat.web.server.serving import serve_archives
     except ModuleNotFoundError as e:
         raise BarecatError(f"Serving needs {e.name}: pip install 'barecat[server]'") from e
 
@@ -81,6 +81,6 @@ def run_serve(args: argparse.Namespace) -> int:
 
 
 def _names(paths: list[str]) -> list[str]:
-    from barecat.server.serving import archive_name
+    from barecat.web.server.serving import archive_name
 
     return [archive_name(p) for p in paths]

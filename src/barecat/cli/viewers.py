@@ -2,7 +2,7 @@
 terminal, ``barecat view`` (``barecat-image-viewer``) in a web browser.
 
 The terminal ones are Textual applications (``barecat.cli.tui``, the ``tui`` extra), the
-viewer a Starlette page (``barecat.viewer``, the ``viewer`` extra); each is imported when
+viewer a Starlette page (``barecat.web.viewer``, the ``viewer`` extra); each is imported when
 it starts, and a missing one is one line saying what to install.
 """
 
@@ -102,7 +102,7 @@ def _add_viewer_options(parser: argparse.ArgumentParser) -> None:
 
 def run_view(args: argparse.Namespace) -> int:
     try:
-        from barecat.viewer import serve_viewer
+        from barecat.web.viewer import serve_viewer
     except ModuleNotFoundError as e:
         raise BarecatError(f"The image viewer needs {e.name}: pip install 'barecat[viewer]'") from e
 

@@ -22,7 +22,7 @@ counter, so a commit by any process retires the table. WAL-mode indexes, whose c
 does not move, are never accelerated. The table only ever speeds up hits: a path it does
 not hold (a file of 4 GiB or more, past 2**48 bytes into its shard, without a CRC, or
 whose row is damaged) is left to SQLite. The file is a cache: deleting it is always safe.
-Imports nothing from the package: it knows the ``files`` table's columns, nothing else.
+It knows the ``files`` table's columns, nothing else; it answers with ``entries.Address``.
 """
 
 from __future__ import annotations
@@ -37,9 +37,10 @@ from typing import Union
 
 import xxhash
 
+from barecat.entries import Address
 from barecat.index.connection import select
 
-Address = tuple[int, int, int, int]
+_new = tuple.__new__  # an Address without NamedTuple's Python-level __new__ (the hot path)
 _Slots = Union["array[int]", memoryview]
 _Paths = bytearray | mmap.mmap
 _MAGIC = b"BCLOOKUP"
@@ -234,7 +235,7 @@ class LookupTable:
                 if self._paths[start : start + (ref & _LENGTH_MASK)] == key:
                     word, size_crc = slots[i + 1], slots[i + 3]
                     offset, size = word & _OFFSET_MASK, size_crc & _MAX_U32
-                    return (word >> _OFFSET_BITS, offset, size, size_crc >> 32)
+                    return _new(Address, (word >> _OFFSET_BITS, offset, size, size_crc >> 32))
             i += _WORDS
             if i == end:
                 i = 0

@@ -60,8 +60,6 @@ SIZE_TOTAL = "total(CASE WHEN typeof(size) = 'integer' THEN size END)"
 or be text or infinite; this is a float exact to 8 PiB, damaged sizes left out."""
 _MAX_END = (1 << 63) - 1  # SQLite's largest integer, and the largest file offset
 _MAX_CRC = (1 << 32) - 1
-Located = tuple[int, int, int, int | None]
-"""(shard, offset, size, crc32c): where a file's bytes are, and their checksum."""
 
 
 def address_problem(shard: object, offset: object, size: object, crc: object) -> str | None:

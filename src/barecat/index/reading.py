@@ -13,7 +13,6 @@ package; imports go down to ``entries``, ``paths`` and ``exceptions``.
 from __future__ import annotations
 
 import json
-import operator
 import os
 import sqlite3
 from collections.abc import Iterator
@@ -21,6 +20,7 @@ from typing import TypeVar
 
 from barecat.entries import (
     SHARD_SIZE_UNLIMITED,
+    Address,
     BarecatDirInfo,
     BarecatEntryInfo,
     BarecatFileInfo,
@@ -48,7 +48,11 @@ from barecat.layout import base_path, lookup_table_path, shards_with_bytes
 from barecat.paths import ancestors, normalize
 
 _AUTO_TABLE_MIN_LOOKUPS = 10_000
-_address_of = operator.itemgetter(1, 2)
+
+
+def _address_of(entry: tuple[int, Address]) -> tuple[int, int]:
+    return entry[1][:2]  # (shard, offset)
+
 
 _Reader = TypeVar("_Reader", bound="IndexReader")
 
@@ -269,7 +273,7 @@ class IndexReader:
             return NotADirectoryLookupBarecatError(message, path)
         return FileNotFoundBarecatError(path, what)
 
-    def lookup_address(self, path: str) -> query.Located | None:
+    def lookup_address(self, path: str) -> Address | None:
         """(shard, offset, size, crc32c) of a normalized file path, or None: the read hot path.
 
         Read-only indexes answer from a :class:`LookupTable` when one is current (saved
@@ -301,7 +305,7 @@ class IndexReader:
                 self.build_lookup_table()
         return self.lookup_address_in_sqlite(path)
 
-    def lookup_address_in_sqlite(self, path: str) -> query.Located | None:
+    def lookup_address_in_sqlite(self, path: str) -> Address | None:
         """As :meth:`lookup_address`, always from SQLite: the second opinion when bytes
         read at a table's address fail their check.
 
@@ -315,14 +319,16 @@ class IndexReader:
             DamagedEntryBarecatError: the file's row cannot address bytes (text or a
                 negative number where an offset belongs, say).
         """
-        row: query.Located | None = select(
+        row = select(
             self._files_conn,
             "SELECT shard, offset, size, crc32c FROM files WHERE path = ?",
             (path,),
         ).fetchone()
-        if row is not None and (problem := query.address_problem(*row)) is not None:
+        if row is None:
+            return None
+        if (problem := query.address_problem(*row)) is not None:
             raise DamagedEntryBarecatError(path, problem)
-        return row
+        return Address._make(row)
 
     @property
     def lookup_table_size(self) -> int | None:
@@ -360,35 +366,33 @@ class IndexReader:
             table.save(lookup_table_path(self.path))
         return True
 
-    def locate_many(self, paths: list[str]) -> list[tuple[int, int, int, int, int | None]]:
-        """(request position, shard, offset, size, crc32c) for each existing normalized path,
-        sorted by storage address: one query joins the whole request against the index.
+    def locate_many(self, paths: list[str]) -> list[tuple[int, Address]]:
+        """(request position, address) for each existing normalized path, sorted by
+        storage address: one query joins the whole request against the index.
 
         Args:
             paths: the normalized paths.
 
         Returns:
-            One tuple per path that is a file (missing ones are left out).
+            One pair per path that is a file (missing ones are left out).
 
         Raises:
             DamagedEntryBarecatError: a file's row cannot address bytes.
         """
         table = self._table
         if table is not None and (self._immutable or table.is_current()):
-            located: list[tuple[int, int, int, int, int | None]] = []
+            located: list[tuple[int, Address]] = []
             for i, path in enumerate(paths):
                 found = table.find(path)
                 if found is None:  # the table cannot tell: ask SQLite for the whole batch
                     break
-                located.append((i, *found))
+                located.append((i, found))
             else:
                 located.sort(key=_address_of)
                 return located
         return self.locate_many_in_sqlite(paths)
 
-    def locate_many_in_sqlite(
-        self, paths: list[str]
-    ) -> list[tuple[int, int, int, int, int | None]]:
+    def locate_many_in_sqlite(self, paths: list[str]) -> list[tuple[int, Address]]:
         """As :meth:`locate_many`, always from SQLite (a damaged row raises
         ``DamagedEntryBarecatError``, as in :meth:`lookup_address_in_sqlite`).
 
@@ -396,8 +400,8 @@ class IndexReader:
             paths: the normalized paths.
 
         Returns:
-            One (request position, shard, offset, size, crc32c) tuple per path that is
-            a file, by storage address.
+            One (request position, address) pair per path that is a file, by storage
+            address.
 
         Raises:
             DamagedEntryBarecatError: a file's row cannot address bytes.
@@ -406,10 +410,11 @@ class IndexReader:
             "SELECT j.key, f.shard, f.offset, f.size, f.crc32c FROM json_each(?) AS j "
             "JOIN files AS f ON f.path = j.value ORDER BY f.shard, f.offset"
         )
-        located = select(self.settled_conn(), sql, (json.dumps(paths),)).fetchall()
-        for pos, *address in located:
-            if (problem := query.address_problem(*address)) is not None:
+        located = []
+        for pos, *row in select(self.settled_conn(), sql, (json.dumps(paths),)):
+            if (problem := query.address_problem(*row)) is not None:
                 raise DamagedEntryBarecatError(paths[pos], problem)
+            located.append((pos, Address._make(row)))
         return located
 
     def lookup_dir(self, dirpath: str) -> BarecatDirInfo:

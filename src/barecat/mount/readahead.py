@@ -33,6 +33,11 @@ right after a read succeeds. A file whose name the kernel does not hold (dropped
 memory pressure, or listed without attributes: ``--plain-listings``) is not stored, nor
 one whose device, size or type disagrees.
 
+With debug logging on (``barecat mount -f --debug``) the serving threads log each read
+they hand to the worker, and the worker logs each time it has taken every one and stored
+all it had to (``read-ahead idle after N reports``): the state a reader can wait for.
+With it off, each costs a test of a flag set when the worker starts.
+
 Read-only mounts only, libfuse 3 only. Imports the archive layer and mfusepy (the ``mount``
 extra).
 """
@@ -245,6 +250,8 @@ class ReadAhead:
         """The worker's runs, the most recently read last."""
         self._device = -1
         """The mount's device number (what the worker stats must be on it)."""
+        self._traced = log.isEnabledFor(logging.DEBUG)
+        """Whether reports and idle times are logged (decided once: a flag to test)."""
         self._thread = threading.Thread(target=self._work, name="barecat-read-ahead", daemon=True)
         self._thread.start()
 
@@ -253,7 +260,7 @@ class ReadAhead:
         race on a probe cost at most a check more or less.)"""
         directory = path.rpartition("/")[0]
         if directory in self._following:
-            self._seen.put(path)
+            self._report(path)
             return
         probe = self._probes.get(directory)
         if probe is None:
@@ -266,7 +273,14 @@ class ReadAhead:
             return
         if probe.worth_asking():
             probe.doubt()  # (until the worker finds otherwise: checks do not wait for it)
-            self._seen.put((before, path, probe))
+            self._report((before, path, probe))
+
+    def _report(self, seen: str | _Check) -> None:
+        """Hand a read to the worker (logged before it can be taken, so a log shows each
+        report ahead of the worker's idle line that counts it)."""
+        if self._traced:
+            log.debug("read-ahead report queued: %s", seen if isinstance(seen, str) else seen[1])
+        self._seen.put(seen)
 
     def close(self) -> None:
         """Stop the worker (after the unmount, so nothing it waits for can hang)."""
@@ -276,27 +290,29 @@ class ReadAhead:
     # -- the worker -------------------------------------------------------------------------
 
     def _work(self) -> None:
-        if not self._serves_node_ids():
-            while self._seen.get() is not None:
-                pass
-            return
+        """Take each report; while none waits, store the next file. Where files cannot be
+        stored, reports are only taken (and counted)."""
+        serving = self._serves_node_ids()
+        taken = 0
         while True:
             seen = self._seen.get()  # (blocks while there is nothing to store)
-            while seen is not None:
-                self._guarded(self._take, seen)
-                seen = "" if self._seen.empty() else self._seen.get()
-                if seen == "":  # every reported read taken: store the next file
-                    job = self._next_job()
-                    if job is None:
-                        break
-                    self._guarded(self._store, job)
-            else:
+            if seen is None:
                 return
+            taken += 1
+            if serving:
+                self._guarded(self._take, seen)
+            while serving and self._seen.empty():  # every reported read taken
+                job = self._next_job()
+                if job is None:
+                    break
+                self._guarded(self._store, job)
+            if self._traced and self._seen.empty():  # (else a report ended the stores)
+                log.debug("read-ahead idle after %d reports", taken)
 
     def _take(self, seen: str | _Check) -> None:
         if isinstance(seen, tuple):
             self._check(*seen)
-        elif seen:
+        else:
             self._follow(seen)
 
     @staticmethod

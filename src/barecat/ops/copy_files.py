@@ -34,6 +34,7 @@ from barecat.index.merging import FAR, MergeSource, Relocation, SourceTotals
 from barecat.ops.writing import WriteSession
 from barecat.sealing.settings import SealingSettings
 from barecat.shards import Sharder
+from barecat.shards.reading import ShardReader
 
 ProgressCallback = Callable[[int, int], None]
 """Called with (files, bytes) done since the last call."""
@@ -65,7 +66,7 @@ def copy_files_from(
     index: Index,
     sharder: Sharder,
     src_index: IndexAggregates,
-    src_sharder: Sharder,
+    src_sharder: ShardReader,
     *,
     files: Iterable[str] | None = None,
     dirs: Iterable[str] | None = None,
@@ -211,7 +212,7 @@ class _Run:
 def _copy_runs(
     source: MergeSource,
     writes: WriteSession,
-    src_sharder: Sharder,
+    src_sharder: ShardReader,
     on_progress: ProgressCallback | None,
 ) -> list[Relocation]:
     """Copy the chosen files' bytes run by run; returns the relocations, by source address."""
@@ -252,7 +253,7 @@ def _bounded(relocations: list[Relocation]) -> list[Relocation]:
 
 
 def _link_shards(
-    src_index: IndexAggregates, src_sharder: Sharder, sharder: Sharder, move: bool = False
+    src_index: IndexAggregates, src_sharder: ShardReader, sharder: Sharder, move: bool = False
 ) -> list[Relocation]:
     """Give each source shard a new number in the target as a symlink to it, or (``move``)
     the shard itself, renamed (an empty file of the target's own where the source has a

@@ -40,6 +40,7 @@ from barecat.ops.rounds import (
     resync_after_failure,
 )
 from barecat.shards import Sharder
+from barecat.shards.reading import ShardReader
 
 MAX_STUCK = 10
 """Files from the end that found no hole before a quick defrag gives up filling holes."""
@@ -86,7 +87,7 @@ class Fragmentation:
         return max(0, self.physical_size - self.data_size)
 
 
-def fragmentation(index: Index, sharder: Sharder) -> Fragmentation:
+def fragmentation(index: Index, sharder: ShardReader) -> Fragmentation:
     """Measure holes and slack without changing anything."""
     gaps = [size for _, _, size in holes(index)]
     ends = shard_ends(index)

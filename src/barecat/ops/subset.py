@@ -20,6 +20,7 @@ from barecat.index.aggregates import IndexAggregates
 from barecat.ops.copy_files import CopyStats, ProgressCallback, SealLike, copy_files_from
 from barecat.paths import ancestors
 from barecat.shards import Sharder
+from barecat.shards.reading import ShardReader
 
 
 @dataclass(slots=True)
@@ -58,7 +59,7 @@ def select_entries(
 
 def subset_archive(
     src_index: IndexAggregates,
-    src_sharder: Sharder,
+    src_sharder: ShardReader,
     index: Index,
     sharder: Sharder,
     selection: Selection | None,

@@ -47,7 +47,7 @@ from barecat.index.migrate import (
 )
 from barecat.layout import base_path, index_path
 from barecat.shards import Sharder
-from barecat.shards.sharder import crc32c
+from barecat.shards.reading import crc32c
 
 OnBegin = Callable[[tuple[int, int], int], None]
 """Called once the old version is known: (old version, number of files whose bytes will

@@ -25,7 +25,7 @@ from barecat.entries import BarecatFileInfo, Order
 from barecat.exceptions import BarecatError, FileNotFoundBarecatError
 from barecat.index import Index
 from barecat.index.query import row_problem
-from barecat.shards import Sharder
+from barecat.shards.reading import ShardReader
 
 OnFile = Callable[[BarecatFileInfo], None]
 
@@ -59,7 +59,7 @@ class VerifyReport:
 
 def verify_archive(
     index: Index,
-    sharder: Sharder,
+    sharder: ShardReader,
     quick: bool = False,
     on_file: OnFile | None = None,
     workers: int = 1,
@@ -87,7 +87,7 @@ def verify_archive(
     return report
 
 
-def _check_shard_ends(index: Index, sharder: Sharder, report: VerifyReport) -> None:
+def _check_shard_ends(index: Index, sharder: ShardReader, report: VerifyReport) -> None:
     """Name the files of missing shards, and those reaching past a shard's end."""
     for shard in index.used_shards():
         if sharder.shard_exists(shard):
@@ -99,7 +99,7 @@ def _check_shard_ends(index: Index, sharder: Sharder, report: VerifyReport) -> N
 
 
 def _check_bytes(
-    sharder: Sharder,
+    sharder: ShardReader,
     files: Sequence[BarecatFileInfo],
     report: VerifyReport,
     on_file: OnFile | None,
@@ -131,10 +131,11 @@ def _check_bytes(
             done.result()
 
 
-def _bytes_match(sharder: Sharder, f: BarecatFileInfo) -> bool:
-    if f.crc32c is None:
+def _bytes_match(sharder: ShardReader, f: BarecatFileInfo) -> bool:
+    shard, offset, size, crc = f.address
+    if crc is None:
         return True
     try:
-        return sharder.crc_of_range(f.shard or 0, f.offset or 0, f.stored_size) == f.crc32c
+        return sharder.crc_of_range(shard, offset, size) == crc
     except (OSError, BarecatError):  # missing shard, truncated bytes
         return False

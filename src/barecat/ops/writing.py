@@ -35,11 +35,12 @@ from typing import BinaryIO
 
 import crc32c as _crc32c
 
+from barecat.entries import Address
 from barecat.exceptions import BarecatError, FileTooLargeBarecatError
 from barecat.index import Index
 from barecat.sealing import Sealer
 from barecat.shards import Sharder
-from barecat.shards.sharder import COPY_CHUNK, Address, crc32c
+from barecat.shards.reading import COPY_CHUNK, ShardReader, crc32c
 
 Position = tuple[int, int]
 """(shard, offset): a place in an archive's shards."""
@@ -186,7 +187,7 @@ class WriteSession:
     def append(self, data: Data) -> Address:
         """Write one file at the position and move past it at once (inside a batch)."""
         address = self._write(data)
-        self._move(address[0], address[1] + address[2])
+        self._move(address.shard, address.offset + address.size)
         return address
 
     def append_many(self, datas: Sequence[Data]) -> list[Address]:
@@ -195,7 +196,7 @@ class WriteSession:
         places = self.reserve(len(d) for d in datas)
         self.sharder.write_many(places, datas)
         return [
-            (shard, offset, len(data), _crc32c.crc32c(data))
+            Address(shard, offset, len(data), _crc32c.crc32c(data))
             for (shard, offset), data in zip(places, datas, strict=True)
         ]
 
@@ -212,10 +213,10 @@ class WriteSession:
         ``sealer`` is given; then ``size_hint`` must be its size) and move past it at
         once (inside a batch); returns its address."""
         address = self._write_stream(fileobj, size_hint, bufsize, sealer, path)
-        self._move(address[0], address[1] + address[2])
+        self._move(address.shard, address.offset + address.size)
         return address
 
-    def copy_from(self, source: Sharder, src: tuple[int, int, int]) -> Position:
+    def copy_from(self, source: ShardReader, src: tuple[int, int, int]) -> Position:
         """Copy another archive's stored bytes ``src`` (shard, offset, size) to the
         position and move past them at once (inside a batch); returns where they landed."""
         shard, offset = self._room(src[2])
@@ -245,12 +246,12 @@ class WriteSession:
         try:
             record(address)
         except BaseException:
-            if self.position == address[:2]:
+            if self.position == (address.shard, address.offset):
                 with contextlib.suppress(OSError):
-                    self.sharder.truncate_shard(address[0], address[1])
+                    self.sharder.truncate_shard(address.shard, address.offset)
             self.resync()
             raise
-        self._move(address[0], address[1] + address[2])
+        self._move(address.shard, address.offset + address.size)
         return address
 
     def store_batch(self, datas: Sequence[Data], record: Callable[[list[Address]], None]) -> int:
@@ -269,7 +270,7 @@ class WriteSession:
             with contextlib.suppress(OSError):
                 self.sharder.truncate_shard(shard, offset)
             raise
-        return shard, offset, len(data), crc32c(data)
+        return Address(shard, offset, len(data), crc32c(data))
 
     def _write_stream(
         self,
@@ -312,7 +313,8 @@ class WriteSession:
         if fileobj.read(1):
             raise BarecatError(f"{path}: the source grew while it was being stored")
         self.sharder.write_at(shard, offset, stream.head())
-        return shard, offset, end - offset, self.sharder.crc_of_range(shard, offset, end - offset)
+        crc = self.sharder.crc_of_range(shard, offset, end - offset)
+        return Address(shard, offset, end - offset, crc)
 
     # -- a file written in place (``Barecat.open`` for writing) ---------------------------
 
@@ -337,8 +339,7 @@ class WriteSession:
     def close_region(self, region: tuple[int, int, int], record: Callable[[Address], None]) -> None:
         """Record the row of a file written in place, then move past its bytes."""
         shard, offset, size = region
-        address = (shard, offset, size, self.sharder.crc_of_range(shard, offset, size))
-        record(address)
+        record(Address(shard, offset, size, self.sharder.crc_of_range(shard, offset, size)))
         self._move(shard, offset + size)
 
 

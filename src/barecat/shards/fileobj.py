@@ -6,7 +6,7 @@ places it there, copying an existing file first, so committed bytes are never ch
 place) and grows it freely; the archive records the result when the writer closes.
 A reader whose shard ends inside its window raises (the shard's truncation error), never
 returns the file cut short. Imports ``exceptions`` and ``streams`` only; the shard
-access it needs is described by ``ShardIO``.
+access it needs is described by ``ShardRanges`` (reading) and ``ShardIO`` (writing too).
 """
 
 from __future__ import annotations
@@ -19,23 +19,28 @@ from barecat.exceptions import BarecatError, BarecatIntegrityError, FileTooLarge
 from barecat.streams import SeekableReader
 
 
-class ShardIO(Protocol):
-    """The positional shard operations a file object needs (implemented by ``Sharder``)."""
-
-    shard_size_limit: int
+class ShardRanges(Protocol):
+    """The positional shard reads a file object needs (every ``ShardReader`` has them)."""
 
     def pread(self, shard: int, offset: int, size: int) -> bytes: ...
     def preadinto(self, shard: int, offset: int, view: memoryview) -> int: ...
-    def write_at(self, shard: int, offset: int, data: bytes | bytearray | memoryview) -> None: ...
     def truncated_error(
         self, shard: int, offset: int, size: int, got: int
     ) -> BarecatIntegrityError: ...
 
 
+class ShardIO(ShardRanges, Protocol):
+    """The positional shard operations a writable file object needs (``Sharder``'s)."""
+
+    shard_size_limit: int
+
+    def write_at(self, shard: int, offset: int, data: bytes | bytearray | memoryview) -> None: ...
+
+
 class BarecatFileObject(SeekableReader):
     """Common base: a window ``[offset, offset + size)`` of one shard, with a position."""
 
-    def __init__(self, shards: ShardIO, shard: int, offset: int, size: int) -> None:
+    def __init__(self, shards: ShardRanges, shard: int, offset: int, size: int) -> None:
         super().__init__()
         self._shards = shards
         self.shard = shard
@@ -114,6 +119,7 @@ class BarecatReadWriteFileObject(BarecatFileObject):
         move_to_new_shard: Callable[[tuple[int, int, int]], tuple[int, int]],
     ) -> None:
         super().__init__(shards, shard, offset, size)
+        self._io = shards
         self._move_to_new_shard = move_to_new_shard
         self.mode = mode
         self._on_close = on_close_callback
@@ -159,14 +165,14 @@ class BarecatReadWriteFileObject(BarecatFileObject):
         end = self._pos + len(view)
         self._ensure_capacity(end)
         if self._pos > self.size:  # writing past the end leaves a hole of zeros, as on disk
-            self._shards.write_at(self.shard, self.offset + self.size, bytes(self._pos - self.size))
-        self._shards.write_at(self.shard, self.offset + self._pos, view)
+            self._io.write_at(self.shard, self.offset + self.size, bytes(self._pos - self.size))
+        self._io.write_at(self.shard, self.offset + self._pos, view)
         self._pos = end
         self.size = max(self.size, end)
         return len(view)
 
     def _ensure_capacity(self, end: int) -> None:
-        limit = self._shards.shard_size_limit
+        limit = self._io.shard_size_limit
         if self.offset + end <= limit:
             return
         if end > limit:
@@ -184,7 +190,7 @@ class BarecatReadWriteFileObject(BarecatFileObject):
         self._before_change()
         if size > self.size:
             self._ensure_capacity(size)
-            self._shards.write_at(self.shard, self.offset + self.size, bytes(size - self.size))
+            self._io.write_at(self.shard, self.offset + self.size, bytes(size - self.size))
         self.size = size
         return size
 

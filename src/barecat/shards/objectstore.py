@@ -1,21 +1,23 @@
 """The :class:`ObjectStoreSharder`: read-only shards that live on object storage (or any
 fsspec filesystem), read by ranged requests through a local block cache.
 
-It is a :class:`~barecat.shards.Sharder` whose reading primitives fetch byte ranges
-instead of calling ``pread``, so everything above it (verified reads, batches, streams,
-sealed files, verify) works unchanged. Batches are coalesced harder than on a local disk
-(``max_gap``): one request that carries a few kilobytes more is cheaper than two.
-Each shard is looked up (one metadata request, for its size and version) the first time
-it is read. Imports ``remote``, ``layout`` and ``exceptions``.
+It is a :class:`~barecat.shards.reading.ShardReader` whose reads fetch byte ranges
+instead of calling ``pread``, so everything above it that reads (verified reads,
+batches, streams, sealed files, verify) works unchanged; it has no writing side at all,
+an archive on object storage being opened read-only. Batches are coalesced harder than
+on a local disk (``max_gap``): one request that carries a few kilobytes more is cheaper
+than two. Each shard is looked up (one metadata request, for its size and version) the
+first time it is read. Imports ``objectstore``, ``entries`` and ``exceptions``.
 """
 
 from __future__ import annotations
 
 import crc32c as _crc32c
 
-from barecat.exceptions import BarecatIntegrityError, FileNotFoundBarecatError, ReadOnlyBarecatError
+from barecat.entries import Address
+from barecat.exceptions import BarecatIntegrityError, FileNotFoundBarecatError
 from barecat.objectstore import ArchiveCache, ObjectStore, StoredObject
-from barecat.shards.sharder import Sharder
+from barecat.shards.reading import ShardFiles
 
 DEFAULT_BLOCK_SIZE = 64 << 10
 """Unit of the local cache: a small file costs at most two blocks of transfer."""
@@ -23,8 +25,10 @@ DEFAULT_MAX_GAP = 256 << 10
 """Neighbours this close in a batch are fetched by one request."""
 
 
-class ObjectStoreSharder(Sharder):
+class ObjectStoreSharder(ShardFiles):
     """Shards ``0 .. num_shards-1`` of the archive at ``url`` (read-only)."""
+
+    readonly = True
 
     def __init__(
         self,
@@ -39,12 +43,13 @@ class ObjectStoreSharder(Sharder):
         self.cache = cache
         self.block_size = block_size
         self.max_gap = max_gap
-        self._declared_shards = num_shards
+        self._num_shards = num_shards
         self._objects: dict[int, StoredObject] = {}
-        super().__init__(url, readonly=True)
+        super().__init__(url)
 
-    def _count_shards(self) -> int:
-        return self._declared_shards
+    @property
+    def num_shards(self) -> int:
+        return self._num_shards
 
     def _object(self, shard: int) -> StoredObject:
         return self._per_shard(self._objects, shard, self._open_object)
@@ -62,7 +67,6 @@ class ObjectStoreSharder(Sharder):
             objects, self._objects = self._objects, {}
         for obj in objects.values():
             obj.close()
-        super().close()
 
     # -- what the store can tell ---------------------------------------------------------
 
@@ -78,15 +82,6 @@ class ObjectStoreSharder(Sharder):
             return self._object(shard_number).size
         except BarecatIntegrityError:
             return 0
-
-    def is_foreign(self, shard: int) -> bool:
-        return False
-
-    def _fd(self, shard: int) -> int:
-        raise ReadOnlyBarecatError(
-            f"{self.path} is on remote storage: its shards have no local file to copy from "
-            "(extract or convert its files instead)"
-        )
 
     # -- reading -------------------------------------------------------------------------
 
@@ -111,13 +106,11 @@ class ObjectStoreSharder(Sharder):
             raise self.truncated_error(shard, offset, size, max(0, obj.size - offset))
         return obj
 
-    def read_many(
-        self, located: list[tuple[int, int, int, int, int | None]], max_gap: int = 0
-    ) -> list[bytes]:
+    def read_many(self, located: list[tuple[int, Address]], max_gap: int = 0) -> list[bytes]:
         """As :meth:`Sharder.read_many`, each shard's ranges in one round of requests."""
         out: list[bytes] = [b""] * len(located)
         by_shard: dict[int, list[tuple[int, int, int, int | None]]] = {}
-        for pos, shard, offset, size, crc in located:
+        for pos, (shard, offset, size, crc) in located:
             by_shard.setdefault(shard, []).append((pos, offset, size, crc))
         for shard, entries in by_shard.items():
             last = max(entries, key=lambda e: e[1] + e[2])

@@ -7,7 +7,8 @@ and no shared file position. Writes are positional too: where new bytes go (the 
 position, kept here) is decided and moved only by the write session above
 (``barecat.ops.writing``), which also computes CRC32C on the way and cuts what a failed
 write left, so a half-written file never becomes visible. Knows nothing of paths or
-SQL; imports ``layout`` and ``exceptions``.
+SQL; imports ``entries``, ``layout`` and ``exceptions``. What it shares with the
+object-storage reader (errors naming shards, checksums of ranges) is in ``reading``.
 """
 
 from __future__ import annotations
@@ -15,42 +16,32 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import threading
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, BinaryIO, TypeVar, cast
+from typing import Any, BinaryIO
 
-from barecat.entries import SHARD_SIZE_UNLIMITED
+from barecat.entries import SHARD_SIZE_UNLIMITED, Address
 from barecat.exceptions import (
     BarecatError,
-    BarecatIntegrityError,
     FileTooLargeBarecatError,
     NotEnoughSpaceBarecatError,
     ReadOnlyBarecatError,
 )
-from barecat.layout import existing_shard_numbers, shard_path
+from barecat.layout import existing_shard_numbers
 from barecat.lazy_exports import LazyModule
 from barecat.shards.copy import copy_range
-from barecat.shards.fileobj import BarecatReadOnlyFileObject
+from barecat.shards.reading import COPY_CHUNK, ShardFiles, ShardReader, crc32c
 from barecat.shards.writeback import EarlyWriteback
 
-Address = tuple[int, int, int, int]  # shard, offset, size, crc32c
-_T = TypeVar("_T")
-
-COPY_CHUNK = 1 << 20
 _IOV_MAX = 1024  # buffers per pwritev call (Linux's IOV_MAX)
 _WRITE_CHUNK = 4 << 20  # bytes per pwritev: keeps early writeback steady
 _SPAN = 16 << 20  # largest single read when coalescing neighbours
 
-_crc32c: Any = LazyModule("crc32c")  # imported at the first checksum, not to list an archive
+_crc32c: Any = LazyModule("crc32c")  # (the module itself on the hot path: no wrapper call)
 
 
-def crc32c(data: bytes | bytearray | memoryview, value: int = 0) -> int:
-    """CRC32C (Castagnoli) with hardware acceleration, continuing from ``value``."""
-    return int(_crc32c.crc32c(data, value=value))
-
-
-class Sharder:
-    """The shard files of one archive (``path`` is the archive's base name)."""
+class Sharder(ShardFiles):
+    """The shard files of one archive on this machine (``path`` is the archive's base
+    name): a :class:`~barecat.shards.reading.ShardReader`, and the writing primitives."""
 
     def __init__(
         self,
@@ -61,7 +52,7 @@ class Sharder:
         threadsafe: bool = False,
         allow_writing_symlinked_shard: bool = False,
     ) -> None:
-        self.path = path
+        super().__init__(path)
         self.shard_size_limit = (
             SHARD_SIZE_UNLIMITED if shard_size_limit is None else shard_size_limit
         )
@@ -72,7 +63,6 @@ class Sharder:
         self._checked_writable: set[int] = set()
         self._copy_buffer = bytearray()
         self._writeback = EarlyWriteback()
-        self._lock = threading.Lock()
         self._num_shards = self._count_shards()
         self._write_position: tuple[int, int] | None = None
         """Where the next file's bytes go: moved only by ``barecat.ops.writing``'s
@@ -85,39 +75,9 @@ class Sharder:
 
     # -- descriptors -------------------------------------------------------------------
 
-    def get_shard_path(self, i_shard: int) -> str:
-        return shard_path(self.path, i_shard)
-
     @property
     def num_shards(self) -> int:
         return self._num_shards
-
-    def _per_shard(self, table: dict[int, _T], shard: int, make: Callable[[int], _T]) -> _T:
-        """``table[shard]``, made by ``make`` the first time (once, whatever the threads)."""
-        value = table.get(shard)
-        if value is None:
-            with self._lock:
-                value = table.get(shard)
-                if value is None:
-                    value = table[shard] = make(shard)
-        return value
-
-    def missing_shard_error(self, shard: int) -> BarecatIntegrityError:
-        return BarecatIntegrityError(f"Shard file {self.get_shard_path(shard)} is missing")
-
-    def crc_mismatch_error(self, shard: int, offset: int, size: int) -> BarecatIntegrityError:
-        return BarecatIntegrityError(
-            f"CRC32C mismatch in shard {self.get_shard_path(shard)} at offset {offset} "
-            f"({size} bytes): the stored bytes are corrupt"
-        )
-
-    def truncated_error(
-        self, shard: int, offset: int, size: int, got: int
-    ) -> BarecatIntegrityError:
-        return BarecatIntegrityError(
-            f"Shard {self.get_shard_path(shard)} is truncated: needed {size} bytes at offset "
-            f"{offset}, only {got} exist"
-        )
 
     def _open_shard(self, shard: int) -> int:
         writable = not self.readonly and not self.is_foreign(shard)
@@ -138,12 +98,6 @@ class Sharder:
         for fd in fds.values():
             os.close(fd)
 
-    def __enter__(self) -> Sharder:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
     def shard_exists(self, shard_number: int) -> bool:
         return os.path.exists(self.get_shard_path(shard_number))
 
@@ -152,10 +106,6 @@ class Sharder:
             return os.path.getsize(self.get_shard_path(shard_number))
         except FileNotFoundError:
             return 0
-
-    @property
-    def total_physical_size_stat(self) -> int:
-        return sum(self.physical_shard_end(i) for i in range(self._num_shards))
 
     # -- reading -----------------------------------------------------------------------
 
@@ -191,32 +141,30 @@ class Sharder:
             raise self.crc_mismatch_error(shard, offset, size)
         return data
 
-    def read_many(
-        self, located: list[tuple[int, int, int, int, int | None]], max_gap: int = 0
-    ) -> list[bytes]:
-        """Bytes for ``(position, shard, offset, size, crc32c)`` entries sorted by address,
-        returned by position; neighbours at most ``max_gap`` apart share one ``pread``
-        (spans up to 16 MiB). Each file with a CRC is verified."""
+    def read_many(self, located: list[tuple[int, Address]], max_gap: int = 0) -> list[bytes]:
+        """Bytes for ``(position, address)`` entries sorted by address, returned by
+        position; neighbours at most ``max_gap`` apart share one ``pread`` (spans up to
+        16 MiB). Each file with a CRC is verified."""
         out: list[bytes] = [b""] * len(located)
         i, count = 0, len(located)
         while i < count:
-            _, shard, start, size, _ = located[i]
+            pos, (shard, start, size, crc) = located[i]
             end = start + size
             j = i + 1
             while j < count:
-                _, s2, o2, n2, _ = located[j]
+                s2, o2, n2, _ = located[j][1]
                 if s2 != shard or o2 - end > max_gap or o2 + n2 - start > _SPAN:
                     break
                 if n2:  # (an empty file needs no bytes: its offset may even be past the end)
                     end = max(end, o2 + n2)
                 j += 1
             if j == i + 1:  # the common case: a lone file
-                out[located[i][0]] = self.read_from_address(shard, start, size, located[i][4])
+                out[pos] = self.read_from_address(shard, start, size, crc)
                 i = j
                 continue
             span = self.read_from_address(shard, start, end - start)
             view = memoryview(span)
-            for pos, _, off, n, crc in located[i:j]:
+            for pos, (_, off, n, crc) in located[i:j]:
                 data = bytes(view[off - start : off - start + n])
                 if crc is not None and _crc32c.crc32c(data) != crc:
                     raise self.crc_mismatch_error(shard, off, n)
@@ -276,14 +224,6 @@ class Sharder:
 
     def preadinto(self, shard: int, offset: int, view: memoryview) -> int:
         return os.preadv(self._fd(shard), [view], offset)
-
-    def crc_of_range(self, shard: int, offset: int, size: int) -> int:
-        value, done = 0, 0
-        while done < size:
-            chunk = self.read_from_address(shard, offset + done, min(COPY_CHUNK, size - done))
-            value = crc32c(chunk, value)
-            done += len(chunk)
-        return value
 
     # -- writing -----------------------------------------------------------------------
 
@@ -435,7 +375,7 @@ class Sharder:
             with contextlib.suppress(OSError):
                 os.ftruncate(fd, offset)
             raise
-        return shard, offset, size, value
+        return Address(shard, offset, size, value)
 
     def copy_within(self, src: tuple[int, int, int], dst_shard: int, dst_offset: int) -> None:
         """Copy stored bytes to another place in this archive, inside the kernel where
@@ -479,14 +419,23 @@ class Sharder:
     # -- combining archives ------------------------------------------------------------
 
     def copy_from(
-        self, source: Sharder, src: tuple[int, int, int], dst_shard: int, dst_offset: int
+        self, source: ShardReader, src: tuple[int, int, int], dst_shard: int, dst_offset: int
     ) -> None:
         """Copy ``src`` (shard, offset, size) of ``source``'s shards to ``(dst_shard,
         dst_offset)`` here, inside the kernel where possible; nothing is synced.
 
         For runs of many stored files moved unchanged (merge, subset): their CRCs travel
         with their rows, so nothing is recomputed.
+
+        Raises:
+            ReadOnlyBarecatError: ``source`` has no local shard files (an archive on
+                object storage).
         """
+        if not isinstance(source, Sharder):
+            raise ReadOnlyBarecatError(
+                f"{source.path} is on remote storage: its shards have no local file to copy "
+                "from (extract or convert its files instead)"
+            )
         shard, offset, size = src
         fd = self._writable_fd(dst_shard)
         copy_range(
@@ -601,14 +550,4 @@ class Sharder:
             with contextlib.suppress(OSError):
                 os.ftruncate(fd, here[1])
             raise
-        return (*here, len(data), crc32c(data))
-
-    def open_from_address(self, shard: int, offset: int, size: int, mode: str = "rb") -> BinaryIO:
-        """A seekable read-only file object over one stored byte range."""
-        if mode != "rb":
-            raise ValueError("Only 'rb' is supported for raw shard ranges")
-        return cast(BinaryIO, BarecatReadOnlyFileObject(self, shard, offset, size))
-
-    @property
-    def total_physical_size_seek(self) -> int:
-        return self.total_physical_size_stat
+        return Address(*here, len(data), crc32c(data))

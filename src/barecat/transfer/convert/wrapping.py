@@ -154,7 +154,7 @@ def _collect(
                 result.skipped.append((name, f"hard link to {link_target[1:]!r}, not stored"))
                 return
             # A copy of the target's bytes: files in a barecat never share a byte range.
-            address = (target.shard or 0, target.offset or 0, target.size or 0)
+            address = target.address[:3]  # (shard, offset, size)
             links[path] = (entry, address)
             return
         if link_target is not None:
@@ -181,7 +181,7 @@ def _store(
     dirs = [e for e in entries.values() if isinstance(e, BarecatDirInfo)]
     files = [e for e in entries.values() if isinstance(e, BarecatFileInfo)]
     for info in files:
-        info.crc32c = bc.sharder.crc_of_range(info.shard or 0, info.offset or 0, info.size or 0)
+        info.crc32c = bc.sharder.crc_of_range(*info.address[:3])
     bc.add_dirs(dirs)
     for start in range(0, len(files), 4096):
         bc.add_placed(files[start : start + 4096])

@@ -57,7 +57,7 @@ def test_the_client_reads_like_a_barecat(archive: tuple[str, dict[str, bytes]]) 
 
 
 def test_the_http_client_keeps_its_old_name(archive: tuple[str, dict[str, bytes]]) -> None:
-    from barecat.server import client
+    from barecat.web.server import client
 
     assert barecat.RemoteBarecat is barecat.HttpBarecat is client.HttpBarecat
     assert client.RemoteBarecat is client.HttpBarecat
@@ -347,7 +347,7 @@ def test_a_server_url_connects_to_its_only_archive(
 def test_barecat_urls_of_0_3_1(archive: tuple[str, dict[str, bytes]]) -> None:
     """``barecat://HOST:PORT/NAME::PATH``: the archive, rooted at PATH; port 50003 unless
     given."""
-    from barecat.server.client import archive_url
+    from barecat.web.server.client import archive_url
 
     assert archive_url("barecat://h/name") == ("http://h:50003/a/name", "")
     assert archive_url("barecat://h:9/name::in/side/") == ("http://h:9/a/name", "in/side")

@@ -32,12 +32,12 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
 from barecat.archive.readable import ReadableArchive
-from barecat.asgi_serving import HTTPError, answered
 from barecat.entries import BarecatDirInfo, BarecatFileInfo
 from barecat.exceptions import (
     InvalidPathBarecatError,
 )
 from barecat.paths import normalize
+from barecat.web.asgi_serving import HTTPError, answered
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".gif", ".bmp", ".webp", ".tif", ".tiff")
 PAGE_LIMIT = 200
@@ -81,7 +81,7 @@ def _dir_json(info: BarecatDirInfo) -> dict[str, Any]:
 
 def create_app(bc: ReadableArchive) -> Starlette:
     """The viewer of the archive ``bc`` (only read; thread-safe)."""
-    page = resources.files("barecat.viewer").joinpath("page.html").read_text(encoding="utf-8")
+    page = resources.files("barecat.web.viewer").joinpath("page.html").read_text(encoding="utf-8")
 
     @functools.lru_cache(maxsize=THUMB_CACHE)
     def thumbnail(path: str, size: int) -> bytes:

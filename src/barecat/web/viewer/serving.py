@@ -11,7 +11,7 @@ import webbrowser
 from collections.abc import Callable
 
 from barecat.archive.readable import ReadableArchive
-from barecat.asgi_serving import serve_asgi
+from barecat.web.asgi_serving import serve_asgi
 
 
 def serve_viewer(
@@ -24,7 +24,7 @@ def serve_viewer(
 ) -> None:
     """Serve ``bc``'s viewer until interrupted (Ctrl-C). ``port`` 0 takes a free one;
     ``on_ready(url)`` is called once it listens."""
-    from barecat.viewer.app import create_app
+    from barecat.web.viewer.app import create_app
 
     def ready(url: str) -> None:
         if on_ready is not None:

@@ -18,7 +18,7 @@ import barecat
 httpx = pytest.importorskip("httpx", reason="the browser-tests extra is not installed")
 PIL = pytest.importorskip("PIL", reason="Pillow (the viewer extra) is not installed")
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
+ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts"
 
 
 @pytest.fixture(scope="module")
@@ -157,7 +157,7 @@ def test_the_viewer_over_the_http_client_answers_as_over_the_archive(archive: st
     """The viewer typed against ReadableArchive: over ``barecat.connect`` to a served
     archive it answers every API route as it does over the archive itself."""
     pytest.importorskip("uvicorn", reason="the server extra is not installed")
-    from barecat.viewer.app import create_app
+    from barecat.web.viewer.app import create_app
     from helpers.serving import serving
 
     routes = [

@@ -3,8 +3,8 @@
 from barecat.lazy_exports import TYPE_CHECKING, lazy_exports
 
 if TYPE_CHECKING:
-    from barecat.viewer.serving import serve_viewer
+    from barecat.web.viewer.serving import serve_viewer
 else:  # imported on first use
-    __getattr__, __dir__ = lazy_exports(__name__, {"barecat.viewer.serving": ["serve_viewer"]})
+    __getattr__, __dir__ = lazy_exports(__name__, {"barecat.web.viewer.serving": ["serve_viewer"]})
 
 __all__ = ["serve_viewer"]

@@ -48,12 +48,12 @@ from starlette.routing import Route
 
 from barecat.archive import Barecat
 from barecat.archive.readable import ReadableArchive
-from barecat.asgi_serving import HTTPError, answered
 from barecat.entries import BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo, Order
 from barecat.exceptions import (
     ReadOnlyBarecatError,
 )
 from barecat.paths import normalize
+from barecat.web.asgi_serving import HTTPError, answered
 
 _LENGTH = struct.Struct("<Q")
 _ORDERS = {"path": Order.PATH, "address": Order.ADDRESS, "any": Order.ANY}

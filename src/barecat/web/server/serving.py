@@ -9,10 +9,10 @@ import secrets
 from collections.abc import Callable, Sequence
 
 from barecat.archive import Barecat, Passphrase
-from barecat.asgi_serving import DEFAULT_TIMEOUTS, Timeouts, serve_asgi
 from barecat.exceptions import BarecatError
 from barecat.layout import base_path
-from barecat.server.app import DEFAULT_LIMITS, Limits, create_app
+from barecat.web.asgi_serving import DEFAULT_TIMEOUTS, Timeouts, serve_asgi
+from barecat.web.server.app import DEFAULT_LIMITS, Limits, create_app
 
 
 def archive_name(path: str) -> str:

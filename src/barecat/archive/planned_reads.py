@@ -1,0 +1,231 @@
+"""Files read where a plan made from the index says they are, without the index.
+
+For engines whose driver plans once and whose workers only read (Ray Data): the driver
+lists the chosen files in storage order with :func:`plan_files` (a glob and an SQL
+condition on the index's columns, both run by SQLite), and hands each worker a
+:class:`PlannedReader` (:func:`planned_reader`) with the addresses of its files. A worker
+opens the shards only (local files, or ranged requests to object storage with no local
+cache), checks every file's CRC32C and, in a sealed archive, authenticates and
+decompresses it bound to its path: it never opens or downloads the index. An encrypted
+archive's data key travels inside the reader (pickled with it, never shown by ``repr``);
+the driver checked the index digest when it unlocked the archive, so the rows it planned
+from are the trusted ones. Imports ``index`` (its query helpers), ``shards``, ``objectstore``,
+``sealing``, ``glob`` and ``paths``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+from barecat.entries import Address, BarecatFileInfo
+from barecat.exceptions import BarecatIntegrityError, InvalidPathBarecatError
+from barecat.glob import compile_glob
+from barecat.index.connection import select
+from barecat.index.query import checked_file, file_from_row
+from barecat.paths import normalize, subtree_bounds
+
+if TYPE_CHECKING:
+    from barecat.archive.facade import Barecat
+    from barecat.sealing import Sealer
+    from barecat.shards.reading import ShardReader
+
+PlannedFile = tuple[str, int, int, int, int | None]
+"""(path, shard, offset, stored size, crc32c): one file's bytes as the shards hold them."""
+
+
+def plan_files(
+    bc: Barecat,
+    pattern: str | None = None,
+    where: str | None = None,
+    params: Sequence[object] = (),
+    by_path: bool = False,
+) -> Iterator[BarecatFileInfo]:
+    """The archive's files in storage order (shard, offset), chosen in SQLite.
+
+    Args:
+        bc: the archive (open; on object storage its index is the local copy).
+        pattern: a glob over paths (recursive ``**``, hidden names included), as
+            ``Barecat.globfiles(pattern, True, True)`` matches; None: every file.
+        where: an SQL condition on the ``files`` table's columns (``path``, ``parent``,
+            ``size``, ``mode``, ``uid``, ``gid``, ``mtime_ns``, ``shard``, ``offset``,
+            ``crc32c``; in a sealed archive ``size`` is the sealed length and
+            ``logical_size`` the file's own), with ``?`` placeholders for ``params``.
+        params: the values of ``where``'s placeholders.
+        by_path: in path order instead (files of one directory, and names sharing a
+            stem, next to each other).
+
+    Returns:
+        The chosen files' records, each checked to address bytes; ``size`` is the
+        file's own size, ``stored_size`` what the shards hold.
+
+    Raises:
+        DamagedEntryBarecatError: a chosen row cannot address bytes.
+        sqlite3.Error: ``where`` is not a valid condition.
+    """
+    conditions: list[str] = []
+    args: list[object] = []
+    exact = None
+    if pattern is not None:
+        compiled = compile_glob(pattern, recursive=True, include_hidden=True)
+        try:
+            base = normalize(compiled.base)
+        except InvalidPathBarecatError:
+            return
+        if compiled.is_literal:
+            if compiled.dirs_only:
+                return
+            conditions.append("path = ?")
+            args.append(base)
+        else:
+            extra_conditions, extra_args, _ = compiled.sql_conditions()
+            if base:
+                conditions.append("path >= ? AND path < ?")
+                args.extend(subtree_bounds(base))
+            conditions += extra_conditions
+            args += extra_args
+            skip = len(base) + 1 if base else 0
+
+            def exact(path: str) -> bool:
+                return compiled.match_forms(path[skip:].split("/"), False)[0]
+
+    if where:
+        conditions.append(f"({where})")
+        args.extend(params)
+    clause = (" WHERE " + " AND ".join(conditions)) if conditions else ""
+    order = "path" if by_path else "shard, offset"
+    sql = f"SELECT {bc.index.file_columns} FROM files{clause} ORDER BY {order}"
+    for row in select(bc.index.settled_conn(), sql, args):
+        f = file_from_row(row)
+        if exact is None or exact(f.path):
+            yield checked_file(f)
+
+
+class PlannedReader:
+    """Reads planned files of one archive from its shards alone (see the module doc).
+
+    Pickles as the archive's location, its storage options and, when sealed, its sealing
+    settings and data key; each process opens the shards on first use.
+    """
+
+    def __init__(
+        self,
+        location: str,
+        remote: bool,
+        num_shards: int,
+        storage_options: dict[str, Any] | None,
+        sealing: tuple[str, int, int, bytes | None, bytes | None] | None,
+    ) -> None:
+        self.location = location
+        self.remote = remote
+        self.num_shards = num_shards
+        self.storage_options = storage_options
+        self._sealing = sealing  # (codec, level, block size, data key, dictionary)
+        self._sharder: ShardReader | None = None
+        self._sealer: Sealer | None = None
+        self._pid = -1
+
+    def __repr__(self) -> str:  # never the key
+        sealed = "" if self._sealing is None else ", sealed"
+        return f"PlannedReader({self.location!r}{sealed})"
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_sharder"], state["_sealer"], state["_pid"] = None, None, -1
+        return state
+
+    def _shards(self) -> ShardReader:
+        if self._sharder is None or self._pid != os.getpid():
+            if self.remote:
+                from barecat.objectstore import ObjectStore, url_protocol
+                from barecat.shards.objectstore import ObjectStoreSharder
+
+                protocol = url_protocol(self.location)
+                assert protocol is not None
+                store = ObjectStore(protocol, self.storage_options)
+                self._sharder = ObjectStoreSharder(self.location, store, self.num_shards, None)
+            else:
+                from barecat.shards import Sharder
+
+                self._sharder = Sharder(self.location, readonly=True)
+            self._pid = os.getpid()
+        return self._sharder
+
+    def read(self, files: Sequence[PlannedFile], max_gap: int = 4096) -> list[bytes]:
+        """The files' contents, CRC32C-checked (and in a sealed archive authenticated and
+        decompressed, bound to each path), in the order given.
+
+        Neighbours at most ``max_gap`` apart are read with one ``pread`` (up to 16 MiB),
+        or on object storage fetched by one ranged request per run.
+
+        Args:
+            files: (path, shard, offset, stored size, crc32c) of each file, as
+                :func:`plan_files` gave them.
+            max_gap: the largest gap between two files still read in one go.
+
+        Returns:
+            One ``bytes`` per file.
+
+        Raises:
+            BarecatIntegrityError: bytes do not match their CRC32C or their seal, or are
+                missing; the message names the file.
+        """
+        order = sorted(range(len(files)), key=lambda i: (files[i][1], files[i][2]))
+        located = [(pos, Address(*files[i][1:])) for pos, i in enumerate(order)]
+        try:
+            stored = self._shards().read_many(located, max_gap)
+        except BarecatIntegrityError:
+            for path, shard, offset, size, crc in files:  # which file is damaged
+                try:
+                    self._shards().read_from_address(shard, offset, size, crc)
+                except BarecatIntegrityError as e:
+                    raise BarecatIntegrityError(f"{path}: {e}") from e
+            raise
+        out: list[bytes] = [b""] * len(files)
+        for pos, i in enumerate(order):
+            out[i] = stored[pos]
+        if self._sealing is not None:
+            sealer = self._unsealer()
+            out = [sealer.unseal(f[0], data) for f, data in zip(files, out, strict=True)]
+        return out
+
+    def _unsealer(self) -> Sealer:
+        if self._sealer is None:
+            from barecat.sealing import Sealer
+
+            assert self._sealing is not None
+            codec, level, block_size, key, dictionary = self._sealing
+            self._sealer = Sealer(codec, level, block_size, key, dictionary)
+        return self._sealer
+
+
+def planned_reader(bc: Barecat) -> PlannedReader:
+    """A reader of ``bc``'s planned files for other processes (see the module doc).
+
+    Args:
+        bc: the archive, open for reading; an encrypted one with its passphrase.
+
+    Returns:
+        The reader; it holds an encrypted archive's data key (keep its pickles in
+        memory).
+
+    Raises:
+        BarecatError: an encrypted archive opened without its passphrase.
+        WrongPassphraseBarecatError: a wrong passphrase.
+        BarecatIntegrityError: an encrypted archive whose index failed its digest check.
+    """
+    sealing = None
+    state = bc._archive.sealing
+    if state is not None:
+        key = state.data_key()
+        if state.digest is not None:
+            state.digest.require_trusted(bc.path)
+        s = state.settings
+        sealing = (s.codec, s.level, s.block_size, key, s.dictionary or None)
+    storage_options = bc._archive.remote_options[0] if bc.remote else None
+    location = bc.path if bc.remote else os.path.abspath(bc.path)
+    return PlannedReader(location, bc.remote, bc.index.num_used_shards, storage_options, sealing)
+
+
+__all__ = ["PlannedFile", "PlannedReader", "plan_files", "planned_reader"]

@@ -1,0 +1,251 @@
+"""Reading an archive's shards, whatever holds them.
+
+:class:`ShardReader` is what the read paths above need of an archive's shards (verified
+reads, batches, ranges, streams, checksums, sizes): the protocol that the local
+:class:`~barecat.shards.Sharder` and the object-storage reader (``shards/remote.py``)
+both implement, and that readers are typed against, so nothing above tells them apart.
+:class:`ShardFiles` is what both implementations share: the shard files' names, the
+errors that name them, handles made once per shard whatever the threads, and what is
+computed from reads alone. Imports ``entries``, ``exceptions``, ``layout`` and the file
+objects.
+"""
+
+from __future__ import annotations
+
+import abc
+import threading
+from collections.abc import Callable
+from typing import Any, BinaryIO, Protocol, TypeVar, cast
+
+from barecat.entries import Address
+from barecat.exceptions import BarecatIntegrityError
+from barecat.layout import shard_path
+from barecat.lazy_exports import LazyModule
+from barecat.shards.fileobj import BarecatReadOnlyFileObject
+
+_T = TypeVar("_T")
+
+COPY_CHUNK = 1 << 20
+"""Bytes a buffered copy or a checksum of a range reads at a time."""
+
+_crc32c: Any = LazyModule("crc32c")  # imported at the first checksum, not to list an archive
+
+
+def crc32c(data: bytes | bytearray | memoryview, value: int = 0) -> int:
+    """CRC32C (Castagnoli) with hardware acceleration, continuing from ``value``."""
+    return int(_crc32c.crc32c(data, value=value))
+
+
+class ShardReader(Protocol):
+    """The read side of an archive's shards (see the module doc). Reads are positional
+    and safe on any thread; addresses are ``(shard, offset, size)`` in the shards."""
+
+    path: str
+    """The archive's base name (a path, or the URL of an archive on object storage)."""
+    readonly: bool
+
+    @property
+    def num_shards(self) -> int:
+        """One past the highest shard number."""
+        ...
+
+    @property
+    def total_physical_size_stat(self) -> int:
+        """Bytes of all shards together, as stored."""
+        ...
+
+    @property
+    def total_physical_size_seek(self) -> int:
+        """The same (the reference's second name for it)."""
+        ...
+
+    def get_shard_path(self, i_shard: int) -> str:
+        """The name of shard ``i_shard``."""
+        ...
+
+    def shard_exists(self, shard_number: int) -> bool:
+        """Whether shard ``shard_number`` exists."""
+        ...
+
+    def physical_shard_end(self, shard_number: int) -> int:
+        """The stored size of a shard (0 for a missing one)."""
+        ...
+
+    def read_from_address(
+        self, shard: int, offset: int, size: int, expected_crc32c: int | None = None
+    ) -> bytes:
+        """Bytes of one stored file; checked against ``expected_crc32c`` when given.
+
+        Raises:
+            BarecatIntegrityError: the shard is missing or ends before ``offset + size``,
+                or the bytes do not match ``expected_crc32c``.
+        """
+        ...
+
+    def read_many(self, located: list[tuple[int, Address]], max_gap: int = 0) -> list[bytes]:
+        """Bytes for ``(position, address)`` entries sorted by address, returned by
+        position; neighbours at most ``max_gap`` apart are read together. Each file
+        with a CRC32C is verified.
+
+        Raises:
+            BarecatIntegrityError: as :meth:`read_from_address`.
+        """
+        ...
+
+    def readinto_from_address(
+        self,
+        shard: int,
+        offset: int,
+        buffer: bytearray | memoryview,
+        expected_crc32c: int | None = None,
+    ) -> int:
+        """Fill ``buffer`` with the bytes at ``(shard, offset)``; returns their number.
+
+        Raises:
+            BarecatIntegrityError: as :meth:`read_from_address`.
+        """
+        ...
+
+    def require_range(self, shard: int, offset: int, size: int) -> None:
+        """Check that ``shard`` holds ``size`` bytes at ``offset`` (before streaming them).
+
+        Raises:
+            BarecatIntegrityError: the shard is missing or ends before ``offset + size``.
+        """
+        ...
+
+    def pread(self, shard: int, offset: int, size: int) -> bytes:
+        """Up to ``size`` bytes (fewer at the shard's end), no checking."""
+        ...
+
+    def preadinto(self, shard: int, offset: int, view: memoryview) -> int:
+        """Up to ``len(view)`` bytes into ``view`` (fewer at the shard's end)."""
+        ...
+
+    def crc_of_range(self, shard: int, offset: int, size: int) -> int:
+        """The CRC32C of ``size`` stored bytes at ``(shard, offset)``, read in chunks.
+
+        Raises:
+            BarecatIntegrityError: the bytes are not all there.
+        """
+        ...
+
+    def open_from_address(self, shard: int, offset: int, size: int, mode: str = "rb") -> BinaryIO:
+        """A seekable read-only file object over one stored byte range."""
+        ...
+
+    def truncated_error(
+        self, shard: int, offset: int, size: int, got: int
+    ) -> BarecatIntegrityError:
+        """The error for a shard that ends ``got`` bytes into ``size`` at ``offset``."""
+        ...
+
+    def close(self) -> None:
+        """Let go of every open shard."""
+        ...
+
+
+class ShardFiles(abc.ABC):
+    """What every :class:`ShardReader` implementation shares (see the module doc); a
+    subclass supplies the reads themselves."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+
+    def get_shard_path(self, i_shard: int) -> str:
+        """The name of shard ``i_shard`` (``PATH-shard-NNNNN``)."""
+        return shard_path(self.path, i_shard)
+
+    def _per_shard(self, table: dict[int, _T], shard: int, make: Callable[[int], _T]) -> _T:
+        """``table[shard]``, made by ``make`` the first time (once, whatever the threads)."""
+        value = table.get(shard)
+        if value is None:
+            with self._lock:
+                value = table.get(shard)
+                if value is None:
+                    value = table[shard] = make(shard)
+        return value
+
+    # -- the errors, naming the shard ------------------------------------------------------
+
+    def missing_shard_error(self, shard: int) -> BarecatIntegrityError:
+        return BarecatIntegrityError(f"Shard file {self.get_shard_path(shard)} is missing")
+
+    def crc_mismatch_error(self, shard: int, offset: int, size: int) -> BarecatIntegrityError:
+        return BarecatIntegrityError(
+            f"CRC32C mismatch in shard {self.get_shard_path(shard)} at offset {offset} "
+            f"({size} bytes): the stored bytes are corrupt"
+        )
+
+    def truncated_error(
+        self, shard: int, offset: int, size: int, got: int
+    ) -> BarecatIntegrityError:
+        return BarecatIntegrityError(
+            f"Shard {self.get_shard_path(shard)} is truncated: needed {size} bytes at offset "
+            f"{offset}, only {got} exist"
+        )
+
+    # -- what a subclass supplies -----------------------------------------------------------
+
+    @abc.abstractmethod
+    def read_from_address(
+        self, shard: int, offset: int, size: int, expected_crc32c: int | None = None
+    ) -> bytes:
+        """As :meth:`ShardReader.read_from_address`."""
+
+    @abc.abstractmethod
+    def pread(self, shard: int, offset: int, size: int) -> bytes:
+        """As :meth:`ShardReader.pread`."""
+
+    @abc.abstractmethod
+    def preadinto(self, shard: int, offset: int, view: memoryview) -> int:
+        """As :meth:`ShardReader.preadinto`."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Let go of every open shard."""
+
+    @property
+    @abc.abstractmethod
+    def num_shards(self) -> int:
+        """As :attr:`ShardReader.num_shards`."""
+
+    @abc.abstractmethod
+    def physical_shard_end(self, shard_number: int) -> int:
+        """As :meth:`ShardReader.physical_shard_end`."""
+
+    # -- computed from reads ---------------------------------------------------------------
+
+    @property
+    def total_physical_size_stat(self) -> int:
+        """Bytes of all shards together, as stored."""
+        return sum(self.physical_shard_end(i) for i in range(self.num_shards))
+
+    @property
+    def total_physical_size_seek(self) -> int:
+        """The same (the reference's second name for it)."""
+        return self.total_physical_size_stat
+
+    def crc_of_range(self, shard: int, offset: int, size: int) -> int:
+        value, done = 0, 0
+        while done < size:
+            chunk = self.read_from_address(shard, offset + done, min(COPY_CHUNK, size - done))
+            value = crc32c(chunk, value)
+            done += len(chunk)
+        return value
+
+    def open_from_address(self, shard: int, offset: int, size: int, mode: str = "rb") -> BinaryIO:
+        """A seekable read-only file object over one stored byte range."""
+        if mode != "rb":
+            raise ValueError("Only 'rb' is supported for raw shard ranges")
+        return cast(BinaryIO, BarecatReadOnlyFileObject(self, shard, offset, size))
+
+    def __enter__(self: _T) -> _T:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+__all__ = ["COPY_CHUNK", "ShardFiles", "ShardReader", "crc32c"]
