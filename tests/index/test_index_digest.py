@@ -191,7 +191,7 @@ def test_an_archive_encrypted_before_digests_gets_one_by_reset(
     archive = make_encrypted(tmp_path)
     with barecat.Barecat(archive, passphrase=PW) as bc:
         settings = SealingSettings.from_config(bc.index.sealing_config())
-        data_key = bc._sealing.data_key()  # type: ignore[union-attr]
+        data_key = bc._archive.sealing.data_key()  # type: ignore[union-attr]
     assert settings.key_derivation is not None
     derivation = KeyDerivation(os.urandom(16), n=1 << 12)
     nonce = os.urandom(12)

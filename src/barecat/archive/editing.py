@@ -1,102 +1,22 @@
-"""Changing the tree itself rather than file contents: creating directories, removing
-files and trees, renaming (encrypted files are sealed again for their new paths),
-permissions, owners and times. A mixin over what the facade holds (``index``,
-``sharder``, the archive's sealing); the facade supplies the write checks and the commit
-pacing it calls (``ArchiveContract``), and keeps what couples new bytes to their rows.
+"""Changing the tree itself rather than file contents: removing files and trees,
+renaming (encrypted files are sealed again for their new paths), permissions, owners and
+times. The facade's part over its :class:`~barecat.archive.state.OpenArchive`, whose
+checks and commit pacing each edit goes through; adding files and directories is
+``writing.py``'s.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
 
-from barecat.archive.contract import ArchiveContract, serialized
+from barecat.archive.reading import stored_bytes
+from barecat.archive.state import ArchivePart, serialized
 from barecat.entries import BarecatDirInfo, BarecatFileInfo
-from barecat.exceptions import FileNotFoundBarecatError, NotADirectoryBarecatError
-from barecat.paths import normalize, parent
+from barecat.paths import normalize
 
 
-class ArchiveEditing(ArchiveContract):
-    """New directories, removals, renames and metadata edits of a
-    :class:`~barecat.archive.Barecat`."""
-
-    # Supplied by the read mixin.
-    def _stored_bytes(self, f: BarecatFileInfo) -> bytes:
-        raise NotImplementedError
-
-    @serialized
-    def mkdir(self, path: str, mode: int = 0o755, exist_ok: bool = False) -> None:
-        """Create one directory; its parent must exist (as ``os.mkdir``).
-
-        Args:
-            path: the directory's path in the archive.
-            mode: its permission bits.
-            exist_ok: update the mode and time of an existing directory instead of raising.
-
-        Raises:
-            ReadOnlyBarecatError: the archive is open read-only.
-            BarecatError: the archive is closed or was opened for writing in another
-                process, or a file opened for writing is still open.
-            FileNotFoundBarecatError: the parent directory does not exist.
-            NotADirectoryBarecatError: the parent, or one of its ancestors, is a file.
-            FileExistsBarecatError: the directory exists and ``exist_ok`` is False, or
-                a file is at ``path``.
-        """
-        path = normalize(path)
-        if path and not self.index.isdir(parent(path)):
-            error = self.index.not_found_error(path)
-            if not isinstance(error, NotADirectoryBarecatError):
-                error = FileNotFoundBarecatError(parent(path), "Parent directory")
-            raise error
-        self._add_dir(BarecatDirInfo(path, mode, mtime_ns=time.time_ns()), exist_ok)
-
-    @serialized
-    def makedirs(self, path: str, mode: int = 0o755, exist_ok: bool = False) -> None:
-        """Create a directory and any missing ancestors (as ``os.makedirs``).
-
-        Args:
-            path: the directory's path in the archive.
-            mode: its permission bits (the ancestors made get the default).
-            exist_ok: update the mode and time of an existing directory instead of raising.
-
-        Raises:
-            ReadOnlyBarecatError: the archive is open read-only.
-            BarecatError: the archive is closed or was opened for writing in another
-                process, or a file opened for writing is still open.
-            FileExistsBarecatError: the directory exists and ``exist_ok`` is False, or
-                a file is at ``path``.
-            NotADirectoryBarecatError: an ancestor is a file.
-        """
-        self._add_dir(BarecatDirInfo(normalize(path), mode, mtime_ns=time.time_ns()), exist_ok)
-
-    def _add_dir(self, info: BarecatDirInfo, exist_ok: bool) -> None:
-        self._require_writable()
-        self._require_no_open_writer()
-        self.index.add_dir(info, exist_ok=exist_ok)
-        self._maybe_commit()
-
-    @serialized
-    def add_dirs(self, infos: Iterable[BarecatDirInfo]) -> None:
-        """Create many directories, or update the metadata of existing ones, at once.
-
-        Missing ancestors are created too; all or nothing.
-
-        Args:
-            infos: the directories' records; None fields of an existing directory keep
-                their stored values.
-
-        Raises:
-            ReadOnlyBarecatError: the archive is open read-only.
-            BarecatError: the archive is closed or was opened for writing in another
-                process, or a file opened for writing is still open.
-            FileExistsBarecatError: a file is at one of the paths.
-            NotADirectoryBarecatError: an ancestor of one of the paths is a file.
-        """
-        self._require_writable()
-        self._require_no_open_writer()
-        dirs = list(infos)
-        self.index.upsert_dirs_bulk(dirs)
-        self._maybe_commit(len(dirs))
+class ArchiveEditing(ArchivePart):
+    """Removals, renames and metadata edits of a :class:`~barecat.archive.Barecat`."""
 
     @serialized
     def remove(self, item: BarecatFileInfo | str) -> None:
@@ -114,10 +34,10 @@ class ArchiveEditing(ArchiveContract):
             FileNotFoundBarecatError: no file is there.
             IsADirectoryBarecatError: a directory is there.
         """
-        self._require_changeable()
-        self.prepare_file_list_edit()
-        self.index.remove_file(item)
-        self._maybe_commit()
+        self.archive.require_changeable()
+        self.archive.prepare_file_list_edit()
+        self.archive.index.remove_file(item)
+        self.archive.maybe_commit()
 
     @serialized
     def rmdir(self, item: BarecatDirInfo | str) -> None:
@@ -135,9 +55,9 @@ class ArchiveEditing(ArchiveContract):
             InvalidPathBarecatError: ``item`` is the root.
             DirectoryNotEmptyBarecatError: the directory holds files or directories.
         """
-        self._require_changeable()
-        self.index.remove_empty_dir(item)
-        self._maybe_commit()
+        self.archive.require_changeable()
+        self.archive.index.remove_empty_dir(item)
+        self.archive.maybe_commit()
 
     @serialized
     def rmtree(self, item: BarecatDirInfo | str) -> None:
@@ -156,10 +76,10 @@ class ArchiveEditing(ArchiveContract):
             FileNotFoundBarecatError: no directory is there (a
                 ``NotADirectoryLookupBarecatError`` when an ancestor is a file).
         """
-        self._require_changeable()
-        self.prepare_file_list_edit()
-        self.index.remove_recursively(item)
-        self._maybe_commit()
+        self.archive.require_changeable()
+        self.archive.prepare_file_list_edit()
+        self.archive.index.remove_recursively(item)
+        self.archive.maybe_commit()
 
     @serialized
     def rename(self, old_path: str, new_path: str) -> None:
@@ -185,31 +105,33 @@ class ArchiveEditing(ArchiveContract):
             InvalidPathBarecatError: the root is moved or replaced, or a directory is
                 moved into itself.
         """
-        self._require_changeable()
-        self.prepare_file_list_edit()
-        if self._sealing is not None and self._sealing.encrypted:
+        self.archive.require_changeable()
+        self.archive.prepare_file_list_edit()
+        if self.archive.sealing is not None and self.archive.sealing.encrypted:
             self._rename_resealing(normalize(old_path), normalize(new_path))
         else:
-            self.index.rename(old_path, new_path)
-        self._maybe_commit()
+            self.archive.index.rename(old_path, new_path)
+        self.archive.maybe_commit()
 
     def _rename_resealing(self, old: str, new: str) -> None:
         """Encrypted files are bound to their paths: each renamed file is sealed again for
         its new path (its old bytes become a hole until defrag), rows and all in one step."""
-        assert self._sealing is not None
-        entry = self.index.lookup(old)
+        assert self.archive.sealing is not None
+        entry = self.archive.index.lookup(old)
         files = (
             [entry]
             if isinstance(entry, BarecatFileInfo)
-            else list(self.index.listing.files_below(old))
+            else list(self.archive.index.listing.files_below(old))
         )
-        with self._writes.all_or_nothing():
+        with self.archive.writes.all_or_nothing():
             places = []
             for f in files:
                 target = new + f.path[len(old) :]
-                plain = self._sealing.unseal(f.path, self._stored_bytes(f))
-                places.append((target, *self._writes.append(self._sealing.seal(target, plain))))
-            self.index.rename_with_new_bytes(old, new, places)
+                plain = self.archive.sealing.unseal(f.path, stored_bytes(self.archive, f))
+                places.append(
+                    (target, *self.archive.writes.append(self.archive.sealing.seal(target, plain)))
+                )
+            self.archive.index.rename_with_new_bytes(old, new, places)
 
     move = rename
 
@@ -228,8 +150,8 @@ class ArchiveEditing(ArchiveContract):
             FileNotFoundBarecatError: nothing is at ``path`` (a
                 ``NotADirectoryLookupBarecatError`` when an ancestor is a file).
         """
-        self._require_writable()
-        self.index.chmod(path, mode)
+        self.archive.require_writable()
+        self.archive.index.chmod(path, mode)
 
     @serialized
     def chown(self, path: str, uid: int, gid: int) -> None:
@@ -247,8 +169,8 @@ class ArchiveEditing(ArchiveContract):
             FileNotFoundBarecatError: nothing is at ``path`` (a
                 ``NotADirectoryLookupBarecatError`` when an ancestor is a file).
         """
-        self._require_writable()
-        self.index.chown(path, uid, gid)
+        self.archive.require_writable()
+        self.archive.index.chown(path, uid, gid)
 
     @serialized
     def utime(
@@ -272,14 +194,14 @@ class ArchiveEditing(ArchiveContract):
             FileNotFoundBarecatError: nothing is at ``path`` (a
                 ``NotADirectoryLookupBarecatError`` when an ancestor is a file).
         """
-        self._require_writable()
+        self.archive.require_writable()
         if ns is not None:
             mtime = ns[1]
         elif times is not None:
             mtime = int(times[1] * 1e9)
         else:
             mtime = time.time_ns()
-        self.index.update_mtime(path, mtime)
+        self.archive.index.update_mtime(path, mtime)
 
 
 __all__ = ["ArchiveEditing"]

@@ -4,8 +4,10 @@ integrity, shared by every :class:`~barecat.archive.Barecat`. With the contents 
 (``reading.py``) these make the facade a :class:`~barecat.archive.readable.ReadableArchive`;
 front ends ask these methods, never the index.
 
-A mixin over the two halves the facade holds (``index``, ``sharder``); it delegates and
-owns no state, so the facade module keeps only what couples writing to the halves.
+The facade's part that asks the two halves of its
+:class:`~barecat.archive.state.OpenArchive` (``index``, ``sharder``); it delegates and
+keeps no state. The totals (``num_files``, ``total_size``, ...) are the facade's
+properties.
 """
 
 from __future__ import annotations
@@ -13,23 +15,20 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from barecat.archive.state import ArchivePart
 from barecat.entries import BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo, Order
-from barecat.index import Index
-from barecat.shards.reading import ShardReader
 
 if TYPE_CHECKING:  # the ops are imported when used: reading an archive loads none of them
     from barecat.glob import PathFilter
     from barecat.index.query import WalkStep
+    from barecat.index.schema import ConfigValue
     from barecat.ops.defrag import Fragmentation
     from barecat.ops.subset import Selection
     from barecat.ops.verify import OnFile, VerifyReport
 
 
-class ArchiveInspection:
+class ArchiveInspection(ArchivePart):
     """Read-only queries of a :class:`~barecat.archive.Barecat` (see the module doc)."""
-
-    index: Index
-    sharder: ShardReader
 
     def exists(self, path: str) -> bool:
         """Whether a file or directory is at ``path`` (as ``os.path.exists``).
@@ -43,7 +42,7 @@ class ArchiveInspection:
         Raises:
             InvalidPathBarecatError: ``path`` escapes the archive root.
         """
-        return self.index.exists(path)
+        return self.archive.index.exists(path)
 
     def isfile(self, path: str) -> bool:
         """Whether a file is at ``path`` (as ``os.path.isfile``).
@@ -57,7 +56,7 @@ class ArchiveInspection:
         Raises:
             InvalidPathBarecatError: ``path`` escapes the archive root.
         """
-        return self.index.isfile(path)
+        return self.archive.index.isfile(path)
 
     def isdir(self, path: str) -> bool:
         """Whether a directory is at ``path`` (as ``os.path.isdir``).
@@ -71,7 +70,7 @@ class ArchiveInspection:
         Raises:
             InvalidPathBarecatError: ``path`` escapes the archive root.
         """
-        return self.index.isdir(path)
+        return self.archive.index.isdir(path)
 
     def stat(self, path: str) -> BarecatEntryInfo:
         """The file's or directory's info record (:meth:`lookup`).
@@ -85,7 +84,7 @@ class ArchiveInspection:
         Raises:
             FileNotFoundBarecatError: nothing is there.
         """
-        return self.index.lookup(path)
+        return self.archive.index.lookup(path)
 
     def lookup(self, path: str) -> BarecatEntryInfo:
         """The record of the file or directory at ``path``.
@@ -99,7 +98,7 @@ class ArchiveInspection:
         Raises:
             FileNotFoundBarecatError: nothing is there.
         """
-        return self.index.lookup(path)
+        return self.archive.index.lookup(path)
 
     def lookup_file(self, path: str) -> BarecatFileInfo:
         """The record of the file at ``path``.
@@ -114,7 +113,7 @@ class ArchiveInspection:
             FileNotFoundBarecatError: no file is there.
             IsADirectoryBarecatError: a directory is there.
         """
-        return self.index.lookup_file(path)
+        return self.archive.index.lookup_file(path)
 
     def lookup_dir(self, path: str) -> BarecatDirInfo:
         """The record of the directory at ``path`` (``""``: the root).
@@ -130,7 +129,7 @@ class ArchiveInspection:
                 (``NotADirectoryLookupBarecatError``, also a ``NotADirectoryError``, when
                 a file is).
         """
-        return self.index.lookup_dir(path)
+        return self.archive.index.lookup_dir(path)
 
     def listdir_infos(self, path: str = "", order: Order = Order.ANY) -> list[BarecatEntryInfo]:
         """The records of a directory's entries: subdirectories first, then files, each
@@ -147,7 +146,7 @@ class ArchiveInspection:
             FileNotFoundBarecatError: no such directory.
             NotADirectoryBarecatError: ``path`` is a file.
         """
-        return list(self.index.listing.entries(path, order))
+        return list(self.archive.index.listing.entries(path, order))
 
     def subdirs_of(self, path: str, order: Order = Order.ANY) -> Iterator[BarecatDirInfo]:
         """The records of the directories directly in ``path`` (none for a missing one).
@@ -159,7 +158,7 @@ class ArchiveInspection:
         Returns:
             An iterator of :class:`BarecatDirInfo`.
         """
-        return self.index.listing.subdirs_of(path, order)
+        return self.archive.index.listing.subdirs_of(path, order)
 
     def files_in(self, path: str, order: Order = Order.ANY) -> Iterator[BarecatFileInfo]:
         """The records of the files directly in ``path`` (none for a missing directory).
@@ -171,7 +170,7 @@ class ArchiveInspection:
         Returns:
             An iterator of :class:`BarecatFileInfo`.
         """
-        return self.index.listing.files_in(path, order)
+        return self.archive.index.listing.files_in(path, order)
 
     def files_page(self, path: str, offset: int, limit: int) -> list[BarecatFileInfo]:
         """Files directly in ``path``, in path order, ``limit`` of them from ``offset``:
@@ -185,7 +184,7 @@ class ArchiveInspection:
         Returns:
             The page's file records (empty past the end or for a missing directory).
         """
-        return self.index.listing.page_of_files(path, offset, limit)
+        return self.archive.index.listing.page_of_files(path, offset, limit)
 
     def files_after(self, path: str, limit: int) -> list[BarecatFileInfo]:
         """Up to ``limit`` files of ``path``'s directory that follow the file ``path`` in
@@ -198,7 +197,7 @@ class ArchiveInspection:
         Returns:
             The file records that follow, in listing order.
         """
-        return self.index.listing.files_after(path, limit)
+        return self.archive.index.listing.files_after(path, limit)
 
     def iter_fileinfos(self, order: Order = Order.ANY) -> Iterator[BarecatFileInfo]:
         """Every file's record, in ``order`` (``Order.ADDRESS``: storage order, the one
@@ -210,7 +209,7 @@ class ArchiveInspection:
         Returns:
             An iterator of :class:`BarecatFileInfo`.
         """
-        return self.index.listing.files(order)
+        return self.archive.index.listing.files(order)
 
     def iter_dirinfos(self, order: Order = Order.ANY) -> Iterator[BarecatDirInfo]:
         """Every directory's record (the root's too), in ``order``.
@@ -221,7 +220,23 @@ class ArchiveInspection:
         Returns:
             An iterator of :class:`BarecatDirInfo`.
         """
-        return self.index.listing.dirs(order)
+        return self.archive.index.listing.dirs(order)
+
+    def files(self) -> Iterator[str]:
+        """Every file's path, in the order they were added.
+
+        Returns:
+            An iterator of paths.
+        """
+        return self.archive.index.listing.file_paths()
+
+    def dirs(self) -> Iterator[str]:
+        """Every directory's path (the root as ``""``), in the order they were added.
+
+        Returns:
+            An iterator of paths.
+        """
+        return self.archive.index.listing.dir_paths()
 
     def listdir(self, path: str = "") -> list[str]:
         """The names in a directory (as ``os.listdir``): subdirectories first, then files.
@@ -236,7 +251,7 @@ class ArchiveInspection:
             FileNotFoundBarecatError: no such directory.
             NotADirectoryBarecatError: ``path`` is a file.
         """
-        return self.index.listing.names(path)
+        return self.archive.index.listing.names(path)
 
     def scandir(self, path: str = "") -> Iterator[BarecatEntryInfo]:
         """The records of a directory's entries (in the spirit of ``os.scandir``):
@@ -252,7 +267,7 @@ class ArchiveInspection:
             FileNotFoundBarecatError: no such directory.
             NotADirectoryBarecatError: ``path`` is a file.
         """
-        return self.index.listing.entries(path)
+        return self.archive.index.listing.entries(path)
 
     def walk(self, path: str = "") -> Iterator[tuple[str, list[str], list[str]]]:
         """Like ``os.walk`` over the subtree at ``path``: ``(directory, subdirectory
@@ -269,7 +284,7 @@ class ArchiveInspection:
             FileNotFoundBarecatError: no such directory.
             NotADirectoryBarecatError: ``path`` is a file.
         """
-        return self.index.listing.walk_names(path)
+        return self.archive.index.listing.walk_names(path)
 
     def walk_infos(self, path: str = "") -> Iterator[WalkStep]:
         """:meth:`walk` with records: ``(directory, subdirectories, files)`` for each
@@ -284,7 +299,7 @@ class ArchiveInspection:
         Raises:
             FileNotFoundBarecatError: no such directory.
         """
-        return self.index.listing.walk(path)
+        return self.archive.index.listing.walk(path)
 
     def glob(
         self, pattern: str, recursive: bool = False, include_hidden: bool = False
@@ -302,7 +317,7 @@ class ArchiveInspection:
         Returns:
             The matching paths of files and directories.
         """
-        return self.index.listing.glob(pattern, recursive, include_hidden)
+        return self.archive.index.listing.glob(pattern, recursive, include_hidden)
 
     def iglob(
         self, pattern: str, recursive: bool = False, include_hidden: bool = False
@@ -318,7 +333,7 @@ class ArchiveInspection:
         Returns:
             An iterator of the matching paths.
         """
-        yield from self.index.listing.glob(pattern, recursive, include_hidden)
+        yield from self.archive.index.listing.glob(pattern, recursive, include_hidden)
 
     def globfiles(
         self, pattern: str, recursive: bool = False, include_hidden: bool = False
@@ -334,7 +349,7 @@ class ArchiveInspection:
         Returns:
             The matching files' paths, sorted.
         """
-        return self.index.listing.glob(pattern, recursive, include_hidden, only_files=True)
+        return self.archive.index.listing.glob(pattern, recursive, include_hidden, only_files=True)
 
     def iglobfiles(
         self, pattern: str, recursive: bool = False, include_hidden: bool = False
@@ -350,7 +365,9 @@ class ArchiveInspection:
         Returns:
             An iterator of the matching files' paths.
         """
-        yield from self.index.listing.glob(pattern, recursive, include_hidden, only_files=True)
+        yield from self.archive.index.listing.glob(
+            pattern, recursive, include_hidden, only_files=True
+        )
 
     def glob_entries(
         self,
@@ -373,7 +390,9 @@ class ArchiveInspection:
         Returns:
             The matching archive paths.
         """
-        return self.index.listing.glob_entries(pattern, recursive, include_hidden, only_files)
+        return self.archive.index.listing.glob_entries(
+            pattern, recursive, include_hidden, only_files
+        )
 
     def select_entries(
         self, pattern: str | None = None, path_filter: PathFilter | None = None
@@ -390,39 +409,7 @@ class ArchiveInspection:
         """
         from barecat.ops.subset import select_entries as select
 
-        return select(self.index, pattern, path_filter)
-
-    @property
-    def num_files(self) -> int:
-        """The number of files in the archive."""
-        return self.index.num_files
-
-    @property
-    def num_dirs(self) -> int:
-        """The number of directories in the archive, the root included."""
-        return self.index.num_dirs
-
-    @property
-    def total_size(self) -> int:
-        """The total size in bytes of all files (their contents, as read)."""
-        return self.index.total_size
-
-    @property
-    def total_logical_size(self) -> int:
-        """Bytes of all files by the index (as 0.3.1: the same as :attr:`total_size`);
-        below :attr:`total_physical_size_seek` while deleted files leave gaps."""
-        return self.index.total_size
-
-    @property
-    def total_physical_size_stat(self) -> int:
-        """Bytes of all shard files on disk, by ``stat``."""
-        return self.sharder.total_physical_size_stat
-
-    @property
-    def total_physical_size_seek(self) -> int:
-        """Bytes of all shard files on disk (0.3.1's name; the same as
-        :attr:`total_physical_size_stat` here, as writes reach the file at once)."""
-        return self.sharder.total_physical_size_seek
+        return select(self.archive.index, pattern, path_filter)
 
     def logical_shard_end(self, shard_number: int) -> int:
         """Where the last indexed file of a shard ends.
@@ -433,7 +420,7 @@ class ArchiveInspection:
         Returns:
             The end offset of the shard's last file; 0 for a shard without files.
         """
-        return self.index.logical_shard_end(shard_number)
+        return self.archive.index.logical_shard_end(shard_number)
 
     def physical_shard_end(self, shard_number: int) -> int:
         """The size of a shard file on disk.
@@ -444,7 +431,7 @@ class ArchiveInspection:
         Returns:
             The shard file's size in bytes; 0 for a shard that does not exist.
         """
-        return self.sharder.physical_shard_end(shard_number)
+        return self.archive.sharder.physical_shard_end(shard_number)
 
     def fragmentation(self) -> Fragmentation:
         """How much of the shards no file uses: holes between files and slack past the
@@ -455,7 +442,7 @@ class ArchiveInspection:
         """
         from barecat.ops.defrag import fragmentation
 
-        return fragmentation(self.index, self.sharder)
+        return fragmentation(self.archive.index, self.archive.sharder)
 
     def verify(
         self, quick: bool = False, on_file: OnFile | None = None, workers: int = 1
@@ -472,7 +459,9 @@ class ArchiveInspection:
         """
         from barecat.ops.verify import verify_archive
 
-        return verify_archive(self.index, self.sharder, quick, on_file=on_file, workers=workers)
+        return verify_archive(
+            self.archive.index, self.archive.sharder, quick, on_file=on_file, workers=workers
+        )
 
     def verify_integrity(self, quick: bool = False) -> bool:
         """True if the index is consistent and every file (or, ``quick``, the last) checks
@@ -485,3 +474,24 @@ class ArchiveInspection:
             True if no problem was found.
         """
         return self.verify(quick).ok
+
+    # -- for transfer/ and legacy_api (so they need not reach into the index) -----------
+
+    def file_positions(self, paths: list[str]) -> list[int]:
+        """Which of ``paths`` (normalized) are files here: their positions in ``paths``,
+        found with one query.
+
+        Args:
+            paths: normalized paths.
+
+        Returns:
+            The positions of those that are files, in storage order.
+        """
+        return [row[0] for row in self.archive.index.locate_many(paths)]
+
+    def sealing_records(self) -> dict[str, ConfigValue] | None:
+        """This archive's sealing as the config rows that make another, empty archive
+        sealed the same way, its wrapped data key included (see
+        :meth:`seal_with_records`); None for a plain archive."""
+        archive = self.archive
+        return archive.index.sealing_config() if archive.sealing is not None else None

@@ -1,13 +1,15 @@
 """Operations over a whole archive rather than a file: its shard size limit, cutting
 shards back to what the index references, defragmenting, resharding, repairing, merging
 other archives in, taking a subset of another, and changing an encrypted archive's
-passphrase. A mixin over what the facade holds (``index``, ``sharder``, the archive's
-sealing); each operation checks that it may run (writable, no file open for writing),
-commits what came before it, then hands the halves to the tool in ``barecat.ops`` that
-does the work, and puts the write position back after the last file. Each returns that
-tool's full result and takes its progress callback; barecat 0.3.1's names (``defrag``,
-``merge_from_other_barecat``) are thin wrappers returning what 0.3.1 returned. The CLI
-calls these, so the conditions around an operation are kept here, once.
+passphrase. The facade's part over its :class:`~barecat.archive.state.OpenArchive`
+(``index``, ``sharder``, the archive's sealing); each operation checks that it may run
+(writable, no file open for writing), commits what came before it, then hands the
+halves to the tool in ``barecat.ops`` that does the work, and puts the write position
+back after the last file. Each returns that tool's full result and takes its progress
+callback; barecat 0.3.1's names (``defrag``, ``merge_from_other_barecat``) are thin
+wrappers returning what 0.3.1 returned. The CLI calls these, so the conditions around an
+operation are kept here, once. Also, for a parallel ingest's parts, sealing an empty
+archive with another's records and taking all of another archive's files.
 """
 
 from __future__ import annotations
@@ -15,12 +17,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from barecat.archive.contract import ArchiveContract, serialized
+from barecat.archive.state import ArchivePart, serialized
 from barecat.entries import parse_size
 from barecat.exceptions import BarecatError
 from barecat.glob import PathFilter
 
 if TYPE_CHECKING:  # each op is imported when it runs: opening an archive loads none
+    from barecat.archive.facade import Barecat
+    from barecat.index.schema import ConfigValue
     from barecat.ops.copy_files import CopyStats, ProgressCallback
     from barecat.ops.defrag import DefragResult
     from barecat.ops.merge import MergeResult
@@ -30,23 +34,26 @@ if TYPE_CHECKING:  # each op is imported when it runs: opening an archive loads 
     from barecat.ops.verify import OnFile
 
 
-class ArchiveMaintenance(ArchiveContract):
+class ArchiveMaintenance(ArchivePart):
     """Whole-archive operations of a :class:`~barecat.archive.Barecat`."""
 
-    @property
-    def shard_size_limit(self) -> int:
-        """The largest size in bytes a shard may grow to (settable, as bytes or a size such
-        as ``'1G'``, on a writable archive; existing shards are not reorganized: see
-        :meth:`reshard`)."""
-        return self.index.shard_size_limit
-
-    @shard_size_limit.setter
     @serialized
-    def shard_size_limit(self, value: int | str) -> None:
-        self._require_writable()
+    def set_shard_size_limit(self, value: int | str) -> None:
+        """Set the largest size a shard may grow to (the facade's ``shard_size_limit =``);
+        existing shards are not reorganized (see :meth:`reshard`).
+
+        Args:
+            value: bytes, or a size such as ``'1G'``.
+
+        Raises:
+            ReadOnlyBarecatError: the archive is open read-only.
+            BarecatError: the archive is closed or was opened for writing in another
+                process.
+        """
+        self.archive.require_writable()
         limit = parse_size(value)
-        self.index.shard_size_limit = limit
-        self._writes.sharder.shard_size_limit = limit
+        self.archive.index.shard_size_limit = limit
+        self.archive.writes.sharder.shard_size_limit = limit
 
     @serialized
     def truncate_all_to_logical_size(self) -> None:
@@ -57,9 +64,11 @@ class ArchiveMaintenance(ArchiveContract):
             BarecatError: the archive is closed or was opened for writing in another
                 process.
         """
-        self._require_writable()
-        ends = [self.index.logical_shard_end(i) for i in range(self.sharder.num_shards)]
-        self._writes.sharder.truncate_all_to_logical_size(ends)
+        self.archive.require_writable()
+        ends = [
+            self.archive.index.logical_shard_end(i) for i in range(self.archive.sharder.num_shards)
+        ]
+        self.archive.writes.sharder.truncate_all_to_logical_size(ends)
 
     @serialized
     def defragment(
@@ -84,19 +93,19 @@ class ArchiveMaintenance(ArchiveContract):
         Raises:
             ReadOnlyBarecatError: not open for writing, or append-only.
         """
-        self._require_changeable()
-        self._require_no_open_writer()
-        self.commit()
+        self.archive.require_changeable()
+        self.archive.require_no_open_writer()
+        self.archive.commit()
         from barecat.ops.defrag import defrag as defrag_archive
 
         result = defrag_archive(
-            self.index,
-            self._writes.sharder,
+            self.archive.index,
+            self.archive.writes.sharder,
             quick=quick,
             time_budget=time_budget,
             on_progress=on_progress,
         )
-        self._writes.resync()
+        self.archive.writes.resync()
         return result
 
     def defrag(self, quick: bool = False) -> int:
@@ -133,15 +142,18 @@ class ArchiveMaintenance(ArchiveContract):
             ReadOnlyBarecatError: not open for writing, or append-only.
             FileTooLargeBarecatError: a file is larger than the new limit (nothing moved).
         """
-        self._require_changeable()
-        self._require_no_open_writer()
-        self.commit()
+        self.archive.require_changeable()
+        self.archive.require_no_open_writer()
+        self.archive.commit()
         from barecat.ops.reshard import reshard as reshard_archive
 
         result = reshard_archive(
-            self.index, self._writes.sharder, parse_size(shard_size_limit), on_progress=on_progress
+            self.archive.index,
+            self.archive.writes.sharder,
+            parse_size(shard_size_limit),
+            on_progress=on_progress,
         )
-        self._writes.resync()
+        self.archive.writes.resync()
         return result
 
     @serialized
@@ -162,17 +174,21 @@ class ArchiveMaintenance(ArchiveContract):
         Raises:
             ReadOnlyBarecatError: not open for writing.
         """
-        self._require_writable()
-        self._require_no_open_writer()
+        self.archive.require_writable()
+        self.archive.require_no_open_writer()
         if drop_bad:
-            self.prepare_file_list_edit()
-        self.commit()
+            self.archive.prepare_file_list_edit()
+        self.archive.commit()
         from barecat.ops.repair import repair as repair_archive
 
         result = repair_archive(
-            self.index, self._writes.sharder, drop_bad=drop_bad, workers=workers, on_file=on_file
+            self.archive.index,
+            self.archive.writes.sharder,
+            drop_bad=drop_bad,
+            workers=workers,
+            on_file=on_file,
         )
-        self._writes.resync()
+        self.archive.writes.resync()
         return result
 
     @serialized
@@ -212,15 +228,15 @@ class ArchiveMaintenance(ArchiveContract):
             MergeConflictBarecatError: a file where this archive has a directory, or the
                 reverse.
         """
-        self._require_writable()
-        self._require_no_open_writer()
-        self.prepare_file_list_edit()
-        self.commit()
+        self.archive.require_writable()
+        self.archive.require_no_open_writer()
+        self.archive.prepare_file_list_edit()
+        self.archive.commit()
         from barecat.ops.merge import merge_archives
 
         result = merge_archives(
-            self.index,
-            self._writes.sharder,
+            self.archive.index,
+            self.archive.writes.sharder,
             sources,
             ignore_duplicates=ignore_duplicates,
             symlink=symlink,
@@ -230,15 +246,15 @@ class ArchiveMaintenance(ArchiveContract):
             path_filter=path_filter,
             on_progress=on_progress,
             on_input=on_input,
-            seal_like=self.seal_like,
+            seal_like=self.archive.seal_like,
         )
-        self._writes.resync()
+        self.archive.writes.resync()
         return result
 
     @serialized
     def take_subset(
         self,
-        source: ArchiveContract,
+        source: Barecat,
         selection: Selection | None,
         on_progress: ProgressCallback | None = None,
     ) -> CopyStats:
@@ -255,22 +271,22 @@ class ArchiveMaintenance(ArchiveContract):
         Raises:
             FileExistsBarecatError: a chosen path is taken here.
         """
-        self._require_writable()
-        self._require_no_open_writer()
-        self.prepare_file_list_edit()
-        self.commit()
+        self.archive.require_writable()
+        self.archive.require_no_open_writer()
+        self.archive.prepare_file_list_edit()
+        self.archive.commit()
         from barecat.ops.subset import subset_archive
 
         stats = subset_archive(
             source.index,
             source.sharder,
-            self.index,
-            self._writes.sharder,
+            self.archive.index,
+            self.archive.writes.sharder,
             selection,
             on_progress,
-            seal_like=self.seal_like,
+            seal_like=self.archive.seal_like,
         )
-        self._writes.resync()
+        self.archive.writes.resync()
         return stats
 
     @serialized
@@ -324,12 +340,14 @@ class ArchiveMaintenance(ArchiveContract):
                 or the old passphrase is missing.
             WrongPassphraseBarecatError: the old passphrase is wrong.
         """
-        self._require_writable()
-        if self._sealing is None:
-            raise BarecatError(f"{self.path} is not encrypted: it has no passphrase to change")
-        self.commit()
-        self.index.update_sealing_config(self._sealing.rekeyed(new_passphrase))
-        self._sealing.rekey_written()
+        self.archive.require_writable()
+        if self.archive.sealing is None:
+            raise BarecatError(
+                f"{self.archive.path} is not encrypted: it has no passphrase to change"
+            )
+        self.archive.commit()
+        self.archive.index.update_sealing_config(self.archive.sealing.rekeyed(new_passphrase))
+        self.archive.sealing.rekey_written()
 
     def reset_index_digest(self) -> None:
         """Make an encrypted archive's index digest that of its file rows as they are now,
@@ -343,12 +361,49 @@ class ArchiveMaintenance(ArchiveContract):
                 or no passphrase.
             WrongPassphraseBarecatError: the passphrase is wrong.
         """
-        self._require_writable()
-        if self._sealing is None or not self._sealing.encrypted:
-            raise BarecatError(f"{self.path} is not encrypted: it keeps no index digest")
-        self.commit()
-        self.index.update_sealing_config(self._sealing.rekeyed(reset_digest=True))
-        self._sealing.rekey_written()
+        self.archive.require_writable()
+        if self.archive.sealing is None or not self.archive.sealing.encrypted:
+            raise BarecatError(f"{self.archive.path} is not encrypted: it keeps no index digest")
+        self.archive.commit()
+        self.archive.index.update_sealing_config(self.archive.sealing.rekeyed(reset_digest=True))
+        self.archive.sealing.rekey_written()
+
+    # -- for transfer/ (so it need not reach into the index) ---------------------------
+
+    @serialized
+    def seal_with_records(self, records: dict[str, ConfigValue]) -> None:
+        """Make this empty plain archive sealed with another's :meth:`sealing_records` as
+        they are (the parts of a parallel ingest, whose bytes then move into that one
+        unchanged); committed at once, in effect when the archive is next opened.
+
+        Raises:
+            ReadOnlyBarecatError: the archive is open read-only.
+            SchemaVersionBarecatError: the archive has files.
+        """
+        self.archive.require_writable()
+        self.archive.index.enable_sealing(records)
+
+    @serialized
+    def take_all_from(self, src: Barecat) -> CopyStats:
+        """Move every file and directory of ``src`` into this archive: ``src``'s shards'
+        bytes are moved (not copied) behind ours and its rows inserted in one statement;
+        ``src`` is consumed. For archives written to become part of this one (sealed
+        alike, see :meth:`seal_with_records`).
+
+        Returns:
+            What was taken.
+
+        Raises:
+            ReadOnlyBarecatError: this archive is open read-only.
+            BarecatError: the two archives' sealings differ, or a path conflicts.
+        """
+        from barecat.ops.copy_files import copy_files_from
+
+        archive = self.archive
+        archive.require_writable()
+        return copy_files_from(
+            archive.index, archive.writes.sharder, src.index, src.sharder, move=True
+        )
 
 
 __all__ = ["ArchiveMaintenance"]

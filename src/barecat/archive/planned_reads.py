@@ -216,14 +216,14 @@ def planned_reader(bc: Barecat) -> PlannedReader:
         BarecatIntegrityError: an encrypted archive whose index failed its digest check.
     """
     sealing = None
-    state = bc._sealing
+    state = bc._archive.sealing
     if state is not None:
         key = state.data_key()
         if state.digest is not None:
             state.digest.require_trusted(bc.path)
         s = state.settings
         sealing = (s.codec, s.level, s.block_size, key, s.dictionary or None)
-    storage_options = bc._remote_options[0] if bc.remote else None
+    storage_options = bc._archive.remote_options[0] if bc.remote else None
     location = bc.path if bc.remote else os.path.abspath(bc.path)
     return PlannedReader(location, bc.remote, bc.index.num_used_shards, storage_options, sealing)
 

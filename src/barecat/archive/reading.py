@@ -2,9 +2,10 @@
 sealed archive unsealed (authenticated, decompressed), whole, in batches, by range or as
 streams.
 
-A mixin over what the facade holds (``index``, ``sharder`` and the archive's sealing, None
-for a plain archive); it owns no state and writes nothing, so the facade module keeps
-what couples writing to the halves. Every read first checks that the file's row can
+:class:`ArchiveReading` is the facade's part that reads (``bc.read``, ``bc.get_many``,
+...); the functions below it, over the :class:`~barecat.archive.state.OpenArchive`, are
+the steps the other parts share (the facade's ``bc[path]`` and file objects, renames of
+sealed files). It writes nothing. Every read first checks that the file's row can
 address bytes (``index.query.checked_file``: a damaged row raises
 ``DamagedEntryBarecatError`` naming the path), and damage the shards report (which know
 addresses, not paths) is raised again here naming the file it hit.
@@ -14,42 +15,21 @@ from __future__ import annotations
 
 import io
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from barecat.archive.state import ArchivePart, OpenArchive
 from barecat.entries import Address, BarecatFileInfo, Order
 from barecat.exceptions import BarecatIntegrityError, DamagedEntryBarecatError
-from barecat.index import Index
 from barecat.index.query import checked_file
-from barecat.paths import normalize, normalize_many
+from barecat.paths import normalize_many
 from barecat.shards import BarecatReadOnlyFileObject
-from barecat.shards.reading import ShardReader
 
 if TYPE_CHECKING:  # a plain archive loads no sealing code
-    from barecat.archive.sealed import ArchiveSealing
     from barecat.sealing import SealedFileReader
 
 
-class ArchiveReading:
+class ArchiveReading(ArchivePart):
     """The read side of a :class:`~barecat.archive.Barecat` (see the module doc)."""
-
-    index: Index
-    sharder: ShardReader
-    _sealing: ArchiveSealing | None
-
-    @property
-    def sealed(self) -> bool:
-        """True if files are stored compressed and/or encrypted (see ``barecat.sealing``)."""
-        return self._sealing is not None
-
-    @property
-    def encrypted(self) -> bool:
-        """True if files are stored encrypted (reading them needs the passphrase)."""
-        return self._sealing is not None and self._sealing.encrypted
-
-    @property
-    def unlocked(self) -> bool:
-        """True if file contents can be read without asking for a passphrase."""
-        return self._sealing is None or self._sealing.data_key_known
 
     def unlock(self) -> None:
         """Get an encrypted archive's key now (asking a passphrase source if that is what
@@ -59,8 +39,8 @@ class ArchiveReading:
             WrongPassphraseBarecatError: the passphrase is wrong.
             BarecatError: no passphrase was given.
         """
-        if self._sealing is not None:
-            self._sealing.data_key()
+        if self.archive.sealing is not None:
+            self.archive.sealing.data_key()
 
     def verify_seals(
         self, on_file: Callable[[BarecatFileInfo], None] | None = None
@@ -80,13 +60,13 @@ class ArchiveReading:
             WrongPassphraseBarecatError: the passphrase is wrong.
             BarecatError: an encrypted archive and no passphrase.
         """
-        if self._sealing is None:
+        if self.archive.sealing is None:
             return []
-        sealer = self._sealing.sealer()
+        sealer = self.archive.sealing.sealer()
         bad = []
-        for f in self.index.listing.files(Order.ADDRESS):
+        for f in self.archive.index.listing.files(Order.ADDRESS):
             try:
-                sealer.unseal(f.path, self._stored_bytes(f))
+                sealer.unseal(f.path, stored_bytes(self.archive, f))
             except BarecatIntegrityError as e:
                 bad.append((f.path, str(e)))
             if on_file is not None:
@@ -105,63 +85,10 @@ class ArchiveReading:
         Raises:
             BarecatError: no passphrase; ``WrongPassphraseBarecatError``: a wrong one.
         """
-        if self._sealing is None or self._sealing.digest is None:
+        if self.archive.sealing is None or self.archive.sealing.digest is None:
             return None, None
-        self._sealing.data_key()
-        return self._sealing.digest.verify()
-
-    def __getitem__(self, path: str) -> bytes:
-        normalized = normalize(path)
-        addr = self.index.lookup_address(normalized)
-        if addr is None:
-            raise KeyError(path)
-        try:
-            data = self.sharder.read_from_address(addr[0], addr[1], addr[2], addr[3])
-        except BarecatIntegrityError as e:  # the lookup table may be what is damaged
-            data = self._read_again(path, normalized, addr, e)
-        return data if self._sealing is None else self._sealing.unseal(normalized, data)
-
-    def _read_again(
-        self,
-        path: str,
-        normalized: str,
-        addr: Address,
-        error: BarecatIntegrityError,
-    ) -> bytes:
-        """After a failed read at ``addr`` (from the lookup table): the file read where
-        SQLite says it is, if that differs; else the damage, naming the file."""
-        checked = self.index.lookup_address_in_sqlite(normalized)
-        if checked is None:
-            raise KeyError(path) from None
-        if checked == addr:
-            raise _naming(normalized, error) from error
-        return self._read_checked(normalized, checked)
-
-    def _read_checked(self, path: str, address: Address) -> bytes:
-        """Bytes of the file ``path`` from the shards (checked when the address has a
-        CRC32C); damage raised naming the file (the shards know addresses, not paths)."""
-        try:
-            return self.sharder.read_from_address(*address)
-        except BarecatIntegrityError as e:
-            raise _naming(path, e) from e
-
-    def get(self, path: str, default: Any = None) -> Any:
-        """A file's contents, or ``default`` if no file is there (as ``dict.get``).
-
-        Args:
-            path: the file's path.
-            default: what to return for a missing file.
-
-        Returns:
-            The file's bytes (CRC32C-verified, unsealed), or ``default``.
-
-        Raises:
-            BarecatIntegrityError: the bytes do not match their CRC32C, or are missing.
-        """
-        try:
-            return self[path]
-        except KeyError:
-            return default
+        self.archive.sealing.data_key()
+        return self.archive.sealing.digest.verify()
 
     def get_many(self, paths: Iterable[str], max_gap: int = 4096) -> list[bytes]:
         """Contents of many files, CRC-verified, in request order.
@@ -183,14 +110,14 @@ class ArchiveReading:
         """
         wanted = normalize_many(list(paths))
         try:
-            return self._read_located(wanted, self.index.locate_many(wanted), max_gap)
+            return self._read_located(wanted, self.archive.index.locate_many(wanted), max_gap)
         except BarecatIntegrityError:  # the lookup table may be what is damaged: ask SQLite
-            located = self.index.locate_many_in_sqlite(wanted)
+            located = self.archive.index.locate_many_in_sqlite(wanted)
             try:
                 return self._read_located(wanted, located, max_gap)
             except BarecatIntegrityError:
                 for pos, address in located:  # which file is damaged
-                    self._read_checked(wanted[pos], address)
+                    _read_checked(self.archive, wanted[pos], address)
                 raise
 
     def _read_located(
@@ -199,16 +126,11 @@ class ArchiveReading:
         if len(located) < len(wanted):
             hit = {pos for pos, *_ in located}
             raise KeyError(next(p for i, p in enumerate(wanted) if i not in hit))
-        stored = self.sharder.read_many(located, max_gap)
-        if self._sealing is None:
+        stored = self.archive.sharder.read_many(located, max_gap)
+        if self.archive.sealing is None:
             return stored
-        unseal = self._sealing.unseal
+        unseal = self.archive.sealing.unseal
         return [unseal(p, data) for p, data in zip(wanted, stored, strict=True)]
-
-    def _fileinfo(self, item: BarecatFileInfo | str) -> BarecatFileInfo:
-        if isinstance(item, BarecatFileInfo) and item.shard is not None:
-            return item
-        return self.index.lookup_file(item.path if isinstance(item, BarecatFileInfo) else item)
 
     def read(self, item: BarecatFileInfo | str, offset: int = 0, size: int = -1) -> bytes:
         """A file's bytes; CRC32C-verified when the whole file is read (in a sealed
@@ -228,23 +150,7 @@ class ArchiveReading:
             DamagedEntryBarecatError: the file's index row cannot address bytes.
             BarecatIntegrityError: the bytes do not match their CRC32C, or are missing.
         """
-        return self._read_file(self._fileinfo(item), offset, size)
-
-    def _read_file(self, f: BarecatFileInfo, offset: int, size: int) -> bytes:
-        """``read`` of a file record, its row checked first."""
-        stored = checked_file(f).address
-        total = f.size or 0
-        if self._sealing is not None:
-            if offset == 0 and (size < 0 or size >= total):
-                return self._sealing.unseal(f.path, self._stored_bytes(f))
-            with self._open_sealed(f) as reader:
-                reader.seek(max(offset, 0))
-                return reader.read(total if size < 0 else size) or b""
-        if offset == 0 and (size < 0 or size >= total):
-            return self._read_checked(f.path, stored)
-        offset = min(max(offset, 0), total)
-        n = total - offset if size < 0 else min(size, total - offset)
-        return self._read_checked(f.path, Address(stored.shard, stored.offset + offset, n, None))
+        return read_file(self.archive, file_record(self.archive, item), offset, size)
 
     def readinto(
         self, item: BarecatFileInfo | str, buffer: bytearray | memoryview, offset: int = 0
@@ -266,17 +172,17 @@ class ArchiveReading:
             DamagedEntryBarecatError: the file's index row cannot address bytes.
             BarecatIntegrityError: the bytes do not match their CRC32C, or are missing.
         """
-        f = checked_file(self._fileinfo(item))
+        f = checked_file(file_record(self.archive, item))
         stored = f.address
         total = f.size or 0
         view = memoryview(buffer).cast("B")
         n = max(0, min(len(view), total - offset))
-        if self._sealing is not None:
-            view[:n] = self._read_file(f, offset, n)
+        if self.archive.sealing is not None:
+            view[:n] = read_file(self.archive, f, offset, n)
             return n
         crc = stored.crc32c if offset == 0 and n == total else None
         try:
-            return self.sharder.readinto_from_address(
+            return self.archive.sharder.readinto_from_address(
                 stored.shard, stored.offset + offset, view[:n], crc
             )
         except BarecatIntegrityError as e:
@@ -297,49 +203,103 @@ class ArchiveReading:
             DamagedEntryBarecatError: the file's index row cannot address bytes.
             BarecatIntegrityError: the bytes are missing (a short or missing shard).
         """
-        f = checked_file(self._fileinfo(item))
+        f = checked_file(file_record(self.archive, item))
         stored = f.address
         if stored.crc32c is None:
             return True
         try:
-            crc = self.sharder.crc_of_range(stored.shard, stored.offset, stored.size)
+            crc = self.archive.sharder.crc_of_range(stored.shard, stored.offset, stored.size)
         except BarecatIntegrityError as e:
             raise _naming(f.path, e) from e
         return crc == stored.crc32c
 
-    def _stored_bytes(self, f: BarecatFileInfo) -> bytes:
-        """A file's bytes as the shard holds them (sealed, in a sealed archive), CRC-checked."""
-        return self._read_checked(f.path, checked_file(f).address)
-
-    def _open_sealed(self, f: BarecatFileInfo) -> SealedFileReader:
-        """A stream over a sealed file that decodes only the blocks it reads."""
-        from barecat.sealing import SealedFileReader
-
-        assert self._sealing is not None
-        sealer = self._sealing.sealer()
-        if self._sealing.digest is not None:
-            self._sealing.digest.require_trusted(f.path)
-        shard, base, stored, _ = f.address
-
-        def fetch(offset: int, size: int) -> bytes:
-            size = max(0, min(size, stored - offset))
-            return self.sharder.read_from_address(shard, base + offset, size)
-
-        return SealedFileReader(sealer, f.path, fetch, stored)
-
     read_many = get_many
 
-    def _open_reader(self, f: BarecatFileInfo) -> io.RawIOBase:
-        """A seekable binary stream over a file (block by block when sealed), whose bytes
-        are known to be there: a missing or short shard raises now, naming the path."""
-        shard, offset, size, _ = checked_file(f).address
-        try:
-            self.sharder.require_range(shard, offset, size)
-        except BarecatIntegrityError as e:
-            raise _naming(f.path, e) from e
-        if self._sealing is not None:
-            return self._open_sealed(f)
-        return BarecatReadOnlyFileObject(self.sharder, shard, offset, size)
+
+def read_again(
+    archive: OpenArchive,
+    path: str,
+    normalized: str,
+    addr: Address,
+    error: BarecatIntegrityError,
+) -> bytes:
+    """After a failed read at ``addr`` (from the lookup table): the file read where
+    SQLite says it is, if that differs; else the damage, naming the file."""
+    checked = archive.index.lookup_address_in_sqlite(normalized)
+    if checked is None:
+        raise KeyError(path) from None
+    if checked == addr:
+        raise _naming(normalized, error) from error
+    return _read_checked(archive, normalized, checked)
+
+
+def _read_checked(archive: OpenArchive, path: str, address: Address) -> bytes:
+    """Bytes of the file ``path`` from the shards (checked when the address has a
+    CRC32C); damage raised naming the file (the shards know addresses, not paths)."""
+    try:
+        return archive.sharder.read_from_address(*address)
+    except BarecatIntegrityError as e:
+        raise _naming(path, e) from e
+
+
+def file_record(archive: OpenArchive, item: BarecatFileInfo | str) -> BarecatFileInfo:
+    """The record of the file ``item`` names: ``item`` itself when it is a record with an
+    address, else the index's (which raises for a missing file or a directory)."""
+    if isinstance(item, BarecatFileInfo) and item.shard is not None:
+        return item
+    return archive.index.lookup_file(item.path if isinstance(item, BarecatFileInfo) else item)
+
+
+def read_file(archive: OpenArchive, f: BarecatFileInfo, offset: int, size: int) -> bytes:
+    """``read`` of a file record, its row checked first."""
+    stored = checked_file(f).address
+    total = f.size or 0
+    if archive.sealing is not None:
+        if offset == 0 and (size < 0 or size >= total):
+            return archive.sealing.unseal(f.path, stored_bytes(archive, f))
+        with _open_sealed(archive, f) as reader:
+            reader.seek(max(offset, 0))
+            return reader.read(total if size < 0 else size) or b""
+    if offset == 0 and (size < 0 or size >= total):
+        return _read_checked(archive, f.path, stored)
+    offset = min(max(offset, 0), total)
+    n = total - offset if size < 0 else min(size, total - offset)
+    return _read_checked(archive, f.path, Address(stored.shard, stored.offset + offset, n, None))
+
+
+def stored_bytes(archive: OpenArchive, f: BarecatFileInfo) -> bytes:
+    """A file's bytes as the shard holds them (sealed, in a sealed archive), CRC-checked."""
+    return _read_checked(archive, f.path, checked_file(f).address)
+
+
+def _open_sealed(archive: OpenArchive, f: BarecatFileInfo) -> SealedFileReader:
+    """A stream over a sealed file that decodes only the blocks it reads."""
+    from barecat.sealing import SealedFileReader
+
+    assert archive.sealing is not None
+    sealer = archive.sealing.sealer()
+    if archive.sealing.digest is not None:
+        archive.sealing.digest.require_trusted(f.path)
+    shard, base, stored, _ = f.address
+
+    def fetch(offset: int, size: int) -> bytes:
+        size = max(0, min(size, stored - offset))
+        return archive.sharder.read_from_address(shard, base + offset, size)
+
+    return SealedFileReader(sealer, f.path, fetch, stored)
+
+
+def open_reader(archive: OpenArchive, f: BarecatFileInfo) -> io.RawIOBase:
+    """A seekable binary stream over a file (block by block when sealed), whose bytes
+    are known to be there: a missing or short shard raises now, naming the path."""
+    shard, offset, size, _ = checked_file(f).address
+    try:
+        archive.sharder.require_range(shard, offset, size)
+    except BarecatIntegrityError as e:
+        raise _naming(f.path, e) from e
+    if archive.sealing is not None:
+        return _open_sealed(archive, f)
+    return BarecatReadOnlyFileObject(archive.sharder, shard, offset, size)
 
 
 def _naming(path: str, error: BarecatIntegrityError) -> BarecatIntegrityError:
@@ -350,4 +310,11 @@ def _naming(path: str, error: BarecatIntegrityError) -> BarecatIntegrityError:
     return BarecatIntegrityError(f"{path}: {error}")
 
 
-__all__ = ["ArchiveReading"]
+__all__ = [
+    "ArchiveReading",
+    "file_record",
+    "open_reader",
+    "read_again",
+    "read_file",
+    "stored_bytes",
+]

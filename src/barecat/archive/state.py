@@ -1,0 +1,430 @@
+"""One open archive, as the parts of the :class:`~barecat.archive.Barecat` facade share it:
+its two halves and its sealing, its write session and writer lock, the checks every change
+passes (writable, not append-only, no file open for writing) and the pacing of commits.
+
+:class:`OpenArchive` opens (or creates) the halves and closes them; the facade owns one
+and hands it to each of its parts (reading, inspecting, writing, editing, maintenance,
+open files), which keep no state of their own. A writer's changes go through its write
+session (``ops/writing.py``); commits are batched (every ``commit_interval`` seconds or
+``COMMIT_EVERY_FILES`` files, whichever comes first, and on close) with the shards
+fsynced first, so a killed writer loses at most about a second of work. A writer holds an
+advisory lock on the index file, so a second writer fails at open instead of
+interleaving bytes. Also :func:`serialized`, which every operation that changes an
+archive wears, so that a writer shared by threads (``threadsafe=True``) runs them one at
+a time, in its one SQLite transaction.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import threading
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Protocol, TypeVar
+
+from barecat.archive.sealed import Passphrase, open_sealing, take_sealing
+from barecat.archive.writer_lock import WriterLock
+from barecat.entries import parse_size
+from barecat.exceptions import (
+    BarecatError,
+    FileExistsBarecatError,
+    FileNotFoundBarecatError,
+    ReadOnlyBarecatError,
+)
+from barecat.index import Index
+from barecat.layout import archive_exists, base_path, index_path, remove_archive
+from barecat.objectstore import is_remote_url, local_path_of
+from barecat.shards import BarecatReadWriteFileObject, Sharder
+
+if TYPE_CHECKING:  # sealing and write code are imported when used, not before
+    from barecat.archive.sealed import ArchiveSealing, SealedFileWriter
+    from barecat.ops.writing import WriteSession
+    from barecat.sealing import SealingSettings
+    from barecat.shards.reading import ShardReader
+
+COMMIT_EVERY_FILES = 4096
+"""Commit at least this often during long writes (besides every ``commit_interval``)."""
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+class _Serializable(Protocol):
+    @property
+    def write_lock(self) -> threading.RLock | None: ...
+
+
+_S = TypeVar("_S", bound=_Serializable)
+
+
+def serialized(method: Callable[Concatenate[_S, _P], _R]) -> Callable[Concatenate[_S, _P], _R]:
+    """Run ``method`` holding the archive's write lock, when it has one (a writer opened
+    with ``threadsafe=True``); otherwise call it directly. The lock is re-entrant, so an
+    operation may call others (``add`` commits through ``commit``)."""
+
+    @functools.wraps(method)
+    def locked(self: _S, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        lock = self.write_lock
+        if lock is None:
+            return method(self, *args, **kwargs)
+        with lock:
+            return method(self, *args, **kwargs)
+
+    return locked
+
+
+class OpenArchive:
+    """An open archive: its halves, its sealing, its writer's session, lock and checks
+    (see the module doc; the parameters are :class:`~barecat.archive.Barecat`'s).
+
+    Raises:
+        FileNotFoundBarecatError: a reader and no archive is there.
+        FileExistsBarecatError: a writer with ``exist_ok=False`` and an archive is there.
+        ArchiveLockedBarecatError: another writer holds the archive.
+        ReadOnlyBarecatError: a writer of an archive on object storage.
+        BarecatError: ``overwrite`` without ``readonly=False``, or the sealing is refused.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        shard_size_limit: int | str | None,
+        readonly: bool,
+        overwrite: bool,
+        exist_ok: bool,
+        append_only: bool,
+        threadsafe: bool,
+        allow_writing_symlinked_shard: bool,
+        wal: bool,
+        readonly_is_immutable: bool,
+        commit_interval: float,
+        lookup_table: bool | None,
+        compression: str | None,
+        compression_level: int | None,
+        passphrase: Passphrase | None,
+        compression_dictionary: bytes | None,
+        storage_options: dict[str, Any] | None,
+        cache_dir: str | None,
+        block_cache: bool,
+    ) -> None:
+        self.remote = is_remote_url(path)
+        self.path = os.fspath(path) if self.remote else base_path(local_path_of(path))
+        self.remote_options = (storage_options, cache_dir, block_cache)
+        self.readonly = readonly
+        self.threadsafe = threadsafe
+        self.write_lock: threading.RLock | None = (
+            threading.RLock() if threadsafe and not readonly else None
+        )
+        """Held by every change of a writer shared by threads; None otherwise."""
+        self.append_only = append_only
+        self.commit_interval = commit_interval
+        self.readonly_is_immutable = readonly_is_immutable
+        self.lock: WriterLock | None = None
+        self.created = False
+        """This object made the archive (see ``Barecat.created``)."""
+        self.writer: BarecatReadWriteFileObject | SealedFileWriter | None = None
+        """The file open for writing, if any (one at a time), and its path."""
+        self.writer_path = ""
+        self.owner_pid = os.getpid()
+        self.on_commit: Callable[[], None] | None = None
+        self.index: Index
+        self.sharder: ShardReader
+        """The shards as every archive reads them (on object storage too); a writer's own
+        ``Sharder``, which writes, is its write session's (``writes.sharder``)."""
+        self.writes: WriteSession
+        """A writer's write session: every new byte and the row after it go through it."""
+        limit = None if shard_size_limit is None else parse_size(shard_size_limit)
+        if self.remote:
+            if not readonly:
+                raise ReadOnlyBarecatError(
+                    f"{self.path} is on remote storage, which barecat reads but does not "
+                    "write: build the archive locally and upload its files"
+                )
+            from barecat.archive.objectstore import open_objectstore_halves
+
+            self.index, self.sharder = open_objectstore_halves(
+                self.path, storage_options, cache_dir, block_cache, threadsafe, lookup_table
+            )
+        else:
+            self._open_local(limit, overwrite, exist_ok, wal, lookup_table,
+                             allow_writing_symlinked_shard)  # fmt: skip
+        self.passphrase = passphrase
+        try:
+            self.sealing: ArchiveSealing | None = open_sealing(
+                self.index,
+                self.path,
+                compression,
+                compression_level,
+                passphrase,
+                compression_dictionary,
+            )
+        except BaseException:
+            self.abandon()
+            raise
+        self.last_commit = time.monotonic()
+        self.uncommitted = 0
+
+    def _open_local(
+        self,
+        limit: int | None,
+        overwrite: bool,
+        exist_ok: bool,
+        wal: bool,
+        lookup_table: bool | None,
+        allow_writing_symlinked_shard: bool,
+    ) -> None:
+        """Open (or create) the index and shards on this machine; a writer locks first."""
+        if self.readonly:
+            if overwrite:
+                raise BarecatError("overwrite=True needs readonly=False")
+            if not archive_exists(self.path):
+                raise FileNotFoundBarecatError(self.path, "Archive")
+        else:
+            if overwrite:
+                remove_archive(self.path)
+            elif archive_exists(self.path) and not exist_ok:
+                raise FileExistsBarecatError(self.path, "Archive")
+            self.lock = WriterLock(self.path)
+        try:
+            self.index = Index(
+                index_path(self.path),
+                shard_size_limit=limit,
+                readonly=self.readonly,
+                wal=wal,
+                readonly_is_immutable=self.readonly_is_immutable,
+                threadsafe=self.threadsafe,
+                lookup_table=lookup_table,
+            )
+            self.sharder = sharder = Sharder(
+                self.path,
+                shard_size_limit=self.index.shard_size_limit,
+                readonly=self.readonly,
+                append_only=self.append_only,
+                threadsafe=self.threadsafe,
+                allow_writing_symlinked_shard=allow_writing_symlinked_shard,
+            )
+            self.created = self.index.created
+            if not self.readonly:  # (readers load no write code)
+                from barecat.ops.writing import WriteSession
+
+                self.writes = WriteSession(self.index, sharder)  # places the position
+        except BaseException:
+            index: Index | None = getattr(self, "index", None)
+            if index is not None:
+                index.close()
+            if self.lock is not None:
+                self.lock.undo_creation(made_schema=index is not None and index.created)
+            self._release_writer_lock()
+            raise
+
+    # -- the checks a change passes ----------------------------------------------------
+
+    def require_writable(self) -> None:
+        """Raise unless the archive is open for writing, in this process."""
+        if getattr(self, "index", None) is None:
+            raise BarecatError(f"Archive {self.path} is closed")
+        if self.readonly:
+            raise ReadOnlyBarecatError(f"Archive {self.path} is open read-only")
+        if os.getpid() != self.owner_pid:
+            raise BarecatError(
+                f"Archive {self.path} was opened for writing in process {self.owner_pid}; "
+                "open it again in this process"
+            )
+
+    def require_changeable(self) -> None:
+        """Writable, and not ``append_only`` (which permits adding but nothing else)."""
+        self.require_writable()
+        self.raise_if_append_only(f"Archive {self.path} is append-only: files cannot be changed")
+
+    def require_no_open_writer(self) -> None:
+        """Raise while a file opened for writing is still open."""
+        if self.writer is not None:
+            raise BarecatError(
+                f"{self.writer_path!r} is still open for writing; close it before other writes"
+            )
+
+    def raise_if_append_only(self, message: str) -> None:
+        """Refuse an operation an append-only archive does not allow (barecat 0.3.1's
+        method).
+
+        Args:
+            message: the error's message.
+
+        Raises:
+            ReadOnlyBarecatError: the archive was opened ``append_only``.
+        """
+        if self.append_only:
+            raise ReadOnlyBarecatError(message)
+
+    def raise_if_readonly(self, message: str) -> None:
+        """Refuse an operation a read-only archive does not allow (barecat 0.3.1's
+        method).
+
+        Args:
+            message: the error's message.
+
+        Raises:
+            ReadOnlyBarecatError: the archive is open read-only.
+        """
+        if self.readonly:
+            raise ReadOnlyBarecatError(message)
+
+    # -- commits -----------------------------------------------------------------------
+
+    @serialized
+    def commit(self) -> None:
+        """Make everything written so far durable: shard bytes first, then the index.
+
+        Raises:
+            ReadOnlyBarecatError: the archive is open read-only.
+            BarecatError: the archive is closed or was opened for writing in another
+                process.
+        """
+        self.require_writable()
+        self.writes.checkpoint()
+        self.last_commit = time.monotonic()
+        self.uncommitted = 0
+        if self.on_commit is not None:
+            self.on_commit()
+
+    def maybe_commit(self, changes: int = 1) -> None:
+        """Count changes; commit when enough have come or enough time has passed."""
+        self.uncommitted += changes
+        if (
+            self.uncommitted >= COMMIT_EVERY_FILES
+            or time.monotonic() - self.last_commit >= self.commit_interval
+        ):
+            self.commit()
+
+    def exclusive(self) -> contextlib.AbstractContextManager[object]:
+        """Hold a writer shared by threads for several steps in a row: other threads'
+        changes wait until the block ends (a no-op for other archives).
+
+        Returns:
+            A context manager.
+        """
+        return contextlib.nullcontext() if self.write_lock is None else self.write_lock
+
+    # -- sealing -----------------------------------------------------------------------
+
+    @serialized
+    def seal_like(self, settings: SealingSettings) -> None:
+        """Make this empty plain archive sealed like one whose sealed bytes it is about to
+        take as they are (merge, subset); an encrypted one needs the passphrase this
+        archive was opened with (the other's, whose key it takes).
+
+        Args:
+            settings: the other archive's sealing (compression, encryption, key).
+
+        Raises:
+            ReadOnlyBarecatError: the archive is open read-only.
+            BarecatError: the archive is closed or was opened for writing in another
+                process, not empty and plain, or
+                no passphrase for an encrypted source.
+        """
+        self.require_writable()
+        if self.sealing is not None or self.index.num_files:
+            raise BarecatError(f"{self.path}: only an empty plain archive takes a sealing")
+        self.sealing = take_sealing(self.index, self.path, settings, self.passphrase)
+
+    def prepare_file_list_edit(self) -> None:
+        """Get the key of an encrypted archive now (asking its passphrase source), before
+        an edit that adds, removes or renames files (remove, rename, merge, subset, repair
+        ``--drop-bad``): its index digest follows them, and refuses them without the key.
+
+        Raises:
+            ReadOnlyBarecatError: the archive is open read-only.
+            BarecatError: the archive is closed or was opened for writing in another
+                process, or (encrypted) no passphrase.
+            WrongPassphraseBarecatError: the passphrase is wrong.
+            BarecatIntegrityError: the index digest failed its check (edits would hide
+                that; ``barecat digest --reset`` trusts the rows again).
+        """
+        self.require_writable()
+        if self.sealing is not None:
+            self.sealing.before_file_list_edit()
+
+    # -- closing -----------------------------------------------------------------------
+
+    @serialized
+    def close(self) -> None:
+        """Finish and release the archive: a writer closes a file still open for writing,
+        commits, trims unused shard space after the last file and gives up the writer
+        lock. Closing a closed archive does nothing.
+
+        Raises:
+            NotEnoughSpaceBarecatError: the last commit found the disk full.
+        """
+        try:
+            self._close_halves()
+        finally:
+            self._release_writer_lock()
+
+    def abandon(self) -> None:
+        """Close after a failed create: an archive this object created (``created``) that
+        still holds nothing (no file, no directory but the root) is removed, so that the
+        same create, corrected, succeeds; any other archive is closed as :meth:`close`
+        does. A ``with`` block left by an exception calls this instead of ``close``.
+
+        Raises:
+            NotEnoughSpaceBarecatError: the last commit found the disk full.
+        """
+        lock, discard = self.lock, self._made_and_holds_nothing()
+        try:
+            self._close_halves()
+            if discard and lock is not None:
+                lock.undo_creation(made_schema=True)
+        finally:
+            self._release_writer_lock()
+
+    def _made_and_holds_nothing(self) -> bool:
+        """This writer made the archive and it holds no file and no directory but the root
+        (False when the index cannot tell, after a failure of its own: the archive stays)."""
+        if self.lock is None or not self.created or os.getpid() != self.owner_pid:
+            return False
+        try:
+            return self.index.num_files == 0 and self.index.num_dirs <= 1
+        except Exception:  # the index failed (the error being handled): keep the archive
+            return False
+
+    def _close_halves(self) -> None:
+        if getattr(self, "index", None) is None:
+            return
+        in_owner = os.getpid() == self.owner_pid
+        try:
+            if not self.readonly and in_owner:
+                if self.writer is not None:
+                    self.writer.close()
+                self.commit()
+                self.writes.trim_tail()
+                if self.sharder.num_shards == 0 and self.index.total_size == 0:
+                    # An archive without bytes still gets its (empty) first shard, which
+                    # barecat 0.3.1 needs to open it. Made at close, as shards linked
+                    # or adopted into a new archive (merge, wrap) must start at 0.
+                    self.writes.sharder.create_first_shard()
+                self.index.close()
+            elif in_owner:
+                self.index.close()
+            self.sharder.close()
+        finally:
+            self.index = None  # type: ignore[assignment]
+
+    def _release_writer_lock(self) -> None:
+        if self.lock is not None:
+            self.lock.release()
+            self.lock = None
+
+
+class ArchivePart:
+    """A group of the facade's methods (reading, inspecting, writing, ...), over the
+    :class:`OpenArchive` it shares with the other groups; it keeps no state of its own."""
+
+    def __init__(self, archive: OpenArchive) -> None:
+        self.archive = archive
+        self.write_lock = archive.write_lock
+        """The archive's (see :func:`serialized`); it never changes."""
+
+
+__all__ = ["COMMIT_EVERY_FILES", "ArchivePart", "OpenArchive", "serialized"]
