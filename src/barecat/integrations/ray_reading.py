@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,7 +43,17 @@ except ImportError as e:  # pragma: no cover - the message is the point
     ) from e
 
 from barecat.archive import Barecat, Passphrase
-from barecat.archive.planned_reads import PlannedFile, PlannedReader, plan_files, planned_reader
+from barecat.archive.planned_reads import (
+    RUN_BYTES,
+    RUN_FILES,
+    PlannedFile,
+    PlannedReader,
+    cut_runs,
+    group_samples,
+    plan_files,
+    planned_reader,
+    sample_key,
+)
 from barecat.entries import BarecatFileInfo
 from barecat.exceptions import BarecatError
 
@@ -53,11 +63,11 @@ KEY_COLUMN = "__key__"
 """The sample key's column with ``group_by_stem`` (WebDataset's name)."""
 DEFAULT_TARGET_BYTES = 128 << 20
 """Largest run of bytes one read task reads."""
-DEFAULT_CHUNK_BYTES = 16 << 20
+DEFAULT_CHUNK_BYTES = RUN_BYTES
 """Largest run of bytes read in one go and returned as one block."""
 _MIN_TASK_BYTES = 4 << 20
 """Smallest run a task is given, however many tasks Ray asks for (a task costs ~ms)."""
-_CHUNK_FILES = 8192
+_CHUNK_FILES = RUN_FILES
 """Most files in one block."""
 
 _PLAN_SCHEMA = pa.schema(
@@ -82,72 +92,16 @@ class _Chunk:
     logical_bytes: int
 
 
-def sample_key(path: str) -> tuple[str, str]:
-    """A file's sample key and extension, as WebDataset splits them: at the first dot of
-    the file name (``a/b/0001.seg.png`` -> ``('a/b/0001', 'seg.png')``).
-
-    Args:
-        path: the file's archive path.
-
-    Returns:
-        (key, extension); the extension is ``''`` for a name without a dot.
-    """
-    slash = path.rfind("/") + 1
-    dot = path.find(".", slash + 1)  # a leading dot (hidden name) is part of the key
-    if dot < 0:
-        return path, ""
-    return path[:dot], path[dot + 1 :]
-
-
-class _Planner:
-    """Collects planned files into chunks of at most ``chunk_bytes`` (a sample's files
-    never split, with grouping)."""
-
-    def __init__(self, chunk_bytes: int, group_by_stem: bool) -> None:
-        self.chunk_bytes = chunk_bytes
-        self.group_by_stem = group_by_stem
-        self.chunks: list[_Chunk] = []
-        self.extensions: set[str] = set()
-        self._rows: list[list[Any]] = [[] for _ in _PLAN_SCHEMA]
-        self._stored = 0
-        self._logical = 0
-        self._last_key: str | None = None
-
-    def add(self, f: BarecatFileInfo) -> None:
-        stored = f.stored_size
-        if self.group_by_stem:
-            key, ext = sample_key(f.path)
-            if not ext:
-                raise BarecatError(
-                    f"{f.path}: group_by_stem needs every file to have an extension "
-                    "(key.ext); leave such files out with pattern= or where="
-                )
-            self.extensions.add(ext)
-            boundary = key != self._last_key
-            self._last_key = key
-        else:
-            boundary = True
-        full = self._stored + stored > self.chunk_bytes or len(self._rows[0]) >= _CHUNK_FILES
-        if boundary and self._rows[0] and full:
-            self.flush()
-        for column, value in zip(
-            self._rows,
-            (f.path, f.shard, f.offset, stored, f.crc32c, f.size, f.mtime_ns),
-            strict=True,
-        ):
-            column.append(value)
-        self._stored += stored
-        self._logical += f.size or 0
-
-    def flush(self) -> None:
-        if not self._rows[0]:
-            return
-        arrays = [pa.array(c, type=t.type) for c, t in zip(self._rows, _PLAN_SCHEMA, strict=True)]
-        table = pa.Table.from_arrays(arrays, schema=_PLAN_SCHEMA)
-        self.chunks.append(_Chunk(table, self._stored, self._logical))
-        self._rows = [[] for _ in _PLAN_SCHEMA]
-        self._stored = 0
-        self._logical = 0
+def _chunk(run: list[BarecatFileInfo]) -> _Chunk:
+    """A run of planned files as one block's plan."""
+    rows = [(f.path, f.shard, f.offset, f.stored_size, f.crc32c, f.size, f.mtime_ns) for f in run]
+    columns = zip(*rows, strict=True)
+    arrays = [pa.array(c, type=t.type) for c, t in zip(columns, _PLAN_SCHEMA, strict=True)]
+    return _Chunk(
+        pa.Table.from_arrays(arrays, schema=_PLAN_SCHEMA),
+        sum(f.stored_size for f in run),
+        sum(f.size or 0 for f in run),
+    )
 
 
 class BarecatDatasource(Datasource):
@@ -202,7 +156,8 @@ class BarecatDatasource(Datasource):
         self.location = os.fspath(path_or_url)
         self.group_by_stem = group_by_stem
         self.target_bytes = target_bytes
-        planner = _Planner(min(chunk_bytes, target_bytes), group_by_stem)
+        self._chunks: list[_Chunk] = []
+        extensions: set[str] = set()
         with Barecat(
             self.location,
             passphrase=passphrase,
@@ -211,11 +166,13 @@ class BarecatDatasource(Datasource):
             lookup_table=False,
         ) as bc:
             self._reader = planned_reader(bc)
-            for f in plan_files(bc, pattern, where, params, by_path=group_by_stem):
-                planner.add(f)
-        planner.flush()
-        self._chunks = planner.chunks
-        self._extensions = sorted(planner.extensions)
+            files = plan_files(bc, pattern, where, params, by_path=group_by_stem)
+            limit = min(chunk_bytes, target_bytes)
+            for run in cut_runs(files, limit, _CHUNK_FILES, group_by_stem):
+                self._chunks.append(_chunk(run))
+                if group_by_stem:
+                    extensions.update(sample_key(f.path)[1] for f in run)
+        self._extensions = sorted(extensions)
         self._all_columns = [KEY_COLUMN, *self._extensions] if group_by_stem else list(ROW_COLUMNS)
         self._projection_map: dict[str, str] | None = None
         if columns is not None:
@@ -361,24 +318,19 @@ def _samples(
     reader: PlannedReader, plan: pa.Table, columns: list[str], extensions: list[str]
 ) -> pa.Table:
     """One row per sample key of the chunk, in the order keys first appear."""
-    split = [sample_key(p) for p in plan.column("path").to_pylist()]
+    paths = plan.column("path").to_pylist()
     wanted = {c for c in columns if c != KEY_COLUMN}
-    keep = [ext in wanted for _, ext in split]
-    contents: Iterable[bytes] = reader.read(_planned(plan, keep)) if any(keep) else []
-    order: dict[str, int] = {}
-    for key, _ in split:
-        order.setdefault(key, len(order))
-    cells: dict[str, list[bytes | None]] = {e: [None] * len(order) for e in extensions}
-    found = iter(contents)
-    for (key, ext), k in zip(split, keep, strict=True):
-        if k:
-            cells[ext][order[key]] = next(found)
+    keep = [sample_key(p)[1] in wanted for p in paths]
+    found = iter(reader.read(_planned(plan, keep)) if any(keep) else [])
+    values = [next(found) if k else None for k in keep]
+    samples = group_samples(paths, values)
     arrays: list[pa.Array] = []
     for name in columns:
         if name == KEY_COLUMN:
-            arrays.append(pa.array(list(order), type=pa.string()))
+            arrays.append(pa.array(list(samples), type=pa.string()))
         else:
-            arrays.append(pa.array(cells[name], type=pa.binary()))
+            cells = [files.get(name) for files in samples.values()]
+            arrays.append(pa.array(cells, type=pa.binary()))
     return pa.Table.from_arrays(arrays, names=columns)
 
 
