@@ -178,7 +178,7 @@ def cut_runs(
 
 def contiguous_groups(runs: Sequence[V], weights: Sequence[int], parts: int) -> list[list[V]]:
     """``runs`` dealt, in order, into exactly ``parts`` contiguous groups of about equal
-    weight (a run goes to the group its first byte falls in; groups may be empty).
+    weight (a run goes to the group its middle falls in; groups may be empty).
 
     Args:
         runs: the runs, in storage order.
@@ -197,7 +197,7 @@ def contiguous_groups(runs: Sequence[V], weights: Sequence[int], parts: int) -> 
     groups: list[list[V]] = [[] for _ in range(parts)]
     before = 0
     for i, (run, weight) in enumerate(zip(runs, weights, strict=True)):
-        at = before * parts // total if total else i * parts // len(runs)
+        at = (2 * before + weight) * parts // (2 * total) if total else i * parts // len(runs)
         groups[min(at, parts - 1)].append(run)
         before += weight
     return groups
