@@ -220,6 +220,48 @@ def test_samples_grouped_by_stem_with_images(tmp_path: Path) -> None:
         iterable_dataset(str(tmp_path / "b.barecat"), group_by_stem=True)
 
 
+# -- without the index once planned: local and on S3 ---------------------------------------
+
+
+def test_the_index_is_not_needed_once_planned(tmp_path: Path) -> None:
+    path = tmp_path / "a.barecat"
+    files = make_files(80, seed=5)
+    build(str(path), files)
+    ds = iterable_dataset(path, num_shards=4)
+    path.rename(tmp_path / "index-elsewhere")  # the readers have only the shards now
+    assert by_path(ds) == files
+
+
+@pytest.mark.slow
+def test_remote_archive_read_without_the_index(tmp_path: Path) -> None:
+    pytest.importorskip("s3fs", reason="the remote extra (fsspec + s3fs) is not installed")
+    pytest.importorskip("moto.server", reason="moto[server] (a local S3 server) is not installed")
+    import s3fs
+
+    from helpers.s3 import S3Server, upload
+
+    server = S3Server()
+    server.start()
+    try:
+        fs = s3fs.S3FileSystem(**server.options(), skip_instance_cache=True)
+        fs.mkdir("hf-data")
+        local = str(tmp_path / "ds.barecat")
+        files = make_files(120, seed=4)
+        build(local, files)
+        upload(fs, local, "s3://hf-data/ds.barecat")
+        cache = tmp_path / "cache"
+        url = "s3://hf-data/ds.barecat"
+        ds = iterable_dataset(url, storage_options=server.options(), cache_dir=str(cache))
+        fs.rm(url)  # planned: from now on nobody can see the index, on S3 or in the cache
+        for copy in cache.rglob("*"):
+            if copy.is_file():
+                copy.unlink()
+        halves = [by_path(split_dataset_by_node(ds, rank=r, world_size=2)) for r in (0, 1)]
+        assert {**halves[0], **halves[1]} == files and not set(halves[0]) & set(halves[1])
+    finally:
+        server.stop()
+
+
 # -- sealed and damaged archives -----------------------------------------------------------
 
 
