@@ -19,6 +19,8 @@ import pytest
 
 import barecat
 from barecat.layout import shard_files
+from helpers.damaging import damage
+from helpers.engines import build, leftovers, make_files
 
 dd = pytest.importorskip(
     "dask.dataframe", reason="Dask is not installed (the dask extra; ./run test installs it)"
@@ -26,6 +28,7 @@ dd = pytest.importorskip(
 distributed = pytest.importorskip(
     "distributed", reason="distributed is not installed: pip install 'barecat[dask]'"
 )
+import dask  # noqa: E402
 import pandas as pd  # noqa: E402
 import pyarrow as pa  # noqa: E402
 
@@ -45,24 +48,6 @@ def client() -> Iterator[Any]:
         yield c
 
 
-def make_files(count: int = 300, seed: int = 1) -> dict[str, bytes]:
-    rng = random.Random(seed)
-    sizes = [0, 90, 700, 3000]
-    files = {
-        f"train/c{i % 3}/{i:04d}.{'jpg' if i % 2 else 'json'}": rng.randbytes(rng.choice(sizes))
-        for i in range(count)
-    }
-    files["meta/labels.csv"] = b"path,label\n"
-    files["meta/.hidden.txt"] = b"hidden"
-    return files
-
-
-def build(path: str, files: dict[str, bytes], **options: Any) -> None:
-    with barecat.Barecat(path, readonly=False, shard_size_limit="64K", **options) as bc:
-        for i, (name, data) in enumerate(files.items()):
-            bc.add(name, data=data, mtime_ns=1_000_000 * i, mode=0o644)
-
-
 @pytest.fixture(scope="module")
 def archive(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict[str, bytes]]:
     path = str(tmp_path_factory.mktemp("dask") / "ds.barecat")
@@ -75,10 +60,6 @@ def by_path(frame: pd.DataFrame) -> dict[str, bytes]:
     out = dict(zip(frame["path"], frame["bytes"], strict=True))
     assert len(out) == len(frame), "a file came twice"
     return out
-
-
-def leftovers(folder: Path) -> list[str]:
-    return sorted(p.name for p in folder.iterdir() if p.name.startswith("."))
 
 
 # -- reading -------------------------------------------------------------------------------
@@ -106,6 +87,7 @@ def test_read_equals_the_archive_in_disjoint_partitions(
         seen += list(part["path"])
     assert seen == in_storage_order, "partitions are contiguous runs, in storage order"
     assert list(whole.index) == list(range(len(files))), "the index is the row number"
+    assert df.loc[150].compute()["path"].tolist() == [whole["path"][150]]
 
 
 def test_columns_are_read_without_shards_unless_bytes(client: Any, tmp_path: Path) -> None:
@@ -154,11 +136,7 @@ def test_where_runs_in_sqlite_with_parameters(
 def test_damaged_bytes_fail_the_read_naming_the_file(client: Any, tmp_path: Path) -> None:
     path = str(tmp_path / "a.barecat")
     build(path, {"a/one.bin": b"1" * 5000, "a/two.bin": b"2" * 5000})
-    with barecat.Barecat(path) as bc:
-        two = bc.lookup_file("a/two.bin")
-    with open(shard_files(path)[two.shard or 0], "r+b") as f:
-        f.seek((two.offset or 0) + 10)
-        f.write(b"X")
+    damage(path, "a/two.bin", at=10)
     with pytest.raises(Exception, match=r"a/two\.bin.*CRC32C mismatch"):
         read_barecat(path).compute()
     assert read_barecat(path, pattern="a/one.bin").compute()["bytes"].tolist() == [b"1" * 5000]
@@ -204,6 +182,35 @@ def test_workers_never_need_the_index(client: Any, tmp_path: Path) -> None:
     assert by_path(df.compute()) == files
 
 
+def test_remote_archive_read_by_workers_with_ranged_requests(client: Any, tmp_path: Path) -> None:
+    pytest.importorskip("s3fs", reason="the remote extra (fsspec + s3fs) is not installed")
+    pytest.importorskip("moto.server", reason="moto[server] (a local S3 server) is not installed")
+    import s3fs
+
+    from helpers.s3 import S3Server, upload
+
+    server = S3Server()
+    server.start()
+    try:
+        fs = s3fs.S3FileSystem(**server.options(), skip_instance_cache=True)
+        fs.mkdir("dask-data")
+        local = str(tmp_path / "ds.barecat")
+        files = make_files(150, seed=4)
+        build(local, files)
+        upload(fs, local, "s3://dask-data/ds.barecat")
+        df = read_barecat(
+            "s3://dask-data/ds.barecat",
+            storage_options=server.options(),
+            cache_dir=str(tmp_path / "cache"),
+            partition_bytes=64 << 10,
+        )
+        fs.rm("s3://dask-data/ds.barecat")  # planned: the workers never see the index
+        assert df.npartitions > 1
+        assert by_path(df.compute()) == files
+    finally:
+        server.stop()
+
+
 # -- writing -------------------------------------------------------------------------------
 
 
@@ -245,6 +252,15 @@ def test_read_then_write_compressed(
     with barecat.Barecat(target) as bc:
         assert bc.sealed
         assert dict(bc.items()) == files
+    assert leftovers(tmp_path) == []
+
+
+def test_write_with_a_local_scheduler(tmp_path: Path) -> None:
+    items = {f"t/{i:03d}": os.urandom(100) for i in range(50)}
+    with dask.config.set(scheduler="threads"):  # not the cluster: dask.compute's path
+        write_barecat(frame_of(items, 3), tmp_path / "t.barecat")
+    with barecat.Barecat(tmp_path / "t.barecat") as bc:
+        assert dict(bc.items()) == items
     assert leftovers(tmp_path) == []
 
 

@@ -18,7 +18,7 @@ bytes); ``columns=``, or any column selection Dask's optimizer pushes into the r
 (``df[["path", "size"]]``), keeps some, and without ``bytes`` no shard is read.
 ``group_by_stem=True`` makes one row per sample: ``__key__`` and one ``binary[pyarrow]``
 column per extension. The index is a row number in reading order, and the divisions are
-known from the plan (``len(df)`` reads nothing). Imports dask.dataframe, pandas and
+known from the plan. Imports dask.dataframe, pandas and
 pyarrow (the ``dask`` extra) and ``read_plans``.
 """
 
@@ -43,11 +43,14 @@ from barecat.archive import Passphrase
 from barecat.archive.planned_reads import PlannedReader
 from barecat.integrations.read_plans import (
     DEFAULT_CHUNK_BYTES,
-    DEFAULT_TARGET_BYTES,
     ArchivePlan,
     plan_archive,
     read_chunk,
 )
+
+DEFAULT_PARTITION_BYTES = 64 << 20
+"""Largest run of stored bytes one partition reads (Dask's own readers aim at about
+100 MB in memory; smaller runs spread a small archive over more workers)."""
 
 
 @dataclass(frozen=True)
@@ -113,7 +116,7 @@ def read_barecat(
     passphrase: Passphrase | None = None,
     storage_options: dict[str, Any] | None = None,
     cache_dir: str | None = None,
-    partition_bytes: int = DEFAULT_TARGET_BYTES,
+    partition_bytes: int = DEFAULT_PARTITION_BYTES,
     chunk_bytes: int = DEFAULT_CHUNK_BYTES,
 ) -> dd.DataFrame:
     """An archive's files as a Dask DataFrame, a partition per contiguous run of them in
@@ -184,4 +187,4 @@ def read_barecat(
     return frame
 
 
-__all__ = ["read_barecat"]
+__all__ = ["DEFAULT_PARTITION_BYTES", "read_barecat"]
