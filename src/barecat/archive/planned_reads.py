@@ -1,6 +1,6 @@
 """Files read where a plan made from the index says they are, without the index.
 
-For engines whose driver plans once and whose workers only read (Ray Data): the driver
+For engines whose driver plans once and whose workers only read (Ray Data, Dask): the driver
 lists the chosen files in storage order with :func:`plan_files` (a glob and an SQL
 condition on the index's columns, both run by SQLite), and hands each worker a
 :class:`PlannedReader` (:func:`planned_reader`) with the addresses of its files. A worker

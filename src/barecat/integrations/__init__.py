@@ -1,3 +1,4 @@
 """Barecat inside other tools: PyTorch data loading (``barecat.integrations.torch``),
-the fsspec filesystem ``barecat://`` (``barecat.integrations.fsspec``) and Ray Data's
-source and sink (``barecat.integrations.ray``, the ``ray`` extra)."""
+the fsspec filesystem ``barecat://`` (``barecat.integrations.fsspec``), Ray Data's
+source and sink (``barecat.integrations.ray``, the ``ray`` extra) and Dask DataFrames
+read and written (``barecat.integrations.dask``, the ``dask`` extra)."""
