@@ -1,5 +1,5 @@
-"""Engines and barecat: Ray Data and Hugging Face datasets reading an archive (and Ray
-writing one), against the engines' own ways of reading a tree of files.
+"""Ray Data, Dask, Hugging Face datasets and barecat: reading an archive (and writing one,
+with Ray), against the engines' own ways.
 
 On one ImageNet-like tree (``bench_dataset``: 1-64 KiB files of random bytes, default
 10,000; ``--large`` for the issue's 100,000), with a local Ray cluster of ``--cpus``
@@ -11,15 +11,19 @@ CPUs (default 2):
    touched);
 2. write: ``write_barecat`` of the tree read by ``read_binary_files``, and of the same
    rows already in Ray's object store (the write alone), against ``barecat create`` of
-   the same tree (the command line, one process), until the archive is complete.
+   the same tree (the command line, one process), until the archive is complete;
+3. Dask (a ``distributed.LocalCluster`` of ``--cpus`` worker processes of one thread):
+   ``read_barecat`` of the archive against a ``dask.bag`` of the tree's paths (listed by
+   ``os.walk``, 1,000 to a partition) that opens and reads each file: time to the first
+   partition done and a full pass (every partition's bytes counted on the workers).
 
 Hugging Face ``datasets`` (``--engines hf``), with ``--cpus`` processes or workers:
 
-3. streamed: ``barecat.integrations.hf.iterable_dataset`` of the archive against
+4. streamed: ``barecat.integrations.hf.iterable_dataset`` of the archive against
    ``load_dataset("imagefolder", streaming=True)`` of the tree, iterated here and through
    a DataLoader of ``--cpus`` workers: time to the first row (from creating the dataset)
    and a full pass;
-4. materialised: ``to_dataset(num_proc=C)`` of the archive against
+5. materialised: ``to_dataset(num_proc=C)`` of the archive against
    ``load_dataset("imagefolder", num_proc=C)`` of the tree, each into a fresh cache,
    then a full pass over the result. ``imagefolder`` keeps each file's path and reads
    the file when the row is used, so its passes open and read every file, as ``Image()``
@@ -29,7 +33,7 @@ Both read the page cache (the tree was just written). Medians of ``--repeats``
 interleaved rounds; figures only, no assertions.
 
     python benchmarks/bench_engines.py [--files N | --large] [--repeats R] [--cpus C]
-        [--engines ray,hf]
+                                       [--engines ray,dask,hf]
 """
 
 from __future__ import annotations
@@ -81,7 +85,7 @@ def machine() -> str:
     return f"{os.cpu_count()} CPUs ({len(os.sched_getaffinity(0))} usable), {model}"
 
 
-def bench_hf(tree: Tree, work: Path, repeats: int, cpus: int) -> None:
+def bench_hf(tree: Tree, archive_path: Path, repeats: int, cpus: int) -> None:
     """Hugging Face datasets: the archive's datasets against ``imagefolder`` on the tree."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # local files only, no hub look-ups
     import datasets
@@ -90,15 +94,8 @@ def bench_hf(tree: Tree, work: Path, repeats: int, cpus: int) -> None:
     from barecat.integrations.hf import iterable_dataset, to_dataset
 
     datasets.disable_progress_bars()
-    archive = str(work / "hf.barecat")
-    if barecat.exists(archive):
-        with barecat.Barecat(archive) as bc:
-            stale = bc.num_files != len(tree.relpaths) or bc.total_size != tree.total_bytes
-        if stale:  # of another tree
-            barecat.remove(archive)
-    if not barecat.exists(archive):
-        command = [sys.executable, "-m", "barecat", "create", archive, "-C", tree.root, "."]
-        subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
+    archive = str(archive_path)
+    work = archive_path.parent
     files = len(tree.relpaths)
 
     def archive_bytes(row: dict[str, Any]) -> int:
@@ -200,7 +197,7 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--cpus", type=int, default=2)
     parser.add_argument("--workdir", help="keep the tree here (reused when it matches)")
-    parser.add_argument("--engines", default="ray,hf", help="which: ray, hf (comma-separated)")
+    parser.add_argument("--engines", default="ray,dask,hf", help="which: ray, dask, hf")
     args = parser.parse_args()
     files = 100_000 if args.large else args.files
     engines = set(args.engines.split(","))
@@ -209,13 +206,30 @@ def main() -> int:
     work.mkdir(parents=True, exist_ok=True)
     tree = ensure_tree(str(work / "tree"), TreeSpec(num_files=files))
     print(f"tree: {files:,} files, {tree.total_bytes / 1e6:,.0f} MB", flush=True)
-    if "hf" in engines:
-        bench_hf(tree, work, args.repeats, args.cpus)
-    if "ray" not in engines:
+    archive = work / "tree.barecat"
+    try:
+        create_archive(archive, tree.root)
+        if "ray" in engines:
+            bench_ray(args, work, tree, files)
+        if "dask" in engines:
+            bench_dask(args, archive, tree, files)
+        if "hf" in engines:
+            bench_hf(tree, archive, args.repeats, args.cpus)
+    finally:
         if not args.workdir:
             shutil.rmtree(work, ignore_errors=True)
-        return 0
+    return 0
 
+
+def create_archive(archive: Path, root: str) -> None:
+    """``barecat create`` of the tree (the command line), replacing any archive there."""
+    barecat.remove(str(archive)) if barecat.exists(str(archive)) else None
+    command = [sys.executable, "-m", "barecat", "create", str(archive), "-C", root, "."]
+    subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
+
+
+def bench_ray(args: argparse.Namespace, work: Path, tree: Any, files: int) -> None:
+    """Ray Data: read_barecat against read_binary_files; write_barecat against create."""
     import ray
 
     from barecat.integrations.ray import read_barecat, write_barecat
@@ -228,10 +242,7 @@ def main() -> int:
         ray_out = work / "ray.barecat"
 
         def create() -> None:
-            barecat.remove(str(archive)) if barecat.exists(str(archive)) else None
-            command = [sys.executable, "-m", "barecat", "create", str(archive), "-C",
-                       tree.root, "."]  # fmt: skip
-            subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
+            create_archive(archive, tree.root)
 
         def write() -> None:
             barecat.remove(str(ray_out)) if barecat.exists(str(ray_out)) else None
@@ -277,8 +288,6 @@ def main() -> int:
                 results.setdefault(name, []).append((first, total))
     finally:
         ray.shutdown()
-        if not args.workdir:
-            shutil.rmtree(work, ignore_errors=True)
 
     mb = tree.total_bytes / 1e6
     print(f"\n{datetime.date.today()}, {machine()}, Ray {ray.__version__}, {args.cpus} CPUs,")
@@ -297,7 +306,71 @@ def main() -> int:
                         ("create", "`barecat create` (one process)")):  # fmt: skip
         t = statistics.median(results[name])
         print(f"| {label} | {t:.2f} s | {files / t:,.0f} | {mb / t:,.0f} |")
-    return 0
+
+
+def _count_frame(frame: Any) -> tuple[int, int]:
+    """A partition's rows and bytes (every value a Python ``bytes``, as a user gets it)."""
+    return len(frame), sum(len(b) for b in frame["bytes"])
+
+
+def _read_files(paths: list[str]) -> tuple[int, int]:
+    """A partition of paths read whole, file by file: rows and bytes."""
+    size = 0
+    for path in paths:
+        with open(path, "rb") as f:
+            size += len(f.read())
+    return len(paths), size
+
+
+def bench_dask(args: argparse.Namespace, archive: Path, tree: Any, files: int) -> None:
+    """Dask: read_barecat against a bag of the tree's paths, each file opened and read."""
+    import dask
+    import distributed
+
+    from barecat.integrations.dask import read_barecat
+
+    def timed(make: Callable[[], list[Any]]) -> tuple[float, float, int, int]:
+        start = time.perf_counter()
+        futures = client.compute(make())
+        first = None
+        rows = size = 0
+        for future in distributed.as_completed(futures):
+            r, s = future.result()
+            first = first or time.perf_counter() - start
+            rows, size = rows + r, size + s
+        return first or 0.0, time.perf_counter() - start, rows, size
+
+    def barecat_pass() -> list[Any]:
+        count = dask.delayed(_count_frame)
+        return [count(part) for part in read_barecat(str(archive)).to_delayed()]
+
+    def bag_pass() -> list[Any]:
+        paths = [os.path.join(d, n) for d, _, names in os.walk(tree.root) for n in names]
+        per = 1000
+        return [dask.delayed(_read_files)(paths[i : i + per]) for i in range(0, len(paths), per)]
+
+    results: dict[str, list[tuple[float, float]]] = {}
+    with distributed.LocalCluster(
+        n_workers=args.cpus, threads_per_worker=1, processes=True, dashboard_address=None
+    ) as cluster, distributed.Client(cluster) as client:  # fmt: skip
+        timed(barecat_pass), timed(bag_pass)  # warm-up: the workers import what they need
+        for _ in range(args.repeats):
+            for name, make in (("read_barecat", barecat_pass), ("files", bag_pass)):
+                first, total, rows, size = timed(make)
+                assert rows == files and size == tree.total_bytes, (name, rows, size)
+                results.setdefault(name, []).append((first, total))
+    mb = tree.total_bytes / 1e6
+    print(f"\n{datetime.date.today()}, {machine()}, Dask {dask.__version__}, "
+          f"{args.cpus} worker processes,")  # fmt: skip
+    print(f"{files:,} files ({mb:,.0f} MB), medians of {args.repeats} rounds\n")
+    print("| Dask read | first partition | full pass | rows/s | MB/s |")
+    print("|---|---|---|---|---|")
+    for name, label in (("read_barecat", "`read_barecat`"),
+                        ("files", "the tree's files, 1,000 paths a task")):  # fmt: skip
+        first = statistics.median(r[0] for r in results[name])
+        total = statistics.median(r[1] for r in results[name])
+        print(f"| {label} | {first:.2f} s | {total:.2f} s | {files / total:,.0f} | "
+              f"{mb / total:,.0f} |")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -1,16 +1,17 @@
-"""Archives the engine integrations read (Ray Data, Hugging Face datasets): dataset-like
-files of a few sizes, built with a small shard limit so that reads cross shards."""
+"""Archives the engine tests (Ray Data, Dask) read and write."""
 
 from __future__ import annotations
 
 import random
+from pathlib import Path
 from typing import Any
 
 import barecat
 
 
 def make_files(count: int = 300, seed: int = 1) -> dict[str, bytes]:
-    """``train/cN/IIII.jpg|json`` files of 0-3000 random bytes, a CSV and a hidden file."""
+    """``count`` files in three folders (empty to 3,000 bytes, ``.jpg`` and ``.json``),
+    plus ``meta/labels.csv`` and the hidden ``meta/.hidden.txt``."""
     rng = random.Random(seed)
     sizes = [0, 90, 700, 3000]
     files = {
@@ -23,7 +24,12 @@ def make_files(count: int = 300, seed: int = 1) -> dict[str, bytes]:
 
 
 def build(path: str, files: dict[str, bytes], **options: Any) -> None:
-    """An archive of ``files`` in 64 KiB shards (``options``: more of ``Barecat``'s)."""
+    """A new archive of ``files`` in shards of 64 KiB (``options``: more of ``Barecat``'s)."""
     with barecat.Barecat(path, readonly=False, shard_size_limit="64K", **options) as bc:
         for i, (name, data) in enumerate(files.items()):
             bc.add(name, data=data, mtime_ns=1_000_000 * i, mode=0o644)
+
+
+def leftovers(folder: Path) -> list[str]:
+    """The hidden entries of ``folder`` (a writer's parts' folders)."""
+    return sorted(p.name for p in folder.iterdir() if p.name.startswith("."))

@@ -59,11 +59,11 @@ def test_shards_cover_every_file_once_in_storage_order(
     for num_shards in (1, 2, 3, 8, 1000):
         plan = plan_shards(path, num_shards=num_shards)
         assert len(plan.shards) == num_shards
-        planned = [row[0] for shard in plan.shards for run in shard for row in run]
+        planned = [p for s in plan.shards for c in s for p in c.plan.column("path").to_pylist()]
         assert planned == storage_order(path), "shards are contiguous runs, back to back"
         assert plan.num_files == len(files)
     plan = plan_shards(path, num_shards=4)
-    weights = [sum(row[3] for run in shard for row in run) for shard in plan.shards]
+    weights = [sum(chunk.stored_bytes for chunk in shard) for shard in plan.shards]
     total = sum(len(d) for d in files.values())
     assert all(abs(w - total / 4) < total / 8 for w in weights), weights
     assert len(plan_shards(path).shards) == 64
@@ -129,7 +129,10 @@ def test_split_by_node_gives_disjoint_halves_of_their_own_shards(
     assert not set(halves[0]) & set(halves[1])
     assert {**halves[0], **halves[1]} == files
     plan = plan_shards(path, num_shards=8)
-    by_shard = [{row[0] for run in shard for row in run} for shard in plan.shards]
+    by_shard = [
+        {p for chunk in shard for p in chunk.plan.column("path").to_pylist()}
+        for shard in plan.shards
+    ]
     for half in halves:  # each node reads whole shards of its own, no skipping of rows
         owned = [s for s in by_shard if s & set(half)]
         assert set().union(*owned) == set(half)

@@ -19,7 +19,7 @@ import pytest
 
 import barecat
 from barecat.layout import shard_files
-from helpers.engines import build, make_files
+from helpers.engines import build, leftovers, make_files
 
 ray = pytest.importorskip(
     "ray", reason="Ray is not installed (the ray extra; ./run test installs it)"
@@ -261,10 +261,6 @@ def test_remote_archive_read_without_the_index_in_workers(
 
 
 # -- writing -------------------------------------------------------------------------------
-
-
-def leftovers(folder: Path) -> list[str]:
-    return sorted(p.name for p in folder.iterdir() if p.name.startswith("."))
 
 
 def test_write_joins_the_parts_without_copying(cluster: None, tmp_path: Path) -> None:

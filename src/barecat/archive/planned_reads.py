@@ -1,14 +1,9 @@
 """Files read where a plan made from the index says they are, without the index.
 
-For engines whose driver plans once and whose workers only read (Ray Data): the driver
+For engines whose driver plans once and whose workers only read (Ray Data, Dask): the driver
 lists the chosen files in storage order with :func:`plan_files` (a glob and an SQL
 condition on the index's columns, both run by SQLite), and hands each worker a
-:class:`PlannedReader` (:func:`planned_reader`) with the addresses of its files, cut
-into contiguous runs by :func:`cut_runs` (and the runs dealt into a given number of
-groups by :func:`contiguous_groups`). With ``group_by_stem`` files are grouped into
-samples as WebDataset and LitData group them: :func:`sample_key` splits a path into the
-sample's key and the file's extension, a run never splits a sample, and
-:func:`group_samples` turns a run's files into samples. A worker
+:class:`PlannedReader` (:func:`planned_reader`) with the addresses of its files. A worker
 opens the shards only (local files, or ranged requests to object storage with no local
 cache), checks every file's CRC32C and, in a sealed archive, authenticates and
 decompresses it bound to its path: it never opens or downloads the index. An encrypted
@@ -21,11 +16,11 @@ from are the trusted ones. Imports ``index`` (its query helpers), ``shards``, ``
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any
 
 from barecat.entries import Address, BarecatFileInfo
-from barecat.exceptions import BarecatError, BarecatIntegrityError, InvalidPathBarecatError
+from barecat.exceptions import BarecatIntegrityError, InvalidPathBarecatError
 from barecat.glob import compile_glob
 from barecat.index.connection import select
 from barecat.index.query import checked_file, file_from_row
@@ -38,12 +33,6 @@ if TYPE_CHECKING:
 
 PlannedFile = tuple[str, int, int, int, int | None]
 """(path, shard, offset, stored size, crc32c): one file's bytes as the shards hold them."""
-RUN_BYTES = 16 << 20
-"""Largest run of stored bytes :func:`cut_runs` puts together (a bigger file is alone)."""
-RUN_FILES = 8192
-"""Most files :func:`cut_runs` puts in one run."""
-
-V = TypeVar("V")
 
 
 def plan_files(
@@ -111,113 +100,6 @@ def plan_files(
         f = file_from_row(row)
         if exact is None or exact(f.path):
             yield checked_file(f)
-
-
-def sample_key(path: str) -> tuple[str, str]:
-    """A file's sample key and extension, as WebDataset splits them: at the first dot of
-    the file name (``a/b/0001.seg.png`` -> ``('a/b/0001', 'seg.png')``).
-
-    Args:
-        path: the file's archive path.
-
-    Returns:
-        (key, extension); the extension is ``''`` for a name without a dot.
-    """
-    slash = path.rfind("/") + 1
-    dot = path.find(".", slash + 1)  # a leading dot (hidden name) is part of the key
-    if dot < 0:
-        return path, ""
-    return path[:dot], path[dot + 1 :]
-
-
-def cut_runs(
-    files: Iterable[BarecatFileInfo],
-    max_bytes: int = RUN_BYTES,
-    max_files: int = RUN_FILES,
-    group_by_stem: bool = False,
-) -> Iterator[list[BarecatFileInfo]]:
-    """Planned files, in their order, cut into contiguous runs of at most ``max_bytes``
-    stored bytes and ``max_files`` files (a bigger file, or sample, is a run alone).
-
-    Args:
-        files: the files, as :func:`plan_files` gives them (by path with grouping).
-        max_bytes: the most stored bytes of a run.
-        max_files: the most files of a run.
-        group_by_stem: never split a sample (files sharing a :func:`sample_key`) between
-            runs; every file must have an extension.
-
-    Returns:
-        The runs, in order; together exactly ``files``.
-
-    Raises:
-        BarecatError: with ``group_by_stem``, a file without an extension (named).
-    """
-    run: list[BarecatFileInfo] = []
-    run_bytes = 0
-    last_key: str | None = None
-    for f in files:
-        boundary = True
-        if group_by_stem:
-            key, ext = sample_key(f.path)
-            if not ext:
-                raise BarecatError(
-                    f"{f.path}: group_by_stem needs every file to have an extension "
-                    "(key.ext); leave such files out with pattern= or where="
-                )
-            boundary = key != last_key
-            last_key = key
-        stored = f.stored_size
-        if boundary and run and (run_bytes + stored > max_bytes or len(run) >= max_files):
-            yield run
-            run, run_bytes = [], 0
-        run.append(f)
-        run_bytes += stored
-    if run:
-        yield run
-
-
-def contiguous_groups(runs: Sequence[V], weights: Sequence[int], parts: int) -> list[list[V]]:
-    """``runs`` dealt, in order, into exactly ``parts`` contiguous groups of about equal
-    weight (a run goes to the group its middle falls in; groups may be empty).
-
-    Args:
-        runs: the runs, in storage order.
-        weights: each run's weight (its stored bytes).
-        parts: how many groups, at least 1.
-
-    Returns:
-        ``parts`` lists that together hold every run once, in order.
-
-    Raises:
-        ValueError: ``parts`` is below 1.
-    """
-    if parts < 1:
-        raise ValueError("parts is a number of groups, at least 1")
-    total = sum(weights)
-    groups: list[list[V]] = [[] for _ in range(parts)]
-    before = 0
-    for i, (run, weight) in enumerate(zip(runs, weights, strict=True)):
-        at = (2 * before + weight) * parts // (2 * total) if total else i * parts // len(runs)
-        groups[min(at, parts - 1)].append(run)
-        before += weight
-    return groups
-
-
-def group_samples(paths: Sequence[str], values: Sequence[V]) -> dict[str, dict[str, V]]:
-    """Files grouped into samples by :func:`sample_key`.
-
-    Args:
-        paths: the files' paths (a sample's files next to each other or not).
-        values: one value per path (its contents, or None where not read).
-
-    Returns:
-        key -> {extension: value}, keys in the order they first appear.
-    """
-    samples: dict[str, dict[str, V]] = {}
-    for path, value in zip(paths, values, strict=True):
-        key, ext = sample_key(path)
-        samples.setdefault(key, {})[ext] = value
-    return samples
 
 
 class PlannedReader:
@@ -346,15 +228,4 @@ def planned_reader(bc: Barecat) -> PlannedReader:
     return PlannedReader(location, bc.remote, bc.index.num_used_shards, storage_options, sealing)
 
 
-__all__ = [
-    "RUN_BYTES",
-    "RUN_FILES",
-    "PlannedFile",
-    "PlannedReader",
-    "contiguous_groups",
-    "cut_runs",
-    "group_samples",
-    "plan_files",
-    "planned_reader",
-    "sample_key",
-]
+__all__ = ["PlannedFile", "PlannedReader", "plan_files", "planned_reader"]

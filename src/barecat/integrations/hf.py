@@ -2,25 +2,25 @@
 an ``IterableDataset`` (:func:`iterable_dataset`) or a materialised ``Dataset``
 (:func:`to_dataset`).
 
-Planned as Ray Data's reader plans (``archive/planned_reads.py``): the archive is opened
-once, here, and the chosen files (a glob ``pattern`` and an SQL ``where`` on the index's
-columns, both run by SQLite) listed in storage order (shard, offset), cut into runs of
-at most ``chunk_bytes`` (and a quarter of a shard's share) and the runs dealt into
-``num_shards`` contiguous shards of about equal bytes. The shards are the list in
-``from_generator``'s ``gen_kwargs``, so ``datasets`` hands each node of
-``split_dataset_by_node``, each DataLoader worker and each process of ``num_proc`` its
-own shards: each reads only its own address ranges, from the shards alone (one read
-per run on a local disk, one ranged request per run on object storage), never the
-index. Every file's bytes are CRC-checked, and in a sealed
-archive authenticated and decompressed bound to its path; the data key travels inside
-the reader, never the passphrase.
+Planned as the Ray and Dask readers plan (``integrations/read_plans.py``): the archive
+is opened once, here, and the chosen files (a glob ``pattern`` and an SQL ``where`` on
+the index's columns, both run by SQLite) listed in storage order (shard, offset), cut
+into chunks of at most ``chunk_bytes`` (finer when the archive is small, so that every
+shard gets some) and the chunks dealt into ``num_shards`` contiguous shards of about
+equal bytes. The shards are the list in ``from_generator``'s ``gen_kwargs``, so
+``datasets`` hands each node of ``split_dataset_by_node``, each DataLoader worker and
+each process of ``num_proc`` its own shards: each reads only its own address ranges,
+from the shards alone (one read per chunk on a local disk, one ranged request per chunk
+on object storage), never the index. Every file's bytes are CRC-checked, and in a
+sealed archive authenticated and decompressed bound to its path; the data key travels
+inside the reader, never the passphrase.
 
 Rows are ``path``, ``bytes``, ``size``, ``mtime_ns``, ``crc32c`` (the index's: of the
 stored bytes); with ``images=True`` the ``bytes`` column is ``image``, a
 ``datasets.Image()`` (decoded with Pillow when read). ``group_by_stem=True`` makes one
 row per sample, as the Ray reader does: ``__key__`` and one column per extension (null
 where a sample lacks one; with ``images=True`` image extensions are ``Image()``). Imports
-``datasets`` (the ``hf`` extra) and the archive layer.
+``datasets`` (the ``hf`` extra), ``read_plans`` and the archive layer.
 """
 
 from __future__ import annotations
@@ -33,49 +33,44 @@ from typing import Any
 
 try:
     import datasets  # type: ignore[import-untyped]
+    import pyarrow as pa
 except ImportError as e:  # pragma: no cover - the message is the point
     raise ImportError(
         f"barecat.integrations.hf needs Hugging Face datasets ({e}): pip install 'barecat[hf]'"
     ) from e
 
-from barecat.archive import Barecat, Passphrase
-from barecat.archive.planned_reads import (
-    RUN_BYTES,
-    PlannedReader,
-    contiguous_groups,
-    cut_runs,
-    group_samples,
-    plan_files,
-    planned_reader,
-    sample_key,
-)
+from barecat.archive import Passphrase
+from barecat.archive.planned_reads import PlannedReader
 from barecat.exceptions import BarecatError
+from barecat.integrations.read_plans import (
+    DEFAULT_CHUNK_BYTES,
+    KEY_COLUMN,
+    Chunk,
+    plan_archive,
+    read_chunk,
+)
 
-KEY_COLUMN = "__key__"
-"""The sample key's column with ``group_by_stem`` (WebDataset's name)."""
 IMAGE_EXTENSIONS = frozenset({"bmp", "gif", "jpeg", "jpg", "png", "tif", "tiff", "webp"})
 """Extensions whose columns are ``datasets.Image()`` with ``images=True`` and grouping."""
 DEFAULT_NUM_SHARDS = 64
 """Shards by default (a multiple of most world sizes times DataLoader workers)..."""
 DEFAULT_SHARD_BYTES = 1 << 30
 """...or more, in multiples of 64, so that a shard holds at most about 1 GiB."""
-
 _ROWS_VERSION = 1
 """Part of every fingerprint: bumped when the rows made from the same plan change."""
 
-PlannedRow = tuple[str, int, int, int, "int | None", "int | None", "int | None"]
-"""(path, shard, offset, stored size, crc32c, size, mtime_ns) of one planned file."""
-Shard = tuple[tuple[PlannedRow, ...], ...]
-"""One shard: runs of planned files, each read in one go."""
+Shard = tuple[Chunk, ...]
+"""One shard: chunks of planned files in storage order, each read in one go."""
 
 
 @dataclass(frozen=True)
 class _Layout:
     """What the rows hold (tuples only: ``datasets`` splits the lists of gen_kwargs)."""
 
-    columns: tuple[str, ...]
+    read: tuple[str, ...]  # read_chunk's columns
+    names: tuple[str, ...]  # the rows' (``image`` for ``bytes`` with images=True)
     group_by_stem: bool
-    image_columns: frozenset[str]
+    extensions: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -85,7 +80,7 @@ class BarecatShards:
     Attributes:
         reader: reads planned files from the shards (holds an encrypted archive's data
             key, never shown by ``repr``).
-        shards: the shards, each contiguous runs of files in storage order.
+        shards: the shards, each contiguous chunks of files in storage order.
         features: the rows' ``datasets.Features``.
         location: the archive's path or URL.
     """
@@ -99,7 +94,7 @@ class BarecatShards:
     @property
     def num_files(self) -> int:
         """How many files the shards read."""
-        return sum(len(run) for shard in self.shards for run in shard)
+        return sum(chunk.plan.num_rows for shard in self.shards for chunk in shard)
 
     def gen_kwargs(self) -> dict[str, Any]:
         """``from_generator``'s ``gen_kwargs``: the list of shards, the reader, the layout."""
@@ -112,8 +107,11 @@ class BarecatShards:
         h.update(repr(self._layout).encode())
         for shard in self.shards:
             h.update(b"\1")
-            for run in shard:
-                h.update(repr(run).encode())
+            for chunk in shard:
+                sink = pa.BufferOutputStream()
+                with pa.ipc.new_stream(sink, chunk.plan.schema) as writer:
+                    writer.write_table(chunk.plan)
+                h.update(sink.getvalue())
         return h.hexdigest()[:32]
 
 
@@ -130,7 +128,7 @@ def plan_shards(
     storage_options: dict[str, Any] | None = None,
     cache_dir: str | None = None,
     num_shards: int | None = None,
-    chunk_bytes: int = RUN_BYTES,
+    chunk_bytes: int = DEFAULT_CHUNK_BYTES,
 ) -> BarecatShards:
     """Plan an archive's files into shards (see the module doc).
 
@@ -167,61 +165,49 @@ def plan_shards(
     if (num_shards is not None and num_shards < 1) or chunk_bytes < 1:
         raise ValueError("num_shards and chunk_bytes are at least 1")
     location = os.fspath(path_or_url)
-    with Barecat(
-        location,
-        passphrase=passphrase,
-        storage_options=storage_options,
-        cache_dir=cache_dir,
-        lookup_table=False,
-    ) as bc:
-        reader = planned_reader(bc)
-        files = list(plan_files(bc, pattern, where, params, by_path=group_by_stem))
-    total = sum(f.stored_size for f in files)
+    options: dict[str, Any] = {
+        "pattern": pattern,
+        "where": where,
+        "params": params,
+        "group_by_stem": group_by_stem,
+        "passphrase": passphrase,
+        "storage_options": storage_options,
+        "cache_dir": cache_dir,
+    }
+    plan = plan_archive(location, chunk_bytes=chunk_bytes, **options)
+    total = sum(c.stored_bytes for c in plan.chunks)
     if num_shards is None:
         per_default = DEFAULT_NUM_SHARDS * DEFAULT_SHARD_BYTES
         num_shards = DEFAULT_NUM_SHARDS * max(1, -(-total // per_default))
-    run_bytes = max(1, min(chunk_bytes, total // (4 * num_shards)))  # a few runs a shard
-    runs: list[tuple[PlannedRow, ...]] = []
-    extensions: set[str] = set()
-    for run in cut_runs(files, run_bytes, group_by_stem=group_by_stem):
-        runs.append(tuple((f.path, *f.address, f.size, f.mtime_ns) for f in run))
-        if group_by_stem:
-            extensions.update(sample_key(f.path)[1] for f in run)
-    weights = [sum(row[3] for row in run) for run in runs]
-    shards = [tuple(g) for g in contiguous_groups(runs, weights, num_shards)]
-    layout, features = _layout(columns, group_by_stem, images, sorted(extensions))
-    return BarecatShards(reader, shards, features, location, layout)
-
-
-def _layout(
-    columns: Sequence[str] | None, group_by_stem: bool, images: bool, extensions: list[str]
-) -> tuple[_Layout, datasets.Features]:
-    """The rows' columns and their features."""
-    content = datasets.Image() if images else datasets.Value("binary")
-    number = datasets.Value("int64")
-    every: dict[str, Any]
-    if group_by_stem:
-        every = {KEY_COLUMN: datasets.Value("string")}
-        for ext in extensions:
-            image = images and ext.lower() in IMAGE_EXTENSIONS
-            every[ext] = datasets.Image() if image else datasets.Value("binary")
-    else:
-        every = {
-            "path": datasets.Value("string"),
-            "image" if images else "bytes": content,
-            "size": number,
-            "mtime_ns": number,
-            "crc32c": number,
-        }
+    finer = max(1, total // (4 * num_shards))  # a few chunks a shard
+    if finer < chunk_bytes and len(plan.chunks) < min(4 * num_shards, plan.num_files):
+        plan = plan_archive(location, chunk_bytes=finer, **options)  # a small archive
+    renamed = {"bytes": "image"} if images and not group_by_stem else {}
+    every = [renamed.get(c, c) for c in plan.all_columns]
     if columns is not None:
         unknown = [c for c in columns if c not in every]
         if unknown:
             known = ", ".join(every)
             raise BarecatError(f"Unknown column {unknown[0]!r}; this archive has: {known}")
-        every = {c: t for c, t in every.items() if c in columns}
-    chosen = tuple(every)
-    image_columns = frozenset(c for c, t in every.items() if isinstance(t, datasets.Image))
-    return _Layout(chosen, group_by_stem, image_columns), datasets.Features(every)
+        every = [c for c in every if c in columns]
+    back = {v: k for k, v in renamed.items()}
+    layout = _Layout(
+        tuple(back.get(c, c) for c in every), tuple(every), group_by_stem, tuple(plan.extensions)
+    )
+    features = datasets.Features({c: _feature(c, images, group_by_stem) for c in every})
+    shards = [tuple(share) for share in plan.shares(num_shards)]
+    return BarecatShards(plan.reader, shards, features, location, layout)
+
+
+def _feature(column: str, images: bool, group_by_stem: bool) -> Any:
+    """A column's ``datasets`` feature."""
+    if column in ("path", KEY_COLUMN):
+        return datasets.Value("string")
+    if column == "image" or (group_by_stem and images and column.lower() in IMAGE_EXTENSIONS):
+        return datasets.Image()
+    if column == "bytes" or group_by_stem:
+        return datasets.Value("binary")
+    return datasets.Value("int64")
 
 
 def generate_rows(
@@ -241,35 +227,12 @@ def generate_rows(
         BarecatIntegrityError: bytes that do not match their CRC32C or seal (named).
     """
     for shard in shards:
-        for run in shard:
-            if layout.group_by_stem:
-                yield from _samples(run, reader, layout)
-            else:
-                yield from _files(run, reader, layout)
-
-
-def _files(
-    run: tuple[PlannedRow, ...], reader: PlannedReader, layout: _Layout
-) -> Iterator[dict[str, Any]]:
-    content = "image" if "image" in layout.columns else "bytes"
-    contents = reader.read([row[:5] for row in run]) if content in layout.columns else None
-    for i, (path, _, _, _, crc, size, mtime_ns) in enumerate(run):
-        values: dict[str, Any] = {"path": path, "size": size, "mtime_ns": mtime_ns, "crc32c": crc}
-        if contents is not None:
-            values[content] = contents[i]
-        yield {c: values[c] for c in layout.columns}
-
-
-def _samples(
-    run: tuple[PlannedRow, ...], reader: PlannedReader, layout: _Layout
-) -> Iterator[dict[str, Any]]:
-    paths = [row[0] for row in run]
-    keep = [sample_key(p)[1] in layout.columns for p in paths]
-    read = [row[:5] for row, k in zip(run, keep, strict=True) if k]
-    found = iter(reader.read(read) if read else [])
-    values = [next(found) if k else None for k in keep]
-    for key, files in group_samples(paths, values).items():
-        yield {c: key if c == KEY_COLUMN else files.get(c) for c in layout.columns}
+        for chunk in shard:
+            read = list(layout.read)
+            table = read_chunk(reader, chunk.plan, read, layout.group_by_stem, layout.extensions)
+            if layout.names != layout.read:
+                table = table.rename_columns(list(layout.names))
+            yield from table.to_pylist()
 
 
 def iterable_dataset(
@@ -285,7 +248,7 @@ def iterable_dataset(
     storage_options: dict[str, Any] | None = None,
     cache_dir: str | None = None,
     num_shards: int | None = None,
-    chunk_bytes: int = RUN_BYTES,
+    chunk_bytes: int = DEFAULT_CHUNK_BYTES,
     split: str = "train",
 ) -> datasets.IterableDataset:
     """An archive's files as a sharded ``datasets.IterableDataset`` (see the module doc).
@@ -359,7 +322,7 @@ def to_dataset(
     storage_options: dict[str, Any] | None = None,
     cache_dir: str | None = None,
     num_shards: int | None = None,
-    chunk_bytes: int = RUN_BYTES,
+    chunk_bytes: int = DEFAULT_CHUNK_BYTES,
     num_proc: int | None = None,
     dataset_cache_dir: str | os.PathLike[str] | None = None,
     keep_in_memory: bool = False,

@@ -20,8 +20,9 @@ of the file name: ``train/0001`` for ``train/0001.jpg`` and ``train/0001.json``)
 binary column per extension (``jpg``, ``json``; null where a sample lacks one), known
 from the index when planning. Samples are planned in path order, which puts a sample's
 files next to each other (and, for archives made from a tree, is storage order too); a
-block never splits a sample. Imports ray and pyarrow (the ``ray`` extra) and the archive
-layer.
+block never splits a sample. The planning and the reading of a chunk are
+``read_plans.py``'s, shared with the Dask reader; this module is what Ray asks of a
+source. Imports ray and pyarrow (the ``ray`` extra) and ``read_plans``.
 """
 
 from __future__ import annotations
@@ -29,7 +30,6 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 try:
@@ -42,66 +42,19 @@ except ImportError as e:  # pragma: no cover - the message is the point
         f"barecat.integrations.ray needs Ray Data ({e}): pip install 'barecat[ray]'"
     ) from e
 
-from barecat.archive import Barecat, Passphrase
-from barecat.archive.planned_reads import (
-    RUN_BYTES,
-    RUN_FILES,
-    PlannedFile,
-    PlannedReader,
-    cut_runs,
-    group_samples,
-    plan_files,
-    planned_reader,
+from barecat.archive import Passphrase
+from barecat.archive.planned_reads import PlannedReader
+from barecat.integrations.read_plans import (
+    DEFAULT_CHUNK_BYTES,
+    DEFAULT_TARGET_BYTES,
+    Chunk,
+    plan_archive,
+    read_chunk,
     sample_key,
 )
-from barecat.entries import BarecatFileInfo
-from barecat.exceptions import BarecatError
 
-ROW_COLUMNS = ("path", "bytes", "size", "mtime_ns", "crc32c")
-"""The columns of a row per file, in order."""
-KEY_COLUMN = "__key__"
-"""The sample key's column with ``group_by_stem`` (WebDataset's name)."""
-DEFAULT_TARGET_BYTES = 128 << 20
-"""Largest run of bytes one read task reads."""
-DEFAULT_CHUNK_BYTES = RUN_BYTES
-"""Largest run of bytes read in one go and returned as one block."""
 _MIN_TASK_BYTES = 4 << 20
 """Smallest run a task is given, however many tasks Ray asks for (a task costs ~ms)."""
-_CHUNK_FILES = RUN_FILES
-"""Most files in one block."""
-
-_PLAN_SCHEMA = pa.schema(
-    [
-        ("path", pa.string()),
-        ("shard", pa.int64()),
-        ("offset", pa.int64()),
-        ("stored", pa.int64()),
-        ("crc32c", pa.int64()),
-        ("size", pa.int64()),
-        ("mtime_ns", pa.int64()),
-    ]
-)
-
-
-@dataclass(frozen=True)
-class _Chunk:
-    """One block's worth of planned files, as Arrow columns (compact to pickle)."""
-
-    plan: pa.Table
-    stored_bytes: int
-    logical_bytes: int
-
-
-def _chunk(run: list[BarecatFileInfo]) -> _Chunk:
-    """A run of planned files as one block's plan."""
-    rows = [(f.path, f.shard, f.offset, f.stored_size, f.crc32c, f.size, f.mtime_ns) for f in run]
-    columns = zip(*rows, strict=True)
-    arrays = [pa.array(c, type=t.type) for c, t in zip(columns, _PLAN_SCHEMA, strict=True)]
-    return _Chunk(
-        pa.Table.from_arrays(arrays, schema=_PLAN_SCHEMA),
-        sum(f.stored_size for f in run),
-        sum(f.size or 0 for f in run),
-    )
 
 
 class BarecatDatasource(Datasource):
@@ -156,31 +109,21 @@ class BarecatDatasource(Datasource):
         self.location = os.fspath(path_or_url)
         self.group_by_stem = group_by_stem
         self.target_bytes = target_bytes
-        self._chunks: list[_Chunk] = []
-        extensions: set[str] = set()
-        with Barecat(
+        self._plan = plan_archive(
             self.location,
+            pattern=pattern,
+            where=where,
+            params=params,
+            group_by_stem=group_by_stem,
             passphrase=passphrase,
             storage_options=storage_options,
             cache_dir=cache_dir,
-            lookup_table=False,
-        ) as bc:
-            self._reader = planned_reader(bc)
-            files = plan_files(bc, pattern, where, params, by_path=group_by_stem)
-            limit = min(chunk_bytes, target_bytes)
-            for run in cut_runs(files, limit, _CHUNK_FILES, group_by_stem):
-                self._chunks.append(_chunk(run))
-                if group_by_stem:
-                    extensions.update(sample_key(f.path)[1] for f in run)
-        self._extensions = sorted(extensions)
-        self._all_columns = [KEY_COLUMN, *self._extensions] if group_by_stem else list(ROW_COLUMNS)
+            chunk_bytes=min(chunk_bytes, target_bytes),
+        )
+        self._reader = self._plan.reader
         self._projection_map: dict[str, str] | None = None
         if columns is not None:
-            unknown = [c for c in columns if c not in self._all_columns]
-            if unknown:
-                known = ", ".join(self._all_columns)
-                raise BarecatError(f"Unknown column {unknown[0]!r}; this source has: {known}")
-            self._projection_map = {c: c for c in columns}
+            self._projection_map = {c: c for c in self._plan.checked_columns(columns)}
 
     # -- what Ray asks before reading ---------------------------------------------------
 
@@ -192,34 +135,21 @@ class BarecatDatasource(Datasource):
 
     def selected_columns(self) -> list[str]:
         """The columns rows will have, in order (after ``columns`` and any projection)."""
-        chosen = self._get_data_columns()
-        if chosen is None:
-            return list(self._all_columns)
-        return [c for c in self._all_columns if c in chosen]
+        return self._plan.checked_columns(self._get_data_columns())
 
     @property
     def num_files(self) -> int:
         """How many files the plan reads."""
-        return sum(c.plan.num_rows for c in self._chunks)
+        return self._plan.num_files
 
     def schema(self) -> pa.Schema:
         """The Arrow schema of the blocks (after projection)."""
-        types = {"path": pa.string(), "bytes": pa.binary(), KEY_COLUMN: pa.string()}
-        return pa.schema(
-            [(c, types.get(c, pa.binary() if self.group_by_stem else pa.int64()))
-             for c in self.selected_columns()]
-        )  # fmt: skip
-
-    def _chunk_size(self, chunk: _Chunk, columns: list[str]) -> int:
-        """Bytes a chunk takes in memory: contents if read, paths, 8 per number."""
-        contents = chunk.logical_bytes if _reads_bytes(columns, self.group_by_stem) else 0
-        numbers: int = 8 * chunk.plan.num_rows * len(columns)
-        return contents + int(chunk.plan.column("path").nbytes) + numbers
+        return self._plan.schema(self.selected_columns())
 
     def estimate_inmemory_data_size(self) -> int:
         """The planned rows' size in memory, from the index (contents and paths)."""
         columns = self.selected_columns()
-        return sum(self._chunk_size(c, columns) for c in self._chunks)
+        return sum(self._plan.chunk_size(c, columns) for c in self._plan.chunks)
 
     def get_read_tasks(
         self,
@@ -231,54 +161,32 @@ class BarecatDatasource(Datasource):
         ``parallelism`` of them when the archive is small (not below 4 MiB each)."""
         columns = self.selected_columns()
         schema = self.schema()
-        total = sum(c.stored_bytes for c in self._chunks)
+        total = sum(c.stored_bytes for c in self._plan.chunks)
         per_task = -(-total // max(1, parallelism))
         run_bytes = max(min(per_task, self.target_bytes), min(_MIN_TASK_BYTES, self.target_bytes))
-        tasks = []
-        run: list[_Chunk] = []
-        run_stored = 0
-        for chunk in self._chunks:
-            if run and run_stored + chunk.stored_bytes > run_bytes:
-                tasks.append(self._task(run, columns, schema, per_task_row_limit))
-                run, run_stored = [], 0
-            run.append(chunk)
-            run_stored += chunk.stored_bytes
-        if run:
-            tasks.append(self._task(run, columns, schema, per_task_row_limit))
-        return tasks
+        return [
+            self._task(run, columns, schema, per_task_row_limit)
+            for run in self._plan.runs(run_bytes)
+        ]
 
     def _task(
         self,
-        run: list[_Chunk],
+        run: list[Chunk],
         columns: list[str],
         schema: pa.Schema,
         per_task_row_limit: int | None,
     ) -> ReadTask:
-        if self.group_by_stem:
-            rows = sum(len(set(_keys(c.plan))) for c in run)
-        else:
-            rows = sum(c.plan.num_rows for c in run)
         metadata = BlockMetadata(
-            num_rows=rows,
-            size_bytes=int(sum(self._chunk_size(c, columns) for c in run)),
+            num_rows=sum(c.rows for c in run),
+            size_bytes=int(sum(self._plan.chunk_size(c, columns) for c in run)),
             input_files=None,
             exec_stats=None,
         )
         plans = [c.plan for c in run]  # not self: a task pickles its own run, no more
         read = functools.partial(
-            _read_chunks, self._reader, plans, columns, self.group_by_stem, self._extensions
+            _read_chunks, self._reader, plans, columns, self.group_by_stem, self._plan.extensions
         )
         return ReadTask(read, metadata, schema=schema, per_task_row_limit=per_task_row_limit)
-
-
-def _reads_bytes(columns: list[str], group_by_stem: bool) -> bool:
-    if group_by_stem:
-        return any(c != KEY_COLUMN for c in columns)
-    return "bytes" in columns
-
-
-def _keys(plan: pa.Table) -> list[str]:
-    return [sample_key(p)[0] for p in plan.column("path").to_pylist()]
 
 
 def _read_chunks(
@@ -290,48 +198,7 @@ def _read_chunks(
 ) -> Iterator[Block]:
     """A read task's work: one block per chunk."""
     for plan in plans:
-        if group_by_stem:
-            yield _samples(reader, plan, columns, extensions)
-        else:
-            yield _rows(reader, plan, columns)
-
-
-def _planned(plan: pa.Table, keep: Sequence[bool] | None = None) -> list[PlannedFile]:
-    cols = [plan.column(n).to_pylist() for n in ("path", "shard", "offset", "stored", "crc32c")]
-    files = list(zip(*cols, strict=True))
-    if keep is None:
-        return files
-    return [f for f, k in zip(files, keep, strict=True) if k]
-
-
-def _rows(reader: PlannedReader, plan: pa.Table, columns: list[str]) -> pa.Table:
-    arrays: list[pa.Array] = []
-    for name in columns:
-        if name == "bytes":
-            arrays.append(pa.array(reader.read(_planned(plan)), type=pa.binary()))
-        else:
-            arrays.append(plan.column(name).combine_chunks())
-    return pa.Table.from_arrays(arrays, names=columns)
-
-
-def _samples(
-    reader: PlannedReader, plan: pa.Table, columns: list[str], extensions: list[str]
-) -> pa.Table:
-    """One row per sample key of the chunk, in the order keys first appear."""
-    paths = plan.column("path").to_pylist()
-    wanted = {c for c in columns if c != KEY_COLUMN}
-    keep = [sample_key(p)[1] in wanted for p in paths]
-    found = iter(reader.read(_planned(plan, keep)) if any(keep) else [])
-    values = [next(found) if k else None for k in keep]
-    samples = group_samples(paths, values)
-    arrays: list[pa.Array] = []
-    for name in columns:
-        if name == KEY_COLUMN:
-            arrays.append(pa.array(list(samples), type=pa.string()))
-        else:
-            cells = [files.get(name) for files in samples.values()]
-            arrays.append(pa.array(cells, type=pa.binary()))
-    return pa.Table.from_arrays(arrays, names=columns)
+        yield read_chunk(reader, plan, columns, group_by_stem, extensions)
 
 
 def read_barecat(

@@ -1,0 +1,227 @@
+"""One new archive written by many tasks of an engine: a part-archive per task, joined
+once, without copying, when all are done (the engine-independent part of the Ray and
+Dask writers).
+
+:class:`PartArchives` is made on the driver and travels to the tasks. The parts go into
+a hidden folder beside the output (``.NAME.ENGINE-PID-ID/``, so on the same filesystem;
+workers on other machines need that filesystem shared): :meth:`~PartArchives.start`
+makes it, removing those of earlier writes of the same output whose driver died (the
+name holds the driver's process id); each task writes its rows with
+:meth:`~PartArchives.write_part` (rows as Arrow tables: ``path`` and ``bytes``,
+optionally ``mtime_ns`` and ``mode``; see :func:`files_of`) and hands back the part's
+path; :meth:`~PartArchives.join` then, on the driver, makes a new archive in that folder
+that takes each part's shards by link (``Barecat.merge(..., symlink=True)``, which also
+refuses a path two parts share, naming it), replaces each link by the shard it points
+to (a rename), and renames the joined archive to the output, shards first and index
+last, so the output appears only when whole. :meth:`~PartArchives.discard` removes the
+folder with every part in it, whole or half-written, when the write fails. Imports
+pyarrow, the archive layer and ``layout``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from collections.abc import Iterable, Sequence
+
+import pyarrow as pa
+
+from barecat.archive import Barecat
+from barecat.entries import BarecatFileInfo
+from barecat.exceptions import BarecatError, FileExistsBarecatError
+from barecat.layout import (
+    abandoned_entries,
+    archive_exists,
+    move_archive,
+    remove_archive,
+    shard_files,
+)
+
+REQUIRED_COLUMNS = ("path", "bytes")
+"""The columns every row needs."""
+OPTIONAL_COLUMNS = ("mtime_ns", "mode")
+"""The columns a row may have besides."""
+
+
+class PartArchives:
+    """The parts of one write of a new archive at ``path`` (see the module doc); pickles
+    as its settings, for the tasks.
+
+    Args:
+        path: the archive to create (a local path that every task can reach).
+        engine: names the parts' folder (``.NAME.ENGINE-PID-ID``): ``'ray'``, ``'dask'``.
+        overwrite: replace an existing archive there (once the new one is whole).
+        shard_size_limit: the output's (and each part's) shard size limit (bytes, '1G').
+        compression: store files compressed (``'zstd'``, ``'lz4'``): a sealed archive.
+        compression_level: the codec's level.
+
+    Raises:
+        FileExistsBarecatError: an archive exists at ``path`` (without ``overwrite``).
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        engine: str,
+        *,
+        overwrite: bool = False,
+        shard_size_limit: int | str | None = None,
+        compression: str | None = None,
+        compression_level: int | None = None,
+    ) -> None:
+        self.path = os.path.abspath(os.fspath(path))
+        self.overwrite = overwrite
+        self.shard_size_limit = shard_size_limit
+        self.compression = compression
+        self.compression_level = compression_level
+        folder, name = os.path.split(self.path)
+        self._prefix = f".{name}.{engine}-"
+        self.staging = os.path.join(folder, f"{self._prefix}{os.getpid()}-{uuid.uuid4().hex[:8]}")
+        """The hidden folder of the parts, beside the output, named after the driver."""
+        self.refuse_existing()
+
+    def refuse_existing(self) -> None:
+        """Raise unless the output may be written.
+
+        Raises:
+            FileExistsBarecatError: an archive (or anything) is at ``path``, without
+                ``overwrite``.
+        """
+        if not self.overwrite and (archive_exists(self.path) or os.path.lexists(self.path)):
+            raise FileExistsBarecatError(self.path, "Output")
+
+    def start(self, columns: Sequence[str] | None = None) -> None:
+        """Check the rows' columns and make the parts' folder (on the driver), removing
+        those of earlier writes of the same output whose driver died.
+
+        Args:
+            columns: the rows' column names, when known before any task runs.
+
+        Raises:
+            BarecatError: ``path`` or ``bytes`` is not among ``columns``.
+            FileExistsBarecatError: see :meth:`refuse_existing`.
+        """
+        if columns is not None:
+            check_columns(columns)
+        self.refuse_existing()
+        folder = os.path.dirname(self.path)
+        for entries in abandoned_entries(folder, self._prefix).values():
+            for entry in entries:  # the parts of a write whose driver died
+                shutil.rmtree(os.path.join(folder, entry), ignore_errors=True)
+        os.makedirs(self.staging, exist_ok=True)
+
+    def write_part(self, tables: Iterable[pa.Table], number: int = 0) -> str | None:
+        """One task's rows into a part-archive of its own (in a task).
+
+        Args:
+            tables: the rows (see :func:`files_of`).
+            number: the task's number; parts are joined in the order of their numbers.
+
+        Returns:
+            The part's path; None when the task had no rows.
+
+        Raises:
+            FileExistsBarecatError: a path twice in this task's rows.
+            BarecatError: rows without ``path`` or ``bytes``.
+            OSError: the parts' folder is gone (the write was discarded meanwhile).
+        """
+        part = os.path.join(self.staging, f"part-{number:05d}-{uuid.uuid4().hex[:8]}")
+        bc = Barecat(
+            part,
+            readonly=False,
+            exist_ok=False,
+            shard_size_limit=self.shard_size_limit,
+            compression=self.compression,
+            compression_level=self.compression_level,
+        )
+        with bc:
+            count = 0
+            for table in tables:
+                count += bc.add_many(files_of(table))
+            if count == 0:
+                bc.abandon()  # a part made holding nothing is removed
+                return None
+        return part
+
+    def join(self, parts: Iterable[str | None]) -> None:
+        """Join the parts into the output (on the driver), then remove their folder.
+
+        Args:
+            parts: what the tasks' :meth:`write_part` returned.
+
+        Raises:
+            FileExistsBarecatError: a path in two parts, named; the output, when it
+                appeared meanwhile (without ``overwrite``).
+        """
+        chosen = sorted(p for p in parts if p)
+        joined = os.path.join(self.staging, "joined")
+        remove_archive(joined)
+        # (plain when made: the merge makes it sealed like compressed parts)
+        with Barecat(joined, readonly=False, shard_size_limit=self.shard_size_limit) as out:
+            out.merge(chosen, symlink=True)
+        for shard in shard_files(joined):  # adopt each part's shard: the link becomes it
+            if os.path.islink(shard):
+                os.replace(os.path.realpath(shard), shard)
+        self.refuse_existing()
+        if archive_exists(self.path):  # overwrite: the old archive goes when the new is whole
+            remove_archive(self.path)
+        move_archive(joined, self.path)
+        self.discard()
+
+    def discard(self) -> None:
+        """Remove the parts' folder and every part in it, whole or half-written."""
+        shutil.rmtree(self.staging, ignore_errors=True)
+
+
+def check_columns(columns: Sequence[str]) -> None:
+    """Raise unless rows with ``columns`` can be written.
+
+    Raises:
+        BarecatError: ``path`` or ``bytes`` is missing, named.
+    """
+    missing = [c for c in REQUIRED_COLUMNS if c not in columns]
+    if missing:
+        raise BarecatError(
+            f"write_barecat needs the columns path and bytes; {missing[0]!r} is missing "
+            f"(the rows have: {', '.join(columns)})"
+        )
+
+
+def files_of(table: pa.Table) -> Iterable[tuple[BarecatFileInfo, bytes]]:
+    """The files that rows make: ``path`` and ``bytes``, and ``mtime_ns`` and ``mode``
+    where a row has them (other columns are ignored).
+
+    Args:
+        table: the rows.
+
+    Returns:
+        Each row's file record and contents, in order.
+
+    Raises:
+        BarecatError: a table without ``path`` or ``bytes``; a row where either is null,
+            or whose ``bytes`` are not bytes (a string column), named.
+    """
+    names = table.column_names
+    check_columns(names)
+    paths = table.column("path").to_pylist()
+    datas = table.column("bytes").to_pylist()
+    mtimes = table.column("mtime_ns").to_pylist() if "mtime_ns" in names else None
+    modes = table.column("mode").to_pylist() if "mode" in names else None
+    for i, (path, data) in enumerate(zip(paths, datas, strict=True)):
+        if path is None or data is None:
+            raise BarecatError(f"Row {i} of a block has no path or no bytes")
+        if not isinstance(data, bytes):
+            raise BarecatError(
+                f"{path}: its bytes are a {type(data).__name__}, not bytes (a binary column; "
+                "Dask turns object columns into strings unless they are binary[pyarrow])"
+            )
+        info = BarecatFileInfo(path)
+        if mtimes is not None and mtimes[i] is not None:
+            info.mtime_ns = int(mtimes[i])
+        if modes is not None and modes[i] is not None:
+            info.mode = int(modes[i])
+        yield info, data
+
+
+__all__ = ["OPTIONAL_COLUMNS", "REQUIRED_COLUMNS", "PartArchives", "check_columns", "files_of"]

@@ -1,0 +1,378 @@
+"""An archive's chosen files planned into Arrow chunks on a driver, and read back into
+Arrow tables by workers: the engine-independent part of the Ray, Dask and Hugging Face
+readers.
+
+:func:`plan_archive` opens the archive once, lists the chosen files (a glob ``pattern``
+and an SQL ``where`` on the index's columns, both run by SQLite; see
+:func:`~barecat.archive.planned_reads.plan_files`) in storage order (shard, offset), or
+in path order for samples, and cuts them into :class:`Chunk` s of at most ``chunk_bytes``
+(one block or piece of a partition each, read in one go), keeping each file's address as
+Arrow columns; :meth:`ArchivePlan.runs` cuts the chunks into contiguous runs (one read
+task, one partition), :meth:`ArchivePlan.shares` deals them into a given number of
+contiguous shares (Hugging Face's shards). :func:`read_chunk` is a worker's part: a
+chunk's rows as an Arrow table, its files' bytes read from the shards alone by the plan's
+:class:`~barecat.archive.planned_reads.PlannedReader` (no index opened or downloaded;
+CRC32C-checked; in a sealed archive authenticated and decompressed bound to each path).
+
+Rows are ``path``, ``bytes``, ``size``, ``mtime_ns``, ``crc32c`` (the index's: of the
+stored bytes); with ``group_by_stem`` one row per sample: ``__key__`` (the path up to
+the first dot of the file name) and one binary column per extension found in the index.
+A chunk never splits a sample. Imports pyarrow and the archive layer.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from barecat.archive import Barecat, Passphrase
+from barecat.archive.planned_reads import PlannedFile, PlannedReader, plan_files, planned_reader
+from barecat.entries import BarecatFileInfo
+from barecat.exceptions import BarecatError
+
+ROW_COLUMNS = ("path", "bytes", "size", "mtime_ns", "crc32c")
+"""The columns of a row per file, in order."""
+KEY_COLUMN = "__key__"
+"""The sample key's column with ``group_by_stem`` (WebDataset's name)."""
+DEFAULT_TARGET_BYTES = 128 << 20
+"""Largest run of bytes one read task (one partition) reads."""
+DEFAULT_CHUNK_BYTES = 16 << 20
+"""Largest run of bytes read in one go (one chunk)."""
+_CHUNK_FILES = 8192
+"""Most files in one chunk."""
+
+_PLAN_SCHEMA = pa.schema(
+    [
+        ("path", pa.string()),
+        ("shard", pa.int64()),
+        ("offset", pa.int64()),
+        ("stored", pa.int64()),
+        ("crc32c", pa.int64()),
+        ("size", pa.int64()),
+        ("mtime_ns", pa.int64()),
+    ]
+)
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """Planned files read in one go, as Arrow columns (compact to pickle).
+
+    Attributes:
+        plan: path, shard, offset, stored (size), crc32c, size, mtime_ns of each file.
+        stored_bytes: what the shards hold of these files.
+        logical_bytes: the files' own sizes.
+        rows: the rows it makes (files, or samples with ``group_by_stem``).
+    """
+
+    plan: pa.Table
+    stored_bytes: int
+    logical_bytes: int
+    rows: int
+
+
+def sample_key(path: str) -> tuple[str, str]:
+    """A file's sample key and extension, as WebDataset splits them: at the first dot of
+    the file name (``a/b/0001.seg.png`` -> ``('a/b/0001', 'seg.png')``).
+
+    Args:
+        path: the file's archive path.
+
+    Returns:
+        (key, extension); the extension is ``''`` for a name without a dot.
+    """
+    slash = path.rfind("/") + 1
+    dot = path.find(".", slash + 1)  # a leading dot (hidden name) is part of the key
+    if dot < 0:
+        return path, ""
+    return path[:dot], path[dot + 1 :]
+
+
+class _Planner:
+    """Collects planned files into chunks of at most ``chunk_bytes`` (a sample's files
+    never split, with grouping)."""
+
+    def __init__(self, chunk_bytes: int, group_by_stem: bool) -> None:
+        self.chunk_bytes = chunk_bytes
+        self.group_by_stem = group_by_stem
+        self.chunks: list[Chunk] = []
+        self.extensions: set[str] = set()
+        self._rows: list[list[Any]] = [[] for _ in _PLAN_SCHEMA]
+        self._stored = 0
+        self._logical = 0
+        self._last_key: str | None = None
+
+    def add(self, f: BarecatFileInfo) -> None:
+        stored = f.stored_size
+        if self.group_by_stem:
+            key, ext = sample_key(f.path)
+            if not ext:
+                raise BarecatError(
+                    f"{f.path}: group_by_stem needs every file to have an extension "
+                    "(key.ext); leave such files out with pattern= or where="
+                )
+            self.extensions.add(ext)
+            boundary = key != self._last_key
+            self._last_key = key
+        else:
+            boundary = True
+        full = self._stored + stored > self.chunk_bytes or len(self._rows[0]) >= _CHUNK_FILES
+        if boundary and self._rows[0] and full:
+            self.flush()
+        for column, value in zip(
+            self._rows,
+            (f.path, f.shard, f.offset, stored, f.crc32c, f.size, f.mtime_ns),
+            strict=True,
+        ):
+            column.append(value)
+        self._stored += stored
+        self._logical += f.size or 0
+
+    def flush(self) -> None:
+        if not self._rows[0]:
+            return
+        arrays = [pa.array(c, type=t.type) for c, t in zip(self._rows, _PLAN_SCHEMA, strict=True)]
+        table = pa.Table.from_arrays(arrays, schema=_PLAN_SCHEMA)
+        if self.group_by_stem:
+            rows = len({sample_key(p)[0] for p in self._rows[0]})
+        else:
+            rows = table.num_rows
+        self.chunks.append(Chunk(table, self._stored, self._logical, rows))
+        self._rows = [[] for _ in _PLAN_SCHEMA]
+        self._stored = 0
+        self._logical = 0
+
+
+@dataclass(frozen=True)
+class ArchivePlan:
+    """What :func:`plan_archive` planned: the chunks in reading order and how to read them.
+
+    Attributes:
+        reader: reads the planned files from the shards (holds a sealed archive's key).
+        chunks: the chosen files, cut into chunks, in storage order (path order for
+            samples).
+        group_by_stem: rows are samples.
+        extensions: with ``group_by_stem``, every extension found (one column each).
+    """
+
+    reader: PlannedReader
+    chunks: list[Chunk]
+    group_by_stem: bool
+    extensions: list[str]
+
+    @property
+    def all_columns(self) -> list[str]:
+        """Every column a row can have, in order."""
+        return [KEY_COLUMN, *self.extensions] if self.group_by_stem else list(ROW_COLUMNS)
+
+    @property
+    def num_files(self) -> int:
+        """How many files the plan reads."""
+        return sum(c.plan.num_rows for c in self.chunks)
+
+    def checked_columns(self, columns: Sequence[str] | None) -> list[str]:
+        """``columns`` in the rows' order (all of them for None).
+
+        Raises:
+            BarecatError: a column the rows do not have.
+        """
+        if columns is None:
+            return self.all_columns
+        unknown = [c for c in columns if c not in self.all_columns]
+        if unknown:
+            known = ", ".join(self.all_columns)
+            raise BarecatError(f"Unknown column {unknown[0]!r}; this source has: {known}")
+        return [c for c in self.all_columns if c in columns]
+
+    def schema(self, columns: Sequence[str]) -> pa.Schema:
+        """The Arrow schema of the tables :func:`read_chunk` makes with ``columns``."""
+        types = {"path": pa.string(), "bytes": pa.binary(), KEY_COLUMN: pa.string()}
+        other = pa.binary() if self.group_by_stem else pa.int64()
+        return pa.schema([(c, types.get(c, other)) for c in columns])
+
+    def reads_bytes(self, columns: Sequence[str]) -> bool:
+        """Whether reading ``columns`` reads shards (not only the plan)."""
+        if self.group_by_stem:
+            return any(c != KEY_COLUMN for c in columns)
+        return "bytes" in columns
+
+    def chunk_size(self, chunk: Chunk, columns: Sequence[str]) -> int:
+        """Bytes a chunk's table takes in memory: contents if read, paths, 8 per number."""
+        contents = chunk.logical_bytes if self.reads_bytes(columns) else 0
+        numbers: int = 8 * chunk.plan.num_rows * len(columns)
+        return contents + int(chunk.plan.column("path").nbytes) + numbers
+
+    def runs(self, run_bytes: int) -> list[list[Chunk]]:
+        """The chunks, in order, cut into contiguous runs of at most ``run_bytes`` stored
+        bytes (a chunk larger than that is a run of its own)."""
+        runs: list[list[Chunk]] = []
+        run: list[Chunk] = []
+        run_stored = 0
+        for chunk in self.chunks:
+            if run and run_stored + chunk.stored_bytes > run_bytes:
+                runs.append(run)
+                run, run_stored = [], 0
+            run.append(chunk)
+            run_stored += chunk.stored_bytes
+        if run:
+            runs.append(run)
+        return runs
+
+    def shares(self, parts: int) -> list[list[Chunk]]:
+        """The chunks, in order, dealt into exactly ``parts`` contiguous shares of about
+        equal stored bytes (a chunk goes to the share its middle falls in; with fewer
+        chunks than shares, some shares are empty).
+
+        Raises:
+            ValueError: ``parts`` is below 1.
+        """
+        if parts < 1:
+            raise ValueError("parts is a number of shares, at least 1")
+        total = sum(c.stored_bytes for c in self.chunks)
+        shares: list[list[Chunk]] = [[] for _ in range(parts)]
+        before = 0
+        for i, chunk in enumerate(self.chunks):
+            middle = 2 * before + chunk.stored_bytes
+            at = middle * parts // (2 * total) if total else i * parts // len(self.chunks)
+            shares[min(at, parts - 1)].append(chunk)
+            before += chunk.stored_bytes
+        return shares
+
+
+def plan_archive(
+    path_or_url: str | os.PathLike[str],
+    *,
+    pattern: str | None = None,
+    where: str | None = None,
+    params: Sequence[object] = (),
+    group_by_stem: bool = False,
+    passphrase: Passphrase | None = None,
+    storage_options: dict[str, Any] | None = None,
+    cache_dir: str | None = None,
+    chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+) -> ArchivePlan:
+    """Plan the reading of an archive's chosen files, from its index alone.
+
+    The archive is opened (on object storage its index copied once into ``cache_dir``),
+    the chosen files listed and cut into chunks, and the archive closed again.
+
+    Args:
+        path_or_url: the archive (a local path, or ``s3://...`` and other fsspec URLs).
+        pattern: a glob over paths (``**`` recursive, hidden names included); None: all.
+        where: an SQL condition on the index's ``files`` columns (in a sealed archive
+            ``size`` is the sealed length and ``logical_size`` the file's own), ``?``
+            placeholders filled from ``params``.
+        params: values for ``where``'s placeholders.
+        group_by_stem: rows are samples (files planned in path order).
+        passphrase: an encrypted archive's passphrase.
+        storage_options: fsspec options for a URL (credentials, endpoint).
+        cache_dir: where a remote archive's index copy is kept.
+        chunk_bytes: the most stored bytes one chunk holds.
+
+    Returns:
+        The plan.
+
+    Raises:
+        FileNotFoundBarecatError: no archive there.
+        BarecatError: an encrypted archive without its passphrase; a file without an
+            extension with ``group_by_stem``.
+        WrongPassphraseBarecatError: a wrong passphrase.
+        sqlite3.Error: ``where`` is not a valid condition.
+    """
+    planner = _Planner(chunk_bytes, group_by_stem)
+    with Barecat(
+        os.fspath(path_or_url),
+        passphrase=passphrase,
+        storage_options=storage_options,
+        cache_dir=cache_dir,
+        lookup_table=False,
+    ) as bc:
+        reader = planned_reader(bc)
+        for f in plan_files(bc, pattern, where, params, by_path=group_by_stem):
+            planner.add(f)
+    planner.flush()
+    return ArchivePlan(reader, planner.chunks, group_by_stem, sorted(planner.extensions))
+
+
+def read_chunk(
+    reader: PlannedReader,
+    plan: pa.Table,
+    columns: Sequence[str],
+    group_by_stem: bool,
+    extensions: Sequence[str],
+) -> pa.Table:
+    """A chunk's rows (a worker's part): shards are read only for byte columns.
+
+    Args:
+        reader: the plan's reader.
+        plan: the chunk's ``plan`` table.
+        columns: the columns to make, in order.
+        group_by_stem: rows are samples.
+        extensions: with ``group_by_stem``, every extension of the plan.
+
+    Returns:
+        The rows.
+
+    Raises:
+        BarecatIntegrityError: bytes do not match their CRC32C or their seal; the
+            message names the file.
+    """
+    if group_by_stem:
+        return _samples(reader, plan, columns, extensions)
+    arrays: list[pa.Array] = []
+    for name in columns:
+        if name == "bytes":
+            arrays.append(pa.array(reader.read(_planned(plan)), type=pa.binary()))
+        else:
+            arrays.append(plan.column(name).combine_chunks())
+    return pa.Table.from_arrays(arrays, names=list(columns))
+
+
+def _planned(plan: pa.Table, keep: Sequence[bool] | None = None) -> list[PlannedFile]:
+    cols = [plan.column(n).to_pylist() for n in ("path", "shard", "offset", "stored", "crc32c")]
+    files = list(zip(*cols, strict=True))
+    if keep is None:
+        return files
+    return [f for f, k in zip(files, keep, strict=True) if k]
+
+
+def _samples(
+    reader: PlannedReader, plan: pa.Table, columns: Sequence[str], extensions: Sequence[str]
+) -> pa.Table:
+    """One row per sample key of the chunk, in the order keys first appear."""
+    split = [sample_key(p) for p in plan.column("path").to_pylist()]
+    wanted = {c for c in columns if c != KEY_COLUMN}
+    keep = [ext in wanted for _, ext in split]
+    contents: Iterable[bytes] = reader.read(_planned(plan, keep)) if any(keep) else []
+    order: dict[str, int] = {}
+    for key, _ in split:
+        order.setdefault(key, len(order))
+    cells: dict[str, list[bytes | None]] = {e: [None] * len(order) for e in extensions}
+    found = iter(contents)
+    for (key, ext), k in zip(split, keep, strict=True):
+        if k:
+            cells[ext][order[key]] = next(found)
+    arrays: list[pa.Array] = []
+    for name in columns:
+        if name == KEY_COLUMN:
+            arrays.append(pa.array(list(order), type=pa.string()))
+        else:
+            arrays.append(pa.array(cells[name], type=pa.binary()))
+    return pa.Table.from_arrays(arrays, names=list(columns))
+
+
+__all__ = [
+    "DEFAULT_CHUNK_BYTES",
+    "DEFAULT_TARGET_BYTES",
+    "KEY_COLUMN",
+    "ROW_COLUMNS",
+    "ArchivePlan",
+    "Chunk",
+    "plan_archive",
+    "read_chunk",
+    "sample_key",
+]
