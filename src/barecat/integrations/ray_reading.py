@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,6 +46,7 @@ from barecat.archive import Barecat, Passphrase
 from barecat.archive.planned_reads import PlannedFile, PlannedReader, plan_files, planned_reader
 from barecat.entries import BarecatFileInfo
 from barecat.exceptions import BarecatError
+from barecat.samples import group_by_stem, sample_key, sample_part
 
 ROW_COLUMNS = ("path", "bytes", "size", "mtime_ns", "crc32c")
 """The columns of a row per file, in order."""
@@ -82,23 +83,6 @@ class _Chunk:
     logical_bytes: int
 
 
-def sample_key(path: str) -> tuple[str, str]:
-    """A file's sample key and extension, as WebDataset splits them: at the first dot of
-    the file name (``a/b/0001.seg.png`` -> ``('a/b/0001', 'seg.png')``).
-
-    Args:
-        path: the file's archive path.
-
-    Returns:
-        (key, extension); the extension is ``''`` for a name without a dot.
-    """
-    slash = path.rfind("/") + 1
-    dot = path.find(".", slash + 1)  # a leading dot (hidden name) is part of the key
-    if dot < 0:
-        return path, ""
-    return path[:dot], path[dot + 1 :]
-
-
 class _Planner:
     """Collects planned files into chunks of at most ``chunk_bytes`` (a sample's files
     never split, with grouping)."""
@@ -116,12 +100,7 @@ class _Planner:
     def add(self, f: BarecatFileInfo) -> None:
         stored = f.stored_size
         if self.group_by_stem:
-            key, ext = sample_key(f.path)
-            if not ext:
-                raise BarecatError(
-                    f"{f.path}: group_by_stem needs every file to have an extension "
-                    "(key.ext); leave such files out with pattern= or where="
-                )
+            key, ext = sample_part(f.path)
             self.extensions.add(ext)
             boundary = key != self._last_key
             self._last_key = key
@@ -298,7 +277,7 @@ class BarecatDatasource(Datasource):
         per_task_row_limit: int | None,
     ) -> ReadTask:
         if self.group_by_stem:
-            rows = sum(len(set(_keys(c.plan))) for c in run)
+            rows = sum(len(group_by_stem(c.plan.column("path").to_pylist())) for c in run)
         else:
             rows = sum(c.plan.num_rows for c in run)
         metadata = BlockMetadata(
@@ -318,10 +297,6 @@ def _reads_bytes(columns: list[str], group_by_stem: bool) -> bool:
     if group_by_stem:
         return any(c != KEY_COLUMN for c in columns)
     return "bytes" in columns
-
-
-def _keys(plan: pa.Table) -> list[str]:
-    return [sample_key(p)[0] for p in plan.column("path").to_pylist()]
 
 
 def _read_chunks(
@@ -361,24 +336,21 @@ def _samples(
     reader: PlannedReader, plan: pa.Table, columns: list[str], extensions: list[str]
 ) -> pa.Table:
     """One row per sample key of the chunk, in the order keys first appear."""
-    split = [sample_key(p) for p in plan.column("path").to_pylist()]
+    paths = plan.column("path").to_pylist()
+    samples = group_by_stem(paths)
     wanted = {c for c in columns if c != KEY_COLUMN}
-    keep = [ext in wanted for _, ext in split]
-    contents: Iterable[bytes] = reader.read(_planned(plan, keep)) if any(keep) else []
-    order: dict[str, int] = {}
-    for key, _ in split:
-        order.setdefault(key, len(order))
-    cells: dict[str, list[bytes | None]] = {e: [None] * len(order) for e in extensions}
-    found = iter(contents)
-    for (key, ext), k in zip(split, keep, strict=True):
-        if k:
-            cells[ext][order[key]] = next(found)
+    keep = [sample_key(p)[1] in wanted for p in paths]
+    contents: list[bytes | None] = [None] * len(paths)
+    if any(keep):
+        read = iter(reader.read(_planned(plan, keep)))
+        contents = [next(read) if k else None for k in keep]
     arrays: list[pa.Array] = []
     for name in columns:
         if name == KEY_COLUMN:
-            arrays.append(pa.array(list(order), type=pa.string()))
+            arrays.append(pa.array(list(samples), type=pa.string()))
         else:
-            arrays.append(pa.array(cells[name], type=pa.binary()))
+            cells = [contents[files[name]] if name in files else None for files in samples.values()]
+            arrays.append(pa.array(cells, type=pa.binary()))
     return pa.Table.from_arrays(arrays, names=columns)
 
 
