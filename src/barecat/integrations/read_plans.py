@@ -33,6 +33,7 @@ from barecat.archive import Barecat, Passphrase
 from barecat.archive.planned_reads import PlannedFile, PlannedReader, plan_files, planned_reader
 from barecat.entries import BarecatFileInfo
 from barecat.exceptions import BarecatError
+from barecat.samples import sample_key, sample_part
 
 ROW_COLUMNS = ("path", "bytes", "size", "mtime_ns", "crc32c")
 """The columns of a row per file, in order."""
@@ -75,23 +76,6 @@ class Chunk:
     rows: int
 
 
-def sample_key(path: str) -> tuple[str, str]:
-    """A file's sample key and extension, as WebDataset splits them: at the first dot of
-    the file name (``a/b/0001.seg.png`` -> ``('a/b/0001', 'seg.png')``).
-
-    Args:
-        path: the file's archive path.
-
-    Returns:
-        (key, extension); the extension is ``''`` for a name without a dot.
-    """
-    slash = path.rfind("/") + 1
-    dot = path.find(".", slash + 1)  # a leading dot (hidden name) is part of the key
-    if dot < 0:
-        return path, ""
-    return path[:dot], path[dot + 1 :]
-
-
 class _Planner:
     """Collects planned files into chunks of at most ``chunk_bytes`` (a sample's files
     never split, with grouping)."""
@@ -109,12 +93,7 @@ class _Planner:
     def add(self, f: BarecatFileInfo) -> None:
         stored = f.stored_size
         if self.group_by_stem:
-            key, ext = sample_key(f.path)
-            if not ext:
-                raise BarecatError(
-                    f"{f.path}: group_by_stem needs every file to have an extension "
-                    "(key.ext); leave such files out with pattern= or where="
-                )
+            key, ext = sample_part(f.path)
             self.extensions.add(ext)
             boundary = key != self._last_key
             self._last_key = key
