@@ -1,5 +1,5 @@
-"""Ray Data, Dask and barecat: reading an archive and writing one, against the engines'
-own ways.
+"""Ray Data, Dask, Hugging Face datasets and barecat: reading an archive (and writing one,
+with Ray), against the engines' own ways.
 
 On one ImageNet-like tree (``bench_dataset``: 1-64 KiB files of random bytes, default
 10,000; ``--large`` for the issue's 100,000), with a local Ray cluster of ``--cpus``
@@ -17,11 +17,23 @@ CPUs (default 2):
    ``os.walk``, 1,000 to a partition) that opens and reads each file: time to the first
    partition done and a full pass (every partition's bytes counted on the workers).
 
+Hugging Face ``datasets`` (``--engines hf``), with ``--cpus`` processes or workers:
+
+4. streamed: ``barecat.integrations.hf.iterable_dataset`` of the archive against
+   ``load_dataset("imagefolder", streaming=True)`` of the tree, iterated here and through
+   a DataLoader of ``--cpus`` workers: time to the first row (from creating the dataset)
+   and a full pass;
+5. materialised: ``to_dataset(num_proc=C)`` of the archive against
+   ``load_dataset("imagefolder", num_proc=C)`` of the tree, each into a fresh cache,
+   then a full pass over the result. ``imagefolder`` keeps each file's path and reads
+   the file when the row is used, so its passes open and read every file, as ``Image()``
+   decoding would; the archive's rows hold the bytes.
+
 Both read the page cache (the tree was just written). Medians of ``--repeats``
 interleaved rounds; figures only, no assertions.
 
     python benchmarks/bench_engines.py [--files N | --large] [--repeats R] [--cpus C]
-                                       [--engines ray,dask]
+                                       [--engines ray,dask,hf]
 """
 
 from __future__ import annotations
@@ -45,7 +57,7 @@ sys.path.insert(0, str(REPO / "src"))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 import barecat  # noqa: E402
-from bench_dataset import TreeSpec, ensure_tree  # noqa: E402
+from bench_dataset import Tree, TreeSpec, ensure_tree  # noqa: E402
 
 
 def timed_pass(make: Callable[[], Any]) -> tuple[float, float, int, int]:
@@ -73,6 +85,111 @@ def machine() -> str:
     return f"{os.cpu_count()} CPUs ({len(os.sched_getaffinity(0))} usable), {model}"
 
 
+def bench_hf(tree: Tree, archive_path: Path, repeats: int, cpus: int) -> None:
+    """Hugging Face datasets: the archive's datasets against ``imagefolder`` on the tree."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # local files only, no hub look-ups
+    import datasets
+    import torch.utils.data
+
+    from barecat.integrations.hf import iterable_dataset, to_dataset
+
+    datasets.disable_progress_bars()
+    archive = str(archive_path)
+    work = archive_path.parent
+    files = len(tree.relpaths)
+
+    def archive_bytes(row: dict[str, Any]) -> int:
+        return len(row["bytes"])
+
+    def tree_bytes(row: dict[str, Any]) -> int:  # imagefolder's rows hold the file's path
+        image = row["image"]
+        if image["bytes"] is not None:
+            return len(image["bytes"])
+        with open(image["path"], "rb") as f:
+            return len(f.read())
+
+    def folder(**options: Any) -> Any:
+        ds = datasets.load_dataset("imagefolder", data_dir=tree.root, split="train", **options)
+        return ds.cast_column("image", datasets.Image(decode=False))
+
+    def loader(ds: Any) -> Any:
+        return torch.utils.data.DataLoader(ds, num_workers=cpus, batch_size=None)
+
+    def streamed(make: Callable[[], Any], size: Callable[[dict[str, Any]], int]) -> Any:
+        start = time.perf_counter()
+        first = None
+        rows = total = 0
+        for row in make():
+            first = first or time.perf_counter() - start
+            rows += 1
+            total += size(row)
+        assert (rows, total) == (files, tree.total_bytes), (rows, total)
+        return first, time.perf_counter() - start
+
+    def materialised(make: Callable[[str], Any], size: Callable[[dict[str, Any]], int]) -> Any:
+        cache = tempfile.mkdtemp(prefix="hf-cache-", dir=work)
+        try:
+            start = time.perf_counter()
+            ds = make(cache)
+            built = time.perf_counter() - start
+            total = sum(size(row) for row in ds)
+            assert (len(ds), total) == (files, tree.total_bytes), (len(ds), total)
+            return built, time.perf_counter() - start
+        finally:
+            shutil.rmtree(cache, ignore_errors=True)
+
+    streams: dict[str, tuple[Callable[[], Any], Callable[[dict[str, Any]], int]]] = {
+        "`iterable_dataset`": (lambda: iterable_dataset(archive), archive_bytes),
+        f"`iterable_dataset`, DataLoader of {cpus} workers": (
+            lambda: loader(iterable_dataset(archive)),
+            archive_bytes,
+        ),
+        '`load_dataset("imagefolder", streaming=True)`': (
+            lambda: folder(streaming=True),
+            tree_bytes,
+        ),
+        f'`load_dataset("imagefolder", streaming=True)`, DataLoader of {cpus} workers': (
+            lambda: loader(folder(streaming=True)),
+            tree_bytes,
+        ),
+    }
+    built: dict[str, tuple[Callable[[str], Any], Callable[[dict[str, Any]], int]]] = {
+        f"`to_dataset(num_proc={cpus})`": (
+            lambda cache: to_dataset(archive, num_proc=cpus, dataset_cache_dir=cache),
+            archive_bytes,
+        ),
+        f'`load_dataset("imagefolder", num_proc={cpus})`': (
+            lambda cache: folder(num_proc=cpus, cache_dir=cache),
+            tree_bytes,
+        ),
+    }
+    results: dict[str, list[tuple[float, float]]] = {}
+    for _ in range(repeats):
+        for name, (make, size) in streams.items():
+            results.setdefault(name, []).append(streamed(make, size))
+        for name, (make_in, size) in built.items():
+            results.setdefault(name, []).append(materialised(make_in, size))
+
+    mb = tree.total_bytes / 1e6
+    print(f"\n{datetime.date.today()}, {machine()}, datasets {datasets.__version__},")
+    print(f"{files:,} files ({mb:,.0f} MB), medians of {repeats} rounds\n")
+    print("| streamed | first row | full pass | rows/s | MB/s |")
+    print("|---|---|---|---|---|")
+    for name in streams:
+        first = statistics.median(r[0] for r in results[name])
+        total = statistics.median(r[1] for r in results[name])
+        print(f"| {name} | {first:.2f} s | {total:.2f} s | {files / total:,.0f} | "
+              f"{mb / total:,.0f} |")  # fmt: skip
+    print("\n| materialised | build | build + full pass | rows/s | MB/s |")
+    print("|---|---|---|---|---|")
+    for name in built:
+        made = statistics.median(r[0] for r in results[name])
+        total = statistics.median(r[1] for r in results[name])
+        print(f"| {name} | {made:.2f} s | {total:.2f} s | {files / total:,.0f} | "
+              f"{mb / total:,.0f} |")  # fmt: skip
+    print(flush=True)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--files", type=int, default=10_000)
@@ -80,7 +197,7 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--cpus", type=int, default=2)
     parser.add_argument("--workdir", help="keep the tree here (reused when it matches)")
-    parser.add_argument("--engines", default="ray,dask", help="which: ray, dask or both")
+    parser.add_argument("--engines", default="ray,dask,hf", help="which: ray, dask, hf")
     args = parser.parse_args()
     files = 100_000 if args.large else args.files
     engines = set(args.engines.split(","))
@@ -96,6 +213,8 @@ def main() -> int:
             bench_ray(args, work, tree, files)
         if "dask" in engines:
             bench_dask(args, archive, tree, files)
+        if "hf" in engines:
+            bench_hf(tree, archive, args.repeats, args.cpus)
     finally:
         if not args.workdir:
             shutil.rmtree(work, ignore_errors=True)

@@ -4,7 +4,8 @@ A sample is the files whose paths share everything up to the first dot of the fi
 name: ``train/0001.jpg``, ``train/0001.json`` and ``train/0001.seg.png`` are the sample
 ``train/0001``, with the extensions ``jpg``, ``json`` and ``seg.png``. A leading dot (a
 hidden name) belongs to the key. The engines that offer ``group_by_stem`` (Ray Data's
-source, PyTorch's ``BarecatDataset``) all group through this module. Pure: strings in,
+source, Dask's and Hugging Face's readers, PyTorch's ``BarecatDataset``) all group
+through this module. Pure: strings in,
 strings out; imports only ``exceptions``.
 """
 
