@@ -77,5 +77,6 @@ def test_the_wheel_ships_the_page_and_an_all_extra(tmp_path: Path) -> None:
     assert ",".join(sorted(extras.split(","))) == wanted
     provided = set(metadata.get_all("Provides-Extra", [])) - {"all", "dev", "bench"}
     # every feature but torch, which users install for their platform (CPU, CUDA, ROCm),
-    # and ray, a large install of its own
-    assert provided - {"browser-tests", "browser_tests"} == {*wanted.split(","), "torch", "ray"}
+    # and the engines (ray, dask, hf), each a large install of its own
+    engines = {"torch", "ray", "dask", "hf"}
+    assert provided - {"browser-tests", "browser_tests"} == {*wanted.split(","), *engines}
