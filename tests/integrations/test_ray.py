@@ -216,6 +216,58 @@ def test_sealed_archive_reads_with_the_key_inside_tasks(cluster: None, tmp_path:
         BarecatDatasource(path, passphrase="wrong")
 
 
+def test_the_first_task_is_one_block_and_the_rest_grow_to_few_tasks(
+    cluster: None, archive: tuple[str, dict[str, bytes]]
+) -> None:
+    path, files = archive
+    # Ray asks for 200 tasks at least; the 2-CPU cluster gets at most 4 per CPU, the first
+    # one chunk (it runs alone while Ray learns its output size), each next one twice that
+    source = BarecatDatasource(path, target_bytes=128 << 10, chunk_bytes=16 << 10)
+    chunks = source._plan.chunks
+    tasks = source.get_read_tasks(parallelism=200)
+    assert tasks[0].metadata.num_rows == chunks[0].rows
+    assert [len(task_plans(t)) for t in tasks[:3]] == [1, 2, 4]
+    assert len(tasks) <= 4 * 2 + 3, "a few tasks, not 200: each costs a ray.put"
+    assert sum(t.metadata.num_rows for t in tasks) == len(files)
+    assert by_path(read_barecat(path, chunk_bytes=16 << 10).take_all()) == files
+
+
+def test_read_tasks_are_at_most_tasks_per_cpu_per_cpu(cluster: None, tmp_path: Path) -> None:
+    path = str(tmp_path / "forty.barecat")  # 40 MiB: tasks of the 4 MiB minimum or more
+    with barecat.Barecat(path, readonly=False) as bc:
+        for i in range(320):
+            bc[f"z/{i:03d}.bin"] = bytes(128 << 10)
+    tasks = {
+        cap: BarecatDatasource(path, chunk_bytes=1 << 20, tasks_per_cpu=cap).get_read_tasks(200)
+        for cap in (1, None)
+    }
+    # 2 CPUs, one task each: runs of 20 MiB, the first ones 1, 2, 4, 8 and 16 MiB
+    assert [len(task_plans(t)) for t in tasks[1]] == [1, 2, 4, 8, 16, 9]
+    # as many as Ray asks, down to 4 MiB each: 1, 2 and 4 MiB, then 9 of 4 MiB or less
+    assert [len(task_plans(t)) for t in tasks[None]] == [1, 2, *[4] * 9, 1]
+
+
+def task_plans(task: Any) -> list[Any]:
+    """The plans of the chunks a read task reads."""
+    plans: list[Any] = task.read_fn.args[1]
+    return plans
+
+
+def test_a_damaged_row_fails_the_plan_naming_it_unless_left_out(tmp_path: Path) -> None:
+    import sqlite3
+
+    path = str(tmp_path / "a.barecat")
+    build(path, {"good/one.bin": b"1" * 100, "bad/two.bin": b"2" * 100})
+    with sqlite3.connect(path) as conn:  # a size that is text: the row addresses nothing
+        conn.execute("UPDATE files SET size = 'big' WHERE path = 'bad/two.bin'")
+    conn.close()
+    with pytest.raises(barecat.DamagedEntryBarecatError, match=r"bad/two\.bin.*size"):
+        BarecatDatasource(path)
+    assert BarecatDatasource(path, pattern="good/*").num_files == 1
+    assert BarecatDatasource(path, pattern="**/one.bin").num_files == 1
+    assert BarecatDatasource(path, where="path LIKE 'good/%'").num_files == 1
+
+
 def test_compressed_archive_reads_without_a_passphrase(cluster: None, tmp_path: Path) -> None:
     path = str(tmp_path / "zstd.barecat")
     files = make_files(50, seed=3)
