@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 import barecat
+from barecat.exceptions import WrongPassphraseBarecatError
 from barecat.layout import shard_files
 
 ray = pytest.importorskip(
@@ -375,6 +376,39 @@ def test_read_then_write_round_trip_compressed(
         assert dict(bc.items()) == files
     assert by_path(read_barecat(target).take_all()) == files
     assert leftovers(tmp_path) == []
+
+
+def test_encrypted_output_parts_share_its_key(cluster: None, tmp_path: Path) -> None:
+    passphrase = "correct horse battery staple"
+    items = [{"path": f"enc/{i:04d}.bin", "bytes": os.urandom(i * 13 % 2000)} for i in range(300)]
+    files = {r["path"]: r["bytes"] for r in items}
+    target = tmp_path / "enc.barecat"
+    sink = BarecatDatasink(target, passphrase=passphrase, part_bytes=0)
+    for shown in (repr(sink), repr(sink.parts), repr(vars(sink.parts)), str(vars(sink))):
+        assert passphrase not in shown, "the passphrase never shows"
+    ray.data.from_items(items, override_num_blocks=3).write_datasink(sink)
+    assert len(shard_files(str(target))) >= 3, "a part per block, joined as they were"
+    assert leftovers(tmp_path) == []
+    with barecat.Barecat(target, passphrase=passphrase) as bc:
+        assert bc.encrypted
+        assert dict(bc.items()) == files
+        assert bc.verify_integrity()
+    assert by_path(read_barecat(target, passphrase=passphrase).take_all()) == files
+    with pytest.raises(WrongPassphraseBarecatError):
+        barecat.Barecat(target, passphrase="wrong")
+    with pytest.raises(WrongPassphraseBarecatError):
+        read_barecat(target, passphrase="wrong")
+    with pytest.raises(barecat.BarecatError, match="passphrase"):
+        read_barecat(target)
+    # compressed and encrypted, the passphrase given as a function (asked once, here)
+    write_barecat(ray.data.from_items(items, override_num_blocks=2), tmp_path / "z.barecat",
+                  compression="zstd", passphrase=lambda: passphrase, part_bytes=0)  # fmt: skip
+    with barecat.Barecat(tmp_path / "z.barecat", passphrase=passphrase) as bc:
+        assert dict(bc.items()) == files
+    logs = Path(ray._private.worker._global_node.get_session_dir_path()) / "logs"
+    for log in logs.rglob("*"):
+        if log.is_file():
+            assert passphrase.encode() not in log.read_bytes(), f"the passphrase is in {log}"
 
 
 def test_a_path_in_two_tasks_is_an_error_naming_it(cluster: None, tmp_path: Path) -> None:

@@ -14,22 +14,30 @@ that takes each part's shards by link (``Barecat.merge(..., symlink=True)``, whi
 refuses a path two parts share, naming it), replaces each link by the shard it points
 to (a rename), and renames the joined archive to the output, shards first and index
 last, so the output appears only when whole. :meth:`~PartArchives.discard` removes the
-folder with every part in it, whole or half-written, when the write fails. Imports
-pyarrow, the archive layer and ``layout``.
+folder with every part in it, whole or half-written, when the write fails.
+
+An encrypted output (``passphrase``) has its sealing made once, on the driver (settings,
+dictionary and a new data key, wrapped by the passphrase): each part, and the joined
+archive, is created sealed with those same records (``Barecat.seal_with_records``, as
+the parallel ingest's parts are), so the parts' sealed bytes are the output's as they
+are and the join re-encrypts nothing. The passphrase travels to the tasks inside this
+object, never shown by ``repr``. Imports pyarrow, the archive layer and ``layout``.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 import uuid
 from collections.abc import Iterable, Sequence
 
 import pyarrow as pa
 
-from barecat.archive import Barecat
+from barecat.archive import Barecat, Passphrase
 from barecat.entries import BarecatFileInfo
 from barecat.exceptions import BarecatError, FileExistsBarecatError
+from barecat.index.schema import ConfigValue
 from barecat.layout import (
     abandoned_entries,
     archive_exists,
@@ -55,6 +63,8 @@ class PartArchives:
         shard_size_limit: the output's (and each part's) shard size limit (bytes, '1G').
         compression: store files compressed (``'zstd'``, ``'lz4'``): a sealed archive.
         compression_level: the codec's level.
+        passphrase: encrypt the output with this passphrase (a function giving one is
+            asked once, here).
 
     Raises:
         FileExistsBarecatError: an archive exists at ``path`` (without ``overwrite``).
@@ -69,6 +79,7 @@ class PartArchives:
         shard_size_limit: int | str | None = None,
         compression: str | None = None,
         compression_level: int | None = None,
+        passphrase: Passphrase | None = None,
     ) -> None:
         self.path = os.path.abspath(os.fspath(path))
         self.overwrite = overwrite
@@ -80,6 +91,52 @@ class PartArchives:
         self.staging = os.path.join(folder, f"{self._prefix}{os.getpid()}-{uuid.uuid4().hex[:8]}")
         """The hidden folder of the parts, beside the output, named after the driver."""
         self.refuse_existing()
+        self._passphrase: _Secret | None = None
+        self._sealing: dict[str, ConfigValue] | None = None
+        if passphrase is not None:
+            text = passphrase() if callable(passphrase) else passphrase
+            self._passphrase = _Secret(text)
+            self._sealing = self._new_sealing(text)
+
+    def __repr__(self) -> str:  # never the passphrase
+        encrypted = ", encrypted" if self._passphrase is not None else ""
+        return f"PartArchives({self.path!r}{encrypted})"
+
+    def _new_sealing(self, passphrase: str | bytes) -> dict[str, ConfigValue]:
+        """The records of the output's sealing, made once (by an empty archive made and
+        removed in a temporary folder: the data key is new, the passphrase wraps it)."""
+        with tempfile.TemporaryDirectory(prefix="barecat-sealing-") as folder:
+            template = Barecat(
+                os.path.join(folder, "sealing"),
+                readonly=False,
+                compression=self.compression,
+                compression_level=self.compression_level,
+                passphrase=passphrase,
+            )
+            with template:
+                records = template.sealing_records()
+        assert records is not None  # (a passphrase makes a sealed archive)
+        return records
+
+    def _new_archive(self, path: str) -> Barecat:
+        """A new archive at ``path`` for this write's files, open for writing: sealed
+        with the output's records when it is encrypted (see the module doc).
+
+        Raises:
+            FileExistsBarecatError: something is at ``path``.
+        """
+        if self._sealing is not None:
+            with Barecat(path, readonly=False, exist_ok=False) as empty:
+                empty.seal_with_records(self._sealing)
+        return Barecat(
+            path,
+            readonly=False,
+            exist_ok=self._sealing is not None,
+            shard_size_limit=self.shard_size_limit,
+            compression=self.compression,
+            compression_level=self.compression_level,
+            passphrase=self._passphrase,
+        )
 
     def refuse_existing(self) -> None:
         """Raise unless the output may be written.
@@ -127,15 +184,7 @@ class PartArchives:
             OSError: the parts' folder is gone (the write was discarded meanwhile).
         """
         part = os.path.join(self.staging, f"part-{number:05d}-{uuid.uuid4().hex[:8]}")
-        bc = Barecat(
-            part,
-            readonly=False,
-            exist_ok=False,
-            shard_size_limit=self.shard_size_limit,
-            compression=self.compression,
-            compression_level=self.compression_level,
-        )
-        with bc:
+        with self._new_archive(part) as bc:
             count = 0
             for table in tables:
                 count += bc.add_many(files_of(table))
@@ -157,8 +206,11 @@ class PartArchives:
         chosen = sorted(p for p in parts if p)
         joined = os.path.join(self.staging, "joined")
         remove_archive(joined)
-        # (plain when made: the merge makes it sealed like compressed parts)
-        with Barecat(joined, readonly=False, shard_size_limit=self.shard_size_limit) as out:
+        if self._sealing is None:  # (plain when made: the merge seals it like its parts)
+            out = Barecat(joined, readonly=False, shard_size_limit=self.shard_size_limit)
+        else:
+            out = self._new_archive(joined)
+        with out:
             out.merge(chosen, symlink=True)
         for shard in shard_files(joined):  # adopt each part's shard: the link becomes it
             if os.path.islink(shard):
@@ -172,6 +224,22 @@ class PartArchives:
     def discard(self) -> None:
         """Remove the parts' folder and every part in it, whole or half-written."""
         shutil.rmtree(self.staging, ignore_errors=True)
+
+
+class _Secret:
+    """A passphrase that travels (pickled) but never shows: a function giving it, as
+    ``Barecat(passphrase=...)`` takes one, whose ``repr`` hides it."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str | bytes) -> None:
+        self._value = value
+
+    def __call__(self) -> str | bytes:
+        return self._value
+
+    def __repr__(self) -> str:
+        return "<passphrase>"
 
 
 def check_columns(columns: Sequence[str]) -> None:

@@ -12,7 +12,9 @@ it points to (a rename), and the joined archive is renamed to the output, shards
 and index last, so the output appears only when whole. The folder is removed then, and
 by ``on_write_failed`` when the write fails (a retried task's half-written part goes
 with it); a folder whose driver died (its name holds the driver's process id) is removed
-by the next write of the same output on that machine. The parts and their join are
+by the next write of the same output on that machine. With ``passphrase`` the output is
+encrypted: its sealing (data key, settings) is made once on the driver and every part is
+sealed with it, so the join re-encrypts nothing. The parts and their join are
 ``parts.py``'s, shared with the Dask writer; this module is what Ray asks of a sink.
 Imports ray and pyarrow (the ``ray`` extra) and ``parts``.
 """
@@ -33,6 +35,7 @@ except ImportError as e:  # pragma: no cover - the message is the point
         f"barecat.integrations.ray needs Ray Data ({e}): pip install 'barecat[ray]'"
     ) from e
 
+from barecat.archive import Passphrase
 from barecat.integrations.parts import PartArchives
 
 DEFAULT_PART_BYTES = 64 << 20
@@ -49,6 +52,8 @@ class BarecatDatasink(Datasink[str | None]):
         shard_size_limit: the output's (and each part's) shard size limit (bytes, '1G').
         compression: store files compressed (``'zstd'``, ``'lz4'``): a sealed archive.
         compression_level: the codec's level.
+        passphrase: encrypt the output (sealed like it, the parts join as they are; the
+            passphrase travels to the write tasks, never shown by ``repr``).
         part_bytes: about how many bytes of rows each write task (each part) takes (0:
             as the blocks come, which lets Ray fuse the write with the step before it).
 
@@ -64,6 +69,7 @@ class BarecatDatasink(Datasink[str | None]):
         shard_size_limit: int | str | None = None,
         compression: str | None = None,
         compression_level: int | None = None,
+        passphrase: Passphrase | None = None,
         part_bytes: int = DEFAULT_PART_BYTES,
     ) -> None:
         self.parts = PartArchives(
@@ -73,9 +79,13 @@ class BarecatDatasink(Datasink[str | None]):
             shard_size_limit=shard_size_limit,
             compression=compression,
             compression_level=compression_level,
+            passphrase=passphrase,
         )
         self.path = self.parts.path
         self.part_bytes = part_bytes
+
+    def __repr__(self) -> str:  # never the passphrase
+        return f"BarecatDatasink({self.parts!r})"
 
     def get_name(self) -> str:
         return "Barecat"
@@ -122,6 +132,7 @@ def write_barecat(
     shard_size_limit: int | str | None = None,
     compression: str | None = None,
     compression_level: int | None = None,
+    passphrase: Passphrase | None = None,
     part_bytes: int = DEFAULT_PART_BYTES,
     concurrency: int | None = None,
     ray_remote_args: dict[str, Any] | None = None,
@@ -136,6 +147,8 @@ def write_barecat(
         shard_size_limit: the output's shard size limit.
         compression: store files compressed (``'zstd'``, ``'lz4'``).
         compression_level: the codec's level.
+        passphrase: encrypt the output with this passphrase (its parts share its data
+            key, so the join re-encrypts nothing).
         part_bytes: about how many bytes of rows each write task (each part) takes (0:
             as the blocks come).
         concurrency: the most write tasks running at once.
@@ -152,6 +165,7 @@ def write_barecat(
         shard_size_limit=shard_size_limit,
         compression=compression,
         compression_level=compression_level,
+        passphrase=passphrase,
         part_bytes=part_bytes,
     )
     ds.write_datasink(sink, concurrency=concurrency, ray_remote_args=ray_remote_args or {})
