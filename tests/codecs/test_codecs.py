@@ -181,6 +181,95 @@ def test_png_keeps_16_bit_and_gif_keeps_few_colours() -> None:
     np.testing.assert_array_equal(dec["few.gif"], indexed)
 
 
+def raw_png(array: np.ndarray, colour_type: int) -> bytes:
+    """A PNG written by hand (for what Pillow cannot write: 16-bit colour)."""
+    import struct
+    import zlib
+
+    depth = 16 if array.dtype == np.uint16 else 8
+    pixels = array.astype(">u2" if depth == 16 else "u1")
+    rows = b"".join(b"\x00" + row.tobytes() for row in pixels)
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        crc = struct.pack(">I", zlib.crc32(kind + data))
+        return struct.pack(">I", len(data)) + kind + data + crc
+
+    h, w = array.shape[:2]
+    header = struct.pack(">IIBBBBB", w, h, depth, colour_type, 0, 0, 0)
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", header)
+        + chunk(b"IDAT", zlib.compress(rows))
+        + chunk(b"IEND", b"")
+    )
+
+
+def pil_file(mode: str, fmt: str = "PNG", **save: Any) -> tuple[bytes, Any]:
+    """A real file of a Pillow mode made from a smooth RGBA image, and that image."""
+    from PIL import Image
+
+    rgba = Image.fromarray(smooth_image(9, 13, 4))
+    image = rgba.convert(mode) if mode != "P" else rgba.convert("RGB").quantize(8)
+    buf = io.BytesIO()
+    image.save(buf, format=fmt, **save)
+    return buf.getvalue(), image
+
+
+def test_decoded_images_have_one_writable_layout() -> None:
+    """Grey (H, W), colour (H, W, 3) RGB, anything with alpha (H, W, 4) RGBA; always a new,
+    writable, C-contiguous array (torch.from_numpy warns on read-only ones)."""
+    from PIL import Image
+
+    grey16 = (np.arange(9 * 13, dtype=np.uint16).reshape(9, 13) * 500).astype(np.uint16)
+    colour16 = np.stack([grey16, grey16 // 2, grey16 // 3], axis=-1)
+    store: dict[str, bytes] = {
+        "grey.png": pil_file("L")[0],
+        "grey-alpha.png": pil_file("LA")[0],
+        "palette.png": pil_file("P")[0],
+        "palette-transparent.png": pil_file("P", transparency=0)[0],
+        "rgb.png": pil_file("RGB")[0],
+        "rgba.png": pil_file("RGBA")[0],
+        "bilevel.png": pil_file("1")[0],
+        "grey16.png": raw_png(grey16, 0),
+        "colour16.png": raw_png(colour16, 2),
+        "cmyk.jpg": pil_file("CMYK", "JPEG", quality=95)[0],
+        "grey.tiff": pil_file("L", "TIFF")[0],
+    }
+    expected = {
+        "grey.png": ((9, 13), np.uint8),
+        "grey-alpha.png": ((9, 13, 4), np.uint8),
+        "palette.png": ((9, 13, 3), np.uint8),
+        "palette-transparent.png": ((9, 13, 4), np.uint8),
+        "rgb.png": ((9, 13, 3), np.uint8),
+        "rgba.png": ((9, 13, 4), np.uint8),
+        "bilevel.png": ((9, 13), np.uint8),
+        "grey16.png": ((9, 13), np.uint16),
+        "colour16.png": ((9, 13, 3), np.uint8),  # Pillow keeps 8 bits per colour channel
+        "cmyk.jpg": ((9, 13, 3), np.uint8),
+        "grey.tiff": ((9, 13), np.uint8),
+    }
+    dec = DecodedView(store)
+    for name, (shape, dtype) in expected.items():
+        array = dec[name]
+        assert (array.shape, array.dtype) == (shape, dtype), name
+        assert array.flags.writeable and array.flags.c_contiguous and array.flags.owndata, name
+        array[0, 0] = 0  # really writable
+    assert dec["bilevel.png"].max() == 255 and set(np.unique(dec["bilevel.png"])) <= {0, 255}
+    np.testing.assert_array_equal(dec["grey16.png"], grey16)
+    np.testing.assert_array_equal(dec["colour16.png"], (colour16 >> 8).astype(np.uint8))
+    la = np.asarray(Image.open(io.BytesIO(store["grey-alpha.png"])))  # grey, alpha
+    rgba = dec["grey-alpha.png"]
+    for channel in range(3):
+        np.testing.assert_array_equal(rgba[:, :, channel], la[:, :, 0])
+    np.testing.assert_array_equal(rgba[:, :, 3], la[:, :, 1])
+    _, quantized = pil_file("P")
+    np.testing.assert_array_equal(dec["palette.png"], np.asarray(quantized.convert("RGB")))
+    transparent = dec["palette-transparent.png"]
+    assert (transparent[:, :, 3] == 0).any() and (transparent[:, :, 3] == 255).any()
+    cmyk = dec["cmyk.jpg"].astype(int)
+    assert np.abs(cmyk - smooth_image(9, 13, 3)).mean() < 8.0  # back in RGB, not CMYK
+
+
 @pytest.mark.parametrize("name", ["photo.jpg", "photo.JPEG", "photo.jpg.gz"])
 def test_jpeg_is_close_to_the_original(name: str) -> None:
     image = smooth_image(64, 48, 3)

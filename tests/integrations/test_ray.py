@@ -20,6 +20,7 @@ import pytest
 import barecat
 from barecat.exceptions import WrongPassphraseBarecatError
 from barecat.layout import shard_files
+from helpers.engines import build, leftovers, make_files
 
 ray = pytest.importorskip(
     "ray", reason="Ray is not installed (the ray extra; ./run test installs it)"
@@ -48,24 +49,6 @@ def cluster() -> Iterator[None]:
     ray.data.DataContext.get_current().enable_progress_bars = False
     yield
     ray.shutdown()
-
-
-def make_files(count: int = 300, seed: int = 1) -> dict[str, bytes]:
-    rng = random.Random(seed)
-    sizes = [0, 90, 700, 3000]
-    files = {
-        f"train/c{i % 3}/{i:04d}.{'jpg' if i % 2 else 'json'}": rng.randbytes(rng.choice(sizes))
-        for i in range(count)
-    }
-    files["meta/labels.csv"] = b"path,label\n"
-    files["meta/.hidden.txt"] = b"hidden"
-    return files
-
-
-def build(path: str, files: dict[str, bytes], **options: Any) -> None:
-    with barecat.Barecat(path, readonly=False, shard_size_limit="64K", **options) as bc:
-        for i, (name, data) in enumerate(files.items()):
-            bc.add(name, data=data, mtime_ns=1_000_000 * i, mode=0o644)
 
 
 @pytest.fixture(scope="module")
@@ -331,10 +314,6 @@ def test_remote_archive_read_without_the_index_in_workers(
 
 
 # -- writing -------------------------------------------------------------------------------
-
-
-def leftovers(folder: Path) -> list[str]:
-    return sorted(p.name for p in folder.iterdir() if p.name.startswith("."))
 
 
 def test_write_joins_the_parts_without_copying(cluster: None, tmp_path: Path) -> None:

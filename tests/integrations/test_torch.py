@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
 import sys
 import textwrap
+import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -111,6 +113,143 @@ def test_decoding_and_transforms(archive: tuple[str, dict[str, bytes]]) -> None:
     assert [sizes[i] for i in range(3)] == [len(files[p]) for p in sorted(files)[:3]]
     custom = BarecatDataset(path, ["train/0/0000.bin"], decode=lambda p, data: data[:4])
     assert custom[0] == files["train/0/0000.bin"][:4]
+
+
+CLASSES = ("bird", "cat", "dog")
+
+
+@pytest.fixture(scope="module")
+def image_folder(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """An ImageFolder-like archive: train/CLASS/NNN.png, each image filled with NNN, of
+    every PNG kind (grey, grey+alpha, palette, RGB, RGBA), plus files beside them."""
+    from PIL import Image
+
+    path = str(tmp_path_factory.mktemp("folder") / "images.barecat")
+    modes = ("L", "LA", "P", "RGB", "RGBA")
+    with barecat.Barecat(path, readonly=False) as bc:
+        for i in range(60):
+            image = Image.fromarray(np.full((6, 5, 3), i, np.uint8))
+            mode = modes[i % 5]
+            image = image.quantize(4) if mode == "P" else image.convert(mode)
+            buf = io.BytesIO()
+            image.save(buf, format="PNG")
+            bc[f"train/{CLASSES[i % 3]}/{i:03d}.png"] = buf.getvalue()
+        bc["train/labels.json"] = b"{}"
+    return path
+
+
+def warnings_are_errors(worker_id: int) -> None:
+    """A DataLoader worker's start: a warning (torch.from_numpy's on a read-only array,
+    say) becomes an error that reaches the main process."""
+    warnings.simplefilter("error")
+
+
+def to_rgb_tensor(image: np.ndarray) -> Any:
+    """1, 3 or 4 channels (the decoded layouts) to a (3, H, W) tensor, as a transform."""
+    tensor = torch.from_numpy(image)
+    if tensor.ndim == 2:
+        tensor = tensor.unsqueeze(-1).expand(-1, -1, 3)
+    return tensor[:, :, :3].permute(2, 0, 1)
+
+
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_image_folder_batches_through_a_dataloader(image_folder: str, num_workers: int) -> None:
+    dataset = BarecatDataset(
+        image_folder, pattern="train/*/*.png", decode=True, target_fn="parent",
+        transform=to_rgb_tensor,
+    )  # fmt: skip
+    assert len(dataset) == 60
+    assert dataset.classes == list(CLASSES)
+    assert dataset.class_to_idx == {"bird": 0, "cat": 1, "dog": 2}
+    assert dataset.targets == [dataset.class_to_idx[p.split("/")[1]] for p in dataset.paths]
+    image, label = dataset[dataset.paths.index("train/cat/007.png")]
+    assert (image.shape, label, int(image[0, 0, 0])) == ((3, 6, 5), 1, 7)
+    loader = DataLoader(
+        dataset, batch_size=8, shuffle=True, num_workers=num_workers,
+        worker_init_fn=warnings_are_errors if num_workers else None,
+    )  # fmt: skip
+    seen = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for images, labels in loader:
+            assert images.dtype == torch.uint8 and images.shape[1:] == (3, 6, 5)
+            assert labels.dtype == torch.int64 and len(labels) == len(images)
+            for image, label in zip(images, labels, strict=True):
+                number = int(image[0, 0, 0])  # the file's NNN (grey is the same number)
+                assert int(label) == number % 3  # its folder's class
+                seen.append(number)
+    assert not [str(w.message) for w in caught]
+    assert sorted(seen) == list(range(60))
+
+
+def test_decoded_images_go_to_torch_without_warnings(image_folder: str) -> None:
+    dataset = BarecatDataset(image_folder, pattern="train/*/00[0-4].png", decode=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # torch.from_numpy warns on read-only arrays
+        shapes = {dataset.paths[i]: torch.from_numpy(dataset[i]).shape for i in range(5)}
+    assert shapes == {  # L, LA, P, RGB, RGBA: grey, then RGBA for grey+alpha
+        "train/bird/000.png": (6, 5),
+        "train/cat/001.png": (6, 5, 4),
+        "train/dog/002.png": (6, 5, 3),
+        "train/bird/003.png": (6, 5, 3),
+        "train/cat/004.png": (6, 5, 4),
+    }
+
+
+def test_paths_and_targets_of_your_own(image_folder: str) -> None:
+    paths = ["train/cat/001.png", "train/labels.json", "train/dog/002.png"]
+    number = BarecatDataset(
+        image_folder, paths, decode=True, with_path=True, target_fn=len,
+        target_transform=lambda n: n * 10, transform=lambda v: type(v).__name__,
+    )  # fmt: skip
+    assert [number[i] for i in range(3)] == [
+        ("train/cat/001.png", "ndarray", 170),
+        ("train/labels.json", "dict", 170),
+        ("train/dog/002.png", "ndarray", 170),
+    ]
+    raw = BarecatDataset(image_folder, paths[:1], with_path=False, target_fn="parent")
+    data, label = raw[0]
+    assert data[:4] == b"\x89PNG" and label == 0 and raw.classes == ["cat"]
+    paired = BarecatDataset(image_folder, paths[:1], decode=True, with_path=True)
+    assert paired[0][0] == paths[0] and paired[0][1].shape == (6, 5, 4)
+    with pytest.raises(ValueError, match="inside a folder"):
+        BarecatDataset(image_folder, ["top.png"], target_fn="parent")
+
+
+def test_samples_grouped_by_stem(tmp_path: Path) -> None:
+    path = str(tmp_path / "samples.barecat")
+    with barecat.Barecat(path, readonly=False) as bc:
+        view = barecat.DecodedView(bc)
+        for i in range(24):
+            view[f"shard{i % 2}/{i:04d}.npy"] = np.full((2, 3), i, np.float32)
+            view[f"shard{i % 2}/{i:04d}.json"] = {"label": i % 4}
+            if i % 3 == 0:
+                bc[f"shard{i % 2}/{i:04d}.seg.bin"] = bytes([i])
+    dataset = BarecatDataset(
+        path, decode=lambda p, b: b if p.endswith(".bin") else view.decode(p, b),
+        group_by_stem=True, target_fn=lambda key: int(key[-4:]) % 4,
+    )  # fmt: skip
+    assert len(dataset) == 24 and len(dataset.paths) == 56
+    sample, target = dataset[dataset.keys.index("shard1/0003")]
+    assert sample.keys() == {"__key__", "npy", "json", "seg.bin"}
+    assert sample["__key__"] == "shard1/0003" and sample["json"] == {"label": 3} == {
+        "label": target
+    }
+    assert sample["seg.bin"] == b"\x03"
+    np.testing.assert_array_equal(sample["npy"], np.full((2, 3), 3, np.float32))
+    plain = BarecatDataset(path, pattern="*/*.[nj]*", decode=True, group_by_stem=True)
+    loader = DataLoader(plain, batch_size=5, num_workers=2, worker_init_fn=warnings_are_errors)
+    keys, labels = [], []
+    for batch in loader:  # torch's default collate: a dict of batched values
+        assert batch["npy"].shape == (len(batch["__key__"]), 2, 3)
+        assert torch.equal(batch["npy"][:, 0, 0].long() % 4, batch["json"]["label"])
+        keys += batch["__key__"]
+        labels += batch["json"]["label"].tolist()
+    assert sorted(keys) == sorted(dataset.keys) and len(labels) == 24
+    with barecat.Barecat(path, readonly=False) as bc:
+        bc["shard0/README"] = b"no extension"
+    with pytest.raises(barecat.BarecatError, match=r"README.*extension"):
+        BarecatDataset(path, group_by_stem=True)
 
 
 def test_the_sampler_splits_each_epoch_exactly(archive: tuple[str, dict[str, bytes]]) -> None:

@@ -1,12 +1,13 @@
 """Files read where a plan made from the index says they are, without the index.
 
-For engines whose driver plans once and whose workers only read (Ray Data): the driver
-lists the chosen files in storage order with :func:`plan_rows` (a glob and an SQL
+For engines whose driver plans once and whose workers only read (Ray Data, Dask): the
+driver lists the chosen files in storage order with :func:`plan_rows` (a glob and an SQL
 condition on the index's columns, both run by SQLite; one query of plain tuples), and
 hands each worker a :class:`PlannedReader` (:func:`planned_reader`) with the addresses
 of its files. A worker opens the shards only (local files, or ranged requests to object
-storage with no local cache), checks every file's CRC32C and, in a sealed archive, authenticates and
-decompresses it bound to its path: it never opens or downloads the index. An encrypted
+storage with no local cache), checks every file's CRC32C and, in a sealed archive,
+authenticates and decompresses it bound to its path: it never opens or downloads the
+index. An encrypted
 archive's data key travels inside the reader (pickled with it, never shown by ``repr``);
 the driver checked the index digest when it unlocked the archive, so the rows it planned
 from are the trusted ones. Imports ``index`` (its query helpers), ``shards``, ``objectstore``,

@@ -1,7 +1,20 @@
 """Images as NumPy arrays: encoded and decoded by the first image library present.
 
-Arrays are ``(H, W)`` for grey and ``(H, W, C)`` for colour, channels in RGB(A) order
-whatever the library (OpenCV's BGR is turned around). For each format the backend is
+Decoded arrays are new, writable and C-contiguous (``torch.from_numpy`` takes them
+without a copy or a warning), in one layout whatever the file or the library:
+
+- ``(H, W)`` for grey: ``uint8``, or ``uint16`` for 16-bit grey files; bilevel (1-bit)
+  images are ``uint8`` 0 and 255;
+- ``(H, W, 3)`` RGB ``uint8`` for colour: palette, CMYK, YCbCr and the like are expanded
+  to RGB (OpenCV's BGR is turned around);
+- ``(H, W, 4)`` RGBA ``uint8`` for every image with transparency: RGBA, palette with a
+  transparent entry, and grey with alpha (``LA``, whose grey fills R, G and B, as
+  Pillow's ``convert("RGBA")`` and OpenCV's ``IMREAD_UNCHANGED`` give it), so a model's
+  input has 1, 3 or 4 channels and never 2.
+
+Pillow keeps 8 bits per colour channel: 16-bit colour PNGs come back as ``uint8`` (the
+high byte) when Pillow decodes them, ``uint16`` when OpenCV does. 32-bit integer and
+float TIFFs stay ``int32`` / ``float32`` ``(H, W)``. For each format the backend is
 chosen once, on first use: Pillow, then OpenCV, then imageio, the first that has the
 format (for JPEG decoding jpeg4py goes first when installed: it is the fastest). JPEG is
 written at quality 95. A format no installed library can handle (``.exr`` without OpenCV
@@ -30,6 +43,9 @@ _PIL_FORMATS = {
     ".tif": "TIFF",
     ".webp": "WEBP",
 }
+
+_PIL_AS_RGB = ("CMYK", "YCbCr", "LAB", "HSV")
+"""Pillow's colour modes that are not RGB: converted to it."""
 
 Encode = Callable[[Any, str], bytes]
 Decode = Callable[[bytes, str], Any]
@@ -67,9 +83,14 @@ def _pil_decode(data: bytes, ext: str) -> Any:
     np = optional_module("numpy", "Images")
     image_module = optional_module("PIL.Image", "Images")
     with image_module.open(io.BytesIO(data)) as image:
-        if image.mode == "P":  # palette indices mean nothing outside the file: expand
-            image = image.convert("RGBA" if "transparency" in image.info else "RGB")
-        return np.asarray(image)
+        if image.mode in ("P", "PA"):  # palette indices mean nothing outside the file
+            alpha = image.mode == "PA" or "transparency" in image.info
+            image = image.convert("RGBA" if alpha else "RGB")
+        elif image.mode in _PIL_AS_RGB:
+            image = image.convert("RGB")
+        elif image.mode in ("LA", "La", "RGBa"):
+            image = image.convert("RGBA")
+        return np.asarray(image)  # read-only (Pillow's bytes): decode_image copies it
 
 
 # -- OpenCV ------------------------------------------------------------------------------
@@ -153,9 +174,37 @@ def encode_image(value: Any, ext: str) -> bytes:
 
 
 def decode_image(data: bytes, ext: str) -> Any:
-    """The bytes of an ``ext`` file as an image array."""
+    """The bytes of an ``ext`` file as an image array, in the module doc's layout.
+
+    Args:
+        data: the file's bytes.
+        ext: its extension (``.png``), which chooses the library.
+
+    Returns:
+        A new, writable, C-contiguous NumPy array: ``(H, W)``, ``(H, W, 3)`` RGB or
+        ``(H, W, 4)`` RGBA.
+
+    Raises:
+        ModuleNotFoundError: no installed library decodes ``ext``.
+        Exception: the library's own error for bytes that are not such an image.
+    """
     decode: Decode = _backend(ext, True)
-    return decode(data, ext)
+    return _in_layout(decode(data, ext))
+
+
+def _in_layout(array: Any) -> Any:
+    """Any backend's array in the module doc's layout, writable and C-contiguous."""
+    np = optional_module("numpy", "Images")
+    array = np.asarray(array)
+    if array.dtype == np.bool_:  # bilevel
+        array = array.astype(np.uint8) * np.uint8(255)
+    elif not array.dtype.isnative:
+        array = array.astype(array.dtype.newbyteorder("="))
+    if array.ndim == 3 and array.shape[2] == 1:
+        array = array[:, :, 0]
+    elif array.ndim == 3 and array.shape[2] == 2:  # grey and alpha: RGBA
+        array = array[:, :, [0, 0, 0, 1]]
+    return np.require(array, requirements=("C_CONTIGUOUS", "WRITEABLE"))
 
 
 __all__ = ["IMAGE_EXTENSIONS", "JPEG_QUALITY", "decode_image", "encode_image"]

@@ -1,5 +1,6 @@
 """An archive's chosen files planned into Arrow chunks on a driver, and read back into
-Arrow tables by workers: the engine-independent part of the Ray and Dask readers.
+Arrow tables by workers: the engine-independent part of the Ray, Dask and Hugging Face
+readers.
 
 :func:`plan_archive` opens the archive once, lists the chosen files (a glob ``pattern``
 and an SQL ``where`` on the index's columns, both run by SQLite; see
@@ -7,8 +8,9 @@ and an SQL ``where`` on the index's columns, both run by SQLite; see
 in path order for samples, and cuts them into :class:`Chunk` s of at most ``chunk_bytes``
 (one block or piece of a partition each, read in one go), keeping each file's address as
 Arrow columns; :meth:`ArchivePlan.runs` cuts the chunks into contiguous runs (one read
-task, one partition). :func:`read_chunk` is a worker's part: a chunk's rows as an Arrow
-table, its files' bytes read from the shards alone by the plan's
+task, one partition), :meth:`ArchivePlan.shares` deals them into a given number of
+contiguous shares (Hugging Face's shards). :func:`read_chunk` is a worker's part: a
+chunk's rows as an Arrow table, its files' bytes read from the shards alone by the plan's
 :class:`~barecat.archive.planned_reads.PlannedReader` (no index opened or downloaded;
 CRC32C-checked; in a sealed archive authenticated and decompressed bound to each path).
 
@@ -37,6 +39,7 @@ from barecat.archive.planned_reads import (
     planned_reader,
 )
 from barecat.exceptions import BarecatError
+from barecat.samples import sample_key, sample_part
 
 ROW_COLUMNS = ("path", "bytes", "size", "mtime_ns", "crc32c")
 """The columns of a row per file, in order."""
@@ -80,23 +83,6 @@ class Chunk:
     rows: int
 
 
-def sample_key(path: str) -> tuple[str, str]:
-    """A file's sample key and extension, as WebDataset splits them: at the first dot of
-    the file name (``a/b/0001.seg.png`` -> ``('a/b/0001', 'seg.png')``).
-
-    Args:
-        path: the file's archive path.
-
-    Returns:
-        (key, extension); the extension is ``''`` for a name without a dot.
-    """
-    slash = path.rfind("/") + 1
-    dot = path.find(".", slash + 1)  # a leading dot (hidden name) is part of the key
-    if dot < 0:
-        return path, ""
-    return path[:dot], path[dot + 1 :]
-
-
 def _cut(
     rows: list[PlanRow], chunk_bytes: int, group_by_stem: bool
 ) -> tuple[list[Chunk], list[str]]:
@@ -113,12 +99,7 @@ def _cut(
     extensions: set[str] = set()
     if group_by_stem:
         for row in rows:
-            key, ext = sample_key(row[0])
-            if not ext:
-                raise BarecatError(
-                    f"{row[0]}: group_by_stem needs every file to have an extension "
-                    "(key.ext); leave such files out with pattern= or where="
-                )
+            key, ext = sample_part(row[0])
             keys.append(key)
             extensions.add(ext)
     bounds = [0]
@@ -229,6 +210,26 @@ class ArchivePlan:
         if run:
             runs.append(run)
         return runs
+
+    def shares(self, parts: int) -> list[list[Chunk]]:
+        """The chunks, in order, dealt into exactly ``parts`` contiguous shares of about
+        equal stored bytes (a chunk goes to the share its middle falls in; with fewer
+        chunks than shares, some shares are empty).
+
+        Raises:
+            ValueError: ``parts`` is below 1.
+        """
+        if parts < 1:
+            raise ValueError("parts is a number of shares, at least 1")
+        total = sum(c.stored_bytes for c in self.chunks)
+        shares: list[list[Chunk]] = [[] for _ in range(parts)]
+        before = 0
+        for i, chunk in enumerate(self.chunks):
+            middle = 2 * before + chunk.stored_bytes
+            at = middle * parts // (2 * total) if total else i * parts // len(self.chunks)
+            shares[min(at, parts - 1)].append(chunk)
+            before += chunk.stored_bytes
+        return shares
 
 
 def plan_archive(

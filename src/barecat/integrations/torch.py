@@ -2,9 +2,15 @@
 
 ``BarecatDataset`` holds only the archive's path and the list of file paths; each process
 (DataLoader workers, fork or spawn, persistent or not) opens the archive itself on first
-use, so nothing is shared across a fork and the dataset pickles small. Items are
-``(path, bytes)``, or what ``decode`` makes of them (``decode=True``: the codecs of
-``DecodedView`` by extension), then ``transform``.
+use, so nothing is shared across a fork and the dataset pickles small. An item is what a
+training loop takes, as torchvision's ``ImageFolder`` gives it: the value (the file's
+bytes, or ``decode``'s value of them), ``(value, target)`` with ``target_fn`` (``"parent"``:
+the index of the file's folder name in ``classes``, as ``ImageFolder``), and the path in
+front with ``with_path=True``. ``group_by_stem=True`` makes an item of each sample, as
+WebDataset and LitData group files (``0001.jpg`` + ``0001.json``, grouped by
+:mod:`barecat.samples`, as Ray Data's source groups them): a dict of ``__key__`` and a
+value per extension. Without any of these options an item is ``(path, bytes)``, as in
+earlier versions (and ``transform`` gets the pair).
 
 ``BarecatSampler`` gives each of ``num_replicas`` ranks a disjoint share of every epoch;
 together the shares cover the epoch exactly (padded by wrapping round to equal length, as
@@ -14,15 +20,15 @@ the epoch and how many indices this rank has yielded, ``load_state_dict`` contin
 there. ``locality=N`` shuffles blocks of N files neighbouring in storage, then the files
 within each block: nearly as random for training, far fewer seeks on HDD, NFS or object
 storage. An archive on object storage (``s3://...`` with ``storage_options``) works the
-same; the workers share its local block cache. Imports torch (the ``torch`` extra) and the
-archive layer.
+same; the workers share its local block cache. Imports torch (the ``torch`` extra), the
+archive layer, the codecs and ``samples``.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import torch
 from torch.utils.data import Dataset, Sampler
@@ -30,13 +36,66 @@ from torch.utils.data import Dataset, Sampler
 from barecat.archive import Barecat
 from barecat.codecs import DecodedView
 from barecat.entries import Order
+from barecat.samples import group_by_stem as samples_of
+
+KEY = "__key__"
+"""A sample's key in the dict ``group_by_stem`` items are (WebDataset's name)."""
+
+TargetFn = Callable[[str], Any]
+"""A target from an item's path (its sample key with ``group_by_stem``)."""
 
 
 class BarecatDataset(Dataset[Any]):
-    """Files of an archive as a map-style dataset (see the module doc).
+    """Files (or samples) of an archive as a map-style dataset (see the module doc).
 
-    ``paths``: the files, in this order (default: all, in storage order, which is what a
-    sequential or ``locality`` sampler reads fastest); ``pattern``: a glob choosing them.
+    Items, by the options given:
+
+    ================================  =========================================
+    options                           item
+    ================================  =========================================
+    ``decode=True`` (or a function)   ``value``
+    ... and ``target_fn``             ``(value, target)``
+    ... and ``with_path=True``        ``(path, value)``, ``(path, value, target)``
+    ``group_by_stem=True``            ``value`` is ``{"__key__": key, ext: value}``
+    none of them (earlier versions)   ``(path, bytes)``
+    ================================  =========================================
+
+    Args:
+        archive: the archive (a local path, or ``s3://...`` with ``storage_options``).
+        paths: the files, in this order (default: all, in storage order, which is what a
+            sequential or ``locality`` sampler reads fastest).
+        pattern: a glob choosing the files instead (``**`` recursive), in path order.
+        decode: False: the bytes; True: decoded by extension with ``DecodedView``'s
+            codecs (images as writable ``(H, W)``, ``(H, W, 3)`` RGB or ``(H, W, 4)`` RGBA
+            arrays, see :mod:`barecat.codecs.images`; JSON, NumPy, ...); a function
+            ``(path, bytes) -> value``.
+        transform: applied to each value (to each sample dict with ``group_by_stem``;
+            to the ``(path, bytes)`` pair when no option is given, as before).
+        target_fn: ``"parent"``: the index in :attr:`classes` of the name of the
+            file's folder (``train/cat/1.jpg`` -> ``class_to_idx["cat"]``), as
+            ``ImageFolder``; a function of the path (the sample key with
+            ``group_by_stem``) returning the target.
+        target_transform: applied to each target.
+        with_path: put the path (the sample key) first in each item. Default: only in
+            the ``(path, bytes)`` form of earlier versions.
+        group_by_stem: an item per sample: the files sharing the path up to the first
+            dot of their name (``train/0001.jpg`` and ``train/0001.json``), in the
+            order the samples' first files come.
+        passphrase: an encrypted archive's passphrase.
+        storage_options: fsspec options for a URL.
+        cache_dir: where a remote archive's index is copied.
+
+    Attributes:
+        paths: the files read, in order (with ``group_by_stem``, all the samples' files).
+        keys: what each item is known by: its path, or its sample key.
+        classes: with ``target_fn="parent"``, the folder names, sorted (else None).
+        class_to_idx: with ``target_fn="parent"``, each class's index (else None).
+        targets: with ``target_fn="parent"``, each item's target (else None).
+
+    Raises:
+        FileNotFoundBarecatError: no archive there.
+        BarecatError: a file name without an extension with ``group_by_stem``.
+        ValueError: a file at the archive's root with ``target_fn="parent"``.
     """
 
     def __init__(
@@ -47,6 +106,10 @@ class BarecatDataset(Dataset[Any]):
         pattern: str | None = None,
         decode: bool | Callable[[str, bytes], Any] = False,
         transform: Callable[[Any], Any] | None = None,
+        target_fn: Literal["parent"] | TargetFn | None = None,
+        target_transform: Callable[[Any], Any] | None = None,
+        with_path: bool | None = None,
+        group_by_stem: bool = False,
         passphrase: str | None = None,
         storage_options: dict[str, Any] | None = None,
         cache_dir: str | None = None,
@@ -56,7 +119,13 @@ class BarecatDataset(Dataset[Any]):
         self.cache_dir = cache_dir
         self.decode = decode
         self.transform = transform
+        self.target_fn = target_fn
+        self.target_transform = target_transform
+        self.group_by_stem = group_by_stem
         self.passphrase = passphrase
+        # no option at all: the (path, bytes) items of earlier versions
+        self._pair = (with_path, decode, target_fn, group_by_stem) == (None, False, None, False)
+        self.with_path = self._pair if with_path is None else with_path
         self._bc: Barecat | None = None
         self._view: DecodedView | None = None
         self._pid = -1
@@ -67,9 +136,23 @@ class BarecatDataset(Dataset[Any]):
                 else:
                     paths = sorted(bc.globfiles(pattern, True, True))
         self.paths = list(paths)
+        self._members: list[list[tuple[str, int]]] | None = None  # (ext, position in paths)
+        self.keys = self.paths
+        if group_by_stem:
+            samples = samples_of(self.paths)
+            self.keys = list(samples)
+            self._members = [list(files.items()) for files in samples.values()]
+        self.classes: list[str] | None = None
+        self.class_to_idx: dict[str, int] | None = None
+        self.targets: list[int] | None = None
+        if target_fn == "parent":
+            folders = [_folder_name(key) for key in self.keys]
+            self.classes = sorted(set(folders))
+            self.class_to_idx = {name: i for i, name in enumerate(self.classes)}
+            self.targets = [self.class_to_idx[name] for name in folders]
 
     def __len__(self) -> int:
-        return len(self.paths)
+        return len(self.keys)
 
     def _open(self) -> Barecat:
         return Barecat(self.archive, passphrase=self.passphrase,
@@ -82,36 +165,75 @@ class BarecatDataset(Dataset[Any]):
             self._view = None
         return self._bc
 
+    def _files(self, index: int) -> list[str]:
+        if self._members is None:
+            return [self.paths[index]]
+        return [self.paths[position] for _, position in self._members[index]]
+
     def __getitem__(self, index: int) -> Any:
-        path = self.paths[index]
-        return self._item(path, self._archive()[path])
+        if self._members is None:
+            return self._item(index, [self._archive()[self.paths[index]]])
+        return self.__getitems__([index])[0]
 
     def __getitems__(self, indices: Sequence[int]) -> list[Any]:
         """A whole batch with one ``get_many`` (DataLoader calls this when it exists):
         neighbours in storage are read together, which on object storage means one
         request for many files."""
-        paths = [self.paths[i] for i in indices]
+        files = [self._files(i) for i in indices]
+        contents = iter(self._archive().get_many([p for f in files for p in f]))
         return [
-            self._item(p, data)
-            for p, data in zip(paths, self._archive().get_many(paths), strict=True)
+            self._item(i, [next(contents) for _ in f]) for i, f in zip(indices, files, strict=True)
         ]
 
-    def _item(self, path: str, data: bytes) -> Any:
-        item: Any
+    def _item(self, index: int, contents: list[bytes]) -> Any:
+        key = self.keys[index]
+        value: Any
+        if self._members is None:
+            value = self._decoded(key, contents[0])
+        else:
+            value = {KEY: key}
+            for (ext, position), data in zip(self._members[index], contents, strict=True):
+                value[ext] = self._decoded(self.paths[position], data)
+        if self._pair:
+            pair = (key, value)
+            return self.transform(pair) if self.transform is not None else pair
+        if self.transform is not None:
+            value = self.transform(value)
+        item: list[Any] = [key, value] if self.with_path else [value]
+        if self.target_fn is not None:
+            item.append(self._target(index))
+        return item[0] if len(item) == 1 else tuple(item)
+
+    def _decoded(self, path: str, data: bytes) -> Any:
         if self.decode is True:
             if self._view is None:
                 self._view = DecodedView(self._archive())
-            item = self._view.decode(path, data)
-        elif callable(self.decode):
-            item = self.decode(path, data)
+            return self._view.decode(path, data)
+        if callable(self.decode):
+            return self.decode(path, data)
+        return data
+
+    def _target(self, index: int) -> Any:
+        target: Any
+        if self.targets is not None:
+            target = self.targets[index]
         else:
-            item = (path, data)
-        return self.transform(item) if self.transform is not None else item
+            assert callable(self.target_fn)
+            target = self.target_fn(self.keys[index])
+        return self.target_transform(target) if self.target_transform is not None else target
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state["_bc"], state["_pid"], state["_view"] = None, -1, None  # each worker opens its own
         return state
+
+
+def _folder_name(path: str) -> str:
+    """The name of the folder ``path`` is in (its class, for ``target_fn="parent"``)."""
+    parts = path.rsplit("/", 2)
+    if len(parts) < 2:
+        raise ValueError(f"{path}: target_fn='parent' needs every file inside a folder")
+    return parts[-2]
 
 
 class BarecatSampler(Sampler[int]):
@@ -208,4 +330,4 @@ class BarecatSampler(Sampler[int]):
         self._resume_at = int(state["position"])
 
 
-__all__ = ["BarecatDataset", "BarecatSampler"]
+__all__ = ["KEY", "BarecatDataset", "BarecatSampler", "TargetFn"]

@@ -1,0 +1,190 @@
+"""Reading an archive into a Dask DataFrame: :func:`read_barecat`.
+
+The client plans once, from the index alone (``read_plans.py``, as the Ray reader does):
+the chosen files (a glob ``pattern`` and an SQL ``where`` on the index's columns, both
+run by SQLite) in storage order (shard, offset), cut into chunks of at most
+``chunk_bytes`` and the chunks into partitions of contiguous runs of at most
+``partition_bytes`` (``dd.from_map`` over those index ranges). Each partition's task
+carries the addresses of its files (path, shard, offset, size, CRC32C) as Arrow arrays
+and reads them from the shards alone, one sequential read per chunk on a local disk, one
+coalesced ranged request per chunk on object storage: no worker opens or downloads the
+index. Every file's bytes are CRC-checked in the task, and in a sealed archive
+authenticated and decompressed bound to its path (the data key travels inside the task
+graph, never the passphrase).
+
+Columns are ``path`` (pandas' string dtype), ``bytes`` (``binary[pyarrow]``), ``size``,
+``mtime_ns``, ``crc32c`` (``int64[pyarrow]``; the CRC32C is the index's, of the stored
+bytes); ``columns=``, or any column selection Dask's optimizer pushes into the read
+(``df[["path", "size"]]``), keeps some, and without ``bytes`` no shard is read.
+``group_by_stem=True`` makes one row per sample: ``__key__`` and one ``binary[pyarrow]``
+column per extension. The index is a row number in reading order, and the divisions are
+known from the plan. Imports dask.dataframe, pandas and
+pyarrow (the ``dask`` extra) and ``read_plans``.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+try:
+    import dask.dataframe as dd
+    import pandas as pd
+    import pyarrow as pa
+except ImportError as e:  # pragma: no cover - the message is the point
+    raise ImportError(
+        f"barecat.integrations.dask needs Dask DataFrame ({e}): pip install 'barecat[dask]'"
+    ) from e
+
+from barecat.archive import Passphrase
+from barecat.archive.planned_reads import PlannedReader
+from barecat.integrations.read_plans import (
+    DEFAULT_CHUNK_BYTES,
+    ArchivePlan,
+    plan_archive,
+    read_chunk,
+)
+
+DEFAULT_PARTITION_BYTES = 64 << 20
+"""Largest run of stored bytes one partition reads (Dask's own readers aim at about
+100 MB in memory; smaller runs spread a small archive over more workers)."""
+
+
+@dataclass(frozen=True)
+class _Partition:
+    """One partition's share of the plan: a contiguous run of chunks (their plans), and
+    the row number of its first row."""
+
+    plans: tuple[pa.Table, ...]
+    start: int
+    rows: int
+    token: str
+
+    def __dask_tokenize__(self) -> tuple[str, int]:
+        return self.token, self.start
+
+
+class _PartitionReader:
+    """Makes a partition's DataFrame (a task's work); its ``columns`` keyword is what
+    lets Dask push a column selection into the read."""
+
+    def __init__(self, plan: ArchivePlan) -> None:
+        self.reader: PlannedReader = plan.reader
+        self.group_by_stem = plan.group_by_stem
+        self.extensions = plan.extensions
+        self.all_columns = plan.all_columns
+        self.schema = plan.schema(plan.all_columns)
+
+    def __call__(self, part: _Partition, columns: Sequence[str] | None = None) -> pd.DataFrame:
+        chosen = self.all_columns if columns is None else list(columns)
+        index = pd.RangeIndex(part.start, part.start + part.rows)
+        if not chosen:
+            return pd.DataFrame(index=index)
+        tables = [
+            read_chunk(self.reader, plan, chosen, self.group_by_stem, self.extensions)
+            for plan in part.plans
+        ]
+        schema = pa.schema([self.schema.field(c) for c in chosen])
+        table = pa.concat_tables(tables) if tables else schema.empty_table()
+        frame = _to_pandas(table)
+        frame.index = index
+        return frame
+
+    def __dask_tokenize__(self) -> tuple[str, ...]:
+        return (type(self).__name__, self.reader.location, *self.all_columns)
+
+
+def _to_pandas(table: pa.Table) -> pd.DataFrame:
+    """Binary and integer columns Arrow-backed (binary would be object, which Dask takes
+    for strings); strings as pandas makes them."""
+    types = {pa.binary(): pd.ArrowDtype(pa.binary()), pa.int64(): pd.ArrowDtype(pa.int64())}
+    frame: pd.DataFrame = table.to_pandas(types_mapper=types.get)
+    return frame
+
+
+def read_barecat(
+    path_or_url: str | os.PathLike[str],
+    *,
+    pattern: str | None = None,
+    where: str | None = None,
+    params: Sequence[object] = (),
+    columns: Sequence[str] | None = None,
+    group_by_stem: bool = False,
+    passphrase: Passphrase | None = None,
+    storage_options: dict[str, Any] | None = None,
+    cache_dir: str | None = None,
+    partition_bytes: int = DEFAULT_PARTITION_BYTES,
+    chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+) -> dd.DataFrame:
+    """An archive's files as a Dask DataFrame, a partition per contiguous run of them in
+    storage order (see the module doc).
+
+    Args:
+        path_or_url: the archive (a local path, or an fsspec URL such as ``s3://...``).
+        pattern: a glob over paths (``**`` recursive, hidden names included).
+        where: an SQL condition on the index's ``files`` columns (``size``, ``mtime_ns``,
+            ``mode``, ``path``, ...; in a sealed archive ``size`` is the sealed length and
+            ``logical_size`` the file's own), with ``?`` placeholders.
+        params: values for ``where``'s placeholders.
+        columns: the columns to produce (default: all).
+        group_by_stem: one row per sample: ``__key__`` and a column per extension.
+        passphrase: an encrypted archive's passphrase (used here, on the client).
+        storage_options: fsspec options for a URL (credentials, endpoint).
+        cache_dir: where the client keeps a remote archive's index copy.
+        partition_bytes: the most stored bytes one partition reads.
+        chunk_bytes: the most bytes read in one go.
+
+    Returns:
+        The DataFrame (lazy: the plan is made now, the bytes read when it is computed).
+
+    Raises:
+        FileNotFoundBarecatError: no archive there.
+        BarecatError: an encrypted archive without its passphrase; an unknown column; a
+            file without an extension with ``group_by_stem``.
+        WrongPassphraseBarecatError: a wrong passphrase.
+        sqlite3.Error: ``where`` is not a valid condition.
+        ValueError: ``partition_bytes`` or ``chunk_bytes`` below 1.
+    """
+    if partition_bytes < 1 or chunk_bytes < 1:
+        raise ValueError("partition_bytes and chunk_bytes are numbers of bytes, at least 1")
+    plan = plan_archive(
+        path_or_url,
+        pattern=pattern,
+        where=where,
+        params=params,
+        group_by_stem=group_by_stem,
+        passphrase=passphrase,
+        storage_options=storage_options,
+        cache_dir=cache_dir,
+        chunk_bytes=min(chunk_bytes, partition_bytes),
+    )
+    plan.checked_columns(columns)
+    token = uuid.uuid4().hex
+    parts: list[_Partition] = []
+    start = 0
+    for run in plan.runs(partition_bytes):
+        rows = sum(c.rows for c in run)
+        parts.append(_Partition(tuple(c.plan for c in run), start, rows, token))
+        start += rows
+    divisions: tuple[int, ...] | None = (*(p.start for p in parts), start - 1)
+    if not parts:  # nothing chosen: one empty partition
+        parts, divisions = [_Partition((), 0, 0, token)], None
+    read = _PartitionReader(plan)
+    meta = _to_pandas(read.schema.empty_table())
+    meta.index = pd.RangeIndex(0, 0)
+    frame: dd.DataFrame = dd.from_map(
+        read,
+        parts,
+        meta=meta,
+        divisions=divisions,
+        label="read-barecat",
+        enforce_metadata=False,
+        columns=None if columns is None else list(columns),
+    )
+    return frame
+
+
+__all__ = ["DEFAULT_PARTITION_BYTES", "read_barecat"]

@@ -1,0 +1,121 @@
+"""Writing a Dask DataFrame into an archive: :func:`write_barecat`.
+
+Rows have ``path`` and ``bytes``, optionally ``mtime_ns`` and ``mode``. Each partition's
+task writes its rows into a part-archive of its own (``parts.py``, shared with the Ray
+writer) in a hidden folder beside the output (``.NAME.dask-PID-ID/``; workers on other
+machines need that filesystem shared), and the client joins the parts once, without
+copying a byte, when every task is done: the output appears only when whole, in the
+partitions' order. A path in two partitions is an error naming it. When the write fails
+(a partition that raises, a duplicate path), the folder and every part in it are
+removed and no output appears; on a ``distributed`` cluster the client first waits for
+every task to have finished, so that none is still writing. Imports dask, pandas and
+pyarrow (the ``dask`` extra) and ``parts``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+try:
+    import dask.dataframe as dd
+    import pandas as pd
+    import pyarrow as pa
+    from dask.base import compute, get_scheduler
+    from dask.delayed import Delayed
+except ImportError as e:  # pragma: no cover - the message is the point
+    raise ImportError(
+        f"barecat.integrations.dask needs Dask DataFrame ({e}): pip install 'barecat[dask]'"
+    ) from e
+
+from barecat.exceptions import BarecatError
+from barecat.integrations.parts import (
+    OPTIONAL_COLUMNS,
+    REQUIRED_COLUMNS,
+    PartArchives,
+    check_columns,
+)
+
+
+def _write_partition(
+    frame: pd.DataFrame, parts: PartArchives, partition_info: dict[str, Any] | None = None
+) -> pd.Series:
+    """A partition's task: its rows into a part-archive; the part's path (None: no rows)."""
+    number = 0 if partition_info is None else int(partition_info["number"])
+    kept = [c for c in (*REQUIRED_COLUMNS, *OPTIONAL_COLUMNS) if c in frame.columns]
+    table = pa.Table.from_pandas(frame[kept], preserve_index=False)
+    return pd.Series([parts.write_part([table], number)], dtype=object)
+
+
+def _compute_all(tasks: Sequence[Delayed]) -> list[Any]:
+    """Every task's result; when one fails, its error, once none is still running (on a
+    ``distributed`` cluster: the local schedulers raise at the first error)."""
+    scheduler = get_scheduler(collections=list(tasks))
+    client = getattr(scheduler, "__self__", None)
+    if client is None or type(client).__name__ != "Client":
+        return list(compute(*tasks, scheduler=scheduler))
+    from distributed import wait
+
+    futures = client.compute(list(tasks))
+    wait(futures)  # finished, failed or not
+    results: list[Any] = client.gather(futures)
+    return results
+
+
+def write_barecat(
+    df: dd.DataFrame,
+    path: str | os.PathLike[str],
+    *,
+    overwrite: bool = False,
+    shard_size_limit: int | str | None = None,
+    compression: str | None = None,
+    compression_level: int | None = None,
+) -> None:
+    """Write a DataFrame's rows (``path``, ``bytes``; optionally ``mtime_ns``, ``mode``)
+    as the files of a new archive at ``path``: a part-archive per partition, joined once
+    (see the module doc). Runs the computation (on the current scheduler) and returns
+    when the archive is whole.
+
+    Args:
+        df: the rows (``bytes`` as Python bytes or ``binary[pyarrow]``).
+        path: the archive to create (on a filesystem every worker reaches).
+        overwrite: replace an existing archive (once the new one is whole).
+        shard_size_limit: the output's shard size limit (bytes, or '1G').
+        compression: store files compressed (``'zstd'``, ``'lz4'``): a sealed archive.
+        compression_level: the codec's level.
+
+    Raises:
+        FileExistsBarecatError: an archive exists at ``path`` (without ``overwrite``),
+            or a path is in the rows twice (named); then no archive appears.
+        BarecatError: rows without ``path`` or ``bytes``; a ``bytes`` column of strings.
+        Exception: what a partition's computation raised; then no archive appears.
+    """
+    parts = PartArchives(
+        path,
+        "dask",
+        overwrite=overwrite,
+        shard_size_limit=shard_size_limit,
+        compression=compression,
+        compression_level=compression_level,
+    )
+    columns = [str(c) for c in df.columns]
+    check_columns(columns)
+    if isinstance(df.dtypes["bytes"], pd.StringDtype):
+        raise BarecatError(
+            f"write_barecat needs the bytes column binary, not {df.dtypes['bytes']} (Dask "
+            "turns object columns into strings): make it pd.ArrowDtype(pa.binary())"
+        )
+    parts.start(columns)
+    try:
+        written = df.map_partitions(
+            _write_partition, parts, meta=pd.Series([], dtype=object), align_dataframes=False
+        )
+        results = _compute_all(written.to_delayed())
+        parts.join(p for series in results for p in series)
+    except BaseException:
+        parts.discard()
+        raise
+
+
+__all__ = ["write_barecat"]
