@@ -313,6 +313,46 @@ def test_remote_archive_read_without_the_index_in_workers(
     assert stats.bytes_fetched == sum(len(d) for d in files.values())
 
 
+def test_write_to_object_storage_uploads_the_joined_archive(
+    cluster: None, s3: Any, tmp_path: Path
+) -> None:
+    import s3fs
+
+    options = s3.options()
+    fs = s3fs.S3FileSystem(**options, skip_instance_cache=True)
+    fs.mkdir("ray-out")
+    url = "s3://ray-out/ds.barecat"
+    items = [{"path": f"up/{i:04d}.bin", "bytes": os.urandom(i * 11 % 1500)} for i in range(200)]
+    files = {r["path"]: r["bytes"] for r in items}
+    staging = tmp_path / "staging"
+    staging.mkdir()
+    ds = ray.data.from_items(items, override_num_blocks=3)
+    write_barecat(ds, url, storage_options=options, staging_dir=staging, part_bytes=0)
+    fs.invalidate_cache()
+    names = sorted(p.rsplit("/", 1)[1] for p in fs.ls("ray-out"))
+    assert names[0] == "ds.barecat" and len(names) >= 4, names  # the index, a shard a part
+    assert all(n.startswith("ds.barecat-shard-") for n in names[1:])
+    assert os.listdir(staging) == [], "the parts and the joined copy are gone"
+    cache = str(tmp_path / "cache")
+    with barecat.Barecat(url, storage_options=options, cache_dir=cache) as bc:
+        assert dict(bc.items()) == files
+    assert by_path(read_barecat(url, storage_options=options, cache_dir=cache).take_all()) == files
+    with pytest.raises(barecat.FileExistsBarecatError):
+        write_barecat(ds, url, storage_options=options, staging_dir=staging)
+    twice = [*items[:5], items[0]]  # a failed write uploads nothing, the old archive stays
+    with pytest.raises(Exception, match=r"up/0000\.bin"):
+        write_barecat(ray.data.from_items(twice, override_num_blocks=2), url, overwrite=True,
+                      storage_options=options, staging_dir=staging, part_bytes=0)  # fmt: skip
+    fs.invalidate_cache()
+    assert sorted(p.rsplit("/", 1)[1] for p in fs.ls("ray-out")) == names
+    replacement = ray.data.from_items([{"path": "only.txt", "bytes": b"new"}])
+    write_barecat(replacement, url, overwrite=True, storage_options=options, staging_dir=staging)
+    fs.invalidate_cache()
+    assert sorted(p.rsplit("/", 1)[1] for p in fs.ls("ray-out")) == names[:2], "old shards gone"
+    with barecat.Barecat(url, storage_options=options, cache_dir=cache) as bc:
+        assert dict(bc.items()) == {"only.txt": b"new"}
+
+
 # -- writing -------------------------------------------------------------------------------
 
 

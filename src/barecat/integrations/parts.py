@@ -16,12 +16,18 @@ to (a rename), and renames the joined archive to the output, shards first and in
 last, so the output appears only when whole. :meth:`~PartArchives.discard` removes the
 folder with every part in it, whole or half-written, when the write fails.
 
+An output on object storage (a URL) has its parts' folder in a local ``staging_dir``
+(default: the driver's temporary directory, so one machine; on several, a filesystem
+they all reach): the driver joins there, then uploads the joined archive, shards first
+and index last (``archive.objectstore.upload_archive``).
+
 An encrypted output (``passphrase``) has its sealing made once, on the driver (settings,
 dictionary and a new data key, wrapped by the passphrase): each part, and the joined
 archive, is created sealed with those same records (``Barecat.seal_with_records``, as
 the parallel ingest's parts are), so the parts' sealed bytes are the output's as they
 are and the join re-encrypts nothing. The passphrase travels to the tasks inside this
-object, never shown by ``repr``. Imports pyarrow, the archive layer and ``layout``.
+object, never shown by ``repr``. Imports pyarrow, the archive layer, ``layout`` and
+``objectstore``.
 """
 
 from __future__ import annotations
@@ -31,10 +37,12 @@ import shutil
 import tempfile
 import uuid
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 import pyarrow as pa
 
 from barecat.archive import Barecat, Passphrase
+from barecat.archive.objectstore import upload_archive
 from barecat.entries import BarecatFileInfo
 from barecat.exceptions import BarecatError, FileExistsBarecatError
 from barecat.index.schema import ConfigValue
@@ -45,6 +53,7 @@ from barecat.layout import (
     remove_archive,
     shard_files,
 )
+from barecat.objectstore import ObjectStore, is_remote_url, url_protocol
 
 REQUIRED_COLUMNS = ("path", "bytes")
 """The columns every row needs."""
@@ -57,7 +66,8 @@ class PartArchives:
     as its settings, for the tasks.
 
     Args:
-        path: the archive to create (a local path that every task can reach).
+        path: the archive to create: a local path that every task can reach, or a URL
+            of object storage (``s3://...``; see ``staging_dir``).
         engine: names the parts' folder (``.NAME.ENGINE-PID-ID``): ``'ray'``, ``'dask'``.
         overwrite: replace an existing archive there (once the new one is whole).
         shard_size_limit: the output's (and each part's) shard size limit (bytes, '1G').
@@ -65,6 +75,11 @@ class PartArchives:
         compression_level: the codec's level.
         passphrase: encrypt the output with this passphrase (a function giving one is
             asked once, here).
+        storage_options: fsspec's options for a URL ``path`` (credentials, endpoint).
+        staging_dir: where the parts' folder goes when ``path`` is a URL (default: the
+            driver's temporary directory, which only tasks on the driver's machine
+            reach; on several machines, a filesystem they all reach). The driver joins
+            the parts there, then uploads the archive, shards first and index last.
 
     Raises:
         FileExistsBarecatError: an archive exists at ``path`` (without ``overwrite``).
@@ -80,23 +95,32 @@ class PartArchives:
         compression: str | None = None,
         compression_level: int | None = None,
         passphrase: Passphrase | None = None,
+        storage_options: dict[str, Any] | None = None,
+        staging_dir: str | os.PathLike[str] | None = None,
     ) -> None:
-        self.path = os.path.abspath(os.fspath(path))
+        text = os.fspath(path)
+        self.remote = is_remote_url(text)
+        """Whether the output is on object storage (uploaded once joined)."""
+        self.path = text if self.remote else os.path.abspath(text)
+        self.storage_options = storage_options if self.remote else None
         self.overwrite = overwrite
         self.shard_size_limit = shard_size_limit
         self.compression = compression
         self.compression_level = compression_level
         folder, name = os.path.split(self.path)
+        if self.remote:
+            folder = os.path.abspath(staging_dir or tempfile.gettempdir())
         self._prefix = f".{name}.{engine}-"
         self.staging = os.path.join(folder, f"{self._prefix}{os.getpid()}-{uuid.uuid4().hex[:8]}")
-        """The hidden folder of the parts, beside the output, named after the driver."""
+        """The hidden folder of the parts, named after the driver: beside the output, or
+        (a URL output) in ``staging_dir``."""
         self.refuse_existing()
         self._passphrase: _Secret | None = None
         self._sealing: dict[str, ConfigValue] | None = None
         if passphrase is not None:
-            text = passphrase() if callable(passphrase) else passphrase
-            self._passphrase = _Secret(text)
-            self._sealing = self._new_sealing(text)
+            secret = passphrase() if callable(passphrase) else passphrase
+            self._passphrase = _Secret(secret)
+            self._sealing = self._new_sealing(secret)
 
     def __repr__(self) -> str:  # never the passphrase
         encrypted = ", encrypted" if self._passphrase is not None else ""
@@ -145,8 +169,19 @@ class PartArchives:
             FileExistsBarecatError: an archive (or anything) is at ``path``, without
                 ``overwrite``.
         """
-        if not self.overwrite and (archive_exists(self.path) or os.path.lexists(self.path)):
+        if self.overwrite:
+            return
+        if self.remote:
+            exists = self._store().exists(self.path)
+        else:
+            exists = archive_exists(self.path) or os.path.lexists(self.path)
+        if exists:
             raise FileExistsBarecatError(self.path, "Output")
+
+    def _store(self) -> ObjectStore:
+        protocol = url_protocol(self.path)
+        assert protocol is not None, self.path
+        return ObjectStore(protocol, self.storage_options)
 
     def start(self, columns: Sequence[str] | None = None) -> None:
         """Check the rows' columns and make the parts' folder (on the driver), removing
@@ -216,9 +251,12 @@ class PartArchives:
             if os.path.islink(shard):
                 os.replace(os.path.realpath(shard), shard)
         self.refuse_existing()
-        if archive_exists(self.path):  # overwrite: the old archive goes when the new is whole
-            remove_archive(self.path)
-        move_archive(joined, self.path)
+        if self.remote:  # (an old archive there goes as the upload starts)
+            upload_archive(joined, self.path, self.storage_options)
+        else:
+            if archive_exists(self.path):  # overwrite: the old one goes when the new is whole
+                remove_archive(self.path)
+            move_archive(joined, self.path)
         self.discard()
 
     def discard(self) -> None:
