@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 import barecat
+from barecat.exceptions import WrongPassphraseBarecatError
 from barecat.layout import shard_files
 from helpers.engines import build, leftovers, make_files
 
@@ -199,6 +200,58 @@ def test_sealed_archive_reads_with_the_key_inside_tasks(cluster: None, tmp_path:
         BarecatDatasource(path, passphrase="wrong")
 
 
+def test_the_first_task_is_one_block_and_the_rest_grow_to_few_tasks(
+    cluster: None, archive: tuple[str, dict[str, bytes]]
+) -> None:
+    path, files = archive
+    # Ray asks for 200 tasks at least; the 2-CPU cluster gets at most 4 per CPU, the first
+    # one chunk (it runs alone while Ray learns its output size), each next one twice that
+    source = BarecatDatasource(path, target_bytes=128 << 10, chunk_bytes=16 << 10)
+    chunks = source._plan.chunks
+    tasks = source.get_read_tasks(parallelism=200)
+    assert tasks[0].metadata.num_rows == chunks[0].rows
+    assert [len(task_plans(t)) for t in tasks[:3]] == [1, 2, 4]
+    assert len(tasks) <= 4 * 2 + 3, "a few tasks, not 200: each costs a ray.put"
+    assert sum(t.metadata.num_rows for t in tasks) == len(files)
+    assert by_path(read_barecat(path, chunk_bytes=16 << 10).take_all()) == files
+
+
+def test_read_tasks_are_at_most_tasks_per_cpu_per_cpu(cluster: None, tmp_path: Path) -> None:
+    path = str(tmp_path / "forty.barecat")  # 40 MiB: tasks of the 4 MiB minimum or more
+    with barecat.Barecat(path, readonly=False) as bc:
+        for i in range(320):
+            bc[f"z/{i:03d}.bin"] = bytes(128 << 10)
+    tasks = {
+        cap: BarecatDatasource(path, chunk_bytes=1 << 20, tasks_per_cpu=cap).get_read_tasks(200)
+        for cap in (1, None)
+    }
+    # 2 CPUs, one task each: runs of 20 MiB, the first ones 1, 2, 4, 8 and 16 MiB
+    assert [len(task_plans(t)) for t in tasks[1]] == [1, 2, 4, 8, 16, 9]
+    # as many as Ray asks, down to 4 MiB each: 1, 2 and 4 MiB, then 9 of 4 MiB or less
+    assert [len(task_plans(t)) for t in tasks[None]] == [1, 2, *[4] * 9, 1]
+
+
+def task_plans(task: Any) -> list[Any]:
+    """The plans of the chunks a read task reads."""
+    plans: list[Any] = task.read_fn.args[1]
+    return plans
+
+
+def test_a_damaged_row_fails_the_plan_naming_it_unless_left_out(tmp_path: Path) -> None:
+    import sqlite3
+
+    path = str(tmp_path / "a.barecat")
+    build(path, {"good/one.bin": b"1" * 100, "bad/two.bin": b"2" * 100})
+    with sqlite3.connect(path) as conn:  # a size that is text: the row addresses nothing
+        conn.execute("UPDATE files SET size = 'big' WHERE path = 'bad/two.bin'")
+    conn.close()
+    with pytest.raises(barecat.DamagedEntryBarecatError, match=r"bad/two\.bin.*size"):
+        BarecatDatasource(path)
+    assert BarecatDatasource(path, pattern="good/*").num_files == 1
+    assert BarecatDatasource(path, pattern="**/one.bin").num_files == 1
+    assert BarecatDatasource(path, where="path LIKE 'good/%'").num_files == 1
+
+
 def test_compressed_archive_reads_without_a_passphrase(cluster: None, tmp_path: Path) -> None:
     path = str(tmp_path / "zstd.barecat")
     files = make_files(50, seed=3)
@@ -260,6 +313,46 @@ def test_remote_archive_read_without_the_index_in_workers(
     assert stats.bytes_fetched == sum(len(d) for d in files.values())
 
 
+def test_write_to_object_storage_uploads_the_joined_archive(
+    cluster: None, s3: Any, tmp_path: Path
+) -> None:
+    import s3fs
+
+    options = s3.options()
+    fs = s3fs.S3FileSystem(**options, skip_instance_cache=True)
+    fs.mkdir("ray-out")
+    url = "s3://ray-out/ds.barecat"
+    items = [{"path": f"up/{i:04d}.bin", "bytes": os.urandom(i * 11 % 1500)} for i in range(200)]
+    files = {r["path"]: r["bytes"] for r in items}
+    staging = tmp_path / "staging"
+    staging.mkdir()
+    ds = ray.data.from_items(items, override_num_blocks=3)
+    write_barecat(ds, url, storage_options=options, staging_dir=staging, part_bytes=0)
+    fs.invalidate_cache()
+    names = sorted(p.rsplit("/", 1)[1] for p in fs.ls("ray-out"))
+    assert names[0] == "ds.barecat" and len(names) >= 4, names  # the index, a shard a part
+    assert all(n.startswith("ds.barecat-shard-") for n in names[1:])
+    assert os.listdir(staging) == [], "the parts and the joined copy are gone"
+    cache = str(tmp_path / "cache")
+    with barecat.Barecat(url, storage_options=options, cache_dir=cache) as bc:
+        assert dict(bc.items()) == files
+    assert by_path(read_barecat(url, storage_options=options, cache_dir=cache).take_all()) == files
+    with pytest.raises(barecat.FileExistsBarecatError):
+        write_barecat(ds, url, storage_options=options, staging_dir=staging)
+    twice = [*items[:5], items[0]]  # a failed write uploads nothing, the old archive stays
+    with pytest.raises(Exception, match=r"up/0000\.bin"):
+        write_barecat(ray.data.from_items(twice, override_num_blocks=2), url, overwrite=True,
+                      storage_options=options, staging_dir=staging, part_bytes=0)  # fmt: skip
+    fs.invalidate_cache()
+    assert sorted(p.rsplit("/", 1)[1] for p in fs.ls("ray-out")) == names
+    replacement = ray.data.from_items([{"path": "only.txt", "bytes": b"new"}])
+    write_barecat(replacement, url, overwrite=True, storage_options=options, staging_dir=staging)
+    fs.invalidate_cache()
+    assert sorted(p.rsplit("/", 1)[1] for p in fs.ls("ray-out")) == names[:2], "old shards gone"
+    with barecat.Barecat(url, storage_options=options, cache_dir=cache) as bc:
+        assert dict(bc.items()) == {"only.txt": b"new"}
+
+
 # -- writing -------------------------------------------------------------------------------
 
 
@@ -302,6 +395,39 @@ def test_read_then_write_round_trip_compressed(
         assert dict(bc.items()) == files
     assert by_path(read_barecat(target).take_all()) == files
     assert leftovers(tmp_path) == []
+
+
+def test_encrypted_output_parts_share_its_key(cluster: None, tmp_path: Path) -> None:
+    passphrase = "correct horse battery staple"
+    items = [{"path": f"enc/{i:04d}.bin", "bytes": os.urandom(i * 13 % 2000)} for i in range(300)]
+    files = {r["path"]: r["bytes"] for r in items}
+    target = tmp_path / "enc.barecat"
+    sink = BarecatDatasink(target, passphrase=passphrase, part_bytes=0)
+    for shown in (repr(sink), repr(sink.parts), repr(vars(sink.parts)), str(vars(sink))):
+        assert passphrase not in shown, "the passphrase never shows"
+    ray.data.from_items(items, override_num_blocks=3).write_datasink(sink)
+    assert len(shard_files(str(target))) >= 3, "a part per block, joined as they were"
+    assert leftovers(tmp_path) == []
+    with barecat.Barecat(target, passphrase=passphrase) as bc:
+        assert bc.encrypted
+        assert dict(bc.items()) == files
+        assert bc.verify_integrity()
+    assert by_path(read_barecat(target, passphrase=passphrase).take_all()) == files
+    with pytest.raises(WrongPassphraseBarecatError):
+        barecat.Barecat(target, passphrase="wrong")
+    with pytest.raises(WrongPassphraseBarecatError):
+        read_barecat(target, passphrase="wrong")
+    with pytest.raises(barecat.BarecatError, match="passphrase"):
+        read_barecat(target)
+    # compressed and encrypted, the passphrase given as a function (asked once, here)
+    write_barecat(ray.data.from_items(items, override_num_blocks=2), tmp_path / "z.barecat",
+                  compression="zstd", passphrase=lambda: passphrase, part_bytes=0)  # fmt: skip
+    with barecat.Barecat(tmp_path / "z.barecat", passphrase=passphrase) as bc:
+        assert dict(bc.items()) == files
+    logs = Path(ray._private.worker._global_node.get_session_dir_path()) / "logs"
+    for log in logs.rglob("*"):
+        if log.is_file():
+            assert passphrase.encode() not in log.read_bytes(), f"the passphrase is in {log}"
 
 
 def test_a_path_in_two_tasks_is_an_error_naming_it(cluster: None, tmp_path: Path) -> None:

@@ -1,5 +1,6 @@
 """Opening the two halves of an archive that lives on object storage (``s3://``, or any
-fsspec URL): the index as a local copy, the shards as ranged reads.
+fsspec URL): the index as a local copy, the shards as ranged reads; and putting a whole
+local archive there (:func:`upload_archive`: shards first, index last).
 
 The index is downloaded once into the cache directory and reused for as long as the
 store reports the same version of it (the ETag on S3), so opening costs one metadata
@@ -16,7 +17,13 @@ from typing import Any
 from barecat.entries import parse_size
 from barecat.exceptions import FileNotFoundBarecatError
 from barecat.index import Index
-from barecat.layout import OLD_INDEX_SUFFIX
+from barecat.layout import (
+    OLD_INDEX_SUFFIX,
+    SHARD_INFIX,
+    existing_shard_numbers,
+    index_path,
+    shard_path,
+)
 from barecat.objectstore import (
     ArchiveCache,
     ObjectStore,
@@ -78,4 +85,29 @@ def open_objectstore_halves(
     return index, sharder
 
 
-__all__ = ["open_objectstore_halves"]
+def upload_archive(local: str, url: str, storage_options: dict[str, Any] | None = None) -> None:
+    """Put the whole local archive at ``local`` on object storage as ``url``: any archive
+    there is removed first (its index first, so it stops being one at once), then the
+    shards go up, and the index last, so ``url`` is an archive, to anyone looking, only
+    once it is whole.
+
+    Args:
+        local: the local archive (closed; its index and shards).
+        url: where it goes (``s3://bucket/name.barecat``; its shards beside it).
+        storage_options: fsspec's options for the store (credentials, endpoint).
+
+    Raises:
+        RemoteStorageBarecatError: the store failed or refused a request.
+    """
+    protocol = url_protocol(url)
+    assert protocol is not None, url
+    store = ObjectStore(protocol, storage_options)
+    old_shards = store.names_with_prefix(url + SHARD_INFIX)
+    store.remove([url, url + OLD_INDEX_SUFFIX])
+    store.remove(old_shards)
+    for number in existing_shard_numbers(local):
+        store.upload(shard_path(local, number), shard_path(url, number))
+    store.upload(index_path(local), url)
+
+
+__all__ = ["open_objectstore_halves", "upload_archive"]

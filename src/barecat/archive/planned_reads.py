@@ -1,12 +1,13 @@
 """Files read where a plan made from the index says they are, without the index.
 
-For engines whose driver plans once and whose workers only read (Ray Data, Dask): the driver
-lists the chosen files in storage order with :func:`plan_files` (a glob and an SQL
-condition on the index's columns, both run by SQLite), and hands each worker a
-:class:`PlannedReader` (:func:`planned_reader`) with the addresses of its files. A worker
-opens the shards only (local files, or ranged requests to object storage with no local
-cache), checks every file's CRC32C and, in a sealed archive, authenticates and
-decompresses it bound to its path: it never opens or downloads the index. An encrypted
+For engines whose driver plans once and whose workers only read (Ray Data, Dask): the
+driver lists the chosen files in storage order with :func:`plan_rows` (a glob and an SQL
+condition on the index's columns, both run by SQLite; one query of plain tuples), and
+hands each worker a :class:`PlannedReader` (:func:`planned_reader`) with the addresses
+of its files. A worker opens the shards only (local files, or ranged requests to object
+storage with no local cache), checks every file's CRC32C and, in a sealed archive,
+authenticates and decompresses it bound to its path: it never opens or downloads the
+index. An encrypted
 archive's data key travels inside the reader (pickled with it, never shown by ``repr``);
 the driver checked the index digest when it unlocked the archive, so the rows it planned
 from are the trusted ones. Imports ``index`` (its query helpers), ``shards``, ``objectstore``,
@@ -16,10 +17,10 @@ from are the trusted ones. Imports ``index`` (its query helpers), ``shards``, ``
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from barecat.entries import Address, BarecatFileInfo
+from barecat.entries import Address
 from barecat.exceptions import BarecatIntegrityError, InvalidPathBarecatError
 from barecat.glob import compile_glob
 from barecat.index.connection import select
@@ -35,14 +36,29 @@ PlannedFile = tuple[str, int, int, int, int | None]
 """(path, shard, offset, stored size, crc32c): one file's bytes as the shards hold them."""
 
 
-def plan_files(
+PlanRow = tuple[str, int, int, int, int | None, int, int | None]
+"""(path, shard, offset, stored size, crc32c, size, mtime_ns): a planned file as
+:func:`plan_rows` lists it (``size`` is the file's own; in a plain archive the stored
+size)."""
+
+_ADDRESSES_BYTES = (
+    "typeof(shard) = 'integer' AND typeof(offset) = 'integer' AND typeof(size) = 'integer'"
+    " AND shard >= 0 AND offset >= 0 AND size >= 0 AND offset <= 9223372036854775807 - size"
+    " AND (crc32c IS NULL OR (typeof(crc32c) = 'integer' AND crc32c BETWEEN 0 AND 4294967295))"
+)
+"""SQL true for a row that addresses stored bytes (``query.address_problem`` in SQLite)."""
+_SEALED_SIZE_OK = " AND typeof(logical_size) = 'integer' AND logical_size >= 0"
+
+
+def plan_rows(
     bc: Barecat,
     pattern: str | None = None,
     where: str | None = None,
     params: Sequence[object] = (),
     by_path: bool = False,
-) -> Iterator[BarecatFileInfo]:
-    """The archive's files in storage order (shard, offset), chosen in SQLite.
+) -> list[PlanRow]:
+    """The archive's chosen files in storage order (shard, offset), chosen in SQLite and
+    listed by one query as plain tuples (no record object per file: about 1 µs a file).
 
     Args:
         bc: the archive (open; on object storage its index is the local copy).
@@ -57,11 +73,11 @@ def plan_files(
             stem, next to each other).
 
     Returns:
-        The chosen files' records, each checked to address bytes; ``size`` is the
-        file's own size, ``stored_size`` what the shards hold.
+        One :data:`PlanRow` per chosen file.
 
     Raises:
-        DamagedEntryBarecatError: a chosen row cannot address bytes.
+        DamagedEntryBarecatError: a chosen row cannot address bytes (checked by one more
+            query in SQLite, and named as ``Barecat.lookup_file`` would name it).
         sqlite3.Error: ``where`` is not a valid condition.
     """
     conditions: list[str] = []
@@ -72,10 +88,10 @@ def plan_files(
         try:
             base = normalize(compiled.base)
         except InvalidPathBarecatError:
-            return
+            return []
         if compiled.is_literal:
             if compiled.dirs_only:
-                return
+                return []
             conditions.append("path = ?")
             args.append(base)
         else:
@@ -93,13 +109,25 @@ def plan_files(
     if where:
         conditions.append(f"({where})")
         args.extend(params)
-    clause = (" WHERE " + " AND ".join(conditions)) if conditions else ""
-    order = "path" if by_path else "shard, offset"
-    sql = f"SELECT {bc.index.file_columns} FROM files{clause} ORDER BY {order}"
-    for row in select(bc.index.settled_conn(), sql, args):
+    chosen = "".join(f" AND {c}" for c in conditions)
+    sealed = bc.index.sealed
+    conn = bc.index.settled_conn()
+    ok = _ADDRESSES_BYTES + (_SEALED_SIZE_OK if sealed else "")
+    damaged = f"SELECT {bc.index.file_columns} FROM files WHERE NOT ({ok}){chosen}"
+    for row in select(conn, damaged, args):  # (none, in an archive without damage)
         f = file_from_row(row)
         if exact is None or exact(f.path):
-            yield checked_file(f)
+            checked_file(f)
+    size = "logical_size" if sealed else "size"
+    order = "path" if by_path else "shard, offset"
+    sql = (
+        f"SELECT path, shard, offset, size, crc32c, {size}, mtime_ns FROM files "
+        f"WHERE 1{chosen} ORDER BY {order}"
+    )
+    rows: list[PlanRow] = select(conn, sql, args).fetchall()
+    if exact is not None:
+        rows = [r for r in rows if exact(r[0])]
+    return rows
 
 
 class PlannedReader:
@@ -228,4 +256,4 @@ def planned_reader(bc: Barecat) -> PlannedReader:
     return PlannedReader(location, bc.remote, bc.index.num_used_shards, storage_options, sealing)
 
 
-__all__ = ["PlannedFile", "PlannedReader", "plan_files", "planned_reader"]
+__all__ = ["PlanRow", "PlannedFile", "PlannedReader", "plan_rows", "planned_reader"]

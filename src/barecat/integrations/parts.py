@@ -14,22 +14,38 @@ that takes each part's shards by link (``Barecat.merge(..., symlink=True)``, whi
 refuses a path two parts share, naming it), replaces each link by the shard it points
 to (a rename), and renames the joined archive to the output, shards first and index
 last, so the output appears only when whole. :meth:`~PartArchives.discard` removes the
-folder with every part in it, whole or half-written, when the write fails. Imports
-pyarrow, the archive layer and ``layout``.
+folder with every part in it, whole or half-written, when the write fails.
+
+An output on object storage (a URL) has its parts' folder in a local ``staging_dir``
+(default: the driver's temporary directory, so one machine; on several, a filesystem
+they all reach): the driver joins there, then uploads the joined archive, shards first
+and index last (``archive.objectstore.upload_archive``).
+
+An encrypted output (``passphrase``) has its sealing made once, on the driver (settings,
+dictionary and a new data key, wrapped by the passphrase): each part, and the joined
+archive, is created sealed with those same records (``Barecat.seal_with_records``, as
+the parallel ingest's parts are), so the parts' sealed bytes are the output's as they
+are and the join re-encrypts nothing. The passphrase travels to the tasks inside this
+object, never shown by ``repr``. Imports pyarrow, the archive layer, ``layout`` and
+``objectstore``.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 import uuid
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 import pyarrow as pa
 
-from barecat.archive import Barecat
+from barecat.archive import Barecat, Passphrase
+from barecat.archive.objectstore import upload_archive
 from barecat.entries import BarecatFileInfo
 from barecat.exceptions import BarecatError, FileExistsBarecatError
+from barecat.index.schema import ConfigValue
 from barecat.layout import (
     abandoned_entries,
     archive_exists,
@@ -37,6 +53,7 @@ from barecat.layout import (
     remove_archive,
     shard_files,
 )
+from barecat.objectstore import ObjectStore, is_remote_url, url_protocol
 
 REQUIRED_COLUMNS = ("path", "bytes")
 """The columns every row needs."""
@@ -49,12 +66,20 @@ class PartArchives:
     as its settings, for the tasks.
 
     Args:
-        path: the archive to create (a local path that every task can reach).
+        path: the archive to create: a local path that every task can reach, or a URL
+            of object storage (``s3://...``; see ``staging_dir``).
         engine: names the parts' folder (``.NAME.ENGINE-PID-ID``): ``'ray'``, ``'dask'``.
         overwrite: replace an existing archive there (once the new one is whole).
         shard_size_limit: the output's (and each part's) shard size limit (bytes, '1G').
         compression: store files compressed (``'zstd'``, ``'lz4'``): a sealed archive.
         compression_level: the codec's level.
+        passphrase: encrypt the output with this passphrase (a function giving one is
+            asked once, here).
+        storage_options: fsspec's options for a URL ``path`` (credentials, endpoint).
+        staging_dir: where the parts' folder goes when ``path`` is a URL (default: the
+            driver's temporary directory, which only tasks on the driver's machine
+            reach; on several machines, a filesystem they all reach). The driver joins
+            the parts there, then uploads the archive, shards first and index last.
 
     Raises:
         FileExistsBarecatError: an archive exists at ``path`` (without ``overwrite``).
@@ -69,17 +94,73 @@ class PartArchives:
         shard_size_limit: int | str | None = None,
         compression: str | None = None,
         compression_level: int | None = None,
+        passphrase: Passphrase | None = None,
+        storage_options: dict[str, Any] | None = None,
+        staging_dir: str | os.PathLike[str] | None = None,
     ) -> None:
-        self.path = os.path.abspath(os.fspath(path))
+        text = os.fspath(path)
+        self.remote = is_remote_url(text)
+        """Whether the output is on object storage (uploaded once joined)."""
+        self.path = text if self.remote else os.path.abspath(text)
+        self.storage_options = storage_options if self.remote else None
         self.overwrite = overwrite
         self.shard_size_limit = shard_size_limit
         self.compression = compression
         self.compression_level = compression_level
         folder, name = os.path.split(self.path)
+        if self.remote:
+            folder = os.path.abspath(staging_dir or tempfile.gettempdir())
         self._prefix = f".{name}.{engine}-"
         self.staging = os.path.join(folder, f"{self._prefix}{os.getpid()}-{uuid.uuid4().hex[:8]}")
-        """The hidden folder of the parts, beside the output, named after the driver."""
+        """The hidden folder of the parts, named after the driver: beside the output, or
+        (a URL output) in ``staging_dir``."""
         self.refuse_existing()
+        self._passphrase: _Secret | None = None
+        self._sealing: dict[str, ConfigValue] | None = None
+        if passphrase is not None:
+            secret = passphrase() if callable(passphrase) else passphrase
+            self._passphrase = _Secret(secret)
+            self._sealing = self._new_sealing(secret)
+
+    def __repr__(self) -> str:  # never the passphrase
+        encrypted = ", encrypted" if self._passphrase is not None else ""
+        return f"PartArchives({self.path!r}{encrypted})"
+
+    def _new_sealing(self, passphrase: str | bytes) -> dict[str, ConfigValue]:
+        """The records of the output's sealing, made once (by an empty archive made and
+        removed in a temporary folder: the data key is new, the passphrase wraps it)."""
+        with tempfile.TemporaryDirectory(prefix="barecat-sealing-") as folder:
+            template = Barecat(
+                os.path.join(folder, "sealing"),
+                readonly=False,
+                compression=self.compression,
+                compression_level=self.compression_level,
+                passphrase=passphrase,
+            )
+            with template:
+                records = template.sealing_records()
+        assert records is not None  # (a passphrase makes a sealed archive)
+        return records
+
+    def _new_archive(self, path: str) -> Barecat:
+        """A new archive at ``path`` for this write's files, open for writing: sealed
+        with the output's records when it is encrypted (see the module doc).
+
+        Raises:
+            FileExistsBarecatError: something is at ``path``.
+        """
+        if self._sealing is not None:
+            with Barecat(path, readonly=False, exist_ok=False) as empty:
+                empty.seal_with_records(self._sealing)
+        return Barecat(
+            path,
+            readonly=False,
+            exist_ok=self._sealing is not None,
+            shard_size_limit=self.shard_size_limit,
+            compression=self.compression,
+            compression_level=self.compression_level,
+            passphrase=self._passphrase,
+        )
 
     def refuse_existing(self) -> None:
         """Raise unless the output may be written.
@@ -88,8 +169,19 @@ class PartArchives:
             FileExistsBarecatError: an archive (or anything) is at ``path``, without
                 ``overwrite``.
         """
-        if not self.overwrite and (archive_exists(self.path) or os.path.lexists(self.path)):
+        if self.overwrite:
+            return
+        if self.remote:
+            exists = self._store().exists(self.path)
+        else:
+            exists = archive_exists(self.path) or os.path.lexists(self.path)
+        if exists:
             raise FileExistsBarecatError(self.path, "Output")
+
+    def _store(self) -> ObjectStore:
+        protocol = url_protocol(self.path)
+        assert protocol is not None, self.path
+        return ObjectStore(protocol, self.storage_options)
 
     def start(self, columns: Sequence[str] | None = None) -> None:
         """Check the rows' columns and make the parts' folder (on the driver), removing
@@ -127,15 +219,7 @@ class PartArchives:
             OSError: the parts' folder is gone (the write was discarded meanwhile).
         """
         part = os.path.join(self.staging, f"part-{number:05d}-{uuid.uuid4().hex[:8]}")
-        bc = Barecat(
-            part,
-            readonly=False,
-            exist_ok=False,
-            shard_size_limit=self.shard_size_limit,
-            compression=self.compression,
-            compression_level=self.compression_level,
-        )
-        with bc:
+        with self._new_archive(part) as bc:
             count = 0
             for table in tables:
                 count += bc.add_many(files_of(table))
@@ -157,21 +241,43 @@ class PartArchives:
         chosen = sorted(p for p in parts if p)
         joined = os.path.join(self.staging, "joined")
         remove_archive(joined)
-        # (plain when made: the merge makes it sealed like compressed parts)
-        with Barecat(joined, readonly=False, shard_size_limit=self.shard_size_limit) as out:
+        if self._sealing is None:  # (plain when made: the merge seals it like its parts)
+            out = Barecat(joined, readonly=False, shard_size_limit=self.shard_size_limit)
+        else:
+            out = self._new_archive(joined)
+        with out:
             out.merge(chosen, symlink=True)
         for shard in shard_files(joined):  # adopt each part's shard: the link becomes it
             if os.path.islink(shard):
                 os.replace(os.path.realpath(shard), shard)
         self.refuse_existing()
-        if archive_exists(self.path):  # overwrite: the old archive goes when the new is whole
-            remove_archive(self.path)
-        move_archive(joined, self.path)
+        if self.remote:  # (an old archive there goes as the upload starts)
+            upload_archive(joined, self.path, self.storage_options)
+        else:
+            if archive_exists(self.path):  # overwrite: the old one goes when the new is whole
+                remove_archive(self.path)
+            move_archive(joined, self.path)
         self.discard()
 
     def discard(self) -> None:
         """Remove the parts' folder and every part in it, whole or half-written."""
         shutil.rmtree(self.staging, ignore_errors=True)
+
+
+class _Secret:
+    """A passphrase that travels (pickled) but never shows: a function giving it, as
+    ``Barecat(passphrase=...)`` takes one, whose ``repr`` hides it."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str | bytes) -> None:
+        self._value = value
+
+    def __call__(self) -> str | bytes:
+        return self._value
+
+    def __repr__(self) -> str:
+        return "<passphrase>"
 
 
 def check_columns(columns: Sequence[str]) -> None:

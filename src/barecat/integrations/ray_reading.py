@@ -55,6 +55,10 @@ from barecat.integrations.read_plans import (
 
 _MIN_TASK_BYTES = 4 << 20
 """Smallest run a task is given, however many tasks Ray asks for (a task costs ~ms)."""
+DEFAULT_TASKS_PER_CPU = 4
+"""Most read tasks per CPU of the cluster. Ray asks for at least 200 to keep blocks
+small, but a task here yields one block per chunk whatever its length, and each task
+costs the driver a ``ray.put`` before the first one runs (~2 ms: 0.4 s for 200)."""
 
 
 class BarecatDatasource(Datasource):
@@ -78,7 +82,10 @@ class BarecatDatasource(Datasource):
         storage_options: fsspec options for a URL (credentials, endpoint).
         cache_dir: where the driver keeps a remote archive's index copy.
         target_bytes: the most bytes one read task reads.
-        chunk_bytes: the most bytes one block holds (and one read fetches).
+        chunk_bytes: the most bytes one block holds (and one read fetches); the first
+            blocks hold less (1 MiB, then twice as much each), so the first comes soon.
+        tasks_per_cpu: the most read tasks per CPU of the cluster, however many Ray
+            asks for (None: about as many as Ray asks for).
 
     Raises:
         FileNotFoundBarecatError: no archive there.
@@ -102,6 +109,7 @@ class BarecatDatasource(Datasource):
         cache_dir: str | None = None,
         target_bytes: int = DEFAULT_TARGET_BYTES,
         chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+        tasks_per_cpu: int | None = DEFAULT_TASKS_PER_CPU,
     ) -> None:
         super().__init__()  # type: ignore[no-untyped-call]
         if target_bytes < 1 or chunk_bytes < 1:
@@ -109,6 +117,8 @@ class BarecatDatasource(Datasource):
         self.location = os.fspath(path_or_url)
         self.group_by_stem = group_by_stem
         self.target_bytes = target_bytes
+        self.tasks_per_cpu = tasks_per_cpu
+        self._chunk_bytes = min(chunk_bytes, target_bytes)
         self._plan = plan_archive(
             self.location,
             pattern=pattern,
@@ -118,7 +128,7 @@ class BarecatDatasource(Datasource):
             passphrase=passphrase,
             storage_options=storage_options,
             cache_dir=cache_dir,
-            chunk_bytes=min(chunk_bytes, target_bytes),
+            chunk_bytes=self._chunk_bytes,
         )
         self._reader = self._plan.reader
         self._projection_map: dict[str, str] | None = None
@@ -158,15 +168,20 @@ class BarecatDatasource(Datasource):
         data_context: Any = None,
     ) -> list[ReadTask]:
         """Read tasks of contiguous runs of chunks: up to ``target_bytes`` each, and about
-        ``parallelism`` of them when the archive is small (not below 4 MiB each)."""
+        ``parallelism`` of them (at most ``tasks_per_cpu`` per CPU of the cluster) when
+        the archive is small (not below 4 MiB each)."""
         columns = self.selected_columns()
         schema = self.schema()
         total = sum(c.stored_bytes for c in self._plan.chunks)
-        per_task = -(-total // max(1, parallelism))
+        wanted = max(1, parallelism)
+        cpus = _cluster_cpus() if self.tasks_per_cpu is not None else 0
+        if cpus and self.tasks_per_cpu is not None:
+            wanted = min(wanted, max(1, self.tasks_per_cpu * cpus))
+        per_task = -(-total // wanted)
         run_bytes = max(min(per_task, self.target_bytes), min(_MIN_TASK_BYTES, self.target_bytes))
         return [
             self._task(run, columns, schema, per_task_row_limit)
-            for run in self._plan.runs(run_bytes)
+            for run in self._plan.runs(run_bytes, first_bytes=self._chunk_bytes)
         ]
 
     def _task(
@@ -187,6 +202,13 @@ class BarecatDatasource(Datasource):
             _read_chunks, self._reader, plans, columns, self.group_by_stem, self._plan.extensions
         )
         return ReadTask(read, metadata, schema=schema, per_task_row_limit=per_task_row_limit)
+
+
+def _cluster_cpus() -> int:
+    """The CPUs of the Ray cluster (0 when unknown)."""
+    if not ray.is_initialized():
+        return 0
+    return int(ray.cluster_resources().get("CPU", 0))  # type: ignore[no-untyped-call]
 
 
 def _read_chunks(
@@ -233,7 +255,8 @@ def read_barecat(
         target_bytes: the most bytes one read task reads.
         chunk_bytes: the most bytes one block holds.
         override_num_blocks: as for ``ray.data.read_datasource`` (the number of tasks
-            asked for; runs are still cut at ``target_bytes``).
+            asked for; runs are still cut at ``target_bytes``). Without it, at most
+            ``DEFAULT_TASKS_PER_CPU`` (4) tasks per CPU of the cluster.
         concurrency: the most read tasks running at once.
         ray_remote_args: more options of the read tasks (``num_cpus``, ...).
 
@@ -256,6 +279,7 @@ def read_barecat(
         cache_dir=cache_dir,
         target_bytes=target_bytes,
         chunk_bytes=chunk_bytes,
+        tasks_per_cpu=DEFAULT_TASKS_PER_CPU if override_num_blocks is None else None,
     )
     dataset: ray.data.Dataset = ray.data.read_datasource(
         source,

@@ -12,7 +12,11 @@ it points to (a rename), and the joined archive is renamed to the output, shards
 and index last, so the output appears only when whole. The folder is removed then, and
 by ``on_write_failed`` when the write fails (a retried task's half-written part goes
 with it); a folder whose driver died (its name holds the driver's process id) is removed
-by the next write of the same output on that machine. The parts and their join are
+by the next write of the same output on that machine. With ``passphrase`` the output is
+encrypted: its sealing (data key, settings) is made once on the driver and every part is
+sealed with it, so the join re-encrypts nothing. An output on object storage (a URL) is
+written and joined in a local ``staging_dir`` and then uploaded, shards first and index
+last. The parts and their join are
 ``parts.py``'s, shared with the Dask writer; this module is what Ray asks of a sink.
 Imports ray and pyarrow (the ``ray`` extra) and ``parts``.
 """
@@ -33,6 +37,8 @@ except ImportError as e:  # pragma: no cover - the message is the point
         f"barecat.integrations.ray needs Ray Data ({e}): pip install 'barecat[ray]'"
     ) from e
 
+from barecat.archive import Passphrase
+from barecat.exceptions import BarecatError
 from barecat.integrations.parts import PartArchives
 
 DEFAULT_PART_BYTES = 64 << 20
@@ -44,16 +50,25 @@ class BarecatDatasink(Datasink[str | None]):
     """Writes a dataset's rows as the files of one new archive (see the module doc).
 
     Args:
-        path: the archive to create (a local path that every write task can reach).
+        path: the archive to create: a local path that every write task can reach, or a
+            URL of object storage (``s3://...``: joined in ``staging_dir``, then uploaded).
         overwrite: replace an existing archive there (once the new one is whole).
         shard_size_limit: the output's (and each part's) shard size limit (bytes, '1G').
         compression: store files compressed (``'zstd'``, ``'lz4'``): a sealed archive.
         compression_level: the codec's level.
+        passphrase: encrypt the output (sealed like it, the parts join as they are; the
+            passphrase travels to the write tasks, never shown by ``repr``).
+        storage_options: fsspec's options for a URL ``path`` (credentials, endpoint).
+        staging_dir: with a URL ``path``, where the parts are written and joined before
+            the upload (default: the driver's temporary directory, which is refused on a
+            cluster of several machines: give a filesystem they all reach).
         part_bytes: about how many bytes of rows each write task (each part) takes (0:
             as the blocks come, which lets Ray fuse the write with the step before it).
 
     Raises:
         FileExistsBarecatError: an archive exists at ``path`` (without ``overwrite``).
+        BarecatError: a URL ``path`` without ``staging_dir`` on a cluster of several
+            machines.
     """
 
     def __init__(
@@ -64,6 +79,9 @@ class BarecatDatasink(Datasink[str | None]):
         shard_size_limit: int | str | None = None,
         compression: str | None = None,
         compression_level: int | None = None,
+        passphrase: Passphrase | None = None,
+        storage_options: dict[str, Any] | None = None,
+        staging_dir: str | os.PathLike[str] | None = None,
         part_bytes: int = DEFAULT_PART_BYTES,
     ) -> None:
         self.parts = PartArchives(
@@ -73,9 +91,20 @@ class BarecatDatasink(Datasink[str | None]):
             shard_size_limit=shard_size_limit,
             compression=compression,
             compression_level=compression_level,
+            passphrase=passphrase,
+            storage_options=storage_options,
+            staging_dir=staging_dir,
         )
+        if self.parts.remote and staging_dir is None and _machines() > 1:
+            raise BarecatError(
+                f"{self.parts.path}: on a cluster of several machines, the parts of an output "
+                "on object storage need a staging_dir that every machine reaches"
+            )
         self.path = self.parts.path
         self.part_bytes = part_bytes
+
+    def __repr__(self) -> str:  # never the passphrase
+        return f"BarecatDatasink({self.parts!r})"
 
     def get_name(self) -> str:
         return "Barecat"
@@ -114,6 +143,14 @@ class BarecatDatasink(Datasink[str | None]):
         self.parts.discard()
 
 
+def _machines() -> int:
+    """The alive nodes of the Ray cluster (1 when Ray is not started yet)."""
+    if not ray.is_initialized():
+        return 1
+    nodes: list[dict[str, Any]] = ray.nodes()  # type: ignore[no-untyped-call]
+    return sum(1 for node in nodes if node.get("Alive"))
+
+
 def write_barecat(
     ds: ray.data.Dataset,
     path: str | os.PathLike[str],
@@ -122,6 +159,9 @@ def write_barecat(
     shard_size_limit: int | str | None = None,
     compression: str | None = None,
     compression_level: int | None = None,
+    passphrase: Passphrase | None = None,
+    storage_options: dict[str, Any] | None = None,
+    staging_dir: str | os.PathLike[str] | None = None,
     part_bytes: int = DEFAULT_PART_BYTES,
     concurrency: int | None = None,
     ray_remote_args: dict[str, Any] | None = None,
@@ -131,11 +171,17 @@ def write_barecat(
 
     Args:
         ds: the dataset.
-        path: the archive to create (on a filesystem every write task reaches).
+        path: the archive to create: on a filesystem every write task reaches, or a URL
+            of object storage (``s3://...``).
         overwrite: replace an existing archive (once the new one is whole).
         shard_size_limit: the output's shard size limit.
         compression: store files compressed (``'zstd'``, ``'lz4'``).
         compression_level: the codec's level.
+        passphrase: encrypt the output with this passphrase (its parts share its data
+            key, so the join re-encrypts nothing).
+        storage_options: fsspec's options for a URL ``path``.
+        staging_dir: with a URL ``path``, where the parts are written and joined (see
+            :class:`BarecatDatasink`).
         part_bytes: about how many bytes of rows each write task (each part) takes (0:
             as the blocks come).
         concurrency: the most write tasks running at once.
@@ -144,7 +190,9 @@ def write_barecat(
     Raises:
         FileExistsBarecatError: an archive exists at ``path`` (without ``overwrite``),
             or a path is in the rows twice (named); then no archive appears.
-        BarecatError: rows without ``path`` or ``bytes``.
+        BarecatError: rows without ``path`` or ``bytes``; see :class:`BarecatDatasink`.
+        RemoteStorageBarecatError: the upload of a URL output failed (then no archive
+            is there).
     """
     sink = BarecatDatasink(
         path,
@@ -152,6 +200,9 @@ def write_barecat(
         shard_size_limit=shard_size_limit,
         compression=compression,
         compression_level=compression_level,
+        passphrase=passphrase,
+        storage_options=storage_options,
+        staging_dir=staging_dir,
         part_bytes=part_bytes,
     )
     ds.write_datasink(sink, concurrency=concurrency, ray_remote_args=ray_remote_args or {})

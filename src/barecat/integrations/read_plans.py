@@ -4,7 +4,7 @@ readers.
 
 :func:`plan_archive` opens the archive once, lists the chosen files (a glob ``pattern``
 and an SQL ``where`` on the index's columns, both run by SQLite; see
-:func:`~barecat.archive.planned_reads.plan_files`) in storage order (shard, offset), or
+:func:`~barecat.archive.planned_reads.plan_rows`) in storage order (shard, offset), or
 in path order for samples, and cuts them into :class:`Chunk` s of at most ``chunk_bytes``
 (one block or piece of a partition each, read in one go), keeping each file's address as
 Arrow columns; :meth:`ArchivePlan.runs` cuts the chunks into contiguous runs (one read
@@ -22,6 +22,7 @@ A chunk never splits a sample. Imports pyarrow and the archive layer.
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -30,8 +31,13 @@ from typing import Any
 import pyarrow as pa
 
 from barecat.archive import Barecat, Passphrase
-from barecat.archive.planned_reads import PlannedFile, PlannedReader, plan_files, planned_reader
-from barecat.entries import BarecatFileInfo
+from barecat.archive.planned_reads import (
+    PlannedFile,
+    PlannedReader,
+    PlanRow,
+    plan_rows,
+    planned_reader,
+)
 from barecat.exceptions import BarecatError
 from barecat.samples import sample_key, sample_part
 
@@ -46,7 +52,8 @@ DEFAULT_CHUNK_BYTES = 16 << 20
 _CHUNK_FILES = 8192
 """Most files in one chunk."""
 
-_PLAN_SCHEMA = pa.schema(
+
+_PLAN_TYPE = pa.struct(
     [
         ("path", pa.string()),
         ("shard", pa.int64()),
@@ -76,54 +83,46 @@ class Chunk:
     rows: int
 
 
-class _Planner:
-    """Collects planned files into chunks of at most ``chunk_bytes`` (a sample's files
-    never split, with grouping)."""
+def _cut(
+    rows: list[PlanRow], chunk_bytes: int, group_by_stem: bool
+) -> tuple[list[Chunk], list[str]]:
+    """Planned files cut into chunks of at most ``chunk_bytes`` stored bytes and
+    ``_CHUNK_FILES`` files (a sample's files never split, with grouping); and the
+    extensions found, with grouping.
 
-    def __init__(self, chunk_bytes: int, group_by_stem: bool) -> None:
-        self.chunk_bytes = chunk_bytes
-        self.group_by_stem = group_by_stem
-        self.chunks: list[Chunk] = []
-        self.extensions: set[str] = set()
-        self._rows: list[list[Any]] = [[] for _ in _PLAN_SCHEMA]
-        self._stored = 0
-        self._logical = 0
-        self._last_key: str | None = None
+    One loop over the sizes; each chunk's table is made from its rows in one go.
 
-    def add(self, f: BarecatFileInfo) -> None:
-        stored = f.stored_size
-        if self.group_by_stem:
-            key, ext = sample_part(f.path)
-            self.extensions.add(ext)
-            boundary = key != self._last_key
-            self._last_key = key
-        else:
-            boundary = True
-        full = self._stored + stored > self.chunk_bytes or len(self._rows[0]) >= _CHUNK_FILES
-        if boundary and self._rows[0] and full:
-            self.flush()
-        for column, value in zip(
-            self._rows,
-            (f.path, f.shard, f.offset, stored, f.crc32c, f.size, f.mtime_ns),
-            strict=True,
+    Raises:
+        BarecatError: a file without an extension, with ``group_by_stem``.
+    """
+    keys: list[str] = []
+    extensions: set[str] = set()
+    if group_by_stem:
+        for row in rows:
+            key, ext = sample_part(row[0])
+            keys.append(key)
+            extensions.add(ext)
+    bounds = [0]
+    held = 0
+    for i, row in enumerate(rows):
+        stored = row[3]
+        if (
+            held
+            and (held + stored > chunk_bytes or i - bounds[-1] >= _CHUNK_FILES)
+            and (not group_by_stem or keys[i] != keys[i - 1])
         ):
-            column.append(value)
-        self._stored += stored
-        self._logical += f.size or 0
-
-    def flush(self) -> None:
-        if not self._rows[0]:
-            return
-        arrays = [pa.array(c, type=t.type) for c, t in zip(self._rows, _PLAN_SCHEMA, strict=True)]
-        table = pa.Table.from_arrays(arrays, schema=_PLAN_SCHEMA)
-        if self.group_by_stem:
-            rows = len({sample_key(p)[0] for p in self._rows[0]})
-        else:
-            rows = table.num_rows
-        self.chunks.append(Chunk(table, self._stored, self._logical, rows))
-        self._rows = [[] for _ in _PLAN_SCHEMA]
-        self._stored = 0
-        self._logical = 0
+            bounds.append(i)
+            held = 0
+        held += stored
+    if rows:
+        bounds.append(len(rows))
+    chunks = []
+    for start, end in itertools.pairwise(bounds):
+        part = rows[start:end]
+        table = pa.Table.from_struct_array(pa.array(part, type=_PLAN_TYPE))
+        made = len(set(keys[start:end])) if group_by_stem else end - start
+        chunks.append(Chunk(table, sum(r[3] for r in part), sum(r[5] for r in part), made))
+    return chunks, sorted(extensions)
 
 
 @dataclass(frozen=True)
@@ -185,16 +184,27 @@ class ArchivePlan:
         numbers: int = 8 * chunk.plan.num_rows * len(columns)
         return contents + int(chunk.plan.column("path").nbytes) + numbers
 
-    def runs(self, run_bytes: int) -> list[list[Chunk]]:
+    def runs(self, run_bytes: int, first_bytes: int | None = None) -> list[list[Chunk]]:
         """The chunks, in order, cut into contiguous runs of at most ``run_bytes`` stored
-        bytes (a chunk larger than that is a run of its own)."""
+        bytes (a chunk larger than that is a run of its own).
+
+        Args:
+            run_bytes: the most stored bytes of a run.
+            first_bytes: the first run's most (each next one's twice the one before,
+                up to ``run_bytes``): the first rows come out after a small read.
+
+        Returns:
+            The runs.
+        """
         runs: list[list[Chunk]] = []
         run: list[Chunk] = []
         run_stored = 0
+        limit = run_bytes if first_bytes is None else min(first_bytes, run_bytes)
         for chunk in self.chunks:
-            if run and run_stored + chunk.stored_bytes > run_bytes:
+            if run and run_stored + chunk.stored_bytes > limit:
                 runs.append(run)
                 run, run_stored = [], 0
+                limit = min(2 * limit, run_bytes)
             run.append(chunk)
             run_stored += chunk.stored_bytes
         if run:
@@ -262,7 +272,6 @@ def plan_archive(
         WrongPassphraseBarecatError: a wrong passphrase.
         sqlite3.Error: ``where`` is not a valid condition.
     """
-    planner = _Planner(chunk_bytes, group_by_stem)
     with Barecat(
         os.fspath(path_or_url),
         passphrase=passphrase,
@@ -271,10 +280,9 @@ def plan_archive(
         lookup_table=False,
     ) as bc:
         reader = planned_reader(bc)
-        for f in plan_files(bc, pattern, where, params, by_path=group_by_stem):
-            planner.add(f)
-    planner.flush()
-    return ArchivePlan(reader, planner.chunks, group_by_stem, sorted(planner.extensions))
+        rows = plan_rows(bc, pattern, where, params, by_path=group_by_stem)
+    chunks, extensions = _cut(rows, chunk_bytes, group_by_stem)
+    return ArchivePlan(reader, chunks, group_by_stem, extensions)
 
 
 def read_chunk(

@@ -157,6 +157,43 @@ class ObjectStore:
         self._count(1, size)
         return size
 
+    def exists(self, url: str) -> bool:
+        """Whether an object is at ``url`` (one metadata request)."""
+        self._count(1, 0)
+        try:
+            return bool(self.filesystem.exists(url))
+        except Exception as e:
+            raise _failure(f"Could not look up {url}", e) from e
+
+    def upload(self, local_path: str, url: str) -> None:
+        """Copy the local file to the object ``url`` (replacing any object there)."""
+        try:
+            self.filesystem.put_file(local_path, url)
+        except Exception as e:
+            raise _failure(f"Could not upload {local_path} to {url}", e) from e
+        self._count(1, 0)
+
+    def remove(self, urls: Sequence[str]) -> None:
+        """Delete the objects (those missing are no error)."""
+        for url in urls:
+            try:
+                self.filesystem.rm_file(url)
+            except FileNotFoundError:
+                pass
+            except Exception as e:
+                raise _failure(f"Could not delete {url}", e) from e
+            self._count(1, 0)
+
+    def names_with_prefix(self, url: str) -> list[str]:
+        """The URLs of the objects whose names start with ``url``'s, sorted."""
+        self._count(1, 0)
+        try:
+            found = self.filesystem.glob(url.replace("[", "[[]") + "*")
+        except Exception as e:
+            raise _failure(f"Could not list {url}*", e) from e
+        prefix = f"{self.protocol}://"
+        return sorted(f if "://" in f else prefix + f for f in found)
+
 
 def _version_of(info: dict[str, Any]) -> str:
     for key in ("ETag", "etag", "VersionId", "md5Hash", "generation"):
