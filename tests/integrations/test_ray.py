@@ -200,20 +200,25 @@ def test_sealed_archive_reads_with_the_key_inside_tasks(cluster: None, tmp_path:
         BarecatDatasource(path, passphrase="wrong")
 
 
-def test_the_first_task_is_one_block_and_the_rest_grow_to_few_tasks(
-    cluster: None, archive: tuple[str, dict[str, bytes]]
+def test_the_first_task_makes_a_batch_and_the_rest_grow_to_few_tasks(
+    cluster: None, tmp_path: Path
 ) -> None:
-    path, files = archive
-    # Ray asks for 200 tasks at least; the 2-CPU cluster gets at most 4 per CPU, the first
-    # one chunk (it runs alone while Ray learns its output size), each next one twice that
-    source = BarecatDatasource(path, target_bytes=128 << 10, chunk_bytes=16 << 10)
-    chunks = source._plan.chunks
+    path = str(tmp_path / "small.barecat")  # 3,000 files of 100 bytes: 160 to a chunk
+    files = {f"s/{i:04d}.txt": bytes([i % 256]) * 100 for i in range(3000)}
+    build(path, files)
+    # Ray asks for 200 tasks at least; the 2-CPU cluster gets at most 4 per CPU; the
+    # first makes 1,024 rows (Ray runs it alone while it learns what a task outputs),
+    # each next one is at most twice as long
+    source = BarecatDatasource(path, target_bytes=1 << 20, chunk_bytes=16 << 10)
     tasks = source.get_read_tasks(parallelism=200)
-    assert tasks[0].metadata.num_rows == chunks[0].rows
-    assert [len(task_plans(t)) for t in tasks[:3]] == [1, 2, 4]
-    assert len(tasks) <= 4 * 2 + 3, "a few tasks, not 200: each costs a ray.put"
+    first = task_plans(tasks[0])
+    rows = sum(plan.num_rows for plan in first)
+    assert rows >= 1024 > rows - first[-1].num_rows, "whole chunks, as few as make 1,024"
+    stored = [sum(sum(p.column("stored").to_pylist()) for p in task_plans(t)) for t in tasks]
+    assert all(s <= 2**k * stored[0] for k, s in enumerate(stored))
+    assert len(tasks) <= 4 * 2, "a few tasks, not 200: each costs a ray.put"
     assert sum(t.metadata.num_rows for t in tasks) == len(files)
-    assert by_path(read_barecat(path, chunk_bytes=16 << 10).take_all()) == files
+    assert by_path(ray.data.read_datasource(source).take_all()) == files
 
 
 def test_read_tasks_are_at_most_tasks_per_cpu_per_cpu(cluster: None, tmp_path: Path) -> None:
@@ -225,10 +230,9 @@ def test_read_tasks_are_at_most_tasks_per_cpu_per_cpu(cluster: None, tmp_path: P
         cap: BarecatDatasource(path, chunk_bytes=1 << 20, tasks_per_cpu=cap).get_read_tasks(200)
         for cap in (1, None)
     }
-    # 2 CPUs, one task each: runs of 20 MiB, the first ones 1, 2, 4, 8 and 16 MiB
-    assert [len(task_plans(t)) for t in tasks[1]] == [1, 2, 4, 8, 16, 9]
-    # as many as Ray asks, down to 4 MiB each: 1, 2 and 4 MiB, then 9 of 4 MiB or less
-    assert [len(task_plans(t)) for t in tasks[None]] == [1, 2, *[4] * 9, 1]
+    # (fewer than 1,024 rows: the first task is as long as the others)
+    assert [len(task_plans(t)) for t in tasks[1]] == [20, 20], "2 CPUs, one task each"
+    assert [len(task_plans(t)) for t in tasks[None]] == [4] * 10, "as Ray asks, 4 MiB each"
 
 
 def task_plans(task: Any) -> list[Any]:

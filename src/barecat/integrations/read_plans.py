@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from barecat.archive import Barecat, Passphrase
 from barecat.archive.planned_reads import (
@@ -103,25 +104,33 @@ def _cut(
             keys.append(key)
             extensions.add(ext)
     bounds = [0]
+    stored_bytes = []
     held = 0
     for i, row in enumerate(rows):
         stored = row[3]
         if (
-            held
-            and (held + stored > chunk_bytes or i - bounds[-1] >= _CHUNK_FILES)
+            (held + stored > chunk_bytes or i - bounds[-1] >= _CHUNK_FILES)
+            and i > bounds[-1]
             and (not group_by_stem or keys[i] != keys[i - 1])
         ):
             bounds.append(i)
+            stored_bytes.append(held)
             held = 0
         held += stored
     if rows:
         bounds.append(len(rows))
+        stored_bytes.append(held)
     chunks = []
-    for start, end in itertools.pairwise(bounds):
+    for (start, end), stored in zip(itertools.pairwise(bounds), stored_bytes, strict=True):
         part = rows[start:end]
         table = pa.Table.from_struct_array(pa.array(part, type=_PLAN_TYPE))
+        if part[0][5] is None:  # a plain archive's: the size is the stored size
+            table = table.set_column(5, "size", table.column("stored"))
+            logical = stored
+        else:
+            logical = pc.sum(table.column("size")).as_py() or 0
         made = len(set(keys[start:end])) if group_by_stem else end - start
-        chunks.append(Chunk(table, sum(r[3] for r in part), sum(r[5] for r in part), made))
+        chunks.append(Chunk(table, stored, logical, made))
     return chunks, sorted(extensions)
 
 
