@@ -311,6 +311,12 @@ def test_rows_without_binary_bytes_are_refused(client: Any, tmp_path: Path) -> N
     assert sorted(os.listdir(tmp_path)) == []
 
 
+def test_an_output_on_object_storage_is_refused_naming_it(client: Any) -> None:
+    frame = dd.from_pandas(pd.DataFrame({"path": ["a"], "bytes": [b"a"]}), npartitions=1)
+    with pytest.raises(barecat.BarecatError, match=r"s3://bucket/x\.barecat: .*not to object"):
+        write_barecat(frame, "s3://bucket/x.barecat")
+
+
 def test_without_dask_the_error_names_the_extra() -> None:
     code = "import sys; sys.modules['dask'] = None; import barecat.integrations.dask"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

@@ -36,6 +36,7 @@ from barecat.integrations.parts import (
     PartArchives,
     check_columns,
 )
+from barecat.objectstore import is_remote_url
 
 
 def _write_partition(
@@ -88,9 +89,15 @@ def write_barecat(
     Raises:
         FileExistsBarecatError: an archive exists at ``path`` (without ``overwrite``),
             or a path is in the rows twice (named); then no archive appears.
-        BarecatError: rows without ``path`` or ``bytes``; a ``bytes`` column of strings.
+        BarecatError: rows without ``path`` or ``bytes``; a ``bytes`` column of strings;
+            ``path`` is a URL (object storage is not a write target here).
         Exception: what a partition's computation raised; then no archive appears.
     """
+    if is_remote_url(os.fspath(path)):
+        raise BarecatError(
+            f"{os.fspath(path)}: Dask writes archives to a filesystem every worker reaches, "
+            "not to object storage; write locally and upload, or use Ray's write_barecat"
+        )
     parts = PartArchives(
         path,
         "dask",
