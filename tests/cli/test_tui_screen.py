@@ -7,6 +7,7 @@ test reads a real terminal (tmux)."""
 from __future__ import annotations
 
 import asyncio
+import html
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ textual = pytest.importorskip("textual", reason="the tui extra (textual) is not 
 
 from barecat.cli.tui.browse import BrowseApp  # noqa: E402
 from barecat.cli.tui.ncdu import NcduApp  # noqa: E402
+from helpers import REPO  # noqa: E402
 from helpers.screens import barecat_in_tmux, column, screen_lines  # noqa: E402
 
 WIDTH, HEIGHT = 100, 24
@@ -27,6 +29,7 @@ LONG = "very-long-name-" + "x" * 150 + "-the-end.txt"
 CJK = "日本語のファイル名.txt"
 EMOJI = "🎉party🎉.txt"
 MANY = 17_000
+DOCS = Path(REPO) / "docs"
 
 
 @pytest.fixture
@@ -144,3 +147,13 @@ def test_ncdu_on_a_real_terminal_shows_bars_and_markup_names(names: str, tmp_pat
         assert "[##########          ]" in row(screen.splitlines(), "[red]dir/")
         terminal.press("Down", "Enter")
         screen = terminal.wait_for_text("/[red]dir", "[i]inner.txt")
+
+
+def test_the_docs_show_screenshots_of_ncdu_and_browse_as_drawn_now() -> None:
+    page = (DOCS / "viewers.md").read_text()
+    for name in ("ncdu", "browse"):
+        assert f"](images/{name}.svg)" in page
+        picture = html.unescape((DOCS / "images" / f"{name}.svg").read_text())
+        assert "[draft]\xa0results.md" in picture  # a name in brackets, as typed
+    ncdu = html.unescape((DOCS / "images" / "ncdu.svg").read_text())
+    assert ">####################<" in ncdu  # the largest entry's bar, drawn

@@ -90,7 +90,10 @@ def preview(bc: ReadableArchive, info: BarecatEntryInfo) -> str:
     assert isinstance(info, BarecatFileInfo)
     lines = [f"{human_size(info.size or 0)}B ({info.size or 0:,} bytes)"]
     if info.mode is not None:
-        lines.append(f"mode {stat.filemode(info.mode)}")
+        kind = stat.S_IFLNK if info.is_symlink_entry else stat.S_IFREG
+        lines.append(
+            f"mode {stat.filemode(info.mode if stat.S_IFMT(info.mode) else kind | info.mode)}"
+        )
     if info.mtime_ns is not None:
         moment = datetime.datetime.fromtimestamp(info.mtime_ns / 1e9)
         lines.append(f"modified {moment:%Y-%m-%d %H:%M:%S}")
