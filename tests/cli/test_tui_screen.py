@@ -34,7 +34,8 @@ DOCS = Path(REPO) / "docs"
 
 @pytest.fixture
 def names(tmp_path: Path) -> str:
-    """Names a terminal gets wrong: markup, wide characters, a 180-character name."""
+    """Names a terminal gets wrong: markup, wide characters, a 180-character name, control
+    characters."""
     path = str(tmp_path / "names.barecat")
     with barecat.Barecat(path, readonly=False) as bc:
         bc["[bold]x"] = b"b" * 20_000
@@ -43,6 +44,7 @@ def names(tmp_path: Path) -> str:
         bc[CJK] = b"c" * 300
         bc[EMOJI] = b"e" * 200
         bc["plain.txt"] = b"p" * 100
+        bc["tab\there\x1b[31m.txt"] = b"t" * 50  # control characters: no terminal codes
     return path
 
 
@@ -74,6 +76,7 @@ def test_ncdu_draws_bars_in_proportion_and_names_as_typed(names: str) -> None:
     assert "[##########          ]" in red  # 10,000 bytes: half
     assert "[#####               ]" in long  # 5,000 bytes: a quarter
     assert row(lines, "plain.txt").count("#") == 0  # 100 bytes: rounds to nothing
+    assert "tab?here?[31m.txt" in row(lines, "tab?here")  # as ncdu shows them
 
 
 def test_ncdu_keeps_wide_names_whole_and_shortens_long_ones_in_the_middle(names: str) -> None:
