@@ -98,12 +98,37 @@ def human_size(n: int) -> str:
     raise AssertionError("unreachable")
 
 
+_UNITS = ("kB", "MB", "GB", "TB", "PB", "EB")
+
+
+def byte_count(n: int) -> str:
+    """Bytes for a person, in powers of 1000: ``0 bytes``, ``999 bytes``, ``1.2 kB``,
+    ``437 MB``, ``1.2 GB``.
+
+    Args:
+        n: a number of bytes (not negative).
+
+    Returns:
+        The count with its unit, one decimal below 10 units.
+    """
+    if n < 1000:
+        return f"{n} byte" + ("" if n == 1 else "s")
+    value = float(n)
+    for unit in _UNITS:
+        value /= 1000
+        if value < 999.5 or unit == _UNITS[-1]:
+            return f"{value:.1f} {unit}" if value < 9.95 else f"{value:.0f} {unit}"
+    raise AssertionError("unreachable")
+
+
 def wants_progress(quiet: bool = False) -> bool:
     return not quiet and sys.stderr.isatty() and os.environ.get("TERM") != "dumb"
 
 
 class Progress:
-    """A progress bar over files (rate, ETA) that also shows bytes; silent off a terminal."""
+    """A progress bar over files (rate, ETA) that also shows bytes, as the closing summary
+    counts them (:func:`byte_count`); silent off a terminal. Its last frame, drawn when it
+    closes, shows every file and byte advanced."""
 
     def __init__(self, description: str, total_files: int | None, enabled: bool) -> None:
         self.files = 0
@@ -118,7 +143,7 @@ class Progress:
         self.files += files
         self.bytes += nbytes
         if self._bar is not None:
-            self._bar.set_postfix_str(human_size(self.bytes) + "B", refresh=False)
+            self._bar.set_postfix_str(byte_count(self.bytes), refresh=False)
             self._bar.update(files)
 
     def close(self) -> None:
