@@ -13,6 +13,7 @@ import math
 import os
 import select
 import sys
+from collections.abc import Iterable
 from types import TracebackType
 from typing import Any, TextIO
 
@@ -26,6 +27,17 @@ def error(message: str, *, command: str | None = None, stream: TextIO | None = N
     are not UTF-8 shown as ``\\xNN``)."""
     prefix = f"{PROG} {command}" if command else PROG
     print(f"{prefix}: {shown(message)}", file=stream or sys.stderr)
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str | None:
+    """``did you mean 'extract'?`` for a mistyped ``word``: the nearest of ``choices``
+    (up to three, by difflib's ratio, leading dashes of options not compared), or None
+    if none is near."""
+    import difflib  # only for a mistyped word
+
+    bare = {choice.lstrip("-"): choice for choice in choices}
+    near = difflib.get_close_matches(word.lstrip("-"), list(bare), n=3, cutoff=0.6)
+    return f"did you mean {' or '.join(repr(bare[n]) for n in near)}?" if near else None
 
 
 def describe(exc: BaseException) -> str:
