@@ -463,6 +463,31 @@ def test_progress_ends_on_the_totals_and_one_summary_line(tmp_path: Path) -> Non
     assert (drawn.code, drawn.raw) == (0, "")
 
 
+def test_summaries_count_what_was_left_out_by_reason(tmp_path: Path) -> None:
+    """extract: links pointing outside, named, hinted, then counted in the summary;
+    rsync: its own summary after the names it lists on stdout."""
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "a").write_bytes(b"a" * 1200)
+    os.symlink("/etc/passwd", src / "out1")
+    os.symlink("../../x", src / "out2")
+    ar, barecat_cmd = tmp_path / "ar", BIN / "barecat"
+    assert on_a_terminal([barecat_cmd, "create", "-q", "-C", src, ar, "."]).code == 0
+    drawn = on_a_terminal([barecat_cmd, "extract", ar, "-C", tmp_path / "o"])
+    assert drawn.code == 1 and "2 symbolic links pointing outside" in drawn.lines[-2]
+    assert re.fullmatch(
+        rf"extracted 1 file, 1.2 kB into {tmp_path / 'o'} in \d+\.\d s "
+        r"\(skipped 2: 2 link outside\)",
+        drawn.lines[-1],
+    ), drawn.lines
+    drawn = on_a_terminal([barecat_cmd, "rsync", "-v", f"{ar}::", tmp_path / "r"])
+    assert drawn.code == 1 and drawn.stdout == "ar/\nar/a\n"
+    assert re.fullmatch(
+        rf"synced 2 files, 1.2 kB to {tmp_path / 'r'} in \d+\.\d s \(skipped 2: 2 invalid path\)",
+        drawn.lines[-1],
+    ), drawn.lines
+
+
 @pytest.mark.parametrize(
     "argv",
     [

@@ -100,7 +100,7 @@ def run_rsync(args: argparse.Namespace) -> int:
     with Progress("rsync", None, args.progress and not args.dry_run) as progress:
 
         def on_action(action: Action, nbytes: int) -> None:
-            progress.advance(1, nbytes)
+            progress.advance(0 if action.display is None else 1, nbytes)  # as -v lists them
             if args.verbose and action.display is not None:
                 sys.stdout.write(action.display + "\n")
 
