@@ -11,6 +11,8 @@ import random
 import signal
 import subprocess
 import sys
+import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -317,7 +319,45 @@ def test_remote_archive_read_without_the_index_in_workers(
     assert stats.bytes_fetched == sum(len(d) for d in files.values())
 
 
-def test_write_to_object_storage_uploads_the_joined_archive(
+def objects(fs: Any, bucket: str) -> list[str]:
+    """The names of every object in the bucket, as the store lists them now."""
+    fs.invalidate_cache()
+    return sorted(p.split("/", 1)[1] for p in fs.find(bucket))
+
+
+class _Watched(BarecatDatasink):
+    """Notes in ``notes``, in each write task, where its part is written (every row taken)
+    and what the task hands back; checks on the driver, before joining, that the tasks'
+    own copies of their parts are gone and that they handed back only URLs and sizes."""
+
+    notes = ""
+    task_folder = ""
+    part_indices = 0
+
+    def write(self, blocks: Any, ctx: Any) -> Any:
+        def rows_then_look() -> Any:
+            yield from blocks
+            made = glob.glob(os.path.join(tempfile.gettempdir(), "barecat-part-*", "part*"))
+            with open(self.notes, "a") as f:
+                f.writelines(f"{p}\n" for p in made)
+
+        part = super().write(rows_then_look(), ctx)
+        with open(self.notes, "a") as f:
+            f.write(f"{part and part.location}\n")
+        return part
+
+    def on_write_complete(self, write_result: Any) -> None:
+        import s3fs
+
+        parts = [p for p in write_result.write_returns if p is not None]
+        assert len(parts) >= 2 and all(p.location.startswith("s3://") for p in parts), parts
+        assert os.listdir(self.task_folder) == [], "the tasks removed their local parts"
+        fs = s3fs.S3FileSystem(**(self.parts.storage_options or {}), skip_instance_cache=True)
+        self.part_indices = sum(fs.size(p.location) for p in parts)
+        super().on_write_complete(write_result)
+
+
+def test_write_to_object_storage_shares_no_filesystem(
     cluster: None, s3: Any, tmp_path: Path
 ) -> None:
     import s3fs
@@ -326,35 +366,150 @@ def test_write_to_object_storage_uploads_the_joined_archive(
     fs = s3fs.S3FileSystem(**options, skip_instance_cache=True)
     fs.mkdir("ray-out")
     url = "s3://ray-out/ds.barecat"
-    items = [{"path": f"up/{i:04d}.bin", "bytes": os.urandom(i * 11 % 1500)} for i in range(200)]
+    items = [{"path": f"up/{i:04d}.bin", "bytes": os.urandom(i * 11 % 1500)} for i in range(300)]
     files = {r["path"]: r["bytes"] for r in items}
-    staging = tmp_path / "staging"
-    staging.mkdir()
-    ds = ray.data.from_items(items, override_num_blocks=3)
-    write_barecat(ds, url, storage_options=options, staging_dir=staging, part_bytes=0)
-    fs.invalidate_cache()
-    names = sorted(p.rsplit("/", 1)[1] for p in fs.ls("ray-out"))
+    tasks_tmp = tmp_path / "tasks-tmp"  # the tasks' temporary folder, not the driver's
+    tasks_tmp.mkdir()
+    sink = _Watched(url, storage_options=options, part_bytes=0)
+    sink.notes, sink.task_folder = str(tmp_path / "notes"), str(tasks_tmp)
+    # (workers of another environment are new ones: they get the driver's sys.path too)
+    path = os.pathsep.join(p for p in sys.path if p)
+    env = {"env_vars": {"TMPDIR": str(tasks_tmp), "PYTHONPATH": path}}
+    ray.data.from_items(items, override_num_blocks=3).write_datasink(
+        sink, ray_remote_args={"runtime_env": env}
+    )
+    notes = Path(sink.notes).read_text().split()
+    assert f"{tasks_tmp}/barecat-part-" in " ".join(notes), "parts made in the tasks' folder"
+    assert sum(n.startswith("s3://ray-out/.ds.barecat.ray-") for n in notes) == 3, "and staged"
+    names = objects(fs, "ray-out")
     assert names[0] == "ds.barecat" and len(names) >= 4, names  # the index, a shard a part
-    assert all(n.startswith("ds.barecat-shard-") for n in names[1:])
-    assert os.listdir(staging) == [], "the parts and the joined copy are gone"
+    assert all(n.startswith("ds.barecat-shard-") for n in names[1:]), "no staging left"
+    # what the driver moved: the parts' indices in, the joined index out; no shard byte
+    stats = sink.parts.store.stats
+    assert (stats.bytes_fetched, stats.bytes_sent) == (sink.part_indices, fs.size(url))
     cache = str(tmp_path / "cache")
     with barecat.Barecat(url, storage_options=options, cache_dir=cache) as bc:
         assert dict(bc.items()) == files
+        assert list(bc.files()) == [r["path"] for r in items], "the blocks' order kept"
     assert by_path(read_barecat(url, storage_options=options, cache_dir=cache).take_all()) == files
+
+
+def test_object_storage_overwrite_duplicates_and_staging_dir(
+    cluster: None, s3: Any, tmp_path: Path
+) -> None:
+    import s3fs
+
+    options = s3.options()
+    fs = s3fs.S3FileSystem(**options, skip_instance_cache=True)
+    fs.mkdir("ray-over")
+    url = "s3://ray-over/ds.barecat"
+    items = [{"path": f"o/{i:04d}.bin", "bytes": os.urandom(900)} for i in range(120)]
+    ds = ray.data.from_items(items, override_num_blocks=3)
+    missing = tmp_path / "no" / "such" / "folder"  # the driver's staging_dir: never used
+    with pytest.warns(DeprecationWarning, match="staging_dir is no longer used"):
+        write_barecat(ds, url, storage_options=options, staging_dir=missing, part_bytes=0,
+                      shard_size_limit="32K")  # fmt: skip
+    assert not missing.parent.exists()
+    names = objects(fs, "ray-over")
+    assert len(names) >= 5, names
     with pytest.raises(barecat.FileExistsBarecatError):
-        write_barecat(ds, url, storage_options=options, staging_dir=staging)
-    twice = [*items[:5], items[0]]  # a failed write uploads nothing, the old archive stays
-    with pytest.raises(Exception, match=r"up/0000\.bin"):
+        write_barecat(ds, url, storage_options=options)
+    twice = [*items[:5], items[0]]  # a failed write leaves the old archive as it was
+    with pytest.raises(Exception, match=r"o/0000\.bin"):
         write_barecat(ray.data.from_items(twice, override_num_blocks=2), url, overwrite=True,
-                      storage_options=options, staging_dir=staging, part_bytes=0)  # fmt: skip
-    fs.invalidate_cache()
-    assert sorted(p.rsplit("/", 1)[1] for p in fs.ls("ray-out")) == names
+                      storage_options=options, part_bytes=0)  # fmt: skip
+    assert objects(fs, "ray-over") == names, "nothing staged is left, the old archive stays"
     replacement = ray.data.from_items([{"path": "only.txt", "bytes": b"new"}])
-    write_barecat(replacement, url, overwrite=True, storage_options=options, staging_dir=staging)
-    fs.invalidate_cache()
-    assert sorted(p.rsplit("/", 1)[1] for p in fs.ls("ray-out")) == names[:2], "old shards gone"
+    write_barecat(replacement, url, overwrite=True, storage_options=options)
+    assert objects(fs, "ray-over") == names[:2], "the old shards beyond the new one are gone"
+    cache = str(tmp_path / "cache")
     with barecat.Barecat(url, storage_options=options, cache_dir=cache) as bc:
         assert dict(bc.items()) == {"only.txt": b"new"}
+
+
+def test_object_storage_a_path_in_two_tasks_leaves_nothing(
+    cluster: None, s3: Any, tmp_path: Path
+) -> None:
+    import s3fs
+
+    options = s3.options()
+    fs = s3fs.S3FileSystem(**options, skip_instance_cache=True)
+    fs.mkdir("ray-dup")
+    items = [{"path": f"f/{i}.txt", "bytes": b"x" * 100} for i in range(20)]
+    items.append({"path": "f/3.txt", "bytes": b"again"})
+    sink = BarecatDatasink("s3://ray-dup/d.barecat", storage_options=options, part_bytes=0)
+    with pytest.raises(Exception, match=r"f/3\.txt"):
+        ray.data.from_items(items, override_num_blocks=3).write_datasink(sink)
+    assert sink.parts.store.stats.bytes_fetched > 0, "found in the parts' indices, fetched"
+    assert objects(fs, "ray-dup") == [], "no output, no staged part"
+
+
+def _fail_once_staged(bucket: str, options: dict[str, Any]) -> Any:
+    """A batch function that raises in the task holding ``bad/file`` once another task's
+    part is staged on the store (so the failure has parts to clean up)."""
+
+    def fail(batch: dict[str, Any]) -> dict[str, Any]:
+        import s3fs
+
+        if "bad/file" not in list(batch["path"]):
+            return batch
+        fs = s3fs.S3FileSystem(**options, skip_instance_cache=True)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            fs.invalidate_cache()
+            if fs.glob(f"{bucket}/.*.ray-*/part-*"):
+                raise ValueError("this task fails")
+            time.sleep(0.02)
+        raise AssertionError("no part was ever staged")
+
+    return fail
+
+
+def test_object_storage_a_failing_task_leaves_nothing(
+    cluster: None, s3: Any, tmp_path: Path
+) -> None:
+    import s3fs
+
+    options = s3.options()
+    fs = s3fs.S3FileSystem(**options, skip_instance_cache=True)
+    fs.mkdir("ray-fail")
+    items = [{"path": f"k/{i:04d}.bin", "bytes": os.urandom(500)} for i in range(40)]
+    items.append({"path": "bad/file", "bytes": b"x"})
+    ds = ray.data.from_items(items, override_num_blocks=2).map_batches(
+        _fail_once_staged("ray-fail", options), batch_size=None
+    )
+    with pytest.raises(Exception, match="this task fails"):
+        write_barecat(ds, "s3://ray-fail/d.barecat", storage_options=options, part_bytes=0)
+    assert objects(fs, "ray-fail") == [], "no output, no staged part"
+
+
+def test_object_storage_encrypted_and_a_dead_drivers_staging(
+    cluster: None, s3: Any, tmp_path: Path
+) -> None:
+    import s3fs
+
+    from barecat.integrations.remote_parts import staging_prefix
+
+    options = s3.options()
+    fs = s3fs.S3FileSystem(**options, skip_instance_cache=True)
+    fs.mkdir("ray-enc")
+    url = "s3://ray-enc/enc.barecat"
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    left = f"{staging_prefix(url, 'ray')}{int(dead.stdout)}-0123abcd/part-00000-0123abcd"
+    fs.pipe(left, b"half a part")
+    passphrase = "correct horse battery staple"
+    items = [{"path": f"enc/{i:04d}.bin", "bytes": os.urandom(i * 13 % 2000)} for i in range(150)]
+    files = {r["path"]: r["bytes"] for r in items}
+    write_barecat(ray.data.from_items(items, override_num_blocks=3), url, storage_options=options,
+                  compression="zstd", passphrase=passphrase, part_bytes=0)  # fmt: skip
+    assert all(not n.startswith(".") for n in objects(fs, "ray-enc")), "the dead one's gone"
+    where = {"storage_options": options, "cache_dir": str(tmp_path / "cache")}
+    with barecat.Barecat(url, passphrase=passphrase, **where) as bc:
+        assert bc.encrypted and dict(bc.items()) == files
+    assert by_path(read_barecat(url, passphrase=passphrase, **where).take_all()) == files
+    with pytest.raises(WrongPassphraseBarecatError):
+        barecat.Barecat(url, passphrase="wrong", **where)
 
 
 # -- writing -------------------------------------------------------------------------------

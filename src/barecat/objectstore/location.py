@@ -49,11 +49,13 @@ def local_path_of(path: str | os.PathLike[str]) -> str:
 
 @dataclass(slots=True)
 class TransferStats:
-    """What reading from the store has cost so far: requests sent (metadata lookups and
-    ranged reads) and bytes received. Cache hits cost neither."""
+    """What talking to the store has cost so far: requests sent (metadata lookups, ranged
+    reads, uploads, server-side copies, deletions), bytes received and bytes sent (a
+    server-side copy sends none). Cache hits cost nothing."""
 
     requests: int = 0
     bytes_fetched: int = 0
+    bytes_sent: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,10 +99,11 @@ class ObjectStore:
             self._fs_pid = os.getpid()
         return self._fs
 
-    def _count(self, requests: int, received: int) -> None:
+    def _count(self, requests: int, received: int, sent: int = 0) -> None:
         with self._lock:
             self.stats.requests += requests
             self.stats.bytes_fetched += received
+            self.stats.bytes_sent += sent
 
     def describe(self, url: str) -> ObjectVersion:
         """Size and version of the object at ``url`` (one metadata request)."""
@@ -171,6 +174,17 @@ class ObjectStore:
             self.filesystem.put_file(local_path, url)
         except Exception as e:
             raise _failure(f"Could not upload {local_path} to {url}", e) from e
+        self._count(1, 0, os.path.getsize(local_path))
+
+    def copy(self, source: str, url: str) -> None:
+        """Copy the object ``source`` to ``url`` on the store's side (S3's CopyObject, in
+        parts for big objects): no byte passes through this process."""
+        try:
+            self.filesystem.copy(source, url)
+        except FileNotFoundError:
+            raise FileNotFoundBarecatError(source, "Remote object") from None
+        except Exception as e:
+            raise _failure(f"Could not copy {source} to {url}", e) from e
         self._count(1, 0)
 
     def remove(self, urls: Sequence[str]) -> None:
@@ -184,10 +198,23 @@ class ObjectStore:
                 raise _failure(f"Could not delete {url}", e) from e
             self._count(1, 0)
 
+    def remove_tree(self, url: str) -> None:
+        """Delete every object under the prefix ``url/`` (none there is no error)."""
+        try:
+            self.filesystem.invalidate_cache()  # (others may have written there meanwhile)
+            self.filesystem.rm(url, recursive=True)
+        except FileNotFoundError:
+            pass
+        except Exception as e:
+            raise _failure(f"Could not delete {url}/", e) from e
+        self._count(1, 0)
+
     def names_with_prefix(self, url: str) -> list[str]:
-        """The URLs of the objects whose names start with ``url``'s, sorted."""
+        """The URLs of the objects (and prefixes ending in ``/``, as folders, without it)
+        whose names start with ``url``'s, sorted, as the store lists them now."""
         self._count(1, 0)
         try:
+            self.filesystem.invalidate_cache()  # (others may have written there meanwhile)
             found = self.filesystem.glob(url.replace("[", "[[]") + "*")
         except Exception as e:
             raise _failure(f"Could not list {url}*", e) from e
