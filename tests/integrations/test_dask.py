@@ -21,6 +21,7 @@ import barecat
 from barecat.layout import shard_files
 from helpers.damaging import damage
 from helpers.engines import build, leftovers, make_files
+from helpers.s3 import Bucket, wait_for_objects
 
 dd = pytest.importorskip(
     "dask.dataframe", reason="Dask is not installed (the dask extra; ./run test installs it)"
@@ -314,36 +315,13 @@ def test_rows_without_binary_bytes_are_refused(client: Any, tmp_path: Path) -> N
 # -- writing to object storage --------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def s3() -> Iterator[Any]:
-    pytest.importorskip("s3fs", reason="the remote extra (fsspec + s3fs) is not installed")
-    pytest.importorskip("moto.server", reason="moto[server] (a local S3 server) is not installed")
-    from helpers.s3 import S3Server
-
-    server = S3Server()
-    server.start()
-    yield server
-    server.stop()
-
-
-def objects(fs: Any, bucket: str) -> list[str]:
-    """The names of every object in the bucket, as the store lists them now."""
-    fs.invalidate_cache()
-    return sorted(p.split("/", 1)[1] for p in fs.find(bucket))
-
-
 def test_write_to_object_storage_round_trip_and_overwrite(
-    client: Any, s3: Any, tmp_path: Path
+    client: Any, bucket: Bucket, tmp_path: Path
 ) -> None:
-    import s3fs
-
-    options = s3.options()
-    fs = s3fs.S3FileSystem(**options, skip_instance_cache=True)
-    fs.mkdir("dask-out")
-    url = "s3://dask-out/ds.barecat"
+    url, options = bucket.url("ds.barecat"), bucket.options
     items = {f"out/{i:04d}.bin": os.urandom(i * 7 % 3000) for i in range(300)}
     write_barecat(frame_of(items, 3), url, storage_options=options, shard_size_limit="64K")
-    names = objects(fs, "dask-out")
+    names = bucket.objects()
     assert names[0] == "ds.barecat" and len(names) >= 4, names  # the index, shards
     assert all(n.startswith("ds.barecat-shard-") for n in names[1:]), "no staging left"
     where = {"storage_options": options, "cache_dir": str(tmp_path / "cache")}
@@ -358,57 +336,41 @@ def test_write_to_object_storage_round_trip_and_overwrite(
     few = {"enc/one": b"1" * 500, "enc/two": b"2" * 700}
     write_barecat(frame_of(few, 2), url, overwrite=True, storage_options=options,
                   passphrase=passphrase)  # fmt: skip
-    assert len(objects(fs, "dask-out")) < len(names)
+    assert len(bucket.objects()) < len(names)
     with barecat.Barecat(url, passphrase=passphrase, **where) as bc:
         assert bc.encrypted and dict(bc.items()) == few
     assert by_path(read_barecat(url, passphrase=passphrase, **where).compute()) == few
 
 
-def test_object_storage_a_path_in_two_partitions_leaves_nothing(client: Any, s3: Any) -> None:
-    import s3fs
-
-    options = s3.options()
-    fs = s3fs.S3FileSystem(**options, skip_instance_cache=True)
-    fs.mkdir("dask-dup")
+def test_object_storage_a_path_in_two_partitions_leaves_nothing(
+    client: Any, bucket: Bucket
+) -> None:
     data = pd.DataFrame(
         {"path": [f"f/{i}.txt" for i in range(20)] + ["f/3.txt"],
          "bytes": pd.Series([b"x"] * 20 + [b"again"], dtype=BINARY)}
     )  # fmt: skip
     frame = dd.from_pandas(data, npartitions=3, sort=False)
     with pytest.raises(barecat.FileExistsBarecatError, match=r"f/3\.txt"):
-        write_barecat(frame, "s3://dask-dup/d.barecat", storage_options=options)
-    assert objects(fs, "dask-dup") == [], "no output, no staged part"
+        write_barecat(frame, bucket.url("d.barecat"), storage_options=bucket.options)
+    assert bucket.objects() == [], "no output, no staged part"
 
 
 def _fail_once_staged(frame: pd.DataFrame, bucket: str, options: dict[str, Any]) -> pd.DataFrame:
     """Raises in the partition holding ``bad/file`` once another partition's part is
     staged on the store (so the failure has parts to clean up); others pass through."""
-    import s3fs
-
-    if "bad/file" not in set(frame["path"]):
-        return frame
-    fs = s3fs.S3FileSystem(**options, skip_instance_cache=True)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        fs.invalidate_cache()
-        if fs.glob(f"{bucket}/.*.dask-*/part-*"):
-            raise ValueError("this partition fails")
-        time.sleep(0.02)
-    raise AssertionError("no part was ever staged")
+    if "bad/file" in set(frame["path"]):
+        wait_for_objects(options, f"{bucket}/.*.dask-*/part-*")
+        raise ValueError("this partition fails")
+    return frame
 
 
-def test_object_storage_a_partition_that_raises_leaves_nothing(client: Any, s3: Any) -> None:
-    import s3fs
-
-    options = s3.options()
-    fs = s3fs.S3FileSystem(**options, skip_instance_cache=True)
-    fs.mkdir("dask-fail")
+def test_object_storage_a_partition_that_raises_leaves_nothing(client: Any, bucket: Bucket) -> None:
     items = {f"k/{i:04d}.bin": os.urandom(500) for i in range(60)}
     items["bad/file"] = b"x"
-    df = frame_of(items, 3).map_partitions(_fail_once_staged, "dask-fail", options)
+    df = frame_of(items, 3).map_partitions(_fail_once_staged, bucket.name, bucket.options)
     with pytest.raises(ValueError, match="this partition fails"):
-        write_barecat(df, "s3://dask-fail/d.barecat", storage_options=options)
-    assert objects(fs, "dask-fail") == [], "no output, no staged part"
+        write_barecat(df, bucket.url("d.barecat"), storage_options=bucket.options)
+    assert bucket.objects() == [], "no output, no staged part"
 
 
 def test_without_dask_the_error_names_the_extra() -> None:

@@ -12,9 +12,10 @@ Imports ``exceptions`` only; fsspec is imported when a remote archive is opened.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -150,12 +151,8 @@ class ObjectStore:
 
     def download(self, url: str, local_path: str) -> int:
         """Copy the whole object to ``local_path``; returns its size."""
-        try:
+        with _store_errors(f"Could not download {url}", url):
             self.filesystem.get_file(url, local_path)
-        except FileNotFoundError:
-            raise FileNotFoundBarecatError(url, "Remote object") from None
-        except Exception as e:
-            raise _failure(f"Could not download {url}", e) from e
         size = os.path.getsize(local_path)
         self._count(1, size)
         return size
@@ -179,12 +176,8 @@ class ObjectStore:
     def copy(self, source: str, url: str) -> None:
         """Copy the object ``source`` to ``url`` on the store's side (S3's CopyObject, in
         parts for big objects): no byte passes through this process."""
-        try:
+        with _store_errors(f"Could not copy {source} to {url}", source):
             self.filesystem.copy(source, url)
-        except FileNotFoundError:
-            raise FileNotFoundBarecatError(source, "Remote object") from None
-        except Exception as e:
-            raise _failure(f"Could not copy {source} to {url}", e) from e
         self._count(1, 0)
 
     def remove(self, urls: Sequence[str]) -> None:
@@ -229,6 +222,18 @@ def _version_of(info: dict[str, Any]) -> str:
             return f"{key}:{str(value).strip(chr(34))}"
     stamp = info.get("LastModified") or info.get("mtime") or info.get("created") or ""
     return f"size-mtime:{info.get('size')}:{stamp}"
+
+
+@contextlib.contextmanager
+def _store_errors(what: str, url: str) -> Iterator[None]:
+    """The store's errors as barecat's: a missing ``url`` as ``FileNotFoundBarecatError``,
+    any other failure as ``RemoteStorageBarecatError`` saying ``what`` failed."""
+    try:
+        yield
+    except FileNotFoundError:
+        raise FileNotFoundBarecatError(url, "Remote object") from None
+    except Exception as e:
+        raise _failure(what, e) from e
 
 
 def _failure(what: str, e: BaseException) -> RemoteStorageBarecatError:
