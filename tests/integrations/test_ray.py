@@ -635,3 +635,15 @@ def test_without_ray_the_error_names_the_extra() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode != 0
     assert "pip install 'barecat[ray]'" in done.stderr
+
+
+def test_each_tasks_output_stays_whole(cluster: None, tmp_path: Path) -> None:
+    path = str(tmp_path / "whole.barecat")  # 3,000 files of 100 bytes: a few small tasks
+    files = {f"w/{i:04d}.txt": bytes([i % 256]) * 100 for i in range(3000)}
+    build(path, files)
+    planned = BarecatDatasource(path, chunk_bytes=16 << 10).get_read_tasks(200)
+    # Ray counts a task as one block and splits each task's output to make up the 200
+    # blocks it asks for; told the number of tasks, it leaves them whole
+    ds = read_barecat(path, chunk_bytes=16 << 10).materialize()
+    assert ds.num_blocks() == len(planned) < 200
+    assert by_path(ds.take_all()) == files
