@@ -282,3 +282,19 @@ def test_a_tar_is_not_mounted_read_write(tmp_path: Path, cache: Path) -> None:
     assert done.returncode == 1
     assert "tar and zip files mount read-only" in done.stderr
     assert not cache.exists()
+
+
+@needs_fuse
+def test_a_symlinked_cache_directory_keeps_the_links_to_the_tar(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """~/.cache is often a link elsewhere: the index's links to the tar hold through it."""
+    real = tmp_path / "elsewhere/at/another/depth"
+    real.mkdir(parents=True)
+    (tmp_path / "cache").symlink_to(real)
+    monkeypatch.setenv("BARECAT_CACHE_DIR", str(tmp_path / "cache"))
+    tar_path = _make_tar(tmp_path / "data.tar")
+    mnt = tmp_path / "mnt"
+    with served(str(tar_path), mnt):
+        assert (mnt / "dir/big.bin").read_bytes() == BIG
+    assert len(list(real.glob("mounts/*/data.tar.barecat"))) == 1

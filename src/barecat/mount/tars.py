@@ -173,21 +173,15 @@ def _check_stored_zip(path: str) -> None:
 
 
 def _convert_command(path: str, fmt: str) -> str:
-    """The ``barecat convert`` command that makes ``STEM.barecat`` of ``path``, beside it."""
-    named = format_of_name(path)
-    stem = path[: -len(_suffix_of(path))] if named else path
+    """The ``barecat convert`` command that makes ``STEM.barecat`` of ``path``, beside it
+    (``data.tar.gz``: ``data.barecat``); a file whose name says no format is piped in."""
+    stem = path
+    while format_of_name(stem) is not None:  # data.tar.gz -> data.tar -> data
+        stem = os.path.splitext(stem)[0]
     output = shlex.quote(f"{stem}.barecat")
-    if named:
+    if stem != path:
         return f"barecat convert {shlex.quote(path)} {output}"
     return f"barecat convert --stdin {fmt} {output} < {shlex.quote(path)}"
-
-
-def _suffix_of(path: str) -> str:
-    lower = os.path.basename(path).lower()
-    for suffix in (".tar.gz", ".tar.bz2", ".tar.xz", ".tar.zst", ".tar", ".zip"):
-        if lower.endswith(suffix):
-            return suffix
-    return os.path.splitext(path)[1]  # .tgz, .tbz2, .txz, .tzst
 
 
 def _index_path(real: list[str], beside: bool, cache_root: str | None) -> str:
@@ -195,7 +189,8 @@ def _index_path(real: list[str], beside: bool, cache_root: str | None) -> str:
     if beside:
         return f"{first}.barecat"
     digest = hashlib.sha256("\0".join(real).encode("utf-8", "surrogateescape")).hexdigest()
-    root = cache_root or default_cache_root()
+    # Real, so the shards' relative links to the files hold through a symlinked ~/.cache.
+    root = os.path.realpath(cache_root or default_cache_root())
     folder = os.path.join(root, MOUNTS_FOLDER, digest[:_DIGEST_CHARS])
     return os.path.join(folder, f"{os.path.basename(first)}.barecat")
 
