@@ -146,7 +146,7 @@ def test_several_tars_and_a_stored_zip_mount_as_one_tree_the_later_winning(
             _add(tar, f"{number:06d}.cls", b"%d" % number)
             _add(tar, "shared.txt", b"from shard %d" % number)
         shards.append(str(shard))
-    stored = tmp_path / "extra.zip"
+    stored = tmp_path / "extra.bin"  # a zip, told by its content
     with zipfile.ZipFile(stored, "w", zipfile.ZIP_STORED) as zf:
         zf.writestr("zipped/notes.txt", b"stored in a zip\n")
         zf.writestr("zipped/big.bin", BIG)
