@@ -60,6 +60,9 @@ class ImportResult:
     replaced: int = 0
     """Members that replaced an earlier member of the same name (the later one wins)."""
     skipped: list[tuple[str, str]] = field(default_factory=list)
+    renamed: list[tuple[str, str]] = field(default_factory=list)
+    """Members stored under a path other than their name (member name, path): absolute
+    names and names with '..' inside that stays within the root (filled by wrap)."""
 
 
 class _Importer:
