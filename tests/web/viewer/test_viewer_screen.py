@@ -161,6 +161,12 @@ def test_back_forward_and_reload_follow_the_url(server: str, page: Any) -> None:
     assert page.url == server
 
 
+def _press_to(page: Any, key: str, where: str) -> None:
+    """Press ``key`` and wait until the page's address ends with ``where``."""
+    page.keyboard.press(key)
+    _wait_at(page, where)
+
+
 def _selected(page: Any) -> str:
     return str(page.locator(".cell.selected .name").inner_text())
 
@@ -180,21 +186,16 @@ def test_the_keyboard_moves_opens_goes_up_and_closes(server: str, page: Any) -> 
     page.keyboard.press("ArrowUp")
     page.keyboard.press("ArrowRight")
     assert _selected(page) == "dogs/"
-    page.keyboard.press("Enter")
-    _wait_at(page, "/?dir=nav/dogs")
-    page.keyboard.press("Backspace")
-    _wait_at(page, "/?dir=nav")
+    _press_to(page, "Enter", "/?dir=nav/dogs")
+    _press_to(page, "Backspace", "/?dir=nav")
     page.wait_for_function("document.querySelectorAll('.cell').length == 9")
     for _ in range(5):
         page.keyboard.press("ArrowRight")
     assert _selected(page) == "02.png"
-    page.keyboard.press("Enter")
-    _wait_at(page, "/?file=nav/02.png")
-    page.keyboard.press("ArrowRight")
-    _wait_at(page, "/?file=nav/03.png")
+    _press_to(page, "Enter", "/?file=nav/02.png")
+    _press_to(page, "ArrowRight", "/?file=nav/03.png")
     page.wait_for_function("document.querySelector('#meta').innerText.includes('03.png')")
-    page.keyboard.press("Escape")
-    _wait_at(page, "/?dir=nav")
+    _press_to(page, "Escape", "/?dir=nav")
     page.wait_for_selector("#viewer.shown", state="detached")
     assert _selected(page) == "03.png"  # the selection is where the full view was
 

@@ -6,7 +6,8 @@
 
 const PAGE = 120;          // files asked for at a time
 const THUMB = 256;         // thumbnail size asked for (the grid shows them at most 138x130)
-const SHARP_SCALE = 3;     // images enlarged this much or more keep sharp pixels
+const SHARP_SCALE = 3;     // small images (pixel art, icons) enlarged this much or more
+const SHARP_SIZE = 64;     // keep sharp pixels (image-rendering: pixelated)
 const q = (s) => document.querySelector(s);
 const api = (route, params) => route + "?" + new URLSearchParams(params).toString();
 const parentOf = (path) => path.includes("/") ? path.slice(0, path.lastIndexOf("/")) : "";
@@ -173,7 +174,8 @@ function fileCell(f, i) {
   return labelled(cell, f.name, human(f.size));
 }
 
-// Size an image to fill its box (enlarging small ones); sharp pixels when enlarged a lot.
+// Size an image to fill its box (enlarging small ones); a small one enlarged a lot keeps
+// sharp pixels.
 function fit(img, box) {
   const w = img.naturalWidth, h = img.naturalHeight;
   if (!w || !h) return;
@@ -184,7 +186,7 @@ function fit(img, box) {
   img.style.width = Math.max(1, Math.floor(w * scale)) + "px";
   img.style.height = Math.max(1, Math.floor(h * scale)) + "px";
   img.style.objectFit = "fill";
-  img.classList.toggle("pixelated", scale >= SHARP_SCALE);
+  img.classList.toggle("pixelated", scale >= SHARP_SCALE && Math.max(w, h) <= SHARP_SIZE);
 }
 
 function showCrumbs(path) {
