@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -187,6 +188,7 @@ def test_the_keyboard_moves_opens_goes_up_and_closes(server: str, page: Any) -> 
     page.keyboard.press("ArrowRight")
     assert _selected(page) == "dogs/"
     _press_to(page, "Enter", "/?dir=nav/dogs")
+    page.wait_for_function("document.querySelectorAll('.cell').length == 1")
     _press_to(page, "Backspace", "/?dir=nav")
     page.wait_for_function("document.querySelectorAll('.cell').length == 9")
     for _ in range(5):
@@ -278,3 +280,12 @@ def test_thumbnails_keep_alpha_only_for_transparent_images(server: str) -> None:
     assert Image.open(io.BytesIO(opaque.content)).size == (16, 16)  # never enlarged
     raw = httpx.get(server + "raw", params={"path": f"{HOSTILE_DIR}/{HOSTILE_FILE}"})
     assert raw.headers["content-security-policy"] == "sandbox"  # never a page of the viewer
+
+
+def test_the_docs_show_the_screenshots() -> None:
+    docs = Path(__file__).resolve().parents[3] / "docs"
+    page = (docs / "viewers.md").read_text(encoding="utf-8")
+    for name in ("viewer.png", "viewer-full.png"):
+        assert f"](images/{name})" in page
+        with Image.open(docs / "images" / name) as shot:
+            assert shot.width >= 1000 and shot.height >= 600

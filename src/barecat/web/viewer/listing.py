@@ -11,6 +11,7 @@ directory costs one read of its records, not one per page.
 from __future__ import annotations
 
 import fnmatch
+import re
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -62,7 +63,8 @@ def name_filter(pattern: str) -> Callable[[str], bool]:
     if not wanted:
         return lambda name: True
     if any(c in wanted for c in GLOB_CHARACTERS):
-        return lambda name: fnmatch.fnmatchcase(name.casefold(), wanted)
+        matches = re.compile(fnmatch.translate(wanted)).match
+        return lambda name: matches(name.casefold()) is not None
     return lambda name: wanted in name.casefold()
 
 

@@ -81,7 +81,10 @@ function listingParams(place) {
   return p;
 }
 
-async function render() {
+let rendering = Promise.resolve();  // the latest render(), which keys wait for
+function render() { rendering = draw(); return rendering; }
+
+async function draw() {
   const generation = ++state.generation;
   const place = wanted();
   showControls(place);
@@ -275,12 +278,15 @@ function openSelected() {
   go({ file: state.files[at].path }, { fromFolder: true });
 }
 
-function goUp() { if (state.dir) go({ dir: parentOf(state.dir) }); }
+function goUp() {  // from the address: the folder asked for may still be loading
+  const dir = wanted().dir;
+  if (dir) go({ dir: parentOf(dir) });
+}
 
 document.addEventListener("keydown", (e) => {
   if (e.altKey || e.ctrlKey || e.metaKey) return;  // the browser's own (Alt+Left is back)
   const typing = e.target.matches("input, select, textarea");
-  const viewing = q("#viewer").classList.contains("shown");
+  const viewing = wanted().file !== null;  // the address says so, even while it loads
   let handled = true;
   if (typing) {
     if (e.key === "Escape" || e.key === "Enter" || e.key === "ArrowDown") { e.target.blur(); select(0); }
@@ -365,6 +371,7 @@ function metaRows(info) {
 }
 
 async function step(delta) {
+  await rendering;
   const info = state.viewing;
   if (!info || info.position === null) return;
   const at = info.position + delta;
