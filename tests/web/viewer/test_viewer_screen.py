@@ -48,6 +48,10 @@ def archive(tmp_path_factory: pytest.TempPathFactory) -> str:
             bc[f"nav/{folder}/one.png"] = _png(Image.new("RGB", (40, 30), GREEN))
         for i in range(7):
             bc[f"nav/{i:02d}.png"] = _png(Image.new("RGB", (40, 30), NAVY))
+        bc["odd/broken.png"] = b"\x89PNG\r\n\x1a\nnot really"  # a signature, then junk
+        scan = io.BytesIO()
+        Image.new("RGB", (48, 40), NAVY).save(scan, "TIFF")  # a format browsers cannot show
+        bc["odd/scan.tif"] = scan.getvalue()
         bc[f"{HOSTILE_DIR}/{HOSTILE_FILE}"] = b"<script>window.pwned=2</script>"
     return path
 
@@ -124,7 +128,7 @@ def test_folder_and_file_icons_are_drawn_svg(server: str, page: Any) -> None:
     page.goto(server)
     page.wait_for_selector(".cell.dir")
     for selector in (".cell.dir svg.folder", ".cell.dir"):
-        assert page.locator(selector).count() == 5, selector
+        assert page.locator(selector).count() == 6, selector
     box = page.locator(".cell.dir svg").first.bounding_box()
     assert box["width"] > 40 and box["height"] > 40
     shot = _pixels(page.locator(".cell.dir svg").first)  # the folder's yellow is drawn
@@ -158,7 +162,7 @@ def test_back_forward_and_reload_follow_the_url(server: str, page: Any) -> None:
     _wait_at(page, "/?dir=nav/cats")
     page.wait_for_function("document.querySelectorAll('.cell').length == 1")
     page.locator("#crumbs a", has_text="/").first.click()  # the path bar's root
-    page.wait_for_function("document.querySelectorAll('.cell.dir').length == 5")
+    page.wait_for_function("document.querySelectorAll('.cell.dir').length == 6")
     assert page.url == server
 
 
@@ -250,6 +254,24 @@ def test_other_files_show_text_or_hex_and_their_metadata(
     page.wait_for_function("document.querySelector('#text').dataset.kind == 'hex'")
     first = page.locator("#text").inner_text().splitlines()[0]
     assert first.startswith("00000000  00 01 02 03 04 05 06 07  08 09 0a 0b")
+
+
+def test_images_that_do_not_decode_are_never_broken_images(server: str, page: Any) -> None:
+    page.goto(server)
+    page.locator(".cell.dir", has_text="odd/").click()
+    broken = page.locator(".cell", has_text="broken.png")
+    broken.locator("svg.file").wait_for()  # the thumbnail failed: a file's icon instead
+    assert broken.locator("img").count() == 0
+    broken.click()
+    page.wait_for_function("document.querySelector('#text').dataset.kind == 'hex'")
+    assert "|.PNG....not real|" in page.locator("#text").inner_text()
+    assert page.locator("#full").bounding_box() is None
+    page.keyboard.press("ArrowRight")  # scan.tif: Chromium cannot show TIFF, Pillow can
+    page.wait_for_selector("#full.loaded")
+    assert not page.locator("#text").is_visible()
+    shot = _pixels(page.locator("#full"))
+    assert _near(shot.getpixel((shot.width // 2, shot.height // 2)), NAVY)
+    assert "48 x 40" in page.locator("#meta").inner_text()
 
 
 def test_hostile_names_show_literally(server: str, page: Any) -> None:
