@@ -92,9 +92,8 @@ def build(path: str) -> None:
     with barecat.Barecat(path, readonly=False) as bc:
         for i in range(12):
             bc[f"photos/2024/trip_{i:03d}.jpg"] = _encoded(_photo(i), "JPEG")
-        names = ["badge", "chat-blue", "chat-dark", "chat", "note", "ring-blue", "ring-dark"]
-        names += ["ring", "spark", "star-dark", "star-red", "star"]
-        for i, name in enumerate(names):
+        for i in range(12):  # named by what _icon draws: ring-navy.png is a navy ring
+            name = f"{('ring', 'star', 'chat')[i % 3]}-{('navy', 'red', 'blue', 'black')[i % 4]}"
             bc[f"assets/icons/{name}.png"] = _encoded(_icon(i), "PNG")
         for i in range(9):
             bc[f"assets/sprites/hero_{i}.png"] = _encoded(_sprite(i), "PNG")
