@@ -56,10 +56,13 @@ from barecat.integrations.read_plans import (
 _MIN_TASK_BYTES = 4 << 20
 """Smallest run a task is given, however many tasks Ray asks for (a task costs ~ms)."""
 _FIRST_TASK_ROWS = 1024
-"""Rows the first read task makes (its chunks, whole; then each task twice as long): Ray
-runs the first task alone, until it knows how much a task outputs, and notices a task
-done ~0.1 s after it is, so a first batch (256 rows by default) that needs a second
-task's rows comes that much later."""
+"""Rows each of the first two read tasks makes (their chunks, whole; then each task twice
+as long as the one before). Ray merges a task's blocks into one (up to 128 MiB), and its
+batch iterator hands out a block only once it holds a batch's rows beyond it (1,024 and
+more, with ``prefetch_batches=1``): the first batch comes when the first two tasks are
+done, which on two CPUs run side by side, and each is noticed ~0.1 s after it ends."""
+_FIRST_TASKS = 2
+"""How many tasks make ``_FIRST_TASK_ROWS`` rows."""
 DEFAULT_TASKS_PER_CPU = 4
 """Most read tasks per CPU of the cluster. Ray asks for at least 200 to keep blocks
 small, but a task here yields one block per chunk whatever its length, and each task
@@ -186,7 +189,7 @@ class BarecatDatasource(Datasource):
         run_bytes = max(min(per_task, self.target_bytes), min(_MIN_TASK_BYTES, self.target_bytes))
         return [
             self._task(run, columns, schema, per_task_row_limit)
-            for run in self._plan.runs(run_bytes, first_bytes=self._first_task_bytes())
+            for run in self._plan.runs(run_bytes, self._first_task_bytes(), _FIRST_TASKS)
         ]
 
     def _task(
@@ -209,7 +212,7 @@ class BarecatDatasource(Datasource):
         return ReadTask(read, metadata, schema=schema, per_task_row_limit=per_task_row_limit)
 
     def _first_task_bytes(self) -> int:
-        """The first task's stored bytes: whole chunks, as few as make ``_FIRST_TASK_ROWS``
+        """The first tasks' stored bytes: whole chunks, as few as make ``_FIRST_TASK_ROWS``
         rows (at least one chunk)."""
         rows = held = 0
         for chunk in self._plan.chunks:

@@ -193,14 +193,17 @@ class ArchivePlan:
         numbers: int = 8 * chunk.plan.num_rows * len(columns)
         return contents + int(chunk.plan.column("path").nbytes) + numbers
 
-    def runs(self, run_bytes: int, first_bytes: int | None = None) -> list[list[Chunk]]:
+    def runs(
+        self, run_bytes: int, first_bytes: int | None = None, first_runs: int = 1
+    ) -> list[list[Chunk]]:
         """The chunks, in order, cut into contiguous runs of at most ``run_bytes`` stored
         bytes (a chunk larger than that is a run of its own).
 
         Args:
             run_bytes: the most stored bytes of a run.
-            first_bytes: the first run's most (each next one's twice the one before,
+            first_bytes: the first runs' most (each one after them twice the one before,
                 up to ``run_bytes``): the first rows come out after a small read.
+            first_runs: how many runs ``first_bytes`` bounds.
 
         Returns:
             The runs.
@@ -213,7 +216,8 @@ class ArchivePlan:
             if run and run_stored + chunk.stored_bytes > limit:
                 runs.append(run)
                 run, run_stored = [], 0
-                limit = min(2 * limit, run_bytes)
+                if len(runs) >= first_runs:
+                    limit = min(2 * limit, run_bytes)
             run.append(chunk)
             run_stored += chunk.stored_bytes
         if run:
