@@ -42,15 +42,20 @@ except ImportError as e:  # pragma: no cover - the message is the point
 from barecat.archive import Passphrase
 from barecat.archive.planned_reads import PlannedReader
 from barecat.integrations.read_plans import (
-    DEFAULT_CHUNK_BYTES,
     ArchivePlan,
     plan_archive,
     read_chunk,
 )
 
-DEFAULT_PARTITION_BYTES = 64 << 20
-"""Largest run of stored bytes one partition reads (Dask's own readers aim at about
-100 MB in memory; smaller runs spread a small archive over more workers)."""
+DEFAULT_PARTITION_BYTES = 32 << 20
+"""Largest run of stored bytes one partition reads (smaller runs spread a small archive
+over more workers; more runs cost the scheduler more tasks)."""
+DEFAULT_DASK_CHUNK_BYTES = 4 << 20
+"""Largest run of bytes one partition reads in one go (one Arrow buffer): the first
+partition holds one such run at most."""
+FIRST_PARTITION_BYTES = 4 << 20
+"""The first partition's most stored bytes (each next one's twice the one before, up to
+``partition_bytes``): the first rows come out after a small read."""
 
 
 @dataclass(frozen=True)
@@ -100,7 +105,11 @@ class _PartitionReader:
 def _to_pandas(table: pa.Table) -> pd.DataFrame:
     """Binary and integer columns Arrow-backed (binary would be object, which Dask takes
     for strings); strings as pandas makes them."""
-    types = {pa.binary(): pd.ArrowDtype(pa.binary()), pa.int64(): pd.ArrowDtype(pa.int64())}
+    types = {
+        pa.binary(): pd.ArrowDtype(pa.binary()),
+        pa.int64(): pd.ArrowDtype(pa.int64()),
+        pa.string(): pd.StringDtype("pyarrow"),
+    }
     frame: pd.DataFrame = table.to_pandas(types_mapper=types.get)
     return frame
 
@@ -117,7 +126,7 @@ def read_barecat(
     storage_options: dict[str, Any] | None = None,
     cache_dir: str | None = None,
     partition_bytes: int = DEFAULT_PARTITION_BYTES,
-    chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+    chunk_bytes: int = DEFAULT_DASK_CHUNK_BYTES,
 ) -> dd.DataFrame:
     """An archive's files as a Dask DataFrame, a partition per contiguous run of them in
     storage order (see the module doc).
@@ -165,7 +174,7 @@ def read_barecat(
     token = uuid.uuid4().hex
     parts: list[_Partition] = []
     start = 0
-    for run in plan.runs(partition_bytes):
+    for run in plan.runs(partition_bytes, first_bytes=FIRST_PARTITION_BYTES):
         rows = sum(c.rows for c in run)
         parts.append(_Partition(tuple(c.plan for c in run), start, rows, token))
         start += rows
@@ -187,4 +196,9 @@ def read_barecat(
     return frame
 
 
-__all__ = ["DEFAULT_PARTITION_BYTES", "read_barecat"]
+__all__ = [
+    "DEFAULT_DASK_CHUNK_BYTES",
+    "DEFAULT_PARTITION_BYTES",
+    "FIRST_PARTITION_BYTES",
+    "read_barecat",
+]
