@@ -25,13 +25,15 @@ from barecat.exceptions import BarecatIntegrityError, InvalidPathBarecatError
 from barecat.glob import compile_glob
 from barecat.index.connection import select
 from barecat.index.query import checked_file, file_from_row
+from barecat.lazy_exports import LazyModule
 from barecat.paths import normalize, subtree_bounds
-from barecat.shards.reading import crc32c
 
 if TYPE_CHECKING:
     from barecat.archive.facade import Barecat
     from barecat.sealing import Sealer
     from barecat.shards.reading import ShardReader
+
+_crc32c: Any = LazyModule("crc32c")  # (the module itself on the hot path: no wrapper call)
 
 PlannedFile = tuple[str, int, int, int, int | None]
 """(path, shard, offset, stored size, crc32c): one file's bytes as the shards hold them."""
@@ -262,6 +264,7 @@ class PlannedReader:
             need = max(need, packed + end - start)
             packed += sum(f[3] for f in files[i:j])
         view = memoryview(allocate(max(need, packed))).cast("B")
+        checksum = _crc32c.crc32c
         packed = 0
         for i, j, shard, start, end in runs:
             base = packed
@@ -275,7 +278,7 @@ class PlannedReader:
                     at = base + offset - start
                     if at != packed:  # after a gap: moved down over it
                         view[packed : packed + size] = view[at : at + size]
-                if crc is not None and crc32c(view[packed : packed + size]) != crc:
+                if crc is not None and checksum(view[packed : packed + size]) != crc:
                     error = shards.crc_mismatch_error(shard, offset, size)
                     raise BarecatIntegrityError(f"{path}: {error}")
                 packed += size

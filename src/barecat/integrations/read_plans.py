@@ -50,7 +50,7 @@ DEFAULT_TARGET_BYTES = 128 << 20
 """Largest run of bytes one read task (one partition) reads."""
 DEFAULT_CHUNK_BYTES = 16 << 20
 """Largest run of bytes read in one go (one chunk)."""
-_CHUNK_FILES = 8192
+MAX_CHUNK_FILES = 8192
 """Most files in one chunk."""
 
 
@@ -88,7 +88,7 @@ def _cut(
     rows: list[PlanRow], chunk_bytes: int, group_by_stem: bool
 ) -> tuple[list[Chunk], list[str]]:
     """Planned files cut into chunks of at most ``chunk_bytes`` stored bytes and
-    ``_CHUNK_FILES`` files (a sample's files never split, with grouping); and the
+    ``MAX_CHUNK_FILES`` files (a sample's files never split, with grouping); and the
     extensions found, with grouping.
 
     One loop over the sizes; each chunk's table is made from its rows in one go.
@@ -109,7 +109,7 @@ def _cut(
     for i, row in enumerate(rows):
         stored = row[3]
         if (
-            (held + stored > chunk_bytes or i - bounds[-1] >= _CHUNK_FILES)
+            (held + stored > chunk_bytes or i - bounds[-1] >= MAX_CHUNK_FILES)
             and i > bounds[-1]
             and (not group_by_stem or keys[i] != keys[i - 1])
         ):
@@ -404,6 +404,7 @@ __all__ = [
     "DEFAULT_CHUNK_BYTES",
     "DEFAULT_TARGET_BYTES",
     "KEY_COLUMN",
+    "MAX_CHUNK_FILES",
     "ROW_COLUMNS",
     "ArchivePlan",
     "Chunk",
