@@ -120,6 +120,18 @@ def test_read_equals_the_archive_in_disjoint_partitions(
     assert df.loc[150].compute()["path"].tolist() == [whole["path"][150]]
 
 
+def test_the_first_partition_is_small_and_the_next_ones_grow(tmp_path: Path) -> None:
+    path = str(tmp_path / "big.barecat")
+    with barecat.Barecat(path, readonly=False) as bc:  # one shard, 1 MiB files
+        for i in range(14):
+            bc[f"f/{i:02d}"] = bytes([i]) * (1 << 20)
+    df = read_barecat(path)  # the defaults: 4 MiB first, then 8, then up to 64 MiB
+    assert df.divisions == (0, 4, 12, 13)
+    assert df.get_partition(1).compute(scheduler="sync")["path"].tolist() == [
+        f"f/{i:02d}" for i in range(4, 12)
+    ]
+
+
 def test_columns_are_read_without_shards_unless_bytes(client: Any, tmp_path: Path) -> None:
     path = str(tmp_path / "a.barecat")
     files = make_files(60)
