@@ -13,6 +13,9 @@ contiguous shares (Hugging Face's shards). :func:`read_chunk` is a worker's part
 chunk's rows as an Arrow table, its files' bytes read from the shards alone by the plan's
 :class:`~barecat.archive.planned_reads.PlannedReader` (no index opened or downloaded;
 CRC32C-checked; in a sealed archive authenticated and decompressed bound to each path).
+Its ``bytes`` column (:func:`binary_column`, also the source of the samples' columns) is
+made over the read itself in a plain archive: one Arrow buffer per chunk, no ``bytes``
+object per file.
 
 Rows are ``path``, ``bytes``, ``size``, ``mtime_ns``, ``crc32c`` (the index's: of the
 stored bytes); with ``group_by_stem`` one row per sample: ``__key__`` (the path up to
