@@ -14,7 +14,10 @@ CPUs (default 2):
    files: worker processes started, modules imported) come first;
 2. write: ``write_barecat`` of the tree read by ``read_binary_files``, and of the same
    rows already in Ray's object store (the write alone), against ``barecat create`` of
-   the same tree (the command line, one process), until the archive is complete;
+   the same tree (the command line, one process), until the archive is complete, and
+   against writing the rows in memory as files: one file a row (what a ``write_binary``
+   would do; Ray has none, and ``write_images`` would decode and re-encode) and
+   ``write_webdataset`` (members of tar shards);
 3. Dask (a ``distributed.LocalCluster`` of ``--cpus`` worker processes of one thread):
    ``read_barecat`` of the archive against a ``dask.bag`` of the tree's paths (listed by
    ``os.walk``, 1,000 to a partition) that opens and reads each file: time to the first
@@ -278,10 +281,26 @@ def bench_ray(args: argparse.Namespace, work: Path, tree: Any, files: int) -> No
                 )
                 .materialize()
             )
+        files_out = work / "ray-files"
+        webdataset_out = work / "ray-webdataset"
+
+        def write_files() -> None:  # what a write_binary would do: a file a row
+            shutil.rmtree(files_out, ignore_errors=True)
+            in_memory.map_batches(_FileWriter(str(files_out)), batch_format="pyarrow").materialize()
+
+        def write_webdataset() -> None:  # rows as members of tar shards
+            shutil.rmtree(webdataset_out, ignore_errors=True)
+            in_memory.map_batches(_as_samples, batch_format="pyarrow").write_webdataset(
+                str(webdataset_out),
+                encoder=None,  # the bytes as they are
+            )
+
         writes = (
             ("create", create),
             ("write_barecat", write),
             ("write_barecat_materialized", write_materialized),
+            ("write_files", write_files),
+            ("write_webdataset", write_webdataset),
         )
         for _ in range(args.repeats):
             for name, work_fn in () if args.reads_only else writes:
@@ -317,9 +336,43 @@ def bench_ray(args: argparse.Namespace, work: Path, tree: Any, files: int) -> No
     print("|---|---|---|---|")
     for name, label in (("write_barecat", "`write_barecat` of `read_binary_files`"),
                         ("write_barecat_materialized", "`write_barecat` of rows in memory"),
+                        ("write_files", "a file a row, of rows in memory (`map_batches`)"),
+                        ("write_webdataset", "`write_webdataset` of rows in memory (tar shards)"),
                         ("create", "`barecat create` (one process)")):  # fmt: skip
         t = statistics.median(results[name])
         print(f"| {label} | {t:.2f} s | {files / t:,.0f} | {mb / t:,.0f} |")
+
+
+class _FileWriter:
+    """Writes each row's bytes to ``root/path`` (Ray has no ``write_binary``): the peer
+    "as files" of ``write_barecat``; returns each batch's row count."""
+
+    def __init__(self, root: str) -> None:
+        self.root = root
+
+    def __call__(self, batch: Any) -> Any:
+        import pyarrow as pa
+
+        made: set[str] = set()
+        for path, data in zip(
+            batch.column("path").to_pylist(), batch.column("bytes").to_pylist(), strict=True
+        ):
+            target = os.path.join(self.root, path)
+            folder = os.path.dirname(target)
+            if folder not in made:
+                os.makedirs(folder, exist_ok=True)
+                made.add(folder)
+            with open(target, "wb") as f:
+                f.write(data)
+        return pa.table({"written": [batch.num_rows]})
+
+
+def _as_samples(batch: Any) -> Any:
+    """Rows as WebDataset samples: ``__key__`` (the path without ``.jpg``) and ``jpg``."""
+    import pyarrow as pa
+
+    keys = [p.rsplit(".", 1)[0] for p in batch.column("path").to_pylist()]
+    return pa.table({"__key__": keys, "jpg": batch.column("bytes")})
 
 
 def _count_frame(frame: Any) -> Any:

@@ -2,7 +2,9 @@
 
 A self-contained tour for a new machine: makes ``train/<class>/<id>.jpg``-style files with
 random bytes, stores them, reads every one back with CRC verification, and prints a summary.
-Uses only the public API. Printing is its job, as a program rather than a library module.
+It leaves nothing behind: its directory in the temp directory is removed at the end, also
+after Ctrl-C (``--keep`` keeps it and prints how to remove it). Uses only the public API.
+Printing is its job, as a program rather than a library module.
 """
 
 from __future__ import annotations
@@ -10,7 +12,9 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import shlex
 import shutil
+import sys
 import tempfile
 import time
 from collections.abc import Sequence
@@ -38,16 +42,44 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--files", type=int, default=2000, help="number of files to generate")
     parser.add_argument(
         "--workdir",
-        help="where to put the tree and archive (default: barecat-demo in the temp directory, "
-        "replaced on every run so repeated runs do not pile up)",
+        help="where to put the tree and archive, kept there (default: a new directory in "
+        "the temp directory, removed at the end, Ctrl-C included)",
+    )
+    parser.add_argument(
+        "--keep",
+        action="store_true",
+        help="keep the tree and archive to explore; where they are and the command that "
+        "removes them are printed",
     )
     args = parser.parse_args(argv)
-    workdir = args.workdir or os.path.join(tempfile.gettempdir(), "barecat-demo")
+    if args.workdir:
+        workdir = args.workdir
+        os.makedirs(workdir, exist_ok=True)
+    else:
+        workdir = tempfile.mkdtemp(prefix="barecat-demo-")
     tree = os.path.join(workdir, "tree")
     archive = os.path.join(workdir, "sample.barecat")
-    shutil.rmtree(tree, ignore_errors=True)  # a tree of an earlier run may hold other files
+    try:
+        return run(tree, archive, args.files)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    finally:
+        if args.workdir:  # the user's directory: only what the demo made in it goes
+            remove = f"rm -rf {shlex.quote(tree)} {shlex.quote(archive)}-*"
+            print(f"kept           {tree}, {archive} (remove: {remove})")
+        elif args.keep:
+            print(f"kept           {workdir} (remove: rm -rf {shlex.quote(workdir)})")
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
+            print(f"removed        {workdir}")
 
-    total = make_tree(tree, args.files)
+
+def run(tree: str, archive: str, num_files: int) -> int:
+    """Generate ``tree``, build ``archive`` from it, read every file back and print the
+    summary. Returns the exit code: 1 if a file read back differs."""
+    shutil.rmtree(tree, ignore_errors=True)  # a tree of an earlier run may hold other files
+    total = make_tree(tree, num_files)
     t0 = time.perf_counter()
     with Barecat(archive, readonly=False, overwrite=True) as bc:
         for dirpath, _, filenames in os.walk(tree):

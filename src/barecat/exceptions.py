@@ -157,7 +157,8 @@ class DamagedEntryBarecatError(BarecatIntegrityError):
 
 
 class FileTooLargeBarecatError(_OSBarecatError, ValueError):
-    """A single file is larger than the archive's shard size limit.
+    """A single file is larger than the archive's shard size limit (or than the room a
+    caller's buffer has left for it, in ``readinto_many``).
 
     Also a ValueError, as in 0.3.1, for code that catches that.
     """

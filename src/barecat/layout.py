@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterable
 
 OLD_INDEX_SUFFIX = "-sqlite-index"
 LOOKUP_TABLE_SUFFIX = "-lookup"
@@ -134,6 +135,13 @@ def abandoned_entries(folder: str, prefix: str) -> dict[int, list[str]]:
         names = os.listdir(folder)
     except FileNotFoundError:
         return {}
+    return abandoned_names(names, prefix)
+
+
+def abandoned_names(names: Iterable[str], prefix: str) -> dict[int, list[str]]:
+    """Those of ``names`` of the form ``PREFIX<pid>`` (possibly followed by more, after a
+    non-digit) whose process, on this machine, ended (as :func:`abandoned_entries`, for
+    names listed elsewhere: objects on a store)."""
     found: dict[int, list[str]] = {}
     for name in names:
         if name.startswith(prefix) and (m := _PID.match(name, len(prefix))):

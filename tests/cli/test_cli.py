@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import re
 import signal
 import stat
 import subprocess
@@ -20,6 +21,7 @@ import pytest
 import barecat
 from helpers import BIN, Run
 from helpers.reference import made_by_reference
+from helpers.terminal import on_a_terminal
 from helpers.trees import make_tree, tree_state
 from reference_suite import VERSION, fetch_sdist
 
@@ -419,47 +421,71 @@ def test_system_trees_survive_create_and_extract(run: Run, tmp_path: Path, syste
     assert tree_state(extracted) == tree_state(Path(system_dir))
 
 
-def _stderr_on_a_terminal(argv: list[str | Path]) -> tuple[int, str]:
-    """Run a command whose stderr is a pseudo-terminal; returns (exit code, what it drew)."""
-    import fcntl
-    import pty
-    import struct
-    import termios
-
-    master, slave = pty.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))
-    proc = subprocess.Popen(
-        [str(a) for a in argv], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=slave
-    )
-    os.close(slave)
-    chunks = []
-    while True:
-        try:
-            chunk = os.read(master, 65536)
-        except OSError:  # EIO: the terminal's other side is closed
-            break
-        if not chunk:
-            break
-        chunks.append(chunk)
-    os.close(master)
-    return proc.wait(timeout=60), b"".join(chunks).decode("utf-8", "replace")
-
-
-def test_progress_bars_appear_on_a_terminal(tmp_path: Path) -> None:
+def test_progress_ends_on_the_totals_and_one_summary_line(tmp_path: Path) -> None:
+    """As a person sees it: each long command's bar ends on every file and byte (a tar
+    member over 1 MiB, stored from its stream, counted too), then one summary line."""
     src = tmp_path / "src"
     src.mkdir()
     for i in range(300):
         (src / f"f{i:03}").write_bytes(b"z" * 3000)
-    ar = tmp_path / "ar"
-    code, drawn = _stderr_on_a_terminal([BIN / "barecat", "create", "-C", src, ar, "."])
-    assert code == 0
-    assert "300/300" in drawn and "files/s" in drawn and "100%" in drawn
-    assert "300 files (879K" in drawn  # the closing summary, human-sized
-    code, drawn = _stderr_on_a_terminal([BIN / "barecat", "extract", ar, "-C", tmp_path / "o"])
-    assert code == 0 and "300/300" in drawn
-    quiet = [BIN / "barecat", "extract", "-q", ar, "-C", tmp_path / "p"]
-    code, drawn = _stderr_on_a_terminal(quiet)
-    assert code == 0 and drawn == ""
+    (src / "big").write_bytes(b"b" * 1_500_000)  # 2,400,000 bytes in all
+    os.mkfifo(src / "fifo")  # not stored: skipped, and said so
+    ar, barecat_cmd = tmp_path / "ar", BIN / "barecat"
+    number = r"\d+\.\d"
+
+    drawn = on_a_terminal([barecat_cmd, "create", "-C", src, ar, "."])
+    assert drawn.code == 0
+    bar, skipped, summary = drawn.lines
+    assert skipped.endswith("/fifo: not a regular file, directory or link; skipped")
+    assert bar.startswith("create: 100%") and "301/301" in bar and "2.4 MB]" in bar
+    assert re.fullmatch(
+        rf"added 301 files, 2.4 MB and 1 directory to {ar} in {number} s "
+        r"\(skipped 1: 1 special file\)",
+        summary,
+    ), drawn.lines
+
+    drawn = on_a_terminal([barecat_cmd, "extract", ar, "-C", tmp_path / "o"])
+    *_, bar, summary = drawn.lines
+    assert drawn.code == 0 and "301/301" in bar and "2.4 MB]" in bar
+    assert re.fullmatch(
+        rf"extracted 301 files, 2.4 MB into {tmp_path / 'o'} in {number} s", summary
+    )
+
+    with tarfile.open(tmp_path / "src.tar", "w") as tar:
+        tar.add(src / "big", "big")
+        tar.add(src / "f000", "f000")
+    drawn = on_a_terminal([barecat_cmd, "convert", tmp_path / "src.tar", tmp_path / "c"])
+    *_, bar, summary = drawn.lines
+    assert drawn.code == 0 and bar.startswith("convert: 2 files") and bar.endswith(", 1.5 MB]")
+    assert summary.startswith(f"converted 2 files, 1.5 MB into {tmp_path / 'c'} in ")
+
+    drawn = on_a_terminal([barecat_cmd, "extract", "-q", ar, "-C", tmp_path / "p"])
+    assert (drawn.code, drawn.raw) == (0, "")
+
+
+def test_summaries_count_what_was_left_out_by_reason(tmp_path: Path) -> None:
+    """extract: links pointing outside, named, hinted, then counted in the summary;
+    rsync: its own summary after the names it lists on stdout."""
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "a").write_bytes(b"a" * 1200)
+    os.symlink("/etc/passwd", src / "out1")
+    os.symlink("../../x", src / "out2")
+    ar, barecat_cmd = tmp_path / "ar", BIN / "barecat"
+    assert on_a_terminal([barecat_cmd, "create", "-q", "-C", src, ar, "."]).code == 0
+    drawn = on_a_terminal([barecat_cmd, "extract", ar, "-C", tmp_path / "o"])
+    assert drawn.code == 1 and "2 symbolic links pointing outside" in drawn.lines[-2]
+    assert re.fullmatch(
+        rf"extracted 1 file, 1.2 kB into {tmp_path / 'o'} in \d+\.\d s "
+        r"\(skipped 2: 2 link outside\)",
+        drawn.lines[-1],
+    ), drawn.lines
+    drawn = on_a_terminal([barecat_cmd, "rsync", "-v", f"{ar}::", tmp_path / "r"])
+    assert drawn.code == 1 and drawn.stdout == "ar/\nar/a\n"
+    assert re.fullmatch(
+        rf"synced 2 files, 1.2 kB to {tmp_path / 'r'} in \d+\.\d s \(skipped 2: 2 invalid path\)",
+        drawn.lines[-1],
+    ), drawn.lines
 
 
 @pytest.mark.parametrize(

@@ -206,3 +206,34 @@ def test_a_mistyped_command_suggests_public_ones(run: Run, typed: str, message: 
     assert run(typed, "ar.barecat") == (2, "", message)
     r = sh("barecat", typed)  # the installed script says the same
     assert (r.returncode, r.stderr.decode()) == (2, message)
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (
+            ["convert", "--forse", "a", "b"],
+            "barecat convert: unknown option '--forse'; did you mean '--force'?\n",
+        ),
+        (["--verison"], "barecat: unknown option '--verison'; did you mean '--version'?\n"),
+        (
+            ["find", "ar", "-nme", "*.jpg"],
+            "barecat find: unknown option '-nme'; did you mean '-name'?\n",
+        ),
+        (
+            ["create", "--exlude=*.tmp", "ar", "."],
+            "barecat create: unknown option '--exlude'; did you mean '--exclude' or '--include'?\n",
+        ),
+        (
+            ["extract", "--overwirte", "ar"],
+            "barecat extract: unknown option '--overwirte' (see 'barecat extract --help' for "
+            "the options)\n",
+        ),
+    ],
+)
+def test_a_mistyped_option_suggests_the_nearest(run: Run, argv: list[str], message: str) -> None:
+    """One line naming the option and the nearest ones of that command, exit code 2,
+    before anything is opened (the archive 'ar' does not exist)."""
+    assert run(*argv) == (2, "", message)
+    r = sh("barecat", *argv)
+    assert (r.returncode, r.stderr.decode()) == (2, message)

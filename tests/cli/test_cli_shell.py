@@ -652,6 +652,11 @@ def test_dot_commands_are_aliases(archive: str, run: Run) -> None:
     assert run(archive, ".quit; pwd")[:2] == (0, "")
     code, _, err = run(archive, ".nope")
     assert code == 1 and err == "barecat shell: nope: unknown command (type 'help' for the list)\n"
+    code, _, err = run(archive, "lss; pwdd")
+    assert code == 1 and err == (
+        "barecat shell: lss: unknown command; did you mean 'ls' or 'lls'?\n"
+        "barecat shell: pwdd: unknown command; did you mean 'pwd' or 'lpwd'?\n"
+    )
     with BarecatShell(archive) as shell:
         assert shell.onecmd(".exit") is True
         assert shell.onecmd(".help") is False

@@ -18,10 +18,11 @@ import barecat
 
 textual = pytest.importorskip("textual", reason="the tui extra (textual) is not installed")
 
-from textual.widgets import Input, OptionList, Static  # noqa: E402
+from textual.widgets import Input, Static  # noqa: E402
 
 from barecat.cli.tui.browse import BrowseApp  # noqa: E402
-from barecat.cli.tui.ncdu import Listing, NcduApp  # noqa: E402
+from barecat.cli.tui.ncdu import NcduApp  # noqa: E402
+from barecat.cli.tui.rows import RowList  # noqa: E402
 
 SIZE = (120, 40)
 
@@ -57,8 +58,20 @@ def drive(app: Any, steps: Callable[[Any], Coroutine[Any, Any, None]]) -> None:
 
 
 def table_rows(app: NcduApp) -> list[list[str]]:
-    table = app.query_one(Listing)
-    return [[str(c) for c in table.get_row_at(i)] for i in range(table.row_count)]
+    """The listing's rows as drawn: size, bar, file count, name."""
+    rows = []
+    for i in range(len(app.rows)):
+        line = app.draw(i, 80).plain
+        size, rest = line.split("[", 1)
+        bar, rest = rest.split("]", 1)
+        files, name = rest.split(None, 1)
+        rows.append([size.strip(), "[" + bar + "]", files, name.strip()])
+    return rows
+
+
+def labels(app: BrowseApp) -> list[str]:
+    """The current column's entries as drawn (without their sizes)."""
+    return [app.draw_current(i, 60).plain.split()[0] for i in range(len(app.shown))]
 
 
 def text_of(app: Any, selector: str) -> str:
@@ -96,28 +109,22 @@ def test_browse_previews_moves_filters_and_jumps(archive: str) -> None:
         app = BrowseApp(bc)
 
         async def steps(pilot: Any) -> None:
-            current = app.query_one("#current", OptionList)
-            labels = [
-                str(current.get_option_at_index(i).prompt) for i in range(current.option_count)
-            ]
-            assert labels == ["big/", "pics/", "small/", "readme.md"]
+            current = app.query_one("#current", RowList)
+            assert labels(app) == ["big/", "pics/", "small/", "readme.md"]
             assert "31 files" in text_of(app, "#preview")  # big/ highlighted
             await pilot.press("k")  # stays at the top
             await pilot.press("down", "down", "down")
             assert "# Title" in text_of(app, "#preview")  # text preview of readme.md
             await pilot.press("up", "up", "l")  # into pics/
             assert "image: PNG, 7 x 5" in text_of(app, "#preview")
-            parent_list = app.query_one("#parent", OptionList)
-            assert parent_list.option_count == 4  # the parent column shows the root
+            parent_list = app.query_one("#parent", RowList)
+            assert parent_list.count == 4  # the parent column shows the root
             await pilot.press("h", "slash")
             assert app.query_one("#ask", Input).has_class("shown")
             await pilot.press(*"sma", "enter")
-            labels = [
-                str(current.get_option_at_index(i).prompt) for i in range(current.option_count)
-            ]
-            assert labels == ["small/"] and "filter: 'sma'" in text_of(app, "#where")
+            assert labels(app) == ["small/"] and "filter: 'sma'" in text_of(app, "#where")
             await pilot.press("escape")
-            assert current.option_count == 4
+            assert current.count == 4
             await pilot.press("g", *"/small/b.bin", "enter")  # jump to a file
             assert text_of(app, "#where").startswith("/small")
             assert "00 01 02 03" in text_of(app, "#preview")  # hex dump of the binary

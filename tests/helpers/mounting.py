@@ -6,7 +6,7 @@ import contextlib
 import os
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -39,14 +39,16 @@ def server_log(mountpoint: Path) -> Path:
 
 
 @contextlib.contextmanager
-def served(archive: str, mountpoint: Path, *extra: str, env: dict[str, str] | None = None
-           ) -> Iterator[subprocess.Popen[bytes]]:  # fmt: skip
-    """``barecat mount -f`` as a process of its own, unmounted (even if dead) at the end."""
+def served(archive: str | Sequence[str], mountpoint: Path, *extra: str,
+           env: dict[str, str] | None = None) -> Iterator[subprocess.Popen[bytes]]:  # fmt: skip
+    """``barecat mount -f`` as a process of its own, unmounted (even if dead) at the end
+    (``archive``: one path, or several, such as tar files mounted together)."""
     mountpoint.mkdir(exist_ok=True)
     log = server_log(mountpoint)
+    archives = [archive] if isinstance(archive, str) else list(archive)
     with open(log, "wb") as errors:
         server = subprocess.Popen(
-            [BARECAT, "mount", "-f", *extra, archive, str(mountpoint)],
+            [BARECAT, "mount", "-f", *extra, *archives, str(mountpoint)],
             stderr=errors,
             env={**os.environ, **(env or {})},
         )

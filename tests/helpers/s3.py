@@ -68,3 +68,42 @@ def upload(fs: Any, local_base: str, url: str) -> None:
         if entry.startswith(name) and not entry.endswith("-lookup"):
             fs.put_file(os.path.join(directory, entry), url + entry[len(name) :])
     fs.invalidate_cache()
+
+
+class Bucket:
+    """A new, empty bucket of the server, with a filesystem to look at it."""
+
+    def __init__(self, server: S3Server, name: str) -> None:
+        import s3fs
+
+        self.name = name
+        self.options = server.options()
+        self.fs = s3fs.S3FileSystem(**self.options, skip_instance_cache=True)
+        self.fs.mkdir(name)
+
+    def url(self, key: str) -> str:
+        return f"s3://{self.name}/{key}"
+
+    def objects(self) -> list[str]:
+        """The names of every object in the bucket, as the store lists them now."""
+        self.fs.invalidate_cache()
+        return sorted(p.split("/", 1)[1] for p in self.fs.find(self.name))
+
+
+def wait_for_objects(options: dict[str, Any], pattern: str, seconds: float = 60) -> None:
+    """Return once an object's name matches the glob ``pattern`` (``bucket/...``), looking
+    again and again (in a task: another task's upload is the state waited for).
+
+    Raises:
+        AssertionError: none after ``seconds``.
+    """
+    import s3fs
+
+    fs = s3fs.S3FileSystem(**options, skip_instance_cache=True)
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        fs.invalidate_cache()
+        if fs.glob(pattern):
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"nothing matched {pattern}")

@@ -11,6 +11,7 @@ import random
 import signal
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,9 +19,11 @@ from typing import Any
 import pytest
 
 import barecat
+import helpers.s3
 from barecat.exceptions import WrongPassphraseBarecatError
 from barecat.layout import shard_files
 from helpers.engines import build, leftovers, make_files
+from helpers.s3 import Bucket, wait_for_objects
 
 ray = pytest.importorskip(
     "ray", reason="Ray is not installed (the ray extra; ./run test installs it)"
@@ -34,6 +37,9 @@ from barecat.integrations.ray import (  # noqa: E402
     sample_key,
     write_barecat,
 )
+
+# the tasks' workers cannot import the tests' helpers: functions of theirs travel whole
+ray.cloudpickle.register_pickle_by_value(helpers.s3)
 
 pytestmark = [
     pytest.mark.slow,
@@ -266,18 +272,6 @@ def test_compressed_archive_reads_without_a_passphrase(cluster: None, tmp_path: 
 # -- an archive on S3 ----------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def s3() -> Iterator[Any]:
-    pytest.importorskip("s3fs", reason="the remote extra (fsspec + s3fs) is not installed")
-    pytest.importorskip("moto.server", reason="moto[server] (a local S3 server) is not installed")
-    from helpers.s3 import S3Server
-
-    server = S3Server()
-    server.start()
-    yield server
-    server.stop()
-
-
 def test_remote_archive_read_without_the_index_in_workers(
     cluster: None, s3: Any, tmp_path: Path
 ) -> None:
@@ -317,44 +311,154 @@ def test_remote_archive_read_without_the_index_in_workers(
     assert stats.bytes_fetched == sum(len(d) for d in files.values())
 
 
-def test_write_to_object_storage_uploads_the_joined_archive(
-    cluster: None, s3: Any, tmp_path: Path
-) -> None:
-    import s3fs
+class _Watched(BarecatDatasink):
+    """Notes in ``notes``, in each write task, where its part is written (every row taken)
+    and what the task hands back; checks on the driver, before joining, that the tasks'
+    own copies of their parts are gone and that they handed back only URLs and sizes."""
 
-    options = s3.options()
-    fs = s3fs.S3FileSystem(**options, skip_instance_cache=True)
-    fs.mkdir("ray-out")
-    url = "s3://ray-out/ds.barecat"
-    items = [{"path": f"up/{i:04d}.bin", "bytes": os.urandom(i * 11 % 1500)} for i in range(200)]
+    notes = ""
+    task_folder = ""
+    part_indices = 0
+
+    def write(self, blocks: Any, ctx: Any) -> Any:
+        def rows_then_look() -> Any:
+            yield from blocks
+            made = glob.glob(os.path.join(tempfile.gettempdir(), "barecat-part-*", "part*"))
+            with open(self.notes, "a") as f:
+                f.writelines(f"{p}\n" for p in made)
+
+        part = super().write(rows_then_look(), ctx)
+        with open(self.notes, "a") as f:
+            f.write(f"{part and part.location}\n")
+        return part
+
+    def on_write_complete(self, write_result: Any) -> None:
+        import s3fs
+
+        parts = [p for p in write_result.write_returns if p is not None]
+        assert len(parts) >= 2 and all(p.location.startswith("s3://") for p in parts), parts
+        assert os.listdir(self.task_folder) == [], "the tasks removed their local parts"
+        fs = s3fs.S3FileSystem(**(self.parts.storage_options or {}), skip_instance_cache=True)
+        self.part_indices = sum(fs.size(p.location) for p in parts)
+        super().on_write_complete(write_result)
+
+
+def test_write_to_object_storage_shares_no_filesystem(
+    cluster: None, bucket: Bucket, tmp_path: Path
+) -> None:
+    url = bucket.url("ds.barecat")
+    items = [{"path": f"up/{i:04d}.bin", "bytes": os.urandom(i * 11 % 1500)} for i in range(300)]
     files = {r["path"]: r["bytes"] for r in items}
-    staging = tmp_path / "staging"
-    staging.mkdir()
-    ds = ray.data.from_items(items, override_num_blocks=3)
-    write_barecat(ds, url, storage_options=options, staging_dir=staging, part_bytes=0)
-    fs.invalidate_cache()
-    names = sorted(p.rsplit("/", 1)[1] for p in fs.ls("ray-out"))
+    tasks_tmp = tmp_path / "tasks-tmp"  # the tasks' temporary folder, not the driver's
+    tasks_tmp.mkdir()
+    sink = _Watched(url, storage_options=bucket.options, part_bytes=0)
+    sink.notes, sink.task_folder = str(tmp_path / "notes"), str(tasks_tmp)
+    # (workers of another environment are new ones: they get the driver's sys.path too)
+    path = os.pathsep.join(p for p in sys.path if p)
+    env = {"env_vars": {"TMPDIR": str(tasks_tmp), "PYTHONPATH": path}}
+    ray.data.from_items(items, override_num_blocks=3).write_datasink(
+        sink, ray_remote_args={"runtime_env": env}
+    )
+    notes = Path(sink.notes).read_text().split()
+    assert f"{tasks_tmp}/barecat-part-" in " ".join(notes), "parts made in the tasks' folder"
+    assert sum(n.startswith(bucket.url(".ds.barecat.ray-")) for n in notes) == 3, "and staged"
+    names = bucket.objects()
     assert names[0] == "ds.barecat" and len(names) >= 4, names  # the index, a shard a part
-    assert all(n.startswith("ds.barecat-shard-") for n in names[1:])
-    assert os.listdir(staging) == [], "the parts and the joined copy are gone"
-    cache = str(tmp_path / "cache")
-    with barecat.Barecat(url, storage_options=options, cache_dir=cache) as bc:
+    assert all(n.startswith("ds.barecat-shard-") for n in names[1:]), "no staging left"
+    # what the driver moved: the parts' indices in, the joined index out; no shard byte
+    stats = sink.parts.store.stats
+    assert (stats.bytes_fetched, stats.bytes_sent) == (sink.part_indices, bucket.fs.size(url))
+    where = {"storage_options": bucket.options, "cache_dir": str(tmp_path / "cache")}
+    with barecat.Barecat(url, **where) as bc:
         assert dict(bc.items()) == files
-    assert by_path(read_barecat(url, storage_options=options, cache_dir=cache).take_all()) == files
+        assert list(bc.files()) == [r["path"] for r in items], "the blocks' order kept"
+    assert by_path(read_barecat(url, **where).take_all()) == files
+
+
+def test_object_storage_overwrite_duplicates_and_staging_dir(
+    cluster: None, bucket: Bucket, tmp_path: Path
+) -> None:
+    url, options = bucket.url("ds.barecat"), bucket.options
+    items = [{"path": f"o/{i:04d}.bin", "bytes": os.urandom(900)} for i in range(120)]
+    ds = ray.data.from_items(items, override_num_blocks=3)
+    missing = tmp_path / "no" / "such" / "folder"  # the driver's staging_dir: never used
+    with pytest.warns(DeprecationWarning, match="staging_dir is no longer used"):
+        write_barecat(ds, url, storage_options=options, staging_dir=missing, part_bytes=0,
+                      shard_size_limit="32K")  # fmt: skip
+    assert not missing.parent.exists()
+    names = bucket.objects()
+    assert len(names) >= 5, names
     with pytest.raises(barecat.FileExistsBarecatError):
-        write_barecat(ds, url, storage_options=options, staging_dir=staging)
-    twice = [*items[:5], items[0]]  # a failed write uploads nothing, the old archive stays
-    with pytest.raises(Exception, match=r"up/0000\.bin"):
+        write_barecat(ds, url, storage_options=options)
+    twice = [*items[:5], items[0]]  # a failed write leaves the old archive as it was
+    with pytest.raises(Exception, match=r"o/0000\.bin"):
         write_barecat(ray.data.from_items(twice, override_num_blocks=2), url, overwrite=True,
-                      storage_options=options, staging_dir=staging, part_bytes=0)  # fmt: skip
-    fs.invalidate_cache()
-    assert sorted(p.rsplit("/", 1)[1] for p in fs.ls("ray-out")) == names
+                      storage_options=options, part_bytes=0)  # fmt: skip
+    assert bucket.objects() == names, "nothing staged is left, the old archive stays"
     replacement = ray.data.from_items([{"path": "only.txt", "bytes": b"new"}])
-    write_barecat(replacement, url, overwrite=True, storage_options=options, staging_dir=staging)
-    fs.invalidate_cache()
-    assert sorted(p.rsplit("/", 1)[1] for p in fs.ls("ray-out")) == names[:2], "old shards gone"
-    with barecat.Barecat(url, storage_options=options, cache_dir=cache) as bc:
+    write_barecat(replacement, url, overwrite=True, storage_options=options)
+    assert bucket.objects() == names[:2], "the old shards beyond the new one are gone"
+    with barecat.Barecat(url, storage_options=options, cache_dir=str(tmp_path / "c")) as bc:
         assert dict(bc.items()) == {"only.txt": b"new"}
+
+
+def test_object_storage_a_path_in_two_tasks_leaves_nothing(cluster: None, bucket: Bucket) -> None:
+    items = [{"path": f"f/{i}.txt", "bytes": b"x" * 100} for i in range(20)]
+    items.append({"path": "f/3.txt", "bytes": b"again"})
+    sink = BarecatDatasink(bucket.url("d.barecat"), storage_options=bucket.options, part_bytes=0)
+    with pytest.raises(Exception, match=r"f/3\.txt"):
+        ray.data.from_items(items, override_num_blocks=3).write_datasink(sink)
+    assert sink.parts.store.stats.bytes_fetched > 0, "found in the parts' indices, fetched"
+    assert bucket.objects() == [], "no output, no staged part"
+
+
+def _fail_once_staged(bucket: str, options: dict[str, Any]) -> Any:
+    """A batch function that raises in the task holding ``bad/file`` once another task's
+    part is staged on the store (so the failure has parts to clean up)."""
+
+    def fail(batch: dict[str, Any]) -> dict[str, Any]:
+        if "bad/file" in list(batch["path"]):
+            wait_for_objects(options, f"{bucket}/.*.ray-*/part-*")
+            raise ValueError("this task fails")
+        return batch
+
+    return fail
+
+
+def test_object_storage_a_failing_task_leaves_nothing(cluster: None, bucket: Bucket) -> None:
+    items = [{"path": f"k/{i:04d}.bin", "bytes": os.urandom(500)} for i in range(40)]
+    items.append({"path": "bad/file", "bytes": b"x"})
+    ds = ray.data.from_items(items, override_num_blocks=2).map_batches(
+        _fail_once_staged(bucket.name, bucket.options), batch_size=None
+    )
+    with pytest.raises(Exception, match="this task fails"):
+        write_barecat(ds, bucket.url("d.barecat"), storage_options=bucket.options, part_bytes=0)
+    assert bucket.objects() == [], "no output, no staged part"
+
+
+def test_object_storage_encrypted_and_a_dead_drivers_staging(
+    cluster: None, bucket: Bucket, tmp_path: Path
+) -> None:
+    from barecat.integrations.remote_parts import staging_prefix
+
+    url = bucket.url("enc.barecat")
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    left = f"{staging_prefix(url, 'ray')}{int(dead.stdout)}-0123abcd/part-00000-0123abcd"
+    bucket.fs.pipe(left, b"half a part")
+    passphrase = "correct horse battery staple"
+    items = [{"path": f"enc/{i:04d}.bin", "bytes": os.urandom(i * 13 % 2000)} for i in range(150)]
+    files = {r["path"]: r["bytes"] for r in items}
+    write_barecat(ray.data.from_items(items, override_num_blocks=3), url,
+                  storage_options=bucket.options, compression="zstd", passphrase=passphrase,
+                  part_bytes=0)  # fmt: skip
+    assert all(not n.startswith(".") for n in bucket.objects()), "the dead one's gone"
+    where = {"storage_options": bucket.options, "cache_dir": str(tmp_path / "cache")}
+    with barecat.Barecat(url, passphrase=passphrase, **where) as bc:
+        assert bc.encrypted and dict(bc.items()) == files
+    assert by_path(read_barecat(url, passphrase=passphrase, **where).take_all()) == files
+    with pytest.raises(WrongPassphraseBarecatError):
+        barecat.Barecat(url, passphrase="wrong", **where)
 
 
 # -- writing -------------------------------------------------------------------------------
@@ -531,3 +635,15 @@ def test_without_ray_the_error_names_the_extra() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode != 0
     assert "pip install 'barecat[ray]'" in done.stderr
+
+
+def test_each_tasks_output_stays_whole(cluster: None, tmp_path: Path) -> None:
+    path = str(tmp_path / "whole.barecat")  # 3,000 files of 100 bytes: a few small tasks
+    files = {f"w/{i:04d}.txt": bytes([i % 256]) * 100 for i in range(3000)}
+    build(path, files)
+    planned = BarecatDatasource(path, chunk_bytes=16 << 10).get_read_tasks(200)
+    # Ray counts a task as one block and splits each task's output to make up the 200
+    # blocks it asks for; told the number of tasks, it leaves them whole
+    ds = read_barecat(path, chunk_bytes=16 << 10).materialize()
+    assert ds.num_blocks() == len(planned) < 200
+    assert by_path(ds.take_all()) == files

@@ -284,6 +284,7 @@ class Barecat(MutableMapping[str, bytes]):
     read_many = _reading(ArchiveReading.read_many)
     read = _reading(ArchiveReading.read)
     readinto = _reading(ArchiveReading.readinto)
+    readinto_many = _reading(ArchiveReading.readinto_many)
     check_crc32c = _reading(ArchiveReading.check_crc32c)
 
     exists = _inspecting(ArchiveInspection.exists)

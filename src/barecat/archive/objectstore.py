@@ -1,6 +1,7 @@
 """Opening the two halves of an archive that lives on object storage (``s3://``, or any
-fsspec URL): the index as a local copy, the shards as ranged reads; and putting a whole
-local archive there (:func:`upload_archive`: shards first, index last).
+fsspec URL): the index as a local copy, the shards as ranged reads; and making an
+archive there (:func:`publish_archive`: shards first, copied on the store's side or
+uploaded, index last).
 
 The index is downloaded once into the cache directory and reused for as long as the
 store reports the same version of it (the ETag on S3), so opening costs one metadata
@@ -11,7 +12,9 @@ reads it like any local index, the lookup table included. Imports ``index``, ``s
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Sequence
 from typing import Any
 
 from barecat.entries import parse_size
@@ -20,8 +23,6 @@ from barecat.index import Index
 from barecat.layout import (
     OLD_INDEX_SUFFIX,
     SHARD_INFIX,
-    existing_shard_numbers,
-    index_path,
     shard_path,
 )
 from barecat.objectstore import (
@@ -29,6 +30,7 @@ from barecat.objectstore import (
     ObjectStore,
     ObjectVersion,
     default_cache_root,
+    is_remote_url,
     trim_cache,
     url_protocol,
 )
@@ -85,29 +87,40 @@ def open_objectstore_halves(
     return index, sharder
 
 
-def upload_archive(local: str, url: str, storage_options: dict[str, Any] | None = None) -> None:
-    """Put the whole local archive at ``local`` on object storage as ``url``: any archive
-    there is removed first (its index first, so it stops being one at once), then the
-    shards go up, and the index last, so ``url`` is an archive, to anyone looking, only
-    once it is whole.
+def publish_archive(store: ObjectStore, url: str, local_index: str, shards: Sequence[str]) -> None:
+    """Make ``url`` an archive on object storage: its shards ``shards`` (shard ``i`` from
+    ``shards[i]``: the URL of an object already on the store, copied there on the store's
+    side, so no byte passes through this process; or a local file, uploaded), its index
+    the local file ``local_index``. Any archive there stops being one first (its index is
+    removed), its shards are replaced or, beyond the new ones, removed, and the index goes
+    up last, so ``url`` is an archive, to anyone looking, only once it is whole. When this
+    fails, nothing is left at ``url``: no index, no shard.
 
     Args:
-        local: the local archive (closed; its index and shards).
-        url: where it goes (``s3://bucket/name.barecat``; its shards beside it).
-        storage_options: fsspec's options for the store (credentials, endpoint).
+        store: the store of ``url``.
+        url: where the archive goes (``s3://bucket/name.barecat``; its shards beside it).
+        local_index: the new archive's index (a closed local SQLite file).
+        shards: where each of its shards is now, in order.
 
     Raises:
         RemoteStorageBarecatError: the store failed or refused a request.
+        FileNotFoundBarecatError: a shard's object is missing.
     """
-    protocol = url_protocol(url)
-    assert protocol is not None, url
-    store = ObjectStore(protocol, storage_options)
     old_shards = store.names_with_prefix(url + SHARD_INFIX)
     store.remove([url, url + OLD_INDEX_SUFFIX])
-    store.remove(old_shards)
-    for number in existing_shard_numbers(local):
-        store.upload(shard_path(local, number), shard_path(url, number))
-    store.upload(index_path(local), url)
+    try:
+        new_shards = [shard_path(url, number) for number in range(len(shards))]
+        for source, target in zip(shards, new_shards, strict=True):
+            if is_remote_url(source):
+                store.copy(source, target)
+            else:
+                store.upload(source, target)
+        store.remove(sorted(set(old_shards) - set(new_shards)))
+        store.upload(local_index, url)
+    except BaseException:
+        with contextlib.suppress(Exception):  # shards of no archive: the index is gone
+            store.remove(store.names_with_prefix(url + SHARD_INFIX))
+        raise
 
 
-__all__ = ["open_objectstore_halves", "upload_archive"]
+__all__ = ["open_objectstore_halves", "publish_archive"]

@@ -19,12 +19,18 @@ from typing import TYPE_CHECKING
 
 from barecat.archive.state import ArchivePart, OpenArchive
 from barecat.entries import Address, BarecatFileInfo, Order
-from barecat.exceptions import BarecatIntegrityError, DamagedEntryBarecatError
+from barecat.exceptions import (
+    BarecatIntegrityError,
+    DamagedEntryBarecatError,
+    FileTooLargeBarecatError,
+)
 from barecat.index.query import checked_file
-from barecat.paths import normalize_many
+from barecat.paths import normalize, normalize_many
 from barecat.shards import BarecatReadOnlyFileObject
 
 if TYPE_CHECKING:  # a plain archive loads no sealing code
+    from typing_extensions import Buffer
+
     from barecat.sealing import SealedFileReader
 
 
@@ -150,17 +156,35 @@ class ArchiveReading(ArchivePart):
             DamagedEntryBarecatError: the file's index row cannot address bytes.
             BarecatIntegrityError: the bytes do not match their CRC32C, or are missing.
         """
-        return read_file(self.archive, file_record(self.archive, item), offset, size)
+        archive = self.archive
+        if isinstance(item, str) and (archive.sealing is None or (offset == 0 and size < 0)):
+            # the address as bc[path] takes it (the lookup table): no record is made
+            normalized = normalize(item)
+            addr = archive.index.lookup_address(normalized)
+            if addr is not None:
+                shard, start, total, crc = addr
+                try:
+                    if offset == 0 and (size < 0 or size >= total):
+                        data = archive.sharder.read_from_address(shard, start, total, crc)
+                        if archive.sealing is None:
+                            return data
+                        return archive.sealing.unseal(normalized, data)
+                    offset = min(max(offset, 0), total)
+                    n = total - offset if size < 0 else min(size, total - offset)
+                    return archive.sharder.read_from_address(shard, start + offset, n)
+                except BarecatIntegrityError:
+                    pass  # the table may be what is damaged: the record from SQLite decides
+        return read_file(archive, file_record(archive, item), offset, size)
 
-    def readinto(
-        self, item: BarecatFileInfo | str, buffer: bytearray | memoryview, offset: int = 0
-    ) -> int:
+    def readinto(self, item: BarecatFileInfo | str, buffer: Buffer, offset: int = 0) -> int:
         """Read a file's bytes into ``buffer`` (as much as fits), without allocating;
-        CRC32C-verified when the whole file is read.
+        CRC32C-verified when the whole file is read (in a sealed archive the file is
+        unsealed, authenticated, then copied in).
 
         Args:
             item: the file's path or record.
-            buffer: a writable buffer to fill from its start.
+            buffer: a writable, C-contiguous buffer to fill from its start (a
+                ``bytearray``, a ``memoryview``, a NumPy array, a tensor's ``.numpy()``).
             offset: where to start reading in the file.
 
         Returns:
@@ -171,22 +195,93 @@ class ArchiveReading(ArchivePart):
             IsADirectoryBarecatError: a directory is there.
             DamagedEntryBarecatError: the file's index row cannot address bytes.
             BarecatIntegrityError: the bytes do not match their CRC32C, or are missing.
+            TypeError: ``buffer`` is read-only.
         """
-        f = checked_file(file_record(self.archive, item))
+        archive = self.archive
+        view = _writable(buffer)
+        offset = max(offset, 0)
+        if isinstance(item, str) and archive.sealing is None:
+            # the address as bc[path] takes it (the lookup table): no record is made
+            addr = archive.index.lookup_address(normalize(item))
+            if addr is not None:
+                shard, start, total, crc = addr
+                n = max(0, min(len(view), total - offset))
+                try:
+                    return archive.sharder.readinto_from_address(
+                        shard, start + offset, view[:n], crc if offset == 0 and n == total else None
+                    )
+                except BarecatIntegrityError:
+                    pass  # the table may be what is damaged: the record from SQLite decides
+        f = checked_file(file_record(archive, item))
         stored = f.address
         total = f.size or 0
-        view = memoryview(buffer).cast("B")
         n = max(0, min(len(view), total - offset))
-        if self.archive.sealing is not None:
-            view[:n] = read_file(self.archive, f, offset, n)
+        if archive.sealing is not None:
+            view[:n] = read_file(archive, f, offset, n)
             return n
         crc = stored.crc32c if offset == 0 and n == total else None
         try:
-            return self.archive.sharder.readinto_from_address(
+            return archive.sharder.readinto_from_address(
                 stored.shard, stored.offset + offset, view[:n], crc
             )
         except BarecatIntegrityError as e:
             raise _naming(f.path, e) from e
+
+    def readinto_many(self, paths: Iterable[str], buffer: Buffer) -> list[tuple[int, int]]:
+        """Whole files read into one caller-owned buffer, back to back in request order,
+        each verified (CRC32C; in a sealed archive, unsealed and authenticated, then
+        copied in) before this returns: no allocation per file in a plain archive.
+
+        One index lookup for the batch, reads in storage order. On an error the buffer
+        may hold some of the files.
+
+        Args:
+            paths: the files' paths.
+            buffer: a writable, C-contiguous buffer (a ``bytearray``, a ``memoryview``,
+                a NumPy array, a pinned tensor's ``.numpy()``) with room for all of them.
+
+        Returns:
+            (offset in ``buffer``, size) of each file, in the order of ``paths``.
+
+        Raises:
+            KeyError: a path is not a file.
+            FileTooLargeBarecatError: the files do not all fit (naming the first that
+                does not); nothing is read then.
+            BarecatIntegrityError: bytes do not match their CRC32C, or are missing
+                (naming the file).
+            TypeError: ``buffer`` is read-only.
+        """
+        archive = self.archive
+        view = _writable(buffer)
+        wanted = normalize_many(list(paths))
+        if archive.sealing is not None:
+            return _place(wanted, self.get_many(wanted), view)
+        located = archive.index.locate_many(wanted)
+        try:
+            return self._readinto_located(wanted, located, view)
+        except BarecatIntegrityError:  # the lookup table may be what is damaged: ask SQLite
+            return self._readinto_located(
+                wanted, archive.index.locate_many_in_sqlite(wanted), view, naming=True
+            )
+
+    def _readinto_located(
+        self,
+        wanted: list[str],
+        located: list[tuple[int, Address]],
+        view: memoryview,
+        naming: bool = False,
+    ) -> list[tuple[int, int]]:
+        places = _places(wanted, located, view)
+        readinto = self.archive.sharder.readinto_from_address
+        for pos, (shard, offset, size, crc) in located:
+            at = places[pos][0]
+            try:
+                readinto(shard, offset, view[at : at + size], crc)
+            except BarecatIntegrityError as e:
+                if naming:
+                    raise _naming(wanted[pos], e) from e
+                raise
+        return places
 
     def check_crc32c(self, item: BarecatFileInfo | str) -> bool:
         """Whether a file's stored bytes match the CRC32C in its index row.
@@ -214,6 +309,48 @@ class ArchiveReading(ArchivePart):
         return crc == stored.crc32c
 
     read_many = get_many
+
+
+def _writable(buffer: Buffer) -> memoryview:
+    """``buffer`` as a writable byte view (``TypeError`` for a read-only one)."""
+    view = memoryview(buffer)
+    if view.readonly or not view.c_contiguous:
+        raise TypeError("readinto needs a writable, C-contiguous buffer; this one is not")
+    return view.cast("B") if view.format != "B" or view.ndim != 1 else view
+
+
+def _places(
+    wanted: list[str], located: list[tuple[int, Address]], view: memoryview
+) -> list[tuple[int, int]]:
+    """(offset, size) of each file back to back in request order, checked to fit."""
+    if len(located) < len(wanted):
+        hit = {pos for pos, _ in located}
+        raise KeyError(next(p for i, p in enumerate(wanted) if i not in hit))
+    sizes = [0] * len(wanted)
+    for pos, address in located:
+        sizes[pos] = address.size
+    return _fitted(wanted, sizes, len(view))
+
+
+def _fitted(wanted: list[str], sizes: list[int], room: int) -> list[tuple[int, int]]:
+    places, at = [], 0
+    for path, size in zip(wanted, sizes, strict=True):
+        if at + size > room:
+            raise FileTooLargeBarecatError(
+                f"{path}: {size} bytes do not fit in the buffer ({room} bytes, "
+                f"{at} taken by the files before it)"
+            )
+        places.append((at, size))
+        at += size
+    return places
+
+
+def _place(wanted: list[str], datas: list[bytes], view: memoryview) -> list[tuple[int, int]]:
+    """Copy ``datas`` into ``view`` back to back, checked to fit first."""
+    places = _fitted(wanted, [len(d) for d in datas], len(view))
+    for (at, size), data in zip(places, datas, strict=True):
+        view[at : at + size] = data
+    return places
 
 
 def read_again(

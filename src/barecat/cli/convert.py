@@ -33,6 +33,7 @@ from barecat.cli.sealing import (
     passphrase_source,
     read_passphrase,
 )
+from barecat.cli.summary import Summary, reason_kind
 from barecat.cli.terminal import Progress, error, wants_progress
 from barecat.coldcrate import ChunkReader
 from barecat.entries import BarecatEntryInfo, BarecatFileInfo
@@ -100,7 +101,7 @@ def register(sub: Subparsers) -> None:
     )
     add_sealing_options(parser, "a barecat output (a .coldcrate output: AES-256-XTS)")
     add_passphrase_option(parser)
-    parser.add_argument("-q", "--quiet", action="store_true", help="No progress bar")
+    parser.add_argument("-q", "--quiet", action="store_true", help="No progress bar or summary")
 
 
 def _is_barecat_side(path: str) -> bool:
@@ -108,6 +109,18 @@ def _is_barecat_side(path: str) -> bool:
 
 
 def run_convert(args: argparse.Namespace) -> int:
+    summary = Summary("converted", quiet=args.quiet)
+    result = _convert(args)
+    code = _report(result)
+    for _, reason in result.skipped:
+        summary.skip(reason_kind(reason))
+    where = "to stdout" if args.stdout else f"into {args.output}"
+    summary.finish(result.files, result.bytes, where)
+    return code
+
+
+def _convert(args: argparse.Namespace) -> ImportResult | ExportResult:
+    """Convert as the options say; returns what went over (nothing said yet)."""
     if args.stdin and args.stdout:
         raise ValueError("--stdin and --stdout cannot be combined: one side is a barecat file")
     if args.wrap:
@@ -118,7 +131,7 @@ def run_convert(args: argparse.Namespace) -> int:
                 "--wrap keeps the input's bytes as they are: it cannot compress or encrypt "
                 "(convert without --wrap to copy them sealed)"
             )
-        return _report(wrap_archive(args.input, args.output, overwrite=args.force))
+        return wrap_archive(args.input, args.output, overwrite=args.force)
     if len(args.input) != 1:
         raise ValueError("several inputs are only taken by --wrap (one shard each)")
     args.input = args.input[0]
@@ -135,7 +148,7 @@ def run_convert(args: argparse.Namespace) -> int:
                 passphrase=passphrase_source(args),
             )
             sys.stdout.buffer.flush()
-            return _report_export(exported)
+            return exported
         if args.stdin:
             result = stream2barecat(
                 sys.stdin.buffer,
@@ -146,7 +159,7 @@ def run_convert(args: argparse.Namespace) -> int:
                 on_stored=progress.advance,
                 archive_options=new_archive_options(args),
             )
-            return _report(result)
+            return result
         if not _is_barecat_side(args.input) or not os.path.exists(args.input):
             result = archive2barecat(
                 args.input,
@@ -156,7 +169,7 @@ def run_convert(args: argparse.Namespace) -> int:
                 on_stored=progress.advance,
                 archive_options=new_archive_options(args),
             )
-            return _report(result)
+            return result
         if format_of_name(args.output) is None:
             source_key = passphrase_source(args)
 
@@ -173,7 +186,7 @@ def run_convert(args: argparse.Namespace) -> int:
                 archive_options=new_archive_options(args, samples),
                 on_stored=progress.advance,
             )
-            return _report(result)
+            return result
         if args.shard_size_limit is not None:
             raise ValueError("-s/--shard-size-limit applies only to a barecat output")
         if not args.force and os.path.lexists(args.output):
@@ -185,26 +198,23 @@ def run_convert(args: argparse.Namespace) -> int:
             on_entry=lambda entry: _advance(progress, entry),
             passphrase=passphrase_source(args),
         )
-    return _report_export(exported)
+    return exported
 
 
 def _advance(progress: Progress, entry: BarecatEntryInfo) -> None:
-    if isinstance(entry, BarecatFileInfo):
-        progress.advance(1, entry.size or 0)
+    if isinstance(entry, BarecatFileInfo):  # a link's bytes are its target: not counted
+        progress.advance(1, 0 if entry.is_symlink_entry else entry.size or 0)
 
 
 def _report(result: ImportResult | ExportResult) -> int:
+    """Tell the members left out and the index paths that went out under another name;
+    returns the exit code (1 if any were left out)."""
+    if isinstance(result, ExportResult):
+        for name, member in result.renamed:
+            error(f"{name}: written as {member!r}, its canonical form", command="convert")
     for name, reason in result.skipped:
         error(f"skipped {name}: {reason}", command="convert")
     return 1 if result.skipped else 0
-
-
-def _report_export(result: ExportResult) -> int:
-    """Tell the index paths that went out under another name or not at all; returns the
-    exit code (1 if any were left out)."""
-    for name, member in result.renamed:
-        error(f"{name}: written as {member!r}, its canonical form", command="convert")
-    return _report(result)
 
 
 def legacy_archive2barecat(argv: Sequence[str] | None = None) -> int:
@@ -236,7 +246,7 @@ def legacy_barecat2archive(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("archive_file", help="path to the target archive file")
 
     def body(args: argparse.Namespace) -> int:
-        return _report_export(barecat2archive(args.barecat_file, args.archive_file))
+        return _report(barecat2archive(args.barecat_file, args.archive_file))
 
     return run_legacy("barecat2archive", "barecat convert", parser, body, argv)
 
@@ -259,7 +269,7 @@ def _chunk_passphrase(args: argparse.Namespace) -> str | None:
         raise BarecatError(f"{args.input} is encrypted: {e}") from None
 
 
-def _convert_coldcrate(args: argparse.Namespace) -> int:
+def _convert_coldcrate(args: argparse.Namespace) -> ImportResult:
     """ColdCrate chunks in or out, by the mapping of barecat.transfer.convert.coldcrate."""
     if args.stdin or args.stdout or args.root_dir:
         raise ValueError("--stdin, --stdout and --root-dir do not apply to ColdCrate chunks")
@@ -288,4 +298,4 @@ def _convert_coldcrate(args: argparse.Namespace) -> int:
                 on_stored=progress.advance,
                 archive_passphrase=passphrase_source(args),
             )
-    return _report(result)
+    return result

@@ -20,14 +20,8 @@ from barecat.cli.parsing import (
     add_shard_limit_option,
 )
 from barecat.cli.sealing import add_sealing_options, new_archive_options, open_archive
-from barecat.cli.terminal import (
-    Progress,
-    error,
-    failure_line,
-    human_size,
-    wants_progress,
-    write_lines,
-)
+from barecat.cli.summary import Summary, failure_reason
+from barecat.cli.terminal import Progress, error, failure_line, wants_progress, write_lines
 from barecat.glob import PathFilter
 from barecat.layout import archive_exists, base_path
 from barecat.transfer import DEFAULT_WORKERS, IngestPlan, IngestResult, ingest, plan_sources
@@ -202,22 +196,27 @@ def store(
         return result
 
 
-def finish(args: argparse.Namespace, plan: IngestPlan, result: IngestResult, command: str) -> int:
+def finish(
+    args: argparse.Namespace,
+    plan: IngestPlan,
+    result: IngestResult,
+    command: str,
+    summary: Summary,
+) -> int:
+    """Name each source left out, then end with the summary (``-q``: with the count of
+    sources that could not be added, if any). Returns the exit code."""
     for path, exc in result.failures:
         error(failure_line(path, exc), command=command)
+        summary.skip(failure_reason(exc))
     for path in plan.skipped:
         error(f"{path}: not a regular file, directory or link; skipped", command=command)
-    if not args.quiet and wants_progress():
-        skipped = f", {result.skipped} already there" if result.skipped else ""
-        print(
-            f"{result.files} files ({human_size(result.bytes)}B), {result.dirs} directories "
-            f"in {base_path(args.archive)}{skipped}",
-            file=sys.stderr,
-        )
-    if result.failures:
+    summary.skip("special file", len(plan.skipped))
+    summary.skip("already there", result.skipped)
+    dirs = f"{result.dirs:,} director{'y' if result.dirs == 1 else 'ies'}"
+    summary.finish(result.files, result.bytes, f"and {dirs} to {base_path(args.archive)}")
+    if result.failures and args.quiet:
         error(f"{len(result.failures)} sources could not be added", command=command)
-        return 1
-    return 0
+    return 1 if result.failures else 0
 
 
 def run_create(args: argparse.Namespace) -> int:
@@ -229,10 +228,12 @@ def run_create(args: argparse.Namespace) -> int:
             command="create",
         )
         return 1
+    summary = Summary("added", quiet=args.quiet)
     plan = make_plan(args)
     if (args.workers or 1) > 1 and not args.resume:
-        return finish(args, plan, store_in_processes(args, plan), "create")
-    return finish(args, plan, store(args, plan, overwrite=args.force, command="create"), "create")
+        return finish(args, plan, store_in_processes(args, plan), "create", summary)
+    result = store(args, plan, overwrite=args.force, command="create")
+    return finish(args, plan, result, "create", summary)
 
 
 def store_in_processes(args: argparse.Namespace, plan: IngestPlan) -> IngestResult:
@@ -263,5 +264,6 @@ def run_add(args: argparse.Namespace) -> int:
             command="add",
         )
         return 1
+    summary = Summary("added", quiet=args.quiet)
     plan = make_plan(args)
-    return finish(args, plan, store(args, plan, overwrite=False, command="add"), "add")
+    return finish(args, plan, store(args, plan, overwrite=False, command="add"), "add", summary)

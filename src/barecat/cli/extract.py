@@ -20,6 +20,7 @@ from barecat.cli.parsing import (
     add_filter_options,
 )
 from barecat.cli.sealing import open_archive
+from barecat.cli.summary import Summary, failure_reason
 from barecat.cli.terminal import Progress, error, failure_line, wants_progress
 from barecat.entries import BarecatFileInfo
 from barecat.glob import PathFilter
@@ -61,7 +62,7 @@ def register(sub: Subparsers) -> None:
         help="Do not restore owners (by default restored when run as root, like tar)",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="List files as extracted")
-    parser.add_argument("-q", "--quiet", action="store_true", help="No progress bar")
+    parser.add_argument("-q", "--quiet", action="store_true", help="No progress bar or summary")
 
     cat = add_command(
         sub,
@@ -83,13 +84,14 @@ def _path_filter(args: argparse.Namespace) -> PathFilter | None:
 
 
 def run_extract(args: argparse.Namespace) -> int:
+    summary = Summary("extracted", quiet=args.quiet)
     path_filter = _path_filter(args)
     with open_archive(args.archive, args) as bc:
         total = bc.num_files if not args.paths and path_filter is None else None
         with Progress("extract", total, wants_progress(args.quiet)) as progress:
 
             def on_file(info: BarecatFileInfo) -> None:
-                progress.advance(1, info.size or 0)
+                progress.advance(1, 0 if info.is_symlink_entry else info.size or 0)
                 if args.verbose:
                     sys.stdout.write(info.path + "\n")
 
@@ -102,7 +104,12 @@ def run_extract(args: argparse.Namespace) -> int:
                 restore_owners=False if args.no_same_owner else None,
                 on_file=on_file,
             )
-    return report_extraction(result, args.directory, "extract", args.verbose)
+    code = report_extraction(result, args.directory, "extract", args.verbose)
+    for _, exc in result.failures:
+        summary.skip(failure_reason(exc))
+    summary.skip("link outside", len(result.outside_links))
+    summary.finish(result.files + result.links, result.bytes, f"into {args.directory}")
+    return code
 
 
 def report_extraction(

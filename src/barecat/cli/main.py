@@ -18,7 +18,7 @@ from typing import Any
 from barecat import __version__
 from barecat.cli.parsing import CommandParser
 from barecat.cli.running import EXIT_USAGE, run_command
-from barecat.cli.terminal import PROG
+from barecat.cli.terminal import PROG, did_you_mean
 
 COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "create": ("create", "c", "add", "a"),
@@ -134,13 +134,30 @@ def unknown_command(parser: argparse.ArgumentParser, argv: Sequence[str]) -> str
     names = _command_names(parser)
     if word is None or word in names:
         return None
-    public = [n for n in names if not n.startswith("_")]
-    import difflib  # only for a mistyped command
-
-    near = difflib.get_close_matches(word, public, n=3, cutoff=0.6)
-    if not near:
+    hint = did_you_mean(word, [n for n in names if not n.startswith("_")])
+    if hint is None:
         return f"unknown command '{word}' (see '{PROG} --help' for the commands)"
-    return f"unknown command '{word}'; did you mean {' or '.join(repr(n) for n in near)}?"
+    return f"unknown command '{word}'; {hint}"
+
+
+def unknown_option(
+    parser: argparse.ArgumentParser, command: str | None, extras: Sequence[str]
+) -> str | None:
+    """The message for the first mistyped option in ``extras`` (what the parser of
+    ``command``, or the top-level one, did not take), with the nearest of its options
+    suggested; None if ``extras`` holds no option (an extra argument: argparse says so)."""
+    typed = next((a for a in extras if a.startswith("-") and a != "-"), None)
+    if typed is None:
+        return None
+    for action in parser._actions:
+        if command and isinstance(action, argparse._SubParsersAction):
+            parser = action.choices.get(command, parser)
+    option = typed.split("=", 1)[0]
+    where = f"{PROG} {command}" if command else PROG
+    hint = did_you_mean(option, [o for o in parser._option_string_actions if len(o) > 2])
+    if hint is None:
+        return f"unknown option '{option}' (see '{where} --help' for the options)"
+    return f"unknown option '{option}'; {hint}"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -151,9 +168,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{PROG}: {mistyped}", file=sys.stderr)
         return EXIT_USAGE
     try:
-        args = parser.parse_args(args_list)
+        args, extras = parser.parse_known_args(args_list)
     except SystemExit as e:  # --help, --version, usage errors: argparse already printed
         return e.code if isinstance(e.code, int) else EXIT_USAGE
+    if extras:
+        command = getattr(args, "command", None)
+        mistyped = unknown_option(parser, command, extras)
+        if mistyped is None:
+            parser.error(f"unrecognized arguments: {' '.join(extras)}")  # exits with 2
+        prefix = f"{PROG} {command}" if command else PROG
+        print(f"{prefix}: {mistyped}", file=sys.stderr)
+        return EXIT_USAGE
     if getattr(args, "handler", None) is None:
         parser.print_help(sys.stderr)
         return EXIT_USAGE

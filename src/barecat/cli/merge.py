@@ -30,7 +30,8 @@ from barecat.cli.parsing import (
 )
 from barecat.cli.running import run_legacy
 from barecat.cli.sealing import open_archive, passphrase_source
-from barecat.cli.terminal import Progress, describe, error, human_size, wants_progress
+from barecat.cli.summary import Summary
+from barecat.cli.terminal import Progress, describe, error, wants_progress
 from barecat.exceptions import BarecatError, FileExistsBarecatError
 from barecat.glob import PathFilter
 from barecat.layout import archive_exists, base_path, index_path
@@ -116,7 +117,7 @@ def _output_options(parser: argparse.ArgumentParser) -> None:
     add_shard_limit_option(
         parser, "Start a new output shard beyond SIZE (e.g. 1G, 500M). Default: unlimited"
     )
-    parser.add_argument("-q", "--quiet", action="store_true", help="No progress bar")
+    parser.add_argument("-q", "--quiet", action="store_true", help="No progress bar or summary")
     add_passphrase_option(parser)
 
 
@@ -200,6 +201,7 @@ def _converted_inputs(inputs: list[str], output: str, symlink: bool) -> Iterator
 
 
 def _merge(args: argparse.Namespace, inputs: list[str], names: dict[str, str]) -> int:
+    summary = Summary("merged", quiet=args.quiet)
     path_filter = _path_filter(args, "merge")
     _check_output(
         args.output, inputs, args.force or args.append, "use -f to overwrite or -a to append"
@@ -235,7 +237,7 @@ def _merge(args: argparse.Namespace, inputs: list[str], names: dict[str, str]) -
                 f"{describe(e)} (in {current[0]}; nothing of it was added){hint}", command="merge"
             )
             return 1
-    _summary("Merged", result.total, _archives(len(inputs)), args.output)
+    _summary(summary, result.total, _archives(len(inputs)), args.output)
     return 0
 
 
@@ -250,6 +252,7 @@ def _output_archive(
 
 
 def run_subset(args: argparse.Namespace) -> int:
+    summary = Summary("copied", quiet=args.quiet)
     path_filter = _path_filter(args, "subset")
     _check_output(args.output, [args.archive], args.force, "use -f to overwrite")
     show = wants_progress(args.quiet)
@@ -259,7 +262,7 @@ def run_subset(args: argparse.Namespace) -> int:
         output = _output_archive(args, args.output, args.force, args.shard_size_limit)
         with output as out, Progress("subset", total, show) as bar:
             stats = out.take_subset(src, selection, bar.advance)
-    _summary("Copied", stats, args.archive, args.output)
+    _summary(summary, stats, args.archive, args.output)
     return 0
 
 
@@ -267,13 +270,14 @@ def _archives(count: int) -> str:
     return f"{count} archive" + ("" if count == 1 else "s")
 
 
-def _summary(verb: str, stats: CopyStats, source: str, output: str) -> None:
-    line = f"{verb} {stats.files} files ({human_size(stats.bytes)}B) from {source} into {output}"
-    if stats.skipped:
-        line += f", skipped {stats.skipped} already present"
+def _summary(summary: Summary, stats: CopyStats, source: str, output: str) -> None:
+    """End with the summary: the files taken, the shards linked, those already present."""
+    where = f"from {source} into {output}"
     if stats.shards_linked:
-        line += f", {stats.shards_linked} shards linked"
-    print(line + ".")
+        n = stats.shards_linked
+        where += f" ({n} shard{'' if n == 1 else 's'} linked)"
+    summary.skip("already present", stats.skipped)
+    summary.finish(stats.files, stats.bytes, where)
 
 
 # -- the reference's legacy scripts --------------------------------------------------------
@@ -300,13 +304,14 @@ def _legacy_parser(prog: str, with_size: bool) -> argparse.ArgumentParser:
 
 def _legacy_body(symlink: bool) -> Callable[[argparse.Namespace], int]:
     def body(args: argparse.Namespace) -> int:
+        summary = Summary("merged")
         _check_output(args.output, args.input_paths, True, "")  # an existing one is added to
         limit = getattr(args, "shard_size_limit", None)
         with _output_archive(args, args.output, args.overwrite, limit) as out:
             result = out.merge(
                 args.input_paths, ignore_duplicates=args.ignore_duplicates, symlink=symlink
             )
-        _summary("Merged", result.total, _archives(len(args.input_paths)), args.output)
+        _summary(summary, result.total, _archives(len(args.input_paths)), args.output)
         return 0
 
     return body

@@ -4,6 +4,8 @@ Without ``-f`` the command starts the server in the background (a new session, i
 messages in a log beside nothing the user sees) and returns once the mount is there, or
 reports why the server stopped. An encrypted archive's passphrase is asked here, on the
 terminal, and handed to the server through a pipe, never through argv or the environment.
+Tar and zip files (told by their content) are indexed here, before the server starts, into
+an archive over them (``barecat.mount.tars``), which the server then mounts read-only.
 """
 
 from __future__ import annotations
@@ -18,16 +20,22 @@ import time
 
 from barecat.archive import Barecat
 from barecat.cli.parsing import Subparsers, add_command, add_passphrase_option
+from barecat.cli.running import EXIT_USAGE
 from barecat.cli.sealing import PASSPHRASE_ENV, passphrase_source
+from barecat.cli.terminal import error
 from barecat.entries import parse_size
 from barecat.exceptions import BarecatError
 from barecat.mount import check_fuse, is_mounted, mount_archive, unmount
+from barecat.mount.tars import NotMountableInPlaceError, index_of_tars, input_kind
+from barecat.objectstore import is_remote_url
 
 EXAMPLES = """
 barecat mount photos.barecat /mnt/photos          # read-only, in the background
 barecat mount -f photos.barecat /mnt/photos       # in the foreground (Ctrl-C unmounts)
 barecat mount --rw notes.barecat ~/notes          # read-write
 barecat mount --unmount /mnt/photos               # or: fusermount3 -u /mnt/photos
+barecat mount data.tar /mnt/data                  # a tar or zip as it is (indexed once)
+barecat mount shard-*.tar /mnt/dataset            # WebDataset shards: one tree
 barecat mount notes.barecat ~/notes -o rw,append_only,shard_size_limit=10G   # 0.3.1's -o
 """
 KNOWN_OPTIONS = "ro, rw, fg/foreground, mmap, defrag, overwrite, append_only, shard_size_limit=SIZE"
@@ -44,9 +52,22 @@ def register(sub: Subparsers) -> None:
         handler=run_mount,
         examples=EXAMPLES,
     )
-    parser.add_argument("archive", nargs="?", help="Barecat archive path")
+    parser.add_argument(
+        "archive",
+        nargs="*",
+        help="Barecat archive path; or one or more uncompressed tar files or zips of stored "
+        "members (told by their content), mounted read-only as one tree, a path in two of "
+        "them being the later one's",
+    )
     parser.add_argument("mountpoint", nargs="?", help="An existing, empty directory")
     parser.add_argument("--rw", action="store_true", help="Allow changes (written on close)")
+    parser.add_argument(
+        "--index-beside",
+        action="store_true",
+        help="Tar/zip inputs: keep their index next to the first one, as FILE.barecat, "
+        "instead of in the cache directory ($BARECAT_CACHE_DIR, else "
+        "$XDG_CACHE_HOME/barecat, else ~/.cache/barecat: mounts/)",
+    )
     parser.add_argument(
         "-f", "--foreground", action="store_true", help="Serve in the foreground until unmounted"
     )
@@ -129,14 +150,21 @@ def run_mount(args: argparse.Namespace) -> int:
             raise ValueError("--unmount takes only the mount point")
         unmount(args.unmount, lazy=args.lazy)
         return 0
+    if args.mountpoint is None and len(args.archive) > 1:  # 'archive' took every path
+        args.mountpoint = args.archive.pop()
     if not args.archive or not args.mountpoint:
         raise ValueError("give the archive and the mount point (or --unmount MOUNTPOINT)")
     apply_mount_options(args)
     if args.defrag and not args.rw:
         raise ValueError("-o defrag changes the archive once unmounted: add -o rw")
+    try:
+        args.archive = _archive_of(args)
+    except NotMountableInPlaceError as e:
+        error(str(e), command="mount")
+        return EXIT_USAGE
     check_fuse()
     if args.foreground:
-        if args.debug:
+        if args.debug and not logging.getLogger("barecat").handlers:
             _print_debug_messages()
         mount_archive(
             args.archive,
@@ -153,6 +181,30 @@ def run_mount(args: argparse.Namespace) -> int:
         )
         return 0
     return _serve_in_background(args)
+
+
+def _archive_of(args: argparse.Namespace) -> str:
+    """The archive to serve: the one given, or the index over the given tar/zip files,
+    made or reused (members left out or renamed said on stderr, a line each)."""
+    paths: list[str] = args.archive
+    tars = len(paths) > 1 or (not is_remote_url(paths[0]) and input_kind(paths[0]) is not None)
+    if not tars:
+        if args.index_beside:
+            raise ValueError("--index-beside is for tar and zip inputs")
+        return paths[0]
+    if args.rw:
+        raise ValueError(
+            "tar and zip files mount read-only; to change them, make an archive first: "
+            "barecat convert FILE.tar FILE.barecat"
+        )
+    if args.foreground and args.debug:
+        _print_debug_messages()
+    index = index_of_tars(paths, beside=args.index_beside)
+    for name, reason in index.skipped:
+        error(f"left out {name}: {reason}", command="mount")
+    for name, path in index.renamed:
+        error(f"{name} is mounted as {path}", command="mount")
+    return index.archive
 
 
 def _print_debug_messages() -> None:

@@ -14,6 +14,7 @@ import sys
 
 from barecat.cli.parsing import Subparsers, add_command, add_passphrase_option, size
 from barecat.cli.sealing import passphrase_source
+from barecat.cli.summary import Summary, failure_reason
 from barecat.cli.terminal import Progress, error, failure_line
 from barecat.glob import PathFilter
 from barecat.transfer.sync.driver import SyncOptions, sync
@@ -50,6 +51,7 @@ def register(sub: Subparsers) -> None:
         "-v", "--verbose", action="store_true", help="List each path copied or deleted"
     )
     parser.add_argument("--progress", action="store_true", help="Show progress")
+    parser.add_argument("-q", "--quiet", action="store_true", help="No summary")
     parser.add_argument("--delete", action="store_true", help="Delete extraneous files from dest")
     parser.add_argument(
         "-c",
@@ -80,6 +82,7 @@ def register(sub: Subparsers) -> None:
 
 
 def run_rsync(args: argparse.Namespace) -> int:
+    summary = Summary("would sync" if args.dry_run else "synced", quiet=args.quiet)
     if len(args.paths) < 2:
         error("need at least one source and a destination", command="rsync")
         return 2
@@ -97,7 +100,7 @@ def run_rsync(args: argparse.Namespace) -> int:
     with Progress("rsync", None, args.progress and not args.dry_run) as progress:
 
         def on_action(action: Action, nbytes: int) -> None:
-            progress.advance(1, nbytes)
+            progress.advance(0 if action.display is None else 1, nbytes)  # as -v lists them
             if args.verbose and action.display is not None:
                 sys.stdout.write(action.display + "\n")
 
@@ -113,4 +116,6 @@ def run_rsync(args: argparse.Namespace) -> int:
     sys.stdout.flush()
     for path, exc in result.failures:
         error(failure_line(path, exc), command="rsync")
+        summary.skip(failure_reason(exc))
+    summary.finish(progress.files, progress.bytes, f"to {args.paths[-1]}")
     return 1 if result.failures else 0

@@ -25,7 +25,7 @@ from typing import ClassVar, TextIO, TypeVar
 
 from barecat.archive import Barecat
 from barecat.cli.entry_format import bytewise
-from barecat.cli.terminal import describe, error
+from barecat.cli.terminal import describe, did_you_mean, error
 from barecat.entries import BarecatEntryInfo, BarecatFileInfo
 from barecat.exceptions import BarecatError
 from barecat.paths import normalize
@@ -34,6 +34,9 @@ _T = TypeVar("_T")
 _Shell = TypeVar("_Shell", bound="ShellEngine")
 _MAGIC = re.compile(r"[*?[]")
 _COMMAND_ERRORS = (BarecatError, OSError, ValueError, KeyError, sqlite3.Error, getopt.GetoptError)
+
+
+_UNKNOWN = "unknown command (type 'help' for the list)"
 
 
 class ShellError(Exception):
@@ -230,7 +233,9 @@ class ShellEngine(cmd.Cmd):
         return False  # cmd's default repeats the last command, surprising after 'rm'
 
     def default(self, line: str) -> None:
-        raise ShellError("unknown command (type 'help' for the list)")
+        names = [name[3:] for name in self.get_names() if name.startswith("do_")]
+        hint = did_you_mean(self._command, [n for n in names if n.isalpha() and n.islower()])
+        raise ShellError(f"unknown command; {hint}" if hint else _UNKNOWN)
 
     def update_prompt(self) -> None:
         self.prompt = f"barecat:/{self.cwd}> " if self.show_prompt else ""

@@ -13,6 +13,7 @@ import math
 import os
 import select
 import sys
+from collections.abc import Iterable
 from types import TracebackType
 from typing import Any, TextIO
 
@@ -26,6 +27,17 @@ def error(message: str, *, command: str | None = None, stream: TextIO | None = N
     are not UTF-8 shown as ``\\xNN``)."""
     prefix = f"{PROG} {command}" if command else PROG
     print(f"{prefix}: {shown(message)}", file=stream or sys.stderr)
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str | None:
+    """``did you mean 'extract'?`` for a mistyped ``word``: the nearest of ``choices``
+    (up to three, by difflib's ratio, leading dashes of options not compared), or None
+    if none is near."""
+    import difflib  # only for a mistyped word
+
+    bare = {choice.lstrip("-"): choice for choice in choices}
+    near = difflib.get_close_matches(word.lstrip("-"), list(bare), n=3, cutoff=0.6)
+    return f"did you mean {' or '.join(repr(bare[n]) for n in near)}?" if near else None
 
 
 def describe(exc: BaseException) -> str:
@@ -98,12 +110,37 @@ def human_size(n: int) -> str:
     raise AssertionError("unreachable")
 
 
+_UNITS = ("kB", "MB", "GB", "TB", "PB", "EB")
+
+
+def byte_count(n: int) -> str:
+    """Bytes for a person, in powers of 1000: ``0 bytes``, ``999 bytes``, ``1.2 kB``,
+    ``437 MB``, ``1.2 GB``.
+
+    Args:
+        n: a number of bytes (not negative).
+
+    Returns:
+        The count with its unit, one decimal below 10 units.
+    """
+    if n < 1000:
+        return f"{n} byte" + ("" if n == 1 else "s")
+    value = float(n)
+    for unit in _UNITS:
+        value /= 1000
+        if value < 999.5 or unit == _UNITS[-1]:
+            return f"{value:.1f} {unit}" if value < 9.95 else f"{value:.0f} {unit}"
+    raise AssertionError("unreachable")
+
+
 def wants_progress(quiet: bool = False) -> bool:
     return not quiet and sys.stderr.isatty() and os.environ.get("TERM") != "dumb"
 
 
 class Progress:
-    """A progress bar over files (rate, ETA) that also shows bytes; silent off a terminal."""
+    """A progress bar over files (rate, ETA) that also shows bytes, as the closing summary
+    counts them (:func:`byte_count`); silent off a terminal. Its last frame, drawn when it
+    closes, shows every file and byte advanced."""
 
     def __init__(self, description: str, total_files: int | None, enabled: bool) -> None:
         self.files = 0
@@ -118,7 +155,7 @@ class Progress:
         self.files += files
         self.bytes += nbytes
         if self._bar is not None:
-            self._bar.set_postfix_str(human_size(self.bytes) + "B", refresh=False)
+            self._bar.set_postfix_str(byte_count(self.bytes), refresh=False)
             self._bar.update(files)
 
     def close(self) -> None:

@@ -50,10 +50,6 @@ from barecat.paths import ancestors, normalize
 _AUTO_TABLE_MIN_LOOKUPS = 10_000
 
 
-def _address_of(entry: tuple[int, Address]) -> tuple[int, int]:
-    return entry[1][:2]  # (shard, offset)
-
-
 _Reader = TypeVar("_Reader", bound="IndexReader")
 
 
@@ -381,14 +377,8 @@ class IndexReader:
         """
         table = self._table
         if table is not None and (self._immutable or table.is_current()):
-            located: list[tuple[int, Address]] = []
-            for i, path in enumerate(paths):
-                found = table.find(path)
-                if found is None:  # the table cannot tell: ask SQLite for the whole batch
-                    break
-                located.append((i, found))
-            else:
-                located.sort(key=_address_of)
+            located = table.find_many(paths)
+            if located is not None:  # (else the table cannot tell: SQLite answers the batch)
                 return located
         return self.locate_many_in_sqlite(paths)
 

@@ -2,14 +2,16 @@
 
 Rows have ``path`` and ``bytes``, optionally ``mtime_ns`` and ``mode``. Each partition's
 task writes its rows into a part-archive of its own (``parts.py``, shared with the Ray
-writer) in a hidden folder beside the output (``.NAME.dask-PID-ID/``; workers on other
-machines need that filesystem shared), and the client joins the parts once, without
-copying a byte, when every task is done: the output appears only when whole, in the
-partitions' order. A path in two partitions is an error naming it. When the write fails
-(a partition that raises, a duplicate path), the folder and every part in it are
-removed and no output appears; on a ``distributed`` cluster the client first waits for
-every task to have finished, so that none is still writing. Imports dask, pandas and
-pyarrow (the ``dask`` extra) and ``parts``.
+writer) in a hidden folder beside a local output (``.NAME.dask-PID-ID/``; workers on
+other machines need that filesystem shared), or, for an output on object storage, in a
+temporary folder of its own machine, uploaded under a hidden staging prefix beside the
+output; the client joins the parts once, without copying a byte through it, when every
+task is done: the output appears only when whole, in the partitions' order. A path in
+two partitions is an error naming it. When the write fails (a partition that raises, a
+duplicate path), the folder (or prefix) and every part in it are removed and no output
+appears; on a ``distributed`` cluster the client first waits for every task to have
+finished, so that none is still writing. Imports dask, pandas and pyarrow (the ``dask``
+extra) and ``parts``.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ except ImportError as e:  # pragma: no cover - the message is the point
         f"barecat.integrations.dask needs Dask DataFrame ({e}): pip install 'barecat[dask]'"
     ) from e
 
+from barecat.archive import Passphrase
 from barecat.exceptions import BarecatError
 from barecat.integrations.parts import (
     OPTIONAL_COLUMNS,
@@ -36,13 +39,12 @@ from barecat.integrations.parts import (
     PartArchives,
     check_columns,
 )
-from barecat.objectstore import is_remote_url
 
 
 def _write_partition(
     frame: pd.DataFrame, parts: PartArchives, partition_info: dict[str, Any] | None = None
 ) -> pd.Series:
-    """A partition's task: its rows into a part-archive; the part's path (None: no rows)."""
+    """A partition's task: its rows into a part-archive; the part (None: no rows)."""
     number = 0 if partition_info is None else int(partition_info["number"])
     kept = [c for c in (*REQUIRED_COLUMNS, *OPTIONAL_COLUMNS) if c in frame.columns]
     table = pa.Table.from_pandas(frame[kept], preserve_index=False)
@@ -72,6 +74,8 @@ def write_barecat(
     shard_size_limit: int | str | None = None,
     compression: str | None = None,
     compression_level: int | None = None,
+    passphrase: Passphrase | None = None,
+    storage_options: dict[str, Any] | None = None,
 ) -> None:
     """Write a DataFrame's rows (``path``, ``bytes``; optionally ``mtime_ns``, ``mode``)
     as the files of a new archive at ``path``: a part-archive per partition, joined once
@@ -80,24 +84,26 @@ def write_barecat(
 
     Args:
         df: the rows (``bytes`` as Python bytes or ``binary[pyarrow]``).
-        path: the archive to create (on a filesystem every worker reaches).
+        path: the archive to create: on a filesystem every worker reaches, or a URL of
+            object storage (``s3://...``; no shared filesystem needed).
         overwrite: replace an existing archive (once the new one is whole).
         shard_size_limit: the output's shard size limit (bytes, or '1G').
         compression: store files compressed (``'zstd'``, ``'lz4'``): a sealed archive.
         compression_level: the codec's level.
+        passphrase: encrypt the output with this passphrase (a function giving one is
+            asked once, on the client; the passphrase travels to the workers in the
+            graph, never shown by ``repr``; its parts share the output's data key).
+        storage_options: fsspec's options for a URL ``path`` (the client's and the
+            workers').
 
     Raises:
         FileExistsBarecatError: an archive exists at ``path`` (without ``overwrite``),
             or a path is in the rows twice (named); then no archive appears.
-        BarecatError: rows without ``path`` or ``bytes``; a ``bytes`` column of strings;
-            ``path`` is a URL (object storage is not a write target here).
+        BarecatError: rows without ``path`` or ``bytes``; a ``bytes`` column of strings.
+        RemoteStorageBarecatError: the store failed (a URL output; then no archive is
+            there).
         Exception: what a partition's computation raised; then no archive appears.
     """
-    if is_remote_url(os.fspath(path)):
-        raise BarecatError(
-            f"{os.fspath(path)}: Dask writes archives to a filesystem every worker reaches, "
-            "not to object storage; write locally and upload, or use Ray's write_barecat"
-        )
     parts = PartArchives(
         path,
         "dask",
@@ -105,6 +111,8 @@ def write_barecat(
         shard_size_limit=shard_size_limit,
         compression=compression,
         compression_level=compression_level,
+        passphrase=passphrase,
+        storage_options=storage_options,
     )
     columns = [str(c) for c in df.columns]
     check_columns(columns)

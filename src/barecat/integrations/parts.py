@@ -2,36 +2,41 @@
 once, without copying, when all are done (the engine-independent part of the Ray and
 Dask writers).
 
-:class:`PartArchives` is made on the driver and travels to the tasks. The parts go into
-a hidden folder beside the output (``.NAME.ENGINE-PID-ID/``, so on the same filesystem;
-workers on other machines need that filesystem shared): :meth:`~PartArchives.start`
-makes it, removing those of earlier writes of the same output whose driver died (the
-name holds the driver's process id); each task writes its rows with
-:meth:`~PartArchives.write_part` (rows as Arrow tables: ``path`` and ``bytes``,
-optionally ``mtime_ns`` and ``mode``; see :func:`files_of`) and hands back the part's
-path; :meth:`~PartArchives.join` then, on the driver, makes a new archive in that folder
-that takes each part's shards by link (``Barecat.merge(..., symlink=True)``, which also
-refuses a path two parts share, naming it), replaces each link by the shard it points
-to (a rename), and renames the joined archive to the output, shards first and index
-last, so the output appears only when whole. :meth:`~PartArchives.discard` removes the
-folder with every part in it, whole or half-written, when the write fails.
+:class:`PartArchives` is made on the driver and travels to the tasks.
+:meth:`~PartArchives.start` makes the parts' place, removing those of earlier writes of
+the same output whose driver died (the name holds the driver's process id); each task
+writes its rows with :meth:`~PartArchives.write_part` (rows as Arrow tables: ``path`` and
+``bytes``, optionally ``mtime_ns`` and ``mode``; see :func:`files_of`) and hands back a
+small :class:`WrittenPart`; :meth:`~PartArchives.join` then, on the driver, makes the
+output of the parts, whole or not at all; :meth:`~PartArchives.discard` removes every
+part, whole or half-written, when the write fails.
 
-An output on object storage (a URL) has its parts' folder in a local ``staging_dir``
-(default: the driver's temporary directory, so one machine; on several, a filesystem
-they all reach): the driver joins there, then uploads the joined archive, shards first
-and index last (``archive.objectstore.upload_archive``).
+A local output has its parts in a hidden folder beside it (``.NAME.ENGINE-PID-ID/``, so
+on the same filesystem; workers on other machines need that filesystem shared). The join
+makes a new archive in that folder that takes each part's shards by link
+(``Barecat.merge(..., symlink=True)``, which also refuses a path two parts share, naming
+it), replaces each link by the shard it points to (a rename), and renames the joined
+archive to the output, shards first and index last.
+
+An output on object storage (a URL) shares no filesystem with the tasks: each task writes
+its part in a temporary folder of its own machine and uploads it under a hidden staging
+prefix beside the output (``.NAME.ENGINE-HOST-PID-ID/``); the driver fetches the parts'
+indices (never a shard), joins them by the same merge over stand-in shards, then has each
+part's shard copied into place on the store's side and uploads the joined index last
+(``remote_parts.py``, ``archive.objectstore.publish_archive``).
 
 An encrypted output (``passphrase``) has its sealing made once, on the driver (settings,
 dictionary and a new data key, wrapped by the passphrase): each part, and the joined
 archive, is created sealed with those same records (``Barecat.seal_with_records``, as
 the parallel ingest's parts are), so the parts' sealed bytes are the output's as they
 are and the join re-encrypts nothing. The passphrase travels to the tasks inside this
-object, never shown by ``repr``. Imports pyarrow, the archive layer, ``layout`` and
-``objectstore``.
+object, never shown by ``repr``. Imports pyarrow, the archive layer, ``layout``,
+``objectstore`` and ``remote_parts``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
@@ -42,13 +47,24 @@ from typing import Any
 import pyarrow as pa
 
 from barecat.archive import Barecat, Passphrase
-from barecat.archive.objectstore import upload_archive
+from barecat.archive.objectstore import publish_archive
 from barecat.entries import BarecatFileInfo
-from barecat.exceptions import BarecatError, FileExistsBarecatError
+from barecat.exceptions import BarecatError, FileExistsBarecatError, RemoteStorageBarecatError
 from barecat.index.schema import ConfigValue
+from barecat.integrations.remote_parts import (
+    WrittenPart,
+    abandoned_prefixes,
+    part_sizes,
+    shard_sources,
+    staging_prefix,
+    stand_ins,
+    upload_part,
+)
 from barecat.layout import (
+    OLD_INDEX_SUFFIX,
     abandoned_entries,
     archive_exists,
+    index_path,
     move_archive,
     remove_archive,
     shard_files,
@@ -59,6 +75,9 @@ REQUIRED_COLUMNS = ("path", "bytes")
 """The columns every row needs."""
 OPTIONAL_COLUMNS = ("mtime_ns", "mode")
 """The columns a row may have besides."""
+_TASK_FOLDER = "barecat-part-"
+"""How a task's temporary folder begins (its process id follows) when the output is on
+object storage."""
 
 
 class PartArchives:
@@ -67,8 +86,9 @@ class PartArchives:
 
     Args:
         path: the archive to create: a local path that every task can reach, or a URL
-            of object storage (``s3://...``; see ``staging_dir``).
-        engine: names the parts' folder (``.NAME.ENGINE-PID-ID``): ``'ray'``, ``'dask'``.
+            of object storage (``s3://...``), which the tasks and the driver reach with
+            ``storage_options`` and need share no filesystem.
+        engine: names the parts' place (``.NAME.ENGINE-...``): ``'ray'``, ``'dask'``.
         overwrite: replace an existing archive there (once the new one is whole).
         shard_size_limit: the output's (and each part's) shard size limit (bytes, '1G').
         compression: store files compressed (``'zstd'``, ``'lz4'``): a sealed archive.
@@ -76,10 +96,6 @@ class PartArchives:
         passphrase: encrypt the output with this passphrase (a function giving one is
             asked once, here).
         storage_options: fsspec's options for a URL ``path`` (credentials, endpoint).
-        staging_dir: where the parts' folder goes when ``path`` is a URL (default: the
-            driver's temporary directory, which only tasks on the driver's machine
-            reach; on several machines, a filesystem they all reach). The driver joins
-            the parts there, then uploads the archive, shards first and index last.
 
     Raises:
         FileExistsBarecatError: an archive exists at ``path`` (without ``overwrite``).
@@ -96,24 +112,25 @@ class PartArchives:
         compression_level: int | None = None,
         passphrase: Passphrase | None = None,
         storage_options: dict[str, Any] | None = None,
-        staging_dir: str | os.PathLike[str] | None = None,
     ) -> None:
         text = os.fspath(path)
         self.remote = is_remote_url(text)
-        """Whether the output is on object storage (uploaded once joined)."""
+        """Whether the output is on object storage (the parts go there too)."""
         self.path = text if self.remote else os.path.abspath(text)
         self.storage_options = storage_options if self.remote else None
         self.overwrite = overwrite
         self.shard_size_limit = shard_size_limit
         self.compression = compression
         self.compression_level = compression_level
-        folder, name = os.path.split(self.path)
         if self.remote:
-            folder = os.path.abspath(staging_dir or tempfile.gettempdir())
-        self._prefix = f".{name}.{engine}-"
-        self.staging = os.path.join(folder, f"{self._prefix}{os.getpid()}-{uuid.uuid4().hex[:8]}")
-        """The hidden folder of the parts, named after the driver: beside the output, or
-        (a URL output) in ``staging_dir``."""
+            self._prefix = staging_prefix(self.path, engine)
+        else:
+            folder, name = os.path.split(self.path)
+            self._prefix = os.path.join(folder, f".{name}.{engine}-")
+        self.staging = f"{self._prefix}{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        """The hidden place of the parts, named after the driver: a folder beside a local
+        output, a prefix beside one on object storage."""
+        self._objectstore: ObjectStore | None = None
         self.refuse_existing()
         self._passphrase: _Secret | None = None
         self._sealing: dict[str, ConfigValue] | None = None
@@ -125,6 +142,21 @@ class PartArchives:
     def __repr__(self) -> str:  # never the passphrase
         encrypted = ", encrypted" if self._passphrase is not None else ""
         return f"PartArchives({self.path!r}{encrypted})"
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_objectstore"] = None  # (each process talks to the store its own way)
+        return state
+
+    @property
+    def store(self) -> ObjectStore:
+        """This process's access to the output's store (a URL output), counting what it
+        costs in ``store.stats``."""
+        if self._objectstore is None:
+            protocol = url_protocol(self.path)
+            assert protocol is not None, self.path
+            self._objectstore = ObjectStore(protocol, self.storage_options)
+        return self._objectstore
 
     def _new_sealing(self, passphrase: str | bytes) -> dict[str, ConfigValue]:
         """The records of the output's sealing, made once (by an empty archive made and
@@ -172,20 +204,16 @@ class PartArchives:
         if self.overwrite:
             return
         if self.remote:
-            exists = self._store().exists(self.path)
+            exists = any(self.store.exists(u) for u in (self.path, self.path + OLD_INDEX_SUFFIX))
         else:
             exists = archive_exists(self.path) or os.path.lexists(self.path)
         if exists:
             raise FileExistsBarecatError(self.path, "Output")
 
-    def _store(self) -> ObjectStore:
-        protocol = url_protocol(self.path)
-        assert protocol is not None, self.path
-        return ObjectStore(protocol, self.storage_options)
-
     def start(self, columns: Sequence[str] | None = None) -> None:
-        """Check the rows' columns and make the parts' folder (on the driver), removing
-        those of earlier writes of the same output whose driver died.
+        """Check the rows' columns and make the parts' place (on the driver), removing
+        those of earlier writes of the same output whose driver (a process of this
+        machine) died.
 
         Args:
             columns: the rows' column names, when known before any task runs.
@@ -193,43 +221,69 @@ class PartArchives:
         Raises:
             BarecatError: ``path`` or ``bytes`` is not among ``columns``.
             FileExistsBarecatError: see :meth:`refuse_existing`.
+            RemoteStorageBarecatError: the store failed (a URL output).
         """
         if columns is not None:
             check_columns(columns)
         self.refuse_existing()
-        folder = os.path.dirname(self.path)
-        for entries in abandoned_entries(folder, self._prefix).values():
+        if self.remote:
+            for prefix in abandoned_prefixes(self.store, self._prefix):
+                self.store.remove_tree(prefix)
+            return  # (a prefix needs no making)
+        folder, start = os.path.split(self._prefix)
+        for entries in abandoned_entries(folder, start).values():
             for entry in entries:  # the parts of a write whose driver died
                 shutil.rmtree(os.path.join(folder, entry), ignore_errors=True)
         os.makedirs(self.staging, exist_ok=True)
 
-    def write_part(self, tables: Iterable[pa.Table], number: int = 0) -> str | None:
-        """One task's rows into a part-archive of its own (in a task).
+    def write_part(self, tables: Iterable[pa.Table], number: int = 0) -> WrittenPart | None:
+        """One task's rows into a part-archive of its own (in a task): beside a local
+        output; for one on object storage, written in a temporary folder of this machine,
+        uploaded under the staging prefix and removed here.
 
         Args:
             tables: the rows (see :func:`files_of`).
             number: the task's number; parts are joined in the order of their numbers.
 
         Returns:
-            The part's path; None when the task had no rows.
+            The part; None when the task had no rows.
 
         Raises:
             FileExistsBarecatError: a path twice in this task's rows.
             BarecatError: rows without ``path`` or ``bytes``.
             OSError: the parts' folder is gone (the write was discarded meanwhile).
+            RemoteStorageBarecatError: the upload failed.
         """
-        part = os.path.join(self.staging, f"part-{number:05d}-{uuid.uuid4().hex[:8]}")
+        name = f"part-{number:05d}-{uuid.uuid4().hex[:8]}"
+        if not self.remote:
+            part = os.path.join(self.staging, name)
+            return WrittenPart(part, part_sizes(part)) if self._write(part, tables) else None
+        temporary = tempfile.gettempdir()
+        for entries in abandoned_entries(temporary, _TASK_FOLDER).values():
+            for entry in entries:  # what a task killed on this machine left
+                shutil.rmtree(os.path.join(temporary, entry), ignore_errors=True)
+        folder = tempfile.mkdtemp(prefix=f"{_TASK_FOLDER}{os.getpid()}-")
+        try:
+            part = os.path.join(folder, "part")
+            if not self._write(part, tables):
+                return None
+            return upload_part(self.store, part, f"{self.staging}/{name}")
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+
+    def _write(self, part: str, tables: Iterable[pa.Table]) -> bool:
+        """The rows into a new part-archive at ``part``; False (and no part) if none."""
         with self._new_archive(part) as bc:
             count = 0
             for table in tables:
                 count += bc.add_many(files_of(table))
             if count == 0:
                 bc.abandon()  # a part made holding nothing is removed
-                return None
-        return part
+                return False
+        return True
 
-    def join(self, parts: Iterable[str | None]) -> None:
-        """Join the parts into the output (on the driver), then remove their folder.
+    def join(self, parts: Iterable[WrittenPart | None]) -> None:
+        """Join the parts into the output (on the driver), then remove their place.
 
         Args:
             parts: what the tasks' :meth:`write_part` returned.
@@ -237,31 +291,53 @@ class PartArchives:
         Raises:
             FileExistsBarecatError: a path in two parts, named; the output, when it
                 appeared meanwhile (without ``overwrite``).
+            RemoteStorageBarecatError: the store failed (a URL output; then no archive
+                is there).
         """
-        chosen = sorted(p for p in parts if p)
-        joined = os.path.join(self.staging, "joined")
+        chosen = sorted((p for p in parts if p), key=lambda p: p.location)
+        if self.remote:
+            with tempfile.TemporaryDirectory(prefix="barecat-join-") as folder:
+                local_parts, origins = stand_ins(self.store, chosen, folder)
+                joined = os.path.join(folder, "joined")
+                self._merge(joined, local_parts)
+                self.refuse_existing()
+                sources = shard_sources(joined, origins)
+                publish_archive(self.store, self.path, index_path(joined), sources)
+        else:
+            joined = os.path.join(self.staging, "joined")
+            self._merge(joined, [p.location for p in chosen])
+            for shard in shard_files(joined):  # adopt each part's shard: the link becomes it
+                if os.path.islink(shard):
+                    os.replace(os.path.realpath(shard), shard)
+            self.refuse_existing()
+            if archive_exists(self.path):  # overwrite: the old one goes when the new is whole
+                remove_archive(self.path)
+            move_archive(joined, self.path)
+        self.discard()
+
+    def _merge(self, joined: str, parts: list[str]) -> None:
+        """A new archive at ``joined`` linking the shards of the local ``parts``, in order.
+
+        Raises:
+            FileExistsBarecatError: a path in two parts, named.
+        """
         remove_archive(joined)
         if self._sealing is None:  # (plain when made: the merge seals it like its parts)
             out = Barecat(joined, readonly=False, shard_size_limit=self.shard_size_limit)
         else:
             out = self._new_archive(joined)
         with out:
-            out.merge(chosen, symlink=True)
-        for shard in shard_files(joined):  # adopt each part's shard: the link becomes it
-            if os.path.islink(shard):
-                os.replace(os.path.realpath(shard), shard)
-        self.refuse_existing()
-        if self.remote:  # (an old archive there goes as the upload starts)
-            upload_archive(joined, self.path, self.storage_options)
-        else:
-            if archive_exists(self.path):  # overwrite: the old one goes when the new is whole
-                remove_archive(self.path)
-            move_archive(joined, self.path)
-        self.discard()
+            out.merge(parts, symlink=True)
 
     def discard(self) -> None:
-        """Remove the parts' folder and every part in it, whole or half-written."""
-        shutil.rmtree(self.staging, ignore_errors=True)
+        """Remove the parts' place and every part in it, whole or half-written (on a
+        store that fails, what stays goes at the next write of the output from this
+        machine, once this process has ended)."""
+        if self.remote:
+            with contextlib.suppress(RemoteStorageBarecatError):
+                self.store.remove_tree(self.staging)
+        else:
+            shutil.rmtree(self.staging, ignore_errors=True)
 
 
 class _Secret:
@@ -330,4 +406,11 @@ def files_of(table: pa.Table) -> Iterable[tuple[BarecatFileInfo, bytes]]:
         yield info, data
 
 
-__all__ = ["OPTIONAL_COLUMNS", "REQUIRED_COLUMNS", "PartArchives", "check_columns", "files_of"]
+__all__ = [
+    "OPTIONAL_COLUMNS",
+    "REQUIRED_COLUMNS",
+    "PartArchives",
+    "WrittenPart",
+    "check_columns",
+    "files_of",
+]

@@ -14,16 +14,19 @@ by ``on_write_failed`` when the write fails (a retried task's half-written part 
 with it); a folder whose driver died (its name holds the driver's process id) is removed
 by the next write of the same output on that machine. With ``passphrase`` the output is
 encrypted: its sealing (data key, settings) is made once on the driver and every part is
-sealed with it, so the join re-encrypts nothing. An output on object storage (a URL) is
-written and joined in a local ``staging_dir`` and then uploaded, shards first and index
-last. The parts and their join are
-``parts.py``'s, shared with the Dask writer; this module is what Ray asks of a sink.
-Imports ray and pyarrow (the ``ray`` extra) and ``parts``.
+sealed with it, so the join re-encrypts nothing. An output on object storage (a URL)
+needs no shared filesystem, one machine or many: each task uploads its part from a
+temporary folder of its own under a hidden staging prefix beside the output, and the
+driver joins the parts' indices, has their shards copied into place on the store's side
+and uploads the index last. The parts and their join are ``parts.py``'s, shared with the
+Dask writer; this module is what Ray asks of a sink. Imports ray and pyarrow (the
+``ray`` extra) and ``parts``.
 """
 
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Iterable
 from typing import Any
 
@@ -38,37 +41,34 @@ except ImportError as e:  # pragma: no cover - the message is the point
     ) from e
 
 from barecat.archive import Passphrase
-from barecat.exceptions import BarecatError
-from barecat.integrations.parts import PartArchives
+from barecat.integrations.parts import PartArchives, WrittenPart
 
 DEFAULT_PART_BYTES = 64 << 20
 """Rows Ray gathers for one write task (one part-archive), in bytes: fewer, bigger parts
 (each is an archive made, synced and joined)."""
 
 
-class BarecatDatasink(Datasink[str | None]):
+class BarecatDatasink(Datasink[WrittenPart | None]):
     """Writes a dataset's rows as the files of one new archive (see the module doc).
 
     Args:
         path: the archive to create: a local path that every write task can reach, or a
-            URL of object storage (``s3://...``: joined in ``staging_dir``, then uploaded).
+            URL of object storage (``s3://...``), which needs no shared filesystem.
         overwrite: replace an existing archive there (once the new one is whole).
         shard_size_limit: the output's (and each part's) shard size limit (bytes, '1G').
         compression: store files compressed (``'zstd'``, ``'lz4'``): a sealed archive.
         compression_level: the codec's level.
         passphrase: encrypt the output (sealed like it, the parts join as they are; the
             passphrase travels to the write tasks, never shown by ``repr``).
-        storage_options: fsspec's options for a URL ``path`` (credentials, endpoint).
-        staging_dir: with a URL ``path``, where the parts are written and joined before
-            the upload (default: the driver's temporary directory, which is refused on a
-            cluster of several machines: give a filesystem they all reach).
+        storage_options: fsspec's options for a URL ``path`` (credentials, endpoint);
+            every write task needs them too.
+        staging_dir: deprecated and unused (parts no longer pass through a folder of the
+            driver; each task uploads its own); giving one warns.
         part_bytes: about how many bytes of rows each write task (each part) takes (0:
             as the blocks come, which lets Ray fuse the write with the step before it).
 
     Raises:
         FileExistsBarecatError: an archive exists at ``path`` (without ``overwrite``).
-        BarecatError: a URL ``path`` without ``staging_dir`` on a cluster of several
-            machines.
     """
 
     def __init__(
@@ -93,12 +93,13 @@ class BarecatDatasink(Datasink[str | None]):
             compression_level=compression_level,
             passphrase=passphrase,
             storage_options=storage_options,
-            staging_dir=staging_dir,
         )
-        if self.parts.remote and staging_dir is None and _machines() > 1:
-            raise BarecatError(
-                f"{self.parts.path}: on a cluster of several machines, the parts of an output "
-                "on object storage need a staging_dir that every machine reaches"
+        if staging_dir is not None:
+            warnings.warn(
+                "write_barecat's staging_dir is no longer used: each write task uploads its "
+                "own part, and the driver joins them on the store",
+                DeprecationWarning,
+                stacklevel=2,
             )
         self.path = self.parts.path
         self.part_bytes = part_bytes
@@ -118,11 +119,12 @@ class BarecatDatasink(Datasink[str | None]):
         those of earlier writes of the same output whose driver died."""
         self.parts.start(None if schema is None else schema.names)
 
-    def write(self, blocks: Iterable[Block], ctx: Any) -> str | None:
-        """One task's rows into a part-archive of its own.
+    def write(self, blocks: Iterable[Block], ctx: Any) -> WrittenPart | None:
+        """One task's rows into a part-archive of its own (on object storage: uploaded
+        from a temporary folder of the task's own).
 
         Returns:
-            The part's path; None when the task had no rows.
+            The part's place and shard sizes; None when the task had no rows.
 
         Raises:
             FileExistsBarecatError: a path twice in this task's rows.
@@ -130,7 +132,7 @@ class BarecatDatasink(Datasink[str | None]):
         tables = (BlockAccessor.for_block(block).to_arrow() for block in blocks)
         return self.parts.write_part(tables, getattr(ctx, "task_idx", 0))
 
-    def on_write_complete(self, write_result: WriteResult[str | None]) -> None:
+    def on_write_complete(self, write_result: WriteResult[WrittenPart | None]) -> None:
         """Join the parts into the output (on the driver), then remove their folder.
 
         Raises:
@@ -141,14 +143,6 @@ class BarecatDatasink(Datasink[str | None]):
     def on_write_failed(self, error: Exception) -> None:
         """Remove the parts (whole or half-written): no output appears."""
         self.parts.discard()
-
-
-def _machines() -> int:
-    """The alive nodes of the Ray cluster (1 when Ray is not started yet)."""
-    if not ray.is_initialized():
-        return 1
-    nodes: list[dict[str, Any]] = ray.nodes()  # type: ignore[no-untyped-call]
-    return sum(1 for node in nodes if node.get("Alive"))
 
 
 def write_barecat(
@@ -172,16 +166,16 @@ def write_barecat(
     Args:
         ds: the dataset.
         path: the archive to create: on a filesystem every write task reaches, or a URL
-            of object storage (``s3://...``).
+            of object storage (``s3://...``; no shared filesystem needed).
         overwrite: replace an existing archive (once the new one is whole).
         shard_size_limit: the output's shard size limit.
         compression: store files compressed (``'zstd'``, ``'lz4'``).
         compression_level: the codec's level.
         passphrase: encrypt the output with this passphrase (its parts share its data
             key, so the join re-encrypts nothing).
-        storage_options: fsspec's options for a URL ``path``.
-        staging_dir: with a URL ``path``, where the parts are written and joined (see
-            :class:`BarecatDatasink`).
+        storage_options: fsspec's options for a URL ``path`` (the driver's and the
+            write tasks').
+        staging_dir: deprecated and unused (see :class:`BarecatDatasink`).
         part_bytes: about how many bytes of rows each write task (each part) takes (0:
             as the blocks come).
         concurrency: the most write tasks running at once.
@@ -191,8 +185,8 @@ def write_barecat(
         FileExistsBarecatError: an archive exists at ``path`` (without ``overwrite``),
             or a path is in the rows twice (named); then no archive appears.
         BarecatError: rows without ``path`` or ``bytes``; see :class:`BarecatDatasink`.
-        RemoteStorageBarecatError: the upload of a URL output failed (then no archive
-            is there).
+        RemoteStorageBarecatError: the store failed (a URL output; then no archive is
+            there).
     """
     sink = BarecatDatasink(
         path,

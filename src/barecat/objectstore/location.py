@@ -12,9 +12,10 @@ Imports ``exceptions`` only; fsspec is imported when a remote archive is opened.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,11 +50,13 @@ def local_path_of(path: str | os.PathLike[str]) -> str:
 
 @dataclass(slots=True)
 class TransferStats:
-    """What reading from the store has cost so far: requests sent (metadata lookups and
-    ranged reads) and bytes received. Cache hits cost neither."""
+    """What talking to the store has cost so far: requests sent (metadata lookups, ranged
+    reads, uploads, server-side copies, deletions), bytes received and bytes sent (a
+    server-side copy sends none). Cache hits cost nothing."""
 
     requests: int = 0
     bytes_fetched: int = 0
+    bytes_sent: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,10 +100,11 @@ class ObjectStore:
             self._fs_pid = os.getpid()
         return self._fs
 
-    def _count(self, requests: int, received: int) -> None:
+    def _count(self, requests: int, received: int, sent: int = 0) -> None:
         with self._lock:
             self.stats.requests += requests
             self.stats.bytes_fetched += received
+            self.stats.bytes_sent += sent
 
     def describe(self, url: str) -> ObjectVersion:
         """Size and version of the object at ``url`` (one metadata request)."""
@@ -147,12 +151,8 @@ class ObjectStore:
 
     def download(self, url: str, local_path: str) -> int:
         """Copy the whole object to ``local_path``; returns its size."""
-        try:
+        with _store_errors(f"Could not download {url}", url):
             self.filesystem.get_file(url, local_path)
-        except FileNotFoundError:
-            raise FileNotFoundBarecatError(url, "Remote object") from None
-        except Exception as e:
-            raise _failure(f"Could not download {url}", e) from e
         size = os.path.getsize(local_path)
         self._count(1, size)
         return size
@@ -171,6 +171,13 @@ class ObjectStore:
             self.filesystem.put_file(local_path, url)
         except Exception as e:
             raise _failure(f"Could not upload {local_path} to {url}", e) from e
+        self._count(1, 0, os.path.getsize(local_path))
+
+    def copy(self, source: str, url: str) -> None:
+        """Copy the object ``source`` to ``url`` on the store's side (S3's CopyObject, in
+        parts for big objects): no byte passes through this process."""
+        with _store_errors(f"Could not copy {source} to {url}", source):
+            self.filesystem.copy(source, url)
         self._count(1, 0)
 
     def remove(self, urls: Sequence[str]) -> None:
@@ -184,10 +191,23 @@ class ObjectStore:
                 raise _failure(f"Could not delete {url}", e) from e
             self._count(1, 0)
 
+    def remove_tree(self, url: str) -> None:
+        """Delete every object under the prefix ``url/`` (none there is no error)."""
+        try:
+            self.filesystem.invalidate_cache()  # (others may have written there meanwhile)
+            self.filesystem.rm(url, recursive=True)
+        except FileNotFoundError:
+            pass
+        except Exception as e:
+            raise _failure(f"Could not delete {url}/", e) from e
+        self._count(1, 0)
+
     def names_with_prefix(self, url: str) -> list[str]:
-        """The URLs of the objects whose names start with ``url``'s, sorted."""
+        """The URLs of the objects (and prefixes ending in ``/``, as folders, without it)
+        whose names start with ``url``'s, sorted, as the store lists them now."""
         self._count(1, 0)
         try:
+            self.filesystem.invalidate_cache()  # (others may have written there meanwhile)
             found = self.filesystem.glob(url.replace("[", "[[]") + "*")
         except Exception as e:
             raise _failure(f"Could not list {url}*", e) from e
@@ -202,6 +222,18 @@ def _version_of(info: dict[str, Any]) -> str:
             return f"{key}:{str(value).strip(chr(34))}"
     stamp = info.get("LastModified") or info.get("mtime") or info.get("created") or ""
     return f"size-mtime:{info.get('size')}:{stamp}"
+
+
+@contextlib.contextmanager
+def _store_errors(what: str, url: str) -> Iterator[None]:
+    """The store's errors as barecat's: a missing ``url`` as ``FileNotFoundBarecatError``,
+    any other failure as ``RemoteStorageBarecatError`` saying ``what`` failed."""
+    try:
+        yield
+    except FileNotFoundError:
+        raise FileNotFoundBarecatError(url, "Remote object") from None
+    except Exception as e:
+        raise _failure(what, e) from e
 
 
 def _failure(what: str, e: BaseException) -> RemoteStorageBarecatError:

@@ -190,15 +190,22 @@ class Sharder(ShardFiles):
         buffer: bytearray | memoryview,
         expected_crc32c: int | None = None,
     ) -> int:
-        view = memoryview(buffer).cast("B")
+        view = buffer if isinstance(buffer, memoryview) else memoryview(buffer)
+        if view.format != "B" or view.ndim != 1:
+            view = view.cast("B")
+        size = len(view)
         got = 0
-        fd = self._fd(shard) if len(view) else -1  # (an empty file needs no shard)
-        while got < len(view):
-            n = os.preadv(fd, [view[got:]], offset + got)
-            if n == 0:
-                raise self.truncated_error(shard, offset, len(view), got)
-            got += n
-        if expected_crc32c is not None and crc32c(view) != expected_crc32c:
+        if size:  # (an empty file needs no shard)
+            fd = self._fds.get(shard)
+            if fd is None:
+                fd = self._fd(shard)
+            got = os.preadv(fd, (view,), offset)
+            while got < size:
+                n = os.preadv(fd, (view[got:],), offset + got)
+                if n == 0:
+                    raise self.truncated_error(shard, offset, size, got)
+                got += n
+        if expected_crc32c is not None and _crc32c.crc32c(view) != expected_crc32c:
             raise self.crc_mismatch_error(shard, offset, got)
         return got
 

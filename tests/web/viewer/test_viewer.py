@@ -5,19 +5,19 @@ from __future__ import annotations
 
 import asyncio
 import io
-import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import barecat
+from helpers.viewing import start_viewer
 
 httpx = pytest.importorskip("httpx", reason="the browser-tests extra is not installed")
 PIL = pytest.importorskip("PIL", reason="Pillow (the viewer extra) is not installed")
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts"
 
 
@@ -38,23 +38,7 @@ def archive(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 @pytest.fixture(scope="module")
 def server(archive: str) -> Iterator[str]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "barecat.cli", "view", "--no-browser", archive],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stdout is not None
-    line = proc.stdout.readline()  # "Serving ... at http://127.0.0.1:PORT/ ..."
-    if "http://" not in line:
-        proc.kill()
-        pytest.fail(f"the viewer did not start: {line} {proc.stderr.read()}")  # type: ignore[union-attr]
-    url = line.split(" at ")[1].split()[0]
-    yield url
-    proc.terminate()
-    proc.wait(timeout=30)
-    proc.stdout.close()
-    proc.stderr.close()  # type: ignore[union-attr]
+    yield from start_viewer(archive)
 
 
 def test_the_api_pages_listings_and_refuses_escapes(server: str) -> None:
@@ -76,70 +60,47 @@ def test_the_api_pages_listings_and_refuses_escapes(server: str) -> None:
     assert raw.content == b"not an image"
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (./run test installs it)")
-def test_the_page_in_a_real_browser(server: str) -> None:
-    sync_api = pytest.importorskip("playwright.sync_api")
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path=CHROMIUM,
-            args=[
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                "--no-first-run",
-            ],
-        )
-        try:
-            page = browser.new_page(viewport={"width": 1280, "height": 900})
-            page.goto(server)
-            page.locator("nav span", has_text="train").click()
-            page.locator(".cell.dir", has_text="cat/").click()
-            page.wait_for_function("document.querySelectorAll('.cell.image').length >= 120")
-            first = page.locator(".cell.image img").first
-            first.wait_for()
-            page.wait_for_function(
-                "[...document.querySelectorAll('.cell.image img')].slice(0, 8)"
-                ".every(i => i.complete && i.naturalWidth > 0)"
-            )
-            # a real thumbnail: the decoded pixels are the red of the cat images
-            red = page.evaluate(
-                """() => { const img = document.querySelector('.cell.image img');
-                  const c = document.createElement('canvas'); c.width = img.naturalWidth;
-                  c.height = img.naturalHeight; const g = c.getContext('2d');
-                  g.drawImage(img, 0, 0); return Array.from(g.getImageData(5, 5, 1, 1).data); }"""
-            )
-            assert red[0] > 180 and red[2] < 90
-            assert "of 260 files shown" in page.locator("#summary").inner_text()
-            page.wait_for_function(
-                "[...document.querySelectorAll('.cell.image img')].slice(0, 24)"
-                ".every(i => i.complete && i.naturalWidth > 0)"
-            )
-            ARTIFACTS.mkdir(exist_ok=True)
-            page.screenshot(path=str(ARTIFACTS / "viewer-grid.png"))
-            page.locator("#more").scroll_into_view_if_needed()  # the next page loads
-            page.wait_for_function("document.querySelectorAll('.cell.image').length > 120")
-            page.locator(".cell.image").nth(2).click()
-            viewer = page.locator("#viewer")
-            assert "shown" in (viewer.get_attribute("class") or "")
-            assert "0002.png" in page.locator("#meta").inner_text()
-            page.keyboard.press("ArrowRight")
-            page.wait_for_function("document.querySelector('#meta').innerText.includes('0003.png')")
-            page.keyboard.press("ArrowLeft")
-            page.wait_for_function("document.querySelector('#meta').innerText.includes('0002.png')")
-            page.wait_for_function(
-                "document.querySelector('#meta').innerText.includes('dimensions')"
-            )
-            assert "66 x 48" in page.locator("#meta").inner_text()
-            page.screenshot(path=str(ARTIFACTS / "viewer-image.png"))
-            page.keyboard.press("Escape")
-            assert "shown" not in (viewer.get_attribute("class") or "")
-            page.locator("#crumbs a", has_text="train").click()
-            page.wait_for_function("document.querySelectorAll('.cell.dir').length == 2")
-            assert page.locator(".cell.other").count() == 1  # readme.txt, as a document
-        finally:
-            browser.close()
+def test_the_page_in_a_real_browser(server: str, page: Any) -> None:
+    page.goto(server)
+    page.locator("nav span", has_text="train").click()
+    page.locator(".cell.dir", has_text="cat/").click()
+    page.wait_for_function("document.querySelectorAll('.cell.image').length >= 120")
+    page.wait_for_function(
+        "[...document.querySelectorAll('.cell.image img')].slice(0, 8)"
+        ".every(i => i.complete && i.naturalWidth > 0)"
+    )
+    # a real thumbnail: the decoded pixels are the red of the cat images
+    red = page.evaluate(
+        """() => { const img = document.querySelector('.cell.image img');
+          const c = document.createElement('canvas'); c.width = img.naturalWidth;
+          c.height = img.naturalHeight; const g = c.getContext('2d');
+          g.drawImage(img, 0, 0); return Array.from(g.getImageData(5, 5, 1, 1).data); }"""
+    )
+    assert red[0] > 180 and red[2] < 90
+    assert "120 of 260 files" in page.locator("#summary").inner_text()
+    page.wait_for_function(
+        "[...document.querySelectorAll('.cell.image img')].slice(0, 24)"
+        ".every(i => i.complete && i.naturalWidth > 0)"
+    )
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "viewer-grid.png"))
+    page.locator("#more").scroll_into_view_if_needed()  # the next page loads
+    page.wait_for_function("document.querySelectorAll('.cell.image').length > 120")
+    page.locator(".cell.image").nth(2).click()
+    page.wait_for_selector("#viewer.shown")
+    page.wait_for_function("document.querySelector('#meta').innerText.includes('0002.png')")
+    page.keyboard.press("ArrowRight")
+    page.wait_for_function("document.querySelector('#meta').innerText.includes('0003.png')")
+    page.keyboard.press("ArrowLeft")
+    page.wait_for_function("document.querySelector('#meta').innerText.includes('0002.png')")
+    page.wait_for_function("document.querySelector('#meta').innerText.includes('dimensions')")
+    assert "66 x 48" in page.locator("#meta").inner_text()
+    page.screenshot(path=str(ARTIFACTS / "viewer-image.png"))
+    page.keyboard.press("Escape")
+    page.wait_for_selector("#viewer.shown", state="detached")
+    page.locator("#crumbs a", has_text="train").click()
+    page.wait_for_function("document.querySelectorAll('.cell.dir').length == 2")
+    assert page.locator(".cell.other").count() == 1  # readme.txt, as a document
 
 
 def test_a_busy_port_is_one_line(archive: str, server: str) -> None:
@@ -166,6 +127,10 @@ def test_the_viewer_over_the_http_client_answers_as_over_the_archive(archive: st
         ("/api/dir", {"path": ""}),
         ("/api/dir", {"path": "no/such"}),
         ("/api/file", {"path": "train/readme.txt"}),
+        ("/api/dir", {"path": "train/cat", "sort": "size", "rev": "1", "limit": "5"}),
+        ("/api/dir", {"path": "train/cat", "filter": "*7.png", "offset": "3"}),
+        ("/api/file", {"path": "train/cat/0017.png", "filter": "*7.png", "sort": "date"}),
+        ("/api/preview", {"path": "train/readme.txt"}),
         ("/raw", {"path": "train/readme.txt"}),
         ("/raw", {"path": "no/such.png"}),
         ("/raw", {"path": "../etc/passwd"}),

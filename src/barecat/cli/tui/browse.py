@@ -2,8 +2,10 @@
 
 Left: the parent directory; middle: the current one (directories first, then files);
 right: a preview of the highlighted entry — a directory's contents and totals, a text
-file's beginning, an image's format and dimensions (with Pillow), or a hex dump. Keys:
-up/down (k/j) move, Enter/right (l) opens, Backspace/left (h) goes up, ``/`` filters the
+file's beginning, an image's format and dimensions (with Pillow), or a hex dump. The
+middle column shows each file's size and each directory's entry count at its right edge,
+as ranger does; names and previews are plain text (``rows``). Keys: up/down (k/j), Page
+Up/Down and Home/End move, Enter/right (l) opens, Backspace/left (h) goes up, ``/`` filters the
 current directory by a substring, ``g`` jumps to a path, Escape clears a filter, ``q``
 quits. Listings and totals come from the index; a preview reads at most
 ``PREVIEW_BYTES`` of a file.
@@ -16,14 +18,15 @@ import io
 import stat
 from typing import ClassVar
 
+from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
-from textual.widgets import Footer, Input, OptionList, Static
-from textual.widgets.option_list import Option
+from textual.widgets import Footer, Input, Static
 
 from barecat.archive.readable import ReadableArchive
 from barecat.cli.terminal import human_size
+from barecat.cli.tui.rows import RowList, cell, printable
 from barecat.entries import BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo
 from barecat.exceptions import BarecatError
 from barecat.paths import normalize, parent
@@ -45,7 +48,34 @@ def _name(info: BarecatEntryInfo) -> str:
 
 
 def label(info: BarecatEntryInfo) -> str:
-    return info.name + "/" if isinstance(info, BarecatDirInfo) else info.name
+    """The entry's name as listed: printable, a directory's with a ``/``."""
+    name = printable(info.name)
+    return name + "/" if isinstance(info, BarecatDirInfo) else name
+
+
+def draw_entry(info: BarecatEntryInfo, width: int, with_size: bool) -> Text:
+    """One line of a column, ``width`` cells wide: the name (shortened in the middle when
+    too long), then, with ``with_size``, a file's size or a directory's entry count at the
+    right edge, as ranger shows them.
+
+    Args:
+        info: The entry.
+        width: The terminal cells the line has.
+        with_size: Whether to show the size.
+
+    Returns:
+        Plain text (no markup is read from the name); directories in bold.
+    """
+    style = "bold" if isinstance(info, BarecatDirInfo) else ""
+    if not with_size:
+        return Text(" " + cell(label(info), max(width - 1, 1)), style=style)
+    if isinstance(info, BarecatDirInfo):
+        size = f"{info.num_entries:,}"
+    else:
+        assert isinstance(info, BarecatFileInfo)
+        size = human_size(info.size or 0) + "B"
+    room = max(width - 2 - len(size) - 1, 1)
+    return Text(f" {cell(label(info), room)} {size} ", style=style)
 
 
 def preview(bc: ReadableArchive, info: BarecatEntryInfo) -> str:
@@ -60,7 +90,10 @@ def preview(bc: ReadableArchive, info: BarecatEntryInfo) -> str:
     assert isinstance(info, BarecatFileInfo)
     lines = [f"{human_size(info.size or 0)}B ({info.size or 0:,} bytes)"]
     if info.mode is not None:
-        lines.append(f"mode {stat.filemode(info.mode)}")
+        kind = stat.S_IFLNK if info.is_symlink_entry else stat.S_IFREG
+        lines.append(
+            f"mode {stat.filemode(info.mode if stat.S_IFMT(info.mode) else kind | info.mode)}"
+        )
     if info.mtime_ns is not None:
         moment = datetime.datetime.fromtimestamp(info.mtime_ns / 1e9)
         lines.append(f"modified {moment:%Y-%m-%d %H:%M:%S}")
@@ -69,7 +102,8 @@ def preview(bc: ReadableArchive, info: BarecatEntryInfo) -> str:
     except BarecatError as e:  # an encrypted archive without its key, damaged bytes
         return "\n".join([*lines, "", f"(cannot read: {e})"])
     if info.is_symlink_entry:
-        return "\n".join([*lines, "", f"-> {start.decode(errors='replace')}"])
+        target = printable(start.decode(errors="replace"))
+        return "\n".join([*lines, "", f"-> {target}"])
     return "\n".join([*lines, "", *_describe_content(info, start)])
 
 
@@ -81,7 +115,7 @@ def _describe_content(info: BarecatFileInfo, head: bytes) -> list[str]:
     except UnicodeDecodeError:
         text = None
     if text is not None and "\0" not in text:
-        return text.splitlines()[:100]
+        return [printable(line.expandtabs(4)) for line in text.splitlines()[:100]]
     return [
         " ".join(f"{b:02x}" for b in head[i : i + 16]) for i in range(0, min(len(head), 256), 16)
     ]
@@ -99,20 +133,6 @@ def _image_lines(info: BarecatFileInfo, head: bytes) -> list[str]:
         return ["image (its header could not be read)"]
 
 
-class Entries(OptionList):
-    """A column of entries whose cursor stops at the ends, as in ranger (no wrapping)."""
-
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("down,j", "step(1)", show=False),
-        Binding("up,k", "step(-1)", show=False),
-    ]
-
-    def action_step(self, delta: int) -> None:
-        if self.option_count:
-            at = self.highlighted if self.highlighted is not None else 0
-            self.highlighted = min(max(at + delta, 0), self.option_count - 1)
-
-
 class BrowseApp(App[None]):
     """The three-column browser of one archive."""
 
@@ -122,7 +142,8 @@ class BrowseApp(App[None]):
     #parent { width: 1fr; }
     #current { width: 2fr; }
     #preview { width: 3fr; padding: 0 1; overflow-y: auto; }
-    #where { background: $boost; padding: 0 1; }
+    #where { background: $boost; padding: 0 1; text-wrap: nowrap; text-overflow: ellipsis; }
+    #preview { text-wrap: nowrap; text-overflow: ellipsis; }
     Input { dock: bottom; display: none; }
     Input.shown { display: block; }
     """
@@ -141,20 +162,27 @@ class BrowseApp(App[None]):
         self.path = start
         self.filter = ""
         self.shown: list[BarecatEntryInfo] = []
+        self.siblings: list[BarecatEntryInfo] = []
         self.asking = ""
 
     def compose(self) -> ComposeResult:
         yield Static(id="where")
         with Horizontal(id="columns"):
-            yield Entries(id="parent")
-            yield Entries(id="current")
+            yield RowList(self.draw_parent, id="parent")
+            yield RowList(self.draw_current, id="current")
             yield Static(id="preview")
         yield Input(id="ask")
         yield Footer()
 
     def on_mount(self) -> None:
-        self.query_one("#parent", OptionList).can_focus = False
+        self.query_one("#parent", RowList).can_focus = False
         self.show(self.path)
+
+    def draw_current(self, index: int, width: int) -> Text:
+        return draw_entry(self.shown[index], width, with_size=True)
+
+    def draw_parent(self, index: int, width: int) -> Text:
+        return draw_entry(self.siblings[index], width, with_size=False)
 
     # -- what is shown ------------------------------------------------------------------------
 
@@ -164,38 +192,36 @@ class BrowseApp(App[None]):
         if self.filter:
             entries = [e for e in entries if self.filter.lower() in e.name.lower()]
         self.shown = entries
-        current = self.query_one("#current", OptionList)
-        current.clear_options()
-        current.add_options([Option(label(e)) for e in entries])
         names = [e.name for e in entries]
-        current.highlighted = names.index(select) if select in names else (0 if names else None)
+        at = names.index(select) if select in names else 0
+        empty = "This archive is empty" if not path and not self.filter else "Empty directory"
+        if self.filter:
+            empty = f"Nothing here matches {self.filter!r}"
+        current = self.query_one("#current", RowList)
+        current.show(len(entries), cursor=at, empty=empty)
         current.focus()
-        parent_list = self.query_one("#parent", OptionList)
-        parent_list.clear_options()
-        if path:
-            siblings = entries_of(self.bc, parent(path))
-            parent_list.add_options([Option(label(e)) for e in siblings])
-            here = [e.name for e in siblings].index(path.rsplit("/", 1)[-1])
-            parent_list.highlighted = here
+        self.siblings = entries_of(self.bc, parent(path)) if path else []
+        here = [e.name for e in self.siblings].index(path.rsplit("/", 1)[-1]) if path else 0
+        self.query_one("#parent", RowList).show(len(self.siblings), cursor=here)
         shown_filter = f"   filter: {self.filter!r}" if self.filter else ""
-        self.query_one("#where", Static).update(f"/{path}{shown_filter}")
+        self.query_one("#where", Static).update(Text(f"/{printable(path)}{shown_filter}"))
         self.update_preview()
 
     def highlighted(self) -> BarecatEntryInfo | None:
-        index = self.query_one("#current", OptionList).highlighted
-        return None if index is None or index >= len(self.shown) else self.shown[index]
+        index = self.query_one("#current", RowList).cursor
+        return self.shown[index] if 0 <= index < len(self.shown) else None
 
     def update_preview(self) -> None:
         info = self.highlighted()
-        text = "(empty directory)" if info is None else preview(self.bc, info)
-        self.query_one("#preview", Static).update(text)
+        text = "" if info is None else preview(self.bc, info)
+        self.query_one("#preview", Static).update(Text(text))
 
-    def on_option_list_option_highlighted(self, event: OptionList.OptionHighlighted) -> None:
-        if event.option_list.id == "current":
+    def on_row_list_highlighted(self, event: RowList.Highlighted) -> None:
+        if event.row_list.id == "current":
             self.update_preview()
 
-    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
-        if event.option_list.id == "current":
+    def on_row_list_selected(self, event: RowList.Selected) -> None:
+        if event.row_list.id == "current":
             self.action_open()
 
     # -- moving -------------------------------------------------------------------------------
@@ -239,7 +265,7 @@ class BrowseApp(App[None]):
         try:
             target = normalize(where)
         except BarecatError:
-            self.notify(f"not a valid path: {where!r}", severity="error")
+            self.notify(f"not a valid path: {printable(where)!r}", severity="error", markup=False)
             return
         if self.bc.isdir(target):
             self.filter = ""
@@ -248,8 +274,8 @@ class BrowseApp(App[None]):
             self.filter = ""
             self.show(parent(target), select=target.rsplit("/", 1)[-1])
         else:
-            self.notify(f"not in the archive: {where}", severity="error")
+            self.notify(f"not in the archive: {printable(where)}", severity="error", markup=False)
             self.show(self.path)
 
 
-__all__ = ["BrowseApp", "Entries", "entries_of", "preview"]
+__all__ = ["BrowseApp", "draw_entry", "entries_of", "preview"]

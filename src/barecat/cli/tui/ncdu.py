@@ -4,8 +4,11 @@ Every figure comes from the index: a directory's size and file count are its row
 statistics (kept by the triggers), so opening any directory of a million-file archive
 costs one query for its subdirectories and one for its own files, nothing recursive.
 Sizes are the bytes stored in the shards (for sealed archives, what compression left).
-Keys: up/down (k/j) move, Enter/right (l) opens a directory, Backspace/left (h) goes up,
-``s``/``n``/``c`` sort by size, name or file count, ``q`` quits.
+Keys: up/down (k/j), Page Up/Down and Home/End move, Enter/right (l) opens a directory,
+Backspace/left (h) goes up, ``s``/``n``/``c`` sort by size, name or file count, ``q`` quits.
+Rows are drawn as ncdu draws them (size, a bar against the largest entry, file count,
+name), as plain text and only those on screen (``rows.RowList``), so a directory of any
+size opens at once.
 """
 
 from __future__ import annotations
@@ -13,15 +16,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import Footer, Static
 
 from barecat.archive.readable import ReadableArchive
 from barecat.cli.terminal import human_size
+from barecat.cli.tui.rows import RowList, cell, printable
 from barecat.paths import join, parent
 
 BAR_WIDTH = 20
+SIZE_WIDTH = 8  # "1023.9KB" at most: human_size and a B
+FILES_WIDTH = 11  # up to 999,999,999 files
+PREFIX_WIDTH = SIZE_WIDTH + 1 + BAR_WIDTH + 2 + 1 + FILES_WIDTH + 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,14 +57,38 @@ SORTS = {
 }
 
 
-class Listing(DataTable[str]):
-    """The directory's rows; arrows and Enter navigate rather than move between cells."""
+def draw_row(row: Row, largest: int, width: int) -> Text:
+    """One line of the listing, ``width`` cells wide: size, bar, file count, name.
+
+    Args:
+        row: The entry.
+        largest: The size the full bar stands for (the largest entry's, at least 1).
+        width: The terminal cells the line has.
+
+    Returns:
+        Plain text (no markup is read from the name), the name shortened in the middle
+        when it does not fit.
+    """
+    filled = round(BAR_WIDTH * row.size / largest)
+    name = printable(row.name) + ("/" if row.is_dir else "")
+    return Text.assemble(
+        f"{human_size(row.size) + 'B':>{SIZE_WIDTH}} [",
+        ("#" * filled, "bold"),
+        " " * (BAR_WIDTH - filled),
+        f"] {row.files:>{FILES_WIDTH},}  ",
+        cell(name, max(width - PREFIX_WIDTH, 1)),
+    )
+
+
+HEADER = f"{'size':>{SIZE_WIDTH}} {'share':<{BAR_WIDTH + 2}} {'files':>{FILES_WIDTH}}  name"
+
+
+class Listing(RowList):
+    """The directory's rows; right/l open and left/h go up, as in ncdu."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("enter,right,l", "app.open", "Open"),
         Binding("backspace,left,h", "app.up", "Up"),
-        Binding("j", "cursor_down", show=False),
-        Binding("k", "cursor_up", show=False),
     ]
 
 
@@ -64,7 +96,11 @@ class NcduApp(App[None]):
     """The ncdu-style browser of one archive."""
 
     TITLE = "barecat ncdu"
-    CSS = "DataTable { height: 1fr; } #where { background: $boost; padding: 0 1; }"
+    CSS = """
+    Listing { height: 1fr; }
+    #where { background: $boost; padding: 0 1; text-wrap: nowrap; text-overflow: ellipsis; }
+    #header { text-style: bold; text-wrap: nowrap; text-overflow: clip; }
+    """
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("q", "quit", "Quit"),
         Binding("s", "sort('size')", "By size"),
@@ -78,46 +114,38 @@ class NcduApp(App[None]):
         self.path = start
         self.sort = "size"
         self.rows: list[Row] = []
+        self.largest = 1
 
     def compose(self) -> ComposeResult:
         yield Static(id="where")
-        yield Listing(cursor_type="row", zebra_stripes=True)
+        yield Static(Text(HEADER), id="header")
+        yield Listing(self.draw, id="listing")
         yield Footer()
 
     def on_mount(self) -> None:
-        table = self.query_one(Listing)
-        table.add_columns("size", "share", "files", "name")
         self.show(self.path)
+
+    def draw(self, index: int, width: int) -> Text:
+        return draw_row(self.rows[index], self.largest, width)
 
     def show(self, path: str, select: str | None = None) -> None:
         self.path = path
         self.rows = sorted(directory_rows(self.bc, path), key=SORTS[self.sort])
         total = sum(r.size for r in self.rows)
-        largest = max((r.size for r in self.rows), default=0) or 1
-        table = self.query_one(Listing)
-        table.clear()
-        for row in self.rows:
-            filled = round(BAR_WIDTH * row.size / largest)
-            table.add_row(
-                f"{human_size(row.size):>7}B",
-                "[" + "#" * filled + " " * (BAR_WIDTH - filled) + "]",
-                f"{row.files:,}",
-                row.name + ("/" if row.is_dir else ""),
-            )
-        if select is not None:
-            names = [r.name for r in self.rows]
-            if select in names:
-                table.move_cursor(row=names.index(select))
+        self.largest = max((r.size for r in self.rows), default=0) or 1
+        names = [r.name for r in self.rows]
+        at = names.index(select) if select in names else 0
+        empty = "This archive is empty" if not path else "Empty directory"
+        listing = self.query_one(Listing)
+        listing.show(len(self.rows), cursor=at, empty=empty)
+        listing.focus()
         count = sum(r.files for r in self.rows)
-        self.query_one("#where", Static).update(
-            f"/{path}   total {human_size(total)}B in {count:,} files   (sorted by {self.sort})"
-        )
+        where = f"/{printable(path)}   total {human_size(total)}B in {count:,} files"
+        self.query_one("#where", Static).update(Text(f"{where}   (sorted by {self.sort})"))
 
     def selected(self) -> Row | None:
-        table = self.query_one(Listing)
-        if not self.rows or table.cursor_row < 0:
-            return None
-        return self.rows[table.cursor_row]
+        at = self.query_one(Listing).cursor
+        return self.rows[at] if 0 <= at < len(self.rows) else None
 
     def action_open(self) -> None:
         row = self.selected()
@@ -135,4 +163,4 @@ class NcduApp(App[None]):
         self.show(self.path, select=row.name if row else None)
 
 
-__all__ = ["Listing", "NcduApp", "Row", "directory_rows"]
+__all__ = ["Listing", "NcduApp", "Row", "directory_rows", "draw_row"]

@@ -60,6 +60,9 @@ class ImportResult:
     replaced: int = 0
     """Members that replaced an earlier member of the same name (the later one wins)."""
     skipped: list[tuple[str, str]] = field(default_factory=list)
+    renamed: list[tuple[str, str]] = field(default_factory=list)
+    """Members stored under a path other than their name (member name, path): absolute
+    names and names with '..' inside that stays within the root (filled by wrap)."""
 
 
 class _Importer:
@@ -87,9 +90,10 @@ class _Importer:
         if len(self.files) >= BATCH_FILES or self.nbytes >= BATCH_BYTES:
             self.flush()
 
-    def big(self, info: BarecatFileInfo, stream: IO[bytes]) -> None:
+    def big(self, info: BarecatFileInfo, stream: IO[bytes], size: int) -> None:
+        """Store a member of ``size`` bytes read from ``stream`` (counted at that size)."""
         self.flush()
-        self._one(info, stream=stream)
+        self._one(info, stream=stream, size=size)
 
     def hard_link(self, info: BarecatFileInfo, name: str, target: str) -> None:
         """A copy of an earlier member, as extracting the link would make."""
@@ -104,7 +108,7 @@ class _Importer:
             self.small(info, self.bc.read(found))
             return
         with self.bc.open(found, "rb") as stream:
-            self.big(info, stream)
+            self.big(info, stream, found.size or 0)
 
     def flush(self) -> None:
         self._flush_dirs()
@@ -138,7 +142,11 @@ class _Importer:
         self.result.dirs += len(dirs)
 
     def _one(
-        self, info: BarecatFileInfo, data: bytes | None = None, stream: IO[bytes] | None = None
+        self,
+        info: BarecatFileInfo,
+        data: bytes | None = None,
+        stream: IO[bytes] | None = None,
+        size: int = 0,
     ) -> None:
         if self.bc.isdir(info.path):
             self.skip(info.path, "a directory of the same name is stored")
@@ -151,7 +159,7 @@ class _Importer:
         except _CONFLICTS as e:
             self.skip(info.path, str(e))
             return
-        self._stored(1, info.size or 0)
+        self._stored(1, len(data) if data is not None else size)
 
     def _stored(self, files: int, nbytes: int) -> None:
         self.result.files += files
@@ -226,7 +234,7 @@ def _take_tar_member(tar: tarfile.TarFile, member: tarfile.TarInfo, importer: _I
         if member.size <= SMALL_FILE:
             importer.small(info, source.read())
         else:
-            importer.big(info, source)
+            importer.big(info, source, member.size)
     elif member.issym():
         link = BarecatFileInfo(path, stat.S_IFLNK | 0o777, **owner)
         importer.small(link, os.fsencode(member.linkname))
@@ -299,7 +307,7 @@ def _take_zip_member(zf: zipfile.ZipFile, member: zipfile.ZipInfo, importer: _Im
             importer.small(info, zf.read(member))
         else:
             with zf.open(member) as stream:
-                importer.big(info, stream)
+                importer.big(info, stream, member.file_size)
 
 
 def zip_extra_fields(extra: bytes) -> dict[int, bytes]:

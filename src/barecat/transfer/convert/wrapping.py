@@ -142,6 +142,8 @@ def _collect(
         return
     if not path:
         return  # the root ('./') itself
+    if name.startswith("/") or ".." in name.split("/"):
+        result.renamed.append((name, path))
     entry.path = path
     if isinstance(entry, BarecatFileInfo):
         if path in entries or path in links:

@@ -1,0 +1,164 @@
+"""Batched reads against a loop of single reads, in CPU time, with ratios from one run.
+
+    ./run bench-batch [--files N] [--batch B] [--repeats R] [--workdir DIR]
+
+Stores N files of 1-64 KiB (random bytes, 20,000 by default) in one archive, then reads
+every file once per pass in a shuffled order, warm (an untimed pass first), each way in a
+fresh worker process so that no way inherits another's heap:
+
+- ``getitem``: a loop of ``bc[path]``; ``read``: a loop of ``bc.read(path)``;
+  ``readinto``: a loop of ``bc.readinto(path, buffer)`` into one reused buffer;
+- ``get_many``: ``bc.get_many`` of B paths at a time (bytes, one object a file);
+  ``readinto_many``: ``bc.readinto_many`` of B paths into one reused buffer;
+- ``get_many (heap kept)``: ``get_many`` in a process that has freed one large block
+  first, as any process that freed a big NumPy array or tensor has: glibc then keeps freed
+  memory instead of handing it back to the kernel after each batch (see docs/benchmarks.md);
+- ``ref getitem`` / ``ref read``: barecat 0.3.1's loops (``BARECAT_REFERENCE_PYTHON``, or
+  ``.venv-ref``), which has no batch read.
+
+CPU time (``time.process_time``: user + system, what other load on the machine changes
+least), per file, best of R passes; the result's bytes are dropped as they come, as a
+loader hands them on. Prints each way and its ratio to ``getitem``; asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+OURS = ("getitem", "read", "readinto", "get_many", "readinto_many", "get_many (heap kept)")
+REFERENCE = ("getitem", "read")
+
+
+def make_archive(path: str, files: int) -> None:
+    import barecat
+
+    rng = random.Random(0)
+    classes = [f"n{rng.randrange(10**8):08d}" for _ in range(100)]
+    with barecat.Barecat(path, readonly=False, overwrite=True) as bc:
+        for i in range(files):
+            name = classes[rng.randrange(len(classes))]
+            bc[f"train/{name}/{name}_{i:07d}.jpg"] = rng.randbytes(rng.randint(1024, 65536))
+
+
+def worker(archive: str, way: str, batch: int, repeats: int) -> float:
+    """µs of CPU a file for ``way``, best of ``repeats`` passes (in this process)."""
+    if way.endswith("(heap kept)"):
+        block = bytearray(16 << 20)  # freed at once: glibc's trim threshold grows to 32 MiB
+        del block
+        way = way.split(" ")[0]
+    import barecat
+
+    with barecat.Barecat(archive) as bc:
+        paths = sorted(bc.index.iter_all_filepaths())
+        random.Random(1).shuffle(paths)
+        batches = [paths[i : i + batch] for i in range(0, len(paths), batch)]
+        buffer = memoryview(bytearray(batch << 16))
+
+        def one_pass() -> None:
+            if way == "getitem":
+                for p in paths:
+                    len(bc[p])
+            elif way == "read":
+                for p in paths:
+                    len(bc.read(p))
+            elif way == "readinto":
+                for p in paths:
+                    bc.readinto(p, buffer)
+            elif way == "get_many":
+                for b in batches:
+                    for data in bc.get_many(b):
+                        len(data)
+            elif way == "readinto_many":
+                for b in batches:
+                    bc.readinto_many(b, buffer)
+
+        one_pass()
+        best = float("inf")
+        for _ in range(repeats):
+            start = time.process_time()
+            one_pass()
+            best = min(best, time.process_time() - start)
+    return best / len(paths) * 1e6
+
+
+def measure(python: str, archive: str, way: str, args: argparse.Namespace, ours: bool) -> float:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+    if ours:
+        env["PYTHONPATH"] = os.path.join(REPO, "src")
+    command = [python, os.path.abspath(__file__), "--worker", archive, way]
+    command += ["--batch", str(args.batch), "--repeats", str(args.repeats)]
+    out = subprocess.run(command, env=env, check=True, capture_output=True, text=True).stdout
+    return float(out)
+
+
+def reference_python() -> str | None:
+    for candidate in (
+        os.environ.get("BARECAT_REFERENCE_PYTHON"),
+        os.path.join(REPO, ".venv-ref", "bin", "python"),
+    ):
+        if candidate and os.path.exists(candidate):
+            return candidate
+    return None
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--files", type=int, default=20_000)
+    p.add_argument("--batch", type=int, default=256)
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--workdir", help="keep the archive here (reused when it exists)")
+    p.add_argument("--worker", nargs=2, metavar=("ARCHIVE", "WAY"), help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.worker:
+        print(worker(args.worker[0], args.worker[1], args.batch, args.repeats))
+        return
+    workdir = args.workdir or tempfile.mkdtemp(prefix="bench-batch-")
+    archive = os.path.join(workdir, f"batch-{args.files}.barecat")
+    try:
+        if not os.path.exists(archive):
+            sys.path.insert(0, os.path.join(REPO, "src"))
+            make_archive(archive, args.files)
+        runs: list[tuple[str, str, bool]] = [(way, sys.executable, True) for way in OURS]
+        ref = reference_python()
+        runs += [(f"ref {way}", ref, False) for way in REFERENCE if ref]
+        figures: dict[str, float] = {}
+        for _ in range(2):  # every way once, then every way again: the best of each
+            for label, python, ours in runs:  # keeps drift from favouring one
+                us = measure(python, archive, label.removeprefix("ref "), args, ours)
+                figures[label] = min(figures.get(label, us), us)
+        loop = figures["getitem"]
+        print(f"{args.files} files of 1-64 KiB, batches of {args.batch}; CPU µs a file")
+        for label, us in figures.items():
+            print(f"  {label:22s} {us:7.2f}   {us / loop:5.2f}x bc[path]")
+        result: dict[str, Any] = {
+            "date": dt.datetime.now().isoformat(timespec="seconds"),
+            "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.platform()}",
+            "load": os.getloadavg(),
+            "files": args.files,
+            "batch": args.batch,
+            "us_per_file": figures,
+        }
+        os.makedirs(os.path.join(REPO, "bench-results"), exist_ok=True)
+        stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+        with open(os.path.join(REPO, "bench-results", f"batch-{stamp}.json"), "w") as f:
+            json.dump(result, f, indent=1)
+    finally:
+        if not args.workdir:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
