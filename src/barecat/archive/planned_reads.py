@@ -233,7 +233,8 @@ class PlannedReader:
         Neighbours in one shard at most ``max_gap`` apart are read into the buffer with
         one read (up to 16 MiB, their gaps 1 MiB at most), then moved down over the gaps,
         so each file's bytes start where those of the file before it end: the sizes give
-        the offsets.
+        the offsets. On object storage the ranges are fetched as :meth:`read` fetches
+        them (each shard's coalesced, requested together), then copied in.
 
         Args:
             files: (path, shard, offset, stored size, crc32c) of each file.
@@ -251,6 +252,14 @@ class PlannedReader:
         """
         if self._sealing is not None:
             raise ValueError("a sealed archive's files are read one by one, by read()")
+        if self.remote:  # each shard's ranges fetched together, as read() does, copied in
+            contents = self.read(files, max_gap)
+            view = memoryview(allocate(sum(f[3] for f in files))).cast("B")
+            at = 0
+            for data in contents:
+                view[at : at + len(data)] = data
+                at += len(data)
+            return view[:at]
         shards = self._shards()
         runs = _runs(files, max_gap)
         try:  # a shard too short is told before any buffer is made
