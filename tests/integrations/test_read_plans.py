@@ -17,6 +17,7 @@ from barecat.layout import shard_files
 from helpers import PASSPHRASE
 from helpers.damaging import damage
 from helpers.engines import build, make_files
+from helpers.s3 import Bucket, upload
 
 pa = pytest.importorskip(
     "pyarrow", reason="pyarrow is not installed (the ray, dask or hf extra installs it)"
@@ -136,30 +137,22 @@ def test_samples_take_their_files_from_the_one_column(
         assert txt == files.get(f"{key}.txt")
 
 
-def test_on_object_storage_each_shards_ranges_are_fetched_together(tmp_path: Path) -> None:
-    pytest.importorskip("s3fs", reason="the remote extra (fsspec + s3fs) is not installed")
-    pytest.importorskip("moto.server", reason="moto[server] (a local S3 server) is not installed")
-    from helpers.s3 import Bucket, S3Server, upload
-
-    server = S3Server()
-    server.start()
-    try:
-        bucket = Bucket(server, "plans")
-        local = str(tmp_path / "a.barecat")
-        files = {f"f/{i:02d}": os.urandom(3000) for i in range(12)}
-        build(local, files)
-        with barecat.Barecat(local, readonly=False) as bc:
-            for gone in ("f/02", "f/03", "f/07", "f/08"):  # holes of 6,000 bytes
-                del bc[gone]
-                del files[gone]
-        upload(bucket.fs, local, bucket.url("a.barecat"))
-        plan = plan_archive(
-            bucket.url("a.barecat"), storage_options=bucket.options, cache_dir=str(tmp_path)
-        )
-        (chunk,) = plan.chunks
-        column = binary_column(plan.reader, chunk.plan)
-        assert column.to_pylist() == [files[p] for p in chunk.plan.column("path").to_pylist()]
-        store = plan.reader._shards().store  # type: ignore[attr-defined]
-        assert store.stats.requests <= 2, "one ranged request over the holes (and a size)"
-    finally:
-        server.stop()
+def test_on_object_storage_each_shards_ranges_are_fetched_together(
+    tmp_path: Path, bucket: Bucket
+) -> None:
+    local = str(tmp_path / "a.barecat")
+    files = {f"f/{i:02d}": os.urandom(3000) for i in range(12)}
+    build(local, files)
+    with barecat.Barecat(local, readonly=False) as bc:
+        for gone in ("f/02", "f/03", "f/07", "f/08"):  # holes of 6,000 bytes
+            del bc[gone]
+            del files[gone]
+    upload(bucket.fs, local, bucket.url("a.barecat"))
+    plan = plan_archive(
+        bucket.url("a.barecat"), storage_options=bucket.options, cache_dir=str(tmp_path)
+    )
+    (chunk,) = plan.chunks
+    column = binary_column(plan.reader, chunk.plan)
+    assert column.to_pylist() == [files[p] for p in chunk.plan.column("path").to_pylist()]
+    store = plan.reader._shards().store  # type: ignore[attr-defined]
+    assert store.stats.requests <= 2, "one ranged request over the holes (and a size)"
