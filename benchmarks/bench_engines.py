@@ -21,7 +21,8 @@ CPUs (default 2):
 3. Dask (a ``distributed.LocalCluster`` of ``--cpus`` worker processes of one thread):
    ``read_barecat`` of the archive against a ``dask.bag`` of the tree's paths (listed by
    ``os.walk``, 1,000 to a partition) that opens and reads each file: time to the first
-   partition done and a full pass (every partition's bytes counted on the workers).
+   partition done and a full pass (every partition's bytes counted on the workers, in
+   the partition's own task: ``map_partitions``, one task a partition on both sides).
 
 Hugging Face ``datasets`` (``--engines hf``), with ``--cpus`` processes or workers:
 
@@ -290,7 +291,8 @@ def bench_ray(args: argparse.Namespace, work: Path, tree: Any, files: int) -> No
         def write_webdataset() -> None:  # rows as members of tar shards
             shutil.rmtree(webdataset_out, ignore_errors=True)
             in_memory.map_batches(_as_samples, batch_format="pyarrow").write_webdataset(
-                str(webdataset_out), encoder=None  # the bytes as they are
+                str(webdataset_out),
+                encoder=None,  # the bytes as they are
             )
 
         writes = (
@@ -373,9 +375,13 @@ def _as_samples(batch: Any) -> Any:
     return pa.table({"__key__": keys, "jpg": batch.column("bytes")})
 
 
-def _count_frame(frame: Any) -> tuple[int, int]:
-    """A partition's rows and bytes (every value a Python ``bytes``, as a user gets it)."""
-    return len(frame), sum(len(b) for b in frame["bytes"])
+def _count_frame(frame: Any) -> Any:
+    """A partition's rows and bytes (every value a Python ``bytes``, as a user gets it),
+    as a one-row DataFrame (what ``map_partitions`` returns)."""
+    import pandas as pd
+
+    size = sum(len(b) for b in frame["bytes"]) if len(frame) else 0
+    return pd.DataFrame({"rows": [len(frame)], "bytes": [size]}, dtype="int64")
 
 
 def _read_files(paths: list[str]) -> tuple[int, int]:
@@ -400,14 +406,16 @@ def bench_dask(args: argparse.Namespace, archive: Path, tree: Any, files: int) -
         first = None
         rows = size = 0
         for future in distributed.as_completed(futures):
-            r, s = future.result()
+            result = future.result()
+            r, s = result if isinstance(result, tuple) else result.iloc[0].tolist()
             first = first or time.perf_counter() - start
             rows, size = rows + r, size + s
         return first or 0.0, time.perf_counter() - start, rows, size
 
-    def barecat_pass() -> list[Any]:
-        count = dask.delayed(_count_frame)
-        return [count(part) for part in read_barecat(str(archive)).to_delayed()]
+    def barecat_pass() -> list[Any]:  # one task a partition: reading and counting fused
+        counts = read_barecat(str(archive)).map_partitions(_count_frame, meta=_count_frame(()))
+        parts: list[Any] = counts.to_delayed()
+        return parts
 
     def bag_pass() -> list[Any]:
         paths = [os.path.join(d, n) for d, _, names in os.walk(tree.root) for n in names]
@@ -416,7 +424,7 @@ def bench_dask(args: argparse.Namespace, archive: Path, tree: Any, files: int) -
 
     results: dict[str, list[tuple[float, float]]] = {}
     with distributed.LocalCluster(
-        n_workers=args.cpus, threads_per_worker=1, processes=True, dashboard_address=None
+        n_workers=args.cpus, threads_per_worker=1, processes=True, dashboard_address=":0"
     ) as cluster, distributed.Client(cluster) as client:  # fmt: skip
         timed(barecat_pass), timed(bag_pass)  # warm-up: the workers import what they need
         for _ in range(args.repeats):

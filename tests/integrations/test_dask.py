@@ -5,9 +5,11 @@ partitions. No mocks: real archives, real worker processes, real shards."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import random
+import socket
 import subprocess
 import sys
 import time
@@ -40,13 +42,41 @@ pytestmark = pytest.mark.slow
 BINARY = pd.ArrowDtype(pa.binary())
 
 
+@contextlib.contextmanager
+def local_cluster(n_workers: int) -> Iterator[Any]:
+    """A client of a local cluster of ``n_workers`` processes of one thread, every port
+    a free one of the loopback: ``dashboard_address=None`` would still put the
+    scheduler's HTTP server on 8787 when it is free, and warn (an error here) when
+    another program holds it."""
+    with distributed.LocalCluster(
+        n_workers=n_workers,
+        threads_per_worker=1,
+        processes=True,
+        host="127.0.0.1",
+        scheduler_port=0,
+        dashboard_address="127.0.0.1:0",
+        scheduler_kwargs={"dashboard": False},  # (the HTTP server only, no Bokeh pages)
+    ) as cluster, distributed.Client(cluster) as c:  # fmt: skip
+        yield c
+
+
 @pytest.fixture(scope="session")
 def client() -> Iterator[Any]:
     """One local cluster for the session: 2 worker processes, one thread each."""
-    with distributed.LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
-    ) as cluster, distributed.Client(cluster) as c:  # fmt: skip
+    with local_cluster(2) as c:
         yield c
+
+
+def test_the_cluster_starts_while_the_dashboard_port_is_taken() -> None:
+    with socket.socket() as other:  # another program's dashboard (or anything) on 8787
+        try:
+            other.bind(("", 8787))
+            other.listen()
+        except OSError:  # taken already: the case this test is about
+            pass
+        with local_cluster(1) as c:
+            assert c.submit(sum, [1, 2]).result() == 3
+            assert c.scheduler_info()["services"].get("dashboard") != 8787
 
 
 @pytest.fixture(scope="module")
@@ -89,6 +119,18 @@ def test_read_equals_the_archive_in_disjoint_partitions(
     assert seen == in_storage_order, "partitions are contiguous runs, in storage order"
     assert list(whole.index) == list(range(len(files))), "the index is the row number"
     assert df.loc[150].compute()["path"].tolist() == [whole["path"][150]]
+
+
+def test_the_first_partition_is_small_and_the_next_ones_grow(tmp_path: Path) -> None:
+    path = str(tmp_path / "big.barecat")
+    with barecat.Barecat(path, readonly=False) as bc:  # one shard, 1 MiB files
+        for i in range(14):
+            bc[f"f/{i:02d}"] = bytes([i]) * (1 << 20)
+    df = read_barecat(path)  # the defaults: 4 MiB first, then 8, then up to 64 MiB
+    assert df.divisions == (0, 4, 12, 13)
+    assert df.get_partition(1).compute(scheduler="sync")["path"].tolist() == [
+        f"f/{i:02d}" for i in range(4, 12)
+    ]
 
 
 def test_columns_are_read_without_shards_unless_bytes(client: Any, tmp_path: Path) -> None:

@@ -4,15 +4,17 @@ The client plans once, from the index alone (``read_plans.py``, as the Ray reade
 the chosen files (a glob ``pattern`` and an SQL ``where`` on the index's columns, both
 run by SQLite) in storage order (shard, offset), cut into chunks of at most
 ``chunk_bytes`` and the chunks into partitions of contiguous runs of at most
-``partition_bytes`` (``dd.from_map`` over those index ranges). Each partition's task
-carries the addresses of its files (path, shard, offset, size, CRC32C) as Arrow arrays
-and reads them from the shards alone, one sequential read per chunk on a local disk, one
-coalesced ranged request per chunk on object storage: no worker opens or downloads the
-index. Every file's bytes are CRC-checked in the task, and in a sealed archive
-authenticated and decompressed bound to its path (the data key travels inside the task
-graph, never the passphrase).
+``partition_bytes`` (``dd.from_map`` over those index ranges), the first of at most 4 MiB
+and each next one twice the one before, so that the first rows come soon. Each
+partition's task carries the addresses of its files (path, shard, offset, size, CRC32C)
+as Arrow arrays and reads them from the shards alone, one sequential read per chunk on a
+local disk, one coalesced ranged request per chunk on object storage: no worker opens or
+downloads the index. In a plain archive the ``bytes`` column is made over the read itself (one Arrow
+buffer per chunk, each file's CRC32C checked where it lies: ``read_plans.binary_column``);
+in a sealed archive each file is authenticated and decompressed bound to its path (the
+data key travels inside the task graph, never the passphrase).
 
-Columns are ``path`` (pandas' string dtype), ``bytes`` (``binary[pyarrow]``), ``size``,
+Columns are ``path`` (``string[pyarrow]``), ``bytes`` (``binary[pyarrow]``), ``size``,
 ``mtime_ns``, ``crc32c`` (``int64[pyarrow]``; the CRC32C is the index's, of the stored
 bytes); ``columns=``, or any column selection Dask's optimizer pushes into the read
 (``df[["path", "size"]]``), keeps some, and without ``bytes`` no shard is read.
@@ -24,6 +26,7 @@ pyarrow (the ``dask`` extra) and ``read_plans``.
 
 from __future__ import annotations
 
+import itertools
 import os
 import uuid
 from collections.abc import Sequence
@@ -43,25 +46,62 @@ from barecat.archive import Passphrase
 from barecat.archive.planned_reads import PlannedReader
 from barecat.integrations.read_plans import (
     DEFAULT_CHUNK_BYTES,
+    MAX_CHUNK_FILES,
     ArchivePlan,
+    Chunk,
     plan_archive,
     read_chunk,
 )
 
 DEFAULT_PARTITION_BYTES = 64 << 20
 """Largest run of stored bytes one partition reads (Dask's own readers aim at about
-100 MB in memory; smaller runs spread a small archive over more workers)."""
+100 MB in memory; smaller runs spread a small archive over more workers, at a cost of
+more tasks)."""
+FIRST_PARTITION_BYTES = 4 << 20
+"""The first partition's most stored bytes (each next one's twice the one before, up to
+``partition_bytes``): the first rows come out after a small read."""
 
 
 @dataclass(frozen=True)
 class _Partition:
-    """One partition's share of the plan: a contiguous run of chunks (their plans), and
-    the row number of its first row."""
+    """One partition's share of the plan: a contiguous run of chunks, their plans as one
+    table of one piece per column (a table pickles as its pieces: a few objects, not a
+    few per chunk) cut at ``bounds`` (chunk ``i`` is rows ``bounds[i]:bounds[i + 1]``),
+    and the row number of its first row."""
 
-    plans: tuple[pa.Table, ...]
+    plan: pa.Table | None
+    bounds: tuple[int, ...]
     start: int
     rows: int
     token: str
+
+    @classmethod
+    def of(cls, run: list[Chunk], start: int, token: str, chunk_bytes: int) -> _Partition:
+        """The partition reading ``run`` (planned in small chunks, so that the first
+        partition can be small), its first row numbered ``start``, its neighbouring
+        chunks read together up to ``chunk_bytes`` (and ``MAX_CHUNK_FILES`` files)."""
+        plan = pa.concat_tables([c.plan for c in run]).combine_chunks() if run else None
+        bounds = [0]
+        held = files = 0
+        for chunk in run:
+            if files and (
+                held + chunk.stored_bytes > chunk_bytes
+                or files + chunk.plan.num_rows > MAX_CHUNK_FILES
+            ):
+                bounds.append(bounds[-1] + files)
+                held = files = 0
+            held += chunk.stored_bytes
+            files += chunk.plan.num_rows
+        if files:
+            bounds.append(bounds[-1] + files)
+        return cls(plan, tuple(bounds), start, sum(c.rows for c in run), token)
+
+    @property
+    def plans(self) -> list[pa.Table]:
+        """Each chunk's plan, in order."""
+        if self.plan is None:
+            return []
+        return [self.plan.slice(a, b - a) for a, b in itertools.pairwise(self.bounds)]
 
     def __dask_tokenize__(self) -> tuple[str, int]:
         return self.token, self.start
@@ -100,7 +140,11 @@ class _PartitionReader:
 def _to_pandas(table: pa.Table) -> pd.DataFrame:
     """Binary and integer columns Arrow-backed (binary would be object, which Dask takes
     for strings); strings as pandas makes them."""
-    types = {pa.binary(): pd.ArrowDtype(pa.binary()), pa.int64(): pd.ArrowDtype(pa.int64())}
+    types = {
+        pa.binary(): pd.ArrowDtype(pa.binary()),
+        pa.int64(): pd.ArrowDtype(pa.int64()),
+        pa.string(): pd.StringDtype("pyarrow"),
+    }
     frame: pd.DataFrame = table.to_pandas(types_mapper=types.get)
     return frame
 
@@ -134,8 +178,9 @@ def read_barecat(
         passphrase: an encrypted archive's passphrase (used here, on the client).
         storage_options: fsspec options for a URL (credentials, endpoint).
         cache_dir: where the client keeps a remote archive's index copy.
-        partition_bytes: the most stored bytes one partition reads.
-        chunk_bytes: the most bytes read in one go.
+        partition_bytes: the most stored bytes one partition reads (the first
+            partitions read less: 4 MiB, then twice as much each).
+        chunk_bytes: the most bytes read in one go (one Arrow buffer).
 
     Returns:
         The DataFrame (lazy: the plan is made now, the bytes read when it is computed).
@@ -159,19 +204,18 @@ def read_barecat(
         passphrase=passphrase,
         storage_options=storage_options,
         cache_dir=cache_dir,
-        chunk_bytes=min(chunk_bytes, partition_bytes),
+        chunk_bytes=min(chunk_bytes, partition_bytes, FIRST_PARTITION_BYTES),
     )
     plan.checked_columns(columns)
     token = uuid.uuid4().hex
     parts: list[_Partition] = []
     start = 0
-    for run in plan.runs(partition_bytes):
-        rows = sum(c.rows for c in run)
-        parts.append(_Partition(tuple(c.plan for c in run), start, rows, token))
-        start += rows
+    for run in plan.runs(partition_bytes, first_bytes=FIRST_PARTITION_BYTES):
+        parts.append(_Partition.of(run, start, token, chunk_bytes))
+        start += parts[-1].rows
     divisions: tuple[int, ...] | None = (*(p.start for p in parts), start - 1)
     if not parts:  # nothing chosen: one empty partition
-        parts, divisions = [_Partition((), 0, 0, token)], None
+        parts, divisions = [_Partition.of([], 0, token, chunk_bytes)], None
     read = _PartitionReader(plan)
     meta = _to_pandas(read.schema.empty_table())
     meta.index = pd.RangeIndex(0, 0)
@@ -187,4 +231,8 @@ def read_barecat(
     return frame
 
 
-__all__ = ["DEFAULT_PARTITION_BYTES", "read_barecat"]
+__all__ = [
+    "DEFAULT_PARTITION_BYTES",
+    "FIRST_PARTITION_BYTES",
+    "read_barecat",
+]

@@ -13,6 +13,9 @@ contiguous shares (Hugging Face's shards). :func:`read_chunk` is a worker's part
 chunk's rows as an Arrow table, its files' bytes read from the shards alone by the plan's
 :class:`~barecat.archive.planned_reads.PlannedReader` (no index opened or downloaded;
 CRC32C-checked; in a sealed archive authenticated and decompressed bound to each path).
+Its ``bytes`` column (:func:`binary_column`, also the source of the samples' columns) is
+made over the read itself in a plain archive: one Arrow buffer per chunk, no ``bytes``
+object per file.
 
 Rows are ``path``, ``bytes``, ``size``, ``mtime_ns``, ``crc32c`` (the index's: of the
 stored bytes); with ``group_by_stem`` one row per sample: ``__key__`` (the path up to
@@ -24,7 +27,7 @@ from __future__ import annotations
 
 import itertools
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,7 +53,7 @@ DEFAULT_TARGET_BYTES = 128 << 20
 """Largest run of bytes one read task (one partition) reads."""
 DEFAULT_CHUNK_BYTES = 16 << 20
 """Largest run of bytes read in one go (one chunk)."""
-_CHUNK_FILES = 8192
+MAX_CHUNK_FILES = 8192
 """Most files in one chunk."""
 
 
@@ -88,7 +91,7 @@ def _cut(
     rows: list[PlanRow], chunk_bytes: int, group_by_stem: bool
 ) -> tuple[list[Chunk], list[str]]:
     """Planned files cut into chunks of at most ``chunk_bytes`` stored bytes and
-    ``_CHUNK_FILES`` files (a sample's files never split, with grouping); and the
+    ``MAX_CHUNK_FILES`` files (a sample's files never split, with grouping); and the
     extensions found, with grouping.
 
     One loop over the sizes; each chunk's table is made from its rows in one go.
@@ -109,7 +112,7 @@ def _cut(
     for i, row in enumerate(rows):
         stored = row[3]
         if (
-            (held + stored > chunk_bytes or i - bounds[-1] >= _CHUNK_FILES)
+            (held + stored > chunk_bytes or i - bounds[-1] >= MAX_CHUNK_FILES)
             and i > bounds[-1]
             and (not group_by_stem or keys[i] != keys[i - 1])
         ):
@@ -326,42 +329,81 @@ def read_chunk(
     arrays: list[pa.Array] = []
     for name in columns:
         if name == "bytes":
-            arrays.append(pa.array(reader.read(_planned(plan)), type=pa.binary()))
+            arrays.append(binary_column(reader, plan))
         else:
             arrays.append(plan.column(name).combine_chunks())
     return pa.Table.from_arrays(arrays, names=list(columns))
 
 
-def _planned(plan: pa.Table, keep: Sequence[bool] | None = None) -> list[PlannedFile]:
+_MAX_OFFSET = (1 << 31) - 1
+"""The most bytes of an Arrow ``binary`` array (its offsets are 32-bit)."""
+
+
+def binary_column(reader: PlannedReader, plan: pa.Table) -> pa.Array:
+    """The contents of a chunk's files as an Arrow ``binary`` array, in the plan's order.
+
+    In a plain archive the array is made over the read itself: the files' bytes are
+    read back to back into one Arrow buffer, each CRC32C-checked where it lies
+    (:meth:`~barecat.archive.planned_reads.PlannedReader.read_packed`), and the offsets
+    are the running sum of the plan's sizes; no ``bytes`` object per file, no copy. A
+    sealed archive's files are authenticated and decompressed one by one.
+
+    Args:
+        reader: the plan's reader.
+        plan: a chunk's ``plan`` table (or some of its rows).
+
+    Returns:
+        One value per planned file.
+
+    Raises:
+        BarecatIntegrityError: bytes do not match their CRC32C or their seal, or are
+            missing; the message names the file.
+    """
+    files = _planned(plan)
+    stored = plan.column("stored")
+    total = pc.sum(stored).as_py() or 0
+    if reader.sealed or total > _MAX_OFFSET:
+        return pa.array(reader.read(files), type=pa.binary())
+    data = reader.read_packed(files, _arrow_buffer)
+    ends = pc.cumulative_sum(stored.combine_chunks()).cast(pa.int32())
+    offsets = pa.concat_arrays([pa.array([0], pa.int32()), ends])
+    return pa.Array.from_buffers(
+        pa.binary(), len(files), [None, offsets.buffers()[1], pa.py_buffer(data)]
+    )
+
+
+def _arrow_buffer(size: int) -> memoryview:
+    """A writable view of a new buffer of Arrow's memory pool (reused, not zeroed)."""
+    return memoryview(pa.allocate_buffer(size))
+
+
+def _planned(plan: pa.Table) -> list[PlannedFile]:
     cols = [plan.column(n).to_pylist() for n in ("path", "shard", "offset", "stored", "crc32c")]
-    files = list(zip(*cols, strict=True))
-    if keep is None:
-        return files
-    return [f for f, k in zip(files, keep, strict=True) if k]
+    return list(zip(*cols, strict=True))
 
 
 def _samples(
     reader: PlannedReader, plan: pa.Table, columns: Sequence[str], extensions: Sequence[str]
 ) -> pa.Table:
-    """One row per sample key of the chunk, in the order keys first appear."""
+    """One row per sample key of the chunk, in the order keys first appear: the wanted
+    files' contents read as one column, then taken into a column per extension (null
+    where a sample lacks one)."""
     split = [sample_key(p) for p in plan.column("path").to_pylist()]
     wanted = {c for c in columns if c != KEY_COLUMN}
     keep = [ext in wanted for _, ext in split]
-    contents: Iterable[bytes] = reader.read(_planned(plan, keep)) if any(keep) else []
     order: dict[str, int] = {}
     for key, _ in split:
         order.setdefault(key, len(order))
-    cells: dict[str, list[bytes | None]] = {e: [None] * len(order) for e in extensions}
-    found = iter(contents)
-    for (key, ext), k in zip(split, keep, strict=True):
-        if k:
-            cells[ext][order[key]] = next(found)
+    contents = binary_column(reader, plan.filter(pa.array(keep, pa.bool_())))
+    places: dict[str, list[int | None]] = {e: [None] * len(order) for e in extensions}
+    for at, (key, ext) in enumerate(s for s, k in zip(split, keep, strict=True) if k):
+        places[ext][order[key]] = at
     arrays: list[pa.Array] = []
     for name in columns:
         if name == KEY_COLUMN:
             arrays.append(pa.array(list(order), type=pa.string()))
         else:
-            arrays.append(pa.array(cells[name], type=pa.binary()))
+            arrays.append(contents.take(pa.array(places[name], type=pa.int64())))
     return pa.Table.from_arrays(arrays, names=list(columns))
 
 
@@ -369,9 +411,11 @@ __all__ = [
     "DEFAULT_CHUNK_BYTES",
     "DEFAULT_TARGET_BYTES",
     "KEY_COLUMN",
+    "MAX_CHUNK_FILES",
     "ROW_COLUMNS",
     "ArchivePlan",
     "Chunk",
+    "binary_column",
     "plan_archive",
     "read_chunk",
     "sample_key",

@@ -140,6 +140,10 @@ class ShardReader(Protocol):
         """The error for a shard that ends ``got`` bytes into ``size`` at ``offset``."""
         ...
 
+    def crc_mismatch_error(self, shard: int, offset: int, size: int) -> BarecatIntegrityError:
+        """The error for ``size`` bytes at ``offset`` that do not match their CRC32C."""
+        ...
+
     def close(self) -> None:
         """Let go of every open shard."""
         ...
