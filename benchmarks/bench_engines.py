@@ -290,7 +290,8 @@ def bench_ray(args: argparse.Namespace, work: Path, tree: Any, files: int) -> No
         def write_webdataset() -> None:  # rows as members of tar shards
             shutil.rmtree(webdataset_out, ignore_errors=True)
             in_memory.map_batches(_as_samples, batch_format="pyarrow").write_webdataset(
-                str(webdataset_out), encoder=None  # the bytes as they are
+                str(webdataset_out),
+                encoder=None,  # the bytes as they are
             )
 
         writes = (

@@ -20,12 +20,14 @@ per round, the order rotated each round), page cache warm:
 Reports medians of wall time and of CPU time (user + system of the command and its
 children, from ``wait4``: robust to the load other processes put on the machine), each as
 a ratio to tar's, and the load average before and after. A floor beside them: a Python
-process that only walks the tree and inserts one SQLite row per file (``floor: index
-rows``), the part of ``create`` tar has no counterpart for. Figures only, no assertions;
+process that only plans the tree and indexes it (``floor: index rows``: the walk, a stat
+per file and the archive's index written by the package's own bulk writer, no bytes),
+the part of ``create`` tar has no counterpart for. Figures only, no assertions;
 JSON goes to ``bench-results/``.
 
     python benchmarks/bench_smallfiles.py [--rounds R] [--where ram,disk]
         [--trees stdlib,usr-share] [--share-files N] [--ram DIR] [--disk DIR]
+        [--before OTHER_CHECKOUT/src]
 """
 
 from __future__ import annotations
@@ -51,8 +53,8 @@ OURS_BIN = Path(sys.executable).parent / "barecat"
 
 SYNCED_TAR = 'tar cf "$1" -C "$2" . && sync "$1"'
 """``tar cf`` and then ``sync`` of the tar file alone (coreutils ``sync FILE``: its fsync)."""
-Command = tuple[list[str], Callable[[], None] | None]
-"""A command line and what to do before each run of it (not timed)."""
+Command = tuple[list[str], Callable[[], None] | None, dict[str, str] | None]
+"""A command line, what to do before each run of it (not timed), and its environment."""
 
 
 def stdlib_source() -> str:
@@ -103,10 +105,10 @@ def ensure_tree(base: str, name: str, source: str, limit: int | None) -> dict[st
     return info
 
 
-def run_once(command: list[str]) -> tuple[float, float]:
+def run_once(command: list[str], env: dict[str, str] | None) -> tuple[float, float]:
     """(wall seconds, CPU seconds of user + system) of one run of ``command``."""
     t0 = time.perf_counter()
-    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t0
     proc.returncode = os.waitstatus_to_exitcode(status)
@@ -123,11 +125,11 @@ def interleaved(commands: dict[str, Command], rounds: int) -> dict[str, dict[str
     for r in range(rounds):
         order = names[r % len(names) :] + names[: r % len(names)]
         for name in order:
-            command, prepare = commands[name]
+            command, prepare, env = commands[name]
             if prepare is not None:
                 prepare()
             os.sync()
-            samples[name].append(run_once(command))
+            samples[name].append(run_once(command, env))
     return {
         name: {
             "wall": statistics.median(w for w, _ in runs),
@@ -154,33 +156,45 @@ def fresh_dir(path: str) -> Callable[[], None]:
 
 
 def index_floor(tree_root: str, workdir: str) -> list[str]:
-    """A Python process that inserts one row per file of the tree into an SQLite table
-    with the archive's indexes' shape (path primary key, parent index) and commits: the
-    cost of an index alone, the part tar has no counterpart for."""
-    db = os.path.join(workdir, "floor.sqlite")
-    script = (
-        "import os,sqlite3,sys\n"
-        "root,db=sys.argv[1],sys.argv[2]\n"
-        "rows=[]\n"
-        "for d,_,fs in os.walk(root):\n"
-        "  rel=os.path.relpath(d,root)\n"
-        "  for f in fs: rows.append((f if rel=='.' else rel+'/'+f, rel, 0, 0, 0, 0))\n"
-        "if os.path.exists(db): os.remove(db)\n"
-        "c=sqlite3.connect(db)\n"
-        "c.execute('PRAGMA journal_mode=OFF')\n"
-        "c.execute('CREATE TABLE f(path TEXT PRIMARY KEY, parent TEXT, shard INT,"
-        " offset INT, size INT, crc INT)')\n"
-        "c.execute('CREATE INDEX p ON f(parent)')\n"
-        "rows.sort()\n"
-        "c.executemany('INSERT INTO f VALUES (?,?,?,?,?,?)', rows)\n"
-        "c.commit()\n"
-    )
-    return [sys.executable, "-c", script, tree_root, db]
+    """A process that walks the tree, stats every file and writes an archive's index of
+    it through the package's own bulk writer (``add_dirs``, ``add_placed`` in batches,
+    committed and closed: fsyncs, lookup table), the bytes left out: what ``create``
+    costs beyond what tar does, a floor no byte copying can go under."""
+    archive = os.path.join(workdir, "floor.barecat")
+    script = """
+import os, sys
+import barecat
+from barecat.transfer import plan_sources
+root, archive = sys.argv[1], sys.argv[2]
+plan = plan_sources(["."], base_directory=root)
+with barecat.Barecat(archive, readonly=False, overwrite=True) as bc:
+    bc.add_dirs(plan.dirs)
+    offset, batch = 0, []
+    for source in plan.files:
+        st = os.lstat(source.disk_path)
+        info = barecat.BarecatFileInfo(source.store_path, size=st.st_size, shard=0,
+                                       offset=offset, crc32c=0)
+        info.fill_from_statresult(st)
+        offset += st.st_size
+        batch.append(info)
+        if len(batch) == 2048:
+            bc.add_placed(batch)
+            batch = []
+    bc.add_placed(batch)
+"""
+    return [sys.executable, "-c", script, tree_root, archive]
 
 
 def bench_place(
-    place: str, base: str, trees: dict[str, tuple[str, int | None]], rounds: int
+    place: str,
+    base: str,
+    trees: dict[str, tuple[str, int | None]],
+    rounds: int,
+    before: str | None,
 ) -> dict[str, object]:
+    """Every figure of one place (RAM disk or disk); ``before``: the ``src`` directory of
+    another version of barecat, timed alike in the same rounds."""
+    old_env = None if before is None else {**os.environ, "PYTHONPATH": before}
     results: dict[str, object] = {}
     for name, (source, limit) in trees.items():
         info = ensure_tree(base, name, source, limit)
@@ -192,23 +206,29 @@ def bench_place(
         barecat = str(OURS_BIN)
         create = [barecat, "create", "-q", archive, "-C", root, "."]
         commands: dict[str, Command] = {
-            "tar cf": (["tar", "cf", tar, "-C", root, "."], None),
-            "tar cf + sync": (["sh", "-c", SYNCED_TAR, "-", tar, root], None),
-            "barecat create": (create, functools.partial(remove_archive, archive)),
-            "floor: index rows": (index_floor(root, work), None),
+            "tar cf": (["tar", "cf", tar, "-C", root, "."], None, None),
+            "tar cf + sync": (["sh", "-c", SYNCED_TAR, "-", tar, root], None, None),
+            "barecat create": (create, functools.partial(remove_archive, archive), None),
+            "floor: index rows": (index_floor(root, work), None, None),
         }
+        if old_env is not None:
+            commands["create (before)"] = (
+                create,
+                functools.partial(remove_archive, archive),
+                old_env,
+            )
         load_before = os.getloadavg()
         created = interleaved(commands, rounds)
         remove_archive(archive)
         subprocess.run(create, check=True)
         subprocess.run(["tar", "cf", tar, "-C", root, "."], check=True)
+        extract = [barecat, "extract", "-q", archive, "-C", out_bc]
         commands = {
-            "tar xf": (["tar", "xf", tar, "-C", out_tar], fresh_dir(out_tar)),
-            "barecat extract": (
-                [barecat, "extract", "-q", archive, "-C", out_bc],
-                fresh_dir(out_bc),
-            ),
+            "tar xf": (["tar", "xf", tar, "-C", out_tar], fresh_dir(out_tar), None),
+            "barecat extract": (extract, fresh_dir(out_bc), None),
         }
+        if old_env is not None:
+            commands["extract (before)"] = (extract, fresh_dir(out_bc), old_env)
         extracted = interleaved(commands, rounds)
         load_after = os.getloadavg()
         shutil.rmtree(out_tar, ignore_errors=True)
@@ -280,6 +300,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--share-files", type=int, default=60_000, help="bound on /usr/share's files")
     p.add_argument("--ram", default="/dev/shm/barecat-bench-smallfiles")
     p.add_argument("--disk", default="/var/tmp/barecat-bench-smallfiles")
+    p.add_argument(
+        "--before", metavar="SRC", help="also time the barecat in SRC (a checkout's src/) alike"
+    )
     return p.parse_args(argv)
 
 
@@ -295,7 +318,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     print(f"{result['date']}  {result['machine']}", flush=True)
     for place in args.where.split(","):
-        result[place] = bench_place(place, places[place], trees, args.rounds)
+        result[place] = bench_place(place, places[place], trees, args.rounds, args.before)
     out = REPO / "bench-results"
     out.mkdir(exist_ok=True)
     path = out / f"smallfiles-{time.strftime('%Y%m%d-%H%M%S')}.json"
