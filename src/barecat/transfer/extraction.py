@@ -176,14 +176,29 @@ class DirectoryWriter:
         """
         size = f.size
         if type(size) is not int or size > COPY_CHUNK:  # (a damaged row: read names it)
-            return self._write_streamed(f, dest)
+            with open_verified(self.bc, f) as source:
+
+                def copy(fd: int) -> None:
+                    with open(fd, "wb", closefd=False) as out:
+                        shutil.copyfileobj(source, out, COPY_CHUNK)
+
+                return self._write_new(f, dest, copy)
         view = self._buffer[:size]
         self.bc.readinto(f, view)  # CRC32C-verified (sealed: authenticated) before creating
-        fd, fresh = self._create(dest, f.mode)
-        try:
+
+        def write(fd: int) -> None:
             written = 0
             while written < size:
                 written += os.write(fd, view[written:])
+
+        return self._write_new(f, dest, write)
+
+    def _write_new(self, f: BarecatFileInfo, dest: str, fill: Callable[[int], None]) -> bool:
+        """Create ``dest``, ``fill`` it through its descriptor, give it ``f``'s metadata;
+        removed again if any of that fails."""
+        fd, fresh = self._create(dest, f.mode)
+        try:
+            fill(fd)
             self._metadata_of_fd(fd, dest, f, fresh)
         except BaseException:
             with contextlib.suppress(OSError):
@@ -191,23 +206,6 @@ class DirectoryWriter:
             raise
         finally:
             os.close(fd)
-        self.result.files += 1
-        self.result.bytes += size
-        return True
-
-    def _write_streamed(self, f: BarecatFileInfo, dest: str) -> bool:
-        with open_verified(self.bc, f) as source:
-            fd, fresh = self._create(dest, f.mode)
-            try:
-                with open(fd, "wb", closefd=False) as out:
-                    shutil.copyfileobj(source, out, COPY_CHUNK)
-                self._metadata_of_fd(fd, dest, f, fresh)
-            except BaseException:
-                with contextlib.suppress(OSError):
-                    os.unlink(dest)
-                raise
-            finally:
-                os.close(fd)
         self.result.files += 1
         self.result.bytes += f.size or 0
         return True
