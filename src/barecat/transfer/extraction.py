@@ -34,6 +34,7 @@ from barecat.paths import is_within, join
 
 COPY_CHUNK = 1 << 20
 _CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
+_NEW_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 @dataclass(slots=True)
@@ -74,34 +75,46 @@ class DirectoryWriter:
         self.owners = owners
         self.result = ExtractResult()
         self.safe_dirs: set[str] = {root}
+        self._prefix = root if root.endswith(os.sep) else root + os.sep
         self.created_dirs: set[str] = set()
         """Directories this writer made (mode 700 until their metadata is restored)."""
         self.umask = process_umask()
+        self.euid, self.egid = os.geteuid(), os.getegid()
+        self.file_gids: dict[str, int] = {}
+        """Per directory, the group a file created in it gets (see ``_new_file_gid``)."""
+        self._buffer = memoryview(bytearray(COPY_CHUNK))
 
     def ensure_dir(self, dest: str) -> None:
         """Make ``dest`` a real directory chain below the root, as tar does: a symbolic
         link in the way (left by an earlier extraction) is replaced, never followed."""
         if dest in self.safe_dirs:
             return
-        self.ensure_dir(os.path.dirname(dest))
+        parent = _parent(dest)
+        self.ensure_dir(parent)
         try:
+            os.mkdir(dest, 0o700)  # (never follows a link: one in the way is EEXIST)
+        except FileExistsError:
             st = os.lstat(dest)
-        except FileNotFoundError:
-            os.mkdir(dest, 0o700)
-            self.created_dirs.add(dest)
-        else:
             if stat.S_ISLNK(st.st_mode):
                 os.unlink(dest)
                 os.mkdir(dest, 0o700)
-                self.created_dirs.add(dest)
             elif not stat.S_ISDIR(st.st_mode):
-                raise NotADirectoryError(errno.ENOTDIR, "a file is in the way", dest)
+                raise NotADirectoryError(errno.ENOTDIR, "a file is in the way", dest) from None
+            else:
+                self.safe_dirs.add(dest)
+                return
+        self.created_dirs.add(dest)
+        if parent in self.file_gids:  # a new directory passes its parent's group rule on
+            self.file_gids[dest] = self.file_gids[parent]
         self.safe_dirs.add(dest)
 
     def destination(self, path: str) -> str:
         if not is_within(path, self.base):
             raise InvalidPathBarecatError(f"Archive entry {path!r} is not under {self.base!r}")
         relative = path[len(self.base) + 1 :] if self.base else path
+        probe = f"/{relative}/"
+        if len(probe) > 2 and "//" not in probe and "/./" not in probe and "/../" not in probe:
+            return self._prefix + relative  # no empty, '.' or '..' part: normpath's own result
         dest = os.path.normpath(os.path.join(self.root, relative))
         if not self.inside(dest):
             raise InvalidPathBarecatError(
@@ -155,22 +168,88 @@ class DirectoryWriter:
             os.utime(dest, ns=(info.mtime_ns, info.mtime_ns), follow_symlinks=not link)
 
     def write_file(self, f: BarecatFileInfo, dest: str) -> bool:
-        """Write one file, verified before it is created; removed again if writing fails."""
-        with open_verified(self.bc, f) as source:
-            if os.path.islink(dest):
-                os.unlink(dest)  # replace a link instead of writing through it
-            fd = os.open(dest, _CREATE_FLAGS, 0o600)
-            try:
-                with open(fd, "wb", closefd=True) as out:
-                    shutil.copyfileobj(source, out, COPY_CHUNK)
-            except BaseException:
-                with contextlib.suppress(OSError):
-                    os.unlink(dest)
-                raise
+        """Write one file, verified before it is created; removed again if writing fails.
+
+        A file that fits the writer's buffer is read into it (no bytes object per file)
+        and written with one ``os.write``; its metadata goes through the descriptor, and
+        the mode and owner only where creating the file did not already give them.
+        """
+        size = f.size
+        if type(size) is not int or size > COPY_CHUNK:  # (a damaged row: read names it)
+            with open_verified(self.bc, f) as source:
+
+                def copy(fd: int) -> None:
+                    with open(fd, "wb", closefd=False) as out:
+                        shutil.copyfileobj(source, out, COPY_CHUNK)
+
+                return self._write_new(f, dest, copy)
+        view = self._buffer[:size]
+        self.bc.readinto(f, view)  # CRC32C-verified (sealed: authenticated) before creating
+
+        def write(fd: int) -> None:
+            written = 0
+            while written < size:
+                written += os.write(fd, view[written:])
+
+        return self._write_new(f, dest, write)
+
+    def _write_new(self, f: BarecatFileInfo, dest: str, fill: Callable[[int], None]) -> bool:
+        """Create ``dest``, ``fill`` it through its descriptor, give it ``f``'s metadata;
+        removed again if any of that fails."""
+        fd, fresh = self._create(dest, f.mode)
+        try:
+            fill(fd)
+            self._metadata_of_fd(fd, dest, f, fresh)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(dest)
+            raise
+        finally:
+            os.close(fd)
         self.result.files += 1
         self.result.bytes += f.size or 0
-        self.metadata(dest, f)
         return True
+
+    def _create(self, dest: str, mode: int | None) -> tuple[int, bool]:
+        """Open ``dest`` for writing, never through a link; returns the descriptor and
+        whether the file is new. A new file is made with its final permission bits when
+        the umask and special bits let it (then it needs no chmod); one that was there
+        keeps its own until :meth:`_metadata_of_fd` sets them."""
+        bits = 0o666 if mode is None else stat.S_IMODE(mode) & 0o777
+        try:
+            return os.open(dest, _NEW_FLAGS, bits), True
+        except FileExistsError:
+            if os.path.islink(dest):
+                os.unlink(dest)  # replace a link instead of writing through it
+                return os.open(dest, _NEW_FLAGS, bits), True
+            return os.open(dest, _CREATE_FLAGS, 0o600), False
+
+    def _metadata_of_fd(self, fd: int, dest: str, info: BarecatFileInfo, fresh: bool) -> None:
+        """``metadata`` of a file being written, through its descriptor: the owner unless
+        the new file has it already, the mode unless it was created with it, the mtime."""
+        owner = (info.uid, info.gid)
+        if self.owners and None not in owner and not (fresh and owner == self._new_owner(dest)):
+            os.fchown(fd, info.uid, info.gid)  # type: ignore[arg-type]
+        mode = 0o666 & ~self.umask if info.mode is None else stat.S_IMODE(info.mode)
+        created = (0o666 if info.mode is None else mode & 0o777) & ~self.umask
+        if not fresh or mode != created:
+            os.fchmod(fd, mode)
+        if info.mtime_ns is not None:
+            os.utime(fd, ns=(info.mtime_ns, info.mtime_ns))
+
+    def _new_owner(self, dest: str) -> tuple[int, int]:
+        """The owner and group a file created at ``dest`` gets: the process's effective
+        user, and the directory's group if it is setgid, else the process's group."""
+        return self.euid, self._new_file_gid(dest)
+
+    def _new_file_gid(self, dest: str) -> int:
+        """The group a file created at ``dest`` gets (see ``_new_owner``)."""
+        parent = _parent(dest)
+        gid = self.file_gids.get(parent)
+        if gid is None:
+            st = os.stat(parent)
+            gid = self.file_gids[parent] = st.st_gid if st.st_mode & stat.S_ISGID else self.egid
+        return gid
 
     def make_link(self, f: BarecatFileInfo, dest: str) -> bool:
         """Make one symbolic link; False if it is not made because it points outside."""
@@ -281,28 +360,38 @@ def extract_to_directory(
             return False
         return path_filter is None or path_filter.selects(path, is_dir)
 
-    dirs: list[BarecatDirInfo] = [d for d in bc.iter_dirinfos(Order.PATH) if selected(d.path, True)]
-    files = [f for f in bc.iter_fileinfos(Order.ADDRESS) if selected(f.path, False)]
-    for entry in (*dirs, *files):
-        ex.destination(entry.path)  # refuse a hostile archive before writing anything
+    everything = paths is None and path_filter is None and not base
+    dirs = [d for d in bc.iter_dirinfos(Order.PATH) if everything or selected(d.path, True)]
+    files = [f for f in bc.iter_fileinfos(Order.ADDRESS) if everything or selected(f.path, False)]
+    # every destination checked (a hostile archive refused) before anything is written
+    dir_dests = [ex.destination(d.path) for d in dirs]
+    file_dests = [ex.destination(f.path) for f in files]
     os.makedirs(root, exist_ok=True)
-    for d in dirs:
-        ex.attempt(d.path, functools.partial(ex.ensure_dir, ex.destination(d.path)))
-    files.sort(key=lambda f: f.is_symlink_entry)  # links last: nothing is written through one
-    for f in files:
+    for d, dest in zip(dirs, dir_dests, strict=True):
+        ex.attempt(d.path, functools.partial(ex.ensure_dir, dest))
+    # links last: nothing is written through one
+    entries = sorted(zip(files, file_dests, strict=True), key=lambda e: e[0].is_symlink_entry)
+    for f, dest in entries:
         write = ex.make_link if f.is_symlink_entry else ex.write_file
-        if ex.attempt(f.path, functools.partial(_write_entry, ex, f, write)) and on_file:
+        if ex.attempt(f.path, functools.partial(_write_entry, ex, f, dest, write)) and on_file:
             on_file(f)
     ex.restore_directories(dirs)
     return ex.result
 
 
 def _write_entry(
-    ex: DirectoryWriter, f: BarecatFileInfo, write: Callable[[BarecatFileInfo, str], bool]
+    ex: DirectoryWriter,
+    f: BarecatFileInfo,
+    dest: str,
+    write: Callable[[BarecatFileInfo, str], bool],
 ) -> bool:
-    dest = ex.destination(f.path)
-    ex.ensure_dir(os.path.dirname(dest))
+    ex.ensure_dir(_parent(dest))
     return write(f, dest)
+
+
+def _parent(dest: str) -> str:
+    """``os.path.dirname`` of an absolute, normalized path (what destinations are)."""
+    return dest[: dest.rfind(os.sep)] or os.sep
 
 
 def extract(barecat_path: str, target_directory: str) -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import array
 import errno
 import fcntl
+import operator
 import os
 import stat
 from collections.abc import Iterable
@@ -59,6 +60,9 @@ class IngestPlan:
         if source.store_path not in self._planned:
             self._planned.add(source.store_path)
             self.files.append(source)
+
+
+_entry_name = operator.attrgetter("name")
 
 
 def not_utf8_error(disk_path: str) -> OSError:
@@ -124,28 +128,37 @@ class _Planner:
             self.plan.add_dir(info)
             try:
                 with os.scandir(directory) as it:
-                    entries = sorted(it, key=lambda e: e.name)
+                    entries = sorted(it, key=_entry_name)
             except OSError as e:
                 self.plan.failures.append((directory, e))
                 continue
             subdirs = []
+            follow, path_filter, planned = self.follow, self.filter, self.plan._planned
+            files = self.plan.files
             for entry in entries:
-                if not is_utf8(entry.name):
+                name = entry.name
+                if not (name.isascii() or is_utf8(name)):
                     self.plan.failures.append((entry.path, not_utf8_error(entry.path)))
                     continue
-                child = f"{stored}/{entry.name}" if stored else entry.name
+                child = f"{stored}/{name}" if stored else name
                 try:
-                    is_dir = entry.is_dir(follow_symlinks=self.follow)
-                    child_stat = entry.stat(follow_symlinks=self.follow) if is_dir else None
+                    is_dir = entry.is_dir(follow_symlinks=follow)
+                    if not is_dir and path_filter is None:  # the common case, inline
+                        link = not follow and entry.is_symlink()
+                        if (link or entry.is_file(follow_symlinks=follow)) and child not in planned:
+                            planned.add(child)
+                            files.append(Source(entry.path, child, link))
+                            continue
+                    child_stat = entry.stat(follow_symlinks=follow) if is_dir else None
                     mode = child_stat.st_mode if child_stat else self._leaf_mode(entry)
                 except OSError as e:
                     self.plan.failures.append((entry.path, e))
                     continue
-                if self.filter is not None and self.filter.is_excluded(child, is_dir):
+                if path_filter is not None and path_filter.is_excluded(child, is_dir):
                     continue
                 if child_stat is not None:
                     subdirs.append((entry.path, child, child_stat, ancestors))
-                elif self.filter is None or self.filter.is_included(child, False):
+                elif path_filter is None or path_filter.is_included(child, False):
                     self.add_leaf(entry.path, child, mode)
             stack.extend(reversed(subdirs))
 

@@ -1,0 +1,334 @@
+"""Small-file trees: ``barecat create``/``extract`` against ``tar cf``/``tar xf`` (issue 25).
+
+Copies two real small-file trees once, to a RAM disk (``/dev/shm``) and to disk:
+
+- ``stdlib``: the Python standard library of the interpreter running this (about 50,700
+  files, 8,700 directories);
+- ``usr-share``: ``/usr/share`` (links kept), bounded to ``--share-files`` files in path
+  order when it is bigger.
+
+Then times whole commands, as users run them, in interleaved rounds (every command once
+per round, the order rotated each round), page cache warm:
+
+- ``tar cf`` of the tree, and ``tar cf`` followed by ``sync`` of the tar file: ``barecat
+  create`` fsyncs its shards and index before it returns (its durability rule), ``tar``
+  does not, so the synced tar is the like-for-like figure and the plain one the user's;
+- ``barecat create -q`` (the default: two reader threads);
+- ``tar xf`` of the tar and ``barecat extract -q`` of the archive into a fresh directory
+  (neither syncs); both restore owners when run as root, as they do by default, and
+  both make links that point outside the target (``--allow-outside-links``, which tar
+  does unasked).
+
+Reports medians of wall time and of CPU time (user + system of the command and its
+children, from ``wait4``: robust to the load other processes put on the machine), each as
+a ratio to tar's, and the load average before and after. A floor beside them: a Python
+process that only plans the tree and indexes it (``floor: index rows``: the walk, a stat
+per file and the archive's index written by the package's own bulk writer, no bytes),
+the part of ``create`` tar has no counterpart for. Figures only, no assertions;
+JSON goes to ``bench-results/``.
+
+    python benchmarks/bench_smallfiles.py [--rounds R] [--where ram,disk]
+        [--trees stdlib,usr-share] [--share-files N] [--ram DIR] [--disk DIR]
+        [--before OTHER_CHECKOUT/src]
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import os
+import platform
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import sysconfig
+import time
+from collections.abc import Callable
+from datetime import datetime, timezone
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+OURS_BIN = Path(sys.executable).parent / "barecat"
+
+SYNCED_TAR = 'tar cf "$1" -C "$2" . && sync "$1"'
+"""``tar cf`` and then ``sync`` of the tar file alone (coreutils ``sync FILE``: its fsync)."""
+Command = tuple[list[str], Callable[[], None] | None, dict[str, str] | None]
+"""A command line, what to do before each run of it (not timed), and its environment."""
+
+
+def stdlib_source() -> str:
+    return sysconfig.get_paths()["stdlib"]
+
+
+def copy_tree(source: str, dest: str, limit: int | None) -> tuple[int, int]:
+    """Copy ``source`` to ``dest`` (links kept as links, metadata kept), at most ``limit``
+    files in sorted walk order; returns (files, bytes). Unreadable entries are left out."""
+    files = nbytes = 0
+    for dirpath, dirnames, filenames in os.walk(source):
+        dirnames.sort()
+        rel = os.path.relpath(dirpath, source)
+        target = os.path.normpath(os.path.join(dest, rel))
+        os.makedirs(target, exist_ok=True)
+        shutil.copystat(dirpath, target)
+        for name in sorted(filenames):
+            if limit is not None and files >= limit:
+                return files, nbytes
+            src, dst = os.path.join(dirpath, name), os.path.join(target, name)
+            try:
+                if os.path.islink(src):
+                    os.symlink(os.readlink(src), dst)
+                else:
+                    shutil.copy2(src, dst)
+                    nbytes += os.path.getsize(dst)
+            except OSError:
+                continue
+            files += 1
+    return files, nbytes
+
+
+def ensure_tree(base: str, name: str, source: str, limit: int | None) -> dict[str, object]:
+    """The copy of ``source`` at ``base/name`` (made once; a marker says it is complete)."""
+    root = os.path.join(base, name)
+    marker = os.path.join(base, f".{name}.complete")
+    if os.path.exists(marker):
+        with open(marker) as f:
+            info: dict[str, object] = json.load(f)
+        return info
+    shutil.rmtree(root, ignore_errors=True)
+    os.makedirs(base, exist_ok=True)
+    files, nbytes = copy_tree(source, root, limit)
+    dirs = sum(len(d) for _, d, _ in os.walk(root)) + 1
+    info = {"root": root, "source": source, "files": files, "bytes": nbytes, "dirs": dirs}
+    with open(marker, "w") as f:
+        json.dump(info, f)
+    return info
+
+
+def run_once(command: list[str], env: dict[str, str] | None) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of user + system) of one run of ``command``."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t0
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    stderr = proc.stderr.read() if proc.stderr else b""
+    if proc.returncode != 0:
+        raise RuntimeError(f"{command} failed ({proc.returncode}): {stderr.decode()[-2000:]}")
+    return wall, usage.ru_utime + usage.ru_stime
+
+
+def interleaved(commands: dict[str, Command], rounds: int) -> dict[str, dict[str, float]]:
+    """Every command once per round, the order rotated each round; medians."""
+    samples: dict[str, list[tuple[float, float]]] = {name: [] for name in commands}
+    names = list(commands)
+    for r in range(rounds):
+        order = names[r % len(names) :] + names[: r % len(names)]
+        for name in order:
+            command, prepare, env = commands[name]
+            if prepare is not None:
+                prepare()
+            os.sync()
+            samples[name].append(run_once(command, env))
+    return {
+        name: {
+            "wall": statistics.median(w for w, _ in runs),
+            "cpu": statistics.median(c for _, c in runs),
+            "walls": [round(w, 3) for w, _ in runs],
+        }
+        for name, runs in samples.items()
+    }
+
+
+def remove_archive(path: str) -> None:
+    directory, name = os.path.split(path)
+    for entry in os.listdir(directory or "."):
+        if entry == name or entry.startswith(name + "-"):
+            os.remove(os.path.join(directory, entry))
+
+
+def fresh_dir(path: str) -> Callable[[], None]:
+    def make() -> None:
+        shutil.rmtree(path, ignore_errors=True)
+        os.makedirs(path)
+
+    return make
+
+
+def index_floor(tree_root: str, workdir: str) -> list[str]:
+    """A process that walks the tree, stats every file and writes an archive's index of
+    it through the package's own bulk writer (``add_dirs``, ``add_placed`` in batches,
+    committed and closed: fsyncs, lookup table), the bytes left out: what ``create``
+    costs beyond what tar does, a floor no byte copying can go under."""
+    archive = os.path.join(workdir, "floor.barecat")
+    script = """
+import os, sys
+import barecat
+from barecat.transfer import plan_sources
+root, archive = sys.argv[1], sys.argv[2]
+plan = plan_sources(["."], base_directory=root)
+with barecat.Barecat(archive, readonly=False, overwrite=True) as bc:
+    bc.add_dirs(plan.dirs)
+    offset, batch = 0, []
+    for source in plan.files:
+        st = os.lstat(source.disk_path)
+        info = barecat.BarecatFileInfo(source.store_path, size=st.st_size, shard=0,
+                                       offset=offset, crc32c=0)
+        info.fill_from_statresult(st)
+        offset += st.st_size
+        batch.append(info)
+        if len(batch) == 2048:
+            bc.add_placed(batch)
+            batch = []
+    bc.add_placed(batch)
+"""
+    return [sys.executable, "-c", script, tree_root, archive]
+
+
+def bench_place(
+    place: str,
+    base: str,
+    trees: dict[str, tuple[str, int | None]],
+    rounds: int,
+    before: str | None,
+) -> dict[str, object]:
+    """Every figure of one place (RAM disk or disk); ``before``: the ``src`` directory of
+    another version of barecat, timed alike in the same rounds."""
+    old_env = None if before is None else {**os.environ, "PYTHONPATH": before}
+    results: dict[str, object] = {}
+    for name, (source, limit) in trees.items():
+        info = ensure_tree(base, name, source, limit)
+        root = str(info["root"])
+        work = os.path.join(base, f"work-{name}")
+        os.makedirs(work, exist_ok=True)
+        tar, archive = os.path.join(work, "t.tar"), os.path.join(work, "t.barecat")
+        out_tar, out_bc = os.path.join(work, "x-tar"), os.path.join(work, "x-barecat")
+        barecat = str(OURS_BIN)
+        create = [barecat, "create", "-q", archive, "-C", root, "."]
+        commands: dict[str, Command] = {
+            "tar cf": (["tar", "cf", tar, "-C", root, "."], None, None),
+            "tar cf + sync": (["sh", "-c", SYNCED_TAR, "-", tar, root], None, None),
+            "barecat create": (create, functools.partial(remove_archive, archive), None),
+            "floor: index rows": (index_floor(root, work), None, None),
+        }
+        if old_env is not None:
+            commands["create (before)"] = (
+                create,
+                functools.partial(remove_archive, archive),
+                old_env,
+            )
+        load_before = os.getloadavg()
+        created = interleaved(commands, rounds)
+        remove_archive(archive)
+        subprocess.run(create, check=True)
+        subprocess.run(["tar", "cf", tar, "-C", root, "."], check=True)
+        # (tar makes links pointing outside, such as /usr/share's absolute ones: so must we)
+        extract = [barecat, "extract", "-q", "--allow-outside-links", archive, "-C", out_bc]
+        commands = {
+            "tar xf": (["tar", "xf", tar, "-C", out_tar], fresh_dir(out_tar), None),
+            "barecat extract": (extract, fresh_dir(out_bc), None),
+        }
+        if old_env is not None:
+            commands["extract (before)"] = (extract, fresh_dir(out_bc), old_env)
+        extracted = interleaved(commands, rounds)
+        load_after = os.getloadavg()
+        shutil.rmtree(out_tar, ignore_errors=True)
+        shutil.rmtree(out_bc, ignore_errors=True)
+        results[name] = {
+            "tree": info,
+            "create": created,
+            "extract": extracted,
+            "load_before": [round(x, 2) for x in load_before],
+            "load_after": [round(x, 2) for x in load_after],
+        }
+        print(render(place, name, results[name]), flush=True)  # type: ignore[arg-type]
+    return results
+
+
+def _ratio(a: dict[str, float], b: dict[str, float], key: str) -> str:
+    return f"{a[key] / b[key]:.2f}x" if b[key] else "-"
+
+
+def render(place: str, name: str, r: dict[str, dict[str, dict[str, float]]]) -> str:
+    tree = r["tree"]
+    lines = [
+        f"\n{place} / {name}: {tree['files']:,} files, {tree['dirs']:,} dirs, "  # type: ignore[index]
+        f"{int(tree['bytes']) / 1e6:,.0f} MB; load {r['load_before']} -> {r['load_after']}",  # type: ignore[index]
+        f"  {'command':<20} {'wall s':>8} {'cpu s':>8} {'wall/tar':>9} {'cpu/tar':>8}",
+    ]
+    for phase, baseline in (("create", "tar cf"), ("extract", "tar xf")):
+        rows = r[phase]
+        base = rows[baseline]
+        for cmd, m in rows.items():
+            lines.append(
+                f"  {cmd:<20} {m['wall']:>8.2f} {m['cpu']:>8.2f} "
+                f"{_ratio(m, base, 'wall'):>9} {_ratio(m, base, 'cpu'):>8}"
+            )
+        if phase == "create":
+            synced = rows["tar cf + sync"]
+            ours = rows["barecat create"]
+            lines.append(
+                f"  {'create / synced tar':<20} {'':>8} {'':>8} "
+                f"{_ratio(ours, synced, 'wall'):>9} {_ratio(ours, synced, 'cpu'):>8}"
+            )
+    return "\n".join(lines)
+
+
+def machine_info() -> dict[str, object]:
+    model = None
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    return {
+        "cpus": len(os.sched_getaffinity(0)),
+        "cpu_model": model,
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "tar": subprocess.run(
+            ["tar", "--version"], capture_output=True, text=True
+        ).stdout.splitlines()[0],
+        "max_rss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+    }
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--where", default="ram,disk", help="ram, disk or both (comma-separated)")
+    p.add_argument("--trees", default="stdlib,usr-share")
+    p.add_argument("--share-files", type=int, default=60_000, help="bound on /usr/share's files")
+    p.add_argument("--ram", default="/dev/shm/barecat-bench-smallfiles")
+    p.add_argument("--disk", default="/var/tmp/barecat-bench-smallfiles")
+    p.add_argument(
+        "--before", metavar="SRC", help="also time the barecat in SRC (a checkout's src/) alike"
+    )
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    available = {"stdlib": (stdlib_source(), None), "usr-share": ("/usr/share", args.share_files)}
+    trees = {t: available[t] for t in args.trees.split(",")}
+    places = {"ram": args.ram, "disk": args.disk}
+    result: dict[str, object] = {
+        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "machine": machine_info(),
+        "rounds": args.rounds,
+    }
+    print(f"{result['date']}  {result['machine']}", flush=True)
+    for place in args.where.split(","):
+        result[place] = bench_place(place, places[place], trees, args.rounds, args.before)
+    out = REPO / "bench-results"
+    out.mkdir(exist_ok=True)
+    path = out / f"smallfiles-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    path.write_text(json.dumps(result, indent=1))
+    print(f"\nJSON: {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
