@@ -200,7 +200,7 @@ def test_a_compressed_tar_is_refused_with_the_convert_command(
     assert f"{name} is {kind}-compressed and cannot be mounted in place" in line
     assert not cache.exists()  # nothing left in the cache
     command = line.partition("make an archive of it with: ")[2]
-    made = subprocess.run(command, shell=True, cwd=tmp_path, capture_output=True, text=True)
+    made = _run_as_typed(command, tmp_path)
     assert made.returncode == 0, made.stderr
     archive = shlex.split(command)[-1 if name.startswith("data") else -3]
     with barecat.Barecat(str(tmp_path / archive)) as bc:
@@ -298,3 +298,17 @@ def test_a_symlinked_cache_directory_keeps_the_links_to_the_tar(
     with served(str(tar_path), mnt):
         assert (mnt / "dir/big.bin").read_bytes() == BIG
     assert len(list(real.glob("mounts/*/data.tar.barecat"))) == 1
+
+
+def _run_as_typed(command: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``command`` run by a shell, as a user would type it, with this ``barecat`` first on
+    the PATH (the venv's, which CI does not activate)."""
+    path = f"{Path(BARECAT).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    return subprocess.run(
+        command,
+        shell=True,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PATH": path},
+    )
