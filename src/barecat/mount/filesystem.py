@@ -48,6 +48,8 @@ ATTRIBUTE_CACHE = 100_000
 keeps attributes itself; this saves the index lookups right after a readdir)."""
 LISTINGS_KEPT = 8
 """Directories whose listing is kept while the kernel reads it in parts."""
+LISTINGS_UNINDEXED = 64
+"""Directories whose records are kept from their listings for the reads that follow."""
 UNOPENED_READERS = 64
 """Files read in several reads without an open whose reading state is kept."""
 REORDER_BYTES = 16 << 20
@@ -165,6 +167,9 @@ class ArchiveFilesystem(mfusepy.Operations):  # type: ignore[misc]
         self._ahead: ReadAhead | None = None
         self.bc: MountedArchive | None = None
         self._listed: dict[str, BarecatEntryInfo] = {}
+        self._unindexed: dict[str, list[BarecatEntryInfo]] = {}
+        """Records of the latest listings not yet in ``_listed``, by directory: indexed
+        by path when a request first asks for one (a walk never does)."""
         self._handles: dict[int, Any] = {}
         self._unopened: dict[str, _Reading] = {}
         self._listings: dict[tuple[str, bool], Listing] = {}
@@ -237,11 +242,39 @@ class ArchiveFilesystem(mfusepy.Operations):  # type: ignore[misc]
 
     def _entry(self, inner: str) -> BarecatEntryInfo:
         """The record of an entry: from the latest listings, else from the index."""
-        info = self._listed.get(inner)
+        info = self._known(inner)
         if info is None:
             info = self.archive.lookup(inner)
             self._remember([info])
         return info
+
+    def _known(self, inner: str) -> BarecatEntryInfo | None:
+        """The record of an entry if a recent listing had it (None otherwise)."""
+        info = self._listed.get(inner)
+        if info is None and self._unindexed:
+            with self._lock:
+                infos = self._unindexed.pop(inner.rpartition("/")[0], None)
+            if infos is not None:
+                self._remember(infos)
+                info = self._listed.get(inner)
+        return info
+
+    def _keep_listed(self, inner: str, infos: list[BarecatEntryInfo]) -> None:
+        """Keep a listing's records for the requests that may follow it, unindexed."""
+        unindexed = self._unindexed
+        with self._lock:
+            unindexed.pop(inner, None)
+            unindexed[inner] = infos
+            kept = sum(map(len, unindexed.values()))  # (at most LISTINGS_UNINDEXED lists)
+            while len(unindexed) > 1 and (
+                len(unindexed) > LISTINGS_UNINDEXED or kept > ATTRIBUTE_CACHE
+            ):  # (the latest is kept however big)
+                kept -= len(unindexed.pop(next(iter(unindexed))))
+
+    def _forget_listed(self) -> None:
+        """Drop the records kept from listings (the archive is about to change)."""
+        self._unindexed.clear()
+        self._listed.clear()
 
     def _remember(self, infos: Iterable[BarecatEntryInfo]) -> None:
         """Keep records for the getattr and read calls that follow a listing."""
@@ -287,7 +320,7 @@ class ArchiveFilesystem(mfusepy.Operations):  # type: ignore[misc]
         entries = [(b".", self._packed(inner)), (b"..", self._packed(inner.rpartition("/")[0]))]
         if attributes:
             infos = self.archive.listdir_infos(inner)
-            self._remember(infos)
+            self._keep_listed(inner, infos)
             cut = len(inner) + 1 if inner else 0
             attributes_of = self._attributes
             entries += [
@@ -379,7 +412,7 @@ class ArchiveFilesystem(mfusepy.Operations):  # type: ignore[misc]
         reads it whole, and other parts of it still read)."""
         if offset == 0 and self._ahead is not None:
             self._ahead.read_seen(inner)
-        listed = self._listed.get(inner)
+        listed = self._known(inner)
         if offset == 0 and isinstance(listed, BarecatFileInfo) and (listed.size or 0) <= size:
             return self.archive.read(listed)  # (writes drop the records: never stale)
         with self._lock:
