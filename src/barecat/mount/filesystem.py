@@ -167,9 +167,10 @@ class ArchiveFilesystem(mfusepy.Operations):  # type: ignore[misc]
         self._ahead: ReadAhead | None = None
         self.bc: MountedArchive | None = None
         self._listed: dict[str, BarecatEntryInfo] = {}
-        self._unindexed: dict[str, list[BarecatEntryInfo]] = {}
+        self._unindexed: dict[str, list[BarecatEntryInfo] | None] = {}
         """Records of the latest listings not yet in ``_listed``, by directory: indexed
-        by path when a request first asks for one (a walk never does)."""
+        by path when a request first asks for one (a walk never does); None for a
+        listing made without them (names and types), fetched then."""
         self._handles: dict[int, Any] = {}
         self._unopened: dict[str, _Reading] = {}
         self._listings: dict[tuple[str, bool], Listing] = {}
@@ -252,24 +253,27 @@ class ArchiveFilesystem(mfusepy.Operations):  # type: ignore[misc]
         """The record of an entry if a recent listing had it (None otherwise)."""
         info = self._listed.get(inner)
         if info is None and self._unindexed:
+            folder = inner.rpartition("/")[0]
             with self._lock:
-                infos = self._unindexed.pop(inner.rpartition("/")[0], None)
-            if infos is not None:
-                self._remember(infos)
+                listed = folder in self._unindexed
+                infos = self._unindexed.pop(folder, None)
+            if listed:  # (one query for a directory listed by name only)
+                self._remember(self.archive.listdir_infos(folder) if infos is None else infos)
                 info = self._listed.get(inner)
         return info
 
-    def _keep_listed(self, inner: str, infos: list[BarecatEntryInfo]) -> None:
-        """Keep a listing's records for the requests that may follow it, unindexed."""
+    def _keep_listed(self, inner: str, infos: list[BarecatEntryInfo] | None) -> None:
+        """Keep a listing's records for the requests that may follow it, unindexed
+        (None: a listing without them, whose records are fetched when asked for)."""
         unindexed = self._unindexed
         with self._lock:
             unindexed.pop(inner, None)
             unindexed[inner] = infos
-            kept = sum(map(len, unindexed.values()))  # (at most LISTINGS_UNINDEXED lists)
+            kept = sum(len(v or ()) for v in unindexed.values())  # (LISTINGS_UNINDEXED)
             while len(unindexed) > 1 and (
                 len(unindexed) > LISTINGS_UNINDEXED or kept > ATTRIBUTE_CACHE
             ):  # (the latest is kept however big)
-                kept -= len(unindexed.pop(next(iter(unindexed))))
+                kept -= len(unindexed.pop(next(iter(unindexed))) or ())
 
     def _forget_listed(self) -> None:
         """Drop the records kept from listings (the archive is about to change)."""
@@ -327,7 +331,8 @@ class ArchiveFilesystem(mfusepy.Operations):  # type: ignore[misc]
                 (info.path[cut:].encode(encoding, errors), packed_stat(*attributes_of(info)))
                 for info in infos
             ]
-        else:  # names and types, no records: a plain listing is read by walks
+        else:  # names and types: the records are fetched if an entry is asked for
+            self._keep_listed(inner, None)
             typed = _typed_stat
             entries += [
                 (name.encode(encoding, errors), typed(kind))
