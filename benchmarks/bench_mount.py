@@ -49,7 +49,7 @@ BARECAT = str(Path(sys.executable).parent / "barecat")
 
 NULL_FS = r"""
 import errno, os, stat, sys, mfusepy
-from barecat.mount.listing import LISTING_BLOCK_SIZE, ListingFUSE, packed_stat
+from barecat.mount.listing import ListingFUSE, listing_block_size, packed_stat
 sizes = {"/" + line.split()[0]: int(line.split()[1]) for line in open(sys.argv[2])}
 dirs = {"/"} | {p.rsplit("/", 1)[0] or "/" for p in sizes}
 dirs |= {d.rsplit("/", 1)[0] or "/" for d in dirs}
@@ -62,7 +62,7 @@ class Null(mfusepy.Operations):
     def getattr(self, path, fh=None):
         if path in dirs:
             return {"st_mode": stat.S_IFDIR | 0o755, "st_nlink": 2,
-                    "st_blksize": LISTING_BLOCK_SIZE}
+                    "st_blksize": listing_block_size(len(children.get(path, ())))}
         if path in sizes:
             return {"st_mode": stat.S_IFREG | 0o644, "st_nlink": 1, "st_size": sizes[path]}
         raise mfusepy.FuseOSError(errno.ENOENT)

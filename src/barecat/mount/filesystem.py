@@ -38,7 +38,7 @@ import mfusepy
 from barecat.archive.readable import ReadableArchive
 from barecat.entries import BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo
 from barecat.exceptions import BarecatError, BarecatIntegrityError, InvalidPathBarecatError
-from barecat.mount.listing import LISTING_BLOCK_SIZE, Listing, packed_stat
+from barecat.mount.listing import Listing, listing_block_size, packed_stat
 from barecat.mount.readahead import ReadAhead, start_read_ahead
 
 VERIFY_AT_OPEN = 4 << 20
@@ -215,7 +215,7 @@ class ArchiveFilesystem(mfusepy.Operations):  # type: ignore[misc]
     def _attributes(self, info: BarecatEntryInfo) -> tuple[int, int, int, int, int, int, int, int]:
         """mode, nlink, uid, gid, size, blocks, mtime (ns) and block size of an entry: the
         one place that says what an archive's entry looks like as a file. Directories
-        report ``LISTING_BLOCK_SIZE``, so programs list them in big parts."""
+        report a block size that fits their listing, so programs read it in one part."""
         uid = self._uid if info.uid is None else info.uid
         gid = self._gid if info.gid is None else info.gid
         if isinstance(info, BarecatFileInfo):  # (most entries: one call each per listing)
@@ -230,9 +230,10 @@ class ArchiveFilesystem(mfusepy.Operations):  # type: ignore[misc]
             stored = size if info.sealed_size is None else info.sealed_size
             return mode, 1, uid, gid, size, -(-stored // 512), info.mtime_ns or 0, 0
         assert isinstance(info, BarecatDirInfo)
-        nlink = 2 + (info.num_subdirs or 0)
+        subdirs = info.num_subdirs or 0
+        blksize = listing_block_size(subdirs + (info.num_files or 0))
         mtime = info.mtime_ns or 0
-        return _mode(info), nlink, uid, gid, 4096, 0, mtime, LISTING_BLOCK_SIZE
+        return _mode(info), 2 + subdirs, uid, gid, 4096, 0, mtime, blksize
 
     def _stat(self, info: BarecatEntryInfo) -> dict[str, int]:
         mode, nlink, uid, gid, size, blocks, mtime, blksize = self._attributes(info)
