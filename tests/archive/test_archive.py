@@ -6,6 +6,7 @@ import errno
 import io
 import os
 import pickle
+import stat
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,7 @@ from barecat import (
     NotADirectoryBarecatError,
     NotADirectoryLookupBarecatError,
     PathTypeBarecatError,
+    ReadableArchive,
     ReadOnlyBarecatError,
 )
 from barecat.paths import MAX_DEPTH
@@ -478,6 +480,29 @@ def test_listdir_scandir_stat(make_archive) -> None:  # type: ignore[no-untyped-
             3,
             6,
         )
+
+
+def test_listdir_types_tells_links_and_special_files_from_regular_ones(tmp_path: Path) -> None:
+    """The index's typed listing (three queries) gives each entry the type its record
+    gives (the protocol's derived answer): a link's mode, a file without a mode or with
+    permission bits only as regular."""
+    path = str(tmp_path / "typed.barecat")
+    with barecat.Barecat(path, readonly=False) as bc:
+        bc.add("d/link", data=b"target", mode=stat.S_IFLNK | 0o777)
+        bc.add("d/fifo", data=b"", mode=stat.S_IFIFO | 0o600)
+        bc.add("d/bits", data=b"1", mode=0o600)
+        bc.add("d/plain", data=b"2")
+        bc.add("d/sub/x", data=b"3")
+    with barecat.Barecat(path) as bc:
+        typed = bc.listdir_types("d")
+        assert typed == ReadableArchive.listdir_types(bc, "d")  # (from the records)
+        assert dict(typed) == {
+            "sub": stat.S_IFDIR,
+            "link": stat.S_IFLNK,
+            "fifo": stat.S_IFIFO,
+            "bits": stat.S_IFREG,
+            "plain": stat.S_IFREG,
+        }
 
 
 def test_pickle_reopens_read_only(make_archive) -> None:  # type: ignore[no-untyped-def]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import glob as pyglob
 import os
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -192,6 +193,23 @@ class TestReadableArchive:
             archive.listdir_infos("nope")
         with pytest.raises(NotADirectoryBarecatError):
             archive.listdir_infos("a.txt")
+
+    def test_listdir_types(self, archive: ReadableArchive, tree: Path) -> None:
+        """Names with their type, as the directory on disk has them, subdirectories
+        first (the order ``listdir_infos`` gives)."""
+        for folder in ("", "d1", "d1/sub", "e"):
+            typed = archive.listdir_types(folder)
+            on_disk = {e.name: e for e in os.scandir(tree / folder)}
+            if _rooted(archive) and not folder:
+                del on_disk["outside.txt"]
+            assert [name for name, _ in typed] == [i.name for i in archive.listdir_infos(folder)]
+            assert dict(typed) == {
+                name: stat.S_IFDIR if e.is_dir() else stat.S_IFREG for name, e in on_disk.items()
+            }
+        with pytest.raises(FileNotFoundBarecatError):
+            archive.listdir_types("nope")
+        with pytest.raises(NotADirectoryBarecatError):
+            archive.listdir_types("a.txt")
 
     def test_read_and_ranges(self, archive: ReadableArchive) -> None:
         data = FILES["d1/x.bin"]

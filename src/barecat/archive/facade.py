@@ -304,6 +304,7 @@ class Barecat(MutableMapping[str, bytes]):
     files = _inspecting(ArchiveInspection.files)
     dirs = _inspecting(ArchiveInspection.dirs)
     listdir = _inspecting(ArchiveInspection.listdir)
+    listdir_types = _inspecting(ArchiveInspection.listdir_types)
     scandir = _inspecting(ArchiveInspection.scandir)
     walk = _inspecting(ArchiveInspection.walk)
     walk_infos = _inspecting(ArchiveInspection.walk_infos)

@@ -253,6 +253,24 @@ class ArchiveInspection(ArchivePart):
         """
         return self.archive.index.listing.names(path)
 
+    def listdir_types(self, path: str = "") -> list[tuple[str, int]]:
+        """The names in a directory with their file type (the type bits of ``st_mode``),
+        subdirectories first, then files: three queries whatever the directory's size
+        (its names joined by SQLite, and the few files whose mode gives another type
+        than a regular file's).
+
+        Args:
+            path: the directory (``""``: the root).
+
+        Returns:
+            ``(name, type)`` pairs.
+
+        Raises:
+            FileNotFoundBarecatError: no such directory.
+            NotADirectoryBarecatError: ``path`` is a file.
+        """
+        return self.archive.index.listing.typed_names(path)
+
     def scandir(self, path: str = "") -> Iterator[BarecatEntryInfo]:
         """The records of a directory's entries (in the spirit of ``os.scandir``):
         subdirectories first, then files.

@@ -17,16 +17,17 @@ Primitives: :attr:`~ReadableArchive.path` (where the archive is),
 :meth:`~ReadableArchive.iter_fileinfos` (every file in path or storage order),
 :meth:`~ReadableArchive.glob` and :meth:`~ReadableArchive.close`.
 Derived: ``stat``, ``lookup_file``, ``lookup_dir``, ``exists``, ``isfile``, ``isdir``,
-``listdir``, ``subdirs_of`` and ``files_in`` (a directory's subdirectories, its files),
-``files_page`` (one page of a big directory), ``files_after`` (the files a reader going
-through a directory wants next), ``walk``, ``globfiles`` and ``glob_entries``; an
-implementation may answer them faster itself (``Barecat`` answers each with one index
-query). Imports only ``entries`` and ``exceptions``.
+``listdir``, ``listdir_types`` (names with their types), ``subdirs_of`` and ``files_in``
+(a directory's subdirectories, its files), ``files_page`` (one page of a big directory),
+``files_after`` (the files a reader going through a directory wants next), ``walk``,
+``globfiles`` and ``glob_entries``; an implementation may answer them faster itself
+(``Barecat`` answers each with one index query). Imports only ``entries`` and ``exceptions``.
 """
 
 from __future__ import annotations
 
 import heapq
+import stat
 from collections.abc import Iterable, Iterator
 from typing import IO, Any, Protocol, runtime_checkable
 
@@ -218,6 +219,18 @@ class ReadableArchive(Protocol):
         """
         return [info.name for info in self.listdir_infos(path)]
 
+    def listdir_types(self, path: str = "") -> list[tuple[str, int]]:
+        """Names in a directory with their file type (the type bits of ``st_mode``:
+        ``stat.S_IFDIR``, ``stat.S_IFREG``, ``stat.S_IFLNK``, ...; a file whose mode
+        has none is a regular file), subdirectories first (as :meth:`listdir_infos`):
+        what a listing without attributes tells (``d_type``).
+
+        Raises:
+            FileNotFoundBarecatError: no such directory.
+            NotADirectoryBarecatError: ``path`` is a file.
+        """
+        return [(info.name, entry_type(info)) for info in self.listdir_infos(path)]
+
     def walk(self, path: str = "") -> Iterator[tuple[str, list[str], list[str]]]:
         """Like ``os.walk(top)`` on the extracted tree: ``(dirpath, dirnames, filenames)``
         for each directory, in path order, names sorted; the root is reported as ``'.'``.
@@ -343,6 +356,14 @@ class ReadableArchive(Protocol):
             The matching entries' paths.
         """
         return sorted({p.rstrip("/") for p in self.glob(pattern, recursive, include_hidden)} - {""})
+
+
+def entry_type(info: BarecatEntryInfo) -> int:
+    """The file type of an entry as the type bits of ``st_mode`` (a file whose mode has
+    none, or no mode, is a regular file)."""
+    if isinstance(info, BarecatDirInfo):
+        return stat.S_IFDIR
+    return stat.S_IFMT(info.mode or 0) or stat.S_IFREG
 
 
 def _listed(archive: ReadableArchive, path: str) -> list[BarecatEntryInfo]:

@@ -11,6 +11,7 @@ Imports ``entries``, ``glob``, ``paths``, ``exceptions`` and ``barecat.index.que
 from __future__ import annotations
 
 import dataclasses
+import stat
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
@@ -139,6 +140,24 @@ class IndexListing:
         if not names:
             self.existing_dir(path)
         return [name[cut:] for name in names]
+
+    def typed_names(self, diritem: DirItem) -> list[tuple[str, int]]:
+        """Names in a directory with their file type (``st_mode``'s type bits; a file
+        whose mode has none is a regular file): subdirectories first, then files.
+
+        Raises:
+            FileNotFoundBarecatError: no such directory.
+            NotADirectoryBarecatError: ``diritem`` is a file.
+        """
+        path = path_of(diritem)
+        cut = len(path) + 1 if path else 0
+        dirs, files, types = query.typed_children(self._conn, path)
+        if not dirs and not files:
+            self.existing_dir(path)
+        typed = [(name[cut:], stat.S_IFDIR) for name in dirs]
+        regular = stat.S_IFREG
+        typed += [(name[cut:], types.get(name, regular)) for name in files]
+        return typed
 
     def page_of_files(self, dirpath: str, offset: int, limit: int) -> list[BarecatFileInfo]:
         """Files directly in ``dirpath``, in path order, ``limit`` of them from ``offset``:

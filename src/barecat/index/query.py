@@ -305,6 +305,22 @@ def concatenated_children(conn: sqlite3.Connection, dirpath: str) -> list[str]:
     )
 
 
+def typed_children(
+    conn: sqlite3.Connection, dirpath: str
+) -> tuple[list[str], list[str], dict[str, int]]:
+    """Paths of the subdirectories and of the files directly in ``dirpath``, and the type
+    bits of those files whose mode gives one other than a regular file's (few, usually
+    none: SQLite picks them out, no Python row for the others)."""
+    args = (dirpath,)
+    dirs = _joined(conn, "SELECT path FROM dirs WHERE parent = ?", args)
+    files = _joined(conn, "SELECT path FROM files WHERE parent = ?", args)
+    sql = (
+        "SELECT path, mode & 61440 FROM files WHERE parent = ? "
+        "AND typeof(mode) = 'integer' AND mode & 61440 NOT IN (0, 32768)"
+    )
+    return dirs, files, dict(select(conn, sql, args))
+
+
 def _name_groups(
     conn: sqlite3.Connection, table: str, where: str, args: tuple[object, ...]
 ) -> Iterator[tuple[str, list[str]]]:

@@ -4,7 +4,7 @@ The read-ahead worker (``barecat.mount.readahead``) needs the kernel's node id o
 file it stores, and gets it as the file's inode number through the mount. A path walk
 holds the mount while it runs, and ``fusermount3 -u`` fails with EBUSY while any does. A
 plain ``stat`` of a name the kernel dropped (memory pressure shrinks its name cache, and
-``--plain-listings`` never gives it the names after a listing's first part) sends a
+``--plain-listings`` never gives it the names from a listing) sends a
 LOOKUP to the server, so the walk holds the mount for a whole round trip through this
 process: an unmount right after a reader finished failed whenever it came then. Here the
 walk is ``openat2`` with ``RESOLVE_CACHED`` (it fails with EAGAIN instead of asking

@@ -26,6 +26,7 @@ import functools
 import os
 import signal
 import stat
+import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -37,7 +38,7 @@ import mfusepy
 from barecat.archive.readable import ReadableArchive
 from barecat.entries import BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo
 from barecat.exceptions import BarecatError, BarecatIntegrityError, InvalidPathBarecatError
-from barecat.mount.listing import Listing, packed_stat
+from barecat.mount.listing import Listing, listing_block_size, packed_stat
 from barecat.mount.readahead import ReadAhead, start_read_ahead
 
 VERIFY_AT_OPEN = 4 << 20
@@ -47,12 +48,20 @@ ATTRIBUTE_CACHE = 100_000
 keeps attributes itself; this saves the index lookups right after a readdir)."""
 LISTINGS_KEPT = 8
 """Directories whose listing is kept while the kernel reads it in parts."""
+LISTINGS_UNINDEXED = 64
+"""Directories whose records are kept from their listings for the reads that follow."""
 UNOPENED_READERS = 64
 """Files read in several reads without an open whose reading state is kept."""
 REORDER_BYTES = 16 << 20
 """Out-of-order reads a handle keeps while checking a big file's CRC32C in order."""
 
 T = TypeVar("T")
+
+_FS_ENCODING, _FS_ERRORS = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()
+"""How names become bytes for the kernel (``os.fsencode``'s, without its call per entry)."""
+_FILE_MODE = stat.S_IFREG | 0o644
+_TYPE_BITS, _PERMISSION_BITS = 0o170000, 0o7777
+_TYPE_AND_PERMISSION_BITS = _TYPE_BITS | _PERMISSION_BITS
 
 
 class MountedArchive(ReadableArchive, Protocol):
@@ -105,6 +114,13 @@ def _mode(info: BarecatEntryInfo) -> int:
     return (stat.S_IFMT(mode) or stat.S_IFREG) | stat.S_IMODE(mode)
 
 
+@functools.cache
+def _typed_stat(kind: int) -> bytes:
+    """The attributes of a plain listing's entry of this type (``st_mode``'s type bits):
+    the type and nothing else, which is all libfuse reads from them."""
+    return packed_stat(kind, 0, 0, 0, 0, 0, 0)
+
+
 def inner_path(fuse_path: str) -> str:
     """The archive path of a FUSE path (``/a/b`` -> ``a/b``, ``/`` -> the root ``''``)."""
     return fuse_path.strip("/")
@@ -151,9 +167,13 @@ class ArchiveFilesystem(mfusepy.Operations):  # type: ignore[misc]
         self._ahead: ReadAhead | None = None
         self.bc: MountedArchive | None = None
         self._listed: dict[str, BarecatEntryInfo] = {}
+        self._unindexed: dict[str, list[BarecatEntryInfo] | None] = {}
+        """Records of the latest listings not yet in ``_listed``, by directory: indexed
+        by path when a request first asks for one (a walk never does); None for a
+        listing made without them (names and types), fetched then."""
         self._handles: dict[int, Any] = {}
         self._unopened: dict[str, _Reading] = {}
-        self._listings: dict[str, Listing] = {}
+        self._listings: dict[tuple[str, bool], Listing] = {}
         self._next_handle = 1
         self._lock = threading.RLock()
         self._uid, self._gid = os.getuid(), os.getgid()
@@ -192,31 +212,74 @@ class ArchiveFilesystem(mfusepy.Operations):  # type: ignore[misc]
 
     # -- attributes and listings ----------------------------------------------------------
 
-    def _attributes(self, info: BarecatEntryInfo) -> tuple[int, int, int, int, int, int, int]:
-        """mode, nlink, uid, gid, size, blocks and mtime (ns) of an entry: the one place
-        that says what an archive's entry looks like as a file."""
+    def _attributes(self, info: BarecatEntryInfo) -> tuple[int, int, int, int, int, int, int, int]:
+        """mode, nlink, uid, gid, size, blocks, mtime (ns) and block size of an entry: the
+        one place that says what an archive's entry looks like as a file. Directories
+        report a block size that fits their listing, so programs read it in one part."""
         uid = self._uid if info.uid is None else info.uid
         gid = self._gid if info.gid is None else info.gid
-        if isinstance(info, BarecatDirInfo):
-            return _mode(info), 2 + (info.num_subdirs or 0), uid, gid, 4096, 0, info.mtime_ns or 0
-        assert isinstance(info, BarecatFileInfo)
-        blocks = -(-info.stored_size // 512)
-        return _mode(info), 1, uid, gid, info.size or 0, blocks, info.mtime_ns or 0
+        if isinstance(info, BarecatFileInfo):  # (most entries: one call each per listing)
+            mode = info.mode
+            if mode is None:
+                mode = _FILE_MODE
+            elif mode & _TYPE_BITS:
+                mode &= _TYPE_AND_PERMISSION_BITS
+            else:
+                mode = stat.S_IFREG | mode & _PERMISSION_BITS
+            size = info.size or 0
+            stored = size if info.sealed_size is None else info.sealed_size
+            return mode, 1, uid, gid, size, -(-stored // 512), info.mtime_ns or 0, 0
+        assert isinstance(info, BarecatDirInfo)
+        subdirs = info.num_subdirs or 0
+        blksize = listing_block_size(subdirs + (info.num_files or 0))
+        mtime = info.mtime_ns or 0
+        return _mode(info), 2 + subdirs, uid, gid, 4096, 0, mtime, blksize
 
     def _stat(self, info: BarecatEntryInfo) -> dict[str, int]:
-        mode, nlink, uid, gid, size, blocks, mtime = self._attributes(info)
+        mode, nlink, uid, gid, size, blocks, mtime, blksize = self._attributes(info)
         attrs = {"st_mode": mode, "st_nlink": nlink, "st_uid": uid, "st_gid": gid}
-        attrs.update(st_size=size, st_blocks=blocks)
+        attrs.update(st_size=size, st_blocks=blocks, st_blksize=blksize)
         attrs.update(st_mtime=mtime, st_ctime=mtime, st_atime=mtime)
         return attrs
 
     def _entry(self, inner: str) -> BarecatEntryInfo:
         """The record of an entry: from the latest listings, else from the index."""
-        info = self._listed.get(inner)
+        info = self._known(inner)
         if info is None:
             info = self.archive.lookup(inner)
             self._remember([info])
         return info
+
+    def _known(self, inner: str) -> BarecatEntryInfo | None:
+        """The record of an entry if a recent listing had it (None otherwise)."""
+        info = self._listed.get(inner)
+        if info is None and self._unindexed:
+            folder = inner.rpartition("/")[0]
+            with self._lock:
+                listed = folder in self._unindexed
+                infos = self._unindexed.pop(folder, None)
+            if listed:  # (one query for a directory listed by name only)
+                self._remember(self.archive.listdir_infos(folder) if infos is None else infos)
+                info = self._listed.get(inner)
+        return info
+
+    def _keep_listed(self, inner: str, infos: list[BarecatEntryInfo] | None) -> None:
+        """Keep a listing's records for the requests that may follow it, unindexed
+        (None: a listing without them, whose records are fetched when asked for)."""
+        unindexed = self._unindexed
+        with self._lock:
+            unindexed.pop(inner, None)
+            unindexed[inner] = infos
+            kept = sum(len(v or ()) for v in unindexed.values())  # (LISTINGS_UNINDEXED)
+            while len(unindexed) > 1 and (
+                len(unindexed) > LISTINGS_UNINDEXED or kept > ATTRIBUTE_CACHE
+            ):  # (the latest is kept however big)
+                kept -= len(unindexed.pop(next(iter(unindexed))) or ())
+
+    def _forget_listed(self) -> None:
+        """Drop the records kept from listings (the archive is about to change)."""
+        self._unindexed.clear()
+        self._listed.clear()
 
     def _remember(self, infos: Iterable[BarecatEntryInfo]) -> None:
         """Keep records for the getattr and read calls that follow a listing."""
@@ -246,27 +309,39 @@ class ArchiveFilesystem(mfusepy.Operations):  # type: ignore[misc]
             yield info.name, {"st_mode": _mode(info)}, 0
 
     @reported
-    def listing(self, path: str, offset: int) -> Listing:
-        """The entries of a directory for ``ListingFUSE``, with their attributes: made
-        afresh when read from the start, and kept, for the latest ``LISTINGS_KEPT``
-        directories, for libfuse's requests to continue."""
+    def listing(self, path: str, offset: int, attributes: bool = True) -> Listing:
+        """The entries of a directory for ``ListingFUSE``: with their attributes, or with
+        their type only (``attributes`` False: what a plain listing reads). Made afresh
+        when read from the start, and kept, for the latest ``LISTINGS_KEPT`` directories,
+        for libfuse's requests to continue."""
         inner = inner_path(path)
+        key = (inner, attributes)
         if offset:
             with self._lock:
-                kept = self._listings.get(inner)
+                kept = self._listings.get(key)
             if kept is not None:
                 return kept
-        infos = self.archive.listdir_infos(inner)
-        self._remember(infos)
-        cut = len(inner) + 1 if inner else 0
-        attributes = self._attributes
+        encoding, errors = _FS_ENCODING, _FS_ERRORS
         entries = [(b".", self._packed(inner)), (b"..", self._packed(inner.rpartition("/")[0]))]
-        entries += [
-            (os.fsencode(info.path[cut:]), packed_stat(*attributes(info))) for info in infos
-        ]
+        if attributes:
+            infos = self.archive.listdir_infos(inner)
+            self._keep_listed(inner, infos)
+            cut = len(inner) + 1 if inner else 0
+            attributes_of = self._attributes
+            entries += [
+                (info.path[cut:].encode(encoding, errors), packed_stat(*attributes_of(info)))
+                for info in infos
+            ]
+        else:  # names and types: the records are fetched if an entry is asked for
+            self._keep_listed(inner, None)
+            typed = _typed_stat
+            entries += [
+                (name.encode(encoding, errors), typed(kind))
+                for name, kind in self.archive.listdir_types(inner)
+            ]
         with self._lock:
-            self._listings.pop(inner, None)
-            self._listings[inner] = entries
+            self._listings.pop(key, None)
+            self._listings[key] = entries
             while len(self._listings) > LISTINGS_KEPT:
                 del self._listings[next(iter(self._listings))]
         return entries
@@ -343,7 +418,7 @@ class ArchiveFilesystem(mfusepy.Operations):  # type: ignore[misc]
         reads it whole, and other parts of it still read)."""
         if offset == 0 and self._ahead is not None:
             self._ahead.read_seen(inner)
-        listed = self._listed.get(inner)
+        listed = self._known(inner)
         if offset == 0 and isinstance(listed, BarecatFileInfo) and (listed.size or 0) <= size:
             return self.archive.read(listed)  # (writes drop the records: never stale)
         with self._lock:

@@ -74,7 +74,7 @@ def mount_archive(
     10,000 small files here), so it is the default for local archives. Read-write mounts
     always use one. ``read_ahead``: a read-only mount stores the next files of a
     directory read file after file in the kernel's cache (``barecat.mount.readahead``).
-    ``plain_listings``: listings carry attributes in their first part only
+    ``plain_listings``: listings carry names and types, no attributes
     (``barecat.mount.listing.ListingFUSE``). A writable mount may be ``append_only``
     (new files only: changing or removing one fails with EROFS), take a new
     ``shard_size_limit``, and be defragmented once unmounted (``defrag_after``).

@@ -110,7 +110,7 @@ class WritableArchiveFilesystem(ArchiveFilesystem):
         return bc
 
     def _require_writable(self) -> Barecat:
-        self._listed.clear()
+        self._forget_listed()
         return self.writer
 
     def _open_for_writing(self, inner: str, flags: int, mode: int | None = None) -> int:
