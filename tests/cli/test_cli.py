@@ -463,6 +463,30 @@ def test_progress_ends_on_the_totals_and_one_summary_line(tmp_path: Path) -> Non
     assert (drawn.code, drawn.raw) == (0, "")
 
 
+def test_result_lines_say_how_long_on_a_terminal_only(run: Run, tmp_path: Path) -> None:
+    """verify, defrag and reshard end with their result sentence on stdout, worded as
+    0.3.1 words it for a script (a pipe), with the time it took for a person (a
+    terminal)."""
+    ar, barecat_cmd = str(tmp_path / "ar"), BIN / "barecat"
+    with barecat.Barecat(ar, readonly=False) as bc:
+        for i in range(40):
+            bc[f"d/{i:02}"] = bytes([i]) * 5000
+        for i in range(0, 40, 2):
+            del bc[f"d/{i:02}"]  # holes for defrag to close
+    code, out, _ = run("verify", ar)
+    assert (code, out) == (0, "Verified 20 files (98KB), all checksums OK.\n")
+    took = r" in \d+\.\d s\."
+    drawn = on_a_terminal([barecat_cmd, "verify", ar], stdout_too=True)
+    assert drawn.code == 0
+    assert re.fullmatch(r"Verified 20 files \(98KB\), all checksums OK" + took, drawn.lines[-1])
+    drawn = on_a_terminal([barecat_cmd, "defrag", "-q", ar], stdout_too=True)
+    assert drawn.code == 0 and drawn.lines[-1].startswith(f"Defragmented {ar}: 20 file moves")
+    assert re.search(took + "$", drawn.lines[-1]), drawn.lines
+    drawn = on_a_terminal([barecat_cmd, "reshard", "-q", "-s", "50KB", ar], stdout_too=True)
+    assert drawn.code == 0 and drawn.lines[-1].startswith(f"Resharded {ar} to shards")
+    assert re.search(took + "$", drawn.lines[-1]), drawn.lines
+
+
 def test_summaries_count_what_was_left_out_by_reason(tmp_path: Path) -> None:
     """extract: links pointing outside, named, hinted, then counted in the summary;
     rsync: its own summary after the names it lists on stdout."""

@@ -38,10 +38,16 @@ class Drawn:
 
 
 def on_a_terminal(
-    argv: list[str | Path], columns: int = 120, env: dict[str, str] | None = None
+    argv: list[str | Path],
+    columns: int = 120,
+    env: dict[str, str] | None = None,
+    stdout_too: bool = False,
 ) -> Drawn:
     """Run ``argv`` with stderr on a pseudo-terminal of ``columns`` columns (TERM=xterm)
-    and stdout in a file; returns once it has exited and closed the terminal."""
+    and stdout in a file (on the terminal too with ``stdout_too``: then ``stdout`` is
+    empty and ``lines`` holds both); returns once it has exited and closed the terminal."""
+    if stdout_too:
+        return Drawn(*_run(argv, columns, env, None), "")
     with tempfile.TemporaryFile() as out:
         code, raw = _run(argv, columns, env, out.fileno())
         out.seek(0)
@@ -49,14 +55,14 @@ def on_a_terminal(
 
 
 def _run(
-    argv: list[str | Path], columns: int, env: dict[str, str] | None, out: int
+    argv: list[str | Path], columns: int, env: dict[str, str] | None, out: int | None
 ) -> tuple[int, str]:
     master, slave = os.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
     proc = subprocess.Popen(
         [str(a) for a in argv],
         stdin=subprocess.DEVNULL,
-        stdout=out,
+        stdout=slave if out is None else out,
         stderr=slave,
         env={**os.environ, "TERM": "xterm", "COLUMNS": str(columns), **(env or {})},
     )

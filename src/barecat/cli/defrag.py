@@ -11,6 +11,7 @@ script (:func:`legacy_defrag`).
 from __future__ import annotations
 
 import argparse
+import time
 from collections.abc import Sequence
 
 from barecat.archive import Barecat
@@ -22,6 +23,7 @@ from barecat.cli.parsing import (
 )
 from barecat.cli.running import run_legacy
 from barecat.cli.sealing import open_archive
+from barecat.cli.summary import timed
 from barecat.cli.terminal import Progress, error, human_size, wants_progress
 from barecat.exceptions import FileNotFoundBarecatError
 from barecat.layout import archive_exists
@@ -98,6 +100,7 @@ def run_defrag(args: argparse.Namespace) -> int:
     if args.dry_run:
         return _show_fragmentation(args.archive)
     _require_archive(args.archive)
+    started = time.monotonic()
     with open_archive(args.archive, args, readonly=False) as bc:
         total = None if args.quick else bc.num_files
         with Progress(args.command, total, wants_progress(args.quiet)) as progress:
@@ -109,7 +112,7 @@ def run_defrag(args: argparse.Namespace) -> int:
         print(f"{args.archive}: nothing to defragment.")
     else:
         stop = " (stopped at the time budget)" if result.timed_out else ""
-        print(f"{what} {args.archive}: {_summary(result)}{stop}.")
+        print(timed(f"{what} {args.archive}: {_summary(result)}{stop}.", started))
     return _report_corrupt(result)
 
 
@@ -153,14 +156,17 @@ def _require_archive(path: str) -> None:
 
 def run_reshard(args: argparse.Namespace) -> int:
     _require_archive(args.archive)
+    started = time.monotonic()
     with (
         open_archive(args.archive, args, readonly=False) as bc,
         Progress(args.command, bc.num_files, wants_progress(args.quiet)) as progress,
     ):
         result = bc.reshard(args.shard_size_limit, on_progress=progress.advance)
+    limit = _bytes(result.new_limit)
     print(
-        f"Resharded {args.archive} to shards of at most {_bytes(result.new_limit)}: "
-        f"{_summary(result)}."
+        timed(
+            f"Resharded {args.archive} to shards of at most {limit}: {_summary(result)}.", started
+        )
     )
     return _report_corrupt(result)
 

@@ -10,11 +10,13 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 from typing import TextIO
 
 from barecat.archive import Barecat
 from barecat.cli.parsing import Subparsers, add_archive_argument, add_command
 from barecat.cli.sealing import NEW_PASSPHRASE_ENV, PASSPHRASE_ENV, new_passphrase, open_archive
+from barecat.cli.summary import timed
 from barecat.cli.terminal import Progress, human_size, wants_progress
 from barecat.entries import BarecatFileInfo
 from barecat.exceptions import BarecatError
@@ -132,6 +134,7 @@ def _print_bad(paths: list[str], reasons: dict[str, str], stream: TextIO | None 
 
 
 def run_verify(args: argparse.Namespace) -> int:
+    started = time.monotonic()
     args.expect_digest = getattr(args, "expect_digest", None)  # (the legacy script has none)
     if args.quick and args.expect_digest:
         raise ValueError("--expect-digest reads every file row: not with --quick")
@@ -156,7 +159,8 @@ def run_verify(args: argparse.Namespace) -> int:
     scope = " (quick check)" if args.quick else f" ({human_size(report.bytes_checked)}B)"
     n = report.files_unchecked
     unchecked = f" ({n} file{'s' * (n != 1)} without a CRC32C: not checked)" if n else ""
-    print(f"Verified {report.files_checked} files{scope}, all checksums OK{unchecked}{unsealed}.")
+    verified = f"Verified {report.files_checked} files{scope}, all checksums OK"
+    print(timed(f"{verified}{unchecked}{unsealed}.", started))
     return 0
 
 
