@@ -3,7 +3,7 @@
     ./run bench [--quick] [--files N] [--workdir DIR] [--keep]
 
 Generates a deterministic ``train/<class>/<id>.jpg`` tree (``bench_dataset``; 200,000 files
-of 1-64 KiB by default, 20,000 with ``--quick``) and stores it eight ways, all measured on
+of 1-64 KiB by default, 20,000 with ``--quick``) and stores it ten ways, all measured on
 the same data in the same run (``bench_stores`` has the code for each):
 
 - ``ours``: this barecat, in-process; ``ref``: barecat 0.3.1 in its own interpreter
@@ -13,7 +13,10 @@ the same data in the same run (``bench_stores`` has the code for each):
 - ``zip`` (``zipfile``, ZIP_STORED, one ``ZipFile`` open, members read by name), ``tar``
   (``tarfile``, uncompressed, a ``{name: TarInfo}`` dict; ``extractfile``, or ``pread`` at
   ``offset_data`` for the checksum-free row), ``sqlite`` (``files(path TEXT PRIMARY KEY, data
-  BLOB)``, read by path) and ``lmdb`` (key = path bytes).
+  BLOB)``, read by path) and ``lmdb`` (key = path bytes);
+- the index-addressed peers (``bench_peers``): ``arrayrecord`` (one ArrayRecord file) and
+  ``lance`` (a Lance dataset), each found through a saved ``{path: index}`` dict; a peer
+  whose package is missing is skipped with the reason.
 
 Measures, each where it makes sense for the store (``bench_workloads`` has the kernels):
 
@@ -41,7 +44,7 @@ whole data set once per store and round, so at the default size it runs one roun
 and writes every sample to ``bench-results/core-<timestamp>.json``. Nothing here asserts
 anything about speed.
 
-Disk: the tree plus seven stores of about its size, plus one copy of the tree per ingest
+Disk: the tree plus nine stores of about its size, plus one copy of the tree per ingest
 round (removed after that phase); about 60 GB at the default size, 6 GB with ``--quick``.
 Everything goes unless ``--workdir`` or ``--keep`` is given.
 """
@@ -64,15 +67,17 @@ from collections.abc import Sequence
 from typing import Any
 
 import bench_dataset
+import bench_peers
 import bench_stores
 import bench_workloads
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 PATTERNS = {"glob": "train/*/*.jpg", "rglob": "**/*.jpg"}
-IMPLS = ("ours", "ref", "floor", "plain", "zip", "tar", "sqlite", "lmdb")
+IMPLS = ("ours", "ref", "floor", "plain", "zip", "tar", "sqlite", "lmdb", "arrayrecord", "lance")
 BARECATS = ("ours", "ref")
-CLOSE_NOTED = (*BARECATS, "zip", "sqlite", "lmdb")  # stores whose close does real work
+# stores whose close does real work
+CLOSE_NOTED = (*BARECATS, "zip", "sqlite", "lmdb", "arrayrecord", "lance")
 
 _T0 = time.perf_counter()
 
@@ -286,6 +291,10 @@ def run(args: argparse.Namespace, workdir: str) -> dict[str, Any]:
     if not lmdb_available():
         log("lmdb is not installed (pip install -e '.[bench]'; ./run bench does); skipping it")
         impls.remove("lmdb")
+    for peer in bench_peers.KINDS:
+        if (why := bench_peers.unavailable(peer)) is not None:
+            log(f"skipping {peer}: {why}")
+            impls.remove(peer)
     kinds = {i: "barecat" if i in BARECATS else i for i in impls}
     runner_of = {i: runners.get(i, ours) for i in impls}
     stores = {i: tree.root if i == "plain" else os.path.join(workdir, "stores", i) for i in impls}
@@ -655,12 +664,13 @@ def _fmt_ratio(value: float | None) -> str:
 def _table(
     impls: list[str], rows: list[dict[str, Any]], cell: Any, title: str, unit: bool = True
 ) -> list[str]:
+    w = max(10, *(len(impl) + 1 for impl in impls))
     header = f"{'measurement':<32} {'unit' if unit else '':<8}" + "".join(
-        f"{impl:>10}" for impl in impls
+        f"{impl:>{w}}" for impl in impls
     )
     lines = [title, header, "-" * len(header)]
     for r in rows:
-        cells = "".join(f"{cell(r, impl):>10}" for impl in impls)
+        cells = "".join(f"{cell(r, impl):>{w}}" for impl in impls)
         lines.append(f"{r['label']:<32} {r['unit'] if unit else '':<8}{cells}")
     return lines
 
@@ -674,7 +684,8 @@ def render(result: dict[str, Any], rows: list[dict[str, Any]]) -> str:
         f"{mach['memory']}",
         f"platform: {mach['platform']}",
         f"python: ours {envs['ours']['python']} (sqlite {envs['ours']['sqlite']}, barecat "
-        f"{envs['ours'].get('barecat_dist_version')}, lmdb {envs['ours'].get('lmdb')})"
+        f"{envs['ours'].get('barecat_dist_version')}, lmdb {envs['ours'].get('lmdb')}, "
+        f"array_record {envs['ours'].get('array_record')}, pylance {envs['ours'].get('pylance')})"
         + (
             f"; ref {envs['ref']['python']} (sqlite {envs['ref']['sqlite']}, barecat "
             f"{envs['ref'].get('barecat_dist_version')})"
@@ -715,16 +726,20 @@ def render(result: dict[str, Any], rows: list[dict[str, Any]]) -> str:
         "ours/ref = this barecat / barecat 0.3.1; floor = concatenated bytes + dict + os.pread;",
         "plain = the tree (ingest: makedirs + copyfile or write per file); zip = zipfile STORED;",
         "tar = tarfile + {name: TarInfo} (usual read extractfile, no-checksum read pread);",
-        "sqlite = blob table by path; lmdb = key path bytes. Usual read: ours/ref bc[path]",
+        "sqlite = blob table by path; lmdb = key path bytes; arrayrecord = one ArrayRecord",
+        "file (group_size:1, uncompressed) and lance = a Lance dataset of one binary column,",
+        "both found through a saved {path: index} dict (read([i]) / take([i]); batch:",
+        "read(indices) / take(indices)). Usual read: ours/ref bc[path]",
         "(CRC32C; ours finds paths in the lookup table its writer saved beside the index),",
         "zip ZipFile.read (CRC-32); the others check nothing. After an epoch: the usual read",
         "by a reader that has already served one read per file. SQLite index only: ours",
         "bc[path] with lookup_table=False. No checksum: ours/ref index.lookup_file +",
         "sharder.read_from_address (SQLite). Batch, one call: ours get_many; sqlite",
-        "IN (...); lmdb getmulti; floor, tar (pread) and zip read in storage order; plain a",
-        "loop. Durability: ours fsyncs shards before index commits (and starts writeback",
-        "early); lmdb commits (fsync) every 1,000 files; sqlite commits once at the end; ref,",
-        'zip, tar, floor and plain write without fsync. "Until synced" adds the os.sync()',
+        "IN (...); lmdb getmulti; arrayrecord read(indices); lance take(indices); floor,",
+        "tar (pread) and zip read in storage order; plain a loop. Durability: ours fsyncs",
+        "shards before index commits (and starts writeback early); lmdb commits (fsync)",
+        "every 1,000 files; sqlite commits once at the end; ref, zip, tar, floor, plain,",
+        'arrayrecord and lance write without fsync. "Until synced" adds the os.sync()',
         "that follows each ingest, so that all stores pay for getting their bytes on disk.",
     ]
     lines += notes(result, rows)
@@ -787,7 +802,7 @@ def notes(result: dict[str, Any], rows: list[dict[str, Any]]) -> list[str]:
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         description="Ingest, read and listing benchmark: this barecat vs barecat 0.3.1, plain "
-        "files, zip, tar, SQLite, LMDB and a pread floor."
+        "files, zip, tar, SQLite, LMDB, ArrayRecord, Lance and a pread floor."
     )
     p.add_argument("--quick", action="store_true", help="20,000 files instead of 200,000")
     p.add_argument("--files", type=int, help="number of files (overrides --quick)")

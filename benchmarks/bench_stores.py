@@ -6,7 +6,7 @@ with every file's bytes concatenated and a ``{path: (size, offset)}`` dict saved
 ``marshal``, read with ``os.pread`` only), ``zip`` (``zipfile``, ZIP_STORED), ``tar``
 (``tarfile``, uncompressed, read through a ``{name: TarInfo}`` dict), ``sqlite`` (a table
 ``files(path TEXT PRIMARY KEY, data BLOB)``) and ``lmdb`` (the ``lmdb`` package, key = the
-path's UTF-8 bytes).
+path's UTF-8 bytes); ``bench_peers`` adds ``arrayrecord`` and ``lance``.
 
 A store lives in a directory of its own (``location``); for ``plain`` that directory is the
 tree itself. Writers and readers are plain records of callables so that the timing code in
@@ -30,7 +30,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-KINDS = ("barecat", "plain", "floor", "zip", "tar", "sqlite", "lmdb")
+import bench_peers
+
+KINDS = ("barecat", "plain", "floor", "zip", "tar", "sqlite", "lmdb", *bench_peers.KINDS)
 BARECAT_NAME = "data.barecat"
 FLOOR_DATA, FLOOR_INDEX = "data.bin", "index.marshal"
 ZIP_NAME, TAR_NAME, SQLITE_NAME = "data.zip", "data.tar", "data.sqlite"
@@ -58,6 +60,9 @@ class Reader:
 
 def open_writer(kind: str, location: str, size_hint: int) -> Writer:
     """A writer creating a new store in the existing, empty directory ``location``."""
+    if kind in bench_peers.WRITERS:
+        add_bytes, close = bench_peers.WRITERS[kind](location)
+        return Writer(bench_peers.add_path_of(add_bytes), add_bytes, close)
     return _WRITERS[kind](location, size_hint)
 
 
@@ -71,6 +76,10 @@ def open_reader(kind: str, location: str, fresh: bool = False) -> Reader:
     """
     if kind == "tar":
         return _tar_reader(location, fresh)
+    if kind in bench_peers.READERS:
+        r = bench_peers.READERS[kind](location)
+        return Reader(r["read"], r["read"], None, None, r["read_many"], r["storage_order"],
+                      r["close"])  # fmt: skip
     return _READERS[kind](location)
 
 
@@ -512,6 +521,8 @@ def contents(kind: str, location: str) -> dict[str, Any]:
         finally:
             env.close()
         return {"files": len(sizes), "bytes": sum(sizes)}
+    if kind in bench_peers.KINDS:
+        return bench_peers.contents(kind, location)
     raise ValueError(f"unknown store kind {kind!r}")
 
 
@@ -520,7 +531,8 @@ def footprint(kind: str, location: str) -> dict[str, Any]:
 
     Index: barecat's SQLite index file (ours' lookup table, a cache beside it, counted
     apart); the floor's marshal dict; ZIP's central directory (and end records); LMDB's
-    B-tree pages (values sit on overflow pages of their own).
+    B-tree pages (values sit on overflow pages of their own); ArrayRecord's and Lance's
+    saved ``{path: index}`` dict.
     A tar has no index, and the SQLite table keeps paths and blobs in the same B-tree.
     """
     index_bytes: int | None = None
@@ -534,6 +546,8 @@ def footprint(kind: str, location: str) -> dict[str, Any]:
         index_bytes = sum(n for p, n in sizes.items() if not p.endswith(LOOKUP_SUFFIX))
     elif kind == "floor":
         index_bytes = os.path.getsize(os.path.join(location, FLOOR_INDEX))
+    elif kind in bench_peers.KINDS:
+        index_bytes = bench_peers.index_bytes(location)
     elif kind == "zip":
         path = os.path.join(location, ZIP_NAME)
         with zipfile.ZipFile(path) as zf:

@@ -593,6 +593,13 @@ def environment() -> dict[str, Any]:
         info["lmdb"] = lmdb.__version__
     except ImportError:
         info["lmdb"] = None
+    for dist in ("array_record", "pylance"):
+        try:
+            from importlib.metadata import version
+
+            info[dist] = version(dist)
+        except Exception:
+            info[dist] = None
     return info
 
 
