@@ -1,0 +1,176 @@
+"""Files/s of batched random reads against the batch size, for barecat and its peers: a plot.
+
+    python benchmarks/bench_peers_plot.py [--files N] [--out docs/images/batch-size.png]
+
+Builds a small ``train/<class>/<id>.jpg`` tree (``bench_dataset``, 5,000 files by default)
+into each store of the core benchmark (``bench_stores``: this barecat, barecat 0.3.1 in its
+own interpreter, the floor, LMDB, ArrayRecord, Lance; a store whose package is missing is
+left out with the reason), then reads the same random paths in batches of 1 to 1,024, warm,
+one thread, in rounds that interleave the stores (medians). Each batch is one call where the
+store has one (``get_many``, ``getmulti``, ``read(indices)``, ``take(indices)``, storage-order
+preads for the floor), else a loop of the usual read (barecat 0.3.1). Draws files/s against
+the batch size with matplotlib (log-log) and writes the figures as JSON beside the image.
+Asserts nothing about speed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import statistics
+import sys
+import tempfile
+from collections.abc import Sequence
+from typing import Any
+
+import bench_core
+import bench_dataset
+import bench_peers
+import bench_stores
+import bench_workloads
+
+SIZES = (1, 4, 16, 64, 256, 1024)
+STORES = ("ours", "ref", "floor", "lmdb", "arrayrecord", "lance")
+
+
+def batch_read(kind: str, location: str, batches: list[list[str]]) -> dict[str, Any]:
+    """Median-ready samples of reading ``batches`` with the store's one-call batch read."""
+    reader = bench_stores.open_reader(kind, location)
+    try:
+        assert reader.read_many is not None, f"{kind} has no batch read"
+        out = bench_workloads.measure(bench_workloads._batches_pass(reader.read_many, batches), 3)
+    finally:
+        reader.close()
+    out["items"] = sum(len(b) for b in batches)
+    return out
+
+
+def measure(args: argparse.Namespace, workdir: str) -> dict[str, Any]:
+    """{store: {batch size: files/s}} and what was run."""
+    spec = bench_dataset.TreeSpec(args.files, 20, args.seed)
+    tree = bench_dataset.ensure_tree(os.path.join(workdir, "tree"), spec)
+    ours = bench_core.InProcess()
+    runners: dict[str, Any] = {}
+    for store in STORES:
+        why = None
+        if store == "ref":
+            python = bench_core.find_reference_python(None)
+            if python is None:
+                why = "no reference interpreter (BARECAT_REFERENCE_PYTHON)"
+            else:
+                runners[store] = bench_core.ReferenceWorker(python, workdir)
+                continue
+        elif store == "lmdb" and not bench_core.lmdb_available():
+            why = "lmdb is not installed"
+        elif store in bench_peers.KINDS:
+            why = bench_peers.unavailable(store)
+        if why is None:
+            runners[store] = ours
+        else:
+            bench_core.log(f"skipping {store}: {why}")
+    rng = random.Random(args.seed + 1)
+    reads = min(args.reads, len(tree.relpaths))
+    rates: dict[str, dict[int, list[float]]] = {s: {} for s in runners}
+    try:
+        for store, runner in runners.items():
+            kind = "barecat" if store in bench_core.BARECATS else store
+            location = os.path.join(workdir, "stores", store)
+            runner.call(
+                "ingest", kind=kind, location=location, tree=tree.root, relpaths=tree.relpaths,
+                source="tree", payload_bytes=tree.total_bytes, repeats=1,
+            )  # fmt: skip
+        for r in range(args.rounds):
+            bench_core.log(f"round {r + 1}/{args.rounds}")
+            for size in (s for s in SIZES if s <= len(tree.relpaths)):
+                batches = [rng.sample(tree.relpaths, size) for _ in range(max(1, reads // size))]
+                for store, runner in runners.items():
+                    kind = "barecat" if store in bench_core.BARECATS else store
+                    location = os.path.join(workdir, "stores", store)
+                    if runner is ours:  # straight to the store's batch call, nothing else
+                        m = batch_read(kind, location, batches)
+                    else:  # barecat 0.3.1: no batch call, its loop via the shared kernel
+                        out = runner.call(
+                            "read_random", kind=kind, location=location, paths=batches[0][:1],
+                            batches=batches, repeats=3,
+                        )  # fmt: skip
+                        m = out["batch"] if "samples" in out["batch"] else out["batch_loop"]
+                    rate = m["items"] / statistics.median(m["samples"])
+                    rates[store].setdefault(size, []).append(rate)
+    finally:
+        for runner in {id(r): r for r in runners.values()}.values():
+            runner.close()
+    return {
+        "files": spec.num_files,
+        "total_bytes": tree.total_bytes,
+        "reads_per_point": reads,
+        "rounds": args.rounds,
+        "machine": {**bench_core.machine_info(), "load_average": bench_core.load_average()},
+        "files_per_s": {
+            s: {str(k): statistics.median(v) for k, v in by.items()} for s, by in rates.items()
+        },
+    }
+
+
+LABELS = {
+    "ours": "barecat (get_many)",
+    "ref": "barecat 0.3.1 (loop of bc[path])",
+    "floor": "floor (dict + pread)",
+    "lmdb": "LMDB (getmulti)",
+    "arrayrecord": "ArrayRecord (read(indices))",
+    "lance": "Lance (take(indices))",
+}
+
+
+def plot(result: dict[str, Any], out: str) -> None:
+    """Files/s against batch size, log-log, one line per store, saved to ``out``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5), dpi=110)
+    for store, by in result["files_per_s"].items():
+        sizes = sorted(int(k) for k in by)
+        ax.plot(sizes, [by[str(k)] for k in sizes], marker="o", label=LABELS.get(store, store))
+    ax.set_xscale("log", base=2)
+    ticks = sorted({int(k) for by in result["files_per_s"].values() for k in by})
+    ax.set_xticks(ticks, [str(t) for t in ticks])
+    ax.set_yscale("log")
+    ax.set_xlabel("batch size (files per call)")
+    ax.set_ylabel("files/s (warm, one thread)")
+    ax.set_title(f"Batched random reads, {result['files']:,} files of 1-64 KiB")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out)
+    plt.close(fig)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--files", type=int, default=5000, help="files in the tree")
+    p.add_argument("--reads", type=int, default=2048, help="files read per point and pass")
+    p.add_argument("--rounds", type=int, default=3, help="rounds over all stores (medians)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--out", default=os.path.join(bench_core.REPO, "docs", "images", "batch-size.png")
+    )
+    args = p.parse_args(argv)
+    workdir = tempfile.mkdtemp(prefix="barecat-batch-plot-")
+    try:
+        result = measure(args, workdir)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    plot(result, args.out)
+    with open(os.path.splitext(args.out)[0] + ".json", "w") as f:
+        json.dump(result, f, indent=1)
+    json.dump(result["files_per_s"], sys.stdout, indent=1)
+    print(f"\nplot: {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
