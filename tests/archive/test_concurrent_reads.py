@@ -90,6 +90,7 @@ def _read_in_child(bc: barecat.Barecat, wanted: list[str], out: multiprocessing.
     out.put(bc.get_many(wanted, max_gap=0) == [FILES[p] for p in wanted])
 
 
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
 def test_a_forked_child_reads_on_threads_of_its_own(make_archive) -> None:  # type: ignore[no-untyped-def]
     if "fork" not in multiprocessing.get_all_start_methods():
         pytest.skip("this platform cannot fork")
