@@ -36,6 +36,7 @@ from barecat.exceptions import (
     NotADirectoryBarecatError,
 )
 from barecat.paths import normalize
+from barecat.shards.concurrent import DEFAULT_READ_CONCURRENCY
 
 if TYPE_CHECKING:
     from barecat.index import Index
@@ -78,6 +79,12 @@ class Barecat(MutableMapping[str, bytes]):
     may be used from several threads, its changes run one at a time, and what any thread
     added is in the archive once ``add`` returned, committed by the next commit or
     ``close`` (see ``exclusive`` for several steps in a row).
+
+    ``read_concurrency``: how many threads a batch (``get_many``, ``read_many``,
+    ``readinto_many``) of a local archive reads on at once (default 16; 1: one read at a
+    time on the calling thread). Results, checks and errors are the same either way; it
+    pays where each read waits (a network filesystem, a cold disk). The threads are made
+    at the first batch of 4 reads or more and stopped by ``close``.
     """
 
     __slots__ = ("__dict__", "__weakref__", "_archive", "_editing", "_inspecting",
@@ -108,6 +115,7 @@ class Barecat(MutableMapping[str, bytes]):
         storage_options: dict[str, Any] | None = None,
         cache_dir: str | None = None,
         block_cache: bool = True,
+        read_concurrency: int = DEFAULT_READ_CONCURRENCY,
     ) -> None:
         self._archive = archive = OpenArchive(
             path,
@@ -129,6 +137,7 @@ class Barecat(MutableMapping[str, bytes]):
             storage_options=storage_options,
             cache_dir=cache_dir,
             block_cache=block_cache,
+            read_concurrency=read_concurrency,
         )
         self._reading = ArchiveReading(archive)
         self._inspecting = ArchiveInspection(archive)
@@ -442,6 +451,7 @@ class Barecat(MutableMapping[str, bytes]):
             "path": self._archive.path,
             "threadsafe": self._archive.threadsafe,
             "readonly_is_immutable": self._archive.readonly_is_immutable,
+            "read_concurrency": self._archive.read_concurrency,
             "data_key": None
             if self._archive.sealing is None
             else self._archive.sealing.unlocked_key,

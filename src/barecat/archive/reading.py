@@ -273,7 +273,9 @@ class ArchiveReading(ArchivePart):
     ) -> list[tuple[int, int]]:
         places = _places(wanted, located, view)
         readinto = self.archive.sharder.readinto_from_address
-        for pos, (shard, offset, size, crc) in located:
+
+        def read_one(k: int) -> None:  # (on the read pool's threads: see run_reads)
+            pos, (shard, offset, size, crc) = located[k]
             at = places[pos][0]
             try:
                 readinto(shard, offset, view[at : at + size], crc)
@@ -281,6 +283,8 @@ class ArchiveReading(ArchivePart):
                 if naming:
                     raise _naming(wanted[pos], e) from e
                 raise
+
+        self.archive.sharder.run_reads(len(located), read_one)
         return places
 
     def check_crc32c(self, item: BarecatFileInfo | str) -> bool:

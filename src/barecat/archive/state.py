@@ -37,6 +37,7 @@ from barecat.index import Index
 from barecat.layout import archive_exists, base_path, index_path, remove_archive
 from barecat.objectstore import is_remote_url, local_path_of
 from barecat.shards import BarecatReadWriteFileObject, Sharder
+from barecat.shards.concurrent import DEFAULT_READ_CONCURRENCY
 
 if TYPE_CHECKING:  # sealing and write code are imported when used, not before
     from barecat.archive.sealed import ArchiveSealing, SealedFileWriter
@@ -108,7 +109,9 @@ class OpenArchive:
         storage_options: dict[str, Any] | None,
         cache_dir: str | None,
         block_cache: bool,
+        read_concurrency: int = DEFAULT_READ_CONCURRENCY,
     ) -> None:
+        self.read_concurrency = read_concurrency
         self.remote = is_remote_url(path)
         self.path = os.fspath(path) if self.remote else base_path(local_path_of(path))
         self.remote_options = (storage_options, cache_dir, block_cache)
@@ -204,6 +207,7 @@ class OpenArchive:
                 append_only=self.append_only,
                 threadsafe=self.threadsafe,
                 allow_writing_symlinked_shard=allow_writing_symlinked_shard,
+                read_concurrency=self.read_concurrency,
             )
             self.created = self.index.created
             if not self.readonly:  # (readers load no write code)

@@ -106,6 +106,15 @@ class ShardReader(Protocol):
         """
         ...
 
+    def run_reads(self, count: int, task: Callable[[int], None]) -> None:
+        """Call ``task(k)`` for each ``k`` in ``range(count)``: a batch's reads, on the
+        read pool's threads where the shards have one.
+
+        Raises:
+            Exception: what the lowest-numbered failing task raised.
+        """
+        ...
+
     def require_range(self, shard: int, offset: int, size: int) -> None:
         """Check that ``shard`` holds ``size`` bytes at ``offset`` (before streaming them).
 
@@ -220,6 +229,11 @@ class ShardFiles(abc.ABC):
         """As :meth:`ShardReader.physical_shard_end`."""
 
     # -- computed from reads ---------------------------------------------------------------
+
+    def run_reads(self, count: int, task: Callable[[int], None]) -> None:
+        """As :meth:`ShardReader.run_reads`: here one after another."""
+        for k in range(count):
+            task(k)
 
     @property
     def total_physical_size_stat(self) -> int:

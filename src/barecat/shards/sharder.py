@@ -28,6 +28,7 @@ from barecat.exceptions import (
 )
 from barecat.layout import existing_shard_numbers
 from barecat.lazy_exports import LazyModule
+from barecat.shards.concurrent import DEFAULT_READ_CONCURRENCY, ReadPool
 from barecat.shards.copy import copy_range
 from barecat.shards.reading import COPY_CHUNK, ShardFiles, ShardReader, crc32c
 from barecat.shards.writeback import EarlyWriteback
@@ -51,8 +52,11 @@ class Sharder(ShardFiles):
         append_only: bool = False,
         threadsafe: bool = False,
         allow_writing_symlinked_shard: bool = False,
+        read_concurrency: int = DEFAULT_READ_CONCURRENCY,
     ) -> None:
         super().__init__(path)
+        self.read_pool = ReadPool(read_concurrency)
+        """The threads a batch's reads run on (``read_concurrency`` of them, 1: none)."""
         self.shard_size_limit = (
             SHARD_SIZE_UNLIMITED if shard_size_limit is None else shard_size_limit
         )
@@ -92,6 +96,7 @@ class Sharder(ShardFiles):
         return fd if fd is not None else self._per_shard(self._fds, shard, self._open_shard)
 
     def close(self) -> None:
+        self.read_pool.close()
         with self._lock:
             fds, self._fds = self._fds, {}
             self._checked_writable.clear()
@@ -144,33 +149,30 @@ class Sharder(ShardFiles):
     def read_many(self, located: list[tuple[int, Address]], max_gap: int = 0) -> list[bytes]:
         """Bytes for ``(position, address)`` entries sorted by address, returned by
         position; neighbours at most ``max_gap`` apart share one ``pread`` (spans up to
-        16 MiB). Each file with a CRC is verified."""
+        16 MiB), and the reads run on the read pool's threads (``read_concurrency``).
+        Each file with a CRC is verified; a failure raised is the first in storage
+        order, as a loop of the same reads would raise it."""
         out: list[bytes] = [b""] * len(located)
-        i, count = 0, len(located)
-        while i < count:
+        runs = _runs(located, max_gap)
+
+        def read_run(k: int) -> None:
+            i, j, end = runs[k]
             pos, (shard, start, size, crc) = located[i]
-            end = start + size
-            j = i + 1
-            while j < count:
-                s2, o2, n2, _ = located[j][1]
-                if s2 != shard or o2 - end > max_gap or o2 + n2 - start > _SPAN:
-                    break
-                if n2:  # (an empty file needs no bytes: its offset may even be past the end)
-                    end = max(end, o2 + n2)
-                j += 1
             if j == i + 1:  # the common case: a lone file
                 out[pos] = self.read_from_address(shard, start, size, crc)
-                i = j
-                continue
-            span = self.read_from_address(shard, start, end - start)
-            view = memoryview(span)
+                return
+            view = memoryview(self.read_from_address(shard, start, end - start))
             for pos, (_, off, n, crc) in located[i:j]:
                 data = bytes(view[off - start : off - start + n])
                 if crc is not None and _crc32c.crc32c(data) != crc:
                     raise self.crc_mismatch_error(shard, off, n)
                 out[pos] = data
-            i = j
+
+        self.read_pool.run(len(runs), read_run)
         return out
+
+    def run_reads(self, count: int, task: Callable[[int], None]) -> None:
+        self.read_pool.run(count, task)
 
     def _read_fully(self, shard: int, offset: int, size: int, head: bytes) -> bytes:
         parts = [head]
@@ -558,3 +560,24 @@ class Sharder(ShardFiles):
                 os.ftruncate(fd, here[1])
             raise
         return Address(*here, len(data), crc32c(data))
+
+
+def _runs(located: list[tuple[int, Address]], max_gap: int) -> list[tuple[int, int, int]]:
+    """``located[i:j]`` read together, to ``end`` in their shard: neighbours at most
+    ``max_gap`` apart, spanning at most 16 MiB."""
+    runs = []
+    i, count = 0, len(located)
+    while i < count:
+        shard, start, size, _ = located[i][1]
+        end = start + size
+        j = i + 1
+        while j < count:
+            s2, o2, n2, _ = located[j][1]
+            if s2 != shard or o2 - end > max_gap or o2 + n2 - start > _SPAN:
+                break
+            if n2:  # (an empty file needs no bytes: its offset may even be past the end)
+                end = max(end, o2 + n2)
+            j += 1
+        runs.append((i, j, end))
+        i = j
+    return runs
