@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -31,3 +32,15 @@ Run = Callable[..., tuple[int, str, str]]
 
 PASSPHRASE = "sealed test passphrase"
 """The passphrase of the encrypted archives tests make (``pw_file`` holds it)."""
+
+
+def wait_for(condition: Callable[[], object], what: str, timeout: float = 30.0) -> None:
+    """Poll until ``condition()`` is true (a state, never a fixed wait); fail naming
+    ``what`` after ``timeout`` seconds."""
+    import pytest
+
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out waiting for {what}")
+        time.sleep(0.05)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import os
 import subprocess
-import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -13,7 +12,7 @@ import pytest
 
 from barecat.exceptions import BarecatError
 from barecat.mount import check_fuse, is_mounted
-from helpers import BARECAT
+from helpers import BARECAT, wait_for
 
 FUSE_PROBLEM: str
 """Why this machine cannot mount ('' when it can); FUSE tests skip with it."""
@@ -23,14 +22,6 @@ try:
     FUSE_PROBLEM = ""
 except BarecatError as e:
     FUSE_PROBLEM = str(e)
-
-
-def wait_for(condition: object, what: str, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():  # type: ignore[operator]
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out waiting for {what}")
-        time.sleep(0.05)
 
 
 def server_log(mountpoint: Path) -> Path:

@@ -10,8 +10,7 @@ import shlex
 import shutil
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ import pytest
 from rich.cells import cell_len, get_character_cell_size
 
 import barecat
+from helpers import wait_for
 
 _TEXT = re.compile(
     r'<text [^>]*?x="([\d.]+)" [^>]*?clip-path="url\(#[\w-]+-line-(\d+)\)">([^<]*)</text>'
@@ -60,15 +60,6 @@ def column(line: str, text: str) -> int:
     return cell_len(line[:index])
 
 
-def wait_for(what: str, condition: Callable[[], bool], timeout: float = 30.0) -> None:
-    """Poll until ``condition()`` holds; fail naming ``what`` after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out waiting for {what}")
-        time.sleep(0.05)
-
-
 class Tmux:
     """A command running in a tmux session of its own (a private server socket)."""
 
@@ -87,7 +78,7 @@ class Tmux:
 
     def wait_for_text(self, *texts: str) -> str:
         """Wait until every one of ``texts`` is on the screen; return the screen."""
-        wait_for(f"{texts!r} on the terminal", lambda: all(t in self.screen() for t in texts))
+        wait_for(lambda: all(t in self.screen() for t in texts), f"{texts!r} on the terminal")
         return self.screen()
 
     def press(self, *keys: str) -> None:
