@@ -98,7 +98,9 @@ def test_a_forked_child_reads_on_threads_of_its_own(make_archive) -> None:  # ty
     context = multiprocessing.get_context("fork")
     with barecat.Barecat(path, read_concurrency=4) as bc:
         bc.get_many(WANTED, max_gap=0)  # the parent's threads exist now, all idle
-        assert len(read_threads()) == 3
+        # (1 to 3 of them: the executor starts a thread per submit only while none is
+        # idle, and a quick batch can leave one idle before the last submit)
+        assert 1 <= len(read_threads()) <= 3
         out = context.Queue()
         child = context.Process(target=_read_in_child, args=(bc, WANTED, out))
         child.start()
