@@ -118,6 +118,9 @@ class GlobPattern:
         recursive_tail = self._recursive_tail_conditions()
         if recursive_tail is not None:
             return recursive_tail
+        last_name = self._last_name_conditions()
+        if last_name is not None:
+            return last_name
         prefilter = self.sql_glob_prefilter()
         if prefilter is None:
             return [], [], False
@@ -126,6 +129,22 @@ class GlobPattern:
         if self.depth is None:
             return conditions, args, False
         return self._with_hidden_rule(conditions, args)
+
+    def _last_name_conditions(self) -> tuple[list[str], list[object], bool] | None:
+        """For a ``**`` pattern ending in a name pattern NAME (``**/1*.jpg``), that the
+        path's last component matches NAME under SQLite's GLOB: the path is ``NAME`` (at
+        the root) or ends in ``/NAME``. A superset (GLOB's ``*`` crosses '/'), but far
+        narrower than ``*NAME``, which lets any path holding NAME's first character
+        anywhere through to Python (``**/1*.jpg``: every path with a '1' in it)."""
+        if self.depth is not None or any("[" in c.text for c in self.components):
+            return None
+        last = self.components[-1]
+        if last.regex is None:
+            return None
+        below = "*/" + last.text
+        if self.base:  # every row is below base: the path has a '/' before its last name
+            return ["path GLOB ?"], [below], False
+        return ["(path GLOB ? OR path GLOB ?)"], [last.text, below], False
 
     @property
     def required_slashes(self) -> int | None:

@@ -272,6 +272,31 @@ def test_glob_matches_python_glob(tree: Tree, patterns: list[str]) -> None:
                 assert entries == sorted({p.rstrip("/") for p in expected} - {""}), where
 
 
+def test_recursive_glob_of_a_name_pattern() -> None:
+    """``**/NAME`` and ``base/**/NAME`` (SQL keeps paths ending in NAME or '/NAME'; the
+    last name is settled in Python): NAME's characters elsewhere in the path, '/' inside
+    what SQLite's '*' spans, hidden directories and names, matches at the root."""
+    tree: Tree = {
+        "1a.jpg": b"",
+        "x1.jpg": b"",
+        "d1": {"1b.jpg": b"", "21.jpg": b"", "1c": {"x.jpg": b"", "1d.jpg": b""}},
+        ".h": {"1e.jpg": b"", "1h": {"1i.jpg": b""}},
+        "e": {".1f.jpg": b"", "1g.jpg": {"1j.jpg": b""}},
+    }
+    patterns = ["**/1*.jpg", "d1/**/1*.jpg", "e/**/1*", "**/1?.jpg", "**/1*/", "**/.1*", "**/1c"]
+    with _materialized(tree) as (root, bc, files, _dirs):
+        for pattern in patterns:
+            for recursive, include_hidden in _FLAG_COMBOS:
+                expected = python_glob(root, pattern, recursive, include_hidden)
+                got = bc.glob(pattern, recursive=recursive, include_hidden=include_hidden)
+                assert got == expected, (pattern, recursive, include_hidden)
+                got_files = bc.globfiles(pattern, recursive, include_hidden)
+                assert got_files == [p for p in expected if p in files]
+        assert bc.glob("**/1*.jpg", recursive=True) == [
+            "1a.jpg", "d1/1b.jpg", "d1/1c/1d.jpg", "e/1g.jpg", "e/1g.jpg/1j.jpg"
+        ]  # fmt: skip
+
+
 def test_glob_examples() -> None:
     """A few hand-picked cases that the property covers, spelled out for readability."""
     tree: Tree = {"a": {".x": b"1", "b.txt": b"2", "ab": {}}, ".x": {"a": b""}, "a.txt": b""}
