@@ -14,11 +14,14 @@ from barecat.entries import BarecatFileInfo
 from barecat.exceptions import FileNotFoundBarecatError
 from barecat.index import query
 from barecat.index.connection import select
-from barecat.index.reading import IndexReader
+from barecat.index.reading import ROOT_TOTAL_SQL, IndexReader
 
 _ADDRESSED = "typeof(offset) = 'integer' AND typeof(size) = 'integer'"
 """Rows whose bytes have a place: damaged ones (``query.address_problem``) end nowhere, and
 ``verify`` names them, so they neither move the write position nor overlap anything."""
+
+
+_RECOUNT_SIZE = f"SELECT {query.SIZE_TOTAL} FROM files"
 
 
 class IndexAggregates(IndexReader):
@@ -34,7 +37,7 @@ class IndexAggregates(IndexReader):
     @property
     def total_size(self) -> int:
         """The total length in bytes of all files (their contents, unsealed)."""
-        return self._root_total("size_tree", f"SELECT {query.SIZE_TOTAL} FROM files")
+        return self._root_total(ROOT_TOTAL_SQL["size_tree"], _RECOUNT_SIZE)
 
     @property
     def num_used_shards(self) -> int:

@@ -48,6 +48,18 @@ from barecat.layout import base_path, lookup_table_path, shards_with_bytes
 from barecat.paths import ancestors, normalize
 
 _AUTO_TABLE_MIN_LOOKUPS = 10_000
+ROOT_TOTAL_SQL = {
+    column: f"SELECT {column} FROM dirs WHERE path = '' AND NOT EXISTS "
+    "(SELECT 1 FROM config WHERE key = 'use_triggers' AND value_int IS NOT 1)"
+    for column in ("num_files_tree", "size_tree")
+}
+"""A total from the root's statistics, unless ``use_triggers`` is set to anything but 1
+(as before: a missing row is taken as 1): one statement, all a ``len(bc)`` costs."""
+_NUM_FILES = ROOT_TOTAL_SQL["num_files_tree"]
+_EXISTS = (
+    "SELECT 1 WHERE EXISTS (SELECT 1 FROM files WHERE path = ?1) "
+    "OR EXISTS (SELECT 1 FROM dirs WHERE path = ?1)"
+)  # one statement for both tables: half of what a file query, then a directory one, cost
 
 
 _Reader = TypeVar("_Reader", bound="IndexReader")
@@ -88,6 +100,7 @@ class IndexReader:
         self._index_fd: int | None = None
         self._lookups = 0
         self._table_after: int | None = None
+        self._table_pending = False
         self._keep_table_fresh = not readonly and lookup_table is not False
         try:
             if readonly and not readonly_is_immutable:
@@ -111,13 +124,13 @@ class IndexReader:
         self.listing = IndexListing(self)
         """The listing queries (every file, a directory's entries, walk, glob)."""
         self._configure(shard_size_limit)
-        if readonly and lookup_table is not False and not self._load_lookup_table():
-            if lookup_table:
+        if readonly and lookup_table:
+            if not self._load_lookup_table():
                 self.build_lookup_table()
-            else:  # build after one archive's worth of random lookups: by then building
-                # (about 2 us per file) costs at most a fifth of what they took, and
-                # every later lookup saves about 6 us
-                self._table_after = max(_AUTO_TABLE_MIN_LOOKUPS, self.num_files)
+        elif readonly and lookup_table is None:
+            # the saved table is mapped at the first lookup (``_take_up_table``): an open
+            # that only lists, globs or counts never pays for it (a tenth of an open)
+            self._table_pending = True
         if wal and not readonly:
             conn.execute("PRAGMA journal_mode = WAL")
 
@@ -178,6 +191,7 @@ class IndexReader:
     def close(self) -> None:
         self._pool.close()
         self._table = None
+        self._table_pending = False
         if self._index_fd is not None:
             os.close(self._index_fd)
             self._index_fd = None
@@ -194,19 +208,20 @@ class IndexReader:
         ).fetchone()
         return default if row is None else row[0]
 
-    def _root_total(self, column: str, recount_sql: str) -> int:
-        """A whole-archive total from the root's statistics, recounted if they are off
-        (or damaged: not an integer, or negative)."""
-        row = select(self.settled_conn(), f"SELECT {column} FROM dirs WHERE path = ''").fetchone()
-        value = None if row is None else row[0]
-        if type(value) is not int or value < 0 or self._config_int("use_triggers", 1) != 1:
-            return int(select(self.settled_conn(), recount_sql).fetchone()[0])
-        return value
+    def _root_total(self, total_sql: str, recount_sql: str) -> int:
+        """A whole-archive total from the root's statistics (``total_sql``, one of
+        :data:`ROOT_TOTAL_SQL`), recounted if they are off (the triggers that keep them
+        are switched off: no row) or damaged (not an integer, or negative)."""
+        conn = self.settled_conn()
+        row = select(conn, total_sql).fetchone()
+        if row is not None and type(value := row[0]) is int and value >= 0:
+            return value
+        return int(select(conn, recount_sql).fetchone()[0])
 
     @property
     def num_files(self) -> int:
         """The number of files in the index."""
-        return self._root_total("num_files_tree", "SELECT count(*) FROM files")
+        return self._root_total(_NUM_FILES, "SELECT count(*) FROM files")
 
     @property
     def shard_size_limit(self) -> int:
@@ -295,6 +310,9 @@ class IndexReader:
             else:
                 self._table = None
                 self._lookups = 0
+        elif self._table_pending:
+            self._take_up_table()
+            return self.lookup_address(path)
         elif self._table_after is not None:
             self._lookups += 1
             if self._lookups >= self._table_after:
@@ -329,12 +347,23 @@ class IndexReader:
     @property
     def lookup_table_size(self) -> int | None:
         """Entries in the active lookup table, or None when lookups go to SQLite."""
+        if self._table_pending:
+            self._take_up_table()
         return None if self._table is None else len(self._table)
 
     def _index_descriptor(self) -> int:
         if self._index_fd is None:
             self._index_fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
         return self._index_fd
+
+    def _take_up_table(self) -> None:
+        """At a reader's first lookup: map the table saved beside the index if it is
+        current, else plan to build one after one archive's worth of random lookups (by
+        then building, about 2 us per file, costs at most a fifth of what they took, and
+        every later lookup saves about 6 us)."""
+        self._table_pending = False
+        if not self._load_lookup_table():
+            self._table_after = max(_AUTO_TABLE_MIN_LOOKUPS, self.num_files)
 
     def _load_lookup_table(self) -> bool:
         self._table = LookupTable.load(lookup_table_path(self.path), self._index_descriptor())
@@ -352,6 +381,7 @@ class IndexReader:
             mode allows no table.
         """
         self._table_after = None
+        self._table_pending = False
         if not self.readonly:
             return False
         table = LookupTable.build(self.settled_conn(), self._index_descriptor())
@@ -375,6 +405,8 @@ class IndexReader:
         Raises:
             DamagedEntryBarecatError: a file's row cannot address bytes.
         """
+        if self._table_pending:
+            self._take_up_table()
         table = self._table
         if table is not None and (self._immutable or table.is_current()):
             located = table.find_many(paths)
@@ -499,4 +531,11 @@ class IndexReader:
             InvalidPathBarecatError: ``path`` escapes the archive root.
         """
         path = normalize(path)
-        return self.isfile(path) or self.isdir(path)
+        if self._statistics_owed() and self.isfile(path):
+            return True  # (a file row needs nothing applied; a directory may)
+        return select(self.settled_conn(), _EXISTS, (path,)).fetchone() is not None
+
+    def _statistics_owed(self) -> bool:
+        """Hook for the editable subclass: whether directory statistics (and directory
+        rows) of a run of single adds are still to be applied; a reader owes none."""
+        return False

@@ -65,6 +65,9 @@ class IndexTransactions(IndexAggregates):
             self._deferred = None
         return conn
 
+    def _statistics_owed(self) -> bool:
+        return self._deferred is not None
+
     def _configure(self, shard_size_limit: int | None) -> None:
         """An explicit limit given when opening an existing archive for writing is stored."""
         if shard_size_limit is not None and not self.created and not self.readonly:
