@@ -453,3 +453,30 @@ def test_raw_sql_on_conn_sees_the_statistics_of_a_run_of_adds(archive_path: str)
         assert flag.fetchone()[0] == 1
         conn.execute("INSERT INTO files (path, shard, offset, size) VALUES ('d/e/raw', 0, 0, 0)")
         assert bc.stat("d/e").num_files == 51 and bc.index.find_inconsistencies() == []
+
+
+def test_point_queries_leave_no_lock_for_a_writer_to_wait_on(filled) -> None:  # type: ignore[no-untyped-def]
+    """exists/isfile/isdir and the totals run on a cursor kept per connection: each must
+    finish its statement, or the reader would hold SQLite's shared lock after the call
+    and every writer's commit would wait on it."""
+    path, _files = filled
+    with barecat.Barecat(path) as bc:
+        other = sqlite3.connect(path, timeout=0)
+        try:
+            calls = {
+                "exists": lambda: bc.exists("train"),
+                "exists (missing)": lambda: not bc.exists("nope"),
+                "isfile": lambda: bc.isfile("val/4.jpg"),
+                "isdir": lambda: bc.isdir("train/cat"),
+                "num_files": lambda: bc.num_files == 5,
+                "total_size": lambda: bc.total_size == 37,
+                "len": lambda: len(bc) == 5,
+            }
+            for name, call in calls.items():
+                assert call(), name
+                other.execute("BEGIN EXCLUSIVE")  # refused at once if a shared lock is held
+                other.execute("UPDATE dirs SET mode = ? WHERE path = 'val'", (len(name),))
+                other.commit()
+                assert bc.lookup_dir("val").mode == len(name)  # the reader sees the commit
+        finally:
+            other.close()

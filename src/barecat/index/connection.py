@@ -19,7 +19,7 @@ import threading
 import urllib.parse
 import weakref
 from collections.abc import Callable, Mapping, Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 
 class _ForkAware(Protocol):
@@ -159,6 +159,7 @@ class ConnectionPool:
         self._conn: sqlite3.Connection | None = None
         self._by_thread: dict[int, sqlite3.Connection] = {}
         self._all: list[sqlite3.Connection] = []
+        self._row_cursors: dict[sqlite3.Connection, sqlite3.Cursor] = {}
         self._setups: dict[str, Callable[[sqlite3.Connection], None]] = {}
         self._lock = threading.Lock()
         self._opening = threading.Lock()
@@ -188,6 +189,33 @@ class ConnectionPool:
             conn = self._by_thread[thread] = self._open()
         return conn
 
+    def one_row(
+        self, conn: sqlite3.Connection, sql: str, args: Sequence[object] = ()
+    ) -> tuple[Any, ...] | None:
+        """The row of a query that yields at most one (a lookup by unique key, a total),
+        as a tuple, or None: ``select(conn, sql, args).fetchone()`` on a cursor kept
+        for ``conn`` rather than a new one (a third of a microsecond of each lookup).
+
+        Fetching the only row finishes the statement, so the kept cursor holds no lock
+        between calls. A connection that threads share (a ``threadsafe`` writer's) gets
+        a new cursor each time: two threads may not run one cursor at once.
+
+        Args:
+            conn: one of this pool's connections (from :meth:`get`).
+            sql: a query yielding at most one row.
+            args: its parameters.
+
+        Returns:
+            The row, or None.
+        """
+        cursor = self._row_cursors.get(conn)
+        if cursor is None:
+            if self.threadsafe and not self._per_thread:
+                return select(conn, sql, args).fetchone()  # type: ignore[no-any-return]
+            cursor = self._row_cursors[conn] = conn.cursor()
+            cursor.row_factory = None
+        return cursor.execute(sql, args).fetchone()  # type: ignore[no-any-return]
+
     def _open(self) -> sqlite3.Connection:
         conn = connect(self.path, self.readonly, self.immutable, self.threadsafe)
         with self._lock:
@@ -200,6 +228,7 @@ class ConnectionPool:
     def close(self) -> None:
         with self._lock:
             conns, self._all = self._all, []
+        self._row_cursors = {}
         for conn in conns:
             conn.close()
         self._conn = None
@@ -211,5 +240,6 @@ class ConnectionPool:
         self._all = []
         self._conn = None
         self._by_thread = {}
+        self._row_cursors = {}
         self._lock = threading.Lock()
         self._opening = threading.Lock()

@@ -50,12 +50,14 @@ from barecat.paths import ancestors, normalize
 _AUTO_TABLE_MIN_LOOKUPS = 10_000
 ROOT_TOTAL_SQL = {
     column: f"SELECT {column} FROM dirs WHERE path = '' AND NOT EXISTS "
-    "(SELECT 1 FROM config WHERE key = 'use_triggers' AND value_int IS NOT 1)"
+    "(SELECT 1 FROM config WHERE key = 'use_triggers' AND value_int IS NOT 1) LIMIT 1"
     for column in ("num_files_tree", "size_tree")
 }
 """A total from the root's statistics, unless ``use_triggers`` is set to anything but 1
 (as before: a missing row is taken as 1): one statement, all a ``len(bc)`` costs."""
 _NUM_FILES = ROOT_TOTAL_SQL["num_files_tree"]
+_IS_FILE = "SELECT 1 FROM files WHERE path = ? LIMIT 1"
+_IS_DIR = "SELECT 1 FROM dirs WHERE path = ? LIMIT 1"
 _EXISTS = (
     "SELECT 1 WHERE EXISTS (SELECT 1 FROM files WHERE path = ?1) "
     "OR EXISTS (SELECT 1 FROM dirs WHERE path = ?1)"
@@ -213,7 +215,7 @@ class IndexReader:
         :data:`ROOT_TOTAL_SQL`), recounted if they are off (the triggers that keep them
         are switched off: no row) or damaged (not an integer, or negative)."""
         conn = self.settled_conn()
-        row = select(conn, total_sql).fetchone()
+        row = self._pool.one_row(conn, total_sql)
         if row is not None and type(value := row[0]) is int and value >= 0:
             return value
         return int(select(conn, recount_sql).fetchone()[0])
@@ -492,12 +494,7 @@ class IndexReader:
         Raises:
             InvalidPathBarecatError: ``path`` escapes the archive root.
         """
-        return (
-            select(
-                self._files_conn, "SELECT 1 FROM files WHERE path = ?", (normalize(path),)
-            ).fetchone()
-            is not None
-        )
+        return self._pool.one_row(self._files_conn, _IS_FILE, (normalize(path),)) is not None
 
     def isdir(self, path: str) -> bool:
         """Whether a directory is at ``path``.
@@ -511,12 +508,7 @@ class IndexReader:
         Raises:
             InvalidPathBarecatError: ``path`` escapes the archive root.
         """
-        return (
-            select(
-                self.settled_conn(), "SELECT 1 FROM dirs WHERE path = ?", (normalize(path),)
-            ).fetchone()
-            is not None
-        )
+        return self._pool.one_row(self.settled_conn(), _IS_DIR, (normalize(path),)) is not None
 
     def exists(self, path: str) -> bool:
         """Whether a file or directory is at ``path``.
@@ -533,7 +525,7 @@ class IndexReader:
         path = normalize(path)
         if self._statistics_owed() and self.isfile(path):
             return True  # (a file row needs nothing applied; a directory may)
-        return select(self.settled_conn(), _EXISTS, (path,)).fetchone() is not None
+        return self._pool.one_row(self.settled_conn(), _EXISTS, (path,)) is not None
 
     def _statistics_owed(self) -> bool:
         """Hook for the editable subclass: whether directory statistics (and directory
