@@ -12,8 +12,9 @@ them), then measures each call of the public API that barecat 0.3.1 also has, ou
   breakdown (the modules that cost most themselves) printed below the table;
 - the globs (``glob``, ``iglob``, ``globfiles``; recursive and not), ``listdir``,
   ``walk``, ``scandir``, ``files``/``dirs``, ``exists``/``isfile``/``isdir``/``in``
-  (µs a call, over 1,000 paths), ``num_files``/``num_dirs``/``total_size``/``len``, and
-  opening the archive.
+  (µs a call, over 1,000 paths), ``bc[path]``/``bc.read``/``index.lookup_file`` (the
+  same), ``index.iter_all_fileinfos``/``iter_all_paths``,
+  ``num_files``/``num_dirs``/``total_size``/``len``, and opening the archive.
 
 Each round starts a fresh worker process per implementation (rotating which goes
 first), which times every call as the best of several repetitions after one untimed
@@ -105,6 +106,11 @@ def calls(bc: Any) -> dict[str, tuple[Callable[[], object], int]]:
         "isfile (file)": (each(bc.isfile, some_files), len(some_files)),
         "isdir (dir)": (each(bc.isdir, some_dirs), len(some_dirs)),
         "path in bc (file)": (each(bc.__contains__, some_files), len(some_files)),
+        "bc[path]": (each(bc.__getitem__, some_files), len(some_files)),
+        "bc.read(path)": (each(bc.read, some_files), len(some_files)),
+        "index.lookup_file": (each(bc.index.lookup_file, some_files), len(some_files)),
+        "index.iter_all_fileinfos": (count(bc.index.iter_all_fileinfos), 1),
+        "index.iter_all_paths": (count(bc.index.iter_all_paths), 1),
         "num_files": (lambda: [bc.num_files for _ in range(PROBES)], PROBES),
         "num_dirs": (lambda: [bc.num_dirs for _ in range(PROBES)], PROBES),
         "total_size": (lambda: [bc.total_size for _ in range(PROBES)], PROBES),
