@@ -82,6 +82,8 @@ def calls(bc: Any) -> dict[str, tuple[Callable[[], object], int]]:
             lambda: bc.glob("train/**/1*.jpg", recursive=True),
             1,
         ),
+        "glob ** recursive": (lambda: bc.glob("**", recursive=True), 1),
+        "glob train/** recursive": (lambda: bc.glob("train/**", recursive=True), 1),
         "glob train/*/1*.jpg": (lambda: bc.glob("train/*/1*.jpg"), 1),
         "glob train/*/*.jpg": (lambda: bc.glob("train/*/*.jpg"), 1),
         "glob train/*": (lambda: bc.glob("train/*"), 1),
