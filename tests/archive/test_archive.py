@@ -314,7 +314,7 @@ def test_shard_rotation_and_too_large(archive_path: str) -> None:
             bc.add("bigstream", fileobj=io.BytesIO(b"z" * 150))
         bc.add("stream", fileobj=io.BytesIO(b"s" * 90), bufsize=16)  # rotates mid-stream
     with barecat.Barecat(archive_path) as bc:
-        assert bc.shard_size_limit == 100
+        assert bc.shard_size_limit == bc.sharder.shard_size_limit == 100  # (read at open)
         infos = list(bc.index.iter_all_fileinfos())
         assert all(f.end <= 100 for f in infos)
         assert max(f.shard for f in infos) >= 3
@@ -327,6 +327,11 @@ def test_shard_rotation_and_too_large(archive_path: str) -> None:
 def test_shard_size_limit_accepts_human_sizes(archive_path: str) -> None:
     with barecat.Barecat(archive_path, readonly=False, shard_size_limit="1K") as bc:
         assert bc.shard_size_limit == 1024
+    # a writer that stores another limit at open writes with that one; readers see it
+    with barecat.Barecat(archive_path, readonly=False, shard_size_limit="2K") as bc:
+        assert bc.shard_size_limit == bc.sharder.shard_size_limit == 2048
+    with barecat.Barecat(archive_path) as bc:
+        assert bc.shard_size_limit == bc.sharder.shard_size_limit == 2048
 
 
 def test_open_modes(writable: barecat.Barecat) -> None:

@@ -202,7 +202,7 @@ class OpenArchive:
             )
             self.sharder = sharder = Sharder(
                 self.path,
-                shard_size_limit=self.index.shard_size_limit,
+                shard_size_limit=self.index.shard_size_limit_at_open(),
                 readonly=self.readonly,
                 append_only=self.append_only,
                 threadsafe=self.threadsafe,

@@ -40,7 +40,7 @@ from barecat.index.schema import (
     SEALED_SCHEMA_VERSION_MAJOR,
     SEALING_KEY,
     ConfigValue,
-    check_version,
+    check_version_and_limit,
     make_schema_if_missing,
     read_config,
 )
@@ -115,7 +115,7 @@ class IndexReader:
                     shard_size_limit,
                     lambda: shards_with_bytes(base_path(self.path)),
                 )
-            self.schema_version = check_version(conn, self.path)
+            self.schema_version, self._limit_at_open = check_version_and_limit(conn, self.path)
             self._read_layout()
         except sqlite3.DatabaseError as e:
             self._pool.close()
@@ -224,6 +224,18 @@ class IndexReader:
     def num_files(self) -> int:
         """The number of files in the index."""
         return self._root_total(_NUM_FILES, "SELECT count(*) FROM files")
+
+    def shard_size_limit_at_open(self) -> int:
+        """The shard size limit when the index was opened: a reader's as read with the
+        schema version (one statement for both: every open pays for it); a writer's asked
+        again, since opening may have stored another (``shard_size_limit=`` given).
+
+        Returns:
+            The limit in bytes (``SHARD_SIZE_UNLIMITED`` when none is stored).
+        """
+        if not self.readonly:
+            return self.shard_size_limit
+        return SHARD_SIZE_UNLIMITED if self._limit_at_open is None else self._limit_at_open
 
     @property
     def shard_size_limit(self) -> int:

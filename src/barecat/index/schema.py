@@ -182,12 +182,24 @@ def read_version(conn: sqlite3.Connection, where: str) -> tuple[int, int]:
     list is read only to tell the 2023 layout from a file that is no index at all, or
     from one whose creation was cut short (:func:`lacks_schema`).
     """
+    return read_version_and_limit(conn, where)[0]
+
+
+def read_version_and_limit(
+    conn: sqlite3.Connection, where: str
+) -> tuple[tuple[int, int], int | None]:
+    """:func:`read_version`, and the stored shard size limit (None when there is none)
+    from the same query: what opening an archive reads from the config.
+
+    Returns:
+        ((major, minor), shard size limit or None).
+    """
     try:
         rows = dict(
             select(
                 conn,
-                "SELECT key, value_int FROM config "
-                "WHERE key IN ('schema_version_major', 'schema_version_minor')",
+                "SELECT key, value_int FROM config WHERE key IN "
+                "('schema_version_major', 'schema_version_minor', 'shard_size_limit')",
             ).fetchall()
         )
     except sqlite3.OperationalError as e:
@@ -196,7 +208,7 @@ def read_version(conn: sqlite3.Connection, where: str) -> tuple[int, int]:
         _refuse_unfinished(conn, where)
         tables = {r[0] for r in select(conn, "SELECT name FROM sqlite_master WHERE type='table'")}
         if "files" in tables:
-            return (-1, 0)
+            return (-1, 0), None
         raise CorruptIndexBarecatError(
             f"{where} is not a barecat index (no config or files table)"
         ) from e
@@ -204,7 +216,8 @@ def read_version(conn: sqlite3.Connection, where: str) -> tuple[int, int]:
         raise CorruptIndexBarecatError(f"{where} is not a barecat index: {e}") from e
     if "schema_version_major" not in rows:
         _refuse_unfinished(conn, where)
-    return (int(rows.get("schema_version_major", 0)), int(rows.get("schema_version_minor", 0)))
+    version = (int(rows.get("schema_version_major", 0)), int(rows.get("schema_version_minor", 0)))
+    return version, rows.get("shard_size_limit")
 
 
 def _refuse_unfinished(conn: sqlite3.Connection, where: str) -> None:
@@ -222,9 +235,24 @@ def check_version(conn: sqlite3.Connection, where: str) -> tuple[int, int]:
     Minor versions of the same major are readable; older minors are still opened (their
     only difference is trigger logic) but are reported so `barecat upgrade` can fix them.
     """
-    major, minor = read_version(conn, where)
+    return check_version_and_limit(conn, where)[0]
+
+
+def check_version_and_limit(
+    conn: sqlite3.Connection, where: str
+) -> tuple[tuple[int, int], int | None]:
+    """:func:`check_version`, and the stored shard size limit from the same query
+    (:func:`read_version_and_limit`).
+
+    Returns:
+        ((major, minor), shard size limit or None).
+
+    Raises:
+        SchemaVersionBarecatError: as :func:`check_version`.
+    """
+    (major, minor), limit = read_version_and_limit(conn, where)
     if major == SEALED_SCHEMA_VERSION_MAJOR and is_sealed(conn):
-        return major, minor
+        return (major, minor), limit
     if major > SCHEMA_VERSION_MAJOR:
         raise SchemaVersionBarecatError(
             f"{where} uses barecat index schema {major}.{minor}, newer than the "
@@ -237,4 +265,4 @@ def check_version(conn: sqlite3.Connection, where: str) -> tuple[int, int]:
             f"which this barecat does not open; convert it in place with `barecat upgrade "
             f"{where}` (the old index is kept as {where}.old)"
         )
-    return major, minor
+    return (major, minor), limit
