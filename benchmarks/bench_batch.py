@@ -104,6 +104,22 @@ def measure(python: str, archive: str, way: str, args: argparse.Namespace, ours:
     return float(out)
 
 
+def save_result(kind: str, result: dict[str, Any]) -> None:
+    """Write ``result``, after the date, the machine and its load, to
+    ``bench-results/<kind>-<timestamp>.json``."""
+    now = dt.datetime.now()
+    result = {
+        "date": now.isoformat(timespec="seconds"),
+        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.platform()}",
+        "load": os.getloadavg(),
+        **result,
+    }
+    os.makedirs(os.path.join(REPO, "bench-results"), exist_ok=True)
+    stamp = now.strftime("%Y%m%d-%H%M%S")
+    with open(os.path.join(REPO, "bench-results", f"{kind}-{stamp}.json"), "w") as f:
+        json.dump(result, f, indent=1)
+
+
 def reference_python() -> str | None:
     for candidate in (
         os.environ.get("BARECAT_REFERENCE_PYTHON"),
@@ -144,17 +160,11 @@ def main() -> None:
         for label, us in figures.items():
             print(f"  {label:22s} {us:7.2f}   {us / loop:5.2f}x bc[path]")
         result: dict[str, Any] = {
-            "date": dt.datetime.now().isoformat(timespec="seconds"),
-            "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.platform()}",
-            "load": os.getloadavg(),
             "files": args.files,
             "batch": args.batch,
             "us_per_file": figures,
         }
-        os.makedirs(os.path.join(REPO, "bench-results"), exist_ok=True)
-        stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-        with open(os.path.join(REPO, "bench-results", f"batch-{stamp}.json"), "w") as f:
-            json.dump(result, f, indent=1)
+        save_result("batch", result)
     finally:
         if not args.workdir:
             shutil.rmtree(workdir, ignore_errors=True)

@@ -28,12 +28,11 @@ to ``bench-results/regress-<timestamp>.json``. Asserts nothing.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
+import contextlib
 import json
 import os
 import platform
 import random
-import shutil
 import statistics
 import subprocess
 import sys
@@ -41,6 +40,8 @@ import tempfile
 import time
 from collections.abc import Callable
 from typing import Any
+
+from bench_batch import reference_python, save_result
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -239,16 +240,6 @@ def measure_worker(python: str, archive: str, args: argparse.Namespace, ours: bo
     return json.loads(proc.stdout)
 
 
-def reference_python() -> str | None:
-    for candidate in (
-        os.environ.get("BARECAT_REFERENCE_PYTHON"),
-        os.path.join(REPO, ".venv-ref", "bin", "python"),
-    ):
-        if candidate and os.path.exists(candidate):
-            return candidate
-    return None
-
-
 def _unit(seconds: float) -> str:
     if seconds < 1e-3:
         return f"{seconds * 1e6:8.2f} µs"
@@ -272,71 +263,68 @@ def main() -> None:
     ref = reference_python()
     if ref is None:
         raise SystemExit("barecat 0.3.1's interpreter not found (set BARECAT_REFERENCE_PYTHON)")
-    impls = {"ours": sys.executable, "ref": ref}
-    workdir = args.workdir or tempfile.mkdtemp(prefix="bench-regress-")
+    with contextlib.ExitStack() as stack:
+        workdir = args.workdir or stack.enter_context(
+            tempfile.TemporaryDirectory(prefix="bench-regress-")
+        )
+        compare(args, only, {"ours": sys.executable, "ref": ref}, workdir)
+
+
+def compare(args: argparse.Namespace, only: list[str], impls: dict[str, str], workdir: str) -> None:
+    """The rounds, the table printed and the JSON written (see the module doc)."""
     archive = os.path.join(workdir, f"regress-{args.files}-{args.dirs}.barecat")
-    try:
-        if not os.path.exists(archive):
-            sys.path.insert(0, os.path.join(REPO, "src"))
-            make_archive(archive, args.files, args.dirs)
-        samples: dict[str, dict[str, list[list[float]]]] = {i: {} for i in impls}
-        order = list(impls)
-        for r in range(args.rounds):
-            for impl in order if r % 2 == 0 else order[::-1]:
-                python = impls[impl]
-                if _wanted("import barecat", only):
-                    for name, figures in start_up_costs(python, archive, impl == "ours").items():
-                        samples[impl].setdefault(name, []).append(figures)
-                for name, figures in measure_worker(python, archive, args, impl == "ours").items():
+    if not os.path.exists(archive):
+        sys.path.insert(0, os.path.join(REPO, "src"))
+        make_archive(archive, args.files, args.dirs)
+    samples: dict[str, dict[str, list[list[float]]]] = {i: {} for i in impls}
+    order = list(impls)
+    for r in range(args.rounds):
+        for impl in order if r % 2 == 0 else order[::-1]:
+            python = impls[impl]
+            if _wanted("import barecat", only):
+                for name, figures in start_up_costs(python, archive, impl == "ours").items():
                     samples[impl].setdefault(name, []).append(figures)
-            print(f"round {r + 1}/{args.rounds} done", file=sys.stderr, flush=True)
-        medians = {
-            impl: {
-                name: [statistics.median(s[0] for s in runs), statistics.median(s[1] for s in runs)]
-                for name, runs in by_call.items()
-            }
-            for impl, by_call in samples.items()
+            for name, figures in measure_worker(python, archive, args, impl == "ours").items():
+                samples[impl].setdefault(name, []).append(figures)
+        print(f"round {r + 1}/{args.rounds} done", file=sys.stderr, flush=True)
+    medians = {
+        impl: {
+            name: [statistics.median(s[0] for s in runs), statistics.median(s[1] for s in runs)]
+            for name, runs in by_call.items()
         }
-        load = os.getloadavg()
+        for impl, by_call in samples.items()
+    }
+    load = os.getloadavg()
+    print(
+        f"{args.files} files in {args.dirs} dirs; median over {args.rounds} rounds of each "
+        f"process's best; load {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}"
+    )
+    print(
+        f"{'call':34s} {'ours wall':>11s} {'0.3.1 wall':>11s} {'ratio':>6s}   "
+        f"{'ours CPU':>11s} {'0.3.1 CPU':>11s} {'ratio':>6s}"
+    )
+    for name, (ow, oc) in medians["ours"].items():
+        rw, rc = medians["ref"].get(name, [float("nan")] * 2)
         print(
-            f"{args.files} files in {args.dirs} dirs; median over {args.rounds} rounds of each "
-            f"process's best; load {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}"
+            f"{name:34s} {_unit(ow)} {_unit(rw)} {ow / rw:5.2f}x   "
+            f"{_unit(oc)} {_unit(rc)} {oc / rc:5.2f}x"
         )
-        print(
-            f"{'call':34s} {'ours wall':>11s} {'0.3.1 wall':>11s} {'ratio':>6s}   "
-            f"{'ours CPU':>11s} {'0.3.1 CPU':>11s} {'ratio':>6s}"
-        )
-        for name, (ow, oc) in medians["ours"].items():
-            rw, rc = medians["ref"].get(name, [float("nan")] * 2)
-            print(
-                f"{name:34s} {_unit(ow)} {_unit(rw)} {ow / rw:5.2f}x   "
-                f"{_unit(oc)} {_unit(rc)} {oc / rc:5.2f}x"
-            )
-        breakdown: list[tuple[str, float]] = []
-        if _wanted("import barecat", only):
-            breakdown = import_breakdown(sys.executable)
-            print("ours' import + first use of Barecat, the dearest modules (-X importtime, µs):")
-            for name, us in breakdown:
-                print(f"  {us:8.0f}  {name}")
-        result: dict[str, Any] = {
-            "date": dt.datetime.now().isoformat(timespec="seconds"),
-            "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.platform()}",
-            "python": platform.python_version(),
-            "load": load,
-            "files": args.files,
-            "dirs": args.dirs,
-            "rounds": args.rounds,
-            "seconds_wall_cpu": medians,
-            "samples": samples,
-            "import_breakdown_us": breakdown,
-        }
-        os.makedirs(os.path.join(REPO, "bench-results"), exist_ok=True)
-        stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-        with open(os.path.join(REPO, "bench-results", f"regress-{stamp}.json"), "w") as f:
-            json.dump(result, f, indent=1)
-    finally:
-        if not args.workdir:
-            shutil.rmtree(workdir, ignore_errors=True)
+    breakdown: list[tuple[str, float]] = []
+    if _wanted("import barecat", only):
+        breakdown = import_breakdown(sys.executable)
+        print("ours' import + first use of Barecat, the dearest modules (-X importtime, µs):")
+        for name, us in breakdown:
+            print(f"  {us:8.0f}  {name}")
+    result: dict[str, Any] = {
+        "python": platform.python_version(),
+        "files": args.files,
+        "dirs": args.dirs,
+        "rounds": args.rounds,
+        "seconds_wall_cpu": medians,
+        "samples": samples,
+        "import_breakdown_us": breakdown,
+    }
+    save_result("regress", result)
 
 
 if __name__ == "__main__":
