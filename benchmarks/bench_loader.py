@@ -9,6 +9,9 @@ inherits another's heap), two interleaved rounds:
 
 - ``items``: the default items, ``(path, bytes)``, batched by the default collate (each
   worker pickles its batch's bytes through a pipe to the main process, which unpickles them);
+- ``file_batches``: ``BarecatDataset(..., file_batches=True)`` with
+  ``collate_fn=collate_file_batch`` (a batch is one uint8 tensor, read in the worker into
+  shared memory; only its file descriptor and the paths are pickled);
 
 each with 0 and W (default 2) persistent workers. Per way: files/s of a pass (best and
 median of R after a warm-up pass), its ratio to ``items`` with 0 workers, the main
@@ -36,7 +39,7 @@ from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
-FORMS = ("items",)
+FORMS = ("items", "file_batches")
 
 
 def make_archive(path: str, files: int) -> None:
@@ -70,12 +73,16 @@ def worker(archive: str, form: str, workers: int, batch: int, repeats: int) -> d
 
     from torch.utils.data import DataLoader
 
-    from barecat.integrations.torch import BarecatDataset
+    from barecat.integrations.torch import BarecatDataset, collate_file_batch
 
-    shared = False
-    dataset = BarecatDataset(archive)
+    shared = form == "file_batches"
+    dataset = BarecatDataset(archive, file_batches=shared)
     loader = DataLoader(
-        dataset, batch_size=batch, num_workers=workers, persistent_workers=workers > 0
+        dataset,
+        batch_size=batch,
+        num_workers=workers,
+        persistent_workers=workers > 0,
+        **({"collate_fn": collate_file_batch} if shared else {}),
     )
 
     def one_pass() -> int:
@@ -113,6 +120,7 @@ def stages(archive: str, batch: int) -> dict[str, float]:
 
     import barecat
     from barecat.entries import Order
+    from barecat.integrations.torch_batches import BufferPool
 
     with barecat.Barecat(archive) as bc:
         paths = [f.path for f in bc.iter_fileinfos(Order.ADDRESS)]
@@ -141,6 +149,13 @@ def stages(archive: str, batch: int) -> dict[str, float]:
             list(pickled.values()), len(paths)
         )
         pickled.clear()
+        pool = BufferPool()
+
+        def into_pool(b: list[str]) -> None:
+            array = pool.read(bc, b)[0].numpy()
+            array[0] = 0  # (released at once: the next batch reuses the buffer)
+
+        timed("file_batches: readinto_many into a pooled buffer", into_pool)
     return out
 
 
