@@ -3,6 +3,7 @@ real DataLoader workers."""
 
 from __future__ import annotations
 
+import gc
 import os
 from pathlib import Path
 
@@ -39,23 +40,32 @@ def archive(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict[str, by
 
 
 def loader(dataset: BarecatDataset, **options: object) -> DataLoader[FileBatch]:
-    settings: dict[str, object] = {"batch_size": 16, **options}
+    settings: dict[str, object] = {
+        "batch_size": 16,
+        "multiprocessing_context": "fork",
+        **options,
+    }
     return DataLoader(
         dataset,
         num_workers=2,
-        multiprocessing_context="fork",
         collate_fn=collate_file_batch,
         **settings,  # type: ignore[arg-type]
     )
 
 
+@pytest.mark.parametrize(
+    "context",
+    ["fork", pytest.param("spawn", marks=pytest.mark.slow)],  # (spawn: ~10 s)
+)
 def test_two_workers_give_each_file_as_bc_gives_it_in_the_samplers_order(
-    archive: tuple[str, dict[str, bytes]],
+    archive: tuple[str, dict[str, bytes]], context: str
 ) -> None:
     path, files = archive
     dataset = BarecatDataset(path, file_batches=True, target_fn="parent")
     sampler = BarecatSampler(dataset, seed=3)
-    batches = loader(dataset, sampler=sampler, persistent_workers=True)
+    batches = loader(
+        dataset, sampler=sampler, persistent_workers=True, multiprocessing_context=context
+    )
     with barecat.Barecat(path) as bc:
         for epoch in range(2):  # two epochs through the same (persistent) workers
             sampler.set_epoch(epoch)
@@ -109,6 +119,7 @@ def test_a_buffer_is_reused_once_its_batch_is_gone(archive: tuple[str, dict[str,
     assert isinstance(single, FileBatch) and single.tolist() == [files[dataset.paths[7]]]
 
 
+@pytest.mark.slow  # (torch's shutdown of workers after one raised takes 10 s)
 def test_a_damaged_file_raises_naming_it_through_a_worker(tmp_path: Path) -> None:
     path = str(tmp_path / "damaged.barecat")
     files = make(path, 40)
@@ -118,6 +129,7 @@ def test_a_damaged_file_raises_naming_it_through_a_worker(tmp_path: Path) -> Non
     with pytest.raises(BarecatIntegrityError, match=victim):
         for _ in batches:
             pass
+    gc.collect()  # (the workers shut down here, not in the next test)
 
 
 @pytest.mark.parametrize(
