@@ -29,7 +29,6 @@ import json
 import os
 import pickle
 import platform
-import shutil
 import statistics
 import subprocess
 import sys
@@ -128,13 +127,13 @@ def stages(archive: str, batch: int) -> dict[str, float]:
         out: dict[str, float] = {}
 
         def timed(label: str, step: Any) -> None:
-            best = float("inf")
-            for _ in range(3):
+            def one_pass() -> float:
                 start = time.process_time()
                 for b in batches:
                     step(b)
-                best = min(best, time.process_time() - start)
-            out[label] = 1e6 * best / len(paths)
+                return time.process_time() - start
+
+            out[label] = 1e6 * min(one_pass() for _ in range(3)) / len(paths)
 
         pickled = {}
 
@@ -210,10 +209,12 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--workdir", help="keep the archive here (made if missing)")
     args = parser.parse_args()
-    work = args.workdir or tempfile.mkdtemp(prefix="bench-loader-")
-    os.makedirs(work, exist_ok=True)
-    archive = os.path.join(work, f"loader-{args.files}.barecat")
-    try:
+    if args.workdir:
+        os.makedirs(args.workdir, exist_ok=True)
+    place = tempfile.TemporaryDirectory(prefix="bench-loader-", dir=args.workdir)
+    keep = os.path.join(args.workdir or "", f"loader-{args.files}.barecat")
+    with place as work:
+        archive = keep if args.workdir else os.path.join(work, "loader.barecat")
         if not os.path.exists(archive):
             make_archive(archive, args.files)
         warm(archive)
@@ -240,9 +241,6 @@ def main() -> int:
             print(f"| {label} | {us:.1f} |")
         load_after = os.getloadavg()
         print(f"\nload average after: {load_after[0]:.2f} {load_after[1]:.2f}")
-    finally:
-        if not args.workdir:
-            shutil.rmtree(work, ignore_errors=True)
     return 0
 
 
