@@ -10,7 +10,10 @@ front with ``with_path=True``. ``group_by_stem=True`` makes an item of each samp
 WebDataset and LitData group files (``0001.jpg`` + ``0001.json``, grouped by
 :mod:`barecat.samples`, as Ray Data's source groups them): a dict of ``__key__`` and a
 value per extension. Without any of these options an item is ``(path, bytes)``, as in
-earlier versions (and ``transform`` gets the pair).
+earlier versions (and ``transform`` gets the pair). ``file_batches=True`` makes a whole
+batch one :class:`FileBatch`, the files' bytes in one tensor that a DataLoader worker
+fills in shared memory: the way to take raw bytes through workers
+(:mod:`barecat.integrations.torch_batches`).
 
 ``BarecatSampler`` gives each of ``num_replicas`` ranks a disjoint share of every epoch;
 together the shares cover the epoch exactly (padded by wrapping round to equal length, as
@@ -21,7 +24,7 @@ there. ``locality=N`` shuffles blocks of N files neighbouring in storage, then t
 within each block: nearly as random for training, far fewer seeks on HDD, NFS or object
 storage. An archive on object storage (``s3://...`` with ``storage_options``) works the
 same; the workers share its local block cache. Imports torch (the ``torch`` extra), the
-archive layer, the codecs and ``samples``.
+archive layer, the codecs, ``samples`` and ``torch_batches``.
 """
 
 from __future__ import annotations

@@ -101,7 +101,7 @@ def _new_buffer(room: int) -> tuple[torch.Tensor, np.ndarray]:
     size = LEASE + max(room, MIN_CAPACITY)
     size = -(-size // (1 << 20)) << 20  # whole MiB
     if get_worker_info() is None:
-        tensor = torch.zeros(size, dtype=torch.uint8)
+        tensor = torch.empty(size, dtype=torch.uint8)  # (pages taken as written)
     else:  # shared memory: the batch crosses to the main process as a file descriptor
         tensor = torch.empty(0, dtype=torch.uint8).set_(torch.UntypedStorage._new_shared(size))  # type: ignore[no-untyped-call]
     return tensor, tensor.numpy()
