@@ -29,6 +29,7 @@ from typing import Any
 import bench_core
 import bench_dataset
 import bench_peers
+import bench_plot
 import bench_stores
 import bench_workloads
 
@@ -126,27 +127,16 @@ LABELS = {
 
 def plot(result: dict[str, Any], out: str) -> None:
     """Files/s against batch size, log-log, one line per store, saved to ``out``."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7, 4.5), dpi=110)
-    for store, by in result["files_per_s"].items():
-        sizes = sorted(int(k) for k in by)
-        ax.plot(sizes, [by[str(k)] for k in sizes], marker="o", label=LABELS.get(store, store))
-    ax.set_xscale("log", base=2)
-    ticks = sorted({int(k) for by in result["files_per_s"].values() for k in by})
-    ax.set_xticks(ticks, [str(t) for t in ticks])
-    ax.set_yscale("log")
-    ax.set_xlabel("batch size (files per call)")
-    ax.set_ylabel("files/s (warm, one thread)")
-    ax.set_title(f"Batched random reads, {result['files']:,} files of 1-64 KiB")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(out)
-    plt.close(fig)
+    lines = {
+        LABELS.get(store, store): {int(k): v for k, v in by.items()}
+        for store, by in result["files_per_s"].items()
+    }
+    bench_plot.line_plot(
+        lines, out, xlabel="batch size (files per call)", ylabel="files/s (warm, one thread)",
+        title=f"Batched random reads, {result['files']:,} files of 1-64 KiB",
+        xscale={"value": "log", "base": 2},
+        ticks=sorted({x for points in lines.values() for x in points}),
+    )  # fmt: skip
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -165,8 +155,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     plot(result, args.out)
-    with open(os.path.splitext(args.out)[0] + ".json", "w") as f:
-        json.dump(result, f, indent=1)
+    bench_plot.save(result, args.out)
     json.dump(result["files_per_s"], sys.stdout, indent=1)
     print(f"\nplot: {args.out}")
     return 0
