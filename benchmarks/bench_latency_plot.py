@@ -53,7 +53,6 @@ from barecat.mount import check_fuse
 
 BATCH = 256
 STORES = ("ours", "ref", "lmdb", "arrayrecord", "lance", "plain")
-KIND = {"ours": "barecat", "ref": "barecat"}  # bench_stores' kind of a store, if not its name
 WAYS: tuple[tuple[str, int, str], ...] = (  # store, batch (0: a loop), label
     ("ours", 0, "barecat: loop of bc[path]"),
     ("ours", BATCH, f"barecat: get_many of {BATCH}"),
@@ -78,28 +77,9 @@ COLOURS = {"ours": "C0", "ref": "C1", "lmdb": "C2", "arrayrecord": "C3", "lance"
            "plain": "C5"}  # fmt: skip
 
 
-def available(args: argparse.Namespace, workdir: str) -> dict[str, Any]:
-    """{store: the runner of its kernels} for the stores that can run here."""
-    ours = bench_core.InProcess()
-    runners: dict[str, Any] = {}
-    for store in STORES:
-        why = None
-        if store == "ref":
-            python = bench_core.find_reference_python(None)
-            if python is None:
-                why = "no reference interpreter (BARECAT_REFERENCE_PYTHON)"
-            else:
-                runners[store] = bench_core.ReferenceWorker(python, workdir)
-                continue
-        elif store == "lmdb" and not bench_core.lmdb_available():
-            why = "lmdb is not installed"
-        elif store in bench_peers.KINDS:
-            why = bench_peers.unavailable(store)
-        if why is None:
-            runners[store] = ours
-        else:
-            bench_core.log(f"skipping {store}: {why}")
-    return runners
+def kind(store: str) -> str:
+    """``bench_stores``' kind of ``store``."""
+    return "barecat" if store in bench_core.BARECATS else store
 
 
 def loop_reads(args: argparse.Namespace, delay_ms: float) -> int:
@@ -115,7 +95,7 @@ def measure(args: argparse.Namespace, workdir: str) -> dict[str, Any]:
     mnt.mkdir()
     spec = bench_dataset.TreeSpec(args.files, 20, args.seed)
     tree = bench_dataset.ensure_tree(str(data / "plain"), spec)
-    runners = available(args, workdir)
+    runners = bench_core.store_runners(STORES, workdir)
     rates: dict[str, dict[float, list[float]]] = {}
     rng = random.Random(args.seed + 1)
     try:
@@ -124,7 +104,7 @@ def measure(args: argparse.Namespace, workdir: str) -> dict[str, Any]:
             if store == "plain":
                 continue
             runner.call(
-                "ingest", kind=KIND.get(store, store), location=str(data / store),
+                "ingest", kind=kind(store), location=str(data / store),
                 tree=tree.root, relpaths=tree.relpaths, source="tree",
                 payload_bytes=tree.total_bytes, repeats=1,
             )  # fmt: skip
@@ -143,14 +123,13 @@ def measure(args: argparse.Namespace, workdir: str) -> dict[str, Any]:
                             if (mnt / store / name).exists():
                                 bench_latency.evict(mnt / store / name)
                         out = runners[store].call(
-                            "read_pass", kind=KIND.get(store, store), location=locations[store],
+                            "read_pass", kind=kind(store), location=locations[store],
                             paths=paths, batch=batch,
                         )  # fmt: skip
                         rate = out["items"] / out["seconds"]
                         rates.setdefault(label, {}).setdefault(delay, []).append(rate)
     finally:
-        for runner in {id(r): r for r in runners.values()}.values():
-            runner.close()
+        bench_core.close_runners(runners)
     return {
         "files": spec.num_files,
         "total_bytes": tree.total_bytes,

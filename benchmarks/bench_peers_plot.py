@@ -28,7 +28,6 @@ from typing import Any
 
 import bench_core
 import bench_dataset
-import bench_peers
 import bench_plot
 import bench_stores
 import bench_workloads
@@ -53,25 +52,7 @@ def measure(args: argparse.Namespace, workdir: str) -> dict[str, Any]:
     """{store: {batch size: files/s}} and what was run."""
     spec = bench_dataset.TreeSpec(args.files, 20, args.seed)
     tree = bench_dataset.ensure_tree(os.path.join(workdir, "tree"), spec)
-    ours = bench_core.InProcess()
-    runners: dict[str, Any] = {}
-    for store in STORES:
-        why = None
-        if store == "ref":
-            python = bench_core.find_reference_python(None)
-            if python is None:
-                why = "no reference interpreter (BARECAT_REFERENCE_PYTHON)"
-            else:
-                runners[store] = bench_core.ReferenceWorker(python, workdir)
-                continue
-        elif store == "lmdb" and not bench_core.lmdb_available():
-            why = "lmdb is not installed"
-        elif store in bench_peers.KINDS:
-            why = bench_peers.unavailable(store)
-        if why is None:
-            runners[store] = ours
-        else:
-            bench_core.log(f"skipping {store}: {why}")
+    runners = bench_core.store_runners(STORES, workdir)
     rng = random.Random(args.seed + 1)
     reads = min(args.reads, len(tree.relpaths))
     rates: dict[str, dict[int, list[float]]] = {s: {} for s in runners}
@@ -90,7 +71,9 @@ def measure(args: argparse.Namespace, workdir: str) -> dict[str, Any]:
                 for store, runner in runners.items():
                     kind = "barecat" if store in bench_core.BARECATS else store
                     location = os.path.join(workdir, "stores", store)
-                    if runner is ours:  # straight to the store's batch call, nothing else
+                    if not isinstance(
+                        runner, bench_core.ReferenceWorker
+                    ):  # straight to the store's batch call, nothing else
                         m = batch_read(kind, location, batches)
                     else:  # barecat 0.3.1: no batch call, its loop via the shared kernel
                         out = runner.call(
@@ -101,8 +84,7 @@ def measure(args: argparse.Namespace, workdir: str) -> dict[str, Any]:
                     rate = m["items"] / statistics.median(m["samples"])
                     rates[store].setdefault(size, []).append(rate)
     finally:
-        for runner in {id(r): r for r in runners.values()}.values():
-            runner.close()
+        bench_core.close_runners(runners)
     return {
         "files": spec.num_files,
         "total_bytes": tree.total_bytes,
