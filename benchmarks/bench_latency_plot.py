@@ -160,7 +160,7 @@ def plot(result: dict[str, Any], out: str) -> None:
     }
     bench_plot.line_plot(
         lines, out, xlabel="delay in every read through FUSE (ms)",
-        ylabel="files/s (random reads, one thread)",
+        ylabel="files/s (random reads, one calling thread)",
         title=f"Random reads through a FUSE filesystem sleeping in every read\n"
         f"{result['files']:,} files of 1-64 KiB; solid: batches of {BATCH}, dashed: one at a time",
         xscale={"value": "symlog", "linthresh": 0.2},
@@ -169,26 +169,30 @@ def plot(result: dict[str, Any], out: str) -> None:
     )  # fmt: skip
 
 
-def table(result: dict[str, Any]) -> str:
-    """The figures as a Markdown table, a column per delay, and the waits a file costs.
+def waits(by_delay: dict[str, float]) -> float | None:
+    """How many of the delays a file waits through one after the other: the slope of
+    seconds a file against the delay (least squares over the delays measured). About 1
+    for a loop making one read a file, 2 for two, near 0 where a batch's reads overlap.
+    None with fewer than two delays."""
+    if len(by_delay) < 2:
+        return None
+    delays = [float(d) / 1000 for d in by_delay]
+    per_file = [1 / rate for rate in by_delay.values()]
+    return statistics.linear_regression(delays, per_file).slope
 
-    The last column, ``(1/files/s at the longest delay - 1/files/s at 0) / that delay``,
-    is how many of the delays a file waits through one after the other: about 1 for a
-    loop making one read a file, 2 for two, near 0 where a batch's reads overlap.
-    """
+
+def table(result: dict[str, Any]) -> str:
+    """The figures as a Markdown table: a column per delay, and :func:`waits`."""
     by_way = result["files_per_s"]
     delays = sorted({d for by in by_way.values() for d in by}, key=float)
-    longest = delays[-1]
     rows = [
         "| way | " + " | ".join(f"{d} ms" for d in delays) + " | waits a file |",
         "|---|" + "---|" * (len(delays) + 1),
     ]
     for label, by in by_way.items():
-        waits = "-"
-        if "0" in by and float(longest) > 0:
-            waits = f"{(1 / by[longest] - 1 / by['0']) * 1000 / float(longest):.2f}"
+        slope = waits(by)
         figures = " | ".join(f"{by[d]:,.0f}" for d in delays)
-        rows.append(f"| {label} | {figures} | {waits} |")
+        rows.append(f"| {label} | {figures} | {'-' if slope is None else f'{slope:.2f}'} |")
     return "\n".join(rows)
 
 
