@@ -8,6 +8,8 @@ fresh worker process so that no way inherits another's heap:
 
 - ``getitem``: a loop of ``bc[path]``; ``read``: a loop of ``bc.read(path)``;
   ``readinto``: a loop of ``bc.readinto(path, buffer)`` into one reused buffer;
+- ``getitem list``: a loop of ``bc[path]`` over B paths at a time, the results kept in a
+  list until the B are read, as a batch keeps them (what a loop that makes batches pays);
 - ``get_many``: ``bc.get_many`` of B paths at a time (bytes, one object a file);
   ``readinto_many``: ``bc.readinto_many`` of B paths into one reused buffer;
 - ``get_many (heap kept)``: ``get_many`` in a process that has freed one large block
@@ -38,7 +40,15 @@ from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
-OURS = ("getitem", "read", "readinto", "get_many", "readinto_many", "get_many (heap kept)")
+OURS = (
+    "getitem",
+    "read",
+    "readinto",
+    "getitem list",
+    "get_many",
+    "readinto_many",
+    "get_many (heap kept)",
+)
 REFERENCE = ("getitem", "read")
 
 
@@ -58,7 +68,7 @@ def worker(archive: str, way: str, batch: int, repeats: int) -> float:
     if way.endswith("(heap kept)"):
         block = bytearray(16 << 20)  # freed at once: glibc's trim threshold grows to 32 MiB
         del block
-        way = way.split(" ")[0]
+        way = way.removesuffix(" (heap kept)")
     import barecat
 
     with barecat.Barecat(archive) as bc:
@@ -77,6 +87,10 @@ def worker(archive: str, way: str, batch: int, repeats: int) -> float:
             elif way == "readinto":
                 for p in paths:
                     bc.readinto(p, buffer)
+            elif way == "getitem list":
+                for b in batches:
+                    for data in [bc[p] for p in b]:
+                        len(data)
             elif way == "get_many":
                 for b in batches:
                     for data in bc.get_many(b):
