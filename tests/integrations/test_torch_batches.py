@@ -3,6 +3,7 @@ real DataLoader workers."""
 
 from __future__ import annotations
 
+import copy
 import gc
 import os
 from pathlib import Path
@@ -117,6 +118,19 @@ def test_a_buffer_is_reused_once_its_batch_is_gone(archive: tuple[str, dict[str,
     assert dataset.__getitems__([4, 5]).data.data_ptr() == where
     single = dataset[7]
     assert isinstance(single, FileBatch) and single.tolist() == [files[dataset.paths[7]]]
+
+
+def test_copies_neither_share_nor_release_the_lease(archive: tuple[str, dict[str, bytes]]) -> None:
+    path, files = archive
+    dataset = BarecatDataset(path, file_batches=True)
+    first = dataset.__getitems__([0, 1, 2])
+    shallow, deep = copy.copy(first), copy.deepcopy(first)
+    assert deep.tolist() == first.tolist() == [files[dataset.paths[i]] for i in range(3)]
+    assert deep.data.data_ptr() != first.data.data_ptr()
+    view = first[0]
+    del first, shallow, deep  # only the view holds the buffer: it must not be reused
+    assert dataset.__getitems__([3]).tolist() == [files[dataset.paths[3]]]
+    assert bytes(view) == files[dataset.paths[0]]
 
 
 @pytest.mark.slow  # (torch's shutdown of workers after one raised takes 10 s)

@@ -19,6 +19,7 @@ Imports torch (the ``torch`` extra), NumPy (torch's) and the archive layer.
 
 from __future__ import annotations
 
+import copy
 import weakref
 from collections.abc import Iterator
 from typing import Any
@@ -186,6 +187,15 @@ class FileBatch:
     def items(self) -> Iterator[tuple[str, memoryview]]:
         """``(path, memoryview)`` of each file, in order."""
         return zip(self.paths, self, strict=True)
+
+    def __copy__(self) -> FileBatch:
+        return self  # (nothing in a batch changes: a copy is the batch; see __reduce__)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> FileBatch:
+        # its own memory: a copy made through __reduce__ would take the lease with it,
+        # and release it when dropped, while the original's views still read the buffer
+        targets = copy.deepcopy(self.targets, memo)
+        return FileBatch(self.data.clone(), list(self.places), list(self.paths), targets)
 
     def __reduce__(self) -> tuple[Any, ...]:
         # the lease goes with the batch: the receiving process releases it
