@@ -251,6 +251,38 @@ def lmdb_available() -> bool:
     return True
 
 
+def store_runners(stores: Sequence[str], workdir: str) -> dict[str, Any]:
+    """{store: where its kernels run} for those of ``stores`` that can run here: ``ref``
+    in a :class:`ReferenceWorker` (started in ``workdir``), the others :class:`InProcess`;
+    each store left out is logged with the reason. The caller closes the runners."""
+    ours = InProcess()
+    runners: dict[str, Any] = {}
+    for store in stores:
+        why = None
+        if store == "ref":
+            python = find_reference_python(None)
+            if python is None:
+                why = "no reference interpreter (BARECAT_REFERENCE_PYTHON)"
+            else:
+                runners[store] = ReferenceWorker(python, workdir)
+                continue
+        elif store == "lmdb" and not lmdb_available():
+            why = "lmdb is not installed"
+        elif store in bench_peers.KINDS:
+            why = bench_peers.unavailable(store)
+        if why is None:
+            runners[store] = ours
+        else:
+            log(f"skipping {store}: {why}")
+    return runners
+
+
+def close_runners(runners: dict[str, Any]) -> None:
+    """Close each of ``store_runners``' runners once."""
+    for runner in {id(r): r for r in runners.values()}.values():
+        runner.close()
+
+
 def run(args: argparse.Namespace, workdir: str) -> dict[str, Any]:
     spec = bench_dataset.TreeSpec(args.files, args.classes, args.seed)
     phases: dict[str, float] = {}

@@ -30,7 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -46,6 +46,7 @@ BATCH = 256
 DELAYED_FS = r"""
 import errno, os, sys, time, mfusepy
 source, delay = sys.argv[2], float(sys.argv[3]) / 1000
+cached = set(filter(None, sys.argv[5].split(",")))
 class Delayed(mfusepy.Operations):
     use_ns = True
     def getattr(self, path, fh=None):
@@ -57,18 +58,28 @@ class Delayed(mfusepy.Operations):
                 "st_mtime": st.st_mtime_ns, "st_atime": st.st_atime_ns, "st_ctime": st.st_ctime_ns}
     def readdir(self, path, fh):
         return [".", "..", *os.listdir(source + path)]
-    def open(self, path, flags):
-        return os.open(source + path, os.O_RDONLY)
-    def read(self, path, size, offset, fh):
-        time.sleep(delay)  # the network's round trip
-        return os.pread(fh, size, offset)
-    def release(self, path, fh):
-        os.close(fh)
+    def open(self, path, fi):
+        fi.fh = os.open(source + path, os.O_RDONLY)
+        fi.direct_io = os.path.basename(path) not in cached
         return 0
-mfusepy.FUSE(Delayed(), sys.argv[1], foreground=True, ro=True, direct_io=True,
+    def read(self, path, size, offset, fi):
+        if offset < os.fstat(fi.fh).st_size:  # (the client knows where the file ends)
+            time.sleep(delay)  # the network's round trip
+        return os.pread(fi.fh, size, offset)
+    def release(self, path, fi):
+        os.close(fi.fh)
+        return 0
+mfusepy.FUSE(Delayed(), sys.argv[1], foreground=True, ro=True, raw_fi=True,
              max_threads=int(sys.argv[4]))
 """
-"""A read-only passthrough of ``source`` that sleeps in every read (multithreaded)."""
+"""A read-only passthrough of ``source`` that sleeps in every read (multithreaded).
+
+Every file is opened ``direct_io`` (each read reaches the server, none is kept in the
+kernel's page cache) but those whose names are listed as cached: a file that is
+memory-mapped (LMDB's) needs the page cache, which the caller evicts (:func:`evict`).
+A read at or past the end of the file is answered without the sleep, as a network
+filesystem's client knows the size from the attributes it holds.
+"""
 
 
 def make_archive(path: str, count: int) -> list[str]:
@@ -81,8 +92,22 @@ def make_archive(path: str, count: int) -> list[str]:
 
 
 @contextlib.contextmanager
-def delayed_mount(source: Path, mountpoint: Path, delay_ms: float, threads: int) -> Iterator[None]:
-    argv = [str(mountpoint), str(source), str(delay_ms), str(threads)]
+def delayed_mount(
+    source: Path, mountpoint: Path, delay_ms: float, threads: int, cached: Sequence[str] = ()
+) -> Iterator[None]:
+    """``source`` served at ``mountpoint`` by :data:`DELAYED_FS` until the block ends.
+
+    Args:
+        source: the folder served.
+        mountpoint: an empty folder to mount it on.
+        delay_ms: the sleep in every read, in milliseconds.
+        threads: the server's threads (concurrent reads it serves).
+        cached: names of files opened through the page cache (memory-mapped ones).
+
+    Raises:
+        BarecatError: if the server exits before the filesystem is mounted.
+    """
+    argv = [str(mountpoint), str(source), str(delay_ms), str(threads), ",".join(cached)]
     server = subprocess.Popen([sys.executable, "-c", DELAYED_FS, *argv])
     while not is_mounted(str(mountpoint)):
         if server.poll() is not None:
@@ -100,29 +125,43 @@ def delayed_mount(source: Path, mountpoint: Path, delay_ms: float, threads: int)
             server.wait()
 
 
-def through_mount(archive: str, mounted: Path, local: Path) -> str:
-    """The archive opened from ``local``: its index copied there, its shards linked to
-    the mounted ones."""
-    local.mkdir()
-    name = Path(archive).name
-    for entry in Path(archive).parent.iterdir():
-        if not entry.name.startswith(name):
+def link_data(source: Path, mounted: Path, local: Path, is_data: Callable[[Path], bool]) -> None:
+    """``local``: a copy of the folder ``source`` (mounted at ``mounted``) in which each
+    file that ``is_data`` (given its path relative to ``source``) is a link to the mounted
+    one, and every other file is copied."""
+    local.mkdir(parents=True, exist_ok=True)
+    for entry in sorted(source.rglob("*")):
+        rel = entry.relative_to(source)
+        if entry.is_dir():
+            (local / rel).mkdir(parents=True, exist_ok=True)
             continue
-        if "-shard-" in entry.name:
-            (local / entry.name).symlink_to(mounted / entry.name)
+        (local / rel).parent.mkdir(parents=True, exist_ok=True)
+        if is_data(rel):
+            (local / rel).symlink_to(mounted / rel)
         else:
-            shutil.copy(entry, local / entry.name)
-    return str(local / name)
+            shutil.copy(entry, local / rel)
+
+
+def through_mount(archive: str, mounted: Path, local: Path) -> str:
+    """The archive opened from ``local``: its folder's files copied there, but its shards,
+    which are links to the mounted ones."""
+    link_data(Path(archive).parent, mounted, local, lambda rel: "-shard-" in rel.name)
+    return str(local / Path(archive).name)
+
+
+def evict(path: Path) -> None:
+    """Drop the file's clean pages from the page cache (no root needed)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
 
 
 def drop_cache(archive: str) -> None:
-    """Evict the archive's shards from the page cache (clean pages: no root needed)."""
+    """Evict the archive's shards from the page cache."""
     for entry in Path(archive).parent.glob(Path(archive).name + "-shard-*"):
-        fd = os.open(entry, os.O_RDONLY)
-        try:
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
+        evict(entry)
 
 
 def loop(bc: barecat.Barecat, paths: list[str]) -> None:

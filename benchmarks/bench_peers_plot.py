@@ -28,7 +28,7 @@ from typing import Any
 
 import bench_core
 import bench_dataset
-import bench_peers
+import bench_plot
 import bench_stores
 import bench_workloads
 
@@ -52,25 +52,7 @@ def measure(args: argparse.Namespace, workdir: str) -> dict[str, Any]:
     """{store: {batch size: files/s}} and what was run."""
     spec = bench_dataset.TreeSpec(args.files, 20, args.seed)
     tree = bench_dataset.ensure_tree(os.path.join(workdir, "tree"), spec)
-    ours = bench_core.InProcess()
-    runners: dict[str, Any] = {}
-    for store in STORES:
-        why = None
-        if store == "ref":
-            python = bench_core.find_reference_python(None)
-            if python is None:
-                why = "no reference interpreter (BARECAT_REFERENCE_PYTHON)"
-            else:
-                runners[store] = bench_core.ReferenceWorker(python, workdir)
-                continue
-        elif store == "lmdb" and not bench_core.lmdb_available():
-            why = "lmdb is not installed"
-        elif store in bench_peers.KINDS:
-            why = bench_peers.unavailable(store)
-        if why is None:
-            runners[store] = ours
-        else:
-            bench_core.log(f"skipping {store}: {why}")
+    runners = bench_core.store_runners(STORES, workdir)
     rng = random.Random(args.seed + 1)
     reads = min(args.reads, len(tree.relpaths))
     rates: dict[str, dict[int, list[float]]] = {s: {} for s in runners}
@@ -89,7 +71,9 @@ def measure(args: argparse.Namespace, workdir: str) -> dict[str, Any]:
                 for store, runner in runners.items():
                     kind = "barecat" if store in bench_core.BARECATS else store
                     location = os.path.join(workdir, "stores", store)
-                    if runner is ours:  # straight to the store's batch call, nothing else
+                    if not isinstance(
+                        runner, bench_core.ReferenceWorker
+                    ):  # straight to the store's batch call, nothing else
                         m = batch_read(kind, location, batches)
                     else:  # barecat 0.3.1: no batch call, its loop via the shared kernel
                         out = runner.call(
@@ -100,8 +84,7 @@ def measure(args: argparse.Namespace, workdir: str) -> dict[str, Any]:
                     rate = m["items"] / statistics.median(m["samples"])
                     rates[store].setdefault(size, []).append(rate)
     finally:
-        for runner in {id(r): r for r in runners.values()}.values():
-            runner.close()
+        bench_core.close_runners(runners)
     return {
         "files": spec.num_files,
         "total_bytes": tree.total_bytes,
@@ -126,27 +109,16 @@ LABELS = {
 
 def plot(result: dict[str, Any], out: str) -> None:
     """Files/s against batch size, log-log, one line per store, saved to ``out``."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7, 4.5), dpi=110)
-    for store, by in result["files_per_s"].items():
-        sizes = sorted(int(k) for k in by)
-        ax.plot(sizes, [by[str(k)] for k in sizes], marker="o", label=LABELS.get(store, store))
-    ax.set_xscale("log", base=2)
-    ticks = sorted({int(k) for by in result["files_per_s"].values() for k in by})
-    ax.set_xticks(ticks, [str(t) for t in ticks])
-    ax.set_yscale("log")
-    ax.set_xlabel("batch size (files per call)")
-    ax.set_ylabel("files/s (warm, one thread)")
-    ax.set_title(f"Batched random reads, {result['files']:,} files of 1-64 KiB")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(out)
-    plt.close(fig)
+    lines = {
+        LABELS.get(store, store): {int(k): v for k, v in by.items()}
+        for store, by in result["files_per_s"].items()
+    }
+    bench_plot.line_plot(
+        lines, out, xlabel="batch size (files per call)", ylabel="files/s (warm, one thread)",
+        title=f"Batched random reads, {result['files']:,} files of 1-64 KiB",
+        xscale={"value": "log", "base": 2},
+        ticks=sorted({x for points in lines.values() for x in points}),
+    )  # fmt: skip
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -165,8 +137,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     plot(result, args.out)
-    with open(os.path.splitext(args.out)[0] + ".json", "w") as f:
-        json.dump(result, f, indent=1)
+    bench_plot.save(result, args.out)
     json.dump(result["files_per_s"], sys.stdout, indent=1)
     print(f"\nplot: {args.out}")
     return 0

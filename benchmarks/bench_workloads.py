@@ -296,6 +296,33 @@ def read_random(
     return out
 
 
+def read_pass(kind: str, location: str, paths: list[str], batch: int) -> dict[str, Any]:
+    """One timed pass over ``paths`` by a freshly opened reader (opened untimed), no
+    warm-up: for storage where a second pass would not cost what the first did.
+
+    ``batch`` 0: a loop of the store's usual read; else batches of that many paths, each
+    one call to the store's batch read. Returns the wall time (``seconds``), ``items`` and
+    ``bytes`` read, or ``unavailable`` where the store has no batch read.
+    """
+    reader = bench_stores.open_reader(kind, location)
+    try:
+        read_many = reader.read_many
+        if batch and read_many is None:
+            return _unavailable(f"{kind} has no batch read")
+        if batch and read_many is not None:
+            batches = [paths[i : i + batch] for i in range(0, len(paths), batch)]
+            fn = _batches_pass(read_many, batches)
+        else:
+            fn = _paths_pass(reader.read, paths)
+        gc.collect()
+        t0 = time.perf_counter()
+        total = fn()
+        seconds = time.perf_counter() - t0
+    finally:
+        reader.close()
+    return {"seconds": seconds, "items": len(paths), "bytes": total}
+
+
 def _random_way(
     reader: bench_stores.Reader, name: str, paths: list[str], batches: list[list[str]]
 ) -> Callable[[], int] | None:
@@ -609,6 +636,7 @@ KERNELS: dict[str, Callable[..., Any]] = {
     "forget_memory": forget_memory,
     "read_random": read_random,
     "read_after_epoch": read_after_epoch,
+    "read_pass": read_pass,
     "read_multiprocess": read_multiprocess,
     "open_time": open_time,
     "read_sequential": read_sequential,

@@ -1,7 +1,9 @@
 """Batches read on several threads (``read_concurrency``): the same bytes in the same
 order, the same checks and the same errors as one read at a time and as a loop of
 ``bc[path]``; the threads are this archive's, made again in a forked child, and gone
-once it is closed."""
+once it is closed. A batch fans out only from a read that waited: the archives here are
+answered from the page cache, so most tests make every read count as waiting
+(``fanned_out``), and the pool's own tests make reads that wait."""
 
 from __future__ import annotations
 
@@ -9,11 +11,15 @@ import multiprocessing
 import os
 import random
 import threading
+import time
+from typing import cast
 
 import pytest
 
 import barecat
 from barecat.exceptions import BarecatIntegrityError
+from barecat.shards import Sharder
+from barecat.shards.concurrent import ReadPool, read_would_wait
 from helpers import PASSPHRASE
 from helpers.damaging import damage
 
@@ -24,6 +30,12 @@ SEALINGS = [{}, {"compression": "zstd"}, {"compression": "none", "passphrase": P
 
 def read_threads() -> list[threading.Thread]:
     return [t for t in threading.enumerate() if t.name.startswith("barecat-read")]
+
+
+def fanned_out(bc: barecat.Barecat) -> barecat.Barecat:
+    """``bc``, its batches read on its threads from the first read on."""
+    cast(Sharder, bc.sharder).read_pool.waiting_read_ns = 0
+    return bc
 
 
 def build(make_archive, sealing: dict[str, str]) -> str:  # type: ignore[no-untyped-def]
@@ -41,7 +53,7 @@ def test_a_concurrent_batch_is_the_loop(make_archive, sealing: dict[str, str]) -
         assert bc.get_many(WANTED, max_gap=0) == loop
         assert not read_threads()  # one at a time: no thread was made
     assert loop == [FILES[p] for p in WANTED]
-    with barecat.Barecat(path, passphrase=passphrase, read_concurrency=8) as bc:
+    with fanned_out(barecat.Barecat(path, passphrase=passphrase, read_concurrency=8)) as bc:
         for gap in (0, 4096):
             assert bc.get_many(WANTED, max_gap=gap) == loop
             assert bc.read_many(WANTED) == loop
@@ -61,7 +73,7 @@ def test_damage_is_reported_as_one_read_at_a_time_reports_it(make_archive, seali
     wanted = [f"d{i % 7}/{i:04d}.bin" for i in range(298, 0, -2)]  # none stored side by side
     errors = {}
     for workers in (1, 16):
-        with barecat.Barecat(path, read_concurrency=workers) as bc:
+        with fanned_out(barecat.Barecat(path, read_concurrency=workers)) as bc:
             with pytest.raises(BarecatIntegrityError) as raised:
                 bc.get_many(wanted, max_gap=0)
             messages = [str(raised.value)]
@@ -72,13 +84,14 @@ def test_damage_is_reported_as_one_read_at_a_time_reports_it(make_archive, seali
             errors[workers] = messages
             assert (len(read_threads()) > 0) == (workers > 1)
     assert errors[16] == errors[1]
-    assert all(m.startswith("d3/0150.bin: ") for m in errors[1])  # the first stored
+    # the first requested (stored after d3/0150.bin), as a loop of bc[path] meets it
+    assert all(m.startswith("d1/0260.bin: ") for m in errors[1])
 
 
 def test_the_threads_end_with_the_archive(make_archive) -> None:  # type: ignore[no-untyped-def]
     path = build(make_archive, {})
     before = threading.active_count()
-    bc = barecat.Barecat(path)
+    bc = fanned_out(barecat.Barecat(path))
     assert bc.get_many(WANTED, max_gap=0) == [FILES[p] for p in WANTED]
     assert threading.active_count() > before
     bc.close()
@@ -96,7 +109,7 @@ def test_a_forked_child_reads_on_threads_of_its_own(make_archive) -> None:  # ty
         pytest.skip("this platform cannot fork")
     path = build(make_archive, {})
     context = multiprocessing.get_context("fork")
-    with barecat.Barecat(path, read_concurrency=4) as bc:
+    with fanned_out(barecat.Barecat(path, read_concurrency=4)) as bc:
         bc.get_many(WANTED, max_gap=0)  # the parent's threads exist now, all idle
         # (1 to 3 of them: the executor starts a thread per submit only while none is
         # idle, and a quick batch can leave one idle before the last submit)
@@ -111,3 +124,72 @@ def test_a_forked_child_reads_on_threads_of_its_own(make_archive) -> None:  # ty
             child.join()
         assert not alive and child.exitcode == 0
         assert out.get(timeout=5) is True
+
+
+def test_page_cache_reads_stay_on_the_calling_thread(make_archive) -> None:  # type: ignore[no-untyped-def]
+    path = build(make_archive, {})
+    with barecat.Barecat(path) as bc:
+        cast(Sharder, bc.sharder).read_pool.waiting_read_ns = 10**10  # no read waits 10 s
+        assert bc.get_many(WANTED, max_gap=0) == [FILES[p] for p in WANTED]
+        assert not read_threads()
+
+
+def _recording(waiting_k: int | None, other_ran: threading.Event, ran_on: dict[int, str]):  # type: ignore[no-untyped-def]
+    """A task recording each read's thread; read ``waiting_k`` waits 10 ms, and read 1 on
+    the calling thread waits until a read ran on another (so a batch that fans out
+    always shows it, and one that does not fails here)."""
+    caller = threading.current_thread().name
+
+    def task(k: int) -> None:
+        ran_on[k] = threading.current_thread().name
+        if ran_on[k] != caller:
+            other_ran.set()
+        if k == waiting_k:
+            time.sleep(0.01)  # (a read that waits 10 ms: the pool's limit is 1 ms)
+        elif k == 1 and ran_on[k] == caller and waiting_k is not None:
+            assert other_ran.wait(timeout=30), "the batch did not fan out"
+
+    return task
+
+
+@pytest.mark.parametrize("storage_says", [None, True, False], ids=["unknown", "waits", "cached"])
+def test_a_batch_fans_out_when_its_reads_wait(storage_says: bool | None) -> None:
+    caller = threading.current_thread().name
+    pool = ReadPool(4, waiting_read_ns=1_000_000)
+    asked: list[bool] = []
+
+    def may_wait() -> bool | None:
+        asked.append(True)
+        return storage_says
+
+    try:
+        other_ran, ran_on = threading.Event(), {}  # type: ignore[var-annotated]
+        waiting_k = 0 if storage_says is not False else None
+        pool.run(20, _recording(waiting_k, other_ran, ran_on), may_wait)
+        assert sorted(ran_on) == list(range(20)) and asked == [True]
+        if storage_says is None:  # told by the first read's time: it ran on the caller
+            assert ran_on[0] == caller and other_ran.is_set()
+        else:  # told before the first read
+            assert other_ran.is_set() == storage_says
+        ran_on.clear()  # the next batch, whose reads do not wait, starts on the caller again
+        pool.run(20, lambda k: ran_on.__setitem__(k, threading.current_thread().name))
+        assert set(ran_on.values()) == {caller}
+    finally:
+        pool.close()
+
+
+def test_a_cold_shard_fans_out_from_the_first_read(make_archive) -> None:  # type: ignore[no-untyped-def]
+    path = build(make_archive, {})
+    shard = f"{path}-shard-00000"
+    fd = os.open(shard, os.O_RDONLY)
+    try:
+        os.fsync(fd)  # (dirty pages stay in the cache)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        if read_would_wait(fd, 0) is not True:
+            pytest.skip("this filesystem cannot tell a cached read (RWF_NOWAIT), or kept it")
+    finally:
+        os.close(fd)
+    with barecat.Barecat(path) as bc:
+        cast(Sharder, bc.sharder).read_pool.waiting_read_ns = 10**10  # (no read times out)
+        assert bc.get_many(WANTED, max_gap=0) == [FILES[p] for p in WANTED]
+        assert read_threads()

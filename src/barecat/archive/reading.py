@@ -99,9 +99,10 @@ class ArchiveReading(ArchivePart):
     def get_many(self, paths: Iterable[str], max_gap: int = 4096) -> list[bytes]:
         """Contents of many files, CRC-verified, in request order.
 
-        One index query for the whole batch, then reads in storage order; files at most
-        ``max_gap`` bytes apart are fetched with a single read. ``read_many`` is the
-        same method.
+        One index query for the whole batch, then one read a file in request order;
+        files at most ``max_gap`` bytes apart in storage are fetched with a single read.
+        A damaged file raised is the first requested, as a loop of ``bc[path]`` finds
+        it. ``read_many`` is the same method.
 
         Args:
             paths: the files' paths.
@@ -122,7 +123,7 @@ class ArchiveReading(ArchivePart):
             try:
                 return self._read_located(wanted, located, max_gap)
             except BarecatIntegrityError:
-                for pos, address in located:  # which file is damaged
+                for pos, address in sorted(located):  # which file is damaged, the first
                     _read_checked(self.archive, wanted[pos], address)
                 raise
 
@@ -232,8 +233,8 @@ class ArchiveReading(ArchivePart):
         each verified (CRC32C; in a sealed archive, unsealed and authenticated, then
         copied in) before this returns: no allocation per file in a plain archive.
 
-        One index lookup for the batch, reads in storage order. On an error the buffer
-        may hold some of the files.
+        One index lookup for the batch, reads in request order (a damaged file raised is
+        the first requested). On an error the buffer may hold some of the files.
 
         Args:
             paths: the files' paths.
@@ -273,9 +274,10 @@ class ArchiveReading(ArchivePart):
     ) -> list[tuple[int, int]]:
         places = _places(wanted, located, view)
         readinto = self.archive.sharder.readinto_from_address
+        in_request_order = sorted(located)  # (the first failure raised is a loop's first)
 
         def read_one(k: int) -> None:  # (on the read pool's threads: see run_reads)
-            pos, (shard, offset, size, crc) = located[k]
+            pos, (shard, offset, size, crc) = in_request_order[k]
             at = places[pos][0]
             try:
                 readinto(shard, offset, view[at : at + size], crc)
@@ -284,7 +286,8 @@ class ArchiveReading(ArchivePart):
                     raise _naming(wanted[pos], e) from e
                 raise
 
-        self.archive.sharder.run_reads(len(located), read_one)
+        first = in_request_order[0][1] if located else None
+        self.archive.sharder.run_reads(len(located), read_one, first)
         return places
 
     def check_crc32c(self, item: BarecatFileInfo | str) -> bool:

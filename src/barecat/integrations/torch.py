@@ -10,7 +10,10 @@ front with ``with_path=True``. ``group_by_stem=True`` makes an item of each samp
 WebDataset and LitData group files (``0001.jpg`` + ``0001.json``, grouped by
 :mod:`barecat.samples`, as Ray Data's source groups them): a dict of ``__key__`` and a
 value per extension. Without any of these options an item is ``(path, bytes)``, as in
-earlier versions (and ``transform`` gets the pair).
+earlier versions (and ``transform`` gets the pair). ``file_batches=True`` makes a whole
+batch one :class:`FileBatch`, the files' bytes in one tensor that a DataLoader worker
+fills in shared memory: the way to take raw bytes through workers
+(:mod:`barecat.integrations.torch_batches`).
 
 ``BarecatSampler`` gives each of ``num_replicas`` ranks a disjoint share of every epoch;
 together the shares cover the epoch exactly (padded by wrapping round to equal length, as
@@ -21,7 +24,7 @@ there. ``locality=N`` shuffles blocks of N files neighbouring in storage, then t
 within each block: nearly as random for training, far fewer seeks on HDD, NFS or object
 storage. An archive on object storage (``s3://...`` with ``storage_options``) works the
 same; the workers share its local block cache. Imports torch (the ``torch`` extra), the
-archive layer, the codecs and ``samples``.
+archive layer, the codecs, ``samples`` and ``torch_batches``.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from torch.utils.data import Dataset, Sampler
 from barecat.archive import Barecat
 from barecat.codecs import DecodedView
 from barecat.entries import Order
+from barecat.integrations.torch_batches import BufferPool, FileBatch, collate_file_batch
 from barecat.samples import group_by_stem as samples_of
 
 KEY = "__key__"
@@ -58,7 +62,15 @@ class BarecatDataset(Dataset[Any]):
     ... and ``with_path=True``        ``(path, value)``, ``(path, value, target)``
     ``group_by_stem=True``            ``value`` is ``{"__key__": key, ext: value}``
     none of them (earlier versions)   ``(path, bytes)``
+    ``file_batches=True``             a whole batch is one :class:`FileBatch`
     ================================  =========================================
+
+    With DataLoader workers, ``file_batches=True`` (and
+    ``collate_fn=collate_file_batch``) is THE way to load raw bytes: each batch is read
+    in the worker into one shared-memory tensor and reaches the main process without
+    being pickled (see :mod:`barecat.integrations.torch_batches`); the other forms send
+    every file's bytes through a pipe, which costs the main process more than reading
+    them itself. Decoding in the workers (``decode=True``) keeps the other forms.
 
     Args:
         archive: the archive (a local path, or ``s3://...`` with ``storage_options``).
@@ -84,6 +96,11 @@ class BarecatDataset(Dataset[Any]):
         passphrase: an encrypted archive's passphrase.
         storage_options: fsspec options for a URL.
         cache_dir: where a remote archive's index is copied.
+        file_batches: ``__getitems__`` (a DataLoader batch) returns a :class:`FileBatch`:
+            the files' bytes, CRC-checked, in one uint8 tensor (shared memory in a
+            worker), with ``paths`` and ``targets`` (with ``target_fn``); pass
+            ``collate_fn=collate_file_batch``. ``dataset[i]`` is a batch of one file.
+            Not with ``decode``, ``transform`` or ``group_by_stem``.
 
     Attributes:
         paths: the files read, in order (with ``group_by_stem``, all the samples' files).
@@ -95,7 +112,8 @@ class BarecatDataset(Dataset[Any]):
     Raises:
         FileNotFoundBarecatError: no archive there.
         BarecatError: a file name without an extension with ``group_by_stem``.
-        ValueError: a file at the archive's root with ``target_fn="parent"``.
+        ValueError: a file at the archive's root with ``target_fn="parent"``;
+            ``file_batches`` with ``decode``, ``transform`` or ``group_by_stem``.
     """
 
     def __init__(
@@ -113,8 +131,15 @@ class BarecatDataset(Dataset[Any]):
         passphrase: str | None = None,
         storage_options: dict[str, Any] | None = None,
         cache_dir: str | None = None,
+        file_batches: bool = False,
     ) -> None:
+        if file_batches and (decode is not False or transform is not None or group_by_stem):
+            raise ValueError(
+                "file_batches gives the files' bytes: decode them from the batch, or drop "
+                "file_batches to decode in the workers"
+            )
         self.archive = os.fspath(archive)
+        self.file_batches = file_batches
         self.storage_options = storage_options
         self.cache_dir = cache_dir
         self.decode = decode
@@ -128,6 +153,7 @@ class BarecatDataset(Dataset[Any]):
         self.with_path = self._pair if with_path is None else with_path
         self._bc: Barecat | None = None
         self._view: DecodedView | None = None
+        self._pool: BufferPool | None = None
         self._pid = -1
         if paths is None:
             with self._open() as bc:
@@ -163,6 +189,7 @@ class BarecatDataset(Dataset[Any]):
             self._bc = self._open()
             self._pid = os.getpid()
             self._view = None
+            self._pool = None
         return self._bc
 
     def _files(self, index: int) -> list[str]:
@@ -171,19 +198,32 @@ class BarecatDataset(Dataset[Any]):
         return [self.paths[position] for _, position in self._members[index]]
 
     def __getitem__(self, index: int) -> Any:
+        if self.file_batches:
+            return self.__getitems__([index])
         if self._members is None:
             return self._item(index, [self._archive()[self.paths[index]]])
         return self.__getitems__([index])[0]
 
-    def __getitems__(self, indices: Sequence[int]) -> list[Any]:
+    def __getitems__(self, indices: Sequence[int]) -> list[Any] | FileBatch:
         """A whole batch with one ``get_many`` (DataLoader calls this when it exists):
         neighbours in storage are read together, which on object storage means one
-        request for many files."""
+        request for many files. With ``file_batches``, a :class:`FileBatch`."""
+        if self.file_batches:
+            return self._file_batch(indices)
         files = [self._files(i) for i in indices]
         contents = iter(self._archive().get_many([p for f in files for p in f]))
         return [
             self._item(i, [next(contents) for _ in f]) for i, f in zip(indices, files, strict=True)
         ]
+
+    def _file_batch(self, indices: Sequence[int]) -> FileBatch:
+        bc = self._archive()
+        if self._pool is None:
+            self._pool = BufferPool()
+        paths = [self.paths[i] for i in indices]
+        buffer, places = self._pool.read(bc, paths)
+        targets = [self._target(i) for i in indices] if self.target_fn is not None else None
+        return FileBatch(buffer, places, paths, targets, leased=True)
 
     def _item(self, index: int, contents: list[bytes]) -> Any:
         key = self.keys[index]
@@ -225,6 +265,7 @@ class BarecatDataset(Dataset[Any]):
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state["_bc"], state["_pid"], state["_view"] = None, -1, None  # each worker opens its own
+        state["_pool"] = None
         return state
 
 
@@ -330,4 +371,11 @@ class BarecatSampler(Sampler[int]):
         self._resume_at = int(state["position"])
 
 
-__all__ = ["KEY", "BarecatDataset", "BarecatSampler", "TargetFn"]
+__all__ = [
+    "KEY",
+    "BarecatDataset",
+    "BarecatSampler",
+    "FileBatch",
+    "TargetFn",
+    "collate_file_batch",
+]

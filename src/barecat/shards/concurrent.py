@@ -1,15 +1,27 @@
 """Running a batch's reads on a few threads at once, for storage where each read waits.
 
-A batch (``get_many``, ``readinto_many``) reads in storage order, one ``pread`` per file
-or per run of neighbours. On a local disk with the bytes in the page cache each read is a
-few microseconds of copying; on a network filesystem, or a disk without the bytes in
-cache, each one mostly waits. ``os.pread`` lets go of the GIL while it waits, so a few
-threads that each take the next read of the batch overlap the waits. :class:`ReadPool`
-is those threads: made at the first batch big enough, made again in a forked child (a
-child has none of its parent's threads), shut down by the shards' ``close``. A batch's
-result does not depend on it: each task writes its own slot, and when reads fail the
-error raised is the one the same reads made one after another would have raised first
-(the lowest task number), so errors keep their order too. Imports nothing of barecat.
+A batch (``get_many``, ``readinto_many``) reads one ``pread`` per file or per run of
+neighbours in storage, in request order. On a local disk with the bytes in the page
+cache each read is a few microseconds of copying; on a network filesystem, or a disk
+without the bytes in cache, each one mostly waits. ``os.pread`` lets go of the GIL
+while it waits, so a few threads that each take the next read of the batch overlap the
+waits. :class:`ReadPool` is those threads: made at the first batch that fans out, made
+again in a forked child (a child has none of its parent's threads), shut down by the
+shards' ``close``.
+
+Threads cost a little where nothing waits (the GIL changes hands at every read), and
+under load a thread that waits for the GIL looks like a read that waits, so a batch
+decides at its start: when the storage can tell whether its first read would wait
+(``RWF_NOWAIT`` on Linux's local filesystems: :func:`read_would_wait`, asked through
+the caller's ``may_wait``) it fans out from the start or not at all; otherwise (tmpfs,
+FUSE, NFS) it starts on the calling thread and fans out from its first read that took
+longer than :data:`WAITING_READ_NS`, which a read answered from memory hardly ever does
+and a read from a network filesystem nearly always does.
+
+A batch's result does not depend on any of this: each task writes its own slot, and
+when reads fail the error raised is the one the same reads made one after another would
+have raised first (the lowest task number), so errors keep their order too. Imports
+nothing of barecat.
 """
 
 from __future__ import annotations
@@ -17,6 +29,7 @@ from __future__ import annotations
 import itertools
 import os
 import threading
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -31,24 +44,64 @@ read is answered from the page cache."""
 MIN_CONCURRENT_READS = 4
 """A batch of fewer reads than this runs on the calling thread alone."""
 
+WAITING_READ_NS = 100_000
+"""A read that took longer than this (100 µs) waited for its storage: the rest of its
+batch fans out to the threads. Copying and checking 64 KiB from the page cache takes
+15-45 µs (the more when its memory is new); a read from a network filesystem takes
+200 µs to milliseconds."""
+
+
+_RWF_NOWAIT: int | None = getattr(os, "RWF_NOWAIT", None)
+
+
+def read_would_wait(fd: int, offset: int) -> bool | None:
+    """Whether reading ``fd`` at ``offset`` would wait for its storage: a read of one
+    byte that the kernel answers only from the page cache (``RWF_NOWAIT``).
+
+    Returns:
+        True: it would wait; False: the page is in memory; None: this system or
+        filesystem cannot tell (no ``RWF_NOWAIT``: tmpfs, FUSE, NFS, other systems).
+    """
+    if _RWF_NOWAIT is None:
+        return None
+    try:
+        os.preadv(fd, [bytearray(1)], offset, _RWF_NOWAIT)
+    except BlockingIOError:
+        return True
+    except OSError:  # (EOPNOTSUPP, EINVAL: not here)
+        return None
+    return False
+
 
 class ReadPool:
     """Up to ``workers`` threads that run a batch's reads (see the module doc); 1 or less
     runs every batch on the calling thread."""
 
-    def __init__(self, workers: int = DEFAULT_READ_CONCURRENCY) -> None:
+    def __init__(
+        self, workers: int = DEFAULT_READ_CONCURRENCY, waiting_read_ns: int = WAITING_READ_NS
+    ) -> None:
         self.workers = max(1, int(workers))
+        self.waiting_read_ns = waiting_read_ns
+        """How long a read takes before the rest of its batch fans out (0: every batch
+        fans out from its start)."""
         self._executor: ThreadPoolExecutor | None = None
         self._pid = 0
         self._lock = threading.Lock()
 
-    def run(self, count: int, task: Callable[[int], None]) -> None:
-        """Call ``task(k)`` for every ``k`` in ``range(count)``; concurrently when the batch
-        is large enough and there are workers.
+    def run(
+        self,
+        count: int,
+        task: Callable[[int], None],
+        may_wait: Callable[[], bool | None] | None = None,
+    ) -> None:
+        """Call ``task(k)`` for every ``k`` in ``range(count)``; concurrently when the
+        batch is large enough, there are workers and its reads wait (see the module doc).
 
         Args:
             count: how many tasks.
             task: does the ``k``-th read (and stores its result itself).
+            may_wait: whether the first read would wait for its storage (None: it
+                cannot tell); asked once, for a batch large enough.
 
         Raises:
             Exception: what the lowest-numbered failing task raised (the first a loop
@@ -59,7 +112,33 @@ class ReadPool:
             for k in range(count):
                 task(k)
             return
-        numbers = itertools.count()  # (next() of a count is atomic: each k is taken once)
+        first: int | None = 0
+        if self.waiting_read_ns > 0:
+            waits = may_wait() if may_wait is not None else None
+            if waits is None:  # (the storage cannot tell: the reads' times do)
+                first = self._until_a_read_waits(count, task)
+            elif not waits:
+                first = None
+                for k in range(count):
+                    task(k)
+        if first is not None and first < count:
+            self._fan_out(first, count, min(threads, count - first), task)
+
+    def _until_a_read_waits(self, count: int, task: Callable[[int], None]) -> int | None:
+        """Run tasks on the calling thread until one waits; returns the next one's number
+        (None when none waited: the batch is done)."""
+        clock, limit = time.perf_counter_ns, self.waiting_read_ns
+        for k in range(count):
+            started = clock()
+            task(k)
+            if clock() - started > limit:
+                return k + 1
+        return None
+
+    def _fan_out(self, first: int, count: int, threads: int, task: Callable[[int], None]) -> None:
+        """Tasks ``first`` to ``count - 1`` on ``threads`` threads, the caller's among
+        them (see :meth:`run` for the errors)."""
+        numbers = itertools.count(first)  # (next() of a count is atomic: each k is taken once)
         failed: dict[int, BaseException] = {}
 
         def work() -> None:
@@ -72,8 +151,10 @@ class ReadPool:
                 except BaseException as e:  # re-raised below, in the caller's thread
                     failed[k] = e
 
-        executor = self._executor_here()
-        helpers: list[Future[None]] = [executor.submit(work) for _ in range(threads - 1)]
+        helpers: list[Future[None]] = []
+        if threads > 1:  # (one read left: the caller's)
+            executor = self._executor_here()
+            helpers = [executor.submit(work) for _ in range(threads - 1)]
         work()  # the calling thread reads too
         for helper in helpers:
             helper.result()
@@ -100,4 +181,10 @@ class ReadPool:
             executor.shutdown(wait=True)
 
 
-__all__ = ["DEFAULT_READ_CONCURRENCY", "MIN_CONCURRENT_READS", "ReadPool"]
+__all__ = [
+    "DEFAULT_READ_CONCURRENCY",
+    "MIN_CONCURRENT_READS",
+    "WAITING_READ_NS",
+    "ReadPool",
+    "read_would_wait",
+]

@@ -106,9 +106,12 @@ class ShardReader(Protocol):
         """
         ...
 
-    def run_reads(self, count: int, task: Callable[[int], None]) -> None:
+    def run_reads(
+        self, count: int, task: Callable[[int], None], first: Address | None = None
+    ) -> None:
         """Call ``task(k)`` for each ``k`` in ``range(count)``: a batch's reads, on the
-        read pool's threads where the shards have one.
+        read pool's threads where the shards have one and the reads wait (``first``:
+        the address task 0 reads, asked whether it would wait).
 
         Raises:
             Exception: what the lowest-numbered failing task raised.
@@ -230,7 +233,9 @@ class ShardFiles(abc.ABC):
 
     # -- computed from reads ---------------------------------------------------------------
 
-    def run_reads(self, count: int, task: Callable[[int], None]) -> None:
+    def run_reads(
+        self, count: int, task: Callable[[int], None], first: Address | None = None
+    ) -> None:
         """As :meth:`ShardReader.run_reads`: here one after another."""
         for k in range(count):
             task(k)

@@ -22,13 +22,14 @@ from typing import Any, BinaryIO
 from barecat.entries import SHARD_SIZE_UNLIMITED, Address
 from barecat.exceptions import (
     BarecatError,
+    BarecatIntegrityError,
     FileTooLargeBarecatError,
     NotEnoughSpaceBarecatError,
     ReadOnlyBarecatError,
 )
 from barecat.layout import existing_shard_numbers
 from barecat.lazy_exports import LazyModule
-from barecat.shards.concurrent import DEFAULT_READ_CONCURRENCY, ReadPool
+from barecat.shards.concurrent import DEFAULT_READ_CONCURRENCY, ReadPool, read_would_wait
 from barecat.shards.copy import copy_range
 from barecat.shards.reading import COPY_CHUNK, ShardFiles, ShardReader, crc32c
 from barecat.shards.writeback import EarlyWriteback
@@ -64,6 +65,7 @@ class Sharder(ShardFiles):
         self.append_only = append_only
         self.allow_writing_symlinked_shard = allow_writing_symlinked_shard
         self._fds: dict[int, int] = {}
+        self._cannot_tell: set[int] = set()  # shards whose filesystem has no RWF_NOWAIT
         self._checked_writable: set[int] = set()
         self._copy_buffer = bytearray()
         self._writeback = EarlyWriteback()
@@ -150,10 +152,18 @@ class Sharder(ShardFiles):
         """Bytes for ``(position, address)`` entries sorted by address, returned by
         position; neighbours at most ``max_gap`` apart share one ``pread`` (spans up to
         16 MiB), and the reads run on the read pool's threads (``read_concurrency``).
-        Each file with a CRC is verified; a failure raised is the first in storage
-        order, as a loop of the same reads would raise it."""
+        Each file with a CRC is verified; a failure raised is the first in request
+        order, as a loop of the same reads would raise it.
+
+        The reads are made in request order (a run of neighbours at its first requested
+        file's turn): a caller drops the results in that order, and memory handed out
+        in the order it is given back stays with the process, where results made in
+        storage order and dropped in request order make glibc return the freed heap to
+        the kernel, so the next batch page-faults every page in again (2x the time a
+        file, see docs/benchmarks.md). Reads that wait are as quick in either order:
+        they run on the threads together, and the kernel orders what they queue."""
         out: list[bytes] = [b""] * len(located)
-        runs = _runs(located, max_gap)
+        runs = _in_request_order(_runs(located, max_gap), located)
 
         def read_run(k: int) -> None:
             i, j, end = runs[k]
@@ -168,11 +178,33 @@ class Sharder(ShardFiles):
                     raise self.crc_mismatch_error(shard, off, n)
                 out[pos] = data
 
-        self.read_pool.run(len(runs), read_run)
+        first = located[runs[0][0]][1] if runs else None
+        self.read_pool.run(len(runs), read_run, self._would_wait(first))
         return out
 
-    def run_reads(self, count: int, task: Callable[[int], None]) -> None:
-        self.read_pool.run(count, task)
+    def run_reads(
+        self, count: int, task: Callable[[int], None], first: Address | None = None
+    ) -> None:
+        self.read_pool.run(count, task, self._would_wait(first))
+
+    def _would_wait(self, first: Address | None) -> Callable[[], bool | None] | None:
+        """Asks whether the read of ``first`` would wait for its storage (see
+        ``shards/concurrent.py``), or None when no one can tell."""
+        if first is None or first[0] in self._cannot_tell:
+            return None
+        shard, offset = first[0], first[1]
+
+        def ask() -> bool | None:
+            try:
+                fd = self._fd(shard)
+            except (BarecatIntegrityError, OSError):  # (the read itself will say so)
+                return None
+            waits = read_would_wait(fd, offset)
+            if waits is None:
+                self._cannot_tell.add(shard)
+            return waits
+
+        return ask
 
     def _read_fully(self, shard: int, offset: int, size: int, head: bytes) -> bytes:
         parts = [head]
@@ -560,6 +592,15 @@ class Sharder(ShardFiles):
                 os.ftruncate(fd, here[1])
             raise
         return Address(*here, len(data), crc32c(data))
+
+
+def _in_request_order(
+    runs: list[tuple[int, int, int]], located: list[tuple[int, Address]]
+) -> list[tuple[int, int, int]]:
+    """``runs`` by the first requested position each of them holds."""
+    if len(runs) == len(located):  # (no neighbours: each run is one file)
+        return [runs[k] for _, k in sorted((pos, k) for k, (pos, _) in enumerate(located))]
+    return sorted(runs, key=lambda run: min(pos for pos, _ in located[run[0] : run[1]]))
 
 
 def _runs(located: list[tuple[int, Address]], max_gap: int) -> list[tuple[int, int, int]]:
