@@ -162,6 +162,9 @@ class Sharder(ShardFiles):
         the kernel, so the next batch page-faults every page in again (2x the time a
         file, see docs/benchmarks.md). Reads that wait are as quick in either order:
         they run on the threads together, and the kernel orders what they queue."""
+        if len(located) == 1:  # (a batch of one: a read of one)
+            shard, offset, size, crc = located[0][1]
+            return [self.read_from_address(shard, offset, size, crc)]
         out: list[bytes] = [b""] * len(located)
         runs = _in_request_order(_runs(located, max_gap), located)
 
