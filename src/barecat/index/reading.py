@@ -32,7 +32,12 @@ from barecat.exceptions import (
     NotADirectoryLookupBarecatError,
 )
 from barecat.index import file_digest, query
-from barecat.index.connection import ConnectionPool, roll_back_crashed_transaction, select
+from barecat.index.connection import (
+    ConnectionPool,
+    map_pages,
+    roll_back_crashed_transaction,
+    select,
+)
 from barecat.index.errors import open_error
 from barecat.index.listing import IndexListing
 from barecat.index.lookup_table import LookupTable
@@ -116,6 +121,7 @@ class IndexReader:
                     lambda: shards_with_bytes(base_path(self.path)),
                 )
             self.schema_version, self._limit_at_open = check_version_and_limit(conn, self.path)
+            self._pool.set_up_each("mmap", map_pages)
             self._read_layout()
         except sqlite3.DatabaseError as e:
             self._pool.close()
