@@ -44,3 +44,9 @@ def wait_for(condition: Callable[[], object], what: str, timeout: float = 30.0) 
         if time.monotonic() > deadline:
             pytest.fail(f"timed out waiting for {what}")
         time.sleep(0.05)
+
+
+def mapped_here(path: str) -> bool:
+    """Whether this process has ``path`` memory-mapped (Linux's ``/proc/self/maps``)."""
+    with open("/proc/self/maps") as maps:
+        return any(line.rstrip().endswith(path) for line in maps)

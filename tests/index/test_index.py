@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import sqlite3
 import subprocess
@@ -11,6 +12,7 @@ import pytest
 import barecat
 from barecat import Order
 from barecat.entries import Address
+from helpers import mapped_here
 
 
 @pytest.fixture
@@ -480,3 +482,19 @@ def test_point_queries_leave_no_lock_for_a_writer_to_wait_on(filled) -> None:  #
                 assert bc.lookup_dir("val").mode == len(name)  # the reader sees the commit
         finally:
             other.close()
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="needs Linux's /proc/self/maps")
+def test_the_index_is_mapped_at_its_first_query_not_at_open(filled) -> None:  # type: ignore[no-untyped-def]
+    path = os.path.realpath(filled[0])
+    index = barecat.Index(path)
+    try:
+        assert not mapped_here(path)  # an open closed unused maps nothing
+        assert index.num_files == 5 and sorted(index.listdir_names("train")) == [
+            "cat",
+            "dog",
+        ]
+        assert mapped_here(path)  # queries read its pages through the map
+    finally:
+        index.close()
+    assert not mapped_here(path)

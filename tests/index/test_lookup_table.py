@@ -11,6 +11,7 @@ import xxhash
 
 import barecat
 from barecat.layout import lookup_table_path
+from helpers import mapped_here
 
 
 def table_file(path: str) -> str:
@@ -50,11 +51,6 @@ def test_a_new_archive_leaves_a_table_the_next_reader_uses_at_once(make_archive)
         assert all(bc[p] == d for p, d in files.items())
 
 
-def _mapped(path: str) -> bool:
-    with open("/proc/self/maps") as maps:
-        return any(line.rstrip().endswith(path) for line in maps)
-
-
 @pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="needs Linux's /proc/self/maps")
 def test_the_saved_table_is_mapped_at_the_first_lookup_not_at_open(make_archive) -> None:  # type: ignore[no-untyped-def]
     files = {f"d{i % 3}/f{i}": b"%d" % i for i in range(200)}
@@ -65,11 +61,11 @@ def test_the_saved_table_is_mapped_at_the_first_lookup_not_at_open(make_archive)
         assert bc.listdir("d1")[:2] == ["f1", "f4"]
         assert len(bc.glob("**/f1*", recursive=True)) == 1 + 10 + 100
         assert (len(bc), bc.exists("d2"), bc.isfile("d2/f2")) == (200, True, True)
-        assert not _mapped(table)
+        assert not mapped_here(table)
         assert bc["d2/f5"] == b"5"  # the first read maps it, and it answers from then on
-        assert _mapped(table)
+        assert mapped_here(table)
         assert bc.index.lookup_table_size == len(files)
-    assert not _mapped(table)
+    assert not mapped_here(table)
     with barecat.Barecat(path) as bc:  # asking its size takes it up too
         assert bc.index.lookup_table_size == len(files)
         assert bc.get_many(["d0/f0", "d0/f3"]) == [b"0", b"3"]
