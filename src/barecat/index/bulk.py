@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Callable, Sequence
 
 from barecat.entries import BarecatFileInfo
@@ -29,7 +29,7 @@ from barecat.exceptions import (
     NotADirectoryBarecatError,
 )
 from barecat.index.connection import open_savepoint, select
-from barecat.paths import ancestors, check_depth, parent
+from barecat.paths import MAX_DEPTH, ancestors, check_depth, parent
 
 
 def first_in(conn: sqlite3.Connection, table: str, paths: Sequence[str]) -> str | None:
@@ -61,12 +61,12 @@ def insert_files(
     """Insert ``files`` (normalized paths) and update every affected directory once."""
     if not files:
         return
-    paths = [check_depth(f.path) for f in files]
-    per_parent: dict[str, list[int]] = defaultdict(lambda: [0, 0])
-    for f in files:
-        acc = per_parent[parent(f.path)]
-        acc[0] += 1
-        acc[1] += f.stored_size
+    rows, per_parent = _rows_and_totals(files, sealed)
+    paths = [f.path for f in files]
+    for par in per_parent:  # a file is one level below its parent: deep parents only
+        if par.count("/") + 1 >= MAX_DEPTH:
+            for path in paths:
+                check_depth(path)
     chain: set[str] = set()
     for par in per_parent:
         if par not in chain:
@@ -76,14 +76,42 @@ def insert_files(
 
     def insert() -> None:
         try:
-            conn.executemany(
-                INSERT_SEALED_FILE if sealed else INSERT_FILE,
-                [file_row(f, sealed) for f in files],
-            )
+            conn.executemany(INSERT_SEALED_FILE if sealed else INSERT_FILE, rows)
         except sqlite3.IntegrityError:
             raise _duplicate_error(conn, paths) from None
 
     _with_stats_by_hand(conn, insert, chain, per_parent, len(files) >= SUSPEND_TRIGGERS_ROWS)
+
+
+def _rows_and_totals(
+    files: Sequence[BarecatFileInfo], sealed: bool
+) -> tuple[list[tuple[object, ...]], dict[str, list[int]]]:
+    """The rows of ``files`` (``file_row``'s values) and, per parent directory, the count
+    and stored bytes of its files among them: one pass, no call per file (a batch's files
+    come grouped by directory, so the parent's totals are looked up once per run)."""
+    rows: list[tuple[object, ...]] = []
+    append = rows.append
+    per_parent: dict[str, list[int]] = {}
+    last: str | None = None
+    totals = [0, 0]
+    for f in files:
+        path = f.path
+        size = (f.size or 0) if f.sealed_size is None else f.sealed_size
+        if sealed:
+            append(
+                (path, f.shard, f.offset, size, f.crc32c, f.mode, f.uid, f.gid, f.mtime_ns, f.size)
+            )
+        else:
+            append((path, f.shard, f.offset, size, f.crc32c, f.mode, f.uid, f.gid, f.mtime_ns))
+        par = path.rpartition("/")[0]
+        if par != last:
+            found = per_parent.get(par)
+            if found is None:
+                found = per_parent[par] = [0, 0]
+            totals, last = found, par
+        totals[0] += 1
+        totals[1] += size
+    return rows, per_parent
 
 
 def insert_by_statement(
@@ -160,7 +188,7 @@ def drop_insert_triggers(conn: sqlite3.Connection) -> list[str]:
 
 def _check_conflicts(conn: sqlite3.Connection, paths: list[str], chain: set[str]) -> None:
     dirs_needed = sorted(chain - {""})
-    clash = next((p for p in paths if p in chain), None)
+    clash = None if chain.isdisjoint(paths) else next(p for p in paths if p in chain)
     if clash is not None or (clash := first_in(conn, "files", dirs_needed)) is not None:
         raise NotADirectoryBarecatError(f"Not a directory: {clash!r} is (to be) a file")
     if (taken := first_in(conn, "dirs", paths)) is not None:
@@ -174,15 +202,21 @@ def _duplicate_error(conn: sqlite3.Connection, paths: list[str]) -> FileExistsBa
 
 
 def create_missing_dirs(conn: sqlite3.Connection, chain: set[str]) -> None:
+    """Create the directories of ``chain`` that do not exist (statistics triggers off: the
+    new ones' parents are counted here). One query finds them; usually there are none."""
+    wanted = sorted(chain - {""})
+    if not wanted:
+        return
+    missing = select(
+        conn,
+        "SELECT j.value FROM json_each(?) AS j "
+        "WHERE NOT EXISTS (SELECT 1 FROM dirs AS d WHERE d.path = j.value) ORDER BY j.key",
+        (json.dumps(wanted),),
+    ).fetchall()
     new_children: Counter[str] = Counter()
-    for d in sorted(chain):  # parents sort before their children
-        if (
-            d
-            and conn.execute(
-                "INSERT INTO dirs (path) VALUES (?) ON CONFLICT (path) DO NOTHING", (d,)
-            ).rowcount
-        ):
-            new_children[parent(d)] += 1
+    for (d,) in missing:  # parents sort before their children
+        conn.execute("INSERT INTO dirs (path) VALUES (?)", (d,))
+        new_children[parent(d)] += 1
     conn.executemany(
         "UPDATE dirs SET num_subdirs = num_subdirs + ? WHERE path = ?",
         [(n, d) for d, n in new_children.items()],
@@ -190,18 +224,19 @@ def create_missing_dirs(conn: sqlite3.Connection, chain: set[str]) -> None:
 
 
 def apply_deltas(conn: sqlite3.Connection, per_parent: dict[str, list[int]]) -> None:
-    tree: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    """Add each parent's new files (count, stored bytes) to it and to its ancestors' tree
+    totals: one update per directory touched."""
+    tree: dict[str, list[int]] = {}
     for par, (count, size) in per_parent.items():
         for d in (par, *ancestors(par)) if par else ("",):
-            acc = tree[d]
-            acc[0] += count
-            acc[1] += size
+            acc = tree.get(d)
+            if acc is None:
+                acc = tree[d] = [0, 0, 0]
+            acc[1] += count
+            acc[2] += size
+        tree[par][0] += count
     conn.executemany(
-        "UPDATE dirs SET num_files = num_files + ? WHERE path = ?",
-        [(count, par) for par, (count, _) in per_parent.items()],
-    )
-    conn.executemany(
-        "UPDATE dirs SET num_files_tree = num_files_tree + ?, size_tree = size_tree + ? "
-        "WHERE path = ?",
-        [(count, size, d) for d, (count, size) in tree.items()],
+        "UPDATE dirs SET num_files = num_files + ?, num_files_tree = num_files_tree + ?, "
+        "size_tree = size_tree + ? WHERE path = ?",
+        [(files, count, size, d) for d, (files, count, size) in tree.items()],
     )
