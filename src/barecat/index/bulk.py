@@ -169,17 +169,70 @@ def _with_stats_by_hand(
     conn.execute("RELEASE barecat_bulk")
 
 
+UPSERT_DIR = (
+    "INSERT INTO dirs (path, mode, uid, gid, mtime_ns) VALUES (?, ?, ?, ?, ?) "
+    "ON CONFLICT (path) DO UPDATE SET mode = ifnull(excluded.mode, mode), "
+    "uid = ifnull(excluded.uid, uid), gid = ifnull(excluded.gid, gid), "
+    "mtime_ns = ifnull(excluded.mtime_ns, mtime_ns)"
+)
+"""A directory's row, or new metadata (None fields kept) for one that exists."""
+
+
+DirRow = tuple[str, int | None, int | None, int | None, int | None]
+"""A directory's path, mode, uid, gid and mtime_ns: ``UPSERT_DIR``'s values."""
+
+
+def upsert_dirs(conn: sqlite3.Connection, rows: list[DirRow]) -> bool:
+    """``UPSERT_DIR`` of many ``rows`` (normalized paths, parents first) with the
+    statistics triggers off: the directories missing among them and their ancestors are
+    inserted first (each counted once in its parent's ``num_subdirs``; a new directory
+    holds no file, so no tree total moves), then every row's metadata is upserted. All
+    or nothing, in the caller's savepoint.
+
+    Returns False, having changed nothing, when a file is at one of the paths or their
+    ancestors: the caller then goes row by row with the triggers, whose refusal names
+    the path.
+    """
+    chain: set[str] = set()
+    for row in rows:
+        path = row[0]
+        if path not in chain:
+            chain.add(path)
+            for up in ancestors(path):
+                if up in chain:
+                    break
+                chain.add(up)
+    if first_in(conn, "files", sorted(chain - {""})) is not None:
+        return False
+    before = select(conn, "SELECT value_int FROM config WHERE key = 'use_triggers'").fetchone()
+    conn.execute("UPDATE config SET value_int = 0 WHERE key = 'use_triggers'")
+    suspended = _drop_triggers(conn, _ROW_TRIGGERS_ON_DIR_INSERT)
+    create_missing_dirs(conn, chain)
+    conn.executemany(UPSERT_DIR, rows)
+    for sql in suspended:
+        conn.execute(sql)
+    conn.execute(
+        "UPDATE config SET value_int = ? WHERE key = 'use_triggers'",
+        (1 if before is None else before[0],),
+    )
+    return True
+
+
 SUSPEND_TRIGGERS_ROWS = 256
+_ROW_TRIGGERS_ON_DIR_INSERT = ("dir_over_file", "dir_inserted")
 _ROW_TRIGGERS_ON_FILE_INSERT = ("file_over_dir", "file_inserted")
 
 
 def drop_insert_triggers(conn: sqlite3.Connection) -> list[str]:
     """Drop the row triggers of ``INSERT INTO files``; returns the SQL that recreates them."""
+    return _drop_triggers(conn, _ROW_TRIGGERS_ON_FILE_INSERT)
+
+
+def _drop_triggers(conn: sqlite3.Connection, names: tuple[str, str]) -> list[str]:
     rows = select(
         conn,
-        "SELECT name, sql FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'files' "
-        "AND name IN (?, ?)",
-        _ROW_TRIGGERS_ON_FILE_INSERT,
+        "SELECT name, sql FROM sqlite_master WHERE type = 'trigger' AND name IN (?, ?)",
+        names,
     ).fetchall()
     for name, _ in rows:
         conn.execute(f'DROP TRIGGER "{name}"')
