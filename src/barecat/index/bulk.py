@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections import Counter
-from collections.abc import Callable, Sequence
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable, Sequence
 
 from barecat.entries import BarecatFileInfo
 from barecat.exceptions import (
@@ -29,7 +29,7 @@ from barecat.exceptions import (
     NotADirectoryBarecatError,
 )
 from barecat.index.connection import open_savepoint, select
-from barecat.paths import MAX_DEPTH, ancestors, check_depth, parent
+from barecat.paths import MAX_DEPTH, check_depth, parent
 
 
 def first_in(conn: sqlite3.Connection, table: str, paths: Sequence[str]) -> str | None:
@@ -67,11 +67,7 @@ def insert_files(
         if par.count("/") + 1 >= MAX_DEPTH:
             for path in paths:
                 check_depth(path)
-    chain: set[str] = set()
-    for par in per_parent:
-        if par not in chain:
-            chain.add(par)
-            chain.update(ancestors(par))
+    chain = with_ancestors(per_parent)
     _check_conflicts(conn, paths, chain)
 
     def insert() -> None:
@@ -81,6 +77,19 @@ def insert_files(
             raise _duplicate_error(conn, paths) from None
 
     _with_stats_by_hand(conn, insert, chain, per_parent, len(files) >= SUSPEND_TRIGGERS_ROWS)
+
+
+def with_ancestors(dirs: Iterable[str]) -> set[str]:
+    """``dirs`` (normalized) and all their ancestors, the root included: each directory
+    is walked up only until an ancestor already seen."""
+    chain: set[str] = set()
+    for d in dirs:
+        while d not in chain:
+            chain.add(d)
+            if not d:
+                break
+            d = d.rpartition("/")[0]
+    return chain
 
 
 def _rows_and_totals(
@@ -193,15 +202,7 @@ def upsert_dirs(conn: sqlite3.Connection, rows: list[DirRow]) -> bool:
     ancestors: the caller then goes row by row with the triggers, whose refusal names
     the path.
     """
-    chain: set[str] = set()
-    for row in rows:
-        path = row[0]
-        if path not in chain:
-            chain.add(path)
-            for up in ancestors(path):
-                if up in chain:
-                    break
-                chain.add(up)
+    chain = with_ancestors(row[0] for row in rows)
     if first_in(conn, "files", sorted(chain - {""})) is not None:
         return False
     before = select(conn, "SELECT value_int FROM config WHERE key = 'use_triggers'").fetchone()
@@ -266,10 +267,8 @@ def create_missing_dirs(conn: sqlite3.Connection, chain: set[str]) -> None:
         "WHERE NOT EXISTS (SELECT 1 FROM dirs AS d WHERE d.path = j.value) ORDER BY j.key",
         (json.dumps(wanted),),
     ).fetchall()
-    new_children: Counter[str] = Counter()
-    for (d,) in missing:  # parents sort before their children
-        conn.execute("INSERT INTO dirs (path) VALUES (?)", (d,))
-        new_children[parent(d)] += 1
+    conn.executemany("INSERT INTO dirs (path) VALUES (?)", missing)  # parents first
+    new_children = Counter(parent(d) for (d,) in missing)
     conn.executemany(
         "UPDATE dirs SET num_subdirs = num_subdirs + ? WHERE path = ?",
         [(n, d) for d, n in new_children.items()],
@@ -278,16 +277,21 @@ def create_missing_dirs(conn: sqlite3.Connection, chain: set[str]) -> None:
 
 def apply_deltas(conn: sqlite3.Connection, per_parent: dict[str, list[int]]) -> None:
     """Add each parent's new files (count, stored bytes) to it and to its ancestors' tree
-    totals: one update per directory touched."""
-    tree: dict[str, list[int]] = {}
-    for par, (count, size) in per_parent.items():
-        for d in (par, *ancestors(par)) if par else ("",):
-            acc = tree.get(d)
+    totals: one update per directory touched, the totals folded up level by level."""
+    tree = {par: [count, count, size] for par, (count, size) in per_parent.items()}
+    levels: defaultdict[int, list[str]] = defaultdict(list)
+    for d in tree:
+        levels[d.count("/") + 1 if d else 0].append(d)
+    for level in range(max(levels, default=0), 0, -1):  # deepest first; the root: level 0
+        for d in levels[level]:
+            _, count, size = tree[d]
+            up = d.rpartition("/")[0]
+            acc = tree.get(up)
             if acc is None:
-                acc = tree[d] = [0, 0, 0]
+                acc = tree[up] = [0, 0, 0]
+                levels[level - 1].append(up)
             acc[1] += count
             acc[2] += size
-        tree[par][0] += count
     conn.executemany(
         "UPDATE dirs SET num_files = num_files + ?, num_files_tree = num_files_tree + ?, "
         "size_tree = size_tree + ? WHERE path = ?",
