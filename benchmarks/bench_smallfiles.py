@@ -25,7 +25,8 @@ a ratio to tar's, and the load average before and after. A floor beside them: a 
 process that only plans the tree and indexes it (``floor: index rows``: the walk, a stat
 per file and the archive's index written by the package's own bulk writer, no bytes),
 the part of ``create`` tar has no counterpart for. Figures only, no assertions;
-JSON goes to ``bench-results/``.
+JSON goes to ``bench-results/``. On disk, run it with no mass deletion on that file
+system in the minutes before (see ``fresh_dir``): extractions would pay for it.
 
     python benchmarks/bench_smallfiles.py [--rounds R] [--where ram,disk]
         [--trees stdlib,usr-share] [--share-files N] [--ram DIR] [--disk DIR]
