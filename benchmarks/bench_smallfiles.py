@@ -25,7 +25,8 @@ a ratio to tar's, and the load average before and after. A floor beside them: a 
 process that only plans the tree and indexes it (``floor: index rows``: the walk, a stat
 per file and the archive's index written by the package's own bulk writer, no bytes),
 the part of ``create`` tar has no counterpart for. Figures only, no assertions;
-JSON goes to ``bench-results/``.
+JSON goes to ``bench-results/``. On disk, run it with no mass deletion on that file
+system in the minutes before (see ``fresh_dir``): extractions would pay for it.
 
     python benchmarks/bench_smallfiles.py [--rounds R] [--where ram,disk]
         [--trees stdlib,usr-share] [--share-files N] [--ram DIR] [--disk DIR]
@@ -149,8 +150,21 @@ def remove_archive(path: str) -> None:
             os.remove(os.path.join(directory, entry))
 
 
-def fresh_dir(path: str) -> Callable[[], None]:
+SET_ASIDE: list[str] = []
+"""Extraction outputs on disk, removed only when every figure is taken (see ``fresh_dir``)."""
+
+
+def fresh_dir(path: str, set_aside: bool) -> Callable[[], None]:
+    """An empty ``path`` for the next run. With ``set_aside`` (on disk) the last run's
+    output is renamed away, not deleted: ext4 does not hand out an inode freed in the last
+    minutes, and its allocator pays for every such inode it steps over
+    (``recently_deleted``), so creating 50,000 files just after deleting 50,000 costs
+    the creating command (tar or barecat alike) ten times its usual system time."""
+
     def make() -> None:
+        if set_aside and os.path.exists(path):
+            SET_ASIDE.append(f"{path}.done-{len(SET_ASIDE)}")
+            os.rename(path, SET_ASIDE[-1])
         shutil.rmtree(path, ignore_errors=True)
         os.makedirs(path)
 
@@ -226,16 +240,18 @@ def bench_place(
         subprocess.run(["tar", "cf", tar, "-C", root, "."], check=True)
         # (tar makes links pointing outside, such as /usr/share's absolute ones: so must we)
         extract = [barecat, "extract", "-q", "--allow-outside-links", archive, "-C", out_bc]
+        aside = place == "disk"
         commands = {
-            "tar xf": (["tar", "xf", tar, "-C", out_tar], fresh_dir(out_tar), None),
-            "barecat extract": (extract, fresh_dir(out_bc), None),
+            "tar xf": (["tar", "xf", tar, "-C", out_tar], fresh_dir(out_tar, aside), None),
+            "barecat extract": (extract, fresh_dir(out_bc, aside), None),
         }
         if old_env is not None:
-            commands["extract (before)"] = (extract, fresh_dir(out_bc), old_env)
+            commands["extract (before)"] = (extract, fresh_dir(out_bc, aside), old_env)
         extracted = interleaved(commands, rounds)
         load_after = os.getloadavg()
-        shutil.rmtree(out_tar, ignore_errors=True)
-        shutil.rmtree(out_bc, ignore_errors=True)
+        for out in (out_tar, out_bc):
+            fresh_dir(out, aside)()
+            os.rmdir(out)
         results[name] = {
             "tree": info,
             "create": created,
@@ -320,8 +336,17 @@ def main(argv: list[str] | None = None) -> int:
         "rounds": args.rounds,
     }
     print(f"{result['date']}  {result['machine']}", flush=True)
+    if args.before:  # compiled once, as ``./run`` compiles ours: no run spends its start
+        # compiling (wherever PYTHONDONTWRITEBYTECODE is set, each run would)
+        subprocess.run(
+            [sys.executable, "-m", "compileall", "-q", args.before],
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
     for place in args.where.split(","):
         result[place] = bench_place(place, places[place], trees, args.rounds, args.before)
+    for path in SET_ASIDE:
+        shutil.rmtree(path, ignore_errors=True)
     out = REPO / "bench-results"
     out.mkdir(exist_ok=True)
     path = out / f"smallfiles-{time.strftime('%Y%m%d-%H%M%S')}.json"

@@ -735,23 +735,36 @@ def test_reopening_with_a_new_shard_limit_stores_it(archive_path: str) -> None:
         assert bc.shard_size_limit == 100 and bc["b"] == b"y" * 80
 
 
-def test_add_dirs_creates_updates_and_refuses_files(archive_path: str) -> None:
+@pytest.mark.parametrize("padding", [0, 300], ids=["few", "batch-without-triggers"])
+def test_add_dirs_creates_updates_and_refuses_files(archive_path: str, padding: int) -> None:
+    """Small batches go through the statistics triggers, big ones (``padding`` more
+    directories under ``p/``) with them switched off: the same rows either way."""
+    extra = [barecat.BarecatDirInfo(f"p/q{i % 3}/d{i}") for i in range(padding)]
     with barecat.Barecat(archive_path, readonly=False) as bc:
+        triggers = "SELECT name FROM sqlite_master WHERE type = 'trigger' ORDER BY name"
+        names = bc.index.conn.execute(triggers).fetchall()
         bc["x/file"] = b"1"
         bc.add_dirs(
             [
                 barecat.BarecatDirInfo("x/sub/deep", mode=0o40700, mtime_ns=5),
                 barecat.BarecatDirInfo("x", mode=0o40750, uid=7, gid=8, mtime_ns=6),
                 barecat.BarecatDirInfo("y"),
+                *extra,
             ]
         )
         x, deep = bc.stat("x"), bc.stat("x/sub/deep")
         assert (x.mode, x.uid, x.gid, x.mtime_ns) == (0o40750, 7, 8, 6)
         assert (deep.mode, deep.mtime_ns) == (0o40700, 5) and bc.isdir("x/sub")
-        assert x.num_subdirs == 1 and x.num_files == 1 and bc.stat("").num_subdirs == 2
+        assert x.num_subdirs == 1 and x.num_files == 1
+        assert bc.stat("").num_subdirs == 2 + bool(padding)
+        if padding:
+            assert bc.stat("p").num_subdirs == 3 and bc.stat("p/q1").num_subdirs == padding // 3
         with pytest.raises(barecat.FileExistsBarecatError):
-            bc.add_dirs([barecat.BarecatDirInfo("z"), barecat.BarecatDirInfo("x/file")])
+            bc.add_dirs([barecat.BarecatDirInfo("z"), barecat.BarecatDirInfo("x/file"), *extra])
+        with pytest.raises(barecat.NotADirectoryBarecatError):
+            bc.add_dirs([barecat.BarecatDirInfo("z"), barecat.BarecatDirInfo("x/file/a"), *extra])
         assert not bc.isdir("z")  # all or nothing
+        assert bc.index.conn.execute(triggers).fetchall() == names
         assert bc.index.find_inconsistencies() == []
 
 

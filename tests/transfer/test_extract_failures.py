@@ -257,3 +257,21 @@ def test_legacy_scripts_report_the_same_way(tmp_path: Path, damaged) -> None:  #
     assert (
         done.stderr.decode().splitlines()[1].startswith("barecat: d/sub/bad_big: CRC32C mismatch")
     )
+
+
+def test_a_shard_cut_short_inside_a_run_of_small_files(tmp_path: Path) -> None:
+    """Small files back to back are read a run at a time: a shard cut short in the middle
+    of a run still gives every whole file, and names each one whose bytes are missing."""
+    ar = str(tmp_path / "cut.barecat")
+    files = {f"f{i:02d}": os.urandom(1000 + i) for i in range(20)}
+    with barecat.Barecat(ar, readonly=False) as bc:
+        bc.add_many(files.items())
+        cut = bc.lookup_file("f10").offset + 10  # type: ignore[operator]
+        shard = bc.sharder.get_shard_path(0)
+    os.truncate(shard, cut)
+    out = tmp_path / "out"
+    with barecat.Barecat(ar) as bc:
+        result = extract_to_directory(bc, str(out))
+    assert files_below(out) == {p: d for p, d in files.items() if p < "f10"}
+    assert [path for path, _ in result.failures] == [f"f{i:02d}" for i in range(10, 20)]
+    assert all(isinstance(e, barecat.BarecatIntegrityError) for _, e in result.failures)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections import Counter, defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from barecat.entries import BarecatFileInfo
 from barecat.exceptions import (
@@ -29,7 +29,7 @@ from barecat.exceptions import (
     NotADirectoryBarecatError,
 )
 from barecat.index.connection import open_savepoint, select
-from barecat.paths import ancestors, check_depth, parent
+from barecat.paths import MAX_DEPTH, check_depth, parent
 
 
 def first_in(conn: sqlite3.Connection, table: str, paths: Sequence[str]) -> str | None:
@@ -61,29 +61,66 @@ def insert_files(
     """Insert ``files`` (normalized paths) and update every affected directory once."""
     if not files:
         return
-    paths = [check_depth(f.path) for f in files]
-    per_parent: dict[str, list[int]] = defaultdict(lambda: [0, 0])
-    for f in files:
-        acc = per_parent[parent(f.path)]
-        acc[0] += 1
-        acc[1] += f.stored_size
-    chain: set[str] = set()
-    for par in per_parent:
-        if par not in chain:
-            chain.add(par)
-            chain.update(ancestors(par))
+    rows, per_parent = _rows_and_totals(files, sealed)
+    paths = [f.path for f in files]
+    for par in per_parent:  # a file is one level below its parent: deep parents only
+        if par.count("/") + 1 >= MAX_DEPTH:
+            for path in paths:
+                check_depth(path)
+    chain = with_ancestors(per_parent)
     _check_conflicts(conn, paths, chain)
 
     def insert() -> None:
         try:
-            conn.executemany(
-                INSERT_SEALED_FILE if sealed else INSERT_FILE,
-                [file_row(f, sealed) for f in files],
-            )
+            conn.executemany(INSERT_SEALED_FILE if sealed else INSERT_FILE, rows)
         except sqlite3.IntegrityError:
             raise _duplicate_error(conn, paths) from None
 
     _with_stats_by_hand(conn, insert, chain, per_parent, len(files) >= SUSPEND_TRIGGERS_ROWS)
+
+
+def with_ancestors(dirs: Iterable[str]) -> set[str]:
+    """``dirs`` (normalized) and all their ancestors, the root included: each directory
+    is walked up only until an ancestor already seen."""
+    chain: set[str] = set()
+    for d in dirs:
+        while d not in chain:
+            chain.add(d)
+            if not d:
+                break
+            d = d.rpartition("/")[0]
+    return chain
+
+
+def _rows_and_totals(
+    files: Sequence[BarecatFileInfo], sealed: bool
+) -> tuple[list[tuple[object, ...]], dict[str, list[int]]]:
+    """The rows of ``files`` (``file_row``'s values) and, per parent directory, the count
+    and stored bytes of its files among them: one pass, no call per file (a batch's files
+    come grouped by directory, so the parent's totals are looked up once per run)."""
+    rows: list[tuple[object, ...]] = []
+    append = rows.append
+    per_parent: dict[str, list[int]] = {}
+    last: str | None = None
+    totals = [0, 0]
+    for f in files:
+        path = f.path
+        size = (f.size or 0) if f.sealed_size is None else f.sealed_size
+        if sealed:
+            append(
+                (path, f.shard, f.offset, size, f.crc32c, f.mode, f.uid, f.gid, f.mtime_ns, f.size)
+            )
+        else:
+            append((path, f.shard, f.offset, size, f.crc32c, f.mode, f.uid, f.gid, f.mtime_ns))
+        par = path.rpartition("/")[0]
+        if par != last:
+            found = per_parent.get(par)
+            if found is None:
+                found = per_parent[par] = [0, 0]
+            totals, last = found, par
+        totals[0] += 1
+        totals[1] += size
+    return rows, per_parent
 
 
 def insert_by_statement(
@@ -141,17 +178,62 @@ def _with_stats_by_hand(
     conn.execute("RELEASE barecat_bulk")
 
 
+UPSERT_DIR = (
+    "INSERT INTO dirs (path, mode, uid, gid, mtime_ns) VALUES (?, ?, ?, ?, ?) "
+    "ON CONFLICT (path) DO UPDATE SET mode = ifnull(excluded.mode, mode), "
+    "uid = ifnull(excluded.uid, uid), gid = ifnull(excluded.gid, gid), "
+    "mtime_ns = ifnull(excluded.mtime_ns, mtime_ns)"
+)
+"""A directory's row, or new metadata (None fields kept) for one that exists."""
+
+
+DirRow = tuple[str, int | None, int | None, int | None, int | None]
+"""A directory's path, mode, uid, gid and mtime_ns: ``UPSERT_DIR``'s values."""
+
+
+def upsert_dirs(conn: sqlite3.Connection, rows: list[DirRow]) -> bool:
+    """``UPSERT_DIR`` of many ``rows`` (normalized paths, parents first) with the
+    statistics triggers off: the directories missing among them and their ancestors are
+    inserted first (each counted once in its parent's ``num_subdirs``; a new directory
+    holds no file, so no tree total moves), then every row's metadata is upserted. All
+    or nothing, in the caller's savepoint.
+
+    Returns False, having changed nothing, when a file is at one of the paths or their
+    ancestors: the caller then goes row by row with the triggers, whose refusal names
+    the path.
+    """
+    chain = with_ancestors(row[0] for row in rows)
+    if first_in(conn, "files", sorted(chain - {""})) is not None:
+        return False
+    before = select(conn, "SELECT value_int FROM config WHERE key = 'use_triggers'").fetchone()
+    conn.execute("UPDATE config SET value_int = 0 WHERE key = 'use_triggers'")
+    suspended = _drop_triggers(conn, _ROW_TRIGGERS_ON_DIR_INSERT)
+    create_missing_dirs(conn, chain)
+    conn.executemany(UPSERT_DIR, rows)
+    for sql in suspended:
+        conn.execute(sql)
+    conn.execute(
+        "UPDATE config SET value_int = ? WHERE key = 'use_triggers'",
+        (1 if before is None else before[0],),
+    )
+    return True
+
+
 SUSPEND_TRIGGERS_ROWS = 256
+_ROW_TRIGGERS_ON_DIR_INSERT = ("dir_over_file", "dir_inserted")
 _ROW_TRIGGERS_ON_FILE_INSERT = ("file_over_dir", "file_inserted")
 
 
 def drop_insert_triggers(conn: sqlite3.Connection) -> list[str]:
     """Drop the row triggers of ``INSERT INTO files``; returns the SQL that recreates them."""
+    return _drop_triggers(conn, _ROW_TRIGGERS_ON_FILE_INSERT)
+
+
+def _drop_triggers(conn: sqlite3.Connection, names: tuple[str, str]) -> list[str]:
     rows = select(
         conn,
-        "SELECT name, sql FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'files' "
-        "AND name IN (?, ?)",
-        _ROW_TRIGGERS_ON_FILE_INSERT,
+        "SELECT name, sql FROM sqlite_master WHERE type = 'trigger' AND name IN (?, ?)",
+        names,
     ).fetchall()
     for name, _ in rows:
         conn.execute(f'DROP TRIGGER "{name}"')
@@ -160,7 +242,7 @@ def drop_insert_triggers(conn: sqlite3.Connection) -> list[str]:
 
 def _check_conflicts(conn: sqlite3.Connection, paths: list[str], chain: set[str]) -> None:
     dirs_needed = sorted(chain - {""})
-    clash = next((p for p in paths if p in chain), None)
+    clash = None if chain.isdisjoint(paths) else next(p for p in paths if p in chain)
     if clash is not None or (clash := first_in(conn, "files", dirs_needed)) is not None:
         raise NotADirectoryBarecatError(f"Not a directory: {clash!r} is (to be) a file")
     if (taken := first_in(conn, "dirs", paths)) is not None:
@@ -174,15 +256,19 @@ def _duplicate_error(conn: sqlite3.Connection, paths: list[str]) -> FileExistsBa
 
 
 def create_missing_dirs(conn: sqlite3.Connection, chain: set[str]) -> None:
-    new_children: Counter[str] = Counter()
-    for d in sorted(chain):  # parents sort before their children
-        if (
-            d
-            and conn.execute(
-                "INSERT INTO dirs (path) VALUES (?) ON CONFLICT (path) DO NOTHING", (d,)
-            ).rowcount
-        ):
-            new_children[parent(d)] += 1
+    """Create the directories of ``chain`` that do not exist (statistics triggers off: the
+    new ones' parents are counted here). One query finds them; usually there are none."""
+    wanted = sorted(chain - {""})
+    if not wanted:
+        return
+    missing = select(
+        conn,
+        "SELECT j.value FROM json_each(?) AS j "
+        "WHERE NOT EXISTS (SELECT 1 FROM dirs AS d WHERE d.path = j.value) ORDER BY j.key",
+        (json.dumps(wanted),),
+    ).fetchall()
+    conn.executemany("INSERT INTO dirs (path) VALUES (?)", missing)  # parents first
+    new_children = Counter(parent(d) for (d,) in missing)
     conn.executemany(
         "UPDATE dirs SET num_subdirs = num_subdirs + ? WHERE path = ?",
         [(n, d) for d, n in new_children.items()],
@@ -190,18 +276,24 @@ def create_missing_dirs(conn: sqlite3.Connection, chain: set[str]) -> None:
 
 
 def apply_deltas(conn: sqlite3.Connection, per_parent: dict[str, list[int]]) -> None:
-    tree: dict[str, list[int]] = defaultdict(lambda: [0, 0])
-    for par, (count, size) in per_parent.items():
-        for d in (par, *ancestors(par)) if par else ("",):
-            acc = tree[d]
-            acc[0] += count
-            acc[1] += size
+    """Add each parent's new files (count, stored bytes) to it and to its ancestors' tree
+    totals: one update per directory touched, the totals folded up level by level."""
+    tree = {par: [count, count, size] for par, (count, size) in per_parent.items()}
+    levels: defaultdict[int, list[str]] = defaultdict(list)
+    for d in tree:
+        levels[d.count("/") + 1 if d else 0].append(d)
+    for level in range(max(levels, default=0), 0, -1):  # deepest first; the root: level 0
+        for d in levels[level]:
+            _, count, size = tree[d]
+            up = d.rpartition("/")[0]
+            acc = tree.get(up)
+            if acc is None:
+                acc = tree[up] = [0, 0, 0]
+                levels[level - 1].append(up)
+            acc[1] += count
+            acc[2] += size
     conn.executemany(
-        "UPDATE dirs SET num_files = num_files + ? WHERE path = ?",
-        [(count, par) for par, (count, _) in per_parent.items()],
-    )
-    conn.executemany(
-        "UPDATE dirs SET num_files_tree = num_files_tree + ?, size_tree = size_tree + ? "
-        "WHERE path = ?",
-        [(count, size, d) for d, (count, size) in tree.items()],
+        "UPDATE dirs SET num_files = num_files + ?, num_files_tree = num_files_tree + ?, "
+        "size_tree = size_tree + ? WHERE path = ?",
+        [(files, count, size, d) for d, (files, count, size) in tree.items()],
     )

@@ -121,13 +121,8 @@ class IndexRowEdits(IndexTransactions):
         conn = self.settled_conn()
         open_savepoint(conn, "barecat_dirs")
         try:
-            conn.executemany(
-                "INSERT INTO dirs (path, mode, uid, gid, mtime_ns) VALUES (?, ?, ?, ?, ?) "
-                "ON CONFLICT (path) DO UPDATE SET mode = ifnull(excluded.mode, mode), "
-                "uid = ifnull(excluded.uid, uid), gid = ifnull(excluded.gid, gid), "
-                "mtime_ns = ifnull(excluded.mtime_ns, mtime_ns)",
-                rows,
-            )
+            if len(rows) < bulk.SUSPEND_TRIGGERS_ROWS or not bulk.upsert_dirs(conn, rows):
+                conn.executemany(bulk.UPSERT_DIR, rows)
         except sqlite3.IntegrityError as e:
             conn.execute("ROLLBACK TO barecat_dirs")
             conn.execute("RELEASE barecat_dirs")

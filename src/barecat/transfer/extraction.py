@@ -26,6 +26,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import BinaryIO, cast
 
+import crc32c as _crc32c
+
 from barecat.archive import Barecat
 from barecat.entries import BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo, Order
 from barecat.exceptions import BarecatError, InvalidPathBarecatError
@@ -52,6 +54,73 @@ class ExtractResult:
 def outside_link_error(path: str, target: str, root: str) -> InvalidPathBarecatError:
     """The refusal of the link ``path`` -> ``target``, which would point outside ``root``."""
     return InvalidPathBarecatError(f"{path}: link to {target!r} points outside {root}")
+
+
+class _Runs:
+    """Small files that lie back to back in a shard, read with one read per run.
+
+    Extraction writes files in storage order; where consecutive files follow each other
+    in a shard (as ``create`` lays them out), up to ``len(buffer)`` bytes of them are
+    read at once into the buffer and each file's slice is checked against its CRC32C
+    before it is handed out. Anything else (a damaged row, a file alone in its run, a
+    short read, a CRC that does not match) gets None, and the caller reads that file on
+    its own, which names what is wrong. Plain archives only (a sealed file is unsealed).
+    """
+
+    def __init__(self, bc: Barecat, files: list[BarecatFileInfo], buffer: memoryview) -> None:
+        self.sharder = bc.sharder
+        self.files = files
+        self.order = {id(f): k for k, f in enumerate(files)}
+        self.buffer = buffer
+        self.first = self.end = 0
+        """The run last tried: ``files[first:end]``, in the buffer at ``places[k - first]``
+        (start, size) if it was read, else ``places`` is empty."""
+        self.places: list[tuple[int, int]] = []
+
+    def take(self, f: BarecatFileInfo) -> memoryview | None:
+        """``f``'s bytes, verified, or None: read it on its own."""
+        k = self.order.get(id(f))
+        if k is None:
+            return None
+        if not self.first <= k < self.end:
+            self._load(k)
+        if not self.first <= k < self.first + len(self.places):
+            return None
+        at, size = self.places[k - self.first]
+        view = self.buffer[at : at + size]
+        return view if _crc32c.crc32c(view) == f.crc32c else None
+
+    def _load(self, k: int) -> None:
+        """Read the run that starts with ``files[k]``. If there is none, or it cannot be
+        read, its files are left to their own reads (``places`` empty)."""
+        self.first, self.end, self.places = k, k + 1, []
+        files, room = self.files, len(self.buffer)
+        run_shard, start = files[k].shard, files[k].offset
+        if type(run_shard) is not int or type(start) is not int:
+            return
+        end, j = start, k
+        places: list[tuple[int, int]] = []
+        while j < len(files):
+            g = files[j]
+            size = g.size
+            if type(size) is not int or size < 0 or type(g.crc32c) is not int:
+                break  # a damaged row: read on its own, which names it
+            if size:
+                if g.shard != run_shard or g.offset != end or end + size - start > room:
+                    break
+                places.append((end - start, size))
+                end += size
+            else:
+                places.append((0, 0))  # (an empty file may be parked anywhere)
+            j += 1
+        if j - k < 2:
+            return  # alone: the caller's own read costs the same
+        self.end = j
+        try:
+            self.sharder.readinto_from_address(run_shard, start, self.buffer[: end - start])
+        except (BarecatError, OSError):
+            return  # (short: each file's own read names what is missing; tried once a run)
+        self.places = places
 
 
 class DirectoryWriter:
@@ -83,6 +152,14 @@ class DirectoryWriter:
         self.file_gids: dict[str, int] = {}
         """Per directory, the group a file created in it gets (see ``_new_file_gid``)."""
         self._buffer = memoryview(bytearray(COPY_CHUNK))
+        self.runs: _Runs | None = None
+        """Set by :meth:`read_in_runs`."""
+
+    def read_in_runs(self, files: list[BarecatFileInfo]) -> None:
+        """Read ``files``, about to be written in this order, a run at a time where they
+        lie back to back in a shard (plain archives; sealed files are read one by one)."""
+        if not self.bc.sealed:
+            self.runs = _Runs(self.bc, files, memoryview(bytearray(COPY_CHUNK)))
 
     def ensure_dir(self, dest: str) -> None:
         """Make ``dest`` a real directory chain below the root, as tar does: a symbolic
@@ -183,8 +260,10 @@ class DirectoryWriter:
                         shutil.copyfileobj(source, out, COPY_CHUNK)
 
                 return self._write_new(f, dest, copy)
-        view = self._buffer[:size]
-        self.bc.readinto(f, view)  # CRC32C-verified (sealed: authenticated) before creating
+        view = None if self.runs is None else self.runs.take(f)
+        if view is None:
+            view = self._buffer[:size]
+            self.bc.readinto(f, view)  # CRC32C-verified (sealed: authenticated) before creating
 
         def write(fd: int) -> None:
             written = 0
@@ -371,6 +450,7 @@ def extract_to_directory(
         ex.attempt(d.path, functools.partial(ex.ensure_dir, dest))
     # links last: nothing is written through one
     entries = sorted(zip(files, file_dests, strict=True), key=lambda e: e[0].is_symlink_entry)
+    ex.read_in_runs([f for f, _ in entries if not f.is_symlink_entry])
     for f, dest in entries:
         write = ex.make_link if f.is_symlink_entry else ex.write_file
         if ex.attempt(f.path, functools.partial(_write_entry, ex, f, dest, write)) and on_file:
