@@ -1,8 +1,7 @@
 """Imports put off until first use: a package's public names (PEP 562), so importing a
 package loads none of its submodules (``import barecat`` costs a few milliseconds, and
-each name brings in only the modules it needs when it is first looked up), and a module
-whose import is dear for what a run may never use (:class:`LazyModule`). Imports nothing
-from barecat.
+each name brings in only the modules it needs when it is first looked up). Imports
+nothing from barecat.
 
 A package lists its names here for the interpreter and, under ``if TYPE_CHECKING:``,
 imports them for type checkers (which then see no module ``__getattr__``)::
@@ -78,27 +77,6 @@ def lazy_exports(
         return sorted(set(namespace) | set(home))
 
     return getattr_, dir_
-
-
-class LazyModule:
-    """A module imported when one of its attributes is first read (each attribute is then
-    kept on this object, so later reads cost what a module attribute costs). Safe from
-    several threads: the import system serializes the import itself.
-
-    ``crc32c`` takes 10-30 ms to import (its ``__init__`` looks its own version up in the
-    installed packages' metadata), which listing an archive never needs.
-    """
-
-    def __init__(self, name: str) -> None:
-        self._lazy_name = name
-
-    def __getattr__(self, attr: str) -> Any:
-        value = getattr(importlib.import_module(self._lazy_name), attr)
-        setattr(self, attr, value)
-        return value
-
-    def __repr__(self) -> str:
-        return f"<module {self._lazy_name!r}, imported on first use>"
 
 
 def _is_submodule(name: str) -> bool:

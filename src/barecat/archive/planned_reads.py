@@ -20,12 +20,12 @@ import os
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from barecat import checksum as _crc32c
 from barecat.entries import Address
 from barecat.exceptions import BarecatIntegrityError, InvalidPathBarecatError
 from barecat.glob import compile_glob
 from barecat.index.connection import select
 from barecat.index.query import checked_file, file_from_row
-from barecat.lazy_exports import LazyModule
 from barecat.paths import normalize, subtree_bounds
 
 if TYPE_CHECKING:
@@ -33,7 +33,6 @@ if TYPE_CHECKING:
     from barecat.sealing import Sealer
     from barecat.shards.reading import ShardReader
 
-_crc32c: Any = LazyModule("crc32c")  # (the module itself on the hot path: no wrapper call)
 
 PlannedFile = tuple[str, int, int, int, int | None]
 """(path, shard, offset, stored size, crc32c): one file's bytes as the shards hold them."""

@@ -32,9 +32,9 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Protocol, TypeVar, cast
 
-import crc32c as _crc32c
 import mfusepy
 
+from barecat import checksum as _crc32c
 from barecat.archive.readable import ReadableArchive
 from barecat.entries import BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo
 from barecat.exceptions import BarecatError, BarecatIntegrityError, InvalidPathBarecatError

@@ -16,7 +16,7 @@ import contextlib
 import os
 import struct
 
-import crc32c as _crc32c
+from barecat import checksum as _crc32c
 
 PAGE = 4096
 """The unit that is checked: a read touches at most two pages it does not need."""

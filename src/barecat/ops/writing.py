@@ -33,8 +33,7 @@ import contextlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import BinaryIO
 
-import crc32c as _crc32c
-
+from barecat import checksum as _crc32c
 from barecat.entries import Address
 from barecat.exceptions import BarecatError, FileTooLargeBarecatError
 from barecat.index import Index

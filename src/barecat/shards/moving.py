@@ -15,8 +15,7 @@ from __future__ import annotations
 import mmap
 from collections.abc import Sequence
 
-import crc32c as _crc32c
-
+from barecat import checksum as _crc32c
 from barecat.exceptions import BarecatIntegrityError
 from barecat.shards.sharder import Sharder
 

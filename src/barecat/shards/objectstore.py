@@ -12,8 +12,7 @@ first time it is read. Imports ``objectstore``, ``entries`` and ``exceptions``.
 
 from __future__ import annotations
 
-import crc32c as _crc32c
-
+from barecat import checksum as _crc32c
 from barecat.entries import Address
 from barecat.exceptions import BarecatIntegrityError, FileNotFoundBarecatError
 from barecat.objectstore import ArchiveCache, ObjectStore, StoredObject

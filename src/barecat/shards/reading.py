@@ -15,25 +15,18 @@ from __future__ import annotations
 import abc
 import threading
 from collections.abc import Callable
-from typing import Any, BinaryIO, Protocol, TypeVar, cast
+from typing import BinaryIO, Protocol, TypeVar, cast
 
+from barecat.checksum import crc32c
 from barecat.entries import Address
 from barecat.exceptions import BarecatIntegrityError
 from barecat.layout import shard_path
-from barecat.lazy_exports import LazyModule
 from barecat.shards.fileobj import BarecatReadOnlyFileObject
 
 _T = TypeVar("_T")
 
 COPY_CHUNK = 1 << 20
 """Bytes a buffered copy or a checksum of a range reads at a time."""
-
-_crc32c: Any = LazyModule("crc32c")  # imported at the first checksum, not to list an archive
-
-
-def crc32c(data: bytes | bytearray | memoryview, value: int = 0) -> int:
-    """CRC32C (Castagnoli) with hardware acceleration, continuing from ``value``."""
-    return int(_crc32c.crc32c(data, value=value))
 
 
 class ShardReader(Protocol):

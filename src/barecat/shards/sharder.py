@@ -17,8 +17,9 @@ import contextlib
 import errno
 import os
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, BinaryIO
+from typing import BinaryIO
 
+from barecat import checksum as _crc32c
 from barecat.entries import SHARD_SIZE_UNLIMITED, Address
 from barecat.exceptions import (
     BarecatError,
@@ -28,7 +29,6 @@ from barecat.exceptions import (
     ReadOnlyBarecatError,
 )
 from barecat.layout import existing_shard_numbers
-from barecat.lazy_exports import LazyModule
 from barecat.shards.concurrent import DEFAULT_READ_CONCURRENCY, ReadPool, read_would_wait
 from barecat.shards.copy import copy_range
 from barecat.shards.reading import COPY_CHUNK, ShardFiles, ShardReader, crc32c
@@ -37,8 +37,6 @@ from barecat.shards.writeback import EarlyWriteback
 _IOV_MAX = 1024  # buffers per pwritev call (Linux's IOV_MAX)
 _WRITE_CHUNK = 4 << 20  # bytes per pwritev: keeps early writeback steady
 _SPAN = 16 << 20  # largest single read when coalescing neighbours
-
-_crc32c: Any = LazyModule("crc32c")  # (the module itself on the hot path: no wrapper call)
 
 
 class Sharder(ShardFiles):

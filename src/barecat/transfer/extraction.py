@@ -26,8 +26,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import BinaryIO, cast
 
-import crc32c as _crc32c
-
+from barecat import checksum as _crc32c
 from barecat.archive import Barecat
 from barecat.entries import BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo, Order
 from barecat.exceptions import BarecatError, InvalidPathBarecatError

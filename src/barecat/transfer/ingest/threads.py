@@ -27,8 +27,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-import crc32c as _crc32c
-
+from barecat import checksum as _crc32c
 from barecat.archive import Barecat
 from barecat.entries import BarecatFileInfo
 from barecat.exceptions import (

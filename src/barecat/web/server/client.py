@@ -27,9 +27,9 @@ from glob import escape as glob_escape
 from typing import Any
 from urllib.parse import quote, urlsplit
 
-import crc32c as _crc32c
 import httpx
 
+from barecat import checksum as _crc32c
 from barecat.archive.readable import ReadableArchive
 from barecat.entries import BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo, Order
 from barecat.exceptions import (
