@@ -32,8 +32,10 @@ def _extension() -> ModuleType:
         for folder in (package.submodule_search_locations or []) if package else []:
             for suffix in importlib.machinery.EXTENSION_SUFFIXES:
                 path = os.path.join(folder, "_crc32c" + suffix)
+                if not os.path.exists(path):
+                    continue
                 spec = importlib.util.spec_from_file_location(_EXTENSION, path)
-                if not os.path.exists(path) or spec is None or spec.loader is None:
+                if spec is None or spec.loader is None:
                     continue
                 module = importlib.util.module_from_spec(spec)
                 spec.loader.exec_module(module)

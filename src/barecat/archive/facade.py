@@ -84,9 +84,10 @@ class Barecat(MutableMapping[str, bytes]):
     ``readinto_many``) of a local archive reads on at once (default 16; 1: one read at a
     time on the calling thread). Results, checks and errors are the same either way; it
     pays where each read waits (a network filesystem, a cold disk), so a batch fans out
-    to the threads only once one of its reads waited (took over 50 µs), and stays on the
-    calling thread while the page cache answers. The threads are made at the first batch
-    that fans out and stopped by ``close``.
+    to the threads only when its reads wait (the kernel says its first read would, or,
+    where the filesystem cannot tell, a read took over 100 µs), and stays on the calling
+    thread while the page cache answers. The threads are made at the first batch that
+    fans out and stopped by ``close``.
     """
 
     __slots__ = ("__dict__", "__weakref__", "_archive", "_editing", "_inspecting",
