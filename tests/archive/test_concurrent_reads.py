@@ -178,17 +178,31 @@ def test_a_batch_fans_out_when_its_reads_wait(storage_says: bool | None) -> None
         pool.close()
 
 
-def test_a_cold_shard_fans_out_from_the_first_read(make_archive) -> None:  # type: ignore[no-untyped-def]
-    path = build(make_archive, {})
-    shard = f"{path}-shard-00000"
-    fd = os.open(shard, os.O_RDONLY)
+def dropped_from_cache(path: str) -> None:
+    """Writes ``path`` out and drops its pages from the page cache."""
+    fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)  # (dirty pages stay in the cache)
         os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
+def test_a_cold_shard_fans_out_from_the_first_read(make_archive) -> None:  # type: ignore[no-untyped-def]
+    path = build(make_archive, {})
+    # Whether this filesystem tells a cold read is asked of another file: a probe that
+    # would wait starts the kernel's readahead, which may warm the file it asked about.
+    scratch = f"{path}.probe"
+    with open(scratch, "wb") as f:
+        f.write(bytes(1 << 16))
+    dropped_from_cache(scratch)
+    fd = os.open(scratch, os.O_RDONLY)
+    try:
         if read_would_wait(fd, 0) is not True:
             pytest.skip("this filesystem cannot tell a cached read (RWF_NOWAIT), or kept it")
     finally:
         os.close(fd)
+    dropped_from_cache(f"{path}-shard-00000")
     with barecat.Barecat(path) as bc:
         cast(Sharder, bc.sharder).read_pool.waiting_read_ns = 10**10  # (no read times out)
         assert bc.get_many(WANTED, max_gap=0) == [FILES[p] for p in WANTED]
