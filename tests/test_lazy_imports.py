@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 import barecat
-from barecat.cli.main import COMMAND_MODULES, build_parser
+from barecat.cli.commands import COMMAND_MODULES, COMMANDS
+from barecat.cli.main import build_parser
 from barecat.cli.parsing import CommandParser
 
 SRC = str(Path(barecat.__file__).resolve().parent.parent)
@@ -95,6 +96,35 @@ def test_public_names_load_what_they_need_and_no_more() -> None:
     assert optional_parts_in(modules) == []
 
 
+@pytest.mark.parametrize(
+    "args",
+    [["--help"], [], ["--bogus"], ["lss"], ["--version"]],
+    ids=["help", "nothing", "mistyped-option", "mistyped-command", "version"],
+)
+def test_a_run_that_names_no_command_loads_no_command_module(args: list[str]) -> None:
+    code = f"from barecat.cli.main import main\nassert main({args!r}) in (0, 2)"
+    modules = loaded_after(code)
+    commands = {f"barecat.cli.{c.module}" for c in COMMANDS} - {"barecat.cli.main"}
+    assert sorted(commands & set(modules)) == []
+    assert not any(
+        m.startswith(("barecat.archive", "barecat.index", "barecat.entries")) for m in modules
+    )
+    assert optional_parts_in(modules) == []
+
+
+def test_the_command_list_without_the_modules_is_the_full_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("COLUMNS", "100")
+    listed = build_parser((), list_the_rest=True)
+    full = build_parser()
+    assert listed.format_help() == full.format_help()
+    one = build_parser(("listing",), list_the_rest=True)  # the rest listed around it
+    assert one.format_help() == full.format_help()
+    assert one.parse_args(["ls", "a.barecat"]).handler is not None
+    assert getattr(listed.parse_args(["ls"]), "handler", None) is None  # listed only
+
+
 def test_version_loads_a_handful_of_modules() -> None:
     modules = loaded_after("from barecat.cli.main import main\nassert main(['--version']) == 0")
     assert len(barecat_modules(modules)) <= 12, barecat_modules(modules)
@@ -151,6 +181,8 @@ def test_the_command_table_names_what_each_module_registers() -> None:
     parser = build_parser()
     table = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     assert list(table.choices) == [n for names in COMMAND_MODULES.values() for n in names]
+    listed = {a.dest: a.help for a in table._choices_actions}  # what --help lists
+    assert listed == {c.name: c.help for c in COMMANDS if c.name != "__complete"}
 
 
 LAZY_PACKAGES = [

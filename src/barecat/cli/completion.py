@@ -45,7 +45,6 @@ def register(sub: Subparsers) -> None:
     parser = add_command(
         sub,
         "completion-script",
-        help="Print the path of the shell completion script",
         handler=_print_script_path,
         description="Print the absolute path of barecat's completion script for SHELL,\n"
         "to be sourced from the shell's startup file.",
@@ -59,13 +58,9 @@ def register(sub: Subparsers) -> None:
     hidden = add_command(
         sub,
         COMPLETE_COMMAND,
-        help=argparse.SUPPRESS,
         handler=functools.partial(_print_candidates, sub),
         description="Print completion candidates (called by the completion scripts).",
     )
-    # argparse shows a SUPPRESSed subcommand as '==SUPPRESS==' in the command list, so
-    # drop its entry from that list; the command itself still parses.
-    sub._choices_actions[:] = [a for a in sub._choices_actions if a.dest != COMPLETE_COMMAND]
     hidden.add_argument("shell", choices=sorted(SCRIPT_NAMES))
     hidden.add_argument(
         "rest",

@@ -75,7 +75,6 @@ def register(sub: Subparsers) -> None:
     parser = add_command(
         sub,
         "convert",
-        help="Convert between barecat and tar/zip (files or streams)",
         handler=run_convert,
         examples=EXAMPLES,
     )

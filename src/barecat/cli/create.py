@@ -89,8 +89,6 @@ def register(sub: Subparsers) -> None:
     create = add_command(
         sub,
         "create",
-        aliases=["c"],
-        help="Create a new archive (error if it exists, -f to overwrite)",
         handler=run_create,
         examples=CREATE_EXAMPLES,
     )
@@ -104,8 +102,6 @@ def register(sub: Subparsers) -> None:
     add = add_command(
         sub,
         "add",
-        aliases=["a"],
-        help="Add files to an existing archive (-c to create it if missing)",
         handler=run_add,
         examples=ADD_EXAMPLES,
     )

@@ -46,7 +46,6 @@ def register(sub: Subparsers) -> None:
     p = add_command(
         sub,
         "defrag",
-        help="Reclaim the space of deleted and replaced files",
         description="Reclaim the space of deleted and replaced files by moving files into "
         "the holes. Safe to interrupt at any moment: every file stays readable and verifiable.",
         handler=run_defrag,
@@ -79,7 +78,6 @@ def register(sub: Subparsers) -> None:
     p = add_command(
         sub,
         "reshard",
-        help="Reorganize the archive into shards of a new size limit",
         description="Reorganize the archive into shards of at most SIZE bytes (squeezing out "
         "holes) and store SIZE as the archive's limit. Safe to interrupt at any moment.",
         handler=run_reshard,

@@ -30,7 +30,6 @@ def register(sub: Subparsers) -> None:
     du = add_command(
         sub,
         "du",
-        help="Show disk usage (like du, apparent sizes in bytes)",
         handler=run_du,
         examples="""
         barecat du -h -d 1 photos.barecat
@@ -51,7 +50,6 @@ def register(sub: Subparsers) -> None:
     csv_parser = add_command(
         sub,
         "index-to-csv",
-        help="Dump the file index as CSV (path, shard, offset, size, crc32c)",
         handler=run_index_to_csv,
         examples="barecat index-to-csv photos.barecat > index.csv",
     )
@@ -60,7 +58,6 @@ def register(sub: Subparsers) -> None:
     ncdu = add_command(
         sub,
         "to-ncdu-json",
-        help="Print the tree in ncdu's JSON export format",
         handler=run_to_ncdu_json,
         examples="barecat to-ncdu-json photos.barecat > tree.json && ncdu -f tree.json",
     )

@@ -37,8 +37,6 @@ def register(sub: Subparsers) -> None:
     parser = add_command(
         sub,
         "extract",
-        aliases=["x"],
-        help="Extract files from an archive",
         handler=run_extract,
         examples=EXTRACT_EXAMPLES,
     )
@@ -67,7 +65,6 @@ def register(sub: Subparsers) -> None:
     cat = add_command(
         sub,
         "cat",
-        help="Print a file's contents to stdout",
         handler=run_cat,
         examples="barecat cat photos.barecat train/cat/001.jpg > 001.jpg",
     )

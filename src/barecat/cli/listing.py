@@ -36,8 +36,6 @@ def register(sub: Subparsers) -> None:
     ls = add_command(
         sub,
         "list",
-        aliases=["ls", "l", "t"],
-        help="List archive contents",
         handler=run_list,
         examples="""
         barecat ls photos.barecat                  # the root
@@ -57,7 +55,6 @@ def register(sub: Subparsers) -> None:
     find = add_command(
         sub,
         "find",
-        help="Search for files in an archive (like find)",
         handler=run_find,
         examples="""
         barecat find photos.barecat -name '*.jpg'
@@ -86,7 +83,6 @@ def register(sub: Subparsers) -> None:
     tree = add_command(
         sub,
         "tree",
-        help="Display the directory tree (like tree)",
         handler=run_tree,
         examples="""
         barecat tree photos.barecat

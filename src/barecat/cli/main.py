@@ -2,9 +2,10 @@
 
 Commands live in their own modules and register here; they return an exit code and raise
 library errors, which :func:`barecat.cli.running.run_command` turns into one line. A run
-imports only the module of the command it names (``--version`` none), so ``barecat ls``
-does not pay for the dependencies of ``create``, ``serve`` or ``mount``; help and
-completion import them all.
+imports only the module of the command it names, so ``barecat ls`` does not pay for the
+dependencies of ``create``, ``serve`` or ``mount``; a run that names no command
+(``--help``, ``--version``) or a mistyped one imports none (the command table lists them
+all), and completion imports them all.
 """
 
 from __future__ import annotations
@@ -16,29 +17,10 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from barecat import __version__
+from barecat.cli.commands import COMMAND_MODULES, COMMANDS, HIDDEN
 from barecat.cli.parsing import CommandParser
 from barecat.cli.running import EXIT_USAGE, run_command
 from barecat.cli.terminal import PROG, did_you_mean
-
-COMMAND_MODULES: dict[str, tuple[str, ...]] = {
-    "create": ("create", "c", "add", "a"),
-    "convert": ("convert",),
-    "extract": ("extract", "x", "cat"),
-    "listing": ("list", "ls", "l", "t", "find", "tree"),
-    "du": ("du", "index-to-csv", "to-ncdu-json"),
-    "shell": ("shell",),
-    "viewers": ("ncdu", "browse", "view", "image-viewer"),
-    "maintenance": ("verify", "repair", "upgrade", "rekey", "digest"),
-    "mount": ("mount",),
-    "defrag": ("defrag", "reshard"),
-    "merge": ("merge", "subset"),
-    "rsync": ("rsync",),
-    "serve": ("serve",),
-    "completion": ("completion-script", "__complete"),
-}
-"""Each command module of ``barecat.cli`` (in --help order) and the names its commands
-answer to, so a run imports only the module of its command (a test keeps this in step
-with what the modules register)."""
 
 MODULE_OF_COMMAND = {name: module for module, names in COMMAND_MODULES.items() for name in names}
 EVERY_COMMAND_NEEDED = frozenset({"__complete"})
@@ -53,11 +35,16 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def build_parser(modules: Iterable[str] = COMMAND_MODULES) -> argparse.ArgumentParser:
+def build_parser(
+    modules: Iterable[str] = COMMAND_MODULES, *, list_the_rest: bool = False
+) -> argparse.ArgumentParser:
     """The ``barecat`` parser with the commands of ``modules`` (by default all of them).
 
     Args:
         modules: names of command modules in ``barecat.cli`` (keys of ``COMMAND_MODULES``).
+        list_the_rest: also list every other command of the table, by its name, aliases
+            and help line alone (enough for ``--help`` and for naming a mistyped command;
+            such a command has no options and no ``handler``).
 
     Returns:
         The top-level parser; each command's ``handler`` is in its namespace defaults.
@@ -72,15 +59,22 @@ def build_parser(modules: Iterable[str] = COMMAND_MODULES) -> argparse.ArgumentP
     sub = parser.add_subparsers(
         title="commands", dest="command", metavar="COMMAND", parser_class=CommandParser
     )
-    for module in modules:
-        importlib.import_module(f"barecat.cli.{module}").register(sub)
+    wanted = set(modules)
+    for module in COMMAND_MODULES:
+        if module in wanted:
+            importlib.import_module(f"barecat.cli.{module}").register(sub)
+        elif list_the_rest:
+            for command in COMMANDS:
+                if command.module == module and command.help != HIDDEN:
+                    sub.add_parser(command.name, aliases=command.aliases, help=command.help)
     return parser
 
 
-def modules_needed(args: Sequence[str]) -> Iterable[str]:
-    """The command modules a run with ``args`` needs: the one of the command named, none
-    for ``--version`` alone, all of them for help (what no command is named for, or an
-    option before the command other than ``--version``), a mistyped command or completion.
+def modules_needed(args: Sequence[str]) -> tuple[str, ...]:
+    """The command modules a run with ``args`` needs: the one of the command named; none
+    when no command is named (help, ``--version``) or the word is no command (the table
+    names the commands); all of them for an option before the command other than
+    ``--version`` (it could be any command's) and for completion.
 
     Args:
         args: the arguments after the program name.
@@ -94,12 +88,12 @@ def modules_needed(args: Sequence[str]) -> Iterable[str]:
             break
         before.append(arg)
     else:
-        return () if before and all(a == "--version" for a in before) else COMMAND_MODULES
+        return ()
     word = args[len(before)]
     if any(a != "--version" for a in before) or word in EVERY_COMMAND_NEEDED:
-        return COMMAND_MODULES
+        return tuple(COMMAND_MODULES)
     module = MODULE_OF_COMMAND.get(word)
-    return COMMAND_MODULES if module is None else (module,)
+    return () if module is None else (module,)
 
 
 NEGATIVE_VALUE_OPTIONS = ("-size",)
@@ -162,7 +156,8 @@ def unknown_option(
 
 def main(argv: Sequence[str] | None = None) -> int:
     args_list = _attach_negative_values(list(sys.argv[1:] if argv is None else argv))
-    parser = build_parser(modules_needed(args_list))
+    modules = modules_needed(args_list)
+    parser = build_parser(modules, list_the_rest=not modules)
     mistyped = unknown_command(parser, args_list)
     if mistyped is not None:
         print(f"{PROG}: {mistyped}", file=sys.stderr)

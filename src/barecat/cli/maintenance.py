@@ -30,7 +30,6 @@ def register(sub: Subparsers) -> None:
     verify = add_command(
         sub,
         "verify",
-        help="Verify archive integrity (index, byte ranges, every file's CRC32C)",
         handler=run_verify,
         examples="""
         barecat verify photos.barecat
@@ -52,7 +51,6 @@ def register(sub: Subparsers) -> None:
     fix = add_command(
         sub,
         "repair",
-        help="Make a crashed or partly copied archive consistent again",
         handler=run_repair,
         examples="""
         barecat repair photos.barecat               # cut stray shard tails, fix statistics
@@ -70,7 +68,6 @@ def register(sub: Subparsers) -> None:
     rekey = add_command(
         sub,
         "rekey",
-        help="Change the passphrase of an encrypted archive (no file is rewritten)",
         handler=run_rekey,
         examples=f"""
         barecat rekey private.barecat        # old passphrase, then the new one twice
@@ -92,7 +89,6 @@ def _register_digest(sub: Subparsers) -> None:
     digest = add_command(
         sub,
         "digest",
-        help="Print an encrypted archive's index digest (to pin a known-good state)",
         description="Check every file row of an encrypted archive against its index digest "
         "and print the digest: written down, 'barecat verify --expect-digest' later tells "
         "whether the index is still that one (not rolled back to an older state).",
@@ -262,7 +258,6 @@ def _register_upgrade(sub: Subparsers) -> None:
     up = add_command(
         sub,
         "upgrade",
-        help="Convert an archive made by an older barecat to the current index schema (0.3)",
         description="Convert the index of an archive made by barecat 0.2.x (schema 0.2) or by "
         "the unversioned 2023 code to schema 0.3, in place. A new index is built beside "
         "the old one, checked, and swapped in with one rename, so an interruption leaves "

@@ -60,7 +60,6 @@ def register(sub: Subparsers) -> None:
     merge = add_command(
         sub,
         "merge",
-        help="Merge archives into one",
         description="Merge archives into one output archive, copying their bytes (or, with "
         "--symlink, linking their shards). The first archive to have a path keeps it.",
         handler=run_merge,
@@ -100,7 +99,6 @@ def register(sub: Subparsers) -> None:
     subset = add_command(
         sub,
         "subset",
-        help="Create a new archive with some of an archive's files",
         description="Copy the files of ARCHIVE chosen by a glob or by include/exclude rules "
         "into a new archive, in storage order.",
         handler=run_subset,

@@ -48,7 +48,6 @@ def register(sub: Subparsers) -> None:
     parser = add_command(
         sub,
         "mount",
-        help="Mount an archive as a directory (FUSE; read-only unless --rw)",
         handler=run_mount,
         examples=EXAMPLES,
     )

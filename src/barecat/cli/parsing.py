@@ -1,8 +1,8 @@
 """The shape shared by every subcommand: how one is declared, with help and examples.
 
 Command modules declare their subcommands through :func:`add_command`, so each gets the
-same help layout (description, then an examples block) and a ``handler`` the entry
-point calls. Imports nothing from barecat.
+same help layout (description, then an examples block), its help line and aliases from
+the command table (:mod:`barecat.cli.commands`) and a ``handler`` the entry point calls.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import textwrap
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from barecat.entries import parse_size
+from barecat.cli.commands import COMMAND_BY_NAME, HIDDEN
 
 Handler = Callable[[argparse.Namespace], int]
 Subparsers = Any
@@ -44,30 +44,32 @@ def add_command(
     sub: Subparsers,
     name: str,
     *,
-    help: str,
     handler: Handler,
-    aliases: Sequence[str] = (),
     description: str | None = None,
     examples: str | None = None,
     short_help: bool = True,
 ) -> argparse.ArgumentParser:
-    """Declare a subcommand; ``examples`` is shown under 'examples:' in its --help.
+    """Declare the subcommand ``name`` of the command table, with its help line and
+    aliases from there; ``examples`` is shown under 'examples:' in its --help.
 
     ``short_help=False`` leaves ``-h`` free for the command (``du -h``, as in GNU): help is
-    ``--help`` only.
+    ``--help`` only. A hidden command still parses, but the command list leaves it out.
     """
+    command = COMMAND_BY_NAME[name]
     epilog = None
     if examples:
         epilog = "examples:\n" + textwrap.indent(textwrap.dedent(examples).strip("\n"), "  ")
     parser: argparse.ArgumentParser = sub.add_parser(
         name,
-        aliases=list(aliases),
-        help=help,
-        description=description or help,
+        aliases=list(command.aliases),
+        help=command.help,
+        description=description or command.help,
         epilog=epilog,
         formatter_class=argparse.RawDescriptionHelpFormatter,
         add_help=short_help,
     )
+    if command.help == HIDDEN:  # argparse would list it as '==SUPPRESS=='
+        sub._choices_actions[:] = [a for a in sub._choices_actions if a.dest != name]
     if not short_help:
         parser.add_argument("--help", action="help", help="show this help message and exit")
     parser.set_defaults(handler=handler, command=name)
@@ -76,6 +78,8 @@ def add_command(
 
 def size(text: str) -> int:
     """argparse type for SIZE options (named so its error reads 'invalid size value')."""
+    from barecat.entries import parse_size  # (not needed to list the commands)
+
     return parse_size(text)
 
 

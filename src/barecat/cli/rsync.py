@@ -39,7 +39,6 @@ def register(sub: Subparsers) -> None:
     parser = add_command(
         sub,
         "rsync",
-        help="Sync files between the local filesystem and archives (ARCHIVE::path/)",
         description="Sync files between local filesystem and barecat archives. Use "
         "archive.barecat::path/ syntax for archive paths.",
         handler=run_rsync,

@@ -22,7 +22,6 @@ def register(sub: Subparsers) -> None:
     parser = add_command(
         sub,
         "serve",
-        help="Serve archives over HTTP (files with Range and ETag, listings, batches)",
         handler=run_serve,
         examples=EXAMPLES,
     )

@@ -45,7 +45,6 @@ def register(sub: Subparsers) -> None:
     parser = add_command(
         sub,
         "shell",
-        help="Interactive shell for exploring an archive",
         description="Explore an archive with cd, ls, cat, stat, find, tree, du and get;\n"
         "with -w, change it with put, mput, rm, mv and mkdir. Type 'help' inside for more.",
         handler=run_shell,

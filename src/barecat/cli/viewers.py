@@ -22,7 +22,6 @@ def register(sub: Subparsers) -> None:
     ncdu = add_command(
         sub,
         "ncdu",
-        help="Interactive disk usage viewer (ncdu-like)",
         handler=run_ncdu,
         examples="""
         barecat ncdu photos.barecat            # arrows to move, Enter to open, q to quit
@@ -32,7 +31,6 @@ def register(sub: Subparsers) -> None:
     browse = add_command(
         sub,
         "browse",
-        help="Ranger-like file browser for archives",
         handler=run_browse,
         examples="""
         barecat browse photos.barecat          # / filters, g goes to a path, q quits
@@ -80,8 +78,6 @@ def register_viewer(sub: Subparsers) -> None:
     view = add_command(
         sub,
         "view",
-        aliases=["image-viewer"],
-        help="Browse an archive's images in a web page on this machine",
         handler=run_view,
         examples="""
         barecat view photos.barecat                 # opens the browser, or prints the address
