@@ -397,10 +397,10 @@ class BarecatShell(ShellEdits):
         for info, where in sorted(files, key=lambda pair: pair[0].is_symlink_entry):
             try:
                 dest = writer.destination(where)
-                writer.ensure_dir(os.path.dirname(dest))
-                (writer.make_link if info.is_symlink_entry else writer.write_file)(info, dest)
-            except (OSError, BarecatError) as e:
+            except BarecatError as e:
                 writer.result.failures.append((info.path, e))
+                continue
+            writer.write_entry(info, dest)
         writer.restore_directories([])
         self._report(writer.result, root)
 

@@ -214,6 +214,24 @@ class DirectoryWriter:
             return False
         return done is not False
 
+    def write_entry(self, f: BarecatFileInfo, dest: str) -> bool:
+        """Write the file or link ``f`` at ``dest`` (a :meth:`destination`), its directories
+        made first; if that fails, record why (as :meth:`attempt` does) and go on.
+
+        Returns:
+            True if it was written (False also for a link not made: it points outside).
+        """
+        try:
+            parent = _parent(dest)
+            if parent not in self.safe_dirs:
+                self.ensure_dir(parent)
+            if f.mode is not None and stat.S_ISLNK(f.mode):
+                return self.make_link(f, dest)
+            return self.write_file(f, dest)
+        except (OSError, BarecatError) as e:
+            self.result.failures.append((f.path, self._restated(f.path, e)))
+            return False
+
     def _restated(self, path: str, error: Exception) -> Exception:
         """An error of the operating system named by the entry's archive path (its reason
         naming the directory that failed, if that is what did) instead of a disk path."""
@@ -253,30 +271,25 @@ class DirectoryWriter:
         size = f.size
         if type(size) is not int or size > COPY_CHUNK:  # (a damaged row: read names it)
             with open_verified(self.bc, f) as source:
-
-                def copy(fd: int) -> None:
-                    with open(fd, "wb", closefd=False) as out:
-                        shutil.copyfileobj(source, out, COPY_CHUNK)
-
-                return self._write_new(f, dest, copy)
+                return self._write_new(f, dest, source)
         view = None if self.runs is None else self.runs.take(f)
         if view is None:
             view = self._buffer[:size]
             self.bc.readinto(f, view)  # CRC32C-verified (sealed: authenticated) before creating
+        return self._write_new(f, dest, view)
 
-        def write(fd: int) -> None:
-            written = 0
-            while written < size:
-                written += os.write(fd, view[written:])
-
-        return self._write_new(f, dest, write)
-
-    def _write_new(self, f: BarecatFileInfo, dest: str, fill: Callable[[int], None]) -> bool:
-        """Create ``dest``, ``fill`` it through its descriptor, give it ``f``'s metadata;
-        removed again if any of that fails."""
+    def _write_new(self, f: BarecatFileInfo, dest: str, data: memoryview | BinaryIO) -> bool:
+        """Create ``dest``, write ``data`` (verified bytes, or a verified stream) to it, give
+        it ``f``'s metadata; removed again if any of that fails."""
         fd, fresh = self._create(dest, f.mode)
         try:
-            fill(fd)
+            if isinstance(data, memoryview):
+                written = 0
+                while written < len(data):
+                    written += os.write(fd, data[written:])
+            else:
+                with open(fd, "wb", closefd=False) as out:
+                    shutil.copyfileobj(data, out, COPY_CHUNK)
             self._metadata_of_fd(fd, dest, f, fresh)
         except BaseException:
             with contextlib.suppress(OSError):
@@ -305,9 +318,14 @@ class DirectoryWriter:
     def _metadata_of_fd(self, fd: int, dest: str, info: BarecatFileInfo, fresh: bool) -> None:
         """``metadata`` of a file being written, through its descriptor: the owner unless
         the new file has it already, the mode unless it was created with it, the mtime."""
-        owner = (info.uid, info.gid)
-        if self.owners and None not in owner and not (fresh and owner == self._new_owner(dest)):
-            os.fchown(fd, info.uid, info.gid)  # type: ignore[arg-type]
+        uid, gid = info.uid, info.gid
+        if (
+            self.owners
+            and uid is not None
+            and gid is not None
+            and (not fresh or uid != self.euid or gid != self._new_file_gid(dest))
+        ):
+            os.fchown(fd, uid, gid)  # (a new file is the process's, in the group it got)
         mode = 0o666 & ~self.umask if info.mode is None else stat.S_IMODE(info.mode)
         created = (0o666 if info.mode is None else mode & 0o777) & ~self.umask
         if not fresh or mode != created:
@@ -315,13 +333,9 @@ class DirectoryWriter:
         if info.mtime_ns is not None:
             os.utime(fd, ns=(info.mtime_ns, info.mtime_ns))
 
-    def _new_owner(self, dest: str) -> tuple[int, int]:
-        """The owner and group a file created at ``dest`` gets: the process's effective
-        user, and the directory's group if it is setgid, else the process's group."""
-        return self.euid, self._new_file_gid(dest)
-
     def _new_file_gid(self, dest: str) -> int:
-        """The group a file created at ``dest`` gets (see ``_new_owner``)."""
+        """The group a file created at ``dest`` gets: its directory's if that is setgid,
+        else the process's effective group."""
         parent = _parent(dest)
         gid = self.file_gids.get(parent)
         if gid is None:
@@ -447,25 +461,16 @@ def extract_to_directory(
     os.makedirs(root, exist_ok=True)
     for d, dest in zip(dirs, dir_dests, strict=True):
         ex.attempt(d.path, functools.partial(ex.ensure_dir, dest))
+    links = [f.is_symlink_entry for f in files]
+    plain = [(f, dest) for f, dest, link in zip(files, file_dests, links, strict=True) if not link]
+    ex.read_in_runs([f for f, _ in plain])
     # links last: nothing is written through one
-    entries = sorted(zip(files, file_dests, strict=True), key=lambda e: e[0].is_symlink_entry)
-    ex.read_in_runs([f for f, _ in entries if not f.is_symlink_entry])
-    for f, dest in entries:
-        write = ex.make_link if f.is_symlink_entry else ex.write_file
-        if ex.attempt(f.path, functools.partial(_write_entry, ex, f, dest, write)) and on_file:
+    linked = [(f, dest) for f, dest, link in zip(files, file_dests, links, strict=True) if link]
+    for f, dest in plain + linked:
+        if ex.write_entry(f, dest) and on_file:
             on_file(f)
     ex.restore_directories(dirs)
     return ex.result
-
-
-def _write_entry(
-    ex: DirectoryWriter,
-    f: BarecatFileInfo,
-    dest: str,
-    write: Callable[[BarecatFileInfo, str], bool],
-) -> bool:
-    ex.ensure_dir(_parent(dest))
-    return write(f, dest)
 
 
 def _parent(dest: str) -> str:
