@@ -6,6 +6,8 @@ from __future__ import annotations
 import copy
 import gc
 import os
+import pickle
+from multiprocessing.reduction import ForkingPickler
 from pathlib import Path
 
 import pytest
@@ -131,6 +133,34 @@ def test_copies_neither_share_nor_release_the_lease(archive: tuple[str, dict[str
     del first, shallow, deep  # only the view holds the buffer: it must not be reused
     assert dataset.__getitems__([3]).tolist() == [files[dataset.paths[3]]]
     assert bytes(view) == files[dataset.paths[0]]
+
+
+def test_a_pickle_is_a_batch_of_its_own_and_leaves_the_lease(
+    archive: tuple[str, dict[str, bytes]],
+) -> None:
+    """Only multiprocessing's pickler (a DataLoader's queues) sends the lease along; any
+    other pickle holds its own bytes, so the buffer is reused once the batch is gone."""
+    path, files = archive
+    dataset = BarecatDataset(path, file_batches=True, target_fn="parent")
+    first = dataset.__getitems__([0, 1, 2])
+    where = first.data.data_ptr()
+    pickled = pickle.dumps(first)
+    twice = [pickle.loads(pickled), pickle.loads(pickled)]
+    wanted = [files[dataset.paths[i]] for i in range(3)]
+    assert [b.tolist() for b in twice] == [wanted, wanted]
+    assert [b.paths for b in twice] == [first.paths] * 2 and twice[0].targets == first.targets
+    assert all(b.data.data_ptr() != where for b in twice)
+    del first  # its lease is released: the buffer is reused at once
+    again = dataset.__getitems__([3, 4])
+    assert again.data.data_ptr() == where
+    assert [b.tolist() for b in twice] == [wanted, wanted]  # untouched by the reuse
+    # multiprocessing's pickler shares only a worker's buffers (the DataLoader tests):
+    # a batch made here goes as a batch of its own too
+    sent = ForkingPickler.loads(ForkingPickler.dumps(again))
+    assert sent.tolist() == again.tolist() and sent.data.data_ptr() != where
+    del again
+    assert dataset.__getitems__([5]).data.data_ptr() == where
+    assert sent.tolist() == [files[dataset.paths[i]] for i in (3, 4)]
 
 
 @pytest.mark.slow  # (torch's shutdown of workers after one raised takes 10 s)

@@ -14,14 +14,20 @@ sent to, and cleared when the last view of that batch is gone (the batch, the me
 and tensors it gave: they all hold the array :attr:`FileBatch._root`, whose finalizer
 clears the lease). A worker thus writes into memory already faulted in: new shared memory
 for every batch would cost about 8 page faults a file of 32 KiB, more than the read.
+
+The lease travels only where the memory does: a worker's batch sent to another process
+by ``multiprocessing`` (a DataLoader's queues: its ``ForkingPickler``, which shares the
+tensor) takes the lease with it, and the receiving process releases it. Any other pickle
+or copy (``pickle.dumps``, ``copy.deepcopy``, a batch of the main process sent on) is a
+batch in memory of its own, with no lease, and leaves the original's alone.
 Imports torch (the ``torch`` extra), NumPy (torch's) and the archive layer.
 """
 
 from __future__ import annotations
 
-import copy
 import weakref
 from collections.abc import Iterator
+from multiprocessing.reduction import ForkingPickler
 from typing import Any
 
 import numpy as np
@@ -189,16 +195,19 @@ class FileBatch:
         return zip(self.paths, self, strict=True)
 
     def __copy__(self) -> FileBatch:
-        return self  # (nothing in a batch changes: a copy is the batch; see __reduce__)
-
-    def __deepcopy__(self, memo: dict[int, Any]) -> FileBatch:
-        # its own memory: a copy made through __reduce__ would take the lease with it,
-        # and release it when dropped, while the original's views still read the buffer
-        targets = copy.deepcopy(self.targets, memo)
-        return FileBatch(self.data.clone(), list(self.places), list(self.paths), targets)
+        return self  # (nothing in a batch changes: a copy is the batch)
 
     def __reduce__(self) -> tuple[Any, ...]:
-        # the lease goes with the batch: the receiving process releases it
+        # a pickle or a deep copy: the files' bytes in memory of its own, no lease
+        return FileBatch, (self.data.clone(), self.places, self.paths, self.targets)
+
+    def _reduce_shared(self) -> tuple[Any, ...]:
+        """How ``multiprocessing`` sends the batch: a buffer in shared memory (a worker's)
+        goes as it is, its lease with it (the receiving process releases it); one in
+        ordinary memory as a batch of its own (torch would move the buffer itself into
+        shared memory, under the NumPy views of it that the pool and the batch hold)."""
+        if not self._buffer.is_shared():  # type: ignore[no-untyped-call]
+            return self.__reduce__()
         if self._finalizer is not None:
             self._finalizer.detach()
         return _rebuilt, (self._buffer, self.places, self.paths, self.targets, self._leased)
@@ -215,6 +224,9 @@ def _rebuilt(
     leased: bool,
 ) -> FileBatch:
     return FileBatch(buffer, places, paths, targets, leased=leased)
+
+
+ForkingPickler.register(FileBatch, FileBatch._reduce_shared)
 
 
 def collate_file_batch(batch: FileBatch) -> FileBatch:
