@@ -24,7 +24,11 @@ children, from ``wait4``: robust to the load other processes put on the machine)
 a ratio to tar's, and the load average before and after. A floor beside them: a Python
 process that only plans the tree and indexes it (``floor: index rows``: the walk, a stat
 per file and the archive's index written by the package's own bulk writer, no bytes),
-the part of ``create`` tar has no counterpart for. Figures only, no assertions;
+the part of ``create`` tar has no counterpart for; and beside ``extract``, a Python
+process that makes only the system calls an extraction must (``floor: file system
+calls``: the rows read, each directory made; per file its bytes read a run at a time
+and CRC-checked, then open, write, utime, close; links; the directories' modes and
+times), what any extraction written in Python costs at least. Figures only, no assertions;
 JSON goes to ``bench-results/``. On disk, run it with no mass deletion on that file
 system in the minutes before (see ``fresh_dir``): extractions would pay for it.
 
@@ -201,6 +205,55 @@ with barecat.Barecat(archive, readonly=False, overwrite=True) as bc:
     return [sys.executable, "-c", script, tree_root, archive]
 
 
+def extract_floor(archive: str, out: str) -> list[str]:
+    """A process that extracts ``archive`` into the empty ``out`` with nothing but the
+    system calls that extraction needs (see the module doc): no checks of names or of
+    what is in the way, no failures handled, no owners (the trees here are root's, as is
+    the process that extracts them), so nothing written in Python can cost less."""
+    script = """
+import os, stat, sys
+import barecat
+from barecat.checksum import crc32c
+from barecat.entries import Order
+archive, out = sys.argv[1], sys.argv[2] + "/"
+with barecat.Barecat(archive) as bc:
+    dirs = [d for d in bc.iter_dirinfos(Order.PATH) if d.path]
+    files = list(bc.iter_fileinfos(Order.ADDRESS))
+for d in dirs:
+    os.mkdir(out + d.path, 0o700)
+flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+shards, buffer, run, links = {}, memoryview(bytearray(1 << 20)), (None, 0, 0), []
+for f in files:
+    if stat.S_ISLNK(f.mode):
+        links.append(f)
+        continue
+    if f.shard not in shards:
+        shards[f.shard] = os.open(f"{archive}-shard-{f.shard:05d}", os.O_RDONLY)
+    shard, start, end = run
+    if f.size > len(buffer):
+        data = os.pread(shards[f.shard], f.size, f.offset)
+    else:
+        if shard != f.shard or not start <= f.offset <= f.offset + f.size <= end:
+            got = os.preadv(shards[f.shard], [buffer], f.offset)
+            run = shard, start, end = f.shard, f.offset, f.offset + got
+        data = buffer[f.offset - start : f.offset - start + f.size]
+    assert crc32c(data) == f.crc32c, f.path
+    fd = os.open(out + f.path, flags, f.mode & 0o777)
+    os.write(fd, data)
+    os.utime(fd, ns=(f.mtime_ns, f.mtime_ns))
+    os.close(fd)
+for f in links:
+    shard = os.open(f"{archive}-shard-{f.shard:05d}", os.O_RDONLY)
+    os.symlink(os.pread(shard, f.size, f.offset), out + f.path)
+    os.close(shard)
+    os.utime(out + f.path, ns=(f.mtime_ns, f.mtime_ns), follow_symlinks=False)
+for d in reversed(dirs):
+    os.chmod(out + d.path, d.mode & 0o7777)
+    os.utime(out + d.path, ns=(d.mtime_ns, d.mtime_ns))
+"""
+    return [sys.executable, "-c", script, archive, out]
+
+
 def bench_place(
     place: str,
     base: str,
@@ -219,6 +272,7 @@ def bench_place(
         os.makedirs(work, exist_ok=True)
         tar, archive = os.path.join(work, "t.tar"), os.path.join(work, "t.barecat")
         out_tar, out_bc = os.path.join(work, "x-tar"), os.path.join(work, "x-barecat")
+        out_floor = os.path.join(work, "x-floor")
         barecat = str(OURS_BIN)
         create = [barecat, "create", "-q", archive, "-C", root, "."]
         commands: dict[str, Command] = {
@@ -244,12 +298,17 @@ def bench_place(
         commands = {
             "tar xf": (["tar", "xf", tar, "-C", out_tar], fresh_dir(out_tar, aside), None),
             "barecat extract": (extract, fresh_dir(out_bc, aside), None),
+            "floor: file syscalls": (
+                extract_floor(archive, out_floor),
+                fresh_dir(out_floor, aside),
+                None,
+            ),
         }
         if old_env is not None:
             commands["extract (before)"] = (extract, fresh_dir(out_bc, aside), old_env)
         extracted = interleaved(commands, rounds)
         load_after = os.getloadavg()
-        for out in (out_tar, out_bc):
+        for out in (out_tar, out_bc, out_floor):
             fresh_dir(out, aside)()
             os.rmdir(out)
         results[name] = {
