@@ -225,7 +225,7 @@ class DirectoryWriter:
             parent = _parent(dest)
             if parent not in self.safe_dirs:
                 self.ensure_dir(parent)
-            if f.mode is not None and stat.S_ISLNK(f.mode):
+            if f.is_symlink_entry:
                 return self.make_link(f, dest)
             return self.write_file(f, dest)
         except (OSError, BarecatError) as e:
