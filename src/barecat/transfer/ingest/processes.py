@@ -53,7 +53,11 @@ def _ingest_part(share: _Share) -> IngestResult:
         with Barecat(share.part, readonly=False) as empty:
             empty.seal_with_records(share.sealing)
     with Barecat(
-        share.part, readonly=False, shard_size_limit=share.shard_size_limit, **share.options
+        share.part,
+        readonly=False,
+        shard_size_limit=share.shard_size_limit,
+        lookup_table=False,  # (a part is joined, never read: no table to build)
+        **share.options,
     ) as bc:
         return ingest(bc, share.plan, workers=share.threads)
 
