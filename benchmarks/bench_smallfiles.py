@@ -215,6 +215,7 @@ import os, stat, sys
 import barecat
 from barecat.checksum import crc32c
 from barecat.entries import Order
+from barecat.layout import shard_path
 archive, out = sys.argv[1], sys.argv[2] + "/"
 with barecat.Barecat(archive) as bc:
     dirs = [d for d in bc.iter_dirinfos(Order.PATH) if d.path]
@@ -228,7 +229,7 @@ for f in files:
         links.append(f)
         continue
     if f.shard not in shards:
-        shards[f.shard] = os.open(f"{archive}-shard-{f.shard:05d}", os.O_RDONLY)
+        shards[f.shard] = os.open(shard_path(archive, f.shard), os.O_RDONLY)
     shard, start, end = run
     if f.size > len(buffer):
         data = os.pread(shards[f.shard], f.size, f.offset)
@@ -243,7 +244,7 @@ for f in files:
     os.utime(fd, ns=(f.mtime_ns, f.mtime_ns))
     os.close(fd)
 for f in links:
-    shard = os.open(f"{archive}-shard-{f.shard:05d}", os.O_RDONLY)
+    shard = os.open(shard_path(archive, f.shard), os.O_RDONLY)
     os.symlink(os.pread(shard, f.size, f.offset), out + f.path)
     os.close(shard)
     os.utime(out + f.path, ns=(f.mtime_ns, f.mtime_ns), follow_symlinks=False)

@@ -20,7 +20,7 @@ import os
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from barecat import checksum as _crc32c
+from barecat.checksum import crc32c
 from barecat.entries import Address
 from barecat.exceptions import BarecatIntegrityError, InvalidPathBarecatError
 from barecat.glob import compile_glob
@@ -272,7 +272,6 @@ class PlannedReader:
             need = max(need, packed + end - start)
             packed += sum(f[3] for f in files[i:j])
         view = memoryview(allocate(max(need, packed))).cast("B")
-        checksum = _crc32c.crc32c
         packed = 0
         for i, j, shard, start, end in runs:
             base = packed
@@ -286,7 +285,7 @@ class PlannedReader:
                     at = base + offset - start
                     if at != packed:  # after a gap: moved down over it
                         view[packed : packed + size] = view[at : at + size]
-                if crc is not None and checksum(view[packed : packed + size]) != crc:
+                if crc is not None and crc32c(view[packed : packed + size]) != crc:
                     error = shards.crc_mismatch_error(shard, offset, size)
                     raise BarecatIntegrityError(f"{path}: {error}")
                 packed += size

@@ -59,14 +59,14 @@ def build_parser(
     sub = parser.add_subparsers(
         title="commands", dest="command", metavar="COMMAND", parser_class=CommandParser
     )
-    wanted = set(modules)
-    for module in COMMAND_MODULES:
-        if module in wanted:
-            importlib.import_module(f"barecat.cli.{module}").register(sub)
-        elif list_the_rest:
-            for command in COMMANDS:
-                if command.module == module and command.help != HIDDEN:
-                    sub.add_parser(command.name, aliases=command.aliases, help=command.help)
+    wanted, registered = set(modules), set()
+    for command in COMMANDS:  # (each module's commands together, in --help order)
+        if command.module in wanted:
+            if command.module not in registered:  # its register() declares them all
+                registered.add(command.module)
+                importlib.import_module(f"barecat.cli.{command.module}").register(sub)
+        elif list_the_rest and command.help != HIDDEN:
+            sub.add_parser(command.name, aliases=command.aliases, help=command.help)
     return parser
 
 

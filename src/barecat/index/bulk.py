@@ -96,30 +96,22 @@ def _rows_and_totals(
     files: Sequence[BarecatFileInfo], sealed: bool
 ) -> tuple[list[tuple[object, ...]], dict[str, list[int]]]:
     """The rows of ``files`` (``file_row``'s values) and, per parent directory, the count
-    and stored bytes of its files among them: one pass, no call per file (a batch's files
-    come grouped by directory, so the parent's totals are looked up once per run)."""
+    and stored bytes of its files among them, in one pass (a batch's files come grouped
+    by directory, so the parent's totals are looked up once per run)."""
     rows: list[tuple[object, ...]] = []
-    append = rows.append
     per_parent: dict[str, list[int]] = {}
     last: str | None = None
     totals = [0, 0]
     for f in files:
-        path = f.path
-        size = (f.size or 0) if f.sealed_size is None else f.sealed_size
-        if sealed:
-            append(
-                (path, f.shard, f.offset, size, f.crc32c, f.mode, f.uid, f.gid, f.mtime_ns, f.size)
-            )
-        else:
-            append((path, f.shard, f.offset, size, f.crc32c, f.mode, f.uid, f.gid, f.mtime_ns))
-        par = path.rpartition("/")[0]
+        rows.append(file_row(f, sealed))
+        par = f.path.rpartition("/")[0]
         if par != last:
             found = per_parent.get(par)
             if found is None:
                 found = per_parent[par] = [0, 0]
             totals, last = found, par
         totals[0] += 1
-        totals[1] += size
+        totals[1] += f.stored_size
     return rows, per_parent
 
 

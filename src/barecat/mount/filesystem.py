@@ -34,8 +34,8 @@ from typing import Any, BinaryIO, Protocol, TypeVar, cast
 
 import mfusepy
 
-from barecat import checksum as _crc32c
 from barecat.archive.readable import ReadableArchive
+from barecat.checksum import crc32c
 from barecat.entries import BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo
 from barecat.exceptions import BarecatError, BarecatIntegrityError, InvalidPathBarecatError
 from barecat.mount.listing import Listing, listing_block_size, packed_stat
@@ -463,7 +463,7 @@ class ArchiveFilesystem(mfusepy.Operations):  # type: ignore[misc]
         handle.ahead[offset] = data
         while handle.checked_up_to in handle.ahead:
             chunk = handle.ahead.pop(handle.checked_up_to)
-            handle.crc = _crc32c.crc32c(chunk, value=handle.crc)
+            handle.crc = crc32c(chunk, value=handle.crc)
             handle.checked_up_to += len(chunk)
         if sum(map(len, handle.ahead.values())) > REORDER_BYTES:
             handle.ahead.clear()

@@ -16,7 +16,7 @@ import contextlib
 import os
 import struct
 
-from barecat import checksum as _crc32c
+from barecat.checksum import crc32c
 
 PAGE = 4096
 """The unit that is checked: a read touches at most two pages it does not need."""
@@ -64,7 +64,7 @@ class BlockCache:
         start = first * self.block_size
         os.pwrite(self._data, data, start)
         view = memoryview(data)
-        crcs = [_crc32c.crc32c(view[i : i + PAGE]) for i in range(0, len(data), PAGE)]
+        crcs = [crc32c(view[i : i + PAGE]) for i in range(0, len(data), PAGE)]
         # A page whose CRC32C is 0 cannot be told from a missing one: it stays uncached.
         os.pwrite(self._map, struct.pack(f"<{len(crcs)}I", *crcs), start // PAGE * _ENTRY.size)
 
@@ -83,7 +83,7 @@ class BlockCache:
         view = memoryview(data)
         for i, expected in enumerate(entries):
             page = view[i * PAGE : (i + 1) * PAGE]
-            if len(page) == 0 or _crc32c.crc32c(page) != expected:
+            if len(page) == 0 or crc32c(page) != expected:
                 os.pwrite(self._map, bytes(_ENTRY.size), (first + i) * _ENTRY.size)
                 return None
         return data[start - span_start : end - span_start]

@@ -27,6 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from itertools import islice
 
+from barecat.checksum import crc32c
 from barecat.exceptions import (
     BarecatError,
     CorruptIndexBarecatError,
@@ -47,7 +48,6 @@ from barecat.index.migrate import (
 )
 from barecat.layout import base_path, index_path
 from barecat.shards import Sharder
-from barecat.shards.reading import crc32c
 
 OnBegin = Callable[[tuple[int, int], int], None]
 """Called once the old version is known: (old version, number of files whose bytes will

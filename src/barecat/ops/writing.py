@@ -33,13 +33,13 @@ import contextlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import BinaryIO
 
-from barecat import checksum as _crc32c
+from barecat.checksum import crc32c
 from barecat.entries import Address
 from barecat.exceptions import BarecatError, FileTooLargeBarecatError
 from barecat.index import Index
 from barecat.sealing import Sealer
 from barecat.shards import Sharder
-from barecat.shards.reading import COPY_CHUNK, ShardReader, crc32c
+from barecat.shards.reading import COPY_CHUNK, ShardReader
 
 Position = tuple[int, int]
 """(shard, offset): a place in an archive's shards."""
@@ -195,7 +195,7 @@ class WriteSession:
         places = self.reserve(len(d) for d in datas)
         self.sharder.write_many(places, datas)
         return [
-            Address(shard, offset, len(data), _crc32c.crc32c(data))
+            Address(shard, offset, len(data), crc32c(data))
             for (shard, offset), data in zip(places, datas, strict=True)
         ]
 

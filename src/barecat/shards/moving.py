@@ -15,7 +15,7 @@ from __future__ import annotations
 import mmap
 from collections.abc import Sequence
 
-from barecat import checksum as _crc32c
+from barecat.checksum import crc32c
 from barecat.exceptions import BarecatIntegrityError
 from barecat.shards.sharder import Sharder
 
@@ -69,7 +69,7 @@ class _Checksums:
                 self._done = 0
             i = self._file
             take = min(len(piece) - pos, self.sizes[i] - self._done)
-            self.values[i] = _crc32c.crc32c(piece[pos : pos + take], value=self.values[i])
+            self.values[i] = crc32c(piece[pos : pos + take], value=self.values[i])
             self._done += take
             pos += take
 

@@ -12,7 +12,7 @@ first time it is read. Imports ``objectstore``, ``entries`` and ``exceptions``.
 
 from __future__ import annotations
 
-from barecat import checksum as _crc32c
+from barecat.checksum import crc32c
 from barecat.entries import Address
 from barecat.exceptions import BarecatIntegrityError, FileNotFoundBarecatError
 from barecat.objectstore import ArchiveCache, ObjectStore, StoredObject
@@ -85,7 +85,7 @@ class ObjectStoreSharder(ShardFiles):
     # -- reading -------------------------------------------------------------------------
 
     def _checked(self, shard: int, offset: int, data: bytes, expected: int | None) -> bytes:
-        if expected is not None and _crc32c.crc32c(data) != expected:
+        if expected is not None and crc32c(data) != expected:
             raise self.crc_mismatch_error(shard, offset, len(data))
         return data
 

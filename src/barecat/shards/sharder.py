@@ -19,7 +19,7 @@ import os
 from collections.abc import Callable, Iterable, Sequence
 from typing import BinaryIO
 
-from barecat import checksum as _crc32c
+from barecat.checksum import crc32c
 from barecat.entries import SHARD_SIZE_UNLIMITED, Address
 from barecat.exceptions import (
     BarecatError,
@@ -31,7 +31,7 @@ from barecat.exceptions import (
 from barecat.layout import existing_shard_numbers
 from barecat.shards.concurrent import DEFAULT_READ_CONCURRENCY, ReadPool, read_would_wait
 from barecat.shards.copy import copy_range
-from barecat.shards.reading import COPY_CHUNK, ShardFiles, ShardReader, crc32c
+from barecat.shards.reading import COPY_CHUNK, ShardFiles, ShardReader
 from barecat.shards.writeback import EarlyWriteback
 
 _IOV_MAX = 1024  # buffers per pwritev call (Linux's IOV_MAX)
@@ -142,7 +142,7 @@ class Sharder(ShardFiles):
         data = os.pread(fd, size, offset)
         if len(data) != size:
             data = self._read_fully(shard, offset, size, data)
-        if expected_crc32c is not None and _crc32c.crc32c(data) != expected_crc32c:
+        if expected_crc32c is not None and crc32c(data) != expected_crc32c:
             raise self.crc_mismatch_error(shard, offset, size)
         return data
 
@@ -175,7 +175,7 @@ class Sharder(ShardFiles):
             view = memoryview(self.read_from_address(shard, start, end - start))
             for pos, (_, off, n, crc) in located[i:j]:
                 data = bytes(view[off - start : off - start + n])
-                if crc is not None and _crc32c.crc32c(data) != crc:
+                if crc is not None and crc32c(data) != crc:
                     raise self.crc_mismatch_error(shard, off, n)
                 out[pos] = data
 
@@ -240,7 +240,7 @@ class Sharder(ShardFiles):
                 if n == 0:
                     raise self.truncated_error(shard, offset, size, got)
                 got += n
-        if expected_crc32c is not None and _crc32c.crc32c(view) != expected_crc32c:
+        if expected_crc32c is not None and crc32c(view) != expected_crc32c:
             raise self.crc_mismatch_error(shard, offset, got)
         return got
 

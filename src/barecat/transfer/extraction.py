@@ -26,8 +26,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import BinaryIO, cast
 
-from barecat import checksum as _crc32c
 from barecat.archive import Barecat
+from barecat.checksum import crc32c
 from barecat.entries import BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo, Order
 from barecat.exceptions import BarecatError, InvalidPathBarecatError
 from barecat.glob import PathFilter
@@ -87,7 +87,7 @@ class _Runs:
             return None
         at, size = self.places[k - self.first]
         view = self.buffer[at : at + size]
-        return view if _crc32c.crc32c(view) == f.crc32c else None
+        return view if crc32c(view) == f.crc32c else None
 
     def _load(self, k: int) -> None:
         """Read the run that starts with ``files[k]``. If there is none, or it cannot be

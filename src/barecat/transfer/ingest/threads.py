@@ -27,8 +27,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from barecat import checksum as _crc32c
 from barecat.archive import Barecat
+from barecat.checksum import crc32c
 from barecat.entries import BarecatFileInfo
 from barecat.exceptions import (
     BarecatError,
@@ -193,7 +193,7 @@ def _read_chunk(
             continue
         if data is not None:
             held += len(data)
-            info.size, info.crc32c = len(data), _crc32c.crc32c(data)
+            info.size, info.crc32c = len(data), crc32c(data)
             if sealer is not None:
                 info.size = plain_size
         reads.append((source, info, data))

@@ -19,8 +19,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import BinaryIO, cast
 
-from barecat import checksum as _crc32c
 from barecat.archive import Barecat
+from barecat.checksum import crc32c
 from barecat.entries import BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo
 from barecat.exceptions import BarecatError
 from barecat.glob import PathFilter
@@ -138,7 +138,7 @@ def local_crc32c(path: str) -> int:
     value = 0
     with open(path, "rb") as f:
         while chunk := f.read(_READ):
-            value = _crc32c.crc32c(chunk, value=value)
+            value = crc32c(chunk, value=value)
     return int(value)
 
 
@@ -192,7 +192,7 @@ def archive_crc32c(bc: Barecat, entry: Entry) -> int:
     value = 0
     with bc.open(entry.origin, "rb") as f:
         while chunk := f.read(_READ):
-            value = _crc32c.crc32c(chunk, value=value)
+            value = crc32c(chunk, value=value)
     return int(value)
 
 

@@ -45,9 +45,9 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from barecat import checksum as _crc32c
 from barecat.archive import Barecat
 from barecat.archive.readable import ReadableArchive
+from barecat.checksum import crc32c
 from barecat.entries import BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo, Order
 from barecat.exceptions import (
     ReadOnlyBarecatError,
@@ -121,7 +121,7 @@ def _content_crc(info: BarecatFileInfo, data: bytes) -> int:
     ones (whose index CRC is that of the sealed bytes)."""
     if info.sealed_size is None and info.crc32c is not None:
         return info.crc32c
-    return int(_crc32c.crc32c(data))
+    return int(crc32c(data))
 
 
 def _byte_range(header: str | None, size: int) -> tuple[int, int] | None:

@@ -29,8 +29,8 @@ from urllib.parse import quote, urlsplit
 
 import httpx
 
-from barecat import checksum as _crc32c
 from barecat.archive.readable import ReadableArchive
+from barecat.checksum import crc32c
 from barecat.entries import BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo, Order
 from barecat.exceptions import (
     BarecatError,
@@ -153,7 +153,7 @@ class HttpBarecat(MutableMapping[str, bytes], ReadableArchive):
         response = self._request("GET", "files", path)
         data = response.content
         expected = response.headers.get("x-barecat-crc32c")
-        if expected is not None and int(expected, 16) != _crc32c.crc32c(data):
+        if expected is not None and int(expected, 16) != crc32c(data):
             raise BarecatIntegrityError(f"{path}: CRC32C mismatch after transfer")
         return data
 
