@@ -115,3 +115,22 @@ def test_a_setgid_directory_does_not_give_its_group_to_stored_files(tmp_path: Pa
     mine, theirs = os.lstat(out / "g" / "mine"), os.lstat(out / "g" / "theirs")
     assert (mine.st_uid, mine.st_gid) == (os.geteuid(), os.getegid())
     assert (theirs.st_uid, theirs.st_gid) == (4321, other_gid)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="restoring owners needs root")
+def test_directories_made_below_a_setgid_target_pass_its_group_rule_on(tmp_path: Path) -> None:
+    """Directories extraction makes inherit the setgid bit of the target: a stored file
+    deep below them still gets its own group, not the target's."""
+    other_gid = os.getegid() + 4242
+    ar = str(tmp_path / "a.barecat")
+    with barecat.Barecat(ar, readonly=False) as bc:
+        bc.add("n/e/w/mine", data=b"1", mode=0o100644, uid=os.geteuid(), gid=os.getegid())
+    out = tmp_path / "out"
+    out.mkdir()
+    os.chown(out, -1, other_gid)
+    os.chmod(out, 0o2775)
+    with barecat.Barecat(ar) as bc:
+        assert extract_to_directory(bc, str(out)).failures == []
+    assert os.lstat(out / "n" / "e").st_gid == other_gid  # (made setgid, chmodded later)
+    mine = os.lstat(out / "n" / "e" / "w" / "mine")
+    assert (mine.st_uid, mine.st_gid) == (os.geteuid(), os.getegid())

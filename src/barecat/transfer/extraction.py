@@ -149,7 +149,7 @@ class DirectoryWriter:
         self.umask = process_umask()
         self.euid, self.egid = os.geteuid(), os.getegid()
         self.file_gids: dict[str, int] = {}
-        """Per directory, the group a file created in it gets (see ``_new_file_gid``)."""
+        """Per directory, the group a file created in it gets (see ``_files_gid``)."""
         self._buffer = memoryview(bytearray(COPY_CHUNK))
         self.runs: _Runs | None = None
         """Set by :meth:`read_in_runs`."""
@@ -180,8 +180,8 @@ class DirectoryWriter:
                 self.safe_dirs.add(dest)
                 return
         self.created_dirs.add(dest)
-        if parent in self.file_gids:  # a new directory passes its parent's group rule on
-            self.file_gids[dest] = self.file_gids[parent]
+        if self.owners:  # a new directory has its parent's group rule (no stat of its own)
+            self.file_gids[dest] = self._files_gid(parent)
         self.safe_dirs.add(dest)
 
     def destination(self, path: str) -> str:
@@ -225,7 +225,8 @@ class DirectoryWriter:
             parent = _parent(dest)
             if parent not in self.safe_dirs:
                 self.ensure_dir(parent)
-            if f.is_symlink_entry:
+            mode = f.mode
+            if mode is not None and stat.S_ISLNK(mode):
                 return self.make_link(f, dest)
             return self.write_file(f, dest)
         except (OSError, BarecatError) as e:
@@ -280,17 +281,39 @@ class DirectoryWriter:
 
     def _write_new(self, f: BarecatFileInfo, dest: str, data: memoryview | BinaryIO) -> bool:
         """Create ``dest``, write ``data`` (verified bytes, or a verified stream) to it, give
-        it ``f``'s metadata; removed again if any of that fails."""
-        fd, fresh = self._create(dest, f.mode)
+        it ``f``'s metadata through the descriptor; removed again if any of that fails.
+
+        A new file is made with its final permission bits when the umask and special bits
+        let it, and is the process's, in the group it got: then it needs no chmod or
+        chown. One that was there keeps its own bits until they are set here.
+        """
+        mode, umask = f.mode, self.umask
+        bits = 0o666 if mode is None else mode & 0o777
+        try:
+            fd, fresh = os.open(dest, _NEW_FLAGS, bits), True
+        except FileExistsError:
+            fd, fresh = self._reopen(dest, bits)
         try:
             if isinstance(data, memoryview):
-                written = 0
-                while written < len(data):
+                written = os.write(fd, data) if data else 0
+                while written < len(data):  # (a short write: rare, at a full disk)
                     written += os.write(fd, data[written:])
             else:
                 with open(fd, "wb", closefd=False) as out:
                     shutil.copyfileobj(data, out, COPY_CHUNK)
-            self._metadata_of_fd(fd, dest, f, fresh)
+            uid, gid = f.uid, f.gid
+            if (
+                self.owners
+                and uid is not None
+                and gid is not None
+                and (not fresh or uid != self.euid or gid != self._files_gid(_parent(dest)))
+            ):
+                os.fchown(fd, uid, gid)
+            wanted = 0o666 & ~umask if mode is None else mode & 0o7777
+            if not fresh or wanted != bits & ~umask:
+                os.fchmod(fd, wanted)
+            if f.mtime_ns is not None:
+                os.utime(fd, ns=(f.mtime_ns, f.mtime_ns))
         except BaseException:
             with contextlib.suppress(OSError):
                 os.unlink(dest)
@@ -301,46 +324,23 @@ class DirectoryWriter:
         self.result.bytes += f.size or 0
         return True
 
-    def _create(self, dest: str, mode: int | None) -> tuple[int, bool]:
-        """Open ``dest`` for writing, never through a link; returns the descriptor and
-        whether the file is new. A new file is made with its final permission bits when
-        the umask and special bits let it (then it needs no chmod); one that was there
-        keeps its own until :meth:`_metadata_of_fd` sets them."""
-        bits = 0o666 if mode is None else stat.S_IMODE(mode) & 0o777
-        try:
+    def _reopen(self, dest: str, bits: int) -> tuple[int, bool]:
+        """Open ``dest``, which is there already, for writing, never through a link: a
+        link is replaced by a new file (the descriptor, True), a file is truncated
+        (False: it keeps its bits until they are set)."""
+        if os.path.islink(dest):
+            os.unlink(dest)  # replace a link instead of writing through it
             return os.open(dest, _NEW_FLAGS, bits), True
-        except FileExistsError:
-            if os.path.islink(dest):
-                os.unlink(dest)  # replace a link instead of writing through it
-                return os.open(dest, _NEW_FLAGS, bits), True
-            return os.open(dest, _CREATE_FLAGS, 0o600), False
+        return os.open(dest, _CREATE_FLAGS, 0o600), False
 
-    def _metadata_of_fd(self, fd: int, dest: str, info: BarecatFileInfo, fresh: bool) -> None:
-        """``metadata`` of a file being written, through its descriptor: the owner unless
-        the new file has it already, the mode unless it was created with it, the mtime."""
-        uid, gid = info.uid, info.gid
-        if (
-            self.owners
-            and uid is not None
-            and gid is not None
-            and (not fresh or uid != self.euid or gid != self._new_file_gid(dest))
-        ):
-            os.fchown(fd, uid, gid)  # (a new file is the process's, in the group it got)
-        mode = 0o666 & ~self.umask if info.mode is None else stat.S_IMODE(info.mode)
-        created = (0o666 if info.mode is None else mode & 0o777) & ~self.umask
-        if not fresh or mode != created:
-            os.fchmod(fd, mode)
-        if info.mtime_ns is not None:
-            os.utime(fd, ns=(info.mtime_ns, info.mtime_ns))
-
-    def _new_file_gid(self, dest: str) -> int:
-        """The group a file created at ``dest`` gets: its directory's if that is setgid,
-        else the process's effective group."""
-        parent = _parent(dest)
-        gid = self.file_gids.get(parent)
+    def _files_gid(self, directory: str) -> int:
+        """The group a file created in ``directory`` gets: the directory's if that is
+        setgid, else the process's effective group."""
+        gid = self.file_gids.get(directory)
         if gid is None:
-            st = os.stat(parent)
-            gid = self.file_gids[parent] = st.st_gid if st.st_mode & stat.S_ISGID else self.egid
+            st = os.stat(directory)
+            gid = st.st_gid if st.st_mode & stat.S_ISGID else self.egid
+            self.file_gids[directory] = gid
         return gid
 
     def make_link(self, f: BarecatFileInfo, dest: str) -> bool:
