@@ -764,6 +764,10 @@ def test_add_dirs_creates_updates_and_refuses_files(archive_path: str, padding: 
         with pytest.raises(barecat.NotADirectoryBarecatError):
             bc.add_dirs([barecat.BarecatDirInfo("z"), barecat.BarecatDirInfo("x/file/a"), *extra])
         assert not bc.isdir("z")  # all or nothing
+        twice = [barecat.BarecatDirInfo("w", mode=0o40711), barecat.BarecatDirInfo("w", uid=3)]
+        bc.add_dirs([*twice, *extra])  # a new path twice: its rows merge, in order
+        w = bc.stat("w")
+        assert (w.mode, w.uid) == (0o40711, 3)
         assert bc.index.conn.execute(triggers).fetchall() == names
         assert bc.index.find_inconsistencies() == []
 

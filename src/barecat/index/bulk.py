@@ -200,8 +200,13 @@ def upsert_dirs(conn: sqlite3.Connection, rows: list[DirRow]) -> bool:
     before = select(conn, "SELECT value_int FROM config WHERE key = 'use_triggers'").fetchone()
     conn.execute("UPDATE config SET value_int = 0 WHERE key = 'use_triggers'")
     suspended = _drop_triggers(conn, _ROW_TRIGGERS_ON_DIR_INSERT)
-    create_missing_dirs(conn, chain)
-    conn.executemany(UPSERT_DIR, rows)
+    by_path = {row[0]: row for row in rows}
+    if len(by_path) < len(rows):  # a path twice: the upserts merge its rows in order
+        create_missing_dirs(conn, chain)
+        conn.executemany(UPSERT_DIR, rows)
+    else:  # new directories are inserted with their metadata, the others updated
+        created = create_missing_dirs(conn, chain, by_path)
+        conn.executemany(UPSERT_DIR, [row for row in rows if row[0] not in created])
     for sql in suspended:
         conn.execute(sql)
     conn.execute(
@@ -247,24 +252,34 @@ def _duplicate_error(conn: sqlite3.Connection, paths: list[str]) -> FileExistsBa
     return FileExistsBarecatError(twice or first_in(conn, "files", paths) or paths[0])
 
 
-def create_missing_dirs(conn: sqlite3.Connection, chain: set[str]) -> None:
+def create_missing_dirs(
+    conn: sqlite3.Connection, chain: set[str], rows: dict[str, DirRow] | None = None
+) -> set[str]:
     """Create the directories of ``chain`` that do not exist (statistics triggers off: the
-    new ones' parents are counted here). One query finds them; usually there are none."""
+    new ones' parents are counted here), each with its metadata in ``rows`` if it is
+    there. One query finds them; usually there are none. Returns their paths."""
     wanted = sorted(chain - {""})
     if not wanted:
-        return
+        return set()
     missing = select(
         conn,
         "SELECT j.value FROM json_each(?) AS j "
         "WHERE NOT EXISTS (SELECT 1 FROM dirs AS d WHERE d.path = j.value) ORDER BY j.key",
         (json.dumps(wanted),),
     ).fetchall()
-    conn.executemany("INSERT INTO dirs (path) VALUES (?)", missing)  # parents first
+    if rows is None:
+        conn.executemany("INSERT INTO dirs (path) VALUES (?)", missing)  # parents first
+    else:
+        conn.executemany(
+            "INSERT INTO dirs (path, mode, uid, gid, mtime_ns) VALUES (?, ?, ?, ?, ?)",
+            [rows.get(d) or (d, None, None, None, None) for (d,) in missing],
+        )
     new_children = Counter(parent(d) for (d,) in missing)
     conn.executemany(
         "UPDATE dirs SET num_subdirs = num_subdirs + ? WHERE path = ?",
         [(n, d) for d, n in new_children.items()],
     )
+    return {d for (d,) in missing}
 
 
 def apply_deltas(conn: sqlite3.Connection, per_parent: dict[str, list[int]]) -> None:
