@@ -24,7 +24,10 @@ children, from ``wait4``: robust to the load other processes put on the machine)
 a ratio to tar's, and the load average before and after. A floor beside them: a Python
 process that only plans the tree and indexes it (``floor: index rows``: the walk, a stat
 per file and the archive's index written by the package's own bulk writer, no bytes),
-the part of ``create`` tar has no counterpart for; and beside ``extract``, a Python
+the part of ``create`` tar has no counterpart for; a Python process that makes only the
+system calls storing the files needs (``floor: file reads``: the same plan, then per file
+open, fstat, read, close, its CRC32C and one write to a single shard, no index), the
+byte side of ``create``, the two floors also shown added up; and beside ``extract``, a Python
 process that makes only the system calls an extraction must (``floor: file system
 calls``: the rows read, each directory made; per file its bytes read a run at a time
 and CRC-checked, then open, write, utime, close; links; the directories' modes and
@@ -205,6 +208,39 @@ with barecat.Barecat(archive, readonly=False, overwrite=True) as bc:
     return [sys.executable, "-c", script, tree_root, archive]
 
 
+def reads_floor(tree_root: str, workdir: str) -> list[str]:
+    """A process that plans the tree as ``create`` does, then per file makes only the
+    system calls storing it needs (open, fstat, one read into a reused buffer, close; a
+    link's readlink), its CRC32C and one write to a single shard file, fsynced at the
+    end; no index: the byte side of ``create`` in Python, on one thread (the least CPU)."""
+    shard = os.path.join(workdir, "floor.shard")
+    script = """
+import os, sys
+from barecat.checksum import crc32c
+from barecat.transfer import plan_sources
+root, out = sys.argv[1], sys.argv[2]
+plan = plan_sources(["."], base_directory=root)
+shard = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+buffer, crcs = memoryview(bytearray(1 << 24)), []
+for source in plan.files:
+    if source.as_link:
+        data = os.fsencode(os.readlink(source.disk_path))
+    else:
+        fd = os.open(source.disk_path, os.O_RDONLY | os.O_CLOEXEC)
+        size = os.fstat(fd).st_size
+        if size <= len(buffer):
+            data = buffer[: os.readv(fd, [buffer[:size]])]
+        else:
+            data = os.read(fd, size)
+        os.close(fd)
+    crcs.append(crc32c(data))
+    os.write(shard, data)
+os.fsync(shard)
+os.close(shard)
+"""
+    return [sys.executable, "-c", script, tree_root, shard]
+
+
 def extract_floor(archive: str, out: str) -> list[str]:
     """A process that extracts ``archive`` into the empty ``out`` with nothing but the
     system calls that extraction needs (see the module doc): no checks of names or of
@@ -281,6 +317,7 @@ def bench_place(
             "tar cf + sync": (["sh", "-c", SYNCED_TAR, "-", tar, root], None, None),
             "barecat create": (create, functools.partial(remove_archive, archive), None),
             "floor: index rows": (index_floor(root, work), None, None),
+            "floor: file reads": (reads_floor(root, work), None, None),
         }
         if old_env is not None:
             commands["create (before)"] = (
@@ -348,6 +385,14 @@ def render(place: str, name: str, r: dict[str, dict[str, dict[str, float]]]) -> 
             lines.append(
                 f"  {'create / synced tar':<20} {'':>8} {'':>8} "
                 f"{_ratio(ours, synced, 'wall'):>9} {_ratio(ours, synced, 'cpu'):>8}"
+            )
+            both = {
+                k: rows["floor: index rows"][k] + rows["floor: file reads"][k]
+                for k in ("wall", "cpu")
+            }
+            lines.append(
+                f"  {'floors added up':<20} {both['wall']:>8.2f} {both['cpu']:>8.2f} "
+                f"{_ratio(both, base, 'wall'):>9} {_ratio(both, base, 'cpu'):>8}"
             )
     return "\n".join(lines)
 
