@@ -17,7 +17,7 @@ import os
 import stat
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import BinaryIO, cast
+from typing import IO, BinaryIO, cast
 
 from barecat.archive import Barecat
 from barecat.checksum import crc32c
@@ -134,12 +134,16 @@ def list_local(
     return listing
 
 
-def local_crc32c(path: str) -> int:
+def _crc32c_of_stream(f: IO[bytes]) -> int:
     value = 0
+    while chunk := f.read(_READ):
+        value = crc32c(chunk, value=value)
+    return value
+
+
+def local_crc32c(path: str) -> int:
     with open(path, "rb") as f:
-        while chunk := f.read(_READ):
-            value = crc32c(chunk, value=value)
-    return int(value)
+        return _crc32c_of_stream(f)
 
 
 # -- archives --------------------------------------------------------------------------
@@ -189,11 +193,8 @@ def list_archive(bc: Barecat, inner: str, rel: str, path_filter: PathFilter | No
 def archive_crc32c(bc: Barecat, entry: Entry) -> int:
     if entry.crc32c is not None:
         return entry.crc32c
-    value = 0
     with bc.open(entry.origin, "rb") as f:
-        while chunk := f.read(_READ):
-            value = crc32c(chunk, value=value)
-    return int(value)
+        return _crc32c_of_stream(f)
 
 
 # -- applying a plan ---------------------------------------------------------------------

@@ -121,7 +121,7 @@ def _content_crc(info: BarecatFileInfo, data: bytes) -> int:
     ones (whose index CRC is that of the sealed bytes)."""
     if info.sealed_size is None and info.crc32c is not None:
         return info.crc32c
-    return int(crc32c(data))
+    return crc32c(data)
 
 
 def _byte_range(header: str | None, size: int) -> tuple[int, int] | None:
