@@ -72,7 +72,7 @@ class ArchiveReading(ArchivePart):
         bad = []
         for f in self.archive.index.listing.files(Order.ADDRESS):
             try:
-                sealer.unseal(f.path, stored_bytes(self.archive, f))
+                _as_indexed(f, sealer.unseal(f.path, stored_bytes(self.archive, f)))
             except BarecatIntegrityError as e:
                 bad.append((f.path, str(e)))
             if on_file is not None:
@@ -400,7 +400,7 @@ def read_file(archive: OpenArchive, f: BarecatFileInfo, offset: int, size: int) 
     total = f.size or 0
     if archive.sealing is not None:
         if offset == 0 and (size < 0 or size >= total):
-            return archive.sealing.unseal(f.path, stored_bytes(archive, f))
+            return _as_indexed(f, archive.sealing.unseal(f.path, stored_bytes(archive, f)))
         with _open_sealed(archive, f) as reader:
             reader.seek(max(offset, 0))
             return reader.read(total if size < 0 else size) or b""
@@ -430,7 +430,32 @@ def _open_sealed(archive: OpenArchive, f: BarecatFileInfo) -> SealedFileReader:
         size = max(0, min(size, stored - offset))
         return archive.sharder.read_from_address(shard, base + offset, size)
 
-    return SealedFileReader(sealer, f.path, fetch, stored)
+    reader = SealedFileReader(sealer, f.path, fetch, stored)
+    if reader.size != f.size:
+        reader.close()
+        raise _length_mismatch(f, reader.size)
+    return reader
+
+
+def _as_indexed(f: BarecatFileInfo, data: bytes) -> bytes:
+    """``data``, a sealed file's bytes as unsealed (authenticated, in an encrypted
+    archive), if their length is the one the index gives ``f``: sizes a front end
+    reports before reading (stat, ``Content-Length``) come from the index, so a length
+    that differs is an error, never a file cut short or padded.
+
+    Raises:
+        BarecatIntegrityError: naming the path and both lengths.
+    """
+    if len(data) != f.size:
+        raise _length_mismatch(f, len(data))
+    return data
+
+
+def _length_mismatch(f: BarecatFileInfo, sealed: int) -> BarecatIntegrityError:
+    return BarecatIntegrityError(
+        f"{f.path}: the index gives its length as {f.size} bytes, its sealed bytes hold "
+        f"{sealed} (the index was changed or damaged)"
+    )
 
 
 def open_reader(archive: OpenArchive, f: BarecatFileInfo) -> io.RawIOBase:
