@@ -1,25 +1,222 @@
-"""The owner's key vouches only for what it sealed: a file length in the index that
-differs from the sealed one is an integrity error on every read path that reports or
-relies on it, never a file cut short or padded."""
+"""The owner's key vouches only for what it sealed: an archive whose encryption was
+removed is refused by anyone who gives the key (API, command line, server, mount), and
+a file length in the index that differs from the sealed one is an integrity error on
+every read path, never a file cut short."""
 
 from __future__ import annotations
 
+import os
+import pickle
 import shutil
 import sqlite3
 from pathlib import Path
 
+import crc32c
 import pytest
 
 import barecat
+from barecat.archive import IfEncrypted
 from barecat.exceptions import BarecatError, BarecatIntegrityError
+from barecat.sealing import Sealer
 from helpers import PASSPHRASE, Run
 
+SECRET = b"the real contents, never to be replaced " * 10
+FORGED = b"attacker's text"
 OTHER = b"another file"
+NOT_ENCRYPTED = r"passphrase given but .*private\.barecat is not encrypted"
+
+
+def encrypted_archive(tmp_path: Path, name: str = "private.barecat") -> str:
+    path = str(tmp_path / name)
+    with barecat.Barecat(path, readonly=False, passphrase=PASSPHRASE) as bc:
+        bc["doc.txt"] = SECRET
+        bc["other.txt"] = OTHER
+    return path
 
 
 def sql(archive: str, statement: str, *args: object) -> None:
     with sqlite3.connect(archive) as conn:
         conn.execute(statement, args)
+
+
+def append_and_point(archive: str, path: str, stored: bytes, logical: int | None) -> None:
+    """What someone without the key can do: append bytes to the shard, repoint a row."""
+    shard = archive + "-shard-00000"
+    offset = os.path.getsize(shard)
+    with open(shard, "ab") as f:
+        f.write(stored)
+    extra = "" if logical is None else f", logical_size = {logical}"
+    sql(archive, f"UPDATE files SET offset = ?, size = ?, crc32c = ?{extra} WHERE path = ?",
+        offset, len(stored), crc32c.crc32c(stored), path)  # fmt: skip
+
+
+def downgraded(tmp_path: Path, kind: str) -> str:
+    return downgrade(encrypted_archive(tmp_path), kind)
+
+
+def downgrade(archive: str, kind: str) -> str:
+    """Remove an encrypted archive's encryption as someone without the key can: its key
+    rows deleted and its files pointed at compressed-only sealed bytes, or the archive
+    replaced whole by a plain one of the attacker's files."""
+    if kind == "compressed":
+        sql(archive, "DELETE FROM config WHERE key LIKE 'sealing_kdf%' OR key IN "
+            "('sealing_wrapped_key', 'sealing_key_id', 'sealing_index_digest')")  # fmt: skip
+        for path, data in (("doc.txt", FORGED), ("other.txt", OTHER)):
+            append_and_point(archive, path, Sealer("zstd", 3).seal(path, data), len(data))
+    else:
+        barecat.Barecat(archive, readonly=False, overwrite=True).close()
+        with barecat.Barecat(archive, readonly=False) as bc:
+            bc["doc.txt"] = FORGED
+            bc["other.txt"] = OTHER
+    return archive
+
+
+# -- 8: an archive whose encryption was removed ------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["compressed", "plain"])
+def test_a_key_given_in_any_form_refuses_an_archive_that_is_not_encrypted(
+    tmp_path: Path, kind: str
+) -> None:
+    archive = downgraded(tmp_path, kind)
+    asked: list[int] = []
+
+    def ask() -> str:
+        asked.append(1)
+        return PASSPHRASE
+
+    for given in (PASSPHRASE, PASSPHRASE.encode(), ask):
+        for readonly in (True, False):
+            with pytest.raises(BarecatError, match=NOT_ENCRYPTED):
+                barecat.Barecat(archive, readonly=readonly, passphrase=given)
+    assert asked == []  # refused before anything asks for it, or reads a file
+    with barecat.Barecat(archive, passphrase=IfEncrypted(ask)) as bc:  # no claim made
+        assert bc["doc.txt"] == FORGED and asked == []
+    with barecat.Barecat(archive) as bc:
+        assert bc["doc.txt"] == FORGED
+
+
+def test_a_compressed_only_archive_refuses_a_key(tmp_path: Path, run: Run, pw_file: str) -> None:
+    archive = str(tmp_path / "packed.barecat")
+    with barecat.Barecat(archive, readonly=False, compression="zstd") as bc:
+        bc["a.txt"] = b"packed"
+    for given in (PASSPHRASE, lambda: PASSPHRASE):
+        with pytest.raises(BarecatError, match=r"passphrase given but .*packed\.barecat"):
+            barecat.Barecat(archive, passphrase=given)
+    code, out, err = run("cat", "--passphrase-file", pw_file, archive, "a.txt")
+    assert code == 1 and out == "" and "passphrase given but" in err
+    assert run("cat", archive, "a.txt")[:2] == (0, "packed")
+
+
+def test_a_key_given_makes_a_new_archive_encrypted_and_refuses_an_existing_plain_one(
+    tmp_path: Path,
+) -> None:
+    """A function was taken as no key at all by a new archive, which stayed plain."""
+    made = str(tmp_path / "made.barecat")
+    with barecat.Barecat(made, readonly=False, passphrase=lambda: PASSPHRASE) as bc:
+        bc["a.txt"] = SECRET
+    with barecat.Barecat(made, passphrase=PASSPHRASE) as bc:
+        assert bc.encrypted and bc["a.txt"] == SECRET
+    assert SECRET[:20] not in (tmp_path / "made.barecat-shard-00000").read_bytes()
+    empty = str(tmp_path / "empty.barecat")
+    barecat.Barecat(empty, readonly=False).close()  # (emptied by someone, say)
+    for given in (PASSPHRASE, lambda: PASSPHRASE):
+        with pytest.raises(BarecatError, match=r"passphrase given but .*empty\.barecat"):
+            barecat.Barecat(empty, readonly=False, passphrase=given)
+
+
+def test_a_pickled_reader_refuses_the_archive_downgraded_since(tmp_path: Path) -> None:
+    archive = encrypted_archive(tmp_path)
+    with barecat.Barecat(archive, passphrase=PASSPHRASE) as bc:
+        bc.unlock()
+        pickled = pickle.dumps(bc)  # as DataLoader workers get it, with the data key
+    downgrade(archive, "plain")
+    with pytest.raises(BarecatError, match=NOT_ENCRYPTED):
+        pickle.loads(pickled)
+
+
+@pytest.mark.parametrize("kind", ["compressed", "plain"])
+def test_the_command_line_refuses_a_downgraded_archive_when_given_the_key(
+    tmp_path: Path, run: Run, pw_file: str, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    archive = downgraded(tmp_path, kind)
+    out_dir = tmp_path / "out"
+    for key in (["--passphrase-file", pw_file], []):
+        if not key:
+            monkeypatch.setenv("BARECAT_PASSPHRASE", PASSPHRASE)
+        code, out, err = run("cat", *key, archive, "doc.txt")
+        assert code == 1 and "attacker" not in out and "passphrase given but" in err, err
+        code, out, err = run("verify", *key, archive)
+        assert code == 1 and "passphrase given but" in err, out
+        code, _, err = run("extract", *key, archive, "-C", str(out_dir))
+        assert code == 1 and "passphrase given but" in err and not out_dir.exists()
+    # no key given: a plain archive is plain (BARECAT_PASSPHRASE set empty counts as unset)
+    monkeypatch.setenv("BARECAT_PASSPHRASE", "")
+    assert run("cat", archive, "doc.txt")[:2] == (0, FORGED.decode())
+
+
+def test_creating_with_the_key_exported_makes_what_the_options_say(
+    tmp_path: Path, run: Run, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """BARECAT_PASSPHRASE exported: create without --encrypt still makes a plain archive
+    (the key claims nothing for an archive being made), and that archive is then read
+    with the variable unset."""
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "a.txt").write_bytes(b"plain")
+    monkeypatch.setenv("BARECAT_PASSPHRASE", PASSPHRASE)
+    plain, sealed = str(tmp_path / "plain.barecat"), str(tmp_path / "sealed.barecat")
+    assert run("create", plain, "-C", str(src), ".")[0] == 0
+    assert run("create", "--encrypt", sealed, "-C", str(src), ".")[0] == 0
+    assert run("cat", sealed, "a.txt")[:2] == (0, "plain")
+    code, _, err = run("ls", plain)
+    assert code == 1 and "passphrase given but" in err
+    with barecat.Barecat(plain) as bc:
+        assert not bc.sealed and bc["a.txt"] == b"plain"
+
+
+def test_the_server_refuses_a_downgraded_archive_when_given_the_key(tmp_path: Path) -> None:
+    pytest.importorskip("uvicorn", reason="the server extra is not installed")
+    import subprocess
+    import sys
+
+    archive = downgraded(tmp_path, "compressed")
+    served = subprocess.run(
+        [sys.executable, "-m", "barecat.cli", "serve", "--port", "0", archive],
+        capture_output=True, text=True, timeout=60,
+        env={**os.environ, "BARECAT_PASSPHRASE": PASSPHRASE},
+    )  # fmt: skip
+    assert served.returncode == 1 and "passphrase given but" in served.stderr
+    assert "http://" not in served.stdout
+
+
+def test_a_mount_refuses_a_downgraded_archive_when_given_the_key(tmp_path: Path) -> None:
+    import subprocess
+
+    from barecat.mount import is_mounted
+    from helpers import BARECAT, wait_for
+    from helpers.mounting import FUSE_PROBLEM
+
+    if FUSE_PROBLEM:
+        pytest.skip(FUSE_PROBLEM)
+    archive = downgraded(tmp_path, "plain")
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    env = {**os.environ, "BARECAT_PASSPHRASE": PASSPHRASE}
+    for foreground in (["-f"], []):
+        mount = subprocess.Popen([BARECAT, "mount", *foreground, archive, str(mnt)],
+                                 stderr=subprocess.PIPE, text=True, env=env)  # fmt: skip
+        try:
+            wait_for(lambda m=mount: m.poll() is not None or is_mounted(str(mnt)), "the mount")
+            assert not is_mounted(str(mnt))
+            assert mount.wait() == 1 and "passphrase given but" in (mount.stderr or "").read()
+        finally:
+            if is_mounted(str(mnt)):
+                subprocess.run(["fusermount3", "-u", "-z", str(mnt)], check=False)
+            mount.kill()
+            mount.wait()
+            if mount.stderr is not None:
+                mount.stderr.close()
 
 
 # -- 10: the length the index gives is the length read, or an error -----------------------

@@ -6,14 +6,14 @@ from barecat.lazy_exports import TYPE_CHECKING, lazy_exports
 if TYPE_CHECKING:
     from barecat.archive.facade import COMMIT_EVERY_FILES, Barecat
     from barecat.archive.readable import ReadableArchive
-    from barecat.archive.sealed import Passphrase
+    from barecat.archive.sealed import IfEncrypted, Passphrase
 else:  # imported on first use
     __getattr__, __dir__ = lazy_exports(
         __name__,
         {
             "barecat.archive.facade": ["COMMIT_EVERY_FILES", "Barecat"],
             "barecat.archive.readable": ["ReadableArchive"],
-            "barecat.archive.sealed": ["Passphrase"],
+            "barecat.archive.sealed": ["IfEncrypted", "Passphrase"],
         },
     )
 
@@ -23,4 +23,4 @@ if TYPE_CHECKING:
         return bc  # mypy checks that the facade satisfies the protocol
 
 
-__all__ = ["COMMIT_EVERY_FILES", "Barecat", "Passphrase", "ReadableArchive"]
+__all__ = ["COMMIT_EVERY_FILES", "Barecat", "IfEncrypted", "Passphrase", "ReadableArchive"]

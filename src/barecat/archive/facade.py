@@ -26,7 +26,7 @@ from barecat.archive.maintenance import ArchiveMaintenance
 from barecat.archive.opening import ArchiveOpening
 from barecat.archive.parts import Parts
 from barecat.archive.reading import ArchiveReading, read_again
-from barecat.archive.sealed import Passphrase
+from barecat.archive.sealed import Passphrase, not_encrypted
 from barecat.archive.state import COMMIT_EVERY_FILES, OpenArchive
 from barecat.archive.writing import ArchiveWriting
 from barecat.exceptions import (
@@ -74,6 +74,13 @@ class Barecat(MutableMapping[str, bytes]):
     API (``bc[path]``, ``get``, ``items``, ...) encodes and decodes values by extension
     and passes names without a codec through as bytes (see ``auto_codec.py``); new code
     wraps the archive in ``DecodedView`` instead.
+
+    ``passphrase`` (text, or a function asked when the key is first needed) opens an
+    encrypted archive, or makes the archive this call creates encrypted; an existing
+    archive that is not encrypted refuses it at open (``BarecatError``), so a key given
+    never reads files it did not seal. ``IfEncrypted(function)`` claims nothing: it is
+    asked only if the archive is encrypted, or, empty, takes an encrypted archive's
+    files (merge, subset).
 
     ``threadsafe=True``: a reader gives each thread its own SQLite connection; a writer
     may be used from several threads, its changes run one at a time, and what any thread
@@ -474,8 +481,12 @@ class Barecat(MutableMapping[str, bytes]):
         data_key = state.pop("data_key", None)
         keeps_digest = state.pop("keeps_digest", False)
         self.__init__(readonly=True, **state)  # type: ignore[misc]
-        if self._archive.sealing is not None and data_key is not None:
-            self._archive.sealing.use_key(data_key, keeps_digest)
+        if data_key is not None:
+            sealing = self._archive.sealing
+            if sealing is None or not sealing.encrypted:  # no longer: it was changed
+                self.close()
+                raise not_encrypted(self._archive.path)
+            sealing.use_key(data_key, keeps_digest)
 
     def register_codec(
         self,

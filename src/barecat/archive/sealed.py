@@ -5,7 +5,11 @@ The passphrase may be given as text (checked at open, so a wrong one fails at on
 a callable, asked only when a file's bytes are first needed: so listing, verifying CRCs
 or moving bytes of an encrypted archive never prompt. Adding, removing or renaming files
 of an encrypted archive does need it: its index digest (``index_digest.py``) follows
-every such edit. Imports ``archive.index_digest``, ``index``, ``sealing``, ``shards`` and
+every such edit. A passphrase given says the archive is encrypted: an existing archive
+that is not refuses it at open, so the owner's key never reads files it did not seal
+(someone without the key who removes an archive's encryption gets an error, not a
+reader of their files); :class:`IfEncrypted` is the source that claims nothing. Imports
+``archive.index_digest``, ``index``, ``sealing``, ``shards`` and
 ``exceptions``, the first and ``sealing`` only once an archive is sealed (a plain archive
 loads no sealing code).
 """
@@ -28,6 +32,50 @@ _PROBE = 4096
 
 Passphrase = str | bytes | Callable[[], str | bytes]
 """A passphrase, or a function that supplies one when it is needed."""
+
+
+class IfEncrypted:
+    """A passphrase source that claims nothing: asked only if the archive is encrypted
+    (or, empty, takes an encrypted archive's files: merge, subset), and for any other
+    archive no passphrase at all. Any other passphrase given (text, or a function) says
+    the archive is encrypted: an existing archive that is not refuses it, and one being
+    created is made encrypted. This is for callers that do not know, such as a command
+    line that would prompt on a terminal, or the output of a merge.
+
+    Args:
+        source: gives the passphrase when it is needed.
+    """
+
+    __slots__ = ("_source",)
+
+    def __init__(self, source: Callable[[], str | bytes]) -> None:
+        self._source = source
+
+    def __call__(self) -> str | bytes:
+        return self._source()
+
+    @staticmethod
+    def of(passphrase: Passphrase | None) -> IfEncrypted | None:
+        """``passphrase`` (text, or a function) as a source that claims nothing."""
+        if passphrase is None or isinstance(passphrase, IfEncrypted):
+            return passphrase
+        if callable(passphrase):
+            return IfEncrypted(passphrase)
+        text = passphrase
+        return IfEncrypted(lambda: text)
+
+
+def key_given(passphrase: Passphrase | None) -> bool:
+    """Whether ``passphrase`` says the archive is encrypted (see :class:`IfEncrypted`)."""
+    return passphrase is not None and not isinstance(passphrase, IfEncrypted)
+
+
+def not_encrypted(where: str) -> BarecatError:
+    """The error of a passphrase given for an archive that is not encrypted."""
+    return BarecatError(
+        f"passphrase given but {where} is not encrypted: open it without one (if it should "
+        "be encrypted, its encryption was removed or the archive replaced)"
+    )
 
 
 class ArchiveSealing:
@@ -174,8 +222,15 @@ def open_sealing(
     dictionary: bytes | None,
 ) -> ArchiveSealing | None:
     """The sealing of the archive whose index is ``index`` (None: plain). An empty writable
-    archive becomes sealed when given a compression, a passphrase as text or a trained
-    zstd ``dictionary``; a plain archive with files cannot."""
+    archive becomes sealed when given a compression or a trained zstd ``dictionary``; a
+    plain archive with files cannot. A passphrase (text, or a function, asked now) makes
+    an archive this open creates encrypted, and is refused by any other archive that is
+    not encrypted.
+
+    Raises:
+        BarecatError: a passphrase given (not :class:`IfEncrypted`) for an existing
+            archive that is not encrypted, before anything is read from it.
+    """
     if index.sealed:
         from barecat.sealing import SealingSettings
 
@@ -184,10 +239,16 @@ def open_sealing(
                 f"{where} exists: a compression dictionary is given when an archive is created"
             )
         settings = SealingSettings.from_config(index.sealing_config())
-        if not settings.encrypted and isinstance(passphrase, str | bytes):
-            raise BarecatError(f"{where} is not encrypted: it takes no passphrase")
+        if not settings.encrypted and key_given(passphrase):
+            raise not_encrypted(where)
         return ArchiveSealing(where, index, settings, passphrase, codec, level)
+    if key_given(passphrase) and not index.created:
+        raise not_encrypted(where)
     key_text = passphrase if isinstance(passphrase, str | bytes) else None
+    if callable(passphrase) and key_given(passphrase):
+        key_text = passphrase()
+        if not key_text:
+            raise BarecatError(f"{where}: an empty passphrase cannot encrypt an archive")
     if codec is None and level is None and key_text is None and not dictionary:
         return None
     if index.readonly or index.num_files:
@@ -284,8 +345,11 @@ class SealedFileWriter(io.BytesIO):
 
 __all__ = [
     "ArchiveSealing",
+    "IfEncrypted",
     "Passphrase",
     "SealedFileWriter",
+    "key_given",
+    "not_encrypted",
     "open_sealing",
     "take_sealing",
 ]

@@ -16,7 +16,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from barecat.archive import Barecat
+from barecat.archive import Barecat, Passphrase
 from barecat.cli.parsing import (
     Subparsers,
     add_command,
@@ -144,7 +144,7 @@ def _convert(args: argparse.Namespace) -> ImportResult | ExportResult:
                 parse_format(args.output),
                 args.root_dir,
                 on_entry=lambda entry: _advance(progress, entry),
-                passphrase=passphrase_source(args),
+                passphrase=_source_key(args),
             )
             sys.stdout.buffer.flush()
             return exported
@@ -170,7 +170,7 @@ def _convert(args: argparse.Namespace) -> ImportResult | ExportResult:
             )
             return result
         if format_of_name(args.output) is None:
-            source_key = passphrase_source(args)
+            source_key = _source_key(args)
 
             def samples() -> list[bytes]:
                 with Barecat(args.input, passphrase=source_key) as src:
@@ -195,7 +195,7 @@ def _convert(args: argparse.Namespace) -> ImportResult | ExportResult:
             args.output,
             args.root_dir,
             on_entry=lambda entry: _advance(progress, entry),
-            passphrase=passphrase_source(args),
+            passphrase=_source_key(args),
         )
     return exported
 
@@ -257,6 +257,12 @@ def _suffix(path: str) -> str:
     return os.path.splitext(path)[1].lower()
 
 
+def _source_key(args: argparse.Namespace) -> Passphrase:
+    """The passphrase source of the archive converted: a passphrase given says it is
+    encrypted, unless ``--encrypt`` (then it is the output's, and the input may be plain)."""
+    return passphrase_source(args, if_encrypted=getattr(args, "encrypt", False))
+
+
 def _chunk_passphrase(args: argparse.Namespace) -> str | None:
     """The passphrase of the input chunk if its header says it is encrypted."""
     with ChunkReader.open(args.input) as probe:
@@ -295,6 +301,6 @@ def _convert_coldcrate(args: argparse.Namespace) -> ImportResult:
                 ),
                 overwrite=args.force,
                 on_stored=progress.advance,
-                archive_passphrase=passphrase_source(args),
+                archive_passphrase=_source_key(args),
             )
     return result

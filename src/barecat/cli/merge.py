@@ -245,7 +245,7 @@ def _output_archive(
     """The output archive, for writing (``merge_output``: an existing one is added to in
     place unless ``replace``), with the passphrase source: encrypted files it takes need
     it for its index digest."""
-    passphrase = passphrase_source(args)
+    passphrase = passphrase_source(args, if_encrypted=True)
     return merge_output(output, replace, shard_size_limit, {"passphrase": passphrase})
 
 

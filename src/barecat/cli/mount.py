@@ -17,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 
 from barecat.archive import Barecat
 from barecat.cli.parsing import Subparsers, add_command, add_passphrase_option
@@ -157,11 +158,14 @@ def run_mount(args: argparse.Namespace) -> int:
     apply_mount_options(args)
     if args.defrag and not args.rw:
         raise ValueError("-o defrag changes the archive once unmounted: add -o rw")
+    given = args.archive
     try:
         args.archive = _archive_of(args)
     except NotMountableInPlaceError as e:
         error(str(e), command="mount")
         return EXIT_USAGE
+    # (tar and zip files are mounted through an index made here: it is never encrypted)
+    key = passphrase_source(args, if_encrypted=args.archive not in given)
     check_fuse()
     if args.foreground:
         if args.debug and not logging.getLogger("barecat").handlers:
@@ -170,7 +174,7 @@ def run_mount(args: argparse.Namespace) -> int:
             args.archive,
             args.mountpoint,
             writable=args.rw,
-            passphrase=passphrase_source(args),
+            passphrase=key,
             debug=args.debug,
             threads=args.threads,
             read_ahead=args.read_ahead,
@@ -180,7 +184,7 @@ def run_mount(args: argparse.Namespace) -> int:
             defrag_after=args.defrag,
         )
         return 0
-    return _serve_in_background(args)
+    return _serve_in_background(args, key)
 
 
 def _archive_of(args: argparse.Namespace) -> str:
@@ -217,16 +221,17 @@ def _print_debug_messages() -> None:
     logger.setLevel(logging.DEBUG)
 
 
-def _serve_in_background(args: argparse.Namespace) -> int:
-    """Start ``barecat mount -f`` detached and wait until its mount is up."""
+def _serve_in_background(args: argparse.Namespace, ask: Callable[[], str | bytes]) -> int:
+    """Start ``barecat mount -f`` detached and wait until its mount is up (``ask``: the
+    passphrase source, which asks once, then repeats the answer)."""
     if is_mounted(args.mountpoint):
         raise BarecatError(f"{args.mountpoint} is already a mount point")
     secret = b""
-    ask = passphrase_source(args)  # asks once, then repeats the answer
     with Barecat(args.archive, passphrase=ask) as bc:
         if bc.encrypted:  # asked here, where the terminal is; checked before the server starts
             bc.unlock()
-            secret = ask().encode("utf-8")
+            supplied = ask()
+            secret = supplied.encode("utf-8") if isinstance(supplied, str) else supplied
     argv = [sys.executable, "-m", "barecat.cli", "mount", "-f", args.archive, args.mountpoint]
     if args.rw:
         argv.append("--rw")

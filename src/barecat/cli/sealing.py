@@ -16,7 +16,7 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from barecat.archive import Barecat
+from barecat.archive import Barecat, IfEncrypted
 from barecat.cli.parsing import size
 from barecat.exceptions import BarecatError, FileNotFoundBarecatError
 from barecat.layout import archive_exists
@@ -122,8 +122,28 @@ def new_passphrase(file: str | None, env: str, option: str) -> str:
     return first
 
 
-def passphrase_source(args: argparse.Namespace | None) -> Callable[[], str]:
-    """A source for ``Barecat(passphrase=...)``, asked only if the archive needs it."""
+def passphrase_source(
+    args: argparse.Namespace | None, if_encrypted: bool = False
+) -> Callable[[], str | bytes]:
+    """A source for ``Barecat(passphrase=...)``, asked only if the archive needs it.
+
+    A passphrase given (``--passphrase-file`` or ``$BARECAT_PASSPHRASE``) says the
+    archive is encrypted: one that is not is refused at open, so an archive whose
+    encryption was removed is never read as plain. Without one, only a prompt stands
+    ready, which an archive that is not encrypted never asks (:class:`IfEncrypted`):
+    such an archive is read as the plain archive it is. ``if_encrypted``: claim nothing
+    whatever is given, for an archive whose encryption the command does not choose or
+    expect (the output of merge or subset, sealed like the encrypted files it takes; an
+    rsync destination; the source of ``convert --encrypt``, whose passphrase is the
+    output's)."""
+    ask = _asking(args)
+    given = getattr(args, "passphrase_file", None) or os.environ.get(PASSPHRASE_ENV)
+    return ask if given and not if_encrypted else IfEncrypted(ask)
+
+
+def _asking(args: argparse.Namespace | None) -> Callable[[], str]:
+    """The passphrase from ``--passphrase-file``, the environment or the terminal,
+    read once however often asked."""
     file = getattr(args, "passphrase_file", None)
     asked: list[str] = []
 
@@ -140,14 +160,19 @@ def open_archive(
 ) -> Barecat:
     """``Barecat(path, **options)``, able to read an encrypted archive's contents. Unless
     ``create``, the archive must exist: a command that works on one never makes one (a
-    mistyped path is an error, not a new empty archive).
+    mistyped path is an error, not a new empty archive). A passphrase given refuses an
+    existing archive that is not encrypted (``passphrase_source``); one being made is
+    sealed as ``options`` say (``--encrypt``, ``--compress``), whatever is given.
 
     Raises:
         FileNotFoundBarecatError: no archive at ``path`` (and not ``create``).
     """
-    if not create and not is_remote_url(path) and not archive_exists(path):
+    exists = is_remote_url(path) or archive_exists(path)
+    if not create and not exists:
         raise FileNotFoundBarecatError(path, "Archive")
-    return Barecat(path, **{"passphrase": passphrase_source(args), **options})
+    made = create and (not exists or options.get("overwrite", False))
+    source = passphrase_source(args, if_encrypted=True) if made else passphrase_source(args)
+    return Barecat(path, **{"passphrase": source, **options})
 
 
 def unlock_if_at_hand(bc: Barecat, args: argparse.Namespace) -> None:

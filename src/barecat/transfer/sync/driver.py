@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 
-from barecat.archive import Barecat, Passphrase
+from barecat.archive import Barecat, IfEncrypted, Passphrase
 from barecat.exceptions import BarecatError
 from barecat.glob import PathFilter
 from barecat.layout import base_path
@@ -62,22 +62,31 @@ class SyncResult:
 
 
 class _Archives:
-    """Open archives by base path, so an archive named twice is opened once."""
+    """Open archives by base path, so an archive named twice is opened once. Sources get
+    the passphrase as given (a passphrase given says they are encrypted); the
+    destination is asked for it only if it is encrypted, and a tar or zip file's staging
+    archive never."""
 
     def __init__(self, stack: ExitStack, passphrase: Passphrase | None) -> None:
         self.stack = stack
         self.passphrase = passphrase
         self.open: dict[str, Barecat] = {}
 
-    def get(self, path: str, writable: bool) -> Barecat:
+    def get(self, path: str, writable: bool, passphrase: Passphrase | None = None) -> Barecat:
         key = os.path.realpath(base_path(path))
         bc = self.open.get(key)
         if bc is None:
             bc = self.stack.enter_context(
-                Barecat(path, readonly=not writable, passphrase=self.passphrase)
+                Barecat(path, readonly=not writable, passphrase=passphrase)
             )
             self.open[key] = bc
         return bc
+
+    def source(self, path: str) -> Barecat:
+        return self.get(path, writable=False, passphrase=self.passphrase)
+
+    def destination(self, path: str, writable: bool) -> Barecat:
+        return self.get(path, writable, IfEncrypted.of(self.passphrase))
 
     def staged(self, path: str, skipped: list[tuple[str, Exception]]) -> Barecat:
         """A tar or zip file's members, stored in a temporary archive (under ``$TMPDIR``)
@@ -90,7 +99,7 @@ class _Archives:
             zipped = format_of_file(path) == "zip"
             result = import_zip(bc, f) if zipped else import_tar(bc, f)
         skipped.extend((f"{path}::{name}", BarecatError(why)) for name, why in result.skipped)
-        return self.get(staging, writable=False)
+        return self.get(staging, writable=False, passphrase=None)
 
 
 def _unsupported(loc: Location) -> UnsupportedLocationBarecatError:
@@ -119,7 +128,7 @@ def _source_listing(
     if loc.place is Place.TAR_ZIP:
         bc = archives.staged(loc.archive, bad_names)
     else:
-        bc = archives.get(loc.archive, writable=False)
+        bc = archives.source(loc.archive)
     if not bc.exists(loc.path):
         raise FileNotFoundError(2, "No such file or directory in the archive", loc.path)
     if loc.path and bc.isfile(loc.path):
@@ -168,8 +177,8 @@ def _open_destination(loc: Location, archives: _Archives, dry_run: bool) -> Bare
     if loc.place is Place.LOCAL or loc.archive is None:
         return None
     if dry_run:
-        return None if loc.creates_archive else archives.get(loc.archive, writable=False)
-    return archives.get(loc.archive, writable=True)
+        return None if loc.creates_archive else archives.destination(loc.archive, False)
+    return archives.destination(loc.archive, writable=True)
 
 
 def _gather_sources(
@@ -218,7 +227,9 @@ def sync(
 
     Strings are parsed with :func:`~barecat.transfer.sync.locations.parse_location`.
     ``on_action`` is called after each change is made (in a dry run: for each planned
-    change) with the bytes it moved. ``passphrase`` opens encrypted archives among them.
+    change) with the bytes it moved. ``passphrase`` opens encrypted archives among them:
+    a source archive given it must be encrypted (``IfEncrypted``: may be), the
+    destination is asked for it only if it is encrypted.
     Tar and zip sources are read once into a temporary archive under ``$TMPDIR``.
 
     Returns:
