@@ -1,7 +1,9 @@
 """The owner's key vouches only for what it sealed: an archive whose encryption was
-removed is refused by anyone who gives the key (API, command line, server, mount), and
-a file length in the index that differs from the sealed one is an integrity error on
-every read path, never a file cut short."""
+removed is refused by anyone who gives the key (API, command line, server, mount), a
+source with a file row put back is refused by every copy that holds the key (merge,
+subset, convert, rsync) before an output appears, and a file length in the index that
+differs from the sealed one is an integrity error on every read path, never a file cut
+short."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ import barecat
 from barecat.archive import IfEncrypted
 from barecat.exceptions import BarecatError, BarecatIntegrityError
 from barecat.sealing import Sealer
+from barecat.transfer.sync.driver import sync
 from helpers import PASSPHRASE, Run
 
 SECRET = b"the real contents, never to be replaced " * 10
@@ -217,6 +220,118 @@ def test_a_mount_refuses_a_downgraded_archive_when_given_the_key(tmp_path: Path)
             mount.wait()
             if mount.stderr is not None:
                 mount.stderr.close()
+
+
+# -- 9: no copy launders a row put back ---------------------------------------------------
+
+
+def replayed(tmp_path: Path) -> str:
+    """An encrypted archive with a file row put back from an older index (its old
+    ciphertext still in a hole): ``verify`` with the key flags it."""
+    archive = encrypted_archive(tmp_path, "source.barecat")
+    with sqlite3.connect(archive) as conn:
+        old = conn.execute("SELECT shard, offset, size, crc32c, logical_size FROM files "
+                           "WHERE path = 'doc.txt'").fetchone()  # fmt: skip
+    with barecat.Barecat(archive, readonly=False, passphrase=PASSPHRASE) as bc:
+        bc.remove("doc.txt")
+        bc["doc.txt"] = b"the new version"
+    sql(archive, "UPDATE files SET shard = ?, offset = ?, size = ?, crc32c = ?, "
+        "logical_size = ? WHERE path = 'doc.txt'", *old)  # fmt: skip
+    with barecat.Barecat(archive, passphrase=PASSPHRASE) as bc:
+        assert bc["doc.txt"] == SECRET  # the old version is served...
+        assert "do not match the index digest" in (bc.verify_index_digest()[0] or "")
+    return archive
+
+
+def leftovers(folder: Path, name: str) -> list[str]:
+    return sorted(e for e in os.listdir(folder) if e.startswith((name, f".{name}")))
+
+
+def test_merge_and_subset_refuse_a_source_whose_rows_fail_its_digest(tmp_path: Path) -> None:
+    source = replayed(tmp_path)
+    target = str(tmp_path / "out.barecat")
+    key = IfEncrypted(lambda: PASSPHRASE)
+    with barecat.Barecat(target, readonly=False, passphrase=key) as out:
+        with pytest.raises(BarecatIntegrityError, match=r"source\.barecat: the file rows do not"):
+            out.merge([source])
+        with (
+            barecat.Barecat(source, passphrase=PASSPHRASE) as src,
+            pytest.raises(BarecatIntegrityError, match=r"source\.barecat"),
+        ):
+            out.take_subset(src, None)
+        assert out.num_files == 0 and not out.sealed  # refused before it took anything
+    # the digest row deleted: the wrapped key says there must be one
+    sql(source, "DELETE FROM config WHERE key = 'sealing_index_digest'")
+    with (
+        barecat.Barecat(target, readonly=False, passphrase=key) as out,
+        pytest.raises(BarecatIntegrityError, match=r"source\.barecat: the index digest is"),
+    ):
+        out.merge([source])
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["merge", "-o", "{out}.barecat", "{src}"],
+        ["merge", "--symlink", "-o", "{out}.barecat", "{src}"],
+        ["subset", "{src}", "-o", "{out}.barecat", "--pattern", "*.txt"],
+        ["convert", "--encrypt", "{src}", "{out}.barecat"],
+        ["convert", "{src}", "{out}.barecat"],
+        ["convert", "{src}", "{out}.tar"],
+        ["convert", "{src}", "{out}.cc"],
+        ["rsync", "--decrypt", "{src}::/", "{out}.barecat::"],
+        ["rsync", "{src}::/", "{out}/"],
+        ["extract", "{src}", "-C", "{out}"],
+    ],
+)
+def test_no_copy_launders_a_row_put_back(
+    tmp_path: Path, run: Run, monkeypatch: pytest.MonkeyPatch, argv: list[str]
+) -> None:
+    """Each of these wrote an output whose own fresh digest verified; now each refuses,
+    naming the source, and leaves no output (nor a hidden partial one)."""
+    source = replayed(tmp_path)
+    monkeypatch.setenv("BARECAT_PASSPHRASE", PASSPHRASE)
+    out = str(tmp_path / "out")
+    code, _, err = run(*(a.format(src=source, out=out) for a in argv))
+    assert code == 1, err
+    assert "source.barecat: the file rows do not match the index digest" in err
+    assert leftovers(tmp_path, "out") == []
+
+
+def test_rsync_asks_before_storing_an_encrypted_archive_decrypted(
+    tmp_path: Path, run: Run, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source = encrypted_archive(tmp_path)
+    monkeypatch.setenv("BARECAT_PASSPHRASE", PASSPHRASE)
+    plain = str(tmp_path / "plain.barecat")
+    code, _, err = run("rsync", f"{source}::/", f"{plain}::")
+    assert code == 1 and "would be stored there decrypted" in err and "--decrypt" in err
+    assert leftovers(tmp_path, "plain") == []  # not even an empty destination
+    code, _, err = run("rsync", "-n", f"{source}::/", f"{plain}::")
+    assert code == 1 and "--decrypt" in err
+    with barecat.Barecat(plain, readonly=False) as bc:  # an existing plain destination
+        bc["old.txt"] = b"old"
+    code, _, err = run("rsync", f"{source}::/", f"{plain}::")
+    assert code == 1 and "would be stored there decrypted" in err
+    with barecat.Barecat(plain) as bc:
+        assert sorted(bc) == ["old.txt"]
+    assert run("rsync", "--decrypt", f"{source}::/", f"{plain}::")[0] == 0
+    with barecat.Barecat(plain) as bc:
+        assert not bc.sealed and bc["doc.txt"] == SECRET and bc["old.txt"] == b"old"
+    # into an encrypted archive, or a directory (as extract does): no flag needed
+    other = str(tmp_path / "other.barecat")
+    with barecat.Barecat(other, readonly=False, passphrase=PASSPHRASE) as bc:
+        bc["mine.txt"] = b"mine"
+    assert run("rsync", f"{source}::/", f"{other}::")[0] == 0
+    with barecat.Barecat(other, passphrase=PASSPHRASE) as bc:
+        assert bc["doc.txt"] == SECRET and bc.verify_index_digest()[0] is None
+    assert run("rsync", f"{source}::/", str(tmp_path / "dir") + "/")[0] == 0
+    assert (tmp_path / "dir" / "doc.txt").read_bytes() == SECRET
+    # the library: the same rule, decrypt=True to ask
+    with pytest.raises(BarecatError, match="decrypt=True"):
+        sync([f"{source}::/"], f"{tmp_path / 'lib.barecat'}::", passphrase=PASSPHRASE)
+    assert sync([f"{source}::/"], f"{tmp_path / 'lib.barecat'}::", passphrase=PASSPHRASE,
+                decrypt=True).done  # fmt: skip
 
 
 # -- 10: the length the index gives is the length read, or an error -----------------------

@@ -299,6 +299,7 @@ class Barecat(MutableMapping[str, bytes]):
     unlock = _reading(ArchiveReading.unlock)
     verify_seals = _reading(ArchiveReading.verify_seals)
     verify_index_digest = _reading(ArchiveReading.verify_index_digest)
+    check_index_digest = _reading(ArchiveReading.check_index_digest)
     get_many = _reading(ArchiveReading.get_many)
     read_many = _reading(ArchiveReading.read_many)
     read = _reading(ArchiveReading.read)

@@ -11,15 +11,21 @@ encrypted before digests existed keep none until ``reset`` (or a rekey) gives th
   authenticate, for this archive's sealing choices, and count as many files as the
   index has. A digest that fails makes every read of file contents fail, naming why.
 - ``verify`` sums every row and compares; ``pin`` gives a value to write down.
+- A copy that takes every row of an encrypted archive (merge, subset, convert, rsync)
+  checks that archive's rows first, when the key is at hand, so a row put back there is
+  refused rather than laundered into an output whose fresh digest would vouch for it.
 
 Imports ``index`` and ``sealing``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from barecat.exceptions import BarecatIntegrityError
 from barecat.index import Index
 from barecat.index.file_digest import DIGEST_KEY
+from barecat.index.reading import IndexReader
 from barecat.sealing import SealingSettings
 from barecat.sealing.digest import IndexDigest
 
@@ -90,20 +96,7 @@ class DigestKeeper:
         digest."""
         if self.digest is None:
             return None, None
-        total, count = self.digest.of_rows(self._index.file_digest_rows())
-        pin = self.digest.pin(total, count)
-        try:
-            stored = self.digest.open(self._index.stored_file_digest())
-        except BarecatIntegrityError as e:
-            return str(e), pin
-        if stored != (total, count):
-            return (
-                f"the file rows do not match the index digest ({count} rows, "
-                f"{stored[1]} recorded): rows were changed, put back or removed without "
-                "the key",
-                pin,
-            )
-        return None, pin
+        return rows_against_digest(self._index, self.digest)
 
     def reset_records(self, data_key: bytes) -> dict[str, str | int]:
         """The config row that makes the digest the one of the rows as they are now
@@ -113,9 +106,71 @@ class DigestKeeper:
         return {DIGEST_KEY: digest.seal(*digest.of_rows(self._index.file_digest_rows()))}
 
 
+def rows_against_digest(index: IndexReader, digest: IndexDigest) -> tuple[str | None, str]:
+    """Sum every file row of ``index`` and compare with its stored digest: (problem or
+    None, the pinnable digest of the rows as they are)."""
+    total, count = digest.of_rows(index.file_digest_rows())
+    pin = digest.pin(total, count)
+    try:
+        stored = digest.open(index.stored_file_digest())
+    except BarecatIntegrityError as e:
+        return str(e), pin
+    if stored != (total, count):
+        return (
+            f"the file rows do not match the index digest ({count} rows, {stored[1]} "
+            "recorded): rows were changed, put back or removed without the key",
+            pin,
+        )
+    return None, pin
+
+
+def check_source_rows(
+    index: IndexReader,
+    settings: SealingSettings,
+    data_key: bytes | None,
+    passphrase: Callable[[], str | bytes] | str | bytes | None,
+) -> None:
+    """Check the file rows of an encrypted archive whose files are about to be copied
+    (merge, subset: rows and sealed bytes as they are, which the target's digest then
+    vouches for) against that archive's own index digest, when the key is at hand:
+    ``data_key`` (the target's, the same key) or ``passphrase`` (which unwraps the
+    source's). Whether the source must keep a digest is bound into its wrapped key, so
+    one whose digest row was deleted is told from one encrypted before digests existed.
+    With neither at hand, nothing is checked (nor can the copy keep a digest).
+
+    Raises:
+        BarecatIntegrityError: naming the source and what is wrong.
+        WrongPassphraseBarecatError: ``passphrase`` does not unwrap the source's key.
+    """
+    keeps = index.stored_file_digest() is not None
+    if data_key is None or not keeps:
+        supplied = passphrase() if callable(passphrase) else passphrase
+        if not supplied:
+            return
+        data_key, keeps = settings.unlock(supplied)
+    if keeps:
+        problem, _ = rows_against_digest(index, IndexDigest(data_key, settings.binding()))
+        if problem is not None:
+            raise source_refused(index.path, problem)
+
+
+def source_refused(where: str, problem: str) -> BarecatIntegrityError:
+    """The error of a copy refused because its source failed its digest check."""
+    return BarecatIntegrityError(
+        f"{where}: {problem}; nothing was copied from it ('barecat verify' with the "
+        "passphrase tells more)"
+    )
+
+
 def new_archive_records(data_key: bytes, settings: SealingSettings) -> dict[str, str | int]:
     """The digest row of a new, empty encrypted archive."""
     return {DIGEST_KEY: IndexDigest(data_key, settings.binding()).seal(0, 0)}
 
 
-__all__ = ["DigestKeeper", "new_archive_records"]
+__all__ = [
+    "DigestKeeper",
+    "check_source_rows",
+    "new_archive_records",
+    "rows_against_digest",
+    "source_refused",
+]

@@ -227,6 +227,8 @@ class ArchiveMaintenance(ArchivePart):
                 inputs before the one that has it stay merged.
             MergeConflictBarecatError: a file where this archive has a directory, or the
                 reverse.
+            BarecatIntegrityError: an encrypted input's file rows fail its index digest
+                (checked with the key, before anything of it is taken).
         """
         self.archive.require_writable()
         self.archive.require_no_open_writer()
@@ -247,6 +249,7 @@ class ArchiveMaintenance(ArchivePart):
             on_progress=on_progress,
             on_input=on_input,
             seal_like=self.archive.seal_like,
+            check_source=self.archive.check_source_rows,
         )
         self.archive.writes.resync()
         return result
@@ -270,6 +273,8 @@ class ArchiveMaintenance(ArchivePart):
 
         Raises:
             FileExistsBarecatError: a chosen path is taken here.
+            BarecatIntegrityError: an encrypted source's file rows fail its index digest
+                (checked with the key, before anything is taken).
         """
         self.archive.require_writable()
         self.archive.require_no_open_writer()
@@ -285,6 +290,7 @@ class ArchiveMaintenance(ArchivePart):
             selection,
             on_progress,
             seal_like=self.archive.seal_like,
+            check_source=self.archive.check_source_rows,
         )
         self.archive.writes.resync()
         return stats

@@ -96,6 +96,23 @@ class ArchiveReading(ArchivePart):
         self.archive.sealing.data_key()
         return self.archive.sealing.digest.verify()
 
+    def check_index_digest(self) -> None:
+        """Raise unless an encrypted archive's file rows match its index digest (every
+        row is read; the key is needed): for copies that read every file anyway
+        (convert, rsync), before they write anything, so a row put back from an older
+        index is refused rather than copied into an output whose own digest would then
+        vouch for it. Does nothing for an archive that keeps no digest.
+
+        Raises:
+            BarecatIntegrityError: the rows fail the digest (naming the archive).
+            BarecatError: no passphrase; ``WrongPassphraseBarecatError``: a wrong one.
+        """
+        problem, _ = self.verify_index_digest()
+        if problem is not None:
+            from barecat.archive.index_digest import source_refused
+
+            raise source_refused(self.archive.path, problem)
+
     def get_many(self, paths: Iterable[str], max_gap: int = 4096) -> list[bytes]:
         """Contents of many files, CRC-verified, in request order.
 

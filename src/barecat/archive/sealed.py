@@ -24,6 +24,7 @@ from barecat.exceptions import BarecatError
 
 if TYPE_CHECKING:  # the sealing code is imported when an archive is sealed, not before
     from barecat.index import Index
+    from barecat.index.reading import IndexReader
     from barecat.index.schema import ConfigValue
     from barecat.sealing import Sealer, SealingSettings
 
@@ -306,6 +307,29 @@ def take_sealing(
     )
 
 
+def check_source_rows(
+    sealing: ArchiveSealing | None,
+    passphrase: Passphrase | None,
+    src_index: IndexReader,
+    settings: SealingSettings,
+) -> None:
+    """Before an archive (``sealing``: its own, None when plain) takes an encrypted
+    archive's files as they are (merge, subset), check that archive's file rows against
+    its index digest with the key at hand: this one's, when it is the same, or the one
+    ``passphrase`` unwraps (``index_digest.check_source_rows``).
+
+    Raises:
+        BarecatIntegrityError: naming the source and what is wrong.
+        WrongPassphraseBarecatError: ``passphrase`` does not open the source.
+    """
+    from barecat.archive.index_digest import check_source_rows as check
+
+    key = None
+    if sealing is not None and sealing.settings.key_id == settings.key_id:
+        key = sealing.unlocked_key
+    check(src_index, settings, key, passphrase)
+
+
 class SealedFileWriter(io.BytesIO):
     """A file being written into a sealed archive: collected in memory and handed to
     ``store`` when closed (a sealed file is sealed whole, its block table first).
@@ -348,6 +372,7 @@ __all__ = [
     "IfEncrypted",
     "Passphrase",
     "SealedFileWriter",
+    "check_source_rows",
     "key_given",
     "not_encrypted",
     "open_sealing",

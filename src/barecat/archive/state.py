@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Protocol, TypeVar
 
-from barecat.archive.sealed import Passphrase, open_sealing, take_sealing
+from barecat.archive.sealed import Passphrase, check_source_rows, open_sealing, take_sealing
 from barecat.archive.writer_lock import WriterLock
 from barecat.entries import parse_size
 from barecat.exceptions import (
@@ -41,6 +41,7 @@ from barecat.shards.concurrent import DEFAULT_READ_CONCURRENCY
 
 if TYPE_CHECKING:  # sealing and write code are imported when used, not before
     from barecat.archive.sealed import ArchiveSealing, SealedFileWriter
+    from barecat.index.reading import IndexReader
     from barecat.ops.writing import WriteSession
     from barecat.sealing import SealingSettings
     from barecat.shards.reading import ShardReader
@@ -332,6 +333,22 @@ class OpenArchive:
         if self.sealing is not None or self.index.num_files:
             raise BarecatError(f"{self.path}: only an empty plain archive takes a sealing")
         self.sealing = take_sealing(self.index, self.path, settings, self.passphrase)
+
+    def check_source_rows(self, src_index: IndexReader, settings: SealingSettings) -> None:
+        """Before this archive takes an encrypted archive's files as they are (merge,
+        subset), check that archive's file rows against its index digest when the key is
+        at hand (this archive's, or its passphrase), so that a row put back there is
+        refused, not copied under this archive's own digest.
+
+        Args:
+            src_index: the other archive's index.
+            settings: its sealing.
+
+        Raises:
+            BarecatIntegrityError: the other archive's rows fail its digest (naming it).
+            WrongPassphraseBarecatError: this archive's passphrase does not open it.
+        """
+        check_source_rows(self.sealing, self.passphrase, src_index, settings)
 
     def prepare_file_list_edit(self) -> None:
         """Get the key of an encrypted archive now (asking its passphrase source), before

@@ -85,6 +85,8 @@ def run_extract(args: argparse.Namespace) -> int:
     path_filter = _path_filter(args)
     with open_archive(args.archive, args) as bc:
         total = bc.num_files if not args.paths and path_filter is None else None
+        if total is not None and bc.encrypted:  # every row is read: check them first
+            bc.check_index_digest()
         with Progress("extract", total, wants_progress(args.quiet)) as progress:
 
             def on_file(info: BarecatFileInfo) -> None:

@@ -32,7 +32,7 @@ from barecat.cli.running import run_legacy
 from barecat.cli.sealing import open_archive, passphrase_source
 from barecat.cli.summary import Summary
 from barecat.cli.terminal import Progress, describe, error, wants_progress
-from barecat.exceptions import BarecatError, FileExistsBarecatError
+from barecat.exceptions import BarecatError, BarecatIntegrityError, FileExistsBarecatError
 from barecat.glob import PathFilter
 from barecat.layout import archive_exists, base_path, index_path
 from barecat.ops.copy_files import CopyStats
@@ -228,6 +228,8 @@ def _merge(args: argparse.Namespace, inputs: list[str], names: dict[str, str]) -
             )
         except BarecatError as e:
             bar.close()
+            if isinstance(e, BarecatIntegrityError):
+                raise  # an input that fails its checks: a new output does not appear at all
             hint = ""
             if isinstance(e, FileExistsBarecatError):
                 hint = ". Use --ignore-duplicates to keep the first copy and skip later ones"

@@ -77,6 +77,12 @@ def register(sub: Subparsers) -> None:
         ("--exclude", "Leave out paths matching PAT (repeatable)"),
     ):
         parser.add_argument(flag, action="append", default=[], metavar="PAT", help=help_text)
+    parser.add_argument(
+        "--decrypt",
+        action="store_true",
+        help="Let files of an encrypted archive go into an archive that is not encrypted, "
+        "where they are stored decrypted (refused otherwise)",
+    )
     add_passphrase_option(parser)
 
 
@@ -111,6 +117,7 @@ def run_rsync(args: argparse.Namespace) -> int:
             dry_run=args.dry_run,
             on_action=on_action,
             passphrase=passphrase_source(args),
+            decrypt=args.decrypt,
         )
     sys.stdout.flush()
     for path, exc in result.failures:

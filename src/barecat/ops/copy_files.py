@@ -41,6 +41,11 @@ ProgressCallback = Callable[[int, int], None]
 SealLike = Callable[[SealingSettings], None]
 """Makes the empty plain target sealed like the source (the archive's ``seal_like``):
 for an encrypted source, with the passphrase the target's index digest needs."""
+CheckSource = Callable[[IndexAggregates, SealingSettings], None]
+"""Raises unless an encrypted source's file rows match its own index digest, when the
+key is at hand (the archive's ``check_source_rows``): the rows are copied as they are,
+and the target's digest then follows them, so a row put back in the source must be
+refused before it is copied."""
 
 MAX_RUN = 64 << 20
 """Largest run copied in one go: bounds the time between progress reports."""
@@ -76,6 +81,7 @@ def copy_files_from(
     move: bool = False,
     on_progress: ProgressCallback | None = None,
     seal_like: SealLike | None = None,
+    check_source: CheckSource | None = None,
 ) -> CopyStats:
     """Add the source's files (``files``: only these paths) and directories (``dirs``:
     only these, plus every parent the files need) to the target, under ``prefix``.
@@ -88,10 +94,11 @@ def copy_files_from(
     target sealed alike: an empty plain one becomes so (``seal_like``, or for a source that
     is not encrypted, its config rows copied); an encrypted target that keeps an index
     digest must have the key at hand (``Index.keep_file_digest``), since its digest
-    follows every file it takes.
+    follows every file it takes. ``check_source`` checks an encrypted source's rows
+    against its own digest first (nothing is changed if it raises).
     """
     _refuse_same_archive(index, src_index)
-    _match_sealing(index, src_index, prefix, seal_like)
+    _match_sealing(index, src_index, prefix, seal_like, check_source)
     writes = WriteSession(index, sharder)
     sharder.sync()  # merge_source commits what the caller wrote: its bytes go first
     start = writes.mark()
@@ -125,32 +132,39 @@ def copy_files_from(
 
 
 def _match_sealing(
-    index: Index, src_index: IndexAggregates, prefix: str, seal_like: SealLike | None
+    index: Index,
+    src_index: IndexAggregates,
+    prefix: str,
+    seal_like: SealLike | None,
+    check_source: CheckSource | None,
 ) -> None:
     """Sealed bytes are copied as they are, so both archives must read them alike: an
     empty plain target becomes sealed like its source; otherwise the sealing must agree
-    (``SealingSettings.can_take_bytes_from``)."""
+    (``SealingSettings.can_take_bytes_from``). An encrypted source's rows are checked
+    (``check_source``) before the target changes at all."""
     source = sealing_settings(src_index)
     target = sealing_settings(index)
-    if target is None and source is not None:
-        if index.num_files:
-            kind = "encrypted" if source.encrypted else "compressed"
-            raise BarecatError(
-                f"{src_index.path}: its files are {kind}, and {index.path} is a plain archive "
-                "with files; copy them into a sealed archive or a new one"
-            )
-        if seal_like is not None:
-            seal_like(source)
-        elif source.encrypted:
-            raise BarecatError(_NEEDS_KEY.format(index.path))
-        else:
-            index.enable_sealing(source.to_config())
-        target = source
-    why = None if target is None else target.can_take_bytes_from(source, prefix)
+    taken = source if target is None else None  # the sealing an empty plain target takes
+    if taken is not None and index.num_files:
+        kind = "encrypted" if taken.encrypted else "compressed"
+        raise BarecatError(
+            f"{src_index.path}: its files are {kind}, and {index.path} is a plain archive "
+            "with files; copy them into a sealed archive or a new one"
+        )
+    if taken is not None and taken.encrypted and seal_like is None:
+        raise BarecatError(_NEEDS_KEY.format(index.path))
+    like = target or taken
+    why = None if like is None else like.can_take_bytes_from(source, prefix)
     if why is not None:
         raise BarecatError(f"Cannot copy {src_index.path} into {index.path}: {why}")
-    if index.stored_file_digest() is not None and not index.file_digest_kept:
+    if taken is None and index.stored_file_digest() is not None and not index.file_digest_kept:
         raise BarecatError(_NEEDS_KEY.format(index.path))
+    if check_source is not None and source is not None and source.encrypted:
+        check_source(src_index, source)
+    if taken is not None and seal_like is not None:
+        seal_like(taken)
+    elif taken is not None:
+        index.enable_sealing(taken.to_config())
 
 
 _NEEDS_KEY = (

@@ -28,7 +28,7 @@ from barecat.exceptions import BarecatError, FileNotFoundBarecatError
 from barecat.glob import PathFilter
 from barecat.index import Index
 from barecat.layout import archive_exists, base_path, index_path, is_sqlite_file
-from barecat.ops.copy_files import CopyStats, ProgressCallback, SealLike
+from barecat.ops.copy_files import CheckSource, CopyStats, ProgressCallback, SealLike
 from barecat.ops.subset import select_entries, subset_archive
 from barecat.paths import join, normalize
 from barecat.shards import Sharder
@@ -61,6 +61,7 @@ def merge_archives(
     on_progress: ProgressCallback | None = None,
     on_input: Callable[[str, int], None] | None = None,
     seal_like: SealLike | None = None,
+    check_source: CheckSource | None = None,
 ) -> MergeResult:
     """Add every input archive's files to the output (``index``, ``sharder``).
 
@@ -68,7 +69,7 @@ def merge_archives(
     its own name (extension removed; after ``prefix``). ``pattern`` or ``path_filter``
     takes only some files of each input. ``on_input(path, num_files)`` is called before
     each input is merged. Stops at the first failing input; the ones before it stay.
-    ``seal_like`` is ``copy_files_from``'s.
+    ``seal_like`` and ``check_source`` are ``copy_files_from``'s.
     """
     prefix = normalize(prefix)
     result = MergeResult()
@@ -89,6 +90,7 @@ def merge_archives(
                 link=symlink,
                 on_progress=on_progress,
                 seal_like=seal_like,
+                check_source=check_source,
             )
         finally:
             src_index.close()

@@ -17,7 +17,13 @@ from dataclasses import dataclass
 from barecat.glob import PathFilter, directory_pattern
 from barecat.index import Index
 from barecat.index.aggregates import IndexAggregates
-from barecat.ops.copy_files import CopyStats, ProgressCallback, SealLike, copy_files_from
+from barecat.ops.copy_files import (
+    CheckSource,
+    CopyStats,
+    ProgressCallback,
+    SealLike,
+    copy_files_from,
+)
 from barecat.paths import ancestors
 from barecat.shards import Sharder
 from barecat.shards.reading import ShardReader
@@ -69,6 +75,7 @@ def subset_archive(
     prefix: str = "",
     link: bool = False,
     seal_like: SealLike | None = None,
+    check_source: CheckSource | None = None,
 ) -> CopyStats:
     """Copy the selected entries (None: all) of the source into the target archive (the
     keyword options are ``copy_files_from``'s)."""
@@ -84,4 +91,5 @@ def subset_archive(
         link=link,
         on_progress=on_progress,
         seal_like=seal_like,
+        check_source=check_source,
     )

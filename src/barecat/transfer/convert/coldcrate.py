@@ -69,16 +69,18 @@ def barecat2coldcrate(
 ) -> ImportResult:
     """Write every file of an archive to a new chunk, which appears at ``target_path``
     only when complete. ``passphrase`` encrypts the chunk; ``archive_passphrase`` opens
-    an encrypted source archive."""
+    an encrypted source archive (whose file rows are checked against its index digest
+    first)."""
     result = ImportResult()
     secret: dict[str, Any] = {}
     if passphrase is not None:
         secret = {"encryption": "aes-256-xts", "passphrase": passphrase}
     with (
-        building_file(target_path, overwrite) as staging,
         Barecat(src_path, passphrase=archive_passphrase) as bc,
+        building_file(target_path, overwrite) as staging,
         ChunkWriter.create(staging, FILE_SCHEMA, compression=compression, **secret) as w,
     ):
+        bc.check_index_digest()
         for info in bc.iter_fileinfos(Order.PATH):
             rid = info.path.encode("utf-8", "surrogateescape")
             if len(rid) > MAX_RID:

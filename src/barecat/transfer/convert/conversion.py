@@ -106,8 +106,10 @@ def barecat2stream(
     on_entry: OnExported | None = None,
     passphrase: Passphrase | None = None,
 ) -> ExportResult:
-    """Write a barecat archive to ``stream`` as format ``fmt`` (a tar format or zip)."""
+    """Write a barecat archive to ``stream`` as format ``fmt`` (a tar format or zip); an
+    encrypted one's file rows are checked against its index digest first."""
     with Barecat(src_path, passphrase=passphrase) as bc:
+        bc.check_index_digest()
         if fmt == "zip":
             return export_zip(bc, stream, root_dir, on_entry)
         return export_tar(bc, stream, fmt, root_dir, on_entry)
@@ -127,26 +129,33 @@ def barecat2barecat(
     a plain archive, unseal a sealed one, or change its compression, key or shard size).
 
     Unlike merge and subset, which move stored bytes as they are, every file is read
-    (``passphrase``: of an encrypted source) and written anew. Metadata comes along."""
+    (``passphrase``: of an encrypted source, whose file rows are checked against its
+    index digest first) and written anew. Metadata comes along."""
     result = ImportResult()
-    with (
-        Barecat(src_path, passphrase=passphrase) as src,
-        building_archive(target_path, overwrite, shard_size_limit, archive_options) as out,
-    ):
-        out.add_dirs(src.iter_dirinfos())
-        batch: list[tuple[BarecatFileInfo, bytes]] = []
-        held = 0
-        for info in src.iter_fileinfos(Order.ADDRESS):
-            data = src.read(info)
-            batch.append(
-                (BarecatFileInfo(info.path, info.mode, info.uid, info.gid, info.mtime_ns), data)
-            )
-            held += len(data)
-            if held >= COPY_BATCH_BYTES or len(batch) >= 4096:
-                _store_batch(out, batch, result, on_stored)
-                batch, held = [], 0
-        _store_batch(out, batch, result, on_stored)
+    with Barecat(src_path, passphrase=passphrase) as src:
+        src.check_index_digest()
+        with building_archive(target_path, overwrite, shard_size_limit, archive_options) as out:
+            _copy_files(src, out, result, on_stored)
     return result
+
+
+def _copy_files(
+    src: Barecat, out: Barecat, result: ImportResult, on_stored: OnStored | None
+) -> None:
+    """Every directory and file of ``src`` into ``out``, read and written anew."""
+    out.add_dirs(src.iter_dirinfos())
+    batch: list[tuple[BarecatFileInfo, bytes]] = []
+    held = 0
+    for info in src.iter_fileinfos(Order.ADDRESS):
+        data = src.read(info)
+        batch.append(
+            (BarecatFileInfo(info.path, info.mode, info.uid, info.gid, info.mtime_ns), data)
+        )
+        held += len(data)
+        if held >= COPY_BATCH_BYTES or len(batch) >= 4096:
+            _store_batch(out, batch, result, on_stored)
+            batch, held = [], 0
+    _store_batch(out, batch, result, on_stored)
 
 
 def _store_batch(

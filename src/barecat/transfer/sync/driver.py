@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 
@@ -34,6 +34,7 @@ from barecat.transfer.sync.plan import (
     Entry,
     Kind,
     Listing,
+    Op,
     SyncOptions,
     needs_checksum,
     plan_sync,
@@ -181,6 +182,37 @@ def _open_destination(loc: Location, archives: _Archives, dry_run: bool) -> Bare
     return archives.destination(loc.archive, writable=True)
 
 
+def _refuse_decrypting(
+    sources: Iterable[Barecat | None], dest: Location, dest_bc: Barecat | None
+) -> None:
+    """An encrypted source's files go into an archive that is not encrypted only when
+    asked for (``decrypt``): they would be stored there in plain text."""
+    if dest.archive is None or (dest_bc is not None and dest_bc.encrypted):
+        return
+    for bc in sources:
+        if bc is not None and bc.encrypted:
+            raise BarecatError(
+                f"{bc.path} is encrypted and {dest.archive} is not: its files would be "
+                "stored there decrypted; ask for that (barecat rsync --decrypt, "
+                "decrypt=True), or sync into an encrypted archive"
+            )
+
+
+def _reads_contents(action: Action) -> bool:
+    return action.op in (Op.COPY, Op.UPDATE) and action.entry.kind is not Kind.DIR
+
+
+def _check_digests(sources: Iterable[Barecat | None]) -> None:
+    """Each encrypted source whose files are about to be read has its file rows checked
+    against its index digest first (its key is needed then anyway), so a row put back
+    there from an older index is refused, not copied."""
+    checked: set[int] = set()
+    for bc in sources:
+        if bc is not None and bc.encrypted and id(bc) not in checked:
+            checked.add(id(bc))
+            bc.check_index_digest()
+
+
 def _gather_sources(
     sources: Sequence[Location],
     archives: _Archives,
@@ -222,6 +254,7 @@ def sync(
     dry_run: bool = False,
     on_action: OnAction | None = None,
     passphrase: Passphrase | None = None,
+    decrypt: bool = False,
 ) -> SyncResult:
     """Make ``dest`` hold what ``sources`` name, as ``rsync -a`` would.
 
@@ -229,8 +262,11 @@ def sync(
     ``on_action`` is called after each change is made (in a dry run: for each planned
     change) with the bytes it moved. ``passphrase`` opens encrypted archives among them:
     a source archive given it must be encrypted (``IfEncrypted``: may be), the
-    destination is asked for it only if it is encrypted.
-    Tar and zip sources are read once into a temporary archive under ``$TMPDIR``.
+    destination is asked for it only if it is encrypted. Files of an encrypted source go
+    into a destination archive that is not encrypted only with ``decrypt`` (and into a
+    directory always, as ``extract``); such a source's file rows are checked against its
+    index digest before any of its files is read. Tar and zip sources are read once into
+    a temporary archive under ``$TMPDIR``.
 
     Returns:
         The plan, how much of it was done, and what failed (per path; the run goes on).
@@ -239,6 +275,10 @@ def sync(
         FileNotFoundError: a source does not exist (nothing is changed).
         ValueError: two local sides, or a tar/zip destination.
         UnsupportedLocationBarecatError: an SSH or server side.
+        BarecatError: an encrypted source and a destination archive that is not,
+            without ``decrypt`` (nothing is changed, nor a destination made).
+        BarecatIntegrityError: an encrypted source's rows fail its index digest
+            (nothing of it is copied).
     """
     options = options or SyncOptions()
     src_locs = [s if isinstance(s, Location) else parse_location(s) for s in sources]
@@ -249,10 +289,14 @@ def sync(
         dest_bc = _open_destination(dst_loc, archives, dry_run)  # first: it may be a source too
         bad_names: list[tuple[str, Exception]] = []  # local names that are not UTF-8
         src, origin = _gather_sources(src_locs, archives, path_filter, bad_names)
+        if not decrypt:
+            _refuse_decrypting(origin.values(), dst_loc, dest_bc)
         if dst_loc.place is not Place.LOCAL and dest_bc is None:
             dst: Listing = {}
         else:
             dst = _dest_listing(dst_loc, dest_bc, _tops(src), path_filter)
+        if options.checksum:
+            _check_digests(origin[rel] for rel in src if rel in dst)
         _fill_checksums(src, origin, dst, dest_bc, options)
         actions = plan_sync(src, dst, options)
         result = SyncResult(actions, failures=bad_names)
@@ -262,6 +306,7 @@ def sync(
                     on_action(action, 0)
             return result
         plan = [Sourced(a, origin.get(a.path)) for a in actions]
+        _check_digests(p.source for p in plan if _reads_contents(p.action))
         done = on_action or (lambda _a, _n: None)
         if dest_bc is not None:
             applied = ArchiveDestination(dest_bc, dst_loc.path, done).apply(plan)
