@@ -55,7 +55,9 @@ class Barecat(MutableMapping[str, bytes]):
     """An archive of files addressed by path.
 
     Opens read-only by default. ``readonly=False`` creates the archive if missing (unless
-    ``exist_ok=False`` and it exists); ``overwrite=True`` deletes an existing one first.
+    ``exist_ok=False`` and it exists); ``overwrite=True`` makes a new, empty one that
+    replaces an existing one at close (built beside it meanwhile, so that readers, and a
+    kill at any moment, find the old archive or the new one whole; see docs/safety.md).
     A created archive that a failed open or a ``with`` block left by an exception leaves
     holding nothing is removed again (:meth:`abandon`); no index is made beside shards
     that hold data (``CorruptIndexBarecatError``).

@@ -9,9 +9,12 @@ session (``ops/writing.py``); commits are batched (every ``commit_interval`` sec
 ``COMMIT_EVERY_FILES`` files, whichever comes first, and on close) with the shards
 fsynced first, so a killed writer loses at most about a second of work. A writer holds an
 advisory lock on the index file, so a second writer fails at open instead of
-interleaving bytes. Also :func:`serialized`, which every operation that changes an
-archive wears, so that a writer shared by threads (``threadsafe=True``) runs them one at
-a time, in its one SQLite transaction.
+interleaving bytes. A writer that replaces an archive (``overwrite=True``) builds the
+new one under a hidden name beside it, holding the old one's lock, and puts it in place
+at close (``layout.replace_archive``); every local open first finishes a replace that
+a kill interrupted (``layout.finish_replace``). Also :func:`serialized`, which every
+operation that changes an archive wears, so that a writer shared by threads
+(``threadsafe=True``) runs them one at a time, in its one SQLite transaction.
 """
 
 from __future__ import annotations
@@ -34,7 +37,16 @@ from barecat.exceptions import (
     ReadOnlyBarecatError,
 )
 from barecat.index import Index
-from barecat.layout import archive_exists, base_path, index_path, remove_archive
+from barecat.layout import (
+    archive_exists,
+    base_path,
+    finish_replace,
+    index_path,
+    remove_abandoned_builds,
+    remove_archive,
+    replace_archive,
+    staging_path,
+)
 from barecat.objectstore import is_remote_url, local_path_of
 from barecat.shards import BarecatReadWriteFileObject, Sharder
 from barecat.shards.concurrent import DEFAULT_READ_CONCURRENCY
@@ -125,6 +137,10 @@ class OpenArchive:
         self.commit_interval = commit_interval
         self.readonly_is_immutable = readonly_is_immutable
         self.lock: WriterLock | None = None
+        self.location = self.path
+        """Where the halves are: ``path``, or the hidden name a replacement is built at."""
+        self.replacing: WriterLock | None = None
+        """The lock of the archive an ``overwrite`` replaces at close, held until then."""
         self.created = False
         """This object made the archive (see ``Barecat.created``)."""
         self.writer: BarecatReadWriteFileObject | SealedFileWriter | None = None
@@ -179,20 +195,25 @@ class OpenArchive:
         allow_writing_symlinked_shard: bool,
     ) -> None:
         """Open (or create) the index and shards on this machine; a writer locks first."""
+        if self.readonly and overwrite:
+            raise BarecatError("overwrite=True needs readonly=False")
+        finish_replace(self.path)
         if self.readonly:
-            if overwrite:
-                raise BarecatError("overwrite=True needs readonly=False")
             if not archive_exists(self.path):
                 raise FileNotFoundBarecatError(self.path, "Archive")
         else:
             if overwrite:
-                remove_archive(self.path)
+                self._stage_replacement()
             elif archive_exists(self.path) and not exist_ok:
                 raise FileExistsBarecatError(self.path, "Archive")
-            self.lock = WriterLock(self.path)
+            try:
+                self.lock = WriterLock(self.location)
+            except BaseException:
+                self._release_writer_lock()
+                raise
         try:
             self.index = Index(
-                index_path(self.path),
+                index_path(self.location),
                 shard_size_limit=limit,
                 readonly=self.readonly,
                 wal=wal,
@@ -201,7 +222,7 @@ class OpenArchive:
                 lookup_table=lookup_table,
             )
             self.sharder = sharder = Sharder(
-                self.path,
+                self.location,
                 shard_size_limit=self.index.shard_size_limit_at_open(),
                 readonly=self.readonly,
                 append_only=self.append_only,
@@ -222,6 +243,20 @@ class OpenArchive:
                 self.lock.undo_creation(made_schema=index is not None and index.created)
             self._release_writer_lock()
             raise
+
+    def _stage_replacement(self) -> None:
+        """``overwrite``: with an archive (or any file) at ``path``, the new one is built
+        at a hidden name beside it (what dead builds left there removed first) while this
+        writer holds the old one's lock; with none, at ``path`` itself (files a removed
+        archive left, such as stray shards, deleted)."""
+        if not (archive_exists(self.path) or os.path.lexists(self.path)):
+            remove_archive(self.path)
+            return
+        if archive_exists(self.path):
+            self.replacing = WriterLock(self.path)
+        remove_abandoned_builds(self.path)
+        self.location = staging_path(self.path)
+        remove_archive(self.location)
 
     # -- the checks a change passes ----------------------------------------------------
 
@@ -358,11 +393,19 @@ class OpenArchive:
         commits, trims unused shard space after the last file and gives up the writer
         lock. Closing a closed archive does nothing.
 
+        A writer that replaces an archive (``overwrite``) puts the new one in its place
+        now; if the close fails, the old one stays and the new one is removed.
+
         Raises:
             NotEnoughSpaceBarecatError: the last commit found the disk full.
         """
         try:
             self._close_halves()
+        except BaseException:
+            self._drop_replacement()
+            raise
+        else:
+            self._finish_replacement()
         finally:
             self._release_writer_lock()
 
@@ -370,16 +413,23 @@ class OpenArchive:
         """Close after a failed create: an archive this object created (``created``) that
         still holds nothing (no file, no directory but the root) is removed, so that the
         same create, corrected, succeeds; any other archive is closed as :meth:`close`
-        does. A ``with`` block left by an exception calls this instead of ``close``.
+        does. A ``with`` block left by an exception calls this instead of ``close``. A
+        replacement (``overwrite``) that holds nothing leaves the old archive in place.
 
         Raises:
             NotEnoughSpaceBarecatError: the last commit found the disk full.
         """
         lock, discard = self.lock, self._made_and_holds_nothing()
         try:
-            self._close_halves()
+            try:
+                self._close_halves()
+            except BaseException:
+                self._drop_replacement()
+                raise
             if discard and lock is not None:
                 lock.undo_creation(made_schema=True)
+            else:
+                self._finish_replacement()
         finally:
             self._release_writer_lock()
 
@@ -415,10 +465,23 @@ class OpenArchive:
         finally:
             self.index = None  # type: ignore[assignment]
 
+    def _finish_replacement(self) -> None:
+        """Put the replacement, closed, in the place of the archive it replaces."""
+        if self.location != self.path and os.getpid() == self.owner_pid:
+            replace_archive(self.location, self.path)
+            self.location = self.path
+
+    def _drop_replacement(self) -> None:
+        """After a failed close: a replacement not put in place is removed (the archive
+        it was to replace stays)."""
+        if self.location != self.path and os.getpid() == self.owner_pid:
+            remove_archive(self.location)
+
     def _release_writer_lock(self) -> None:
-        if self.lock is not None:
-            self.lock.release()
-            self.lock = None
+        for lock in (self.lock, self.replacing):
+            if lock is not None:
+                lock.release()
+        self.lock = self.replacing = None
 
 
 class ArchivePart:

@@ -1,9 +1,10 @@
 """New outputs that appear whole or not at all: an archive (or a one-file output) is built
-under a hidden name beside its target, named after the building process, and renamed into
-place only when complete; a failed, interrupted or killed build leaves no output at the
-target, and the next build of the same target removes what a dead one left. Every
-transfer that makes a new archive from others builds it here (convert, merge, wrap,
-ColdCrate import, parallel create).
+under a hidden name beside its target, named after the building process, and put in place
+only when complete (an archive by ``layout.replace_archive``, which replaces an old one
+so that a kill leaves the old archive or the new one, whole); a failed, interrupted or
+killed build leaves the target as it was, and the next build of the same target removes
+what a dead one left. Every transfer that makes a new archive from others builds it here
+(convert, merge, wrap, ColdCrate import, parallel create).
 """
 
 from __future__ import annotations
@@ -15,7 +16,13 @@ from typing import Any
 
 from barecat.archive import Barecat
 from barecat.exceptions import FileExistsBarecatError
-from barecat.layout import abandoned_entries, archive_exists, move_archive, remove_archive
+from barecat.layout import (
+    archive_exists,
+    remove_abandoned_builds,
+    remove_archive,
+    replace_archive,
+    staging_path,
+)
 
 ArchiveOptions = dict[str, Any]
 """Options for ``Barecat()`` when an output archive is created (compression, passphrase)."""
@@ -36,8 +43,8 @@ def building_archive(
     target = os.fspath(target)
     if not overwrite and (archive_exists(target) or os.path.lexists(target)):
         raise FileExistsBarecatError(target, "Output")
-    staging = _staging_path(target)
-    _remove_abandoned_stagings(*os.path.split(os.path.abspath(target)))
+    staging = staging_path(target)
+    remove_abandoned_builds(target)
     remove_archive(staging)
     try:
         with Barecat(
@@ -49,24 +56,7 @@ def building_archive(
         raise
     if not archive_exists(staging):
         return  # abandoned holding nothing (``Barecat.abandon``): the target stays as it was
-    remove_archive(target)  # the old archive (or file), or shards a cut-short rename left
-    move_archive(staging, target)
-
-
-def _staging_path(target: str) -> str:
-    """Where an output is built before it is renamed to ``target``: hidden, beside it
-    (so the rename stays on one filesystem), and named after this process."""
-    folder, name = os.path.split(os.path.abspath(target))
-    return os.path.join(folder, f".{name}.partial-{os.getpid()}")
-
-
-def _remove_abandoned_stagings(folder: str, name: str) -> None:
-    """Delete what killed builds of ``name`` left (their process is gone): the staged
-    archive, its shards and journal, and the part-archives of a parallel create."""
-    for entries in abandoned_entries(folder, f".{name}.partial-").values():
-        for entry in entries:
-            with contextlib.suppress(FileNotFoundError):
-                os.remove(os.path.join(folder, entry))
+    replace_archive(staging, target)  # the old archive (or file) goes as the new one comes
 
 
 @contextlib.contextmanager
@@ -75,7 +65,7 @@ def building_file(target: str, overwrite: bool = True) -> Iterator[str]:
     block completes (and is removed if it does not)."""
     if not overwrite and os.path.lexists(target):
         raise FileExistsBarecatError(target, "Output")
-    staging = _staging_path(target)
+    staging = staging_path(target)
     with contextlib.suppress(FileNotFoundError):
         os.remove(staging)
     try:
