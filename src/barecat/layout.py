@@ -268,7 +268,7 @@ def finish_replace(target: str | os.PathLike[str]) -> bool:
     journal = replace_journal_path(base)
     try:
         fd = os.open(journal, os.O_RDONLY | os.O_CLOEXEC)
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # (no such folder: no archive either)
         return False
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)  # a live replace: wait for its end
