@@ -173,3 +173,43 @@ def test_an_index_locked_by_another_program_is_busy_not_corrupt(make_archive) ->
         holder.stdin.close()
     with barecat.Barecat(path) as bc:  # lock released: it opens
         assert bc["a"] == b"1"
+
+
+def write_files(
+    bc: barecat.Barecat, acknowledged: dict[str, bytes], going: threading.Event
+) -> None:
+    """Write files through ``open(path, "wb")`` until the archive refuses; 64 KiB a write,
+    which lets go of the interpreter while the bytes go out."""
+    for i in range(10**6):
+        name, data = f"f{i}", bytes([i % 251 + 1]) * (65536 + i)
+        try:
+            f = bc.open(name, "wb")
+            f.write(data)
+        except (BarecatError, ValueError):  # closed meanwhile: refused, not lost
+            return
+        acknowledged[name] = data
+        f.close()  # (a no-op once the archive's close closed it)
+        if i == 2:
+            going.set()
+
+
+@pytest.mark.parametrize(("sealing", "rounds"), [({}, 20), ({"compression": "zstd"}, 40)])
+def test_a_file_written_while_another_thread_closes_is_stored_whole_or_refused(
+    tmp_path: os.PathLike[str], sealing: dict[str, str], rounds: int
+) -> None:
+    """A thread writes files while the main thread closes the archive: every write that
+    returned is stored with all its bytes; the others raise."""
+    for r in range(rounds):
+        path = os.path.join(os.fspath(tmp_path), f"round{r}")
+        bc = barecat.Barecat(path, readonly=False, threadsafe=True, **sealing)  # type: ignore[arg-type]
+        acknowledged: dict[str, bytes] = {}
+        going = threading.Event()
+        thread = threading.Thread(target=write_files, args=(bc, acknowledged, going))
+        thread.start()
+        assert going.wait(30)  # a state: the writer is in its loop
+        bc.close()
+        thread.join()
+        with barecat.Barecat(path) as reader:
+            stored = {name: reader.get(name) for name in acknowledged}
+        assert stored == acknowledged, f"round {r}"
+
