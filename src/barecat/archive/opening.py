@@ -92,7 +92,9 @@ class ArchiveOpening(ArchivePart):
         text = "b" not in mode
         raw: io.RawIOBase
         if mode.replace("b", "").replace("t", "") == "r":
-            raw = open_reader(self.archive, file_record(self.archive, item))
+            archive = self.archive  # (a read in progress: not the writing side, which waits
+            # for the archive's lock, which a close holds while it waits for reads)
+            raw = archive.read_now(lambda: open_reader(archive, file_record(archive, item)))
             if not text:
                 return raw  # type: ignore[return-value]
             return io.TextIOWrapper(

@@ -14,7 +14,11 @@ new one under a hidden name beside it, holding the old one's lock, and puts it i
 at close (``layout.replace_archive``); every local open first finishes a replace that
 a kill interrupted (``layout.finish_replace``). Also :func:`serialized`, which every
 operation that changes an archive wears, so that a writer shared by threads
-(``threadsafe=True``) runs them one at a time, in its one SQLite transaction.
+(``threadsafe=True``) runs them one at a time, in its one SQLite transaction; and
+:func:`reading` / :func:`reading_steps`, which every read of the halves wears (the hot
+ones, ``bc[path]`` and ``read``, take the same two steps inline), so that ``close`` waits
+for the reads in progress before it closes descriptors and connections under them, and
+later reads raise :class:`~barecat.exceptions.ArchiveClosedBarecatError`.
 """
 
 from __future__ import annotations
@@ -24,13 +28,14 @@ import functools
 import os
 import threading
 import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Protocol, TypeVar
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Concatenate, NoReturn, ParamSpec, Protocol, TypeVar
 
 from barecat.archive.sealed import Passphrase, open_sealing, take_sealing
 from barecat.archive.writer_lock import WriterLock
 from barecat.entries import parse_size
 from barecat.exceptions import (
+    ArchiveClosedBarecatError,
     BarecatError,
     FileExistsBarecatError,
     FileNotFoundBarecatError,
@@ -62,6 +67,7 @@ COMMIT_EVERY_FILES = 4096
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
+_T = TypeVar("_T")
 
 
 class _Serializable(Protocol):
@@ -86,6 +92,60 @@ def serialized(method: Callable[Concatenate[_S, _P], _R]) -> Callable[Concatenat
             return method(self, *args, **kwargs)
 
     return locked
+
+
+class _Reader(Protocol):
+    @property
+    def archive(self) -> OpenArchive: ...
+
+
+_A = TypeVar("_A", bound=_Reader)
+
+
+def reading(method: Callable[Concatenate[_A, _P], _R]) -> Callable[Concatenate[_A, _P], _R]:
+    """Run ``method``, a read of the archive's halves by one of its parts, as a read in
+    progress: ``close`` waits for it to end before closing them, and once they are
+    closed it raises :class:`~barecat.exceptions.ArchiveClosedBarecatError`. It is told
+    apart by its thread: a close from inside it (from a callback it runs) does not wait
+    for itself."""
+
+    @functools.wraps(method)
+    def read(self: _A, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        calls, me = self.archive.calls, threading.get_ident()
+        calls.append(me)
+        try:
+            return method(self, *args, **kwargs)
+        finally:
+            calls.remove(me)
+
+    return read
+
+
+def reading_steps(
+    method: Callable[Concatenate[_A, _P], Iterable[_T]],
+) -> Callable[Concatenate[_A, _P], Iterator[_T]]:
+    """:func:`reading` for a method that returns an iterator (a listing, a walk): making
+    it and each of its steps is a read in progress, and a step after ``close`` raises
+    :class:`~barecat.exceptions.ArchiveClosedBarecatError`."""
+
+    @functools.wraps(method)
+    def steps(self: _A, /, *args: _P.args, **kwargs: _P.kwargs) -> Iterator[_T]:
+        archive = self.archive
+        return archive.steps_of(archive.read_now(lambda: iter(method(self, *args, **kwargs))))
+
+    return steps
+
+
+class _ClosedHalf:
+    """What a closed archive's halves are: any use raises the closed-archive error."""
+
+    __slots__ = ("_path",)
+
+    def __init__(self, path: str) -> None:
+        self._path = path
+
+    def __getattr__(self, name: str) -> NoReturn:
+        raise ArchiveClosedBarecatError(self._path)
 
 
 class OpenArchive:
@@ -123,6 +183,13 @@ class OpenArchive:
         block_cache: bool,
         read_concurrency: int = DEFAULT_READ_CONCURRENCY,
     ) -> None:
+        self.closed = False
+        self.reads: list[None] = []
+        """One entry per read of the halves in progress that runs no caller's code
+        (``bc[path]``, a listing's step, a stream's read): ``close`` waits for none."""
+        self.calls: list[int] = []
+        """The thread of each other read in progress (``reading``), which may run a
+        caller's callback, and so a ``close``."""
         self.read_concurrency = read_concurrency
         self.remote = is_remote_url(path)
         self.path = os.fspath(path) if self.remote else base_path(local_path_of(path))
@@ -262,8 +329,8 @@ class OpenArchive:
 
     def require_writable(self) -> None:
         """Raise unless the archive is open for writing, in this process."""
-        if getattr(self, "index", None) is None:
-            raise BarecatError(f"Archive {self.path} is closed")
+        if self.closed:
+            raise ArchiveClosedBarecatError(self.path)
         if self.readonly:
             raise ReadOnlyBarecatError(f"Archive {self.path} is open read-only")
         if os.getpid() != self.owner_pid:
@@ -444,26 +511,76 @@ class OpenArchive:
             return False
 
     def _close_halves(self) -> None:
-        if getattr(self, "index", None) is None:
+        """A writer's last steps, then the halves taken away (any use of them raises the
+        closed-archive error) and, once the reads in progress have ended, closed."""
+        if self.closed:
             return
         in_owner = os.getpid() == self.owner_pid
+        index, sharder = self.index, self.sharder
         try:
             if not self.readonly and in_owner:
-                if self.writer is not None:
-                    self.writer.close()
-                self.commit()
-                self.writes.trim_tail()
-                if self.sharder.num_shards == 0 and self.index.total_size == 0:
-                    # An archive without bytes still gets its (empty) first shard, which
-                    # barecat 0.3.1 needs to open it. Made at close, as shards linked
-                    # or adopted into a new archive (merge, wrap) must start at 0.
-                    self.writes.sharder.create_first_shard()
-                self.index.close()
-            elif in_owner:
-                self.index.close()
-            self.sharder.close()
+                self._finish_writing()
         finally:
-            self.index = None  # type: ignore[assignment]
+            self.closed = True
+            self.index = self.sharder = _ClosedHalf(self.path)  # type: ignore[assignment]
+        self._wait_for_reads()
+        if in_owner:
+            index.close()
+        sharder.close()
+
+    def _finish_writing(self) -> None:
+        """Close the file open for writing, commit, and trim the shards' unused tail."""
+        if self.writer is not None:
+            self.writer.close()
+        self.commit()
+        self.writes.trim_tail()
+        if self.sharder.num_shards == 0 and self.index.total_size == 0:
+            # An archive without bytes still gets its (empty) first shard, which
+            # barecat 0.3.1 needs to open it. Made at close, as shards linked
+            # or adopted into a new archive (merge, wrap) must start at 0.
+            self.writes.sharder.create_first_shard()
+
+    def _wait_for_reads(self) -> None:
+        """Wait until no read of the halves is in progress (but this thread's own)."""
+        me = threading.get_ident()
+        while self.reads or any(thread != me for thread in list(self.calls)):
+            time.sleep(0.0002)
+
+    # -- reads ---------------------------------------------------------------------------
+
+    def steps_of(self, steps: Iterator[_T]) -> Iterator[_T]:
+        """The items of ``steps`` (an iterator over the halves, made as a read), each step
+        a read in progress (see :func:`reading_steps`).
+
+        Raises:
+            ArchiveClosedBarecatError: a step after the archive closed.
+        """
+        reads = self.reads
+        while True:
+            reads.append(None)
+            try:
+                if self.closed:
+                    raise ArchiveClosedBarecatError(self.path)
+                item = next(steps)
+            except StopIteration:
+                return
+            finally:
+                del reads[-1]
+            yield item
+
+    def read_now(self, query: Callable[[], _T]) -> _T:
+        """``query()``, a read of the halves that runs no caller's code, as a read in
+        progress (see :func:`reading`); the facade's totals.
+
+        Raises:
+            ArchiveClosedBarecatError: the archive is closed.
+        """
+        reads = self.reads
+        reads.append(None)
+        try:
+            return query()
+        finally:
+            del reads[-1]
 
     def _finish_replacement(self) -> None:
         """Put the replacement, closed, in the place of the archive it replaces."""
