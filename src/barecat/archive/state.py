@@ -458,7 +458,8 @@ class OpenArchive:
     def close(self) -> None:
         """Finish and release the archive: a writer closes a file still open for writing,
         commits, trims unused shard space after the last file and gives up the writer
-        lock. Closing a closed archive does nothing.
+        lock. Closing a closed archive does nothing. Reads in progress on other threads
+        end first (with the stored bytes); later ones raise ``ArchiveClosedBarecatError``.
 
         A writer that replaces an archive (``overwrite``) puts the new one in its place
         now; if the close fails, the old one stays and the new one is removed.
