@@ -138,3 +138,20 @@ def test_a_replace_killed_at_any_step_is_finished_by_the_next_open(
             bc["again"] = b"1"  # the next replace removes what is left of the dead one
         assert contents(target) == {"again": b"1"} and hidden(folder) == [], f"step {step}"
     assert step > 12  # that many steps to die at (5 shards, 3 shards)
+
+
+def test_no_replace_of_an_archive_a_writer_holds(tmp_path: Path) -> None:
+    """``merge -f`` (a build under a temporary name) and ``overwrite=True`` both take
+    the old archive's writer lock first: an archive open for writing is not replaced
+    under its writer, whose next adds would go to deleted files."""
+    target = build(str(tmp_path / "ar"), OLD)
+    source = build(str(tmp_path / "src"), NEW)
+    with barecat.Barecat(target, readonly=False) as writer:
+        with pytest.raises(ArchiveLockedBarecatError):
+            barecat.merge([source], target, overwrite=True)
+        with pytest.raises(ArchiveLockedBarecatError):
+            barecat.Barecat(target, readonly=False, overwrite=True)
+        writer["added"] = b"kept"
+    assert contents(target) == {**OLD, "added": b"kept"} and hidden(tmp_path) == []
+    barecat.merge([source], target, overwrite=True)
+    assert contents(target) == NEW and hidden(tmp_path) == []

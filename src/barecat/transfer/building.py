@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from barecat.archive import Barecat
+from barecat.archive.writer_lock import WriterLock
 from barecat.exceptions import FileExistsBarecatError
 from barecat.layout import (
     archive_exists,
@@ -36,27 +37,42 @@ def building_archive(
     archive_options: ArchiveOptions | None = None,
 ) -> Iterator[Barecat]:
     """A writable archive that appears at ``target`` only if the block completes (and
-    did not :meth:`~barecat.Barecat.abandon` it holding nothing: then ``target`` stays).
+    did not :meth:`~barecat.Barecat.abandon` it holding nothing: then ``target`` stays);
+    an archive there is replaced whole (``layout.replace_archive``), and no other writer
+    may open it meanwhile.
 
     ``archive_options`` are more ``Barecat()`` options for it, such as ``compression``
-    and ``passphrase`` for a sealed archive."""
+    and ``passphrase`` for a sealed archive.
+
+    Raises:
+        FileExistsBarecatError: something is at ``target`` (without ``overwrite``).
+        ArchiveLockedBarecatError: a writer holds the archive at ``target``.
+    """
     target = os.fspath(target)
     if not overwrite and (archive_exists(target) or os.path.lexists(target)):
         raise FileExistsBarecatError(target, "Output")
     staging = staging_path(target)
     remove_abandoned_builds(target)
-    remove_archive(staging)
+    # an archive replaced is held as its writers hold it, so none writes into it meanwhile
+    old = WriterLock(target) if archive_exists(target) else None
     try:
-        with Barecat(
-            staging, readonly=False, shard_size_limit=shard_size_limit, **(archive_options or {})
-        ) as bc:
-            yield bc
-    except BaseException:
         remove_archive(staging)
-        raise
-    if not archive_exists(staging):
-        return  # abandoned holding nothing (``Barecat.abandon``): the target stays as it was
-    replace_archive(staging, target)  # the old archive (or file) goes as the new one comes
+        try:
+            with Barecat(
+                staging,
+                readonly=False,
+                shard_size_limit=shard_size_limit,
+                **(archive_options or {}),
+            ) as bc:
+                yield bc
+        except BaseException:
+            remove_archive(staging)
+            raise
+        if archive_exists(staging):  # (abandoned holding nothing: the target stays as it was)
+            replace_archive(staging, target)  # the old archive (or file) goes as the new comes
+    finally:
+        if old is not None:
+            old.release()
 
 
 @contextlib.contextmanager
