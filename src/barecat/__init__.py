@@ -20,6 +20,7 @@ if TYPE_CHECKING:
         Order,
     )
     from barecat.exceptions import (
+        ArchiveClosedBarecatError,
         ArchiveLockedBarecatError,
         BarecatError,
         BarecatIntegrityError,
@@ -63,6 +64,7 @@ else:  # imported on first use: the face loads nothing up front
                 "Order",
             ],
             "barecat.exceptions": [
+                "ArchiveClosedBarecatError",
                 "ArchiveLockedBarecatError",
                 "BarecatError",
                 "BarecatIntegrityError",
@@ -142,6 +144,7 @@ def connect(url: str, token: str | None = None) -> HttpBarecat:
 __all__ = [
     "SHARD_SIZE_UNLIMITED",
     "connect",
+    "ArchiveClosedBarecatError",
     "ArchiveLockedBarecatError",
     "Barecat",
     "BarecatDirInfo",

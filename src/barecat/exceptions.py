@@ -140,6 +140,15 @@ class BarecatIntegrityError(BarecatError, ValueError):
     """
 
 
+class ArchiveClosedBarecatError(BarecatError, ValueError):
+    """An archive used after its ``close()`` (or a read that began as it closed): a
+    ``ValueError``, as an I/O operation on a closed file is."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(f"Archive {path} is closed")
+        self.filename = path
+
+
 class KeyDerivationCostBarecatError(BarecatError, ValueError):
     """Key-derivation costs read from a file are above the ceiling barecat derives under
     (a damaged or hostile file would otherwise make opening it take minutes)."""
@@ -207,6 +216,7 @@ class CorruptIndexBarecatError(BarecatError):
 
 
 __all__ = [
+    "ArchiveClosedBarecatError",
     "ArchiveLockedBarecatError",
     "BarecatError",
     "BarecatIntegrityError",

@@ -6,15 +6,26 @@ An archive named ``ARCHIVE`` has its SQLite index at ``ARCHIVE`` (current naming
 (a cache) at ``INDEX-lookup``. This module owns those names, and tells which of the files
 a process names after its id while building something (``.out.partial-1234``,
 ``.out.partial-1234.part0-shard-00000``, ``index.part-1234``) were abandoned because that
-process is gone (killed mid-way), so the next builder may delete them. It imports no
-other barecat module.
+process is gone (killed mid-way), so the next builder may delete them.
+
+It also owns the one way an archive is put in the place of another (``-f``,
+``overwrite=True``): :func:`replace_archive`, whose journal ``.ARCHIVE.replace`` lets the
+next open finish a replace that a kill interrupted (:func:`finish_replace`), so that at
+every moment the old archive or the new one is there, whole. It imports only
+``exceptions`` of barecat.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import json
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from barecat.exceptions import BarecatError, ReadOnlyBarecatError
 
 OLD_INDEX_SUFFIX = "-sqlite-index"
 LOOKUP_TABLE_SUFFIX = "-lookup"
@@ -73,9 +84,14 @@ def shards_with_bytes(base: str) -> list[str]:
 
 
 def archive_exists(path: str | os.PathLike[str]) -> bool:
-    """True if an archive index exists at ``path`` under either naming."""
+    """True if an archive index exists at ``path`` under either naming, or a replace of
+    it was interrupted (its journal is there: opening it finishes the replace)."""
     base = base_path(path)
-    return os.path.isfile(base) or os.path.isfile(base + OLD_INDEX_SUFFIX)
+    return (
+        os.path.isfile(base)
+        or os.path.isfile(base + OLD_INDEX_SUFFIX)
+        or os.path.lexists(replace_journal_path(base))
+    )
 
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -107,19 +123,11 @@ def remove_archive(path: str | os.PathLike[str]) -> None:
         os.remove(f)
 
 
-def move_archive(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
-    """Rename the archive at ``src`` to ``dst`` (same filesystem; ``dst`` free).
-
-    Shards and the lookup table go first and the index last, so that ``dst`` only turns
-    into an archive, to anyone looking, once it is whole.
-    """
-    src_base, dst_base = base_path(src), os.fspath(dst)
-    src_index = index_path(src_base)
-    for n in existing_shard_numbers(src_base):
-        os.replace(shard_path(src_base, n), shard_path(dst_base, n))
-    if os.path.lexists(src_index + LOOKUP_TABLE_SUFFIX):
-        os.replace(src_index + LOOKUP_TABLE_SUFFIX, dst_base + LOOKUP_TABLE_SUFFIX)
-    os.replace(src_index, dst_base)
+def _named_files(base: str) -> list[tuple[str, str]]:
+    """(path, suffix after ``base``) of every file of the archive at ``base``: shards,
+    lookup table, the index's journals, the index last; the suffix says what each one is
+    (an old-style index keeps its naming: ``-sqlite-index``, ``-sqlite-index-lookup``)."""
+    return [(f, f[len(base) :]) for f in reversed(archive_files(base))]
 
 
 # -- what a dead process left ------------------------------------------------------------
@@ -164,3 +172,211 @@ def _alive(pid: int) -> bool:
     except PermissionError:  # alive, someone else's
         return True
     return True
+
+
+# -- builds under a temporary name ------------------------------------------------------
+
+
+def staging_path(target: str) -> str:
+    """Where an output is built before it takes the place of ``target``: hidden, beside
+    it (so that renames stay on one filesystem), and named after this process."""
+    folder, name = os.path.split(os.path.abspath(target))
+    return os.path.join(folder, f".{name}.partial-{os.getpid()}")
+
+
+def remove_abandoned_builds(target: str) -> None:
+    """Delete what killed builds of ``target`` left (their process is gone): a staged
+    archive, its shards and journal, the part-archives of a parallel create, a replace
+    journal never made durable. A replace that a kill interrupted after the new archive
+    was complete is finished first (:func:`finish_replace`), so no complete build that
+    is the only copy is deleted."""
+    finish_replace(target)
+    folder, name = os.path.split(os.path.abspath(target))
+    for entries in abandoned_entries(folder, f".{name}.partial-").values():
+        for entry in entries:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(os.path.join(folder, entry))
+
+
+# -- one archive put in the place of another ---------------------------------------------
+#
+# An archive is several files, so no single rename swaps one for another. The protocol:
+#   1. the new archive is complete (closed: its shards fsynced, its index committed);
+#   2. the journal ``.NAME.replace`` is written, fsynced and linked into place, holding an
+#      exclusive flock for as long as its writer works: from here on the new archive is
+#      the one that stays;
+#   3. the old archive's files are renamed aside, to ``.NAME.replaced-PID...`` (index
+#      first: the target stops being an archive before any of its shards goes);
+#   4. the new archive's files are renamed into place (index last);
+#   5. the old files are deleted, then the journal.
+# A kill before 2 leaves the old archive (the new one is a dead build's leftover, removed
+# by the next build); from 2 on, whoever opens the target next takes the journal's lock
+# and redoes 3 to 5 where they stopped: a step of 3 is done when its destination exists,
+# one of 4 when its source is gone, and 4 is over when the new index has moved.
+
+
+def replace_journal_path(target: str) -> str:
+    """The journal of a replace of the archive at ``target`` (see :func:`replace_archive`)."""
+    folder, name = os.path.split(os.path.abspath(target))
+    return os.path.join(folder, f".{name}.replace")
+
+
+def replace_archive(new: str, target: str) -> None:
+    """Put the complete, closed archive at ``new`` in the place of ``target`` (an archive
+    under either naming, any other file, or nothing), so that a kill at any moment leaves
+    the old archive or the new one there, whole: see the protocol above. ``new`` must be
+    on the same filesystem (beside ``target``, or below its folder).
+
+    Raises:
+        BarecatError: ``new`` holds no archive, or ``target`` is a directory.
+        ReadOnlyBarecatError: the folder cannot be written.
+    """
+    new_base, target = base_path(new), os.path.abspath(base_path(target))
+    if not archive_exists(new_base):
+        raise BarecatError(f"No archive to put in place at {new_base}")
+    if os.path.isdir(target) and not os.path.islink(target):
+        raise BarecatError(f"Cannot replace {target}: it is a directory")
+    folder, name = os.path.split(target)
+    aside = os.path.join(folder, f".{name}.replaced-{os.getpid()}")
+    _sync_directory(os.path.dirname(os.path.abspath(new_base)))  # the new one's names
+    with _claimed_journal(target) as fd:
+        plan = {
+            "pid": os.getpid(),
+            "aside": [(_rel(f, folder), _rel(aside + s, folder)) for f, s in _old_files(target)],
+            "into": [
+                (_rel(f, folder), _rel(target + _current_naming(s), folder))
+                for f, s in _named_files(new_base)
+            ],
+        }
+        os.write(fd, json.dumps(plan).encode())
+        os.fsync(fd)
+        _replay(target, plan)
+
+
+def finish_replace(target: str | os.PathLike[str]) -> bool:
+    """Finish a replace of the archive at ``target`` that a kill interrupted (see
+    :func:`replace_archive`); wait for one that a live process is making. Costs one
+    failed ``open`` when there is none.
+
+    Returns:
+        True if this call finished one.
+
+    Raises:
+        ReadOnlyBarecatError: one was interrupted and the folder cannot be written.
+    """
+    base = os.path.abspath(base_path(target))
+    journal = replace_journal_path(base)
+    try:
+        fd = os.open(journal, os.O_RDONLY | os.O_CLOEXEC)
+    except (FileNotFoundError, NotADirectoryError):  # (no such folder: no archive either)
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # a live replace: wait for its end
+        if os.fstat(fd).st_nlink == 0:
+            return False  # finished meanwhile
+        try:
+            plan = json.loads(_read_all(fd))
+        except ValueError:  # written up to a kill: no file was moved before it was whole
+            os.remove(journal)
+            return True
+        _replay(base, plan)
+        return True
+    except PermissionError as e:
+        raise ReadOnlyBarecatError(
+            f"{base}: a replace of this archive was interrupted ({journal}); it is "
+            f"finished by the next open with write access to its folder ({e})"
+        ) from e
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def _claimed_journal(target: str) -> Iterator[int]:
+    """The journal of a replace of ``target``, made empty and locked for the block (an
+    earlier replace finished or waited for first), as a descriptor to write the plan
+    to; gone when the block ends (the block removes it when it completes). Until the
+    plan is whole and durable no file is moved, so a journal that does not parse means
+    a replace that moved nothing."""
+    folder, name = os.path.split(target)
+    draft = os.path.join(folder, f".{name}.partial-{os.getpid()}.replace")
+    fd = os.open(draft, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        while True:
+            finish_replace(target)  # an earlier one, interrupted or in progress
+            try:
+                os.link(draft, replace_journal_path(target))
+                break
+            except FileExistsError:
+                continue  # another one began meanwhile: wait for it, then ours
+            except OSError:  # a filesystem without hard links
+                os.rename(draft, replace_journal_path(target))
+                break
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(draft)
+        yield fd
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(draft)
+        os.close(fd)
+
+
+def _replay(target: str, plan: dict[str, Any]) -> None:
+    """Steps 3 to 5 of a replace (see above), from wherever they stopped; the plan made
+    durable first."""
+    folder = os.path.dirname(target)
+    _sync_directory(folder)
+    aside = [(os.path.join(folder, a), os.path.join(folder, b)) for a, b in plan["aside"]]
+    into = [(os.path.join(folder, a), os.path.join(folder, b)) for a, b in plan["into"]]
+    if into and os.path.lexists(into[-1][0]):  # the new index has not moved yet
+        for src, dst in aside:
+            if not os.path.lexists(dst) and os.path.lexists(src):
+                os.replace(src, dst)
+        for src, dst in into:
+            if os.path.lexists(src):
+                os.replace(src, dst)
+        for where in {folder, *(os.path.dirname(src) for src, _ in into)}:
+            _sync_directory(where)
+    for _, dst in aside:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(dst)
+    os.remove(replace_journal_path(target))
+    _sync_directory(folder)
+
+
+def _old_files(target: str) -> list[tuple[str, str]]:
+    """The files at ``target`` to move aside, with their suffixes, the index (or
+    whatever file is there) first."""
+    files = _named_files(target)
+    return files[-1:] + files[:-1]
+
+
+def _current_naming(suffix: str) -> str:
+    """A file's suffix under the current naming (an old-style index takes the base)."""
+    return suffix[len(OLD_INDEX_SUFFIX) :] if suffix.startswith(OLD_INDEX_SUFFIX) else suffix
+
+
+def _rel(path: str, folder: str) -> str:
+    return os.path.relpath(os.path.abspath(path), folder)
+
+
+def _read_all(fd: int) -> bytes:
+    parts = []
+    while chunk := os.read(fd, 65536):
+        parts.append(chunk)
+    return b"".join(parts)
+
+
+def _sync_directory(folder: str) -> None:
+    """Make the names in ``folder`` durable (renames, new and removed files), where the
+    filesystem allows."""
+    try:
+        fd = os.open(folder or ".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

@@ -8,6 +8,7 @@ ever lost, and a busy index is reported as busy, never as a corrupt one.
 
 from __future__ import annotations
 
+import itertools
 import os
 import subprocess
 import sys
@@ -19,6 +20,7 @@ import pytest
 
 import barecat
 from barecat.exceptions import ArchiveLockedBarecatError, BarecatError, CorruptIndexBarecatError
+from helpers import wait_for
 
 
 def data_of(thread: int, i: int) -> bytes:
@@ -173,3 +175,111 @@ def test_an_index_locked_by_another_program_is_busy_not_corrupt(make_archive) ->
         holder.stdin.close()
     with barecat.Barecat(path) as bc:  # lock released: it opens
         assert bc["a"] == b"1"
+
+
+def write_files(
+    bc: barecat.Barecat, acknowledged: dict[str, bytes], going: threading.Event
+) -> None:
+    """Write files through ``open(path, "wb")`` until the archive refuses; 64 KiB a write,
+    which lets go of the interpreter while the bytes go out."""
+    for i in range(10**6):
+        name, data = f"f{i}", bytes([i % 251 + 1]) * (65536 + i)
+        try:
+            f = bc.open(name, "wb")
+            f.write(data)
+        except (BarecatError, ValueError):  # closed meanwhile: refused, not lost
+            return
+        acknowledged[name] = data
+        f.close()  # (a no-op once the archive's close closed it)
+        if i == 2:
+            going.set()
+
+
+@pytest.mark.parametrize(("sealing", "rounds"), [({}, 20), ({"compression": "zstd"}, 40)])
+def test_a_file_written_while_another_thread_closes_is_stored_whole_or_refused(
+    tmp_path: os.PathLike[str], sealing: dict[str, str], rounds: int
+) -> None:
+    """A thread writes files while the main thread closes the archive: every write that
+    returned is stored with all its bytes; the others raise."""
+    for r in range(rounds):
+        path = os.path.join(os.fspath(tmp_path), f"round{r}")
+        bc = barecat.Barecat(path, readonly=False, threadsafe=True, **sealing)  # type: ignore[arg-type]
+        acknowledged: dict[str, bytes] = {}
+        going = threading.Event()
+        thread = threading.Thread(target=write_files, args=(bc, acknowledged, going))
+        thread.start()
+        assert going.wait(30)  # a state: the writer is in its loop
+        bc.close()
+        thread.join()
+        with barecat.Barecat(path) as reader:
+            stored = {name: reader.get(name) for name in acknowledged}
+        assert stored == acknowledged, f"round {r}"
+
+
+def read_until_closed(
+    bc: barecat.Barecat,
+    files: dict[str, bytes],
+    kind: int,
+    going: threading.Barrier,
+    done: list[int],
+    outcome: dict[int, BaseException | None],
+) -> None:
+    """Read ``files`` one way (``kind``) until the archive refuses; the error is kept.
+    Every read that returns must give the stored bytes."""
+    paths = sorted(files)
+    going.wait()
+    try:
+        for i in range(10**9):
+            path = paths[i % len(paths)]
+            if kind == 0:
+                assert bc[path] == files[path]
+            elif kind == 1:
+                assert bc.get_many([path, paths[0]]) == [files[path], files[paths[0]]]
+            elif kind == 2:
+                assert bc.read(path, 1, 50) == files[path][1:51]
+            elif kind == 3:
+                with bc.open(path, "rb") as f:
+                    assert f.read() == files[path]
+            else:
+                assert bc.listdir(path.split("/")[0]) and bc.lookup(path).size == len(files[path])
+                assert len(list(itertools.islice(bc.iter_fileinfos(), 20))) == 20
+            done[kind] += 1
+    except BaseException as e:  # (the test asserts what it was)
+        outcome[kind] = e
+
+
+@pytest.mark.parametrize("threadsafe", [True, False], ids=["threadsafe", "plain"])
+def test_closing_a_reader_under_reading_threads_raises_the_closed_error(
+    tmp_path: os.PathLike[str], threadsafe: bool
+) -> None:
+    """Threads read in every way while the main thread closes the archive: each read
+    that returns gives the stored bytes, and each thread ends on the one clear error
+    (never an ``AttributeError``, a bad descriptor, or another file's bytes once the
+    closed descriptors' numbers are used again). A plain reader's threads use only
+    what needs no SQLite connection of their own (the lookup table, the shards)."""
+    files = {f"d{i % 7}/f{i:04d}": bytes([i % 256]) * (500 + i) for i in range(300)}
+    path = os.path.join(os.fspath(tmp_path), "shared.barecat")
+    with barecat.Barecat(path, readonly=False) as writer:
+        writer.add_many(files.items())
+    kinds = range(5) if threadsafe else range(3)
+    for r in range(20):
+        bc = barecat.Barecat(path, threadsafe=threadsafe, lookup_table=True)
+        going = threading.Barrier(len(kinds) + 1)
+        outcome: dict[int, BaseException | None] = {}
+        done = [0] * len(kinds)
+        threads = [
+            threading.Thread(target=read_until_closed, args=(bc, files, k, going, done, outcome))
+            for k in kinds
+        ]
+        for thread in threads:
+            thread.start()
+        going.wait()
+        wait_for(lambda: min(done) >= 20 or outcome, "every thread reading")  # noqa: B023
+        bc.close()
+        with open(path + "-shard-00000", "rb") as reused:  # a descriptor number freed
+            assert reused.read(1) is not None  # by close, taken again at once
+            for thread in threads:
+                thread.join()
+        errors = {type(e).__name__ for e in outcome.values()}
+        assert errors == {"ArchiveClosedBarecatError"}, (r, outcome)
+        assert all("is closed" in str(e) for e in outcome.values())

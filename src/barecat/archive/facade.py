@@ -55,7 +55,9 @@ class Barecat(MutableMapping[str, bytes]):
     """An archive of files addressed by path.
 
     Opens read-only by default. ``readonly=False`` creates the archive if missing (unless
-    ``exist_ok=False`` and it exists); ``overwrite=True`` deletes an existing one first.
+    ``exist_ok=False`` and it exists); ``overwrite=True`` makes a new, empty one that
+    replaces an existing one at close (built beside it meanwhile, so that readers, and a
+    kill at any moment, find the old archive or the new one whole; see docs/safety.md).
     A created archive that a failed open or a ``with`` block left by an exception leaves
     holding nothing is removed again (:meth:`abandon`); no index is made beside shards
     that hold data (``CorruptIndexBarecatError``).
@@ -218,11 +220,13 @@ class Barecat(MutableMapping[str, bytes]):
     @property
     def index(self) -> Index:
         """The archive's index (SQLite); None once the archive is closed."""
-        return self._archive.index
+        archive = self._archive
+        return None if archive.closed else archive.index  # type: ignore[return-value]
 
     @property
     def sharder(self) -> ShardReader:
-        """The archive's shards, as every archive reads them (on object storage too)."""
+        """The archive's shards, as every archive reads them (on object storage too);
+        once the archive is closed, any use raises ``ArchiveClosedBarecatError``."""
         return self._archive.sharder
 
     @property
@@ -256,23 +260,26 @@ class Barecat(MutableMapping[str, bytes]):
     @property
     def num_files(self) -> int:
         """The number of files in the archive."""
-        return self._archive.index.num_files
+        archive = self._archive
+        return archive.read_now(lambda: archive.index.num_files)
 
     @property
     def num_dirs(self) -> int:
         """The number of directories in the archive, the root included."""
-        return self._archive.index.num_dirs
+        archive = self._archive
+        return archive.read_now(lambda: archive.index.num_dirs)
 
     @property
     def total_size(self) -> int:
         """The total size in bytes of all files (their contents, as read)."""
-        return self._archive.index.total_size
+        archive = self._archive
+        return archive.read_now(lambda: archive.index.total_size)
 
     @property
     def total_logical_size(self) -> int:
         """Bytes of all files by the index (as 0.3.1: the same as :attr:`total_size`);
         below :attr:`total_physical_size_seek` while deleted files leave gaps."""
-        return self._archive.index.total_size
+        return self.total_size
 
     @property
     def total_physical_size_stat(self) -> int:
@@ -381,15 +388,20 @@ class Barecat(MutableMapping[str, bytes]):
 
     def __getitem__(self, path: str) -> bytes:
         archive = self._archive
-        normalized = normalize(path)
-        addr = archive.index.lookup_address(normalized)
-        if addr is None:
-            raise KeyError(path)
+        reads = archive.reads  # a read in progress, which close waits for (state.reading)
+        reads.append(None)
         try:
-            data = archive.sharder.read_from_address(addr[0], addr[1], addr[2], addr[3])
-        except BarecatIntegrityError as e:  # the lookup table may be what is damaged
-            data = read_again(archive, path, normalized, addr, e)
-        return data if archive.sealing is None else archive.sealing.unseal(normalized, data)
+            normalized = normalize(path)
+            addr = archive.index.lookup_address(normalized)
+            if addr is None:
+                raise KeyError(path)
+            try:
+                data = archive.sharder.read_from_address(addr[0], addr[1], addr[2], addr[3])
+            except BarecatIntegrityError as e:  # the lookup table may be what is damaged
+                data = read_again(archive, path, normalized, addr, e)
+            return data if archive.sealing is None else archive.sealing.unseal(normalized, data)
+        finally:
+            del reads[-1]
 
     def get(self, path: str, default: Any = None) -> Any:
         """A file's contents, or ``default`` if no file is there (as ``dict.get``).
@@ -419,16 +431,22 @@ class Barecat(MutableMapping[str, bytes]):
             raise KeyError(path) from None
 
     def __contains__(self, path: object) -> bool:
-        return (
-            isinstance(path, str)
-            and self._archive.index.lookup_address(normalize(path)) is not None
-        )
+        if not isinstance(path, str):
+            return False
+        archive = self._archive
+        reads = archive.reads  # (as in __getitem__)
+        reads.append(None)
+        try:
+            return archive.index.lookup_address(normalize(path)) is not None
+        finally:
+            del reads[-1]
 
     def __len__(self) -> int:
-        return self._archive.index.num_files
+        return self.num_files
 
     def __iter__(self) -> Iterator[str]:
-        return self._archive.index.listing.file_paths()
+        archive = self._archive
+        return archive.steps_of(archive.read_now(lambda: archive.index.listing.file_paths()))
 
     def clear(self) -> None:
         """Remove every file and directory (as ``dict.clear``; the root stays).
@@ -515,11 +533,7 @@ class Barecat(MutableMapping[str, bytes]):
 
     def __repr__(self) -> str:
         archive = self._archive
-        state = (
-            "closed"
-            if getattr(archive, "index", None) is None
-            else ("read-only" if archive.readonly else "writable")
-        )
+        state = "closed" if archive.closed else ("read-only" if archive.readonly else "writable")
         return f"Barecat({archive.path!r}, {state})"
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from barecat.archive.state import ArchivePart
+from barecat.archive.state import ArchivePart, reading, reading_steps
 from barecat.entries import BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo, Order
 
 if TYPE_CHECKING:  # the ops are imported when used: reading an archive loads none of them
@@ -30,6 +30,7 @@ if TYPE_CHECKING:  # the ops are imported when used: reading an archive loads no
 class ArchiveInspection(ArchivePart):
     """Read-only queries of a :class:`~barecat.archive.Barecat` (see the module doc)."""
 
+    @reading
     def exists(self, path: str) -> bool:
         """Whether a file or directory is at ``path`` (as ``os.path.exists``).
 
@@ -44,6 +45,7 @@ class ArchiveInspection(ArchivePart):
         """
         return self.archive.index.exists(path)
 
+    @reading
     def isfile(self, path: str) -> bool:
         """Whether a file is at ``path`` (as ``os.path.isfile``).
 
@@ -58,6 +60,7 @@ class ArchiveInspection(ArchivePart):
         """
         return self.archive.index.isfile(path)
 
+    @reading
     def isdir(self, path: str) -> bool:
         """Whether a directory is at ``path`` (as ``os.path.isdir``).
 
@@ -72,6 +75,7 @@ class ArchiveInspection(ArchivePart):
         """
         return self.archive.index.isdir(path)
 
+    @reading
     def stat(self, path: str) -> BarecatEntryInfo:
         """The file's or directory's info record (:meth:`lookup`).
 
@@ -86,6 +90,7 @@ class ArchiveInspection(ArchivePart):
         """
         return self.archive.index.lookup(path)
 
+    @reading
     def lookup(self, path: str) -> BarecatEntryInfo:
         """The record of the file or directory at ``path``.
 
@@ -100,6 +105,7 @@ class ArchiveInspection(ArchivePart):
         """
         return self.archive.index.lookup(path)
 
+    @reading
     def lookup_file(self, path: str) -> BarecatFileInfo:
         """The record of the file at ``path``.
 
@@ -115,6 +121,7 @@ class ArchiveInspection(ArchivePart):
         """
         return self.archive.index.lookup_file(path)
 
+    @reading
     def lookup_dir(self, path: str) -> BarecatDirInfo:
         """The record of the directory at ``path`` (``""``: the root).
 
@@ -131,6 +138,7 @@ class ArchiveInspection(ArchivePart):
         """
         return self.archive.index.lookup_dir(path)
 
+    @reading
     def listdir_infos(self, path: str = "", order: Order = Order.ANY) -> list[BarecatEntryInfo]:
         """The records of a directory's entries: subdirectories first, then files, each
         group in ``order`` (``Order.ANY``: the order they were added).
@@ -148,6 +156,7 @@ class ArchiveInspection(ArchivePart):
         """
         return list(self.archive.index.listing.entries(path, order))
 
+    @reading_steps
     def subdirs_of(self, path: str, order: Order = Order.ANY) -> Iterator[BarecatDirInfo]:
         """The records of the directories directly in ``path`` (none for a missing one).
 
@@ -160,6 +169,7 @@ class ArchiveInspection(ArchivePart):
         """
         return self.archive.index.listing.subdirs_of(path, order)
 
+    @reading_steps
     def files_in(self, path: str, order: Order = Order.ANY) -> Iterator[BarecatFileInfo]:
         """The records of the files directly in ``path`` (none for a missing directory).
 
@@ -172,6 +182,7 @@ class ArchiveInspection(ArchivePart):
         """
         return self.archive.index.listing.files_in(path, order)
 
+    @reading
     def files_page(self, path: str, offset: int, limit: int) -> list[BarecatFileInfo]:
         """Files directly in ``path``, in path order, ``limit`` of them from ``offset``:
         one page of a directory too big to list at once.
@@ -186,6 +197,7 @@ class ArchiveInspection(ArchivePart):
         """
         return self.archive.index.listing.page_of_files(path, offset, limit)
 
+    @reading
     def files_after(self, path: str, limit: int) -> list[BarecatFileInfo]:
         """Up to ``limit`` files of ``path``'s directory that follow the file ``path`` in
         listing order: what a reader going through the directory wants next.
@@ -199,6 +211,7 @@ class ArchiveInspection(ArchivePart):
         """
         return self.archive.index.listing.files_after(path, limit)
 
+    @reading_steps
     def iter_fileinfos(self, order: Order = Order.ANY) -> Iterator[BarecatFileInfo]:
         """Every file's record, in ``order`` (``Order.ADDRESS``: storage order, the one
         that reads the shards front to back; ``Order.PATH``: sorted by path).
@@ -211,6 +224,7 @@ class ArchiveInspection(ArchivePart):
         """
         return self.archive.index.listing.files(order)
 
+    @reading_steps
     def iter_dirinfos(self, order: Order = Order.ANY) -> Iterator[BarecatDirInfo]:
         """Every directory's record (the root's too), in ``order``.
 
@@ -222,6 +236,7 @@ class ArchiveInspection(ArchivePart):
         """
         return self.archive.index.listing.dirs(order)
 
+    @reading_steps
     def files(self) -> Iterator[str]:
         """Every file's path, in the order they were added.
 
@@ -230,6 +245,7 @@ class ArchiveInspection(ArchivePart):
         """
         return self.archive.index.listing.file_paths()
 
+    @reading_steps
     def dirs(self) -> Iterator[str]:
         """Every directory's path (the root as ``""``), in the order they were added.
 
@@ -238,6 +254,7 @@ class ArchiveInspection(ArchivePart):
         """
         return self.archive.index.listing.dir_paths()
 
+    @reading
     def listdir(self, path: str = "") -> list[str]:
         """The names in a directory (as ``os.listdir``): subdirectories first, then files.
 
@@ -253,6 +270,7 @@ class ArchiveInspection(ArchivePart):
         """
         return self.archive.index.listing.names(path)
 
+    @reading
     def listdir_types(self, path: str = "") -> list[tuple[str, int]]:
         """The names in a directory with their file type (the type bits of ``st_mode``),
         subdirectories first, then files: three queries whatever the directory's size
@@ -271,6 +289,7 @@ class ArchiveInspection(ArchivePart):
         """
         return self.archive.index.listing.typed_names(path)
 
+    @reading_steps
     def scandir(self, path: str = "") -> Iterator[BarecatEntryInfo]:
         """The records of a directory's entries (in the spirit of ``os.scandir``):
         subdirectories first, then files.
@@ -287,6 +306,7 @@ class ArchiveInspection(ArchivePart):
         """
         return self.archive.index.listing.entries(path)
 
+    @reading_steps
     def walk(self, path: str = "") -> Iterator[tuple[str, list[str], list[str]]]:
         """Like ``os.walk`` over the subtree at ``path``: ``(directory, subdirectory
         names, file names)`` for each directory, top-down; the root is reported as
@@ -304,6 +324,7 @@ class ArchiveInspection(ArchivePart):
         """
         return self.archive.index.listing.walk_names(path)
 
+    @reading_steps
     def walk_infos(self, path: str = "") -> Iterator[WalkStep]:
         """:meth:`walk` with records: ``(directory, subdirectories, files)`` for each
         directory of the subtree at ``path``, in path order.
@@ -319,6 +340,7 @@ class ArchiveInspection(ArchivePart):
         """
         return self.archive.index.listing.walk(path)
 
+    @reading
     def glob(
         self, pattern: str, recursive: bool = False, include_hidden: bool = False
     ) -> list[str]:
@@ -337,6 +359,7 @@ class ArchiveInspection(ArchivePart):
         """
         return self.archive.index.listing.glob(pattern, recursive, include_hidden)
 
+    @reading_steps
     def iglob(
         self, pattern: str, recursive: bool = False, include_hidden: bool = False
     ) -> Iterator[str]:
@@ -353,6 +376,7 @@ class ArchiveInspection(ArchivePart):
         """
         yield from self.archive.index.listing.glob(pattern, recursive, include_hidden)
 
+    @reading
     def globfiles(
         self, pattern: str, recursive: bool = False, include_hidden: bool = False
     ) -> list[str]:
@@ -369,6 +393,7 @@ class ArchiveInspection(ArchivePart):
         """
         return self.archive.index.listing.glob(pattern, recursive, include_hidden, only_files=True)
 
+    @reading_steps
     def iglobfiles(
         self, pattern: str, recursive: bool = False, include_hidden: bool = False
     ) -> Iterator[str]:
@@ -387,6 +412,7 @@ class ArchiveInspection(ArchivePart):
             pattern, recursive, include_hidden, only_files=True
         )
 
+    @reading
     def glob_entries(
         self,
         pattern: str,
@@ -412,6 +438,7 @@ class ArchiveInspection(ArchivePart):
             pattern, recursive, include_hidden, only_files
         )
 
+    @reading
     def select_entries(
         self, pattern: str | None = None, path_filter: PathFilter | None = None
     ) -> Selection | None:
@@ -429,6 +456,7 @@ class ArchiveInspection(ArchivePart):
 
         return select(self.archive.index, pattern, path_filter)
 
+    @reading
     def logical_shard_end(self, shard_number: int) -> int:
         """Where the last indexed file of a shard ends.
 
@@ -440,6 +468,7 @@ class ArchiveInspection(ArchivePart):
         """
         return self.archive.index.logical_shard_end(shard_number)
 
+    @reading
     def physical_shard_end(self, shard_number: int) -> int:
         """The size of a shard file on disk.
 
@@ -451,6 +480,7 @@ class ArchiveInspection(ArchivePart):
         """
         return self.archive.sharder.physical_shard_end(shard_number)
 
+    @reading
     def fragmentation(self) -> Fragmentation:
         """How much of the shards no file uses: holes between files and slack past the
         last file of each shard (what ``defragment`` would reclaim).
@@ -462,6 +492,7 @@ class ArchiveInspection(ArchivePart):
 
         return fragmentation(self.archive.index, self.archive.sharder)
 
+    @reading
     def verify(
         self, quick: bool = False, on_file: OnFile | None = None, workers: int = 1
     ) -> VerifyReport:
@@ -481,6 +512,7 @@ class ArchiveInspection(ArchivePart):
             self.archive.index, self.archive.sharder, quick, on_file=on_file, workers=workers
         )
 
+    @reading
     def verify_integrity(self, quick: bool = False) -> bool:
         """True if the index is consistent and every file (or, ``quick``, the last) checks
         out (barecat 0.3.1's method; :meth:`verify` gives the full report).
@@ -495,6 +527,7 @@ class ArchiveInspection(ArchivePart):
 
     # -- for transfer/ and legacy_api (so they need not reach into the index) -----------
 
+    @reading
     def file_positions(self, paths: list[str]) -> list[int]:
         """Which of ``paths`` (normalized) are files here: their positions in ``paths``,
         found with one query.
@@ -507,6 +540,7 @@ class ArchiveInspection(ArchivePart):
         """
         return [row[0] for row in self.archive.index.locate_many(paths)]
 
+    @reading
     def sealing_records(self) -> dict[str, ConfigValue] | None:
         """This archive's sealing as the config rows that make another, empty archive
         sealed the same way, its wrapped data key included (see

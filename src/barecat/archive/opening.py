@@ -92,7 +92,9 @@ class ArchiveOpening(ArchivePart):
         text = "b" not in mode
         raw: io.RawIOBase
         if mode.replace("b", "").replace("t", "") == "r":
-            raw = open_reader(self.archive, file_record(self.archive, item))
+            archive = self.archive  # (a read in progress: not the writing side, which waits
+            # for the archive's lock, which a close holds while it waits for reads)
+            raw = archive.read_now(lambda: open_reader(archive, file_record(archive, item)))
             if not text:
                 return raw  # type: ignore[return-value]
             return io.TextIOWrapper(
@@ -146,7 +148,7 @@ class ArchiveOpening(ArchivePart):
         self.archive.writer_path = path
         self.archive.writer = BarecatReadWriteFileObject(
             self.archive.writes.sharder, shard, offset, size, self._finish_writer, mode, relocate,
-            move_to_new_shard=self._move_writer,
+            move_to_new_shard=self._move_writer, lock=self.write_lock,
         )  # fmt: skip
         return self.archive.writer
 
@@ -175,7 +177,7 @@ class ArchiveOpening(ArchivePart):
                 self.writing.add(stamp, data=data)
 
         initial = read_file(self.archive, existing, 0, -1) if keep and existing else b""
-        writer = SealedFileWriter(initial, store, store_unchanged=not keep)
+        writer = SealedFileWriter(initial, store, store_unchanged=not keep, lock=self.write_lock)
         if append:
             writer.seek(0, io.SEEK_END)
         self.archive.writer_path = path

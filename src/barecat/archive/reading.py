@@ -17,7 +17,7 @@ import io
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
-from barecat.archive.state import ArchivePart, OpenArchive
+from barecat.archive.state import ArchivePart, OpenArchive, reading
 from barecat.entries import Address, BarecatFileInfo, Order
 from barecat.exceptions import (
     BarecatIntegrityError,
@@ -37,6 +37,7 @@ if TYPE_CHECKING:  # a plain archive loads no sealing code
 class ArchiveReading(ArchivePart):
     """The read side of a :class:`~barecat.archive.Barecat` (see the module doc)."""
 
+    @reading
     def unlock(self) -> None:
         """Get an encrypted archive's key now (asking a passphrase source if that is what
         was given); does nothing for other archives.
@@ -48,6 +49,7 @@ class ArchiveReading(ArchivePart):
         if self.archive.sealing is not None:
             self.archive.sealing.data_key()
 
+    @reading
     def verify_seals(
         self, on_file: Callable[[BarecatFileInfo], None] | None = None
     ) -> list[tuple[str, str]]:
@@ -79,6 +81,7 @@ class ArchiveReading(ArchivePart):
                 on_file(f)
         return bad
 
+    @reading
     def verify_index_digest(self) -> tuple[str | None, str | None]:
         """Check an encrypted archive's file rows against its index digest (every row is
         read; the key is needed).
@@ -132,17 +135,23 @@ class ArchiveReading(ArchivePart):
             KeyError: a path is not a file.
             BarecatIntegrityError: bytes do not match their CRC32C, or are missing.
         """
-        wanted = normalize_many(list(paths))
+        archive = self.archive
+        reads = archive.reads  # a read in progress, which close waits for (state.reading)
+        reads.append(None)
         try:
-            return self._read_located(wanted, self.archive.index.locate_many(wanted), max_gap)
-        except BarecatIntegrityError:  # the lookup table may be what is damaged: ask SQLite
-            located = self.archive.index.locate_many_in_sqlite(wanted)
+            wanted = normalize_many(list(paths))
             try:
-                return self._read_located(wanted, located, max_gap)
-            except BarecatIntegrityError:
-                for pos, address in sorted(located):  # which file is damaged, the first
-                    _read_checked(self.archive, wanted[pos], address)
-                raise
+                return self._read_located(wanted, archive.index.locate_many(wanted), max_gap)
+            except BarecatIntegrityError:  # the lookup table may be what is damaged: ask SQLite
+                located = archive.index.locate_many_in_sqlite(wanted)
+                try:
+                    return self._read_located(wanted, located, max_gap)
+                except BarecatIntegrityError:
+                    for pos, address in sorted(located):  # which file is damaged, the first
+                        _read_checked(archive, wanted[pos], address)
+                    raise
+        finally:
+            del reads[-1]
 
     def _read_located(
         self, wanted: list[str], located: list[tuple[int, Address]], max_gap: int
@@ -175,24 +184,29 @@ class ArchiveReading(ArchivePart):
             BarecatIntegrityError: the bytes do not match their CRC32C, or are missing.
         """
         archive = self.archive
-        if isinstance(item, str) and (archive.sealing is None or (offset == 0 and size < 0)):
-            # the address as bc[path] takes it (the lookup table): no record is made
-            normalized = normalize(item)
-            addr = archive.index.lookup_address(normalized)
-            if addr is not None:
-                shard, start, total, crc = addr
-                try:
-                    if offset == 0 and (size < 0 or size >= total):
-                        data = archive.sharder.read_from_address(shard, start, total, crc)
-                        if archive.sealing is None:
-                            return data
-                        return archive.sealing.unseal(normalized, data)
-                    offset = min(max(offset, 0), total)
-                    n = total - offset if size < 0 else min(size, total - offset)
-                    return archive.sharder.read_from_address(shard, start + offset, n)
-                except BarecatIntegrityError:
-                    pass  # the table may be what is damaged: the record from SQLite decides
-        return read_file(archive, file_record(archive, item), offset, size)
+        reads = archive.reads  # a read in progress, which close waits for (state.reading)
+        reads.append(None)
+        try:
+            if isinstance(item, str) and (archive.sealing is None or (offset == 0 and size < 0)):
+                # the address as bc[path] takes it (the lookup table): no record is made
+                normalized = normalize(item)
+                addr = archive.index.lookup_address(normalized)
+                if addr is not None:
+                    shard, start, total, crc = addr
+                    try:
+                        if offset == 0 and (size < 0 or size >= total):
+                            data = archive.sharder.read_from_address(shard, start, total, crc)
+                            if archive.sealing is None:
+                                return data
+                            return archive.sealing.unseal(normalized, data)
+                        offset = min(max(offset, 0), total)
+                        n = total - offset if size < 0 else min(size, total - offset)
+                        return archive.sharder.read_from_address(shard, start + offset, n)
+                    except BarecatIntegrityError:
+                        pass  # the table may be what is damaged: the record from SQLite decides
+            return read_file(archive, file_record(archive, item), offset, size)
+        finally:
+            del reads[-1]
 
     def readinto(self, item: BarecatFileInfo | str, buffer: Buffer, offset: int = 0) -> int:
         """Read a file's bytes into ``buffer`` (as much as fits), without allocating;
@@ -216,35 +230,44 @@ class ArchiveReading(ArchivePart):
             TypeError: ``buffer`` is read-only.
         """
         archive = self.archive
-        view = _writable(buffer)
-        offset = max(offset, 0)
-        if isinstance(item, str) and archive.sealing is None:
-            # the address as bc[path] takes it (the lookup table): no record is made
-            addr = archive.index.lookup_address(normalize(item))
-            if addr is not None:
-                shard, start, total, crc = addr
-                n = max(0, min(len(view), total - offset))
-                try:
-                    return archive.sharder.readinto_from_address(
-                        shard, start + offset, view[:n], crc if offset == 0 and n == total else None
-                    )
-                except BarecatIntegrityError:
-                    pass  # the table may be what is damaged: the record from SQLite decides
-        f = checked_file(file_record(archive, item))
-        stored = f.address
-        total = f.size or 0
-        n = max(0, min(len(view), total - offset))
-        if archive.sealing is not None:
-            view[:n] = read_file(archive, f, offset, n)
-            return n
-        crc = stored.crc32c if offset == 0 and n == total else None
+        reads = archive.reads  # a read in progress, which close waits for (state.reading)
+        reads.append(None)
         try:
-            return archive.sharder.readinto_from_address(
-                stored.shard, stored.offset + offset, view[:n], crc
-            )
-        except BarecatIntegrityError as e:
-            raise _naming(f.path, e) from e
+            view = _writable(buffer)
+            offset = max(offset, 0)
+            if isinstance(item, str) and archive.sealing is None:
+                # the address as bc[path] takes it (the lookup table): no record is made
+                addr = archive.index.lookup_address(normalize(item))
+                if addr is not None:
+                    shard, start, total, crc = addr
+                    n = max(0, min(len(view), total - offset))
+                    try:
+                        return archive.sharder.readinto_from_address(
+                            shard,
+                            start + offset,
+                            view[:n],
+                            crc if offset == 0 and n == total else None,
+                        )
+                    except BarecatIntegrityError:
+                        pass  # the table may be what is damaged: the record from SQLite decides
+            f = checked_file(file_record(archive, item))
+            stored = f.address
+            total = f.size or 0
+            n = max(0, min(len(view), total - offset))
+            if archive.sealing is not None:
+                view[:n] = read_file(archive, f, offset, n)
+                return n
+            crc = stored.crc32c if offset == 0 and n == total else None
+            try:
+                return archive.sharder.readinto_from_address(
+                    stored.shard, stored.offset + offset, view[:n], crc
+                )
+            except BarecatIntegrityError as e:
+                raise _naming(f.path, e) from e
+        finally:
+            del reads[-1]
 
+    @reading
     def readinto_many(self, paths: Iterable[str], buffer: Buffer) -> list[tuple[int, int]]:
         """Whole files read into one caller-owned buffer, back to back in request order,
         each verified (CRC32C; in a sealed archive, unsealed and authenticated, then
@@ -307,6 +330,7 @@ class ArchiveReading(ArchivePart):
         self.archive.sharder.run_reads(len(located), read_one, first)
         return places
 
+    @reading
     def check_crc32c(self, item: BarecatFileInfo | str) -> bool:
         """Whether a file's stored bytes match the CRC32C in its index row.
 
@@ -445,7 +469,9 @@ def _open_sealed(archive: OpenArchive, f: BarecatFileInfo) -> SealedFileReader:
 
     def fetch(offset: int, size: int) -> bytes:
         size = max(0, min(size, stored - offset))
-        return archive.sharder.read_from_address(shard, base + offset, size)
+        return archive.read_now(
+            lambda: archive.sharder.read_from_address(shard, base + offset, size)
+        )
 
     reader = SealedFileReader(sealer, f.path, fetch, stored)
     if reader.size != f.size:
@@ -485,7 +511,30 @@ def open_reader(archive: OpenArchive, f: BarecatFileInfo) -> io.RawIOBase:
         raise _naming(f.path, e) from e
     if archive.sealing is not None:
         return _open_sealed(archive, f)
-    return BarecatReadOnlyFileObject(archive.sharder, shard, offset, size)
+    return BarecatReadOnlyFileObject(_OpenShards(archive), shard, offset, size)
+
+
+class _OpenShards:
+    """The shard reads of an archive's streams (``ShardRanges``), each a read in progress
+    that its close waits for; after the close they raise ``ArchiveClosedBarecatError``."""
+
+    __slots__ = ("_archive",)
+
+    def __init__(self, archive: OpenArchive) -> None:
+        self._archive = archive
+
+    def pread(self, shard: int, offset: int, size: int) -> bytes:
+        archive = self._archive
+        return archive.read_now(lambda: archive.sharder.pread(shard, offset, size))
+
+    def preadinto(self, shard: int, offset: int, view: memoryview) -> int:
+        archive = self._archive
+        return archive.read_now(lambda: archive.sharder.preadinto(shard, offset, view))
+
+    def truncated_error(
+        self, shard: int, offset: int, size: int, got: int
+    ) -> BarecatIntegrityError:
+        return self._archive.sharder.truncated_error(shard, offset, size, got)
 
 
 def _naming(path: str, error: BarecatIntegrityError) -> BarecatIntegrityError:

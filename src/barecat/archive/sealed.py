@@ -16,6 +16,7 @@ loads no sealing code).
 
 from __future__ import annotations
 
+import contextlib
 import io
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -336,6 +337,8 @@ class SealedFileWriter(io.BytesIO):
 
     With ``store_unchanged=False`` (a stored file opened with its content), closing
     before any write or truncate hands ``store`` None: there is nothing to store.
+    ``lock`` (the archive's, when threads share it) is held by each change and the close,
+    so a close from another thread stores every write that returned.
     """
 
     def __init__(
@@ -343,28 +346,34 @@ class SealedFileWriter(io.BytesIO):
         initial: bytes,
         store: Callable[[bytes | None], None],
         store_unchanged: bool = True,
+        lock: contextlib.AbstractContextManager[object] | None = None,
     ) -> None:
         super().__init__(initial)
         self._store = store
         self._changed = store_unchanged
+        self._lock = contextlib.nullcontext() if lock is None else lock
 
     def write(self, data: Any) -> int:
-        self._changed = True
-        return super().write(data)
+        with self._lock:
+            self._changed = True
+            return super().write(data)
 
     def writelines(self, lines: Any) -> None:
-        self._changed = True
-        super().writelines(lines)
+        with self._lock:
+            self._changed = True
+            super().writelines(lines)
 
     def truncate(self, size: int | None = None) -> int:
-        self._changed = True
-        return super().truncate(size)
+        with self._lock:
+            self._changed = True
+            return super().truncate(size)
 
     def close(self) -> None:
-        if not self.closed:
-            data = self.getvalue()
-            super().close()
-            self._store(data if self._changed else None)
+        with self._lock:
+            if not self.closed:
+                data = self.getvalue()
+                super().close()
+                self._store(data if self._changed else None)
 
 
 __all__ = [

@@ -9,9 +9,16 @@ session (``ops/writing.py``); commits are batched (every ``commit_interval`` sec
 ``COMMIT_EVERY_FILES`` files, whichever comes first, and on close) with the shards
 fsynced first, so a killed writer loses at most about a second of work. A writer holds an
 advisory lock on the index file, so a second writer fails at open instead of
-interleaving bytes. Also :func:`serialized`, which every operation that changes an
-archive wears, so that a writer shared by threads (``threadsafe=True``) runs them one at
-a time, in its one SQLite transaction.
+interleaving bytes. A writer that replaces an archive (``overwrite=True``) builds the
+new one under a hidden name beside it, holding the old one's lock, and puts it in place
+at close (``layout.replace_archive``); every local open first finishes a replace that
+a kill interrupted (``layout.finish_replace``). Also :func:`serialized`, which every
+operation that changes an archive wears, so that a writer shared by threads
+(``threadsafe=True``) runs them one at a time, in its one SQLite transaction; and
+:func:`reading` / :func:`reading_steps`, which every read of the halves wears (the hot
+ones, ``bc[path]`` and ``read``, take the same two steps inline), so that ``close`` waits
+for the reads in progress before it closes descriptors and connections under them, and
+later reads raise :class:`~barecat.exceptions.ArchiveClosedBarecatError`.
 """
 
 from __future__ import annotations
@@ -21,20 +28,30 @@ import functools
 import os
 import threading
 import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Protocol, TypeVar
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Concatenate, NoReturn, ParamSpec, Protocol, TypeVar
 
 from barecat.archive.sealed import Passphrase, check_source_rows, open_sealing, take_sealing
 from barecat.archive.writer_lock import WriterLock
 from barecat.entries import parse_size
 from barecat.exceptions import (
+    ArchiveClosedBarecatError,
     BarecatError,
     FileExistsBarecatError,
     FileNotFoundBarecatError,
     ReadOnlyBarecatError,
 )
 from barecat.index import Index
-from barecat.layout import archive_exists, base_path, index_path, remove_archive
+from barecat.layout import (
+    archive_exists,
+    base_path,
+    finish_replace,
+    index_path,
+    remove_abandoned_builds,
+    remove_archive,
+    replace_archive,
+    staging_path,
+)
 from barecat.objectstore import is_remote_url, local_path_of
 from barecat.shards import BarecatReadWriteFileObject, Sharder
 from barecat.shards.concurrent import DEFAULT_READ_CONCURRENCY
@@ -51,6 +68,7 @@ COMMIT_EVERY_FILES = 4096
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
+_T = TypeVar("_T")
 
 
 class _Serializable(Protocol):
@@ -75,6 +93,60 @@ def serialized(method: Callable[Concatenate[_S, _P], _R]) -> Callable[Concatenat
             return method(self, *args, **kwargs)
 
     return locked
+
+
+class _Reader(Protocol):
+    @property
+    def archive(self) -> OpenArchive: ...
+
+
+_A = TypeVar("_A", bound=_Reader)
+
+
+def reading(method: Callable[Concatenate[_A, _P], _R]) -> Callable[Concatenate[_A, _P], _R]:
+    """Run ``method``, a read of the archive's halves by one of its parts, as a read in
+    progress: ``close`` waits for it to end before closing them, and once they are
+    closed it raises :class:`~barecat.exceptions.ArchiveClosedBarecatError`. It is told
+    apart by its thread: a close from inside it (from a callback it runs) does not wait
+    for itself."""
+
+    @functools.wraps(method)
+    def read(self: _A, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        calls, me = self.archive.calls, threading.get_ident()
+        calls.append(me)
+        try:
+            return method(self, *args, **kwargs)
+        finally:
+            calls.remove(me)
+
+    return read
+
+
+def reading_steps(
+    method: Callable[Concatenate[_A, _P], Iterable[_T]],
+) -> Callable[Concatenate[_A, _P], Iterator[_T]]:
+    """:func:`reading` for a method that returns an iterator (a listing, a walk): making
+    it and each of its steps is a read in progress, and a step after ``close`` raises
+    :class:`~barecat.exceptions.ArchiveClosedBarecatError`."""
+
+    @functools.wraps(method)
+    def steps(self: _A, /, *args: _P.args, **kwargs: _P.kwargs) -> Iterator[_T]:
+        archive = self.archive
+        return archive.steps_of(archive.read_now(lambda: iter(method(self, *args, **kwargs))))
+
+    return steps
+
+
+class _ClosedHalf:
+    """What a closed archive's halves are: any use raises the closed-archive error."""
+
+    __slots__ = ("_path",)
+
+    def __init__(self, path: str) -> None:
+        self._path = path
+
+    def __getattr__(self, name: str) -> NoReturn:
+        raise ArchiveClosedBarecatError(self._path)
 
 
 class OpenArchive:
@@ -112,6 +184,13 @@ class OpenArchive:
         block_cache: bool,
         read_concurrency: int = DEFAULT_READ_CONCURRENCY,
     ) -> None:
+        self.closed = False
+        self.reads: list[None] = []
+        """One entry per read of the halves in progress that runs no caller's code
+        (``bc[path]``, a listing's step, a stream's read): ``close`` waits for none."""
+        self.calls: list[int] = []
+        """The thread of each other read in progress (``reading``), which may run a
+        caller's callback, and so a ``close``."""
         self.read_concurrency = read_concurrency
         self.remote = is_remote_url(path)
         self.path = os.fspath(path) if self.remote else base_path(local_path_of(path))
@@ -126,6 +205,10 @@ class OpenArchive:
         self.commit_interval = commit_interval
         self.readonly_is_immutable = readonly_is_immutable
         self.lock: WriterLock | None = None
+        self.location = self.path
+        """Where the halves are: ``path``, or the hidden name a replacement is built at."""
+        self.replacing: WriterLock | None = None
+        """The lock of the archive an ``overwrite`` replaces at close, held until then."""
         self.created = False
         """This object made the archive (see ``Barecat.created``)."""
         self.writer: BarecatReadWriteFileObject | SealedFileWriter | None = None
@@ -180,20 +263,25 @@ class OpenArchive:
         allow_writing_symlinked_shard: bool,
     ) -> None:
         """Open (or create) the index and shards on this machine; a writer locks first."""
+        if self.readonly and overwrite:
+            raise BarecatError("overwrite=True needs readonly=False")
+        finish_replace(self.path)
         if self.readonly:
-            if overwrite:
-                raise BarecatError("overwrite=True needs readonly=False")
             if not archive_exists(self.path):
                 raise FileNotFoundBarecatError(self.path, "Archive")
         else:
             if overwrite:
-                remove_archive(self.path)
+                self._stage_replacement()
             elif archive_exists(self.path) and not exist_ok:
                 raise FileExistsBarecatError(self.path, "Archive")
-            self.lock = WriterLock(self.path)
+            try:
+                self.lock = WriterLock(self.location)
+            except BaseException:
+                self._release_writer_lock()
+                raise
         try:
             self.index = Index(
-                index_path(self.path),
+                index_path(self.location),
                 shard_size_limit=limit,
                 readonly=self.readonly,
                 wal=wal,
@@ -202,7 +290,7 @@ class OpenArchive:
                 lookup_table=lookup_table,
             )
             self.sharder = sharder = Sharder(
-                self.path,
+                self.location,
                 shard_size_limit=self.index.shard_size_limit_at_open(),
                 readonly=self.readonly,
                 append_only=self.append_only,
@@ -224,12 +312,26 @@ class OpenArchive:
             self._release_writer_lock()
             raise
 
+    def _stage_replacement(self) -> None:
+        """``overwrite``: with an archive (or any file) at ``path``, the new one is built
+        at a hidden name beside it (what dead builds left there removed first) while this
+        writer holds the old one's lock; with none, at ``path`` itself (files a removed
+        archive left, such as stray shards, deleted)."""
+        if not (archive_exists(self.path) or os.path.lexists(self.path)):
+            remove_archive(self.path)
+            return
+        if archive_exists(self.path):
+            self.replacing = WriterLock(self.path)
+        remove_abandoned_builds(self.path)
+        self.location = staging_path(self.path)
+        remove_archive(self.location)
+
     # -- the checks a change passes ----------------------------------------------------
 
     def require_writable(self) -> None:
         """Raise unless the archive is open for writing, in this process."""
-        if getattr(self, "index", None) is None:
-            raise BarecatError(f"Archive {self.path} is closed")
+        if self.closed:
+            raise ArchiveClosedBarecatError(self.path)
         if self.readonly:
             raise ReadOnlyBarecatError(f"Archive {self.path} is open read-only")
         if os.getpid() != self.owner_pid:
@@ -373,13 +475,22 @@ class OpenArchive:
     def close(self) -> None:
         """Finish and release the archive: a writer closes a file still open for writing,
         commits, trims unused shard space after the last file and gives up the writer
-        lock. Closing a closed archive does nothing.
+        lock. Closing a closed archive does nothing. Reads in progress on other threads
+        end first (with the stored bytes); later ones raise ``ArchiveClosedBarecatError``.
+
+        A writer that replaces an archive (``overwrite``) puts the new one in its place
+        now; if the close fails, the old one stays and the new one is removed.
 
         Raises:
             NotEnoughSpaceBarecatError: the last commit found the disk full.
         """
         try:
             self._close_halves()
+        except BaseException:
+            self._drop_replacement()
+            raise
+        else:
+            self._finish_replacement()
         finally:
             self._release_writer_lock()
 
@@ -387,16 +498,23 @@ class OpenArchive:
         """Close after a failed create: an archive this object created (``created``) that
         still holds nothing (no file, no directory but the root) is removed, so that the
         same create, corrected, succeeds; any other archive is closed as :meth:`close`
-        does. A ``with`` block left by an exception calls this instead of ``close``.
+        does. A ``with`` block left by an exception calls this instead of ``close``. A
+        replacement (``overwrite``) that holds nothing leaves the old archive in place.
 
         Raises:
             NotEnoughSpaceBarecatError: the last commit found the disk full.
         """
         lock, discard = self.lock, self._made_and_holds_nothing()
         try:
-            self._close_halves()
+            try:
+                self._close_halves()
+            except BaseException:
+                self._drop_replacement()
+                raise
             if discard and lock is not None:
                 lock.undo_creation(made_schema=True)
+            else:
+                self._finish_replacement()
         finally:
             self._release_writer_lock()
 
@@ -411,31 +529,94 @@ class OpenArchive:
             return False
 
     def _close_halves(self) -> None:
-        if getattr(self, "index", None) is None:
+        """A writer's last steps, then the halves taken away (any use of them raises the
+        closed-archive error) and, once the reads in progress have ended, closed."""
+        if self.closed:
             return
         in_owner = os.getpid() == self.owner_pid
+        index, sharder = self.index, self.sharder
         try:
             if not self.readonly and in_owner:
-                if self.writer is not None:
-                    self.writer.close()
-                self.commit()
-                self.writes.trim_tail()
-                if self.sharder.num_shards == 0 and self.index.total_size == 0:
-                    # An archive without bytes still gets its (empty) first shard, which
-                    # barecat 0.3.1 needs to open it. Made at close, as shards linked
-                    # or adopted into a new archive (merge, wrap) must start at 0.
-                    self.writes.sharder.create_first_shard()
-                self.index.close()
-            elif in_owner:
-                self.index.close()
-            self.sharder.close()
+                self._finish_writing()
         finally:
-            self.index = None  # type: ignore[assignment]
+            self.closed = True
+            self.index = self.sharder = _ClosedHalf(self.path)  # type: ignore[assignment]
+        self._wait_for_reads()
+        if in_owner:
+            index.close()
+        sharder.close()
+
+    def _finish_writing(self) -> None:
+        """Close the file open for writing, commit, and trim the shards' unused tail."""
+        if self.writer is not None:
+            self.writer.close()
+        self.commit()
+        self.writes.trim_tail()
+        if self.sharder.num_shards == 0 and self.index.total_size == 0:
+            # An archive without bytes still gets its (empty) first shard, which
+            # barecat 0.3.1 needs to open it. Made at close, as shards linked
+            # or adopted into a new archive (merge, wrap) must start at 0.
+            self.writes.sharder.create_first_shard()
+
+    def _wait_for_reads(self) -> None:
+        """Wait until no read of the halves is in progress (but this thread's own)."""
+        me = threading.get_ident()
+        while self.reads or any(thread != me for thread in list(self.calls)):
+            time.sleep(0.0002)
+
+    # -- reads ---------------------------------------------------------------------------
+
+    def steps_of(self, steps: Iterator[_T]) -> Iterator[_T]:
+        """The items of ``steps`` (an iterator over the halves, made as a read), each step
+        a read in progress (see :func:`reading_steps`).
+
+        Raises:
+            ArchiveClosedBarecatError: a step after the archive closed.
+        """
+        reads = self.reads
+        while True:
+            reads.append(None)
+            try:
+                if self.closed:
+                    raise ArchiveClosedBarecatError(self.path)
+                item = next(steps)
+            except StopIteration:
+                return
+            finally:
+                del reads[-1]
+            yield item
+
+    def read_now(self, query: Callable[[], _T]) -> _T:
+        """``query()``, a read of the halves that runs no caller's code, as a read in
+        progress (see :func:`reading`); the facade's totals.
+
+        Raises:
+            ArchiveClosedBarecatError: the archive is closed.
+        """
+        reads = self.reads
+        reads.append(None)
+        try:
+            return query()
+        finally:
+            del reads[-1]
+
+    def _finish_replacement(self) -> None:
+        """Put the replacement, closed, in the place of the archive it replaces."""
+        if self.location != self.path and os.getpid() == self.owner_pid:
+            replace_archive(self.location, self.path)
+            self.location = self.path
+
+    def _drop_replacement(self) -> None:
+        """After a failed close: a replacement not put in place is removed (the archive
+        it was to replace stays)."""
+        if self.location != self.path and os.getpid() == self.owner_pid:
+            remove_archive(self.location)
 
     def _release_writer_lock(self) -> None:
-        if self.lock is not None:
-            self.lock.release()
-            self.lock = None
+        for lock in (self.lock, self.replacing):
+            if lock is not None:
+                lock.release()
+        self.lock = self.replacing = None
 
 
 class ArchivePart:

@@ -64,9 +64,10 @@ from barecat.layout import (
     OLD_INDEX_SUFFIX,
     abandoned_entries,
     archive_exists,
+    finish_replace,
     index_path,
-    move_archive,
     remove_archive,
+    replace_archive,
     shard_files,
 )
 from barecat.objectstore import ObjectStore, is_remote_url, url_protocol
@@ -230,6 +231,7 @@ class PartArchives:
             for prefix in abandoned_prefixes(self.store, self._prefix):
                 self.store.remove_tree(prefix)
             return  # (a prefix needs no making)
+        finish_replace(self.path)  # a join killed while it put its archive in place
         folder, start = os.path.split(self._prefix)
         for entries in abandoned_entries(folder, start).values():
             for entry in entries:  # the parts of a write whose driver died
@@ -310,9 +312,7 @@ class PartArchives:
                 if os.path.islink(shard):
                     os.replace(os.path.realpath(shard), shard)
             self.refuse_existing()
-            if archive_exists(self.path):  # overwrite: the old one goes when the new is whole
-                remove_archive(self.path)
-            move_archive(joined, self.path)
+            replace_archive(joined, self.path)  # (overwrite: the old one goes as it comes)
         self.discard()
 
     def _merge(self, joined: str, parts: list[str]) -> None:

@@ -3,7 +3,10 @@
 Readers use positional reads, so many can be open on one shard at once and across
 threads. The writer owns a region at the logical end of the current shard (the archive
 places it there, copying an existing file first, so committed bytes are never changed in
-place) and grows it freely; the archive records the result when the writer closes.
+place) and grows it freely; the archive records the result when the writer closes. A
+writer of an archive shared by threads writes, truncates and closes under the archive's
+lock, so a close from another thread (the archive's) records every write that returned,
+and a write after it raises.
 A reader whose shard ends inside its window raises (the shard's truncation error), never
 returns the file cut short. Imports ``exceptions`` and ``streams`` only; the shard
 access it needs is described by ``ShardRanges`` (reading) and ``ShardIO`` (writing too).
@@ -11,6 +14,7 @@ access it needs is described by ``ShardRanges`` (reading) and ``ShardIO`` (writi
 
 from __future__ import annotations
 
+import contextlib
 import io
 from collections.abc import Callable
 from typing import Protocol
@@ -103,7 +107,8 @@ class BarecatReadWriteFileObject(BarecatFileObject):
     the write end and returns their new ``(shard, offset)``; closed before any change,
     it leaves the archive as it was (:attr:`in_place` stays True). A file that outgrows
     its shard calls ``move_to_new_shard`` with its ``(shard, offset, size)``, which copies
-    it to the start of a fresh shard and returns that place.
+    it to the start of a fresh shard and returns that place. ``lock`` (the archive's,
+    when threads share it) is held by each write, truncate and close.
     """
 
     def __init__(
@@ -117,8 +122,10 @@ class BarecatReadWriteFileObject(BarecatFileObject):
         relocate: Callable[[], tuple[int, int]] | None = None,
         *,
         move_to_new_shard: Callable[[tuple[int, int, int]], tuple[int, int]],
+        lock: contextlib.AbstractContextManager[object] | None = None,
     ) -> None:
         super().__init__(shards, shard, offset, size)
+        self._lock = contextlib.nullcontext() if lock is None else lock
         self._io = shards
         self._move_to_new_shard = move_to_new_shard
         self.mode = mode
@@ -156,6 +163,10 @@ class BarecatReadWriteFileObject(BarecatFileObject):
         return super().read(size)
 
     def write(self, data: bytes | bytearray | memoryview) -> int:  # type: ignore[override]
+        with self._lock:
+            return self._write(data)
+
+    def _write(self, data: bytes | bytearray | memoryview) -> int:
         if self.closed:
             raise ValueError("I/O operation on closed file")
         view = memoryview(data).cast("B")
@@ -182,6 +193,10 @@ class BarecatReadWriteFileObject(BarecatFileObject):
         self.shard, self.offset = self._move_to_new_shard((self.shard, self.offset, self.size))
 
     def truncate(self, size: int | None = None) -> int:
+        with self._lock:
+            return self._truncate(size)
+
+    def _truncate(self, size: int | None) -> int:
         if self.closed:
             raise ValueError("I/O operation on closed file")
         size = self._pos if size is None else size
@@ -195,8 +210,9 @@ class BarecatReadWriteFileObject(BarecatFileObject):
         return size
 
     def close(self) -> None:
-        if not self.closed:
-            try:
-                self._on_close(self)
-            finally:
-                super().close()
+        with self._lock:
+            if not self.closed:
+                try:
+                    self._on_close(self)
+                finally:
+                    super().close()

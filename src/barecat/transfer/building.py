@@ -1,9 +1,10 @@
 """New outputs that appear whole or not at all: an archive (or a one-file output) is built
-under a hidden name beside its target, named after the building process, and renamed into
-place only when complete; a failed, interrupted or killed build leaves no output at the
-target, and the next build of the same target removes what a dead one left. Every
-transfer that makes a new archive from others builds it here (convert, merge, wrap,
-ColdCrate import, parallel create).
+under a hidden name beside its target, named after the building process, and put in place
+only when complete (an archive by ``layout.replace_archive``, which replaces an old one
+so that a kill leaves the old archive or the new one, whole); a failed, interrupted or
+killed build leaves the target as it was, and the next build of the same target removes
+what a dead one left. Every transfer that makes a new archive from others builds it here
+(convert, merge, wrap, ColdCrate import, parallel create).
 """
 
 from __future__ import annotations
@@ -14,8 +15,15 @@ from collections.abc import Iterator
 from typing import Any
 
 from barecat.archive import Barecat
+from barecat.archive.writer_lock import WriterLock
 from barecat.exceptions import FileExistsBarecatError
-from barecat.layout import abandoned_entries, archive_exists, move_archive, remove_archive
+from barecat.layout import (
+    archive_exists,
+    remove_abandoned_builds,
+    remove_archive,
+    replace_archive,
+    staging_path,
+)
 
 ArchiveOptions = dict[str, Any]
 """Options for ``Barecat()`` when an output archive is created (compression, passphrase)."""
@@ -29,44 +37,42 @@ def building_archive(
     archive_options: ArchiveOptions | None = None,
 ) -> Iterator[Barecat]:
     """A writable archive that appears at ``target`` only if the block completes (and
-    did not :meth:`~barecat.Barecat.abandon` it holding nothing: then ``target`` stays).
+    did not :meth:`~barecat.Barecat.abandon` it holding nothing: then ``target`` stays);
+    an archive there is replaced whole (``layout.replace_archive``), and no other writer
+    may open it meanwhile.
 
     ``archive_options`` are more ``Barecat()`` options for it, such as ``compression``
-    and ``passphrase`` for a sealed archive."""
+    and ``passphrase`` for a sealed archive.
+
+    Raises:
+        FileExistsBarecatError: something is at ``target`` (without ``overwrite``).
+        ArchiveLockedBarecatError: a writer holds the archive at ``target``.
+    """
     target = os.fspath(target)
     if not overwrite and (archive_exists(target) or os.path.lexists(target)):
         raise FileExistsBarecatError(target, "Output")
-    staging = _staging_path(target)
-    _remove_abandoned_stagings(*os.path.split(os.path.abspath(target)))
-    remove_archive(staging)
+    staging = staging_path(target)
+    remove_abandoned_builds(target)
+    # an archive replaced is held as its writers hold it, so none writes into it meanwhile
+    old = WriterLock(target) if archive_exists(target) else None
     try:
-        with Barecat(
-            staging, readonly=False, shard_size_limit=shard_size_limit, **(archive_options or {})
-        ) as bc:
-            yield bc
-    except BaseException:
         remove_archive(staging)
-        raise
-    if not archive_exists(staging):
-        return  # abandoned holding nothing (``Barecat.abandon``): the target stays as it was
-    remove_archive(target)  # the old archive (or file), or shards a cut-short rename left
-    move_archive(staging, target)
-
-
-def _staging_path(target: str) -> str:
-    """Where an output is built before it is renamed to ``target``: hidden, beside it
-    (so the rename stays on one filesystem), and named after this process."""
-    folder, name = os.path.split(os.path.abspath(target))
-    return os.path.join(folder, f".{name}.partial-{os.getpid()}")
-
-
-def _remove_abandoned_stagings(folder: str, name: str) -> None:
-    """Delete what killed builds of ``name`` left (their process is gone): the staged
-    archive, its shards and journal, and the part-archives of a parallel create."""
-    for entries in abandoned_entries(folder, f".{name}.partial-").values():
-        for entry in entries:
-            with contextlib.suppress(FileNotFoundError):
-                os.remove(os.path.join(folder, entry))
+        try:
+            with Barecat(
+                staging,
+                readonly=False,
+                shard_size_limit=shard_size_limit,
+                **(archive_options or {}),
+            ) as bc:
+                yield bc
+        except BaseException:
+            remove_archive(staging)
+            raise
+        if archive_exists(staging):  # (abandoned holding nothing: the target stays as it was)
+            replace_archive(staging, target)  # the old archive (or file) goes as the new comes
+    finally:
+        if old is not None:
+            old.release()
 
 
 @contextlib.contextmanager
@@ -75,7 +81,7 @@ def building_file(target: str, overwrite: bool = True) -> Iterator[str]:
     block completes (and is removed if it does not)."""
     if not overwrite and os.path.lexists(target):
         raise FileExistsBarecatError(target, "Output")
-    staging = _staging_path(target)
+    staging = staging_path(target)
     with contextlib.suppress(FileNotFoundError):
         os.remove(staging)
     try:
