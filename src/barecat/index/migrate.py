@@ -30,7 +30,7 @@ from barecat.exceptions import (
     CorruptIndexBarecatError,
     ReadOnlyBarecatError,
 )
-from barecat.index import treestats
+from barecat.index import schema_check, treestats
 from barecat.index.connection import connect, is_busy, select, sqlite_uri
 from barecat.index.schema import (
     SCHEMA_VERSION_MAJOR,
@@ -106,6 +106,7 @@ def _lock_and_read_version(conn: sqlite3.Connection, path: str, writable: bool) 
         if str(mode).lower() == "wal" and writable:
             conn.execute("PRAGMA journal_mode = DELETE")
         conn.execute("BEGIN IMMEDIATE" if writable else "BEGIN")
+        schema_check.check(conn, path)  # (reading old.* must run no view of someone else's)
         version = read_version(conn, path)
     except sqlite3.OperationalError as e:
         if is_busy(e):

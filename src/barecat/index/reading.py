@@ -31,7 +31,7 @@ from barecat.exceptions import (
     IsADirectoryBarecatError,
     NotADirectoryLookupBarecatError,
 )
-from barecat.index import file_digest, query
+from barecat.index import file_digest, query, schema_check
 from barecat.index.connection import (
     ConnectionPool,
     map_pages,
@@ -113,7 +113,11 @@ class IndexReader:
             if readonly and not readonly_is_immutable:
                 roll_back_crashed_transaction(self.path)
             conn = self._pool.get()
-            if not readonly:  # (its first read rolls back a killed creation's hot journal)
+            # before anything else: no statement of ours may run a trigger or view that
+            # barecat did not make (its first read rolls back a crashed writer's journal)
+            self._schema_checked = schema_check.check(conn, self.path)
+            """SQLite's schema cookie when the schema was last found to be barecat's."""
+            if not readonly:
                 self.created = make_schema_if_missing(
                     conn,
                     self.path,

@@ -19,8 +19,8 @@ import sqlite3
 from collections.abc import Iterator
 
 from barecat.entries import SHARD_SIZE_UNLIMITED
-from barecat.exceptions import ReadOnlyBarecatError
-from barecat.index import merging, treestats
+from barecat.exceptions import ForeignSchemaBarecatError, ReadOnlyBarecatError
+from barecat.index import merging, schema_check, treestats
 from barecat.index.aggregates import IndexAggregates
 from barecat.index.connection import select, sqlite_uri
 from barecat.index.deferred_stats import DeferredStats
@@ -74,19 +74,39 @@ class IndexTransactions(IndexAggregates):
             self.shard_size_limit = shard_size_limit
         self._files_at_open = 0 if self.readonly else self.num_files
 
+    def _check_schema(self, conn: sqlite3.Connection) -> None:
+        """Before a commit: refuse (the caller rolls back) if an object barecat did not
+        make appeared since the schema was last checked (``schema_check.changed_since``)."""
+        self._schema_checked = schema_check.changed_since(conn, self._schema_checked, self.path)
+
     def close(self) -> None:
         """Commit (a writer), leave the saved lookup table right for what was written,
         and close the database. Errors while committing are swallowed: what was not
-        committed is lost."""
+        committed is lost.
+
+        Raises:
+            ForeignSchemaBarecatError: a schema object barecat did not make appeared
+                while the index was open: nothing since the last commit was committed.
+        """
+        refused: ForeignSchemaBarecatError | None = None
         if not self.readonly:
             with contextlib.suppress(sqlite3.Error):
                 conn = self.settled_conn()
-                conn.commit()
-                if conn.total_changes:  # (else the file stays as it was, byte for byte)
-                    conn.execute("PRAGMA optimize")
-            with contextlib.suppress(sqlite3.Error, OSError):
-                self._refresh_lookup_table()
+                try:
+                    self._check_schema(conn)
+                except ForeignSchemaBarecatError as e:
+                    refused = e
+                    self.rollback()
+                else:
+                    conn.commit()
+                    if conn.total_changes:  # (else the file stays as it was, byte for byte)
+                        conn.execute("PRAGMA optimize")
+            if refused is None:
+                with contextlib.suppress(sqlite3.Error, OSError):
+                    self._refresh_lookup_table()
         super().close()
+        if refused is not None:
+            raise refused
 
     def _refresh_lookup_table(self) -> None:
         """Leave the saved lookup table right for the index as this writer leaves it.
@@ -124,13 +144,23 @@ class IndexTransactions(IndexAggregates):
         self.settled_conn().commit()
 
     def commit(self) -> None:
-        """Commit the index's open transaction.
+        """Commit the index's open transaction, unless a schema object barecat did not
+        make appeared since the last commit (it may have run inside the statements of
+        this transaction: nothing of it is committed).
 
         Raises:
             NotEnoughSpaceBarecatError: the disk is full.
+            ForeignSchemaBarecatError: such an object appeared; the transaction was
+                rolled back.
         """
         try:
-            self.settled_conn().commit()
+            conn = self.settled_conn()
+            try:
+                self._check_schema(conn)
+            except ForeignSchemaBarecatError:
+                self.rollback()
+                raise
+            conn.commit()
         except sqlite3.OperationalError as e:
             raise disk_full_or(e, self.path) from e
 
