@@ -21,7 +21,7 @@ from barecat.exceptions import BarecatIntegrityError
 from barecat.index import Index
 from barecat.index.file_digest import DIGEST_KEY
 from barecat.sealing import SealingSettings
-from barecat.sealing.digest import IndexDigest
+from barecat.sealing.digest import IndexDigest, lookup_table_tagger
 
 
 class DigestKeeper:
@@ -41,7 +41,9 @@ class DigestKeeper:
             index.keep_file_digest(None)  # refused until the key is known
 
     def unlocked(self, data_key: bytes, keeps_digest: bool) -> None:
-        """The key is known: check the stored digest cheaply, and (writers) keep it."""
+        """The key is known: check the stored digest cheaply, and (writers) keep it; the
+        saved lookup tables' tags are made and checked with it from now on."""
+        self._index.trust_lookup_tables_with(lookup_table_tagger(data_key))
         if not keeps_digest:
             return
         self.digest = IndexDigest(data_key, self._settings.binding())

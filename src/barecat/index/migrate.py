@@ -32,6 +32,7 @@ from barecat.exceptions import (
 )
 from barecat.index import schema_check, treestats
 from barecat.index.connection import connect, is_busy, select, sqlite_uri
+from barecat.index.lookup_table import CONFIG_KEY as LOOKUP_TABLE_KEY
 from barecat.index.schema import (
     SCHEMA_VERSION_MAJOR,
     SCHEMA_VERSION_MINOR,
@@ -218,7 +219,8 @@ class UpgradeBuild:
             conn.execute(
                 "INSERT OR REPLACE INTO config (key, value_text, value_int) "
                 "SELECT key, value_text, value_int FROM old.config WHERE key NOT IN "
-                "('schema_version_major', 'schema_version_minor', 'use_triggers')"
+                "('schema_version_major', 'schema_version_minor', 'use_triggers', "
+                f"'{LOOKUP_TABLE_KEY}')"
             )
         conn.commit()
 

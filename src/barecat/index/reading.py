@@ -49,7 +49,8 @@ from barecat.index.schema import (
     make_schema_if_missing,
     read_config,
 )
-from barecat.layout import base_path, lookup_table_path, shards_with_bytes
+from barecat.index.table_trust import TableTrust, Tagger
+from barecat.layout import base_path, shards_with_bytes
 from barecat.paths import ancestors, normalize
 
 _AUTO_TABLE_MIN_LOOKUPS = 10_000
@@ -104,11 +105,13 @@ class IndexReader:
         )
         self._immutable = readonly and readonly_is_immutable
         self._table: LookupTable | None = None
+        self._trust = TableTrust(self.path)  # (and the saved table, until it is checked)
         self._index_fd: int | None = None
         self._lookups = 0
         self._table_after: int | None = None
         self._table_pending = False
         self._keep_table_fresh = not readonly and lookup_table is not False
+        self._force_table = not readonly and lookup_table is True
         try:
             if readonly and not readonly_is_immutable:
                 roll_back_crashed_transaction(self.path)
@@ -203,6 +206,7 @@ class IndexReader:
     def close(self) -> None:
         self._pool.close()
         self._table = None
+        self._trust.candidate = None
         self._table_pending = False
         if self._index_fd is not None:
             os.close(self._index_fd)
@@ -312,8 +316,9 @@ class IndexReader:
         """(shard, offset, size, crc32c) of a normalized file path, or None: the read hot path.
 
         Read-only indexes answer from a :class:`LookupTable` when one is current (saved
-        beside the index by an earlier reader, built after enough lookups, or at open with
-        ``lookup_table=True``), SQLite otherwise and for whatever the table cannot tell.
+        beside the index by a writer, or a reader of an encrypted archive holding its key,
+        and checked; built after enough lookups, or at open with ``lookup_table=True``),
+        SQLite otherwise and for whatever the table cannot tell.
 
         Args:
             path: the normalized path.
@@ -340,7 +345,8 @@ class IndexReader:
         elif self._table_after is not None:
             self._lookups += 1
             if self._lookups >= self._table_after:
-                self.build_lookup_table()
+                self._table_due()
+                return self.lookup_address(path)
         return self.lookup_address_in_sqlite(path)
 
     def lookup_address_in_sqlite(self, path: str) -> Address | None:
@@ -370,10 +376,24 @@ class IndexReader:
 
     @property
     def lookup_table_size(self) -> int | None:
-        """Entries in the active lookup table, or None when lookups go to SQLite."""
+        """Entries in the active lookup table, or None when lookups go to SQLite (a saved
+        table not checked yet is checked now)."""
         if self._table_pending:
             self._take_up_table()
+        if self._trust.candidate is not None:
+            self._table_due()
         return None if self._table is None else len(self._table)
+
+    def trust_lookup_tables_with(self, tagger: Tagger) -> None:
+        """Make and check the tags of an encrypted archive's saved tables with ``tagger``
+        (the archive's key, once known; see ``table_trust.py``).
+
+        Args:
+            tagger: bytes -> their tag under the key.
+        """
+        self._trust.tagger = tagger
+        if self._trust.candidate is not None and self._table_after is None:
+            self._table_after = self._lookups  # it waited for the key: checked next time
 
     def _index_descriptor(self) -> int:
         if self._index_fd is None:
@@ -381,24 +401,43 @@ class IndexReader:
         return self._index_fd
 
     def _take_up_table(self) -> None:
-        """At a reader's first lookup: map the table saved beside the index if it is
-        current, else plan to build one after one archive's worth of random lookups (by
-        then building, about 2 us per file, costs at most a fifth of what they took, and
-        every later lookup saves about 6 us)."""
+        """At a reader's first lookup: map the saved table if it says it is current, to be
+        checked after some lookups (``TableTrust.take_up``); else plan to build one after
+        one archive's worth of random lookups (by then building, about 2 us per file,
+        costs at most a fifth of what they took, and every later lookup saves 6 us)."""
         self._table_pending = False
-        if not self._load_lookup_table():
-            self._table_after = max(_AUTO_TABLE_MIN_LOOKUPS, self.num_files)
+        check_after = self._trust.take_up(self._index_descriptor())
+        if check_after is None:
+            check_after = max(_AUTO_TABLE_MIN_LOOKUPS, self.num_files)
+        self._table_after = self._lookups + check_after
+
+    def _table_due(self) -> None:
+        """Enough lookups were made: use the saved table if it may answer, else build one
+        (or, for a table that is refused, plan to, as if none were saved)."""
+        self._table_after = None
+        if self._trust.candidate is None:
+            self.build_lookup_table()
+            return
+        found = self._trust.due(self.settled_conn())
+        if isinstance(found, LookupTable):
+            self._table = found
+        elif not found:
+            self._table_after = self._lookups + max(_AUTO_TABLE_MIN_LOOKUPS, self.num_files)
 
     def _load_lookup_table(self) -> bool:
-        self._table = LookupTable.load(lookup_table_path(self.path), self._index_descriptor())
+        self._take_up_table()
+        if self._trust.candidate is not None:
+            self._table_due()
         return self._table is not None
 
     def build_lookup_table(self, save: bool = True) -> bool:
         """Build the lookup table now (read-only, rollback-journal indexes only) and, with
-        ``save``, keep it beside the index for the next reader (if the directory allows).
+        ``save``, keep it beside the index for the next reader where it can be vouched for
+        without writing the index: an encrypted archive's, with the key known (see
+        ``table_trust.py``; a plain archive's tables are saved by writers).
 
         Args:
-            save: write the table beside the index too.
+            save: write the table beside the index too, when it can be.
 
         Returns:
             True if a table was built; False for a writable index or one whose journal
@@ -406,14 +445,16 @@ class IndexReader:
         """
         self._table_after = None
         self._table_pending = False
+        self._trust.candidate = None
         if not self.readonly:
             return False
-        table = LookupTable.build(self.settled_conn(), self._index_descriptor())
+        conn = self.settled_conn()
+        table = LookupTable.build(conn, self._index_descriptor())
         if table is None:
             return False
         self._table = table
         if save:
-            table.save(lookup_table_path(self.path))
+            self._trust.save(conn, table)
         return True
 
     def locate_many(self, paths: list[str]) -> list[tuple[int, Address]]:
@@ -431,6 +472,10 @@ class IndexReader:
         """
         if self._table_pending:
             self._take_up_table()
+        if self._trust.candidate is not None and self._table_after is not None:
+            self._lookups += len(paths)
+            if self._lookups >= self._table_after:
+                self._table_due()
         table = self._table
         if table is not None and (self._immutable or table.is_current()):
             located = table.find_many(paths)

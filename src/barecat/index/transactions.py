@@ -27,7 +27,6 @@ from barecat.index.deferred_stats import DeferredStats
 from barecat.index.errors import disk_full_or
 from barecat.index.lookup_table import LookupTable
 from barecat.index.merging import MergeSource
-from barecat.layout import lookup_table_path
 
 # Secondary indexes a bulk load may drop and rebuild: name -> "table (columns)".
 _SECONDARY_INDEXES = {
@@ -89,6 +88,7 @@ class IndexTransactions(IndexAggregates):
                 while the index was open: nothing since the last commit was committed.
         """
         refused: ForeignSchemaBarecatError | None = None
+        optimize = False
         if not self.readonly:
             with contextlib.suppress(sqlite3.Error):
                 conn = self.settled_conn()
@@ -99,36 +99,50 @@ class IndexTransactions(IndexAggregates):
                     self.rollback()
                 else:
                     conn.commit()
-                    if conn.total_changes:  # (else the file stays as it was, byte for byte)
-                        conn.execute("PRAGMA optimize")
-            if refused is None:
-                with contextlib.suppress(sqlite3.Error, OSError):
-                    self._refresh_lookup_table()
+                    optimize = conn.total_changes > 0  # (else the file stays byte for byte)
+            if refused is None:  # (a schema object planted since: no table, rolled back)
+                with contextlib.suppress(sqlite3.Error, OSError, ForeignSchemaBarecatError):
+                    self._refresh_lookup_table(optimize)
         super().close()
         if refused is not None:
             raise refused
 
-    def _refresh_lookup_table(self) -> None:
-        """Leave the saved lookup table right for the index as this writer leaves it.
+    def _refresh_lookup_table(self, optimize: bool) -> None:
+        """Leave the saved lookup table right for the index as this writer leaves it, and
+        with ``optimize`` refresh SQLite's statistics (``PRAGMA optimize``).
 
         Rebuilt when the archive is at least half this session's files (a new archive,
-        say), so building costs at most about 3 us per file written and the first reader
-        is fast; otherwise a table that no longer matches is removed, since readers would
-        ignore it anyway. ``lookup_table=False`` opts out of building.
+        say), or always with ``lookup_table=True``, so building costs at most about 3 us
+        per file written and the first reader is fast; saved with what vouches for it
+        (``table_trust.py``: a plain archive's config row, committed with the statistics;
+        an encrypted archive's tag, with the key). Otherwise a table that no longer
+        matches is removed, since readers would ignore it anyway. ``lookup_table=False``
+        opts out of building.
         """
-        path = lookup_table_path(self.path)
-        fd = self._index_descriptor()
-        if not os.path.exists(path) and not self._keep_table_fresh:
+        conn, path, fd = self.settled_conn(), self._trust.file, self._index_descriptor()
+        analysed = False
+
+        def last_steps(conn: sqlite3.Connection) -> None:  # (the row's commit is the
+            nonlocal analysed  # statistics' too: no commit more than before)
+            if optimize:
+                conn.execute("PRAGMA optimize")
+            analysed = True
+            self._check_schema(conn)
+
+        current = LookupTable.load(path, fd) is not None  # (nothing committed since saved)
+        wanted = not current and self._table_wanted()
+        if wanted and self._trust.commit_and_save(conn, fd, last_steps):
             return
-        if LookupTable.load(path, fd) is not None:
-            return  # nothing was committed: still right
+        if optimize and not analysed:
+            conn.execute("PRAGMA optimize")
+        if not current:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(path)
+
+    def _table_wanted(self) -> bool:
         files = self.num_files
-        if self._keep_table_fresh and files and files >= 2 * self._files_at_open:
-            table = LookupTable.build(self.settled_conn(), fd)
-            if table is not None and table.save(path):
-                return
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(path)
+        grown = files >= 2 * self._files_at_open or self._force_table
+        return self._keep_table_fresh and files > 0 and grown
 
     @property
     def shard_size_limit(self) -> int:
