@@ -105,7 +105,7 @@ class IndexReader:
         )
         self._immutable = readonly and readonly_is_immutable
         self._table: LookupTable | None = None
-        self._trust = TableTrust(self.path)  # (and the saved table, until it is checked)
+        self._trust = TableTrust(self.path)  # (and whether a saved table is to be checked)
         self._index_fd: int | None = None
         self._lookups = 0
         self._table_after: int | None = None
@@ -117,9 +117,10 @@ class IndexReader:
                 roll_back_crashed_transaction(self.path)
             conn = self._pool.get()
             # before anything else: no statement of ours may run a trigger or view that
-            # barecat did not make (its first read rolls back a crashed writer's journal)
-            self._schema_checked = schema_check.check(conn, self.path)
-            """SQLite's schema cookie when the schema was last found to be barecat's."""
+            # barecat did not make (its first read rolls back a crashed writer's journal);
+            # a writer checks again at commit if the schema cookie moved since
+            self._schema_checked = 0 if readonly else schema_check.schema_version(conn)
+            schema_check.check(conn, self.path)
             if not readonly:
                 self.created = make_schema_if_missing(
                     conn,
@@ -143,8 +144,9 @@ class IndexReader:
             if not self._load_lookup_table():
                 self.build_lookup_table()
         elif readonly and lookup_table is None:
-            # the saved table is mapped at the first lookup (``_take_up_table``): an open
-            # that only lists, globs or counts never pays for it (a tenth of an open)
+            # a saved table is looked for at the first lookup, and mapped and checked
+            # after enough of them (``_take_up_table``): an open that only lists, globs,
+            # counts or reads a file or two never pays for it
             self._table_pending = True
         if wal and not readonly:
             conn.execute("PRAGMA journal_mode = WAL")
@@ -206,7 +208,7 @@ class IndexReader:
     def close(self) -> None:
         self._pool.close()
         self._table = None
-        self._trust.candidate = None
+        self._trust.forget()
         self._table_pending = False
         if self._index_fd is not None:
             os.close(self._index_fd)
@@ -380,7 +382,7 @@ class IndexReader:
         table not checked yet is checked now)."""
         if self._table_pending:
             self._take_up_table()
-        if self._trust.candidate is not None:
+        if self._trust.saved:
             self._table_due()
         return None if self._table is None else len(self._table)
 
@@ -392,7 +394,7 @@ class IndexReader:
             tagger: bytes -> their tag under the key.
         """
         self._trust.tagger = tagger
-        if self._trust.candidate is not None and self._table_after is None:
+        if self._trust.saved and self._table_after is None:
             self._table_after = self._lookups  # it waited for the key: checked next time
 
     def _index_descriptor(self) -> int:
@@ -401,12 +403,12 @@ class IndexReader:
         return self._index_fd
 
     def _take_up_table(self) -> None:
-        """At a reader's first lookup: map the saved table if it says it is current, to be
-        checked after some lookups (``TableTrust.take_up``); else plan to build one after
-        one archive's worth of random lookups (by then building, about 2 us per file,
-        costs at most a fifth of what they took, and every later lookup saves 6 us)."""
+        """At a reader's first lookup: plan to check the saved table after some lookups
+        (``TableTrust.take_up``); without one, to build one after one archive's worth of
+        random lookups (by then building, about 2 us per file, costs at most a fifth of
+        what they took, and every later lookup saves about 6 us)."""
         self._table_pending = False
-        check_after = self._trust.take_up(self._index_descriptor())
+        check_after = self._trust.take_up()
         if check_after is None:
             check_after = max(_AUTO_TABLE_MIN_LOOKUPS, self.num_files)
         self._table_after = self._lookups + check_after
@@ -415,10 +417,10 @@ class IndexReader:
         """Enough lookups were made: use the saved table if it may answer, else build one
         (or, for a table that is refused, plan to, as if none were saved)."""
         self._table_after = None
-        if self._trust.candidate is None:
+        if not self._trust.saved:
             self.build_lookup_table()
             return
-        found = self._trust.due(self.settled_conn())
+        found = self._trust.due(self.settled_conn(), self._index_descriptor())
         if isinstance(found, LookupTable):
             self._table = found
         elif not found:
@@ -426,7 +428,7 @@ class IndexReader:
 
     def _load_lookup_table(self) -> bool:
         self._take_up_table()
-        if self._trust.candidate is not None:
+        if self._trust.saved:
             self._table_due()
         return self._table is not None
 
@@ -445,7 +447,7 @@ class IndexReader:
         """
         self._table_after = None
         self._table_pending = False
-        self._trust.candidate = None
+        self._trust.forget()
         if not self.readonly:
             return False
         conn = self.settled_conn()
@@ -472,7 +474,7 @@ class IndexReader:
         """
         if self._table_pending:
             self._take_up_table()
-        if self._trust.candidate is not None and self._table_after is not None:
+        if self._trust.saved and self._table_after is not None:
             self._lookups += len(paths)
             if self._lookups >= self._table_after:
                 self._table_due()

@@ -50,10 +50,7 @@ from barecat.index.errors import open_error
 from barecat.index.known_schema import KNOWN_OBJECTS
 
 _SCHEMA_ROWS = "SELECT type, name, tbl_name, sql FROM main.sqlite_master"
-_ALL_TEXTS = (
-    "SELECT count(sql), group_concat(sql, char(0)), "
-    "(SELECT schema_version FROM pragma_schema_version) FROM main.sqlite_master"
-)
+_ALL_TEXTS = "SELECT count(sql), group_concat(sql, char(0)) FROM main.sqlite_master"
 _KNOWN_TEXTS = frozenset(sql for variants in KNOWN_OBJECTS.values() for sql in variants)
 _TABLE_COLUMNS = {
     "files": {
@@ -200,51 +197,53 @@ def _is_plain_index(terms: tuple[str, ...], columns: set[str] | None) -> bool:
 def foreign_objects(conn: sqlite3.Connection) -> list[SchemaObject]:
     """The objects of the index behind ``conn`` that it may not hold.
 
+    SQLite builds each object from its SQL text alone (a row without one is the index of
+    a table's constraint, found by name), so an index whose every text is one that
+    barecat stores holds nothing else: the common case, one statement that returns one
+    row. Otherwise each row is judged by :func:`is_allowed`.
+
     Args:
         conn: a connection to the index.
 
     Returns:
         Them, in ``sqlite_master`` order; empty for an index barecat could have made.
     """
-    return _scan(conn)[0]
-
-
-def _scan(conn: sqlite3.Connection) -> tuple[list[SchemaObject], int]:
-    """:func:`foreign_objects`, and the schema cookie they were read at.
-
-    SQLite builds each object from its SQL text alone (a row without one is the index of
-    a table's constraint, found by name), so an index whose every text is one that
-    barecat stores holds nothing else: the common case, one statement that returns one
-    row. Otherwise each row is judged by :func:`is_allowed`.
-    """
-    count, texts, cookie = select(conn, _ALL_TEXTS).fetchone()
+    count, texts = select(conn, _ALL_TEXTS).fetchone()
     if texts is None:
-        return [], cookie
+        return []
     parts = texts.split("\0")
     if len(parts) == count and _KNOWN_TEXTS.issuperset(parts):
-        return [], cookie
+        return []
     rows = select(conn, _SCHEMA_ROWS)
-    return [obj for obj in (SchemaObject(*row) for row in rows) if not is_allowed(obj)], cookie
+    return [obj for obj in (SchemaObject(*row) for row in rows) if not is_allowed(obj)]
 
 
-def check(conn: sqlite3.Connection, where: str) -> int:
+def check(conn: sqlite3.Connection, where: str) -> None:
     """Refuse an index holding schema objects barecat did not make.
 
     Args:
         conn: a connection to the index; nothing else must have run on it yet.
         where: the index file, for the message.
 
-    Returns:
-        SQLite's schema cookie, which every later change of the schema moves (see
-        :func:`changed_since`).
-
     Raises:
         ForeignSchemaBarecatError: naming the index and the objects.
     """
-    found, cookie = _scan(conn)
+    found = foreign_objects(conn)
     if found:
         raise foreign_schema_error(where, found)
-    return cookie
+
+
+def schema_version(conn: sqlite3.Connection) -> int:
+    """SQLite's schema cookie, which every change of the schema moves: read before a
+    :func:`check`, so that a change made after it is seen by :func:`changed_since`.
+
+    Args:
+        conn: a connection to the index.
+
+    Returns:
+        The cookie.
+    """
+    return int(select(conn, "PRAGMA schema_version").fetchone()[0])
 
 
 def foreign_schema_error(where: str, found: Iterable[SchemaObject]) -> ForeignSchemaBarecatError:
@@ -283,8 +282,10 @@ def changed_since(conn: sqlite3.Connection, checked: int, where: str) -> int:
         ForeignSchemaBarecatError: an object barecat did not make appeared; the caller
             must not commit.
     """
-    (now,) = select(conn, "PRAGMA schema_version").fetchone()
-    return check(conn, where) if now != checked else int(now)
+    now = schema_version(conn)
+    if now != checked:
+        check(conn, where)
+    return now
 
 
 def drop_foreign(path: str) -> list[tuple[str, bool]]:

@@ -24,6 +24,7 @@ Imports only this package's ``connection``, ``file_digest`` and ``lookup_table``
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from collections.abc import Callable
 
@@ -53,42 +54,50 @@ class TableTrust:
         """The table file, ``INDEX-lookup``."""
         self.tagger: Tagger | None = None
         """An encrypted archive's, once the archive knows the key."""
-        self.candidate: LookupTable | None = None
-        """A saved table that says it is current, until it is checked (:meth:`due`)."""
+        self.saved = False
+        """A saved table is to be checked (:meth:`due`)."""
+        self._waiting: LookupTable | None = None  # (checked, waiting for the key)
         self._needs_tag: bool | None = None
 
-    def take_up(self, index_fd: int) -> int | None:
-        """A reader's first lookup: map the saved table if it says it is current.
-
-        Args:
-            index_fd: the index file, open.
+    def take_up(self) -> int | None:
+        """A reader's first lookup: is there a saved table? (It is mapped and checked
+        only when it is due: a one-off read pays a ``stat``.)
 
         Returns:
-            The lookups to make before it is checked; None if there is no such table.
+            The lookups to make before it is checked; None if there is none.
         """
-        self.candidate = LookupTable.load(self.file, index_fd)
-        if self.candidate is None:
+        try:
+            size = os.stat(self.file).st_size
+        except OSError:
             return None
-        return max(CHECK_MIN_LOOKUPS, self.candidate.nbytes // CHECK_BYTES_PER_LOOKUP)
+        self.saved = True
+        return max(CHECK_MIN_LOOKUPS, size // CHECK_BYTES_PER_LOOKUP)
 
-    def due(self, conn: sqlite3.Connection) -> LookupTable | bool:
-        """Check the candidate (:meth:`adopt`): the table if it may answer; True if it
-        waits for the key (kept as the candidate); False if it may not (dropped).
+    def due(self, conn: sqlite3.Connection, index_fd: int) -> LookupTable | bool:
+        """Map the saved table if it says it is current, and check it (:meth:`adopt`):
+        the table if it may answer; True if it waits for the key (it stays due); False
+        if it may not (forgotten).
 
         Args:
             conn: a connection to the index.
+            index_fd: the index file, open.
 
         Returns:
             As above.
         """
-        candidate, self.candidate = self.candidate, None
-        if candidate is None:
-            return False
-        adopted = self.adopt(conn, candidate)
-        if adopted is None:
-            self.candidate = candidate
+        table = self._waiting or LookupTable.load(self.file, index_fd)
+        self._waiting = None
+        adopted = None if table is None else self.adopt(conn, table)
+        if table is not None and adopted is None:
+            self._waiting = table
             return True
-        return candidate if adopted else False
+        self.saved = False
+        return table if table is not None and adopted else False
+
+    def forget(self) -> None:
+        """No saved table is due any more (the reader closed, or built its own)."""
+        self.saved = False
+        self._waiting = None
 
     def needs_tag(self, conn: sqlite3.Connection) -> bool:
         """Whether the archive is encrypted: its tables need the key's tag.
