@@ -215,6 +215,18 @@ class CorruptIndexBarecatError(BarecatError):
     """The index file is not a readable barecat index (not SQLite, or tables missing)."""
 
 
+class ForeignSchemaBarecatError(CorruptIndexBarecatError):
+    """The index holds schema objects (triggers, views, tables, indexes) that barecat
+    did not make and that could run inside its statements; ``barecat repair`` removes
+    them. ``index`` is the index file, ``objects`` describes each (``trigger 'x' on
+    files``)."""
+
+    def __init__(self, message: str, index: str, objects: list[str]) -> None:
+        super().__init__(message)
+        self.index = index
+        self.objects = objects
+
+
 __all__ = [
     "ArchiveClosedBarecatError",
     "ArchiveLockedBarecatError",
@@ -228,6 +240,7 @@ __all__ = [
     "FileNotFoundBarecatError",
     "FileOverDirectoryBarecatError",
     "FileTooLargeBarecatError",
+    "ForeignSchemaBarecatError",
     "InvalidPathBarecatError",
     "IsADirectoryBarecatError",
     "KeyDerivationCostBarecatError",

@@ -184,9 +184,11 @@ def test_what_a_kill_leaves_of_the_references_creation_is_recovered(
 def test_readers_name_an_unfinished_index(tmp_path: Path) -> None:
     import sqlite3
 
+    from barecat.index.known_schema import KNOWN_OBJECTS
+
     ar = tmp_path / "ar"
     with sqlite3.connect(ar) as conn:  # the first statement of the old creation
-        conn.execute("CREATE TABLE files (path TEXT NOT NULL, shard INTEGER, offset INTEGER)")
+        conn.execute(KNOWN_OBJECTS["table", "files"][0])  # (schema.sql's files table)
     with pytest.raises(CorruptIndexBarecatError, match="unfinished barecat index"):
         barecat.Barecat(str(ar))
 

@@ -61,10 +61,12 @@ class Barecat(MutableMapping[str, bytes]):
     A created archive that a failed open or a ``with`` block left by an exception leaves
     holding nothing is removed again (:meth:`abandon`); no index is made beside shards
     that hold data (``CorruptIndexBarecatError``).
-    Read-only archives answer lookups from the lookup table saved beside the index when it
-    matches, else build one once enough random reads happen (``lookup_table=True``: at
-    open); writers that create most of an archive save it at close. ``lookup_table=False``
-    neither uses nor writes one.
+    Read-only archives answer lookups from the lookup table saved beside the index once
+    it is checked (a few lookups in: its contents hashed, and vouched for by the index or,
+    encrypted, by the key), else build one once enough random reads happen
+    (``lookup_table=True``: at open); writers that create most of an archive, or opened
+    with ``lookup_table=True``, save it at close. ``lookup_table=False`` neither uses nor
+    writes one.
 
     ``path`` may be an fsspec URL (``s3://bucket/ds.barecat``; ``storage_options`` as for
     fsspec): such an archive opens read-only, its index copied once into ``cache_dir``

@@ -27,7 +27,7 @@ from barecat.index import Index
 from barecat.index.file_digest import DIGEST_KEY
 from barecat.index.reading import IndexReader
 from barecat.sealing import SealingSettings
-from barecat.sealing.digest import IndexDigest
+from barecat.sealing.digest import IndexDigest, lookup_table_tagger
 
 
 class DigestKeeper:
@@ -47,7 +47,9 @@ class DigestKeeper:
             index.keep_file_digest(None)  # refused until the key is known
 
     def unlocked(self, data_key: bytes, keeps_digest: bool) -> None:
-        """The key is known: check the stored digest cheaply, and (writers) keep it."""
+        """The key is known: check the stored digest cheaply, and (writers) keep it; the
+        saved lookup tables' tags are made and checked with it from now on."""
+        self._index.trust_lookup_tables_with(lookup_table_tagger(data_key))
         if not keeps_digest:
             return
         self.digest = IndexDigest(data_key, self._settings.binding())

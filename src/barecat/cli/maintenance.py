@@ -20,6 +20,7 @@ from barecat.cli.summary import timed
 from barecat.cli.terminal import Progress, human_size, wants_progress
 from barecat.entries import BarecatFileInfo
 from barecat.exceptions import BarecatError
+from barecat.ops.repair import drop_foreign_schema
 from barecat.ops.upgrade import UpgradeResult, format_version, upgrade
 from barecat.ops.verify import OnFile, VerifyReport
 
@@ -51,6 +52,10 @@ def register(sub: Subparsers) -> None:
     fix = add_command(
         sub,
         "repair",
+        description="Make a crashed or partly copied archive consistent again: first remove "
+        "from the index the triggers, views and indexes barecat did not make (they keep the "
+        "archive from opening), then cut shard bytes no file uses, rebuild directory data "
+        "and report the files whose bytes are missing or corrupt.",
         handler=run_repair,
         examples="""
         barecat repair photos.barecat               # cut stray shard tails, fix statistics
@@ -235,6 +240,12 @@ def run_rekey(args: argparse.Namespace) -> int:
 
 
 def run_repair(args: argparse.Namespace) -> int:
+    dropped = drop_foreign_schema(args.archive)
+    for description, made_again in dropped:
+        if made_again:
+            print(f"made {description} again as barecat makes it: it had other SQL")
+        else:
+            print(f"removed {description} from the index: barecat did not make it")
     with open_archive(args.archive, args, readonly=False) as bc:
         progress, on_file = _progress(args, bc.num_files)
         with progress:
@@ -248,7 +259,7 @@ def run_repair(args: argparse.Namespace) -> int:
         print(f"dropped {len(result.dropped)} bad files from the index")
     for problem in result.remaining_problems:
         print(f"index: {problem}", file=sys.stderr)
-    if not result.changed and not result.bad_files:
+    if not result.changed and not result.bad_files and not dropped:
         print("nothing to repair")
     left = result.remaining_problems or (result.bad_files and not result.dropped)
     return 1 if left else 0

@@ -14,7 +14,9 @@ processes reading the same archive share its pages.
 It can never give a wrong answer. A slot whose hash matches answers only if the path
 stored with it is the one asked for, byte for byte: a path that is not in the archive but
 shares its 64-bit hash with one that is goes on probing and ends at an empty slot, so
-SQLite answers it. It can never serve a stale location either. The file records the
+SQLite answers it (a probe visits each slot at most once, so even a table without an
+empty slot, which is damaged and never used, ends every probe). It can never serve a
+stale location either. The file records the
 index's identity when it was built (inode, size, mtime and SQLite's file change counter,
 bytes 24-27 of the header, which every commit bumps in rollback-journal mode) and is
 ignored unless all of them still match; in memory, every answer first rereads the change
@@ -22,7 +24,16 @@ counter, so a commit by any process retires the table. WAL-mode indexes, whose c
 does not move, are never accelerated. The table only ever speeds up hits: a path it does
 not hold (a file of 4 GiB or more, past 2**48 bytes into its shard, without a CRC, or
 whose row is damaged) is left to SQLite. The file is a cache: deleting it is always safe.
-It knows the ``files`` table's columns, nothing else; it answers with ``entries.Address``.
+
+Nor can a forged file answer. Its identity can be copied from the index, so the file
+also holds the SHA-256 of its contents (:meth:`LookupTable.content_hash`), which a
+reader checks (:meth:`LookupTable.verify`) before the table answers anything, and which
+must be vouched for by what only a writer of the index or the holder of the archive's
+key can make: the index's ``lookup_table`` config row (:data:`CONFIG_KEY`: the hash and
+the change counter of the commit that wrote it, in the same transaction), or a tag under
+the key (``tag``, made and checked by the caller). Which one a reader asks for is
+``index/reading.py``'s choice. It knows the ``files`` table's columns, nothing else; it
+answers with ``entries.Address``.
 """
 
 from __future__ import annotations
@@ -44,11 +55,19 @@ _new = tuple.__new__  # an Address without NamedTuple's Python-level __new__ (th
 _Slots = Union["array[int]", memoryview]
 _Paths = bytearray | mmap.mmap
 _MAGIC = b"BCLOOKUP"
-_VERSION = 2
+_VERSION = 3
 # magic, version, index inode, index size, index mtime_ns, change counter, files, capacity,
-# bytes of paths; padded to 64 bytes so the sections stay 8-byte aligned
-_HEADER = struct.Struct("<8sIQQq4sQQQ")
-_HEADER_SIZE = 64
+# bytes of paths, SHA-256 of the contents, the tag of the key (zeros: none): 128 bytes,
+# so the sections stay 8-byte aligned
+_HEADER = struct.Struct("<8sIQQq4sQQQ32s32s")
+_HEADER_SIZE = _HEADER.size
+_TAGGED = _HEADER_SIZE - 32  # the tag covers every header byte before it
+_SIZES = struct.Struct("<QQQ")  # files, capacity, bytes of paths: hashed with the contents
+_NO_TAG = bytes(32)
+CONFIG_KEY = "lookup_table"
+"""The config row that vouches for a saved table: the hex SHA-256 of its contents
+(``value_text``) and the index's change counter after the commit that wrote the row
+(``value_int``)."""
 _WORDS = 4  # u64 words a slot: hash, shard << 48 | offset, path start << 24 | length,
 # CRC << 32 | size
 _SLOT_SIZE = 8 * _WORDS
@@ -74,6 +93,13 @@ def change_counter(index_fd: int) -> bytes | None:
 def _identity(index_fd: int, counter: bytes) -> tuple[int, int, int, bytes]:
     st = os.fstat(index_fd)
     return (st.st_ino, st.st_size, st.st_mtime_ns, counter)
+
+
+def identity_now(index_fd: int) -> tuple[int, int, int, bytes] | None:
+    """The index's identity as a table records it (inode, size, mtime, change counter),
+    or None where the counter cannot be trusted (WAL)."""
+    counter = change_counter(index_fd)
+    return None if counter is None else _identity(index_fd, counter)
 
 
 def _encode(path: str) -> bytes:
@@ -106,6 +132,8 @@ class LookupTable:
         slots: _Slots,
         paths: _Paths,
         paths_start: int = 0,
+        content: bytes | None = None,
+        tag: bytes = _NO_TAG,
     ) -> None:
         # the index header's first bytes, mapped: rereading the counter costs no system call
         # (SQLite never shortens an index below its first page)
@@ -117,6 +145,10 @@ class LookupTable:
         self._capacity = len(self._slots) // _WORDS
         self._paths = paths
         self._paths_start = paths_start
+        self.content = content
+        """The SHA-256 of the contents the file says it holds (None: a table built here)."""
+        self.tag = tag
+        """What the file says the key makes of its header (zeros: no tag)."""
 
     # -- building and saving ---------------------------------------------------------
 
@@ -153,14 +185,70 @@ class LookupTable:
             stored += 1
         return cls(index_fd, identity, stored, slots, paths)
 
-    def save(self, path: str) -> bool:
-        """Write the table to ``path`` atomically; False (and nothing left behind) if the
-        directory is not writable or the disk is full: the table is only a cache."""
+    def content_hash(self) -> bytes:
+        """The SHA-256 of the table's contents: its sizes, slots and paths (reading every
+        page: about 1 ns a byte, 80 ms for a million files).
+
+        Returns:
+            The 32-byte digest.
+        """
+        import hashlib  # (3 ms to import: only when a table is saved or checked)
+
+        digest = hashlib.sha256(_SIZES.pack(self._count, self._capacity, self._paths_len()))
+        digest.update(self._slots)
+        digest.update(memoryview(self._paths)[self._paths_start :])
+        return digest.digest()
+
+    def set_identity(self, identity: tuple[int, int, int, bytes]) -> None:
+        """Say the table is for the index as ``identity`` describes it (a writer that
+        committed the row vouching for it after building it)."""
+        self.identity = identity
+        self.counter = identity[3]
+
+    @property
+    def nbytes(self) -> int:
+        """The size of the contents (what :meth:`content_hash` reads)."""
+        return _SIZES.size + len(self._slots) * 8 + self._paths_len()
+
+    def _paths_len(self) -> int:
+        return len(self._paths) - self._paths_start
+
+    def verify(self) -> bool:
+        """Whether the contents are those the file's header says (a table built here
+        always is).
+
+        Returns:
+            True if they hash to the stated SHA-256.
+        """
+        return self.content is None or self.content_hash() == self.content
+
+    def tagged_header(self, content: bytes | None = None) -> bytes:
+        """The header bytes a tag covers: the index's identity, the sizes and the SHA-256
+        of the contents (``content``, else the stated or computed one).
+
+        Returns:
+            The bytes.
+        """
         ino, size, mtime_ns, counter = self.identity
+        digest = content or self.content or self.content_hash()
+        header = _HEADER.pack(_MAGIC, _VERSION, ino, size, mtime_ns, counter, self._count,
+                              self._capacity, self._paths_len(), digest, _NO_TAG)  # fmt: skip
+        return header[:_TAGGED]
+
+    def save(self, path: str, content: bytes, tag: bytes = _NO_TAG) -> bool:
+        """Write the table to ``path`` atomically; False (and nothing left behind) if the
+        directory is not writable or the disk is full: the table is only a cache.
+
+        Args:
+            path: where (``INDEX-lookup``).
+            content: the table's :meth:`content_hash`.
+            tag: the key's tag of :meth:`tagged_header`, if any.
+
+        Returns:
+            Whether it was saved.
+        """
+        header = self.tagged_header(content) + tag
         paths = memoryview(self._paths)[self._paths_start :]
-        header = _HEADER.pack(
-            _MAGIC, _VERSION, ino, size, mtime_ns, counter, self._count, self._capacity, len(paths)
-        ).ljust(_HEADER_SIZE, b"\0")
         directory = os.path.dirname(path) or "."
         try:
             import tempfile  # (random, bisect...) only when a table is built
@@ -185,8 +273,9 @@ class LookupTable:
 
     @classmethod
     def load(cls, path: str, index_fd: int) -> LookupTable | None:
-        """The table saved at ``path`` if it was built for the index's current state, else
-        None (missing, for another index or state, truncated, or of another version)."""
+        """The table saved at ``path`` if it says it was built for the index's current
+        state, else None (missing, for another index or state, truncated, or of another
+        version). Its contents are not checked yet (:meth:`verify`)."""
         counter = change_counter(index_fd)
         if counter is None:
             return None
@@ -198,9 +287,8 @@ class LookupTable:
             header = os.pread(fd, _HEADER.size, 0)
             if len(header) < _HEADER.size:
                 return None
-            magic, version, ino, size, mtime_ns, saved_counter, count, capacity, n_paths = (
-                _HEADER.unpack(header)
-            )
+            (magic, version, ino, size, mtime_ns, saved_counter, count, capacity, n_paths,
+             content, tag) = _HEADER.unpack(header)  # fmt: skip
             identity = (ino, size, mtime_ns, saved_counter)
             if (magic, version) != (_MAGIC, _VERSION) or identity != _identity(index_fd, counter):
                 return None
@@ -214,7 +302,7 @@ class LookupTable:
             os.close(fd)
         slots_end = _HEADER_SIZE + _SLOT_SIZE * capacity
         slots = memoryview(mapped)[_HEADER_SIZE:slots_end]
-        return cls(index_fd, identity, count, slots, mapped, paths_start=slots_end)
+        return cls(index_fd, identity, count, slots, mapped, slots_end, content, tag)
 
     # -- answering -------------------------------------------------------------------
 
@@ -233,13 +321,51 @@ class LookupTable:
                 ref = slots[i + 2]
                 start = self._paths_start + (ref >> _LENGTH_BITS)
                 if self._paths[start : start + (ref & _LENGTH_MASK)] == key:
-                    word, size_crc = slots[i + 1], slots[i + 3]
-                    offset, size = word & _OFFSET_MASK, size_crc & _MAX_U32
-                    return _new(Address, (word >> _OFFSET_BITS, offset, size, size_crc >> 32))
+                    break
             i += _WORDS
             if i == end:
-                i = 0
-        return None
+                i = self._probe_from_the_top(h, key)
+                if i < 0:
+                    return None
+                break
+        else:
+            return None
+        word, size_crc = slots[i + 1], slots[i + 3]
+        offset, size = word & _OFFSET_MASK, size_crc & _MAX_U32
+        return _new(Address, (word >> _OFFSET_BITS, offset, size, size_crc >> 32))
+
+    def _probe_from_the_top(self, h: int, key: bytes) -> int:
+        """The slot of ``key`` for a probe that reached the table's end: on from slot 0,
+        up to the slot the probe started at, so no probe visits a slot twice (a table
+        without an empty slot is damaged, but ends every probe). -1: not there."""
+        slots, paths, paths_start = self._slots, self._paths, self._paths_start
+        for i in range(0, ((h * self._capacity) >> 64) * _WORDS, _WORDS):
+            current = slots[i]
+            if current == _EMPTY:
+                return -1
+            if current == h:
+                ref = slots[i + 2]
+                start = paths_start + (ref >> _LENGTH_BITS)
+                if paths[start : start + (ref & _LENGTH_MASK)] == key:
+                    return i
+        return -1
+
+    def has_empty_slot(self) -> bool:
+        """Whether some slot is empty, as in every table built here (a table without one is
+        damaged: each path it lacks would be probed across the whole table).
+
+        Returns:
+            True if one is.
+        """
+        step = 4096 * _WORDS  # (a quarter of the slots are empty: the first chunk has one)
+        for first in range(0, len(self._slots), step):
+            hashes = self._slots[first : first + step : _WORDS].tobytes()  # 8 bytes each
+            at = hashes.find(bytes(8))
+            while at > 0 and at % 8:  # (zero bytes across two words)
+                at = hashes.find(bytes(8), at + 1)
+            if at >= 0:
+                return True
+        return False
 
     def find_many(self, paths: list[str]) -> list[tuple[int, Address]] | None:
         """(position in ``paths``, address) of every path, sorted by address; None as soon
@@ -266,7 +392,10 @@ class LookupTable:
                     return None
                 i += _WORDS
                 if i == end:
-                    i = 0
+                    i = self._probe_from_the_top(h, key)
+                    if i < 0:
+                        return None
+                    break
             word, size_crc = slots[i + 1], slots[i + 3]
             places.append(word)
             found.append(

@@ -30,8 +30,9 @@ from barecat.exceptions import (
     CorruptIndexBarecatError,
     ReadOnlyBarecatError,
 )
-from barecat.index import treestats
+from barecat.index import schema_check, treestats
 from barecat.index.connection import connect, is_busy, select, sqlite_uri
+from barecat.index.lookup_table import CONFIG_KEY as LOOKUP_TABLE_KEY
 from barecat.index.schema import (
     SCHEMA_VERSION_MAJOR,
     SCHEMA_VERSION_MINOR,
@@ -106,6 +107,7 @@ def _lock_and_read_version(conn: sqlite3.Connection, path: str, writable: bool) 
         if str(mode).lower() == "wal" and writable:
             conn.execute("PRAGMA journal_mode = DELETE")
         conn.execute("BEGIN IMMEDIATE" if writable else "BEGIN")
+        schema_check.check(conn, path)  # (reading old.* must run no view of someone else's)
         version = read_version(conn, path)
     except sqlite3.OperationalError as e:
         if is_busy(e):
@@ -217,7 +219,8 @@ class UpgradeBuild:
             conn.execute(
                 "INSERT OR REPLACE INTO config (key, value_text, value_int) "
                 "SELECT key, value_text, value_int FROM old.config WHERE key NOT IN "
-                "('schema_version_major', 'schema_version_minor', 'use_triggers')"
+                "('schema_version_major', 'schema_version_minor', 'use_triggers', "
+                f"'{LOOKUP_TABLE_KEY}')"
             )
         conn.commit()
 

@@ -31,7 +31,7 @@ from barecat.exceptions import (
     IsADirectoryBarecatError,
     NotADirectoryLookupBarecatError,
 )
-from barecat.index import file_digest, query
+from barecat.index import file_digest, query, schema_check
 from barecat.index.connection import (
     ConnectionPool,
     map_pages,
@@ -49,7 +49,8 @@ from barecat.index.schema import (
     make_schema_if_missing,
     read_config,
 )
-from barecat.layout import base_path, lookup_table_path, shards_with_bytes
+from barecat.index.table_trust import TableTrust, Tagger
+from barecat.layout import base_path, shards_with_bytes
 from barecat.paths import ancestors, normalize
 
 _AUTO_TABLE_MIN_LOOKUPS = 10_000
@@ -104,16 +105,23 @@ class IndexReader:
         )
         self._immutable = readonly and readonly_is_immutable
         self._table: LookupTable | None = None
+        self._trust = TableTrust(self.path)  # (and whether a saved table is to be checked)
         self._index_fd: int | None = None
         self._lookups = 0
         self._table_after: int | None = None
         self._table_pending = False
         self._keep_table_fresh = not readonly and lookup_table is not False
+        self._force_table = not readonly and lookup_table is True
         try:
             if readonly and not readonly_is_immutable:
                 roll_back_crashed_transaction(self.path)
             conn = self._pool.get()
-            if not readonly:  # (its first read rolls back a killed creation's hot journal)
+            # before anything else: no statement of ours may run a trigger or view that
+            # barecat did not make (its first read rolls back a crashed writer's journal);
+            # a writer checks again at commit if the schema cookie moved since
+            self._schema_checked = 0 if readonly else schema_check.schema_version(conn)
+            schema_check.check(conn, self.path)
+            if not readonly:
                 self.created = make_schema_if_missing(
                     conn,
                     self.path,
@@ -136,8 +144,9 @@ class IndexReader:
             if not self._load_lookup_table():
                 self.build_lookup_table()
         elif readonly and lookup_table is None:
-            # the saved table is mapped at the first lookup (``_take_up_table``): an open
-            # that only lists, globs or counts never pays for it (a tenth of an open)
+            # a saved table is looked for at the first lookup, and mapped and checked
+            # after enough of them (``_take_up_table``): an open that only lists, globs,
+            # counts or reads a file or two never pays for it
             self._table_pending = True
         if wal and not readonly:
             conn.execute("PRAGMA journal_mode = WAL")
@@ -199,6 +208,7 @@ class IndexReader:
     def close(self) -> None:
         self._pool.close()
         self._table = None
+        self._trust.forget()
         self._table_pending = False
         if self._index_fd is not None:
             os.close(self._index_fd)
@@ -308,8 +318,9 @@ class IndexReader:
         """(shard, offset, size, crc32c) of a normalized file path, or None: the read hot path.
 
         Read-only indexes answer from a :class:`LookupTable` when one is current (saved
-        beside the index by an earlier reader, built after enough lookups, or at open with
-        ``lookup_table=True``), SQLite otherwise and for whatever the table cannot tell.
+        beside the index by a writer, or a reader of an encrypted archive holding its key,
+        and checked; built after enough lookups, or at open with ``lookup_table=True``),
+        SQLite otherwise and for whatever the table cannot tell.
 
         Args:
             path: the normalized path.
@@ -336,7 +347,8 @@ class IndexReader:
         elif self._table_after is not None:
             self._lookups += 1
             if self._lookups >= self._table_after:
-                self.build_lookup_table()
+                self._table_due()
+                return self.lookup_address(path)
         return self.lookup_address_in_sqlite(path)
 
     def lookup_address_in_sqlite(self, path: str) -> Address | None:
@@ -366,10 +378,24 @@ class IndexReader:
 
     @property
     def lookup_table_size(self) -> int | None:
-        """Entries in the active lookup table, or None when lookups go to SQLite."""
+        """Entries in the active lookup table, or None when lookups go to SQLite (a saved
+        table not checked yet is checked now)."""
         if self._table_pending:
             self._take_up_table()
+        if self._trust.saved:
+            self._table_due()
         return None if self._table is None else len(self._table)
+
+    def trust_lookup_tables_with(self, tagger: Tagger) -> None:
+        """Make and check the tags of an encrypted archive's saved tables with ``tagger``
+        (the archive's key, once known; see ``table_trust.py``).
+
+        Args:
+            tagger: bytes -> their tag under the key.
+        """
+        self._trust.tagger = tagger
+        if self._trust.saved and self._table_after is None:
+            self._table_after = self._lookups  # it waited for the key: checked next time
 
     def _index_descriptor(self) -> int:
         if self._index_fd is None:
@@ -377,24 +403,43 @@ class IndexReader:
         return self._index_fd
 
     def _take_up_table(self) -> None:
-        """At a reader's first lookup: map the table saved beside the index if it is
-        current, else plan to build one after one archive's worth of random lookups (by
-        then building, about 2 us per file, costs at most a fifth of what they took, and
-        every later lookup saves about 6 us)."""
+        """At a reader's first lookup: plan to check the saved table after some lookups
+        (``TableTrust.take_up``); without one, to build one after one archive's worth of
+        random lookups (by then building, about 2 us per file, costs at most a fifth of
+        what they took, and every later lookup saves about 6 us)."""
         self._table_pending = False
-        if not self._load_lookup_table():
-            self._table_after = max(_AUTO_TABLE_MIN_LOOKUPS, self.num_files)
+        check_after = self._trust.take_up()
+        if check_after is None:
+            check_after = max(_AUTO_TABLE_MIN_LOOKUPS, self.num_files)
+        self._table_after = self._lookups + check_after
+
+    def _table_due(self) -> None:
+        """Enough lookups were made: use the saved table if it may answer, else build one
+        (or, for a table that is refused, plan to, as if none were saved)."""
+        self._table_after = None
+        if not self._trust.saved:
+            self.build_lookup_table()
+            return
+        found = self._trust.due(self.settled_conn(), self._index_descriptor())
+        if isinstance(found, LookupTable):
+            self._table = found
+        elif not found:
+            self._table_after = self._lookups + max(_AUTO_TABLE_MIN_LOOKUPS, self.num_files)
 
     def _load_lookup_table(self) -> bool:
-        self._table = LookupTable.load(lookup_table_path(self.path), self._index_descriptor())
+        self._take_up_table()
+        if self._trust.saved:
+            self._table_due()
         return self._table is not None
 
     def build_lookup_table(self, save: bool = True) -> bool:
         """Build the lookup table now (read-only, rollback-journal indexes only) and, with
-        ``save``, keep it beside the index for the next reader (if the directory allows).
+        ``save``, keep it beside the index for the next reader where it can be vouched for
+        without writing the index: an encrypted archive's, with the key known (see
+        ``table_trust.py``; a plain archive's tables are saved by writers).
 
         Args:
-            save: write the table beside the index too.
+            save: write the table beside the index too, when it can be.
 
         Returns:
             True if a table was built; False for a writable index or one whose journal
@@ -402,14 +447,16 @@ class IndexReader:
         """
         self._table_after = None
         self._table_pending = False
+        self._trust.forget()
         if not self.readonly:
             return False
-        table = LookupTable.build(self.settled_conn(), self._index_descriptor())
+        conn = self.settled_conn()
+        table = LookupTable.build(conn, self._index_descriptor())
         if table is None:
             return False
         self._table = table
         if save:
-            table.save(lookup_table_path(self.path))
+            self._trust.save(conn, table)
         return True
 
     def locate_many(self, paths: list[str]) -> list[tuple[int, Address]]:
@@ -427,6 +474,10 @@ class IndexReader:
         """
         if self._table_pending:
             self._take_up_table()
+        if self._trust.saved and self._table_after is not None:
+            self._lookups += len(paths)
+            if self._lookups >= self._table_after:
+                self._table_due()
         table = self._table
         if table is not None and (self._immutable or table.is_current()):
             located = table.find_many(paths)

@@ -22,6 +22,8 @@ it makes barecat 0.3.x refuse the archive with its own error instead of returnin
 sealed bytes as if they were the files."""
 SEALING_KEY = "sealing"
 """The config row whose presence marks a sealed archive (its text: the sealing version)."""
+SEALED_COLUMN_SQL = "ALTER TABLE files ADD COLUMN logical_size INTEGER DEFAULT NULL"
+"""What turns the ``files`` table of an empty index into a sealed archive's."""
 
 ConfigValue = str | int
 
@@ -171,7 +173,7 @@ def enable_sealing(conn: sqlite3.Connection, records: dict[str, ConfigValue]) ->
             "sealed archive instead (barecat subset, or barecat create from an extraction)"
         )
     with conn:
-        conn.execute("ALTER TABLE files ADD COLUMN logical_size INTEGER DEFAULT NULL")
+        conn.execute(SEALED_COLUMN_SQL)
         write_config(conn, {**records, "schema_version_major": SEALED_SCHEMA_VERSION_MAJOR})
 
 

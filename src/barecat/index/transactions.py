@@ -19,15 +19,14 @@ import sqlite3
 from collections.abc import Iterator
 
 from barecat.entries import SHARD_SIZE_UNLIMITED
-from barecat.exceptions import ReadOnlyBarecatError
-from barecat.index import merging, treestats
+from barecat.exceptions import ForeignSchemaBarecatError, ReadOnlyBarecatError
+from barecat.index import merging, schema_check, treestats
 from barecat.index.aggregates import IndexAggregates
 from barecat.index.connection import select, sqlite_uri
 from barecat.index.deferred_stats import DeferredStats
 from barecat.index.errors import disk_full_or
 from barecat.index.lookup_table import LookupTable
 from barecat.index.merging import MergeSource
-from barecat.layout import lookup_table_path
 
 # Secondary indexes a bulk load may drop and rebuild: name -> "table (columns)".
 _SECONDARY_INDEXES = {
@@ -74,41 +73,76 @@ class IndexTransactions(IndexAggregates):
             self.shard_size_limit = shard_size_limit
         self._files_at_open = 0 if self.readonly else self.num_files
 
+    def _check_schema(self, conn: sqlite3.Connection) -> None:
+        """Before a commit: refuse (the caller rolls back) if an object barecat did not
+        make appeared since the schema was last checked (``schema_check.changed_since``)."""
+        self._schema_checked = schema_check.changed_since(conn, self._schema_checked, self.path)
+
     def close(self) -> None:
         """Commit (a writer), leave the saved lookup table right for what was written,
         and close the database. Errors while committing are swallowed: what was not
-        committed is lost."""
+        committed is lost.
+
+        Raises:
+            ForeignSchemaBarecatError: a schema object barecat did not make appeared
+                while the index was open: nothing since the last commit was committed.
+        """
+        refused: ForeignSchemaBarecatError | None = None
+        optimize = False
         if not self.readonly:
             with contextlib.suppress(sqlite3.Error):
                 conn = self.settled_conn()
-                conn.commit()
-                if conn.total_changes:  # (else the file stays as it was, byte for byte)
-                    conn.execute("PRAGMA optimize")
-            with contextlib.suppress(sqlite3.Error, OSError):
-                self._refresh_lookup_table()
+                try:
+                    self._check_schema(conn)
+                except ForeignSchemaBarecatError as e:
+                    refused = e
+                    self.rollback()
+                else:
+                    conn.commit()
+                    optimize = conn.total_changes > 0  # (else the file stays byte for byte)
+            if refused is None:  # (a schema object planted since: no table, rolled back)
+                with contextlib.suppress(sqlite3.Error, OSError, ForeignSchemaBarecatError):
+                    self._refresh_lookup_table(optimize)
         super().close()
+        if refused is not None:
+            raise refused
 
-    def _refresh_lookup_table(self) -> None:
-        """Leave the saved lookup table right for the index as this writer leaves it.
+    def _refresh_lookup_table(self, optimize: bool) -> None:
+        """Leave the saved lookup table right for the index as this writer leaves it, and
+        with ``optimize`` refresh SQLite's statistics (``PRAGMA optimize``).
 
         Rebuilt when the archive is at least half this session's files (a new archive,
-        say), so building costs at most about 3 us per file written and the first reader
-        is fast; otherwise a table that no longer matches is removed, since readers would
-        ignore it anyway. ``lookup_table=False`` opts out of building.
+        say), or always with ``lookup_table=True``, so building costs at most about 3 us
+        per file written and the first reader is fast; saved with what vouches for it
+        (``table_trust.py``: a plain archive's config row, committed with the statistics;
+        an encrypted archive's tag, with the key). Otherwise a table that no longer
+        matches is removed, since readers would ignore it anyway. ``lookup_table=False``
+        opts out of building.
         """
-        path = lookup_table_path(self.path)
-        fd = self._index_descriptor()
-        if not os.path.exists(path) and not self._keep_table_fresh:
+        conn, path, fd = self.settled_conn(), self._trust.file, self._index_descriptor()
+        analysed = False
+
+        def last_steps(conn: sqlite3.Connection) -> None:  # (the row's commit is the
+            nonlocal analysed  # statistics' too: no commit more than before)
+            if optimize:
+                conn.execute("PRAGMA optimize")
+            analysed = True
+            self._check_schema(conn)
+
+        current = LookupTable.load(path, fd) is not None  # (nothing committed since saved)
+        wanted = not current and self._table_wanted()
+        if wanted and self._trust.commit_and_save(conn, fd, last_steps):
             return
-        if LookupTable.load(path, fd) is not None:
-            return  # nothing was committed: still right
+        if optimize and not analysed:
+            conn.execute("PRAGMA optimize")
+        if not current:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(path)
+
+    def _table_wanted(self) -> bool:
         files = self.num_files
-        if self._keep_table_fresh and files and files >= 2 * self._files_at_open:
-            table = LookupTable.build(self.settled_conn(), fd)
-            if table is not None and table.save(path):
-                return
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(path)
+        grown = files >= 2 * self._files_at_open or self._force_table
+        return self._keep_table_fresh and files > 0 and grown
 
     @property
     def shard_size_limit(self) -> int:
@@ -124,13 +158,23 @@ class IndexTransactions(IndexAggregates):
         self.settled_conn().commit()
 
     def commit(self) -> None:
-        """Commit the index's open transaction.
+        """Commit the index's open transaction, unless a schema object barecat did not
+        make appeared since the last commit (it may have run inside the statements of
+        this transaction: nothing of it is committed).
 
         Raises:
             NotEnoughSpaceBarecatError: the disk is full.
+            ForeignSchemaBarecatError: such an object appeared; the transaction was
+                rolled back.
         """
         try:
-            self.settled_conn().commit()
+            conn = self.settled_conn()
+            try:
+                self._check_schema(conn)
+            except ForeignSchemaBarecatError:
+                self.rollback()
+                raise
+            conn.commit()
         except sqlite3.OperationalError as e:
             raise disk_full_or(e, self.path) from e
 

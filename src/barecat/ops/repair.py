@@ -6,14 +6,18 @@ directory rows and statistics are derived data, so they are recreated from the f
 Files whose bytes are missing or fail their CRC32C are only reported, unless asked to
 drop them from the index; their bytes are left where they are. Nothing that the index
 references and that verifies is ever removed. Running it twice changes nothing the second
-time. Works on (Index, Sharder); no SQL and no shard I/O of its own.
+time. Works on (Index, Sharder); no SQL and no shard I/O of its own. Schema objects
+barecat did not make keep an archive from opening at all, so :func:`drop_foreign_schema`
+removes them by path, before the archive is opened.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
-from barecat.index import Index
+from barecat.index import Index, schema_check
+from barecat.layout import base_path, index_path
 from barecat.ops.verify import OnFile, VerifyReport, verify_archive
 from barecat.shards import Sharder
 
@@ -77,3 +81,30 @@ def _cut_unreferenced_tails(index: Index, sharder: Sharder) -> int:
             sharder.truncate_shard(shard, end)
             cut += size - end
     return cut
+
+
+def drop_foreign_schema(path: str) -> list[tuple[str, bool]]:
+    """Remove from the index of the archive at ``path`` the triggers, views, virtual
+    tables and indexes that barecat did not make and that could run inside its
+    statements (``barecat.index.schema_check``): the archive refuses to open while it
+    holds them. One of barecat's own triggers or indexes found with other SQL is made
+    again as barecat makes it. Nothing else is changed. ``barecat repair`` does this
+    first.
+
+    Args:
+        path: the archive (its base path or index file).
+
+    Returns:
+        (``trigger 'x' on files``, whether it was made again) for each object removed;
+        empty if there was none.
+
+    Raises:
+        ArchiveLockedBarecatError: a writer has the archive open.
+        CorruptIndexBarecatError: one of barecat's own tables is defined otherwise
+            (removing it would remove the rows), or an object cannot be removed;
+            nothing was changed.
+    """
+    index = index_path(base_path(path))
+    if not os.path.isfile(index):
+        return []  # (opening the archive says what is wrong)
+    return schema_check.drop_foreign(index)

@@ -25,7 +25,7 @@ from __future__ import annotations
 import hashlib
 import os
 import struct
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from barecat.exceptions import BarecatIntegrityError
 from barecat.sealing.blocks import aead_cipher
@@ -111,8 +111,20 @@ class IndexDigest:
         return hashlib.blake2b(plain, key=self._pin_key, digest_size=16).hexdigest()
 
 
+def lookup_table_tagger(data_key: bytes) -> Callable[[bytes], bytes]:
+    """The tag of a saved lookup table (``index/table_trust.py``) under the data key: it
+    tells a reader holding the key that someone holding it made the table, for this state
+    of the index and its digest. A keyed BLAKE2b-256 under a key of its own."""
+    key = _subkey(data_key, b"lookup table")
+
+    def tag(data: bytes) -> bytes:
+        return hashlib.blake2b(data, key=key, digest_size=32).digest()
+
+    return tag
+
+
 def _subkey(data_key: bytes, purpose: bytes) -> bytes:
     return hashlib.blake2b(purpose, key=data_key, digest_size=32, person=b"barecat-index").digest()
 
 
-__all__ = ["IndexDigest", "Row"]
+__all__ = ["IndexDigest", "Row", "lookup_table_tagger"]
