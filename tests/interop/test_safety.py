@@ -9,12 +9,12 @@ import signal
 import subprocess
 import sys
 import textwrap
-import uuid
 from pathlib import Path
 
 import pytest
 
 import barecat
+from helpers.disks import small_tmpfs
 from helpers.killing import check_after_kill, kill_at, printed
 
 WRITER = textwrap.dedent(
@@ -82,17 +82,8 @@ def test_failing_stream_leaves_archive_unchanged(archive_path: str) -> None:
 @pytest.fixture
 def tiny_disk(tmp_path):  # type: ignore[no-untyped-def]
     """A real 1 MiB tmpfs, so writes hit a genuine ENOSPC."""
-    mnt = tmp_path / f"disk-{uuid.uuid4().hex[:8]}"
-    mnt.mkdir()
-    result = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)], capture_output=True
-    )
-    if result.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here (needs root): {result.stderr.decode().strip()}")
-    try:
-        yield mnt
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], check=False)
+    with small_tmpfs(tmp_path, "1m") as disk:
+        yield disk
 
 
 def test_disk_full_is_a_clear_error_and_loses_nothing(tiny_disk) -> None:  # type: ignore[no-untyped-def]
