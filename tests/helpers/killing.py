@@ -121,8 +121,8 @@ def start(argv: Sequence[str], env: Mapping[str, str] | None = None) -> Child:
     return child
 
 
-def kill_when(child: Child, state: State) -> Killed:
-    """SIGKILL ``child`` as soon as ``state`` holds (polled every millisecond)."""
+def reach(child: Child, state: State) -> None:
+    """Wait until ``child`` reaches ``state`` (polled every millisecond) or ends."""
     deadline = time.monotonic() + STATE_TIMEOUT
     while not state(child) and child.proc.poll() is None:
         if time.monotonic() > deadline:
@@ -130,6 +130,11 @@ def kill_when(child: Child, state: State) -> Killed:
             child.proc.wait()
             raise AssertionError(f"{child.proc.args!r} never reached its state")
         time.sleep(0.001)
+
+
+def kill_when(child: Child, state: State) -> Killed:
+    """SIGKILL ``child`` as soon as ``state`` holds (polled every millisecond)."""
+    reach(child, state)
     if child.proc.poll() is None:
         child.proc.send_signal(signal.SIGKILL)
     code = child.proc.wait()
@@ -218,6 +223,11 @@ def finish(
     assert done.returncode == 0, done.stderr
     assert barecat_cli("verify", "-q", path, env=env) == 0
     assert contents(path, (env or {}).get("BARECAT_PASSPHRASE")) == dict(expected)
+
+
+def numbered_file(i: int) -> tuple[str, bytes]:
+    """File ``i`` of a writer that writes files one by one: its path and contents."""
+    return f"d{i % 5}/f{i:05d}", bytes([i % 251]) * (100 + i * 37 % 5000)
 
 
 def hidden_leftovers(folder: str) -> list[str]:
