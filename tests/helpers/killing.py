@@ -83,6 +83,19 @@ def grown(path: str | Callable[[Child], str], size: int) -> State:
     return reached
 
 
+def committed_files(path: str, n: int) -> State:
+    """A reader of the archive ``path`` sees at least ``n`` files (committed ones)."""
+
+    def reached(child: Child) -> bool:
+        try:
+            with barecat.Barecat(path) as reader:
+                return len(reader) >= n
+        except barecat.BarecatError:  # (not made yet, or locked a moment)
+            return False
+
+    return reached
+
+
 def changed(path: str) -> State:
     """``path`` was written to, renamed over, cut or deleted since the state was made."""
     before = _signature(path)

@@ -41,10 +41,12 @@ from helpers.killing import (
     barecat_with,
     changed,
     check_after_kill,
+    committed_files,
     finish,
     grown,
     hidden_leftovers,
     kill_at,
+    kill_when,
     numbered_file,
     printed,
     reach,
@@ -492,11 +494,39 @@ MOUNT_WRITER = textwrap.dedent(
 
 needs_fuse = pytest.mark.skipif(bool(FUSE_PROBLEM), reason=FUSE_PROBLEM)
 
+IDLE_WRITER = textwrap.dedent(
+    """
+    import sys, time, barecat
+    sys.path.insert(0, sys.argv[2])
+    from helpers.killing import numbered_file
+    bc = barecat.Barecat(sys.argv[1], readonly=False)
+    for i in range(100):
+        path, data = numbered_file(i)
+        bc[path] = data
+    print("added", flush=True)
+    time.sleep(3600)  # idle: nothing more calls the archive
+    """
+)
+
+
+def test_an_idle_library_writer_is_committed_by_time(tmp_path: Path) -> None:
+    """A writer adds 100 files and idles: its background committer commits them within
+    commit_interval (1 s), with no call from the writer; killed once a reader sees them,
+    it keeps all 100 (it kept none, however long it idled)."""
+    archive = str(tmp_path / "idle.barecat")
+    tests = os.path.dirname(os.path.dirname(__file__))
+    child = start_child([sys.executable, "-c", IDLE_WRITER, archive, tests])
+    reach(child, printed(1))
+    killed = kill_when(child, committed_files(archive, 100))
+    assert killed.cut_short
+    check_after_kill(archive, dict(numbered_file(i) for i in range(100)))
+
 
 @needs_fuse
 def test_writable_mount_killed_right_after_close(tmp_path: Path) -> None:
-    """Files written and closed, then the mount's server killed at once: every file whose
-    close returned 0 is in the archive (close waits for the commit)."""
+    """Files written and closed (by Python, and by ``cp -r``), then the mount's server
+    killed at once: every file whose close returned 0 is in the archive (close waits for
+    the commit)."""
     before = random_files("old", 50, 4)
     archive = build(str(tmp_path / "m.barecat"), before)
     mnt = tmp_path / "mnt"
@@ -515,6 +545,9 @@ def test_writable_mount_killed_right_after_close(tmp_path: Path) -> None:
         os.write(twin, b"+second")
         os.close(twin)
         closed[first] += b"+first+second"
+        tree = make_numbered_tree(tmp_path / "tree", 3, 20)
+        subprocess.run(["cp", "-r", str(tmp_path / "tree"), str(mnt / "copied")], check=True)
+        closed.update({f"copied/{p}": data for p, data in tree.items()})
         server.kill()
         server.wait()
     check_after_kill(archive, {**before, **closed})
