@@ -8,9 +8,9 @@ sees half a file, and ``barecat verify`` passes after any session. The archive h
 writer, so libfuse serves a read-write mount on one thread.
 
 What an operation acknowledged is durable: each change is committed before its answer
-(a group commit, which changes made meanwhile share: ``Barecat.commit_transaction``), and
-a file is stored and committed by ``flush``, whose answer is what ``close(2)`` returns
-(``release`` comes later and its answer reaches no one). So a failed commit, which rolls
+(``Barecat.commit_transaction``), and a file is stored and committed by ``flush``, whose
+answer is what ``close(2)`` returns (``release`` comes later and its answer reaches no
+one). So a failed commit, which rolls
 the archive's transaction back, can only drop changes not yet acknowledged, and their
 callers get the error. Errors become the errno the archive's exception carries
 (ENOTEMPTY, EEXIST, ENOSPC, EROFS as well); a write that would make a file bigger than
@@ -287,8 +287,8 @@ class WritableArchiveFilesystem(ArchiveFilesystem):
 
     def _changed(self, change: Callable[[Barecat], T]) -> T:
         """Make a change and commit it before answering: the change's steps run as one
-        (the archive's write lock held), then the transaction holding them is committed,
-        or found committed already by a change made meanwhile (a group commit)."""
+        (the archive's write lock held), then the transaction holding them is committed
+        (or found committed already, by the background committer say)."""
         bc = self._require_writable()
         with bc.exclusive():
             result = change(bc)
