@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 import barecat
+from barecat.archive.state import COMMIT_EVERY_FILES
 from barecat.exceptions import NotEnoughSpaceBarecatError
 from helpers import wait_for
 from helpers.disks import fill, small_tmpfs
@@ -47,6 +48,19 @@ def test_an_idle_writer_commits_once_its_changes_are_due(archive_path: str) -> N
         assert called == ["barecat-commit"]
         assert bc.index.find_inconsistencies() == []  # statistics owed were applied first
     assert committers() == []  # close stopped it
+
+
+def test_a_busy_writer_commits_every_interval(archive_path: str) -> None:
+    """A writer that adds without pause commits by time too: its committer marks the
+    changes due when an add holds the writer, and the next add commits them."""
+    commits: list[int] = []
+    with barecat.Barecat(archive_path, readonly=False, commit_interval=0.01) as bc:
+        bc.on_commit = lambda: commits.append(len(bc))
+        i = 0
+        while len(commits) < 3:
+            bc[f"f{i}"] = b"x"
+            i += 1
+    assert commits[2] < 3 * COMMIT_EVERY_FILES  # not by count
 
 
 def test_a_lowered_interval_takes_effect_at_once(archive_path: str) -> None:

@@ -201,7 +201,7 @@ FULL_WRITER = textwrap.dedent(
     """
     import os, sys, time, barecat
     path, reserve = sys.argv[1], sys.argv[2]
-    with barecat.Barecat(path, readonly=False, commit_interval=0.05) as bc:
+    with barecat.Barecat(path, readonly=False, commit_interval=0.01) as bc:
         seen = set()
 
         def committed():  # right after a commit: the files it made durable, a line each
@@ -215,6 +215,8 @@ FULL_WRITER = textwrap.dedent(
             while True:
                 try:
                     bc[f"d{i % 7}/f{i:06d}"] = bytes([i % 251]) * (1 + (i * 37) % 4000)
+                    if i == 10:
+                        bc.commit()  # (at least this one, however fast the disk fills)
                 except barecat.NotEnoughSpaceBarecatError:
                     print("full", flush=True)
                     break

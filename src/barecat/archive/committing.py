@@ -1,20 +1,20 @@
 """When a writer's changes are committed, and what became of them: its background
 committer, and the numbers of its transactions.
 
-Time commits. A writer commits every ``commit_interval`` seconds while it works (each
-change checks the clock, ``OpenArchive.maybe_commit``); the committer covers the time in
-between, when the writer idles. It is one daemon thread per writer, started by the
-writer's first change left uncommitted, that sleeps until the oldest uncommitted change
-is due (its last commit plus ``commit_interval``) and then commits, holding the archive's
-write lock, on the writer's own SQLite connection (never a second writer). It takes the
-lock without waiting: a writer busy in an operation commits by itself when it is due, so
-the committer just looks again a little later. What a commit raises is the archive's to
-keep and report (``commit_in_background``); the thread never dies of it. The thread holds
-the archive only while it commits (a weak reference otherwise), so an archive dropped
-without ``close()`` is collected as before and its committer ends. ``stop`` ends the
-thread, after the commit it may be making; a forked child inherits no committer (fork
-waits for a commit under way, so the child never inherits a write lock held by a thread
-it does not have).
+Time commits. A writer's changes are committed every ``commit_interval`` seconds, busy
+or idle, by its committer: one daemon thread per writer, started by the writer's first
+change left uncommitted, that sleeps until the uncommitted changes are due (the last
+commit plus ``commit_interval``) and then commits, holding the archive's write lock, on
+the writer's own SQLite connection (never a second writer). It takes the lock without
+waiting: when an operation holds it, the committer marks the changes due, and the
+writer's next change commits them (``OpenArchive.maybe_commit``, which so reads no clock
+per change); the committer looks again a little later, in case none comes. What a
+commit raises is the archive's to keep and report (``commit_in_background``); the thread
+never dies of it. The thread holds the archive only while it commits (a weak reference
+otherwise), so an archive dropped without ``close()`` is collected as before and its
+committer ends. ``stop`` ends the thread, after the commit it may be making; a forked
+child inherits no committer (fork waits for a commit under way, so the child never
+inherits a write lock held by a thread it does not have).
 
 :class:`Transactions` numbers a writer's index transactions: each commit, and each
 failure that rolls the open transaction back, starts the next, and a lost one keeps the
@@ -57,6 +57,10 @@ class CommittingArchive(Protocol):
         """Commit if still due, holding the write lock; keep any error for the writer."""
         ...
 
+    def mark_commit_due(self) -> None:
+        """The changes are due while an operation holds the lock: its next change commits."""
+        ...
+
 
 _live: weakref.WeakSet[BackgroundCommitter] = weakref.WeakSet()
 _held_over_fork: list[BackgroundCommitter] = []
@@ -76,19 +80,23 @@ class BackgroundCommitter:
         weakref.finalize(archive, self.stop_soon)
         _live.add(self)
 
-    def wake(self) -> None:
+    def wake(self) -> bool:
         """Changes began after a commit: start the thread, or have it compute when they
-        are due."""
+        are due. Returns False when no thread watches them (none can be started, as at
+        interpreter shutdown, or this is a forked child's copy)."""
         with self._cond:
             if self._stopped or self._pid != os.getpid():
-                return
+                return False
             if self._thread is None:
-                self._thread = threading.Thread(
-                    target=self._run, name="barecat-commit", daemon=True
-                )
-                self._thread.start()
+                thread = threading.Thread(target=self._run, name="barecat-commit", daemon=True)
+                try:
+                    thread.start()
+                except RuntimeError:  # ("can't start new thread")
+                    return False
+                self._thread = thread
             else:
                 self._cond.notify()
+            return True
 
     def stop_soon(self) -> None:
         """Have the thread end without waiting for it (also from the thread itself)."""
@@ -136,6 +144,7 @@ class BackgroundCommitter:
             return True
         with self._guard:
             if not lock.acquire(blocking=False):
+                archive.mark_commit_due()
                 return False
             try:
                 archive.commit_in_background()

@@ -141,6 +141,8 @@ class OpenArchive:
         self.owner_pid = os.getpid()
         self.on_commit: Callable[[], None] | None = None
         self.uncommitted = 0
+        self.commit_due = False
+        """The uncommitted changes are due: the next change commits them."""
         self.transactions = Transactions()
         """The numbers of the index transactions and what became of them."""
         self.committer: BackgroundCommitter | None = None
@@ -323,28 +325,34 @@ class OpenArchive:
             raise self._rolled_back(e) from e
         self.last_commit = time.monotonic()
         self.uncommitted = 0
+        self.commit_due = False
         self.transactions.committed()
         if self.on_commit is not None:
             self.on_commit()
 
     def maybe_commit(self, changes: int = 1) -> None:
-        """Count changes; commit when enough have come or enough time has passed (a
-        writer that idles meanwhile is committed by its background committer)."""
+        """Count changes; commit when enough have come or enough time has passed. The
+        clock is read once per commit, at the first change after it; from then on the
+        background committer watches it: it commits the changes once they are due, or,
+        when an operation holds the writer then, marks them due, and the next change
+        commits them (so a change costs no clock reading)."""
         if not self.uncommitted:
             self._changes_began()
         self.uncommitted += changes
-        if (
-            self.uncommitted >= COMMIT_EVERY_FILES
-            or time.monotonic() - self.last_commit >= self.commit_interval
-        ):
+        if self.uncommitted >= COMMIT_EVERY_FILES or self.commit_due:
             self.commit()
 
     def _changes_began(self) -> None:
-        """The first change since a commit: have the background committer watch the clock."""
+        """The first change since a commit: due at once if the last commit is
+        ``commit_interval`` old, else the background committer watches the clock (where
+        no thread can, each change commits)."""
+        if time.monotonic() - self.last_commit >= self.commit_interval:
+            self.commit_due = True
         committer = self.committer
         if committer is None:
             committer = self.committer = BackgroundCommitter(self)
-        committer.wake()
+        if not committer.wake():
+            self.commit_due = True
 
     def seconds_until_commit(self) -> float | None:
         """Seconds until the uncommitted changes are due for a commit (0 or less: now);
@@ -352,6 +360,11 @@ class OpenArchive:
         if not self.uncommitted or getattr(self, "index", None) is None:
             return None
         return self.last_commit + self.commit_interval - time.monotonic()
+
+    def mark_commit_due(self) -> None:
+        """The changes are due but an operation holds the writer: its next change (or
+        the background committer, a moment later) commits them."""
+        self.commit_due = True
 
     def commit_in_background(self) -> None:
         """The background committer's commit, made holding the write lock: only if the
@@ -415,6 +428,7 @@ class OpenArchive:
         self.transactions.rollbacks_seen = self.index.rollbacks
         self.transactions.lose(why)
         self.uncommitted = 0
+        self.commit_due = False
         self.last_commit = time.monotonic()
 
     def exclusive(self) -> contextlib.AbstractContextManager[object]:
@@ -467,6 +481,7 @@ class OpenArchive:
 
     # -- closing -----------------------------------------------------------------------
 
+    @serialized
     def close(self) -> None:
         """Finish and release the archive: a writer stops its background committer,
         closes a file still open for writing, commits, trims unused shard space after the
@@ -480,18 +495,13 @@ class OpenArchive:
         """
         failure = self._stop_committing()
         try:
-            self._close_locked()
+            self._close_halves()
         finally:
+            self._release_writer_lock()
             if failure is not None:
                 raise failure
 
     @serialized
-    def _close_locked(self) -> None:
-        try:
-            self._close_halves()
-        finally:
-            self._release_writer_lock()
-
     def abandon(self) -> None:
         """Close after a failed create: an archive this object created (``created``) that
         still holds nothing (no file, no directory but the root) is removed, so that the
@@ -504,14 +514,6 @@ class OpenArchive:
             CommitFailedBarecatError: the same after another error.
         """
         failure = self._stop_committing()
-        try:
-            self._abandon_locked()
-        finally:
-            if failure is not None:
-                raise failure
-
-    @serialized
-    def _abandon_locked(self) -> None:
         lock, discard = self.lock, self._made_and_holds_nothing()
         try:
             self._close_halves()
@@ -519,10 +521,13 @@ class OpenArchive:
                 lock.undo_creation(made_schema=True)
         finally:
             self._release_writer_lock()
+            if failure is not None:
+                raise failure
 
     def _stop_committing(self) -> BaseException | None:
-        """Stop the background committer (a commit under way ends first); returns what a
-        background commit raised that the writer was not yet told."""
+        """Stop the background committer (it takes the write lock without waiting, so it
+        ends while this holds it); returns what a background commit raised that the
+        writer was not yet told."""
         if self.committer is not None:
             self.committer.stop()
         failure, self.background_failure = self.background_failure, None
