@@ -63,7 +63,8 @@ class CommittingArchive(Protocol):
 
 
 _live: weakref.WeakSet[BackgroundCommitter] = weakref.WeakSet()
-_held_over_fork: list[BackgroundCommitter] = []
+_forking = threading.local()
+"""The committers a thread's fork holds (``held``), from before it to after it."""
 
 
 class BackgroundCommitter:
@@ -212,22 +213,20 @@ def not_stored(error: BaseException | None, path: str) -> NotStored:
 
 
 def _before_fork() -> None:
-    _held_over_fork[:] = list(_live)
-    for committer in _held_over_fork:
+    _forking.held = list(_live)
+    for committer in _forking.held:
         committer._guard.acquire()
 
 
 def _after_fork_in_parent() -> None:
-    for committer in _held_over_fork:
+    for committer in _forking.__dict__.pop("held", []):
         committer._guard.release()
-    _held_over_fork.clear()
 
 
 def _after_fork_in_child() -> None:
-    for committer in _held_over_fork:
+    for committer in _forking.__dict__.pop("held", []):
         committer._guard.release()
         committer._forget_after_fork()
-    _held_over_fork.clear()
 
 
 os.register_at_fork(
