@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 import barecat
+from helpers import BARECAT
 from helpers.disks import fill, small_tmpfs
 from helpers.killing import check_after_kill, kill_at, printed
 from helpers.mounting import FUSE_PROBLEM, served, server_log
@@ -323,3 +324,41 @@ def test_a_writable_mount_on_a_full_disk(tmp_path: Path) -> None:
             assert all(bc[p] == data for p, data in stored.items())
             assert not bc.exists("dir/late") and not bc.exists("newdir")
             assert bc.verify_integrity() and bc.index.find_inconsistencies() == []
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(bool(FUSE_PROBLEM), reason=FUSE_PROBLEM)
+def test_unmounting_a_background_mount_says_what_was_not_stored(tmp_path: Path) -> None:
+    """``barecat mount --unmount`` of a background server waits until it has closed the
+    archive, and fails with its message when a file written was not stored; after a
+    session that stored everything it succeeds, the archive free for a writer at once."""
+    with small_tmpfs(tmp_path, "2m") as disk:
+        archive = str(disk / "b.barecat")
+        barecat.Barecat(archive, readonly=False).close()
+        mnt = tmp_path / "mnt"
+        mnt.mkdir()
+        for session, big in enumerate((False, True)):
+            done = subprocess.run(
+                [BARECAT, "mount", "--rw", archive, str(mnt)], capture_output=True
+            )
+            assert done.returncode == 0, done.stderr
+            try:
+                (mnt / f"small{session}").write_bytes(b"stored")
+                if big:
+                    with pytest.raises(OSError) as e:
+                        (mnt / "big").write_bytes(os.urandom(3 << 20))
+                    assert e.value.errno == errno.ENOSPC
+            finally:
+                done = subprocess.run(
+                    [BARECAT, "mount", "--unmount", str(mnt)], capture_output=True, text=True
+                )
+            if big:
+                assert (
+                    done.returncode == 1 and "big" in done.stderr and "Traceback" not in done.stderr
+                )
+            else:
+                assert done.returncode == 0, done.stderr
+                with barecat.Barecat(archive, readonly=False) as bc:  # closed, lock released
+                    assert bc["small0"] == b"stored"
+        with barecat.Barecat(archive) as bc:
+            assert bc["small1"] == b"stored" and bc.verify_integrity()
