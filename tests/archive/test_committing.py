@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import threading
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -91,7 +92,9 @@ def test_a_forked_child_inherits_no_committer(archive_path: str) -> None:
     with barecat.Barecat(archive_path, readonly=False, commit_interval=0.1) as bc:
         bc["a"] = b"1"
         assert committers()
-        pid = os.fork()
+        with warnings.catch_warnings():  # (Python 3.12 warns of a fork with threads)
+            warnings.simplefilter("ignore", DeprecationWarning)
+            pid = os.fork()
         if pid == 0:  # pragma: no cover (the child)
             code = 1
             try:
