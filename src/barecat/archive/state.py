@@ -322,7 +322,10 @@ class OpenArchive:
         except ArchiveLockedBarecatError:
             raise
         except Exception as e:
-            raise self._rolled_back(e) from e
+            failure = self._rolled_back(e)
+            if isinstance(e, BarecatError) and not isinstance(e, OSError):
+                raise  # (a refusal that says what it is; the transaction is lost all the same)
+            raise failure from e
         self.last_commit = time.monotonic()
         self.uncommitted = 0
         self.commit_due = False
