@@ -181,6 +181,13 @@ class NotEnoughSpaceBarecatError(_OSBarecatError):
     errno_code = _errno.ENOSPC
 
 
+class CommitFailedBarecatError(_OSBarecatError):
+    """A commit failed (an I/O error): the changes since the last commit were rolled back
+    and are not stored. ``errno`` is the failure's (EIO when it had none)."""
+
+    errno_code = _errno.EIO
+
+
 class ReadOnlyBarecatError(_OSBarecatError, PermissionError):
     """A write was attempted on an archive opened read-only."""
 
@@ -232,6 +239,7 @@ __all__ = [
     "ArchiveLockedBarecatError",
     "BarecatError",
     "BarecatIntegrityError",
+    "CommitFailedBarecatError",
     "CorruptIndexBarecatError",
     "DamagedEntryBarecatError",
     "DirectoryNotEmptyBarecatError",

@@ -83,6 +83,19 @@ def grown(path: str | Callable[[Child], str], size: int) -> State:
     return reached
 
 
+def committed_files(path: str, n: int) -> State:
+    """A reader of the archive ``path`` sees at least ``n`` files (committed ones)."""
+
+    def reached(child: Child) -> bool:
+        try:
+            with barecat.Barecat(path) as reader:
+                return len(reader) >= n
+        except barecat.BarecatError:  # (not made yet, or locked a moment)
+            return False
+
+    return reached
+
+
 def changed(path: str) -> State:
     """``path`` was written to, renamed over, cut or deleted since the state was made."""
     before = _signature(path)
@@ -121,8 +134,8 @@ def start(argv: Sequence[str], env: Mapping[str, str] | None = None) -> Child:
     return child
 
 
-def kill_when(child: Child, state: State) -> Killed:
-    """SIGKILL ``child`` as soon as ``state`` holds (polled every millisecond)."""
+def reach(child: Child, state: State) -> None:
+    """Wait until ``child`` reaches ``state`` (polled every millisecond) or ends."""
     deadline = time.monotonic() + STATE_TIMEOUT
     while not state(child) and child.proc.poll() is None:
         if time.monotonic() > deadline:
@@ -130,6 +143,11 @@ def kill_when(child: Child, state: State) -> Killed:
             child.proc.wait()
             raise AssertionError(f"{child.proc.args!r} never reached its state")
         time.sleep(0.001)
+
+
+def kill_when(child: Child, state: State) -> Killed:
+    """SIGKILL ``child`` as soon as ``state`` holds (polled every millisecond)."""
+    reach(child, state)
     if child.proc.poll() is None:
         child.proc.send_signal(signal.SIGKILL)
     code = child.proc.wait()
@@ -218,6 +236,11 @@ def finish(
     assert done.returncode == 0, done.stderr
     assert barecat_cli("verify", "-q", path, env=env) == 0
     assert contents(path, (env or {}).get("BARECAT_PASSPHRASE")) == dict(expected)
+
+
+def numbered_file(i: int) -> tuple[str, bytes]:
+    """File ``i`` of a writer that writes files one by one: its path and contents."""
+    return f"d{i % 5}/f{i:05d}", bytes([i % 251]) * (100 + i * 37 % 5000)
 
 
 def hidden_leftovers(folder: str) -> list[str]:

@@ -1,10 +1,13 @@
 """kill -9 of every command that writes: create, add, merge, defrag, reshard, convert,
-rsync and upgrade, each killed at a few states spread over its run (``killing.py``).
+rsync and upgrade, each killed at a few states spread over its run (``killing.py``); and
+of the servers that write, the moment after they acknowledged: a writable mount (idle, or
+busy with a writer) once ``close(2)`` returned 0, and ``serve --writable`` once it
+answered 201.
 
 After each kill the archive opens (or, for a command that builds under a temporary name,
 the target is absent), ``barecat repair`` then ``barecat verify`` pass, every file
-committed before the kill is there byte for byte, and running the command again (or
-``--resume``) finishes with exactly the expected content.
+committed (or acknowledged) before the kill is there byte for byte, and running the
+command again (or ``--resume``) finishes with exactly the expected content.
 """
 
 from __future__ import annotations
@@ -15,18 +18,22 @@ import random
 import shutil
 import sqlite3
 import subprocess
+import sys
 import tarfile
+import textwrap
+import threading
 import zlib
 from collections.abc import Callable
 from pathlib import Path
 
 import crc32c
+import httpx
 import pytest
 
 import barecat
 from barecat.layout import existing_shard_numbers, index_path, shard_path
 from barecat.ops.upgrade import BACKUP_SUFFIX, TEMP_SUFFIX
-from helpers import BARECAT, BIN, DATA
+from helpers import BARECAT, BIN, DATA, wait_for
 from helpers.fragments import assert_packed, fragmented
 from helpers.killing import (
     Child,
@@ -34,13 +41,20 @@ from helpers.killing import (
     barecat_with,
     changed,
     check_after_kill,
+    committed_files,
     finish,
     grown,
     hidden_leftovers,
     kill_at,
+    kill_when,
+    numbered_file,
     printed,
+    reach,
 )
+from helpers.killing import start as start_child
+from helpers.mounting import FUSE_PROBLEM, served
 from helpers.old_archives import check_upgraded, implied_dirs, sha
+from helpers.serving import server_process
 from helpers.trees import make_numbered_tree
 
 pytestmark = pytest.mark.slow
@@ -458,3 +472,137 @@ def test_upgrade(
         check_after_kill(base, files)
     finish(argv, base, files)
     check_upgraded(base, files, implied_dirs(list(files)))
+
+
+# -- servers that write: what they acknowledged survives a kill right after ---------------
+
+
+MOUNT_WRITER = textwrap.dedent(
+    """
+    import os, sys
+    sys.path.insert(0, sys.argv[2])
+    from helpers.killing import numbered_file
+    mnt = sys.argv[1]
+    for i in range(1_000_000):
+        path, data = numbered_file(i)
+        os.makedirs(os.path.join(mnt, os.path.dirname(path)), exist_ok=True)
+        with open(os.path.join(mnt, path), "wb") as f:
+            f.write(data)
+        print(path, flush=True)  # close(2) returned 0
+    """
+)
+
+needs_fuse = pytest.mark.skipif(bool(FUSE_PROBLEM), reason=FUSE_PROBLEM)
+
+IDLE_WRITER = textwrap.dedent(
+    """
+    import sys, time, barecat
+    sys.path.insert(0, sys.argv[2])
+    from helpers.killing import numbered_file
+    bc = barecat.Barecat(sys.argv[1], readonly=False)
+    for i in range(100):
+        path, data = numbered_file(i)
+        bc[path] = data
+    print("added", flush=True)
+    time.sleep(3600)  # idle: nothing more calls the archive
+    """
+)
+
+
+def test_an_idle_library_writer_is_committed_by_time(tmp_path: Path) -> None:
+    """A writer adds 100 files and idles: its background committer commits them within
+    commit_interval (1 s), with no call from the writer; killed once a reader sees them,
+    it keeps all 100 (it kept none, however long it idled)."""
+    archive = str(tmp_path / "idle.barecat")
+    tests = os.path.dirname(os.path.dirname(__file__))
+    child = start_child([sys.executable, "-c", IDLE_WRITER, archive, tests])
+    reach(child, printed(1))
+    killed = kill_when(child, committed_files(archive, 100))
+    assert killed.cut_short
+    check_after_kill(archive, dict(numbered_file(i) for i in range(100)))
+
+
+@needs_fuse
+def test_writable_mount_killed_right_after_close(tmp_path: Path) -> None:
+    """Files written and closed (by Python, and by ``cp -r``), then the mount's server
+    killed at once: every file whose close returned 0 is in the archive (close waits for
+    the commit)."""
+    before = random_files("old", 50, 4)
+    archive = build(str(tmp_path / "m.barecat"), before)
+    mnt = tmp_path / "mnt"
+    closed = {}
+    with served(archive, mnt, "--rw") as server:
+        for i in range(40):
+            path, data = numbered_file(i)
+            (mnt / path).parent.mkdir(exist_ok=True)
+            with open(mnt / path, "wb") as f:
+                f.write(data)
+            closed[path] = data
+        first = numbered_file(0)[0]
+        with open(mnt / first, "ab") as f:  # a rewrite through two descriptors: each close
+            twin = os.dup(f.fileno())  # stores what was written until then
+            f.write(b"+first")
+        os.write(twin, b"+second")
+        os.close(twin)
+        closed[first] += b"+first+second"
+        tree = make_numbered_tree(tmp_path / "tree", 3, 20)
+        subprocess.run(["cp", "-r", str(tmp_path / "tree"), str(mnt / "copied")], check=True)
+        closed.update({f"copied/{p}": data for p, data in tree.items()})
+        server.kill()
+        server.wait()
+    check_after_kill(archive, {**before, **closed})
+
+
+@needs_fuse
+def test_writable_mount_killed_while_busy(tmp_path: Path) -> None:
+    """A writer closes file after file through the mount; the server is killed once it
+    has closed 150: every one of them is in the archive."""
+    before = random_files("old", 50, 5)
+    archive = build(str(tmp_path / "m.barecat"), before)
+    mnt = tmp_path / "mnt"
+    with served(archive, mnt, "--rw") as server:
+        tests = os.path.dirname(os.path.dirname(__file__))
+        writer = start_child([sys.executable, "-c", MOUNT_WRITER, str(mnt), tests])
+        reach(writer, printed(150))
+        server.kill()
+        server.wait()
+        writer.proc.wait()  # (its next request fails: the server is gone)
+        assert writer.reader is not None and writer.proc.stdout is not None
+        writer.reader.join()
+        writer.proc.stdout.close()
+        closed = [line for line in writer.lines if line]
+    assert len(closed) >= 150
+    check_after_kill(archive, {**before, **dict(numbered_file(i) for i in range(len(closed)))})
+
+
+@pytest.mark.parametrize("clients", [1, 4])
+def test_serve_writable_killed_after_its_answers(tmp_path: Path, clients: int) -> None:
+    """Clients upload files (writes that arrive together share a commit); the server is
+    killed once 200 uploads were answered 201: every one of them is in the archive."""
+    before = random_files("old", 50, 6)
+    archive = build(str(tmp_path / "s.barecat"), before)
+    answered: dict[str, bytes] = {}
+    lock = threading.Lock()
+
+    def upload(url: str, k: int) -> None:
+        with barecat.connect(url + "/a/s") as remote:
+            for i in range(k, 1_000_000, clients):
+                path, data = numbered_file(i)
+                try:
+                    remote[path] = data
+                except (barecat.BarecatError, OSError, httpx.HTTPError):
+                    return  # the server is gone
+                with lock:
+                    answered[path] = data
+
+    with server_process(archive, "--writable") as (server, url, _):
+        threads = [threading.Thread(target=upload, args=(url, k)) for k in range(clients)]
+        for t in threads:
+            t.start()
+        wait_for(lambda: len(answered) >= 200 or not any(t.is_alive() for t in threads), "201s")
+        server.kill()
+        server.wait()
+        for t in threads:
+            t.join()
+    assert len(answered) >= 200
+    check_after_kill(archive, {**before, **answered})

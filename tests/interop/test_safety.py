@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import importlib
 import io
 import os
@@ -9,13 +10,16 @@ import signal
 import subprocess
 import sys
 import textwrap
-import uuid
 from pathlib import Path
 
 import pytest
 
 import barecat
+from helpers import BARECAT
+from helpers.disks import fill, small_tmpfs
 from helpers.killing import check_after_kill, kill_at, printed
+from helpers.mounting import FUSE_PROBLEM, served, server_log
+from helpers.serving import server_process
 
 WRITER = textwrap.dedent(
     """
@@ -82,17 +86,8 @@ def test_failing_stream_leaves_archive_unchanged(archive_path: str) -> None:
 @pytest.fixture
 def tiny_disk(tmp_path):  # type: ignore[no-untyped-def]
     """A real 1 MiB tmpfs, so writes hit a genuine ENOSPC."""
-    mnt = tmp_path / f"disk-{uuid.uuid4().hex[:8]}"
-    mnt.mkdir()
-    result = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)], capture_output=True
-    )
-    if result.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here (needs root): {result.stderr.decode().strip()}")
-    try:
-        yield mnt
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], check=False)
+    with small_tmpfs(tmp_path, "1m") as disk:
+        yield disk
 
 
 def test_disk_full_is_a_clear_error_and_loses_nothing(tiny_disk) -> None:  # type: ignore[no-untyped-def]
@@ -198,3 +193,172 @@ def test_bulk_batches_commit_only_with_the_archive(archive_path: str) -> None:
         bc.commit()
         with barecat.Barecat(archive_path) as reader:
             assert reader.num_files == 600 and reader.isdir("d")
+
+
+# -- full disks under writers that keep going, and under the servers that write ----------
+
+
+FULL_WRITER = textwrap.dedent(
+    """
+    import os, sys, time, barecat
+    path, reserve = sys.argv[1], sys.argv[2]
+    with barecat.Barecat(path, readonly=False, commit_interval=0.01) as bc:
+        seen = set()
+
+        def committed():  # right after a commit: the files it made durable, a line each
+            for p in sorted(set(bc) - seen):
+                print(p, flush=True)
+                seen.add(p)
+
+        bc.on_commit = committed
+        i = 0
+        for _ in range(2):  # until the disk is full; then once more, the reserve freed
+            while True:
+                try:
+                    bc[f"d{i % 7}/f{i:06d}"] = bytes([i % 251]) * (1 + (i * 37) % 4000)
+                    if i == 10:
+                        bc.commit()  # (at least this one, however fast the disk fills)
+                except barecat.NotEnoughSpaceBarecatError:
+                    print("full", flush=True)
+                    break
+                i += 1
+            os.remove(reserve)
+        time.sleep(3600)  # idle, then killed
+    """
+)
+
+
+@pytest.mark.slow
+def test_a_writer_that_fills_the_disk_twice_keeps_every_commit(tmp_path: Path) -> None:
+    """A writer runs into a full disk, goes on once space is freed, fills it again and
+    idles until killed: every file a commit made durable is there, the directory
+    statistics are right (what a rolled-back transaction owed was dropped with it)."""
+    with small_tmpfs(tmp_path, "3m") as disk:
+        reserve = disk / "reserve"
+        reserve.write_bytes(b"\\0" * (1 << 20))
+        path = str(disk / "full.barecat")
+        argv = [sys.executable, "-c", FULL_WRITER, path, str(reserve)]
+        killed = kill_at(argv, lambda child: child.lines.count("full") == 2)
+        assert killed.cut_short
+        committed = [line for line in killed.lines if line != "full"]
+        with barecat.Barecat(path) as bc:
+            assert bc.index.find_inconsistencies() == []
+        kept = check_after_kill(path, {p: written_file(p) for p in committed})
+        assert kept is not None and len(kept) >= len(committed) > 0
+
+
+def written_file(path: str) -> bytes:
+    i = int(path.rpartition("/f")[2])
+    return bytes([i % 251]) * (1 + (i * 37) % 4000)
+
+
+@pytest.mark.slow
+def test_serve_writable_on_a_full_disk_answers_507_and_keeps_every_201(tmp_path: Path) -> None:
+    """Uploads until the disk is full: the one that does not fit gets 507 (the client
+    raises NotEnoughSpaceBarecatError), the server goes on serving, and after a kill
+    every upload answered 201 is in the archive."""
+    with small_tmpfs(tmp_path, "2m") as disk:
+        path = str(disk / "s.barecat")
+        barecat.Barecat(path, readonly=False).close()
+        answered: dict[str, bytes] = {}
+        with server_process(path, "--writable") as (server, url, _):
+            with barecat.connect(url + "/a/s") as remote:
+                with pytest.raises(barecat.NotEnoughSpaceBarecatError):
+                    for i in range(1000):
+                        data = os.urandom(50_000)
+                        remote[f"up/{i}"] = data
+                        answered[f"up/{i}"] = data
+                assert len(answered) > 5
+                assert all(remote[p] == data for p, data in answered.items())
+            server.kill()
+            server.wait()
+        check_after_kill(path, answered)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(bool(FUSE_PROBLEM), reason=FUSE_PROBLEM)
+def test_a_writable_mount_on_a_full_disk(tmp_path: Path) -> None:
+    """Files written one by one through a writable mount onto a disk that fills up: each
+    one whose writes and close succeeded is in the archive byte for byte, the others got
+    ENOSPC from write(2); a file whose bytes fit but whose commit does not (the disk
+    filled meanwhile) gets ENOSPC from close(2) and is not stored; mkdir on the full disk
+    gives ENOSPC; the mount's process ends with an error naming what was not stored, and
+    no traceback."""
+    with small_tmpfs(tmp_path, "6m") as disk:
+        reserve = disk / "reserve"
+        reserve.write_bytes(b"\0" * 500_000)
+        archive = str(disk / "m.barecat")
+        barecat.Barecat(archive, readonly=False).close()
+        mnt = tmp_path / "mnt"
+        stored: dict[str, bytes] = {}
+        failed: list[str] = []
+        with served(archive, mnt, "--rw") as server:
+            (mnt / "dir").mkdir()
+            for i in range(50):  # 10 MB for a 6 MB disk
+                data = os.urandom(200_000)
+                try:
+                    with open(mnt / f"dir/f{i:02d}", "wb", buffering=0) as f:
+                        f.write(data)
+                except OSError as e:
+                    assert e.errno == errno.ENOSPC, e
+                    failed.append(f"dir/f{i:02d}")
+                else:
+                    stored[f"dir/f{i:02d}"] = data
+            reserve.unlink()
+            fd = os.open(mnt / "dir/late", os.O_WRONLY | os.O_CREAT)
+            os.write(fd, b"fits, but its commit will not")
+            filler = fill(disk)
+            with pytest.raises(OSError) as e:
+                os.close(fd)  # (the descriptor is closed anyway)
+            assert e.value.errno == errno.ENOSPC
+            with pytest.raises(OSError) as e:
+                (mnt / "newdir").mkdir()
+            assert e.value.errno == errno.ENOSPC
+            filler.unlink()
+            subprocess.run(["fusermount3", "-u", str(mnt)], check=True)
+            assert server.wait(timeout=30) != 0
+        assert stored and failed
+        errors = server_log(mnt).read_text()
+        assert "Traceback" not in errors and "dir/late" in errors, errors
+        with barecat.Barecat(archive) as bc:
+            assert all(bc[p] == data for p, data in stored.items())
+            assert not bc.exists("dir/late") and not bc.exists("newdir")
+            assert bc.verify_integrity() and bc.index.find_inconsistencies() == []
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(bool(FUSE_PROBLEM), reason=FUSE_PROBLEM)
+def test_unmounting_a_background_mount_says_what_was_not_stored(tmp_path: Path) -> None:
+    """``barecat mount --unmount`` of a background server waits until it has closed the
+    archive, and fails with its message when a file written was not stored; after a
+    session that stored everything it succeeds, the archive free for a writer at once."""
+    with small_tmpfs(tmp_path, "2m") as disk:
+        archive = str(disk / "b.barecat")
+        barecat.Barecat(archive, readonly=False).close()
+        mnt = tmp_path / "mnt"
+        mnt.mkdir()
+        for session, big in enumerate((False, True)):
+            done = subprocess.run(
+                [BARECAT, "mount", "--rw", archive, str(mnt)], capture_output=True
+            )
+            assert done.returncode == 0, done.stderr
+            try:
+                (mnt / f"small{session}").write_bytes(b"stored")
+                if big:
+                    with pytest.raises(OSError) as e:
+                        (mnt / "big").write_bytes(os.urandom(3 << 20))
+                    assert e.value.errno == errno.ENOSPC
+            finally:
+                done = subprocess.run(
+                    [BARECAT, "mount", "--unmount", str(mnt)], capture_output=True, text=True
+                )
+            if big:
+                assert (
+                    done.returncode == 1 and "big" in done.stderr and "Traceback" not in done.stderr
+                )
+            else:
+                assert done.returncode == 0, done.stderr
+                with barecat.Barecat(archive, readonly=False) as bc:  # closed, lock released
+                    assert bc["small0"] == b"stored"
+        with barecat.Barecat(archive) as bc:
+            assert bc["small1"] == b"stored" and bc.verify_integrity()

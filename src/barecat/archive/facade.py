@@ -208,6 +208,17 @@ class Barecat(MutableMapping[str, bytes]):
     @commit_interval.setter
     def commit_interval(self, seconds: float) -> None:
         self._archive.commit_interval = seconds
+        if self._archive.committer is not None:
+            self._archive.committer.wake()  # (it may be waiting out the old interval)
+
+    @property
+    def transaction(self) -> int:
+        """The number of the index transaction holding the changes not yet committed:
+        each commit, and each failure that rolls the transaction back, starts the next.
+        Read it inside :meth:`exclusive`, right after a change, to name the transaction
+        that holds the change, for :meth:`commit_transaction` (which tells whether it
+        was committed, lost, or is still to commit)."""
+        return self._archive.open_transaction()
 
     @property
     def on_commit(self) -> Callable[[], None] | None:
@@ -297,6 +308,7 @@ class Barecat(MutableMapping[str, bytes]):
     # -- what the parts do, offered as the archive's own methods (see parts.py) --------
 
     commit = _open_archive(OpenArchive.commit)
+    commit_transaction = _open_archive(OpenArchive.commit_transaction)
     exclusive = _open_archive(OpenArchive.exclusive)
     close = _open_archive(OpenArchive.close)
     abandon = _open_archive(OpenArchive.abandon)

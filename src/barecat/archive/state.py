@@ -7,18 +7,22 @@ and hands it to each of its parts (reading, inspecting, writing, editing, mainte
 open files), which keep no state of their own. A writer's changes go through its write
 session (``ops/writing.py``); commits are batched (every ``commit_interval`` seconds or
 ``COMMIT_EVERY_FILES`` files, whichever comes first, and on close) with the shards
-fsynced first, so a killed writer loses at most about a second of work. A writer holds an
-advisory lock on the index file, so a second writer fails at open instead of
-interleaving bytes. A writer that replaces an archive (``overwrite=True``) builds the
-new one under a hidden name beside it, holding the old one's lock, and puts it in place
-at close (``layout.replace_archive``); every local open first finishes a replace that
-a kill interrupted (``layout.finish_replace``). Also :func:`serialized`, which every
-operation that changes an archive wears, so that a writer shared by threads
-(``threadsafe=True``) runs them one at a time, in its one SQLite transaction; and
-:func:`reading` / :func:`reading_steps`, which every read of the halves wears (the hot
-ones, ``bc[path]`` and ``read``, take the same two steps inline), so that ``close`` waits
-for the reads in progress before it closes descriptors and connections under them, and
-later reads raise :class:`~barecat.exceptions.ArchiveClosedBarecatError`.
+fsynced first, and a writer that idles has its changes committed once they are due by its
+background committer (``committing.py``), so a killed writer loses at most about a second
+of work. A commit that fails rolls its transaction back, so the error always means the
+same: the changes since the last commit are not stored (the transactions' numbers tell a
+caller waiting for its own changes whether they were committed, ``commit_transaction``).
+A writer holds an advisory lock on the index file, so a second writer fails at open
+instead of interleaving bytes. A writer that replaces an archive (``overwrite=True``)
+builds the new one under a hidden name beside it, holding the old one's lock, and puts it
+in place at close (``layout.replace_archive``); every local open first finishes a replace
+that a kill interrupted (``layout.finish_replace``). Also :func:`serialized`, which every
+operation that changes an archive wears, so that its changes run one at a time, in its
+one SQLite transaction, whether its threads (``threadsafe=True``) or its committer make
+them; and :func:`reading` / :func:`reading_steps`, which every read of the halves wears
+(the hot ones, ``bc[path]`` and ``read``, take the same two steps inline), so that
+``close`` waits for the reads in progress before it closes descriptors and connections
+under them, and later reads raise :class:`~barecat.exceptions.ArchiveClosedBarecatError`.
 """
 
 from __future__ import annotations
@@ -31,14 +35,18 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, Concatenate, NoReturn, ParamSpec, Protocol, TypeVar
 
+from barecat.archive.committing import BackgroundCommitter, Transactions, not_stored
 from barecat.archive.sealed import Passphrase, check_source_rows, open_sealing, take_sealing
 from barecat.archive.writer_lock import WriterLock
 from barecat.entries import parse_size
 from barecat.exceptions import (
     ArchiveClosedBarecatError,
+    ArchiveLockedBarecatError,
     BarecatError,
+    CommitFailedBarecatError,
     FileExistsBarecatError,
     FileNotFoundBarecatError,
+    NotEnoughSpaceBarecatError,
     ReadOnlyBarecatError,
 )
 from barecat.index import Index
@@ -80,9 +88,10 @@ _S = TypeVar("_S", bound=_Serializable)
 
 
 def serialized(method: Callable[Concatenate[_S, _P], _R]) -> Callable[Concatenate[_S, _P], _R]:
-    """Run ``method`` holding the archive's write lock, when it has one (a writer opened
-    with ``threadsafe=True``); otherwise call it directly. The lock is re-entrant, so an
-    operation may call others (``add`` commits through ``commit``)."""
+    """Run ``method`` holding the archive's write lock, when it has one (a writer: its
+    threads and its background committer take turns); otherwise (a reader, which refuses
+    changes) call it directly. The lock is re-entrant, so an operation may call others
+    (``add`` commits through ``commit``)."""
 
     @functools.wraps(method)
     def locked(self: _S, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
@@ -197,10 +206,9 @@ class OpenArchive:
         self.remote_options = (storage_options, cache_dir, block_cache)
         self.readonly = readonly
         self.threadsafe = threadsafe
-        self.write_lock: threading.RLock | None = (
-            threading.RLock() if threadsafe and not readonly else None
-        )
-        """Held by every change of a writer shared by threads; None otherwise."""
+        self.write_lock: threading.RLock | None = None if readonly else threading.RLock()
+        """Held by every change of a writer (its threads' and its background committer's);
+        None for a reader."""
         self.append_only = append_only
         self.commit_interval = commit_interval
         self.readonly_is_immutable = readonly_is_immutable
@@ -216,6 +224,15 @@ class OpenArchive:
         self.writer_path = ""
         self.owner_pid = os.getpid()
         self.on_commit: Callable[[], None] | None = None
+        self.uncommitted = 0
+        self.commit_due = False
+        """The uncommitted changes are due: the next change commits them."""
+        self.transactions = Transactions()
+        """The numbers of the index transactions and what became of them."""
+        self.committer: BackgroundCommitter | None = None
+        """A writer's background committer, made at its first change (``committing.py``)."""
+        self.background_failure: BaseException | None = None
+        """What a background commit raised, for the writer's next change or ``close``."""
         self.index: Index
         self.sharder: ShardReader
         """The shards as every archive reads them (on object storage too); a writer's own
@@ -251,7 +268,6 @@ class OpenArchive:
             self.abandon()
             raise
         self.last_commit = time.monotonic()
-        self.uncommitted = 0
 
     def _open_local(
         self,
@@ -339,6 +355,10 @@ class OpenArchive:
                 f"Archive {self.path} was opened for writing in process {self.owner_pid}; "
                 "open it again in this process"
             )
+        failure = self.background_failure
+        if failure is not None:  # a background commit's, raised once
+            self.background_failure = None
+            raise failure
 
     def require_changeable(self) -> None:
         """Writable, and not ``append_only`` (which permits adding but nothing else)."""
@@ -384,30 +404,142 @@ class OpenArchive:
     def commit(self) -> None:
         """Make everything written so far durable: shard bytes first, then the index.
 
+        A commit that fails rolls the transaction back (but for a lock another program
+        holds on the index, which a later commit may outlast): the changes since the last
+        commit are not stored, whatever the error.
+
         Raises:
             ReadOnlyBarecatError: the archive is open read-only.
             BarecatError: the archive is closed or was opened for writing in another
-                process.
+                process, or the commit failed (the changes since the last commit are
+                rolled back).
+            NotEnoughSpaceBarecatError: the disk is full (the changes since the last
+                commit are rolled back).
+            ArchiveLockedBarecatError: another program holds a lock on the index (the
+                changes stay, for the next commit).
         """
         self.require_writable()
-        self.writes.checkpoint()
+        self._note_rollbacks()
+        try:
+            self.writes.checkpoint()
+        except ArchiveLockedBarecatError:
+            raise
+        except Exception as e:
+            failure = self._rolled_back(e)
+            if isinstance(e, BarecatError) and not isinstance(e, OSError):
+                raise  # (a refusal that says what it is; the transaction is lost all the same)
+            raise failure from e
         self.last_commit = time.monotonic()
         self.uncommitted = 0
+        self.commit_due = False
+        self.transactions.committed()
         if self.on_commit is not None:
             self.on_commit()
 
     def maybe_commit(self, changes: int = 1) -> None:
-        """Count changes; commit when enough have come or enough time has passed."""
+        """Count changes; commit when enough have come or enough time has passed. The
+        clock is read once per commit, at the first change after it; from then on the
+        background committer watches it: it commits the changes once they are due, or,
+        when an operation holds the writer then, marks them due, and the next change
+        commits them (so a change costs no clock reading)."""
+        if not self.uncommitted:
+            self._changes_began()
         self.uncommitted += changes
-        if (
-            self.uncommitted >= COMMIT_EVERY_FILES
-            or time.monotonic() - self.last_commit >= self.commit_interval
-        ):
+        if self.uncommitted >= COMMIT_EVERY_FILES or self.commit_due:
             self.commit()
 
+    def _changes_began(self) -> None:
+        """The first change since a commit: due at once if the last commit is
+        ``commit_interval`` old, else the background committer watches the clock (where
+        no thread can, each change commits)."""
+        if time.monotonic() - self.last_commit >= self.commit_interval:
+            self.commit_due = True
+        committer = self.committer
+        if committer is None:
+            committer = self.committer = BackgroundCommitter(self)
+        if not committer.wake():
+            self.commit_due = True
+
+    def seconds_until_commit(self) -> float | None:
+        """Seconds until the uncommitted changes are due for a commit (0 or less: now);
+        None when nothing is uncommitted (for the background committer)."""
+        if not self.uncommitted or self.closed:
+            return None
+        return self.last_commit + self.commit_interval - time.monotonic()
+
+    def mark_commit_due(self) -> None:
+        """The changes are due but an operation holds the writer: its next change (or
+        the background committer, a moment later) commits them."""
+        self.commit_due = True
+
+    def commit_in_background(self) -> None:
+        """The background committer's commit, made holding the write lock: only if the
+        changes are still uncommitted and due. An error is kept for the writer's next
+        change (or ``close``), which raises it (the changes were rolled back)."""
+        try:
+            due = self.seconds_until_commit()
+            if due is not None and due <= 0 and os.getpid() == self.owner_pid:
+                self.commit()
+        except Exception as e:
+            self.background_failure = e
+
+    @serialized
+    def commit_transaction(self, transaction: int) -> None:
+        """Make the changes of ``transaction`` (a number from :meth:`open_transaction`,
+        read holding the write lock right after them) durable: commit it if it is still
+        open; return at once if a commit already did, so callers waiting for their
+        changes share one commit (a group commit).
+
+        Raises:
+            NotEnoughSpaceBarecatError: it was rolled back after the disk filled up.
+            CommitFailedBarecatError: it was rolled back after another error.
+            BarecatError: what :meth:`commit` raises.
+        """
+        self.require_writable()
+        self._note_rollbacks()
+        if self.transactions.is_open(transaction):
+            self.commit()
+
+    @serialized
+    def open_transaction(self) -> int:
+        """The number of the index transaction that holds the changes not yet committed
+        (each commit, and each failure that rolls the transaction back, starts the next),
+        a rollback of the index's since the last look noted first.
+
+        Returns:
+            The number.
+        """
+        if not self.closed and not self.readonly:
+            self._note_rollbacks()
+        return self.transactions.number
+
+    def _note_rollbacks(self) -> None:
+        """The index rolled its transaction back since the last look (a statement failed
+        on a full disk, say): that transaction is lost, the next one begins."""
+        if self.index.rollbacks != self.transactions.rollbacks_seen:
+            self._lose_transaction(not_stored(self.index.rolled_back_by, self.path))
+
+    def _rolled_back(self, error: Exception) -> BarecatError:
+        """After a failed commit: roll the transaction back (SQLite may have), put the
+        write position back after what the index holds, and say what was lost."""
+        with contextlib.suppress(Exception):
+            self.index.rollback()
+        with contextlib.suppress(Exception):
+            self.writes.resync()
+        failure = not_stored(error, self.path)
+        self._lose_transaction(failure)
+        return failure
+
+    def _lose_transaction(self, why: CommitFailedBarecatError | NotEnoughSpaceBarecatError) -> None:
+        self.transactions.rollbacks_seen = self.index.rollbacks
+        self.transactions.lose(why)
+        self.uncommitted = 0
+        self.commit_due = False
+        self.last_commit = time.monotonic()
+
     def exclusive(self) -> contextlib.AbstractContextManager[object]:
-        """Hold a writer shared by threads for several steps in a row: other threads'
-        changes wait until the block ends (a no-op for other archives).
+        """Hold the writer for several steps in a row: other threads' changes and
+        background commits wait until the block ends (a no-op for a reader).
 
         Returns:
             A context manager.
@@ -473,17 +605,22 @@ class OpenArchive:
 
     @serialized
     def close(self) -> None:
-        """Finish and release the archive: a writer closes a file still open for writing,
-        commits, trims unused shard space after the last file and gives up the writer
-        lock. Closing a closed archive does nothing. Reads in progress on other threads
-        end first (with the stored bytes); later ones raise ``ArchiveClosedBarecatError``.
+        """Finish and release the archive: a writer stops its background committer,
+        closes a file still open for writing, commits, trims unused shard space after the
+        last file and gives up the writer lock. Closing a closed archive does nothing.
+        The halves are closed (their descriptors too) even when the last commit fails.
+        Reads in progress on other threads end first (with the stored bytes); later ones
+        raise ``ArchiveClosedBarecatError``.
 
         A writer that replaces an archive (``overwrite``) puts the new one in its place
         now; if the close fails, the old one stays and the new one is removed.
 
         Raises:
-            NotEnoughSpaceBarecatError: the last commit found the disk full.
+            NotEnoughSpaceBarecatError: the last commit, or a background commit not yet
+                reported, found the disk full (what it had not committed is not stored).
+            CommitFailedBarecatError: the same after another error.
         """
+        failure = self._stop_committing()
         try:
             self._close_halves()
         except BaseException:
@@ -493,7 +630,10 @@ class OpenArchive:
             self._finish_replacement()
         finally:
             self._release_writer_lock()
+            if failure is not None:
+                raise failure
 
+    @serialized
     def abandon(self) -> None:
         """Close after a failed create: an archive this object created (``created``) that
         still holds nothing (no file, no directory but the root) is removed, so that the
@@ -502,8 +642,11 @@ class OpenArchive:
         replacement (``overwrite``) that holds nothing leaves the old archive in place.
 
         Raises:
-            NotEnoughSpaceBarecatError: the last commit found the disk full.
+            NotEnoughSpaceBarecatError: the last commit, or a background commit not yet
+                reported, found the disk full (what it had not committed is not stored).
+            CommitFailedBarecatError: the same after another error.
         """
+        failure = self._stop_committing()
         lock, discard = self.lock, self._made_and_holds_nothing()
         try:
             try:
@@ -517,6 +660,17 @@ class OpenArchive:
                 self._finish_replacement()
         finally:
             self._release_writer_lock()
+            if failure is not None:
+                raise failure
+
+    def _stop_committing(self) -> BaseException | None:
+        """Stop the background committer (it takes the write lock without waiting, so it
+        ends while this holds it); returns what a background commit raised that the
+        writer was not yet told."""
+        if self.committer is not None:
+            self.committer.stop()
+        failure, self.background_failure = self.background_failure, None
+        return failure
 
     def _made_and_holds_nothing(self) -> bool:
         """This writer made the archive and it holds no file and no directory but the root
@@ -541,16 +695,21 @@ class OpenArchive:
         finally:
             self.closed = True
             self.index = self.sharder = _ClosedHalf(self.path)  # type: ignore[assignment]
-        self._wait_for_reads()
-        if in_owner:
-            index.close()
-        sharder.close()
+            self._wait_for_reads()
+            try:
+                if in_owner:
+                    index.close()
+            finally:
+                sharder.close()
 
     def _finish_writing(self) -> None:
-        """Close the file open for writing, commit, and trim the shards' unused tail."""
-        if self.writer is not None:
-            self.writer.close()
-        self.commit()
+        """A writer's last steps: the open file closed, the last commit, shard space past
+        the last file trimmed."""
+        try:
+            if self.writer is not None:
+                self.writer.close()
+        finally:
+            self.commit()
         self.writes.trim_tail()
         if self.sharder.num_shards == 0 and self.index.total_size == 0:
             # An archive without bytes still gets its (empty) first shard, which

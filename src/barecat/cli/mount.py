@@ -2,8 +2,12 @@
 
 Without ``-f`` the command starts the server in the background (a new session, its
 messages in a log beside nothing the user sees) and returns once the mount is there, or
-reports why the server stopped. An encrypted archive's passphrase is asked here, on the
-terminal, and handed to the server through a pipe, never through argv or the environment.
+reports why the server stopped. Such a server leaves the outcome of its session in a
+report file named after the mount point (in ``$XDG_RUNTIME_DIR``, else the temporary
+directory), so that ``--unmount`` waits until it has closed the archive and fails, with
+the server's message, when something written was not stored. An encrypted archive's
+passphrase is asked here, on the terminal, and handed to the server through a pipe, never
+through argv or the environment.
 Tar and zip files (told by their content) are indexed here, before the server starts, into
 an archive over them (``barecat.mount.tars``), which the server then mounts read-only.
 """
@@ -11,6 +15,8 @@ an archive over them (``barecat.mount.tars``), which the server then mounts read
 from __future__ import annotations
 
 import argparse
+import contextlib
+import hashlib
 import logging
 import os
 import subprocess
@@ -18,6 +24,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from barecat.archive import Barecat
 from barecat.cli.parsing import Subparsers, add_command, add_passphrase_option
@@ -29,6 +36,9 @@ from barecat.exceptions import BarecatError
 from barecat.mount import check_fuse, is_mounted, mount_archive, unmount
 from barecat.mount.tars import NotMountableInPlaceError, index_of_tars, input_kind
 from barecat.objectstore import is_remote_url
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 EXAMPLES = """
 barecat mount photos.barecat /mnt/photos          # read-only, in the background
@@ -43,6 +53,10 @@ KNOWN_OPTIONS = "ro, rw, fg/foreground, mmap, defrag, overwrite, append_only, sh
 """barecat 0.3.1's ``-o`` mount options, all accepted."""
 START_TIMEOUT = 30.0
 """Seconds to wait for a background server's mount to appear."""
+STOP_TIMEOUT = 600.0
+"""Seconds ``--unmount`` waits for a background server to close its archive."""
+RUNNING = "running"
+"""The first word of a session report while its server runs (then its pid)."""
 
 
 def register(sub: Subparsers) -> None:
@@ -115,6 +129,7 @@ def register(sub: Subparsers) -> None:
         "mmap and overwrite change nothing here (reads go through the page cache, and a rw "
         "mount replaces files anyway)",
     )
+    parser.add_argument("--report-to", help=argparse.SUPPRESS)  # (set for a background server)
     add_passphrase_option(parser)
 
 
@@ -149,7 +164,11 @@ def run_mount(args: argparse.Namespace) -> int:
     if args.unmount:
         if args.archive or args.mountpoint:
             raise ValueError("--unmount takes only the mount point")
+        report = report_path(args.unmount)
+        server = _running_server(report)
         unmount(args.unmount, lazy=args.lazy)
+        if server is not None and not args.lazy:  # (a lazy one ends when no longer used)
+            _wait_for_the_session(report, server)
         return 0
     if args.mountpoint is None and len(args.archive) > 1:  # 'archive' took every path
         args.mountpoint = args.archive.pop()
@@ -170,21 +189,103 @@ def run_mount(args: argparse.Namespace) -> int:
     if args.foreground:
         if args.debug and not logging.getLogger("barecat").handlers:
             _print_debug_messages()
-        mount_archive(
-            args.archive,
-            args.mountpoint,
-            writable=args.rw,
-            passphrase=key,
-            debug=args.debug,
-            threads=args.threads,
-            read_ahead=args.read_ahead,
-            plain_listings=args.plain_listings,
-            append_only=args.append_only,
-            shard_size_limit=args.shard_size_limit,
-            defrag_after=args.defrag,
-        )
+        with _reporting(args.report_to):
+            mount_archive(
+                args.archive,
+                args.mountpoint,
+                writable=args.rw,
+                passphrase=key,
+                debug=args.debug,
+                threads=args.threads,
+                read_ahead=args.read_ahead,
+                plain_listings=args.plain_listings,
+                append_only=args.append_only,
+                shard_size_limit=args.shard_size_limit,
+                defrag_after=args.defrag,
+            )
         return 0
     return _serve_in_background(args, key)
+
+
+def report_path(mountpoint: str) -> str:
+    """The session report of the background server of ``mountpoint``: in
+    ``$XDG_RUNTIME_DIR/barecat``, else a folder of this user's in the temporary directory,
+    named after the mount point's real path."""
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    folder = (
+        os.path.join(runtime, "barecat")
+        if runtime
+        else os.path.join(tempfile.gettempdir(), f"barecat-{os.getuid()}")
+    )
+    key = hashlib.sha256(os.fsencode(os.path.realpath(mountpoint))).hexdigest()[:24]
+    return os.path.join(folder, f"mount-{key}")
+
+
+@contextlib.contextmanager
+def _reporting(report: str | None) -> Iterator[None]:
+    """Leave the session's outcome in ``report`` (when given): ``running PID`` while it
+    runs, then its exit status and error message."""
+    if report is None:
+        yield
+        return
+    _write_report(report, f"{RUNNING} {os.getpid()}\n")
+    try:
+        yield
+    except BarecatError as e:
+        _write_report(report, f"1\n{e}\n")
+        raise
+    except BaseException:
+        _write_report(report, "1\nthe server stopped on an error\n")
+        raise
+    _write_report(report, "0\n")
+
+
+def _write_report(report: str, text: str) -> None:
+    os.makedirs(os.path.dirname(report), mode=0o700, exist_ok=True)
+    with tempfile.NamedTemporaryFile("w", dir=os.path.dirname(report), delete=False) as f:
+        f.write(text)
+    os.replace(f.name, report)
+
+
+def _running_server(report: str) -> int | None:
+    """The pid of the background server whose session ``report`` tells of, if it runs."""
+    try:
+        with open(report) as f:
+            word, _, pid = f.readline().partition(" ")
+        if word == RUNNING and _alive(int(pid)):
+            return int(pid)
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _wait_for_the_session(report: str, server: int) -> None:
+    """Wait until the unmounted server has closed its archive; raise its error if its
+    session did not store everything (a server that died meanwhile tells nothing)."""
+    deadline = time.monotonic() + STOP_TIMEOUT
+    while True:
+        with contextlib.suppress(OSError), open(report) as f:
+            lines = f.read().splitlines()
+            if lines and not lines[0].startswith(RUNNING):
+                os.remove(report)
+                if lines[0] != "0":
+                    raise BarecatError("\n".join(lines[1:]) or "the server failed")
+                return
+        if not _alive(server):
+            return
+        if time.monotonic() > deadline:
+            raise BarecatError(f"the server did not close the archive within {STOP_TIMEOUT:.0f} s")
+        time.sleep(0.05)
 
 
 def _archive_of(args: argparse.Namespace) -> str:
@@ -233,6 +334,7 @@ def _serve_in_background(args: argparse.Namespace, ask: Callable[[], str | bytes
             supplied = ask()
             secret = supplied.encode("utf-8") if isinstance(supplied, str) else supplied
     argv = [sys.executable, "-m", "barecat.cli", "mount", "-f", args.archive, args.mountpoint]
+    argv += ["--report-to", report_path(args.mountpoint)]
     if args.rw:
         argv.append("--rw")
     if args.threads is not None:
@@ -273,4 +375,4 @@ def _serve_in_background(args: argparse.Namespace, ask: Callable[[], str | bytes
         raise BarecatError(f"{args.mountpoint} did not appear within {START_TIMEOUT:.0f} s")
 
 
-__all__ = ["KNOWN_OPTIONS", "apply_mount_options", "register", "run_mount"]
+__all__ = ["KNOWN_OPTIONS", "apply_mount_options", "register", "report_path", "run_mount"]

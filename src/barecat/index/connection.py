@@ -62,7 +62,9 @@ def connect(
     Always through a URI, so that ``ATTACH`` of other indexes can use URIs too.
     """
     uri = sqlite_uri(path, "ro" if readonly else "rwc", immutable and readonly)
-    conn = sqlite3.connect(uri, uri=True, check_same_thread=not threadsafe)
+    # A writer's one connection may be used from any thread: its threads' (threadsafe)
+    # and its background committer's, which take turns under the archive's write lock.
+    conn = sqlite3.connect(uri, uri=True, check_same_thread=readonly and not threadsafe)
     conn.row_factory = sqlite3.Row  # for users of ``Index.conn``, as 0.3.x: see select
     if not readonly:  # (triggers fire only on writes)
         conn.execute("PRAGMA recursive_triggers = ON")
@@ -148,8 +150,8 @@ class ConnectionPool:
     that connection's transaction, so every thread must see them there, and a second
     connection would be a second SQLite writer of the same file, refused with "database
     is locked" while the first holds its transaction (and whose own uncommitted rows
-    another thread's commit would never include). A ``threadsafe`` writer's connection
-    may be used from any thread; the archive serialises the writes.
+    another thread's commit would never include). A writer's connection may be used from
+    any thread (its background committer's too); the archive serialises the writes.
 
     Reader threads are told apart by their native identity, not by thread-local storage:
     callbacks from threads Python did not start (libfuse's workers calling a mounted
@@ -204,8 +206,9 @@ class ConnectionPool:
         for ``conn`` rather than a new one (a third of a microsecond of each lookup).
 
         Fetching the only row finishes the statement, so the kept cursor holds no lock
-        between calls. A connection that threads share (a ``threadsafe`` writer's) gets
-        a new cursor each time: two threads may not run one cursor at once.
+        between calls. A connection that threads may share (a writer's, which its
+        background committer uses too) gets a new cursor each time: two threads may not
+        run one cursor at once.
 
         Args:
             conn: one of this pool's connections (from :meth:`get`).
@@ -217,7 +220,7 @@ class ConnectionPool:
         """
         cursor = self._row_cursors.get(conn)
         if cursor is None:
-            if self.threadsafe and not self._per_thread:
+            if not self.readonly:
                 return select(conn, sql, args).fetchone()  # type: ignore[no-any-return]
             cursor = self._row_cursors[conn] = conn.cursor()
             cursor.row_factory = None

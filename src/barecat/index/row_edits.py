@@ -24,9 +24,9 @@ from barecat.exceptions import (
 from barecat.index import bulk, deferred_stats
 from barecat.index.connection import open_savepoint, select
 from barecat.index.deferred_stats import DeferredStats
-from barecat.index.errors import disk_full_or, integrity_error
+from barecat.index.errors import integrity_error
 from barecat.index.listing import DirItem, FileItem, path_of
-from barecat.index.transactions import IndexTransactions
+from barecat.index.transactions import IndexTransactions, reports_full_disk
 from barecat.paths import check_depth, normalize
 
 
@@ -77,7 +77,7 @@ class IndexRowEdits(IndexTransactions):
         except sqlite3.IntegrityError as e:
             raise integrity_error(e, f.path, True, self.isfile) from None
         except sqlite3.OperationalError as e:
-            raise disk_full_or(e, self.path) from e
+            raise self._edit_failed(e) from e
 
     def add_files_bulk(self, finfos: Sequence[BarecatFileInfo]) -> None:
         """Insert many files at once, statistics applied once per batch; all or nothing.
@@ -96,8 +96,9 @@ class IndexRowEdits(IndexTransactions):
         try:
             bulk.insert_files(self.settled_conn(), finfos, self.sealed)
         except sqlite3.OperationalError as e:
-            raise disk_full_or(e, self.path) from e
+            raise self._edit_failed(e) from e
 
+    @reports_full_disk
     def upsert_dirs_bulk(self, dinfos: Sequence[BarecatDirInfo]) -> None:
         """Create directories, or update the metadata of existing ones, in one statement.
 
@@ -134,6 +135,7 @@ class IndexRowEdits(IndexTransactions):
             raise
         conn.execute("RELEASE barecat_dirs")
 
+    @reports_full_disk
     def add_dir(self, dinfo: BarecatDirInfo, exist_ok: bool = False) -> None:
         """Create a directory (and its ancestors); with ``exist_ok`` update its metadata.
 
@@ -171,6 +173,7 @@ class IndexRowEdits(IndexTransactions):
         except sqlite3.IntegrityError as e:
             raise integrity_error(e, d.path, False, self.isfile) from None
 
+    @reports_full_disk
     def add(self, info: BarecatEntryInfo) -> None:
         """Add a file (:meth:`add_file`) or a directory (:meth:`add_dir`).
 
@@ -192,6 +195,7 @@ class IndexRowEdits(IndexTransactions):
         *("shard", "offset", "size", "crc32c", "mtime_ns", "mode", "uid", "gid", "logical_size"),
     )
 
+    @reports_full_disk
     def update_file(
         self,
         path: str,
@@ -251,6 +255,7 @@ class IndexRowEdits(IndexTransactions):
                 return
         raise self.not_found_error(path)
 
+    @reports_full_disk
     def chmod(self, path: str, mode: int) -> None:
         """Set a file's or directory's permission bits.
 
@@ -265,6 +270,7 @@ class IndexRowEdits(IndexTransactions):
         """
         self._update_meta(path, "mode = ?", (mode,))
 
+    @reports_full_disk
     def chown(self, path: str, uid: int, gid: int) -> None:
         """Set a file's or directory's owner and group.
 
@@ -280,6 +286,7 @@ class IndexRowEdits(IndexTransactions):
         """
         self._update_meta(path, "uid = ?, gid = ?", (uid, gid))
 
+    @reports_full_disk
     def update_mtime(self, path: str, mtime_ns: int) -> None:
         """Set a file's or directory's modification time.
 
@@ -294,6 +301,7 @@ class IndexRowEdits(IndexTransactions):
         """
         self._update_meta(path, "mtime_ns = ?", (mtime_ns,))
 
+    @reports_full_disk
     def remove_file(self, item: FileItem) -> None:
         """Delete a file's row (its bytes stay in the shards as a hole).
 
@@ -310,6 +318,7 @@ class IndexRowEdits(IndexTransactions):
         if self.settled_conn().execute("DELETE FROM files WHERE path = ?", (path,)).rowcount == 0:
             self.lookup_file(path, normalized=True)
 
+    @reports_full_disk
     def remove_empty_dir(self, item: DirItem) -> None:
         """Delete an empty directory's row.
 

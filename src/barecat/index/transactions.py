@@ -14,19 +14,31 @@ and the blocks that change how the open transaction behaves: statistics triggers
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import sqlite3
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
+from typing import Concatenate, ParamSpec, TypeVar
 
 from barecat.entries import SHARD_SIZE_UNLIMITED
-from barecat.exceptions import ForeignSchemaBarecatError, ReadOnlyBarecatError
+from barecat.exceptions import (
+    ArchiveLockedBarecatError,
+    ForeignSchemaBarecatError,
+    NotEnoughSpaceBarecatError,
+    ReadOnlyBarecatError,
+)
 from barecat.index import merging, schema_check, treestats
 from barecat.index.aggregates import IndexAggregates
-from barecat.index.connection import select, sqlite_uri
+from barecat.index.connection import is_busy, select, sqlite_uri
 from barecat.index.deferred_stats import DeferredStats
 from barecat.index.errors import disk_full_or
 from barecat.index.lookup_table import LookupTable
 from barecat.index.merging import MergeSource
+
+_T = TypeVar("_T", bound="IndexTransactions")
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 
 # Secondary indexes a bulk load may drop and rebuild: name -> "table (columns)".
 _SECONDARY_INDEXES = {
@@ -34,6 +46,23 @@ _SECONDARY_INDEXES = {
     "idx_dirs_parent": "dirs (parent)",
     "idx_files_shard_offset": "files (shard, offset)",
 }
+
+
+def reports_full_disk(
+    method: Callable[Concatenate[_T, _P], _R],
+) -> Callable[Concatenate[_T, _P], _R]:
+    """An edit whose SQLite errors are barecat's: a full disk raises
+    ``NotEnoughSpaceBarecatError``, and a transaction SQLite rolled back is counted (see
+    :meth:`IndexTransactions._edit_failed`)."""
+
+    @functools.wraps(method)
+    def edit(self: _T, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        try:
+            return method(self, *args, **kwargs)
+        except sqlite3.OperationalError as e:
+            raise self._edit_failed(e) from e
+
+    return edit
 
 
 class IndexTransactions(IndexAggregates):
@@ -45,6 +74,11 @@ class IndexTransactions(IndexAggregates):
     :meth:`settled_conn`, which every query and edit but file rows by path calls first
     (see ``barecat.index.deferred_stats``)."""
     _adds_in_a_row = 0
+    rollbacks = 0
+    """How many times the open transaction was rolled back (by :meth:`rollback`, or by
+    SQLite after a statement failed, a full disk say): its changes are gone."""
+    rolled_back_by: Exception | None = None
+    """The error of the latest failure that rolled the transaction back."""
 
     def settled_conn(self) -> sqlite3.Connection:
         """This thread's connection, with any statistics still owed applied first (the
@@ -56,19 +90,44 @@ class IndexTransactions(IndexAggregates):
         """
         conn = self._pool.get()
         self._adds_in_a_row = 0
-        deferred = self._deferred
-        if deferred is not None:
-            if deferred.conn is conn:
-                deferred.apply()
-            # else: a forked child's fresh connection, the rows it was owed for not in it
-            self._deferred = None
+        if self._deferred is not None:
+            with self._settling:
+                deferred = self._deferred
+                if deferred is not None:
+                    if deferred.conn is conn:
+                        deferred.apply()
+                    # else: a forked child's fresh connection, without the rows owed for
+                    self._deferred = None
         return conn
+
+    def _edit_failed(self, e: sqlite3.OperationalError, say_lost: bool = True) -> Exception:
+        """What an edit's SQLite error becomes (a full disk: ``NotEnoughSpaceBarecatError``).
+        When SQLite rolled the whole transaction back (it may, on a full disk), the
+        statistics owed for its rows are dropped and the rollback counted, so the writer
+        knows its uncommitted changes are gone."""
+        error = disk_full_or(e, self.path)
+        if not self._pool.get().in_transaction:
+            if say_lost and isinstance(error, NotEnoughSpaceBarecatError):
+                error = NotEnoughSpaceBarecatError(
+                    f"{error}; SQLite rolled the open transaction back: the changes since the "
+                    "last commit are not stored"
+                )
+            self._transaction_lost(error)
+        return error
+
+    def _transaction_lost(self, why: Exception | None) -> None:
+        self._deferred = None  # owed for rows that are gone
+        self.rollbacks += 1
+        self.rolled_back_by = why
 
     def _statistics_owed(self) -> bool:
         return self._deferred is not None
 
     def _configure(self, shard_size_limit: int | None) -> None:
         """An explicit limit given when opening an existing archive for writing is stored."""
+        self._settling = threading.Lock()
+        """Applies owed statistics once: a writer's queries on its own thread and its
+        background committer's commit may both settle."""
         if shard_size_limit is not None and not self.created and not self.readonly:
             self.shard_size_limit = shard_size_limit
         self._files_at_open = 0 if self.readonly else self.num_files
@@ -166,6 +225,8 @@ class IndexTransactions(IndexAggregates):
             NotEnoughSpaceBarecatError: the disk is full.
             ForeignSchemaBarecatError: such an object appeared; the transaction was
                 rolled back.
+            ArchiveLockedBarecatError: another program holds a lock on the index past
+                the busy timeout (the transaction stays open: commit again later).
         """
         try:
             conn = self.settled_conn()
@@ -176,11 +237,16 @@ class IndexTransactions(IndexAggregates):
                 raise
             conn.commit()
         except sqlite3.OperationalError as e:
-            raise disk_full_or(e, self.path) from e
+            if is_busy(e) and self._pool.get().in_transaction:
+                raise ArchiveLockedBarecatError(
+                    f"{self.path} is locked by another program ({e}); the changes are "
+                    "not committed yet: commit again when it is done"
+                ) from e
+            raise self._edit_failed(e, say_lost=False) from e  # (the archive says what)
 
     def rollback(self) -> None:
         """Drop what was changed since the last commit."""
-        self._deferred = None  # owed for rows this rolls back
+        self._transaction_lost(None)
         self._pool.get().rollback()
 
     def _require_writable(self) -> None:

@@ -23,12 +23,14 @@ from barecat.index import query, treestats
 from barecat.index.connection import open_savepoint
 from barecat.index.listing import DirItem, FileItem, path_of
 from barecat.index.row_edits import IndexRowEdits
+from barecat.index.transactions import reports_full_disk
 from barecat.paths import ancestors, check_depth, is_within, normalize, subtree_bounds
 
 
 class IndexTreeEdits(IndexRowEdits):
     """Renames, and subtrees removed."""
 
+    @reports_full_disk
     def remove_recursively(self, item: DirItem) -> None:
         """Remove a directory and everything below it (the root is emptied, not removed).
 
@@ -57,6 +59,7 @@ class IndexTreeEdits(IndexRowEdits):
                     "WHERE path = ''"
                 )
 
+    @reports_full_disk
     def rename_with_new_bytes(
         self, old: str, new: str, places: Sequence[tuple[str, int, int, int, int | None]]
     ) -> None:
@@ -88,6 +91,7 @@ class IndexTreeEdits(IndexRowEdits):
             raise
         conn.execute("RELEASE barecat_rename")
 
+    @reports_full_disk
     def rename(self, old: BarecatEntryInfo | str, new: str, allow_overwrite: bool = False) -> None:
         """Move a file (:meth:`rename_file`) or a directory and its subtree
         (:meth:`rename_dir`); missing parents of the new path are created.
@@ -133,6 +137,7 @@ class IndexTreeEdits(IndexRowEdits):
             if self.isfile(a):
                 raise NotADirectoryBarecatError(f"A parent of {new!r} is a file")
 
+    @reports_full_disk
     def rename_file(self, old: FileItem, new: str, allow_overwrite: bool = False) -> None:
         """Move a file; missing parents of the new path are created.
 
@@ -160,6 +165,7 @@ class IndexTreeEdits(IndexRowEdits):
             "UPDATE files SET path = ? WHERE path = ?", (new_path, old_path)
         )
 
+    @reports_full_disk
     def rename_dir(self, old: DirItem, new: str, allow_overwrite: bool = False) -> None:
         """Move a directory and its subtree; statistics are fixed with set updates.
 

@@ -127,15 +127,22 @@ def mount_archive(
             entry_timeout=ATTRIBUTE_TIMEOUT,
             negative_timeout=ATTRIBUTE_TIMEOUT,
         )
+    writer = WritableArchiveFilesystem(open_archive) if writable else None
     try:
-        if writable:  # listings as mfusepy makes them: files being written change sizes
-            mfusepy.FUSE(WritableArchiveFilesystem(open_archive), mountpoint, **options)
+        if writer is not None:  # listings as mfusepy makes them: files being written change sizes
+            mfusepy.FUSE(writer, mountpoint, **options)
         else:
             filesystem = ArchiveFilesystem(open_archive, mountpoint if read_ahead else None)
             ListingFUSE(filesystem, mountpoint, plain_listings=plain_listings, **options)
     except RuntimeError as e:  # fuse_main's non-zero status
         if e.args != (STOPPED_BY_SIGNAL,):
             raise BarecatError(f"FUSE could not serve {mountpoint} (status {e})") from e
+    failures = [] if writer is None else writer.failures()
+    if failures:
+        raise BarecatError(
+            f"not everything written to {mountpoint} was stored (the write(2) or close(2) "
+            "concerned got the error):\n" + "\n".join(failures)
+        )
     if defrag_after:
         with Barecat(archive, readonly=False, passphrase=passphrase) as bc:
             bc.defrag()

@@ -33,6 +33,7 @@ from barecat.exceptions import (
     InvalidPathBarecatError,
     IsADirectoryBarecatError,
     NotADirectoryBarecatError,
+    NotEnoughSpaceBarecatError,
     ReadOnlyBarecatError,
 )
 
@@ -50,9 +51,9 @@ class HTTPError(Exception):
 def answered(handler: Handler) -> Handler:
     """Turn what a route raises into its HTTP status: 400 for a path that leaves the
     archive, 404 missing (``"type": "not_a_directory"`` when a file stands in the way),
-    409 a directory where a file is wanted (or the reverse, or one
-    that exists), 405 a read-only archive, 500 other archive errors; for damaged bytes
-    the JSON says ``"type": "integrity"``, so a client raises what a local read would."""
+    409 a directory where a file is wanted (or the reverse, or one that exists), 405 a
+    read-only archive, 507 a full disk, 500 other archive errors; for damaged bytes the
+    JSON says ``"type": "integrity"``, so a client raises what a local read would."""
 
     @functools.wraps(handler)
     async def call(request: Request) -> Response:
@@ -74,6 +75,8 @@ def answered(handler: Handler) -> Handler:
             status, message = 409, str(e)
         except ReadOnlyBarecatError as e:
             status, message = 405, str(e)
+        except NotEnoughSpaceBarecatError as e:  # nothing of the request was kept
+            status, message = 507, str(e)
         except BarecatIntegrityError as e:  # damaged bytes: clients raise the same error
             return JSONResponse({"error": str(e), "type": "integrity"}, status_code=500)
         except BarecatError as e:

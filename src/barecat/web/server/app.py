@@ -9,7 +9,8 @@ Each served archive is under ``/a/NAME`` (NAME: the archive's file name without
 - ``PUT /a/NAME/files/PATH`` (``--writable``): the body becomes the file (created or
   replaced) only once it has arrived whole, so a client killed mid-upload leaves nothing;
   ``DELETE`` removes it. Writes from any number of clients go through the archive's one
-  writer, one at a time;
+  writer, one at a time, and are committed before they are answered (201, 204), writes
+  that arrive meanwhile sharing a commit; a full disk answers 507;
 - ``GET /a/NAME/list/PATH`` and ``/a/NAME/stat/PATH``: JSON; ``GET /a/NAME/glob?pattern=``
   (``include_hidden=0`` leaves names starting with ``.`` to literal components);
 - ``GET /a/NAME/index/PATH?order=path|address``: the record of every file below the
@@ -99,6 +100,18 @@ class ServedArchive:
             )
         with self._lock:
             return work(self._writer)
+
+    def commit(self, transaction: int) -> None:
+        """Make a write's transaction durable before the write is answered; writes of
+        other requests made meanwhile share the commit (``Barecat.commit_transaction``).
+
+        Raises:
+            BarecatError: the commit failed, or an earlier failure rolled the write back
+                (``NotEnoughSpaceBarecatError`` for a full disk).
+        """
+        if self._writer is None:
+            raise ReadOnlyBarecatError("this archive is served read-only")
+        self._writer.commit_transaction(transaction)
 
 
 def entry_json(info: BarecatEntryInfo) -> dict[str, Any]:
@@ -208,15 +221,17 @@ def create_app(archives: Mapping[str, ReadableArchive], token: str | None = None
             spool.seek(0)
             data = spool.read()
 
-            def store(bc: Barecat) -> dict[str, Any]:
-                if bc.isfile(path):
-                    bc.update_file(path, data=data)
-                else:
-                    bc.add(BarecatFileInfo(path, 0o100644, mtime_ns=time.time_ns()), data=data)
-                bc.commit()
-                return entry_json(bc.lookup_file(path))
+            def store(bc: Barecat) -> tuple[dict[str, Any], int]:
+                with bc.exclusive():  # (the transaction read right after the change)
+                    if bc.isfile(path):
+                        bc.update_file(path, data=data)
+                    else:
+                        bc.add(BarecatFileInfo(path, 0o100644, mtime_ns=time.time_ns()), data=data)
+                    return entry_json(bc.lookup_file(path)), bc.transaction
 
-            return JSONResponse(await run_in_threadpool(archive.write, store), status_code=201)
+            entry, transaction = await run_in_threadpool(archive.write, store)
+            await run_in_threadpool(archive.commit, transaction)
+            return JSONResponse(entry, status_code=201)
         finally:
             spool.close()
 
@@ -228,11 +243,13 @@ def create_app(archives: Mapping[str, ReadableArchive], token: str | None = None
                 "this archive is served read-only (barecat serve --writable)"
             )
 
-        def remove(bc: Barecat) -> None:
-            bc.remove(path)
-            bc.commit()
+        def remove(bc: Barecat) -> int:
+            with bc.exclusive():
+                bc.remove(path)
+                return bc.transaction
 
-        await run_in_threadpool(archive.write, remove)
+        transaction = await run_in_threadpool(archive.write, remove)
+        await run_in_threadpool(archive.commit, transaction)
         return Response(status_code=204)
 
     @answered

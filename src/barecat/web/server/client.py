@@ -38,6 +38,7 @@ from barecat.exceptions import (
     FileNotFoundBarecatError,
     InvalidPathBarecatError,
     NotADirectoryLookupBarecatError,
+    NotEnoughSpaceBarecatError,
     ReadOnlyBarecatError,
 )
 from barecat.paths import normalize
@@ -368,6 +369,8 @@ def _checked(response: httpx.Response, path: str) -> httpx.Response:
         raise BarecatError(f"the server refused the request: {message}")
     if response.status_code == 405:
         raise ReadOnlyBarecatError(message)
+    if response.status_code == 507:
+        raise NotEnoughSpaceBarecatError(message)
     raise BarecatError(f"HTTP {response.status_code}: {message}")
 
 
