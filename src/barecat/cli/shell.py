@@ -394,13 +394,18 @@ class BarecatShell(ShellEdits):
         none pointing outside ``root`` (as in 'barecat extract'); failures are reported."""
         writer = DirectoryWriter(self.bc, os.path.abspath(root), False, os.geteuid() == 0, base)
         os.makedirs(writer.root, exist_ok=True)
-        for info, where in sorted(files, key=lambda pair: pair[0].is_symlink_entry):
+        links: list[tuple[BarecatFileInfo, str]] = []
+        for info, where in files:
             try:
                 dest = writer.destination(where)
             except BarecatError as e:
                 writer.result.failures.append((info.path, e))
                 continue
-            writer.write_entry(info, dest)
+            if info.is_symlink_entry:
+                links.append((info, dest))
+            else:
+                writer.write_entry(info, dest)
+        writer.make_links(links)  # last, all together
         writer.restore_directories([])
         self._report(writer.result, root)
 
