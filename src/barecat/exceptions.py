@@ -206,12 +206,18 @@ class CorruptIndexBarecatError(BarecatError):
     """The index file is not a readable barecat index (not SQLite, or tables missing)."""
 
 
+class DamagedInputBarecatError(BarecatError, ValueError):
+    """A tar or zip file given to convert, wrap or mount is corrupt or truncated; the
+    message names the file and, when known, the member."""
+
+
 __all__ = [
     "ArchiveLockedBarecatError",
     "BarecatError",
     "BarecatIntegrityError",
     "CorruptIndexBarecatError",
     "DamagedEntryBarecatError",
+    "DamagedInputBarecatError",
     "DirectoryNotEmptyBarecatError",
     "DirectoryOverFileBarecatError",
     "FileExistsBarecatError",
