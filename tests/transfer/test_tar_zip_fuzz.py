@@ -5,7 +5,8 @@ bytes and header fields overwritten, bytes inserted, deleted or cut off; tar hea
 checksums made right again, so that changed fields get past them).
 
 Whatever the bytes, each step works or raises a ``BarecatError`` naming the input, never
-``IndexError``, ``struct.error``, ``tarfile.ReadError`` or another foreign exception. What
+``IndexError``, ``struct.error``, ``tarfile.ReadError`` or another foreign exception, nor
+allocates memory sized by a damaged length field. What
 it stores is never a lie: every file it stores reads back as exactly what Python's own
 ``tarfile`` and ``zipfile`` read for that member of the changed input (a member they
 cannot read, such as a zip member whose bytes fail its CRC-32, is not stored), and the
@@ -14,6 +15,7 @@ members that lie wholly before the first changed byte of a tar are all stored.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import io
 import os
@@ -21,6 +23,7 @@ import shutil
 import stat
 import struct
 import tarfile
+import tracemalloc
 import zipfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -335,6 +338,10 @@ FOUND = [  # inputs that once broke ingest (what the old code raised or did), ke
     ("gz", [M("set", 3, b"\x04"), M("cut", 10)], False),  # TypeError: a gzip header cut short
     ("zip-stored", [M("set", 2950 + 6, b"\xff")], False),  # NotImplementedError: zip version
     ("zip-stored", [M("flip", 200, 0)], False),  # a stored member failing its CRC-32 was wrapped
+    ("zip-stored", [M("flip", 3032, 2)], False),  # its compressed size changed: zipfile refuses
+    ("pax", [M("flip", 0, 0), M("flip", 133, 1, spot=True),
+             M("text", 133, "77777777777", spot=True, nudge=1)],
+     True),  # a PAX header of 8 GB read whole by tarfile: MemoryError
 ]  # fmt: skip
 
 
@@ -362,13 +369,34 @@ def test_mutated_tar_and_zip_ingest_fails_cleanly_and_never_lies(
     ref = Reference(source, original.suffix == ".zip")
 
     converted = str(fresh / "converted.barecat")
-    if documented(lambda: archive2barecat(str(source), converted)) is not None:
+    with bounded_memory():
+        made = documented(lambda: archive2barecat(str(source), converted))
+    if made is not None:
         check_stored(stored(converted), ref, original, first)
     if original.kind == "gz":
         return
     wrapped = str(fresh / "wrapped.barecat")
-    if documented(lambda: wrap_archive(str(source), wrapped)) is not None:
+    with bounded_memory():
+        made = documented(lambda: wrap_archive(str(source), wrapped))
+    if made is not None:
         check_stored(stored(wrapped), ref, original, first)
-    index = documented(lambda: index_of_tars([str(source)], cache_root=str(fresh / "cache")))
+    with bounded_memory():
+        index = documented(lambda: index_of_tars([str(source)], cache_root=str(fresh / "cache")))
     if index is not None:
         check_stored(stored(index.archive), ref, original, first)
+
+
+MAX_PEAK = 16 << 20
+"""Most memory ingesting a mutated input (a few kilobytes) may take at once."""
+
+
+@contextlib.contextmanager
+def bounded_memory() -> Iterator[None]:
+    """No allocation sized by a hostile length field: the peak stays small."""
+    tracemalloc.start()
+    try:
+        yield
+        peak = tracemalloc.get_traced_memory()[1]
+        assert peak < MAX_PEAK, f"{peak:,} bytes allocated at once"
+    finally:
+        tracemalloc.stop()

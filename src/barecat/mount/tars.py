@@ -24,11 +24,17 @@ import tarfile
 import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import IO, cast
 
 from barecat.exceptions import BarecatError, FileExistsBarecatError
 from barecat.layout import archive_exists, is_sqlite_file
 from barecat.objectstore import default_cache_root
-from barecat.transfer.convert.formats import compression_of, format_of_name, reading_input
+from barecat.transfer.convert.formats import (
+    BoundedReads,
+    compression_of,
+    format_of_name,
+    reading_input,
+)
 from barecat.transfer.convert.tar_zip_import import zip_is_dir
 from barecat.transfer.convert.wrapping import wrap_archive
 
@@ -173,7 +179,11 @@ def _check_readable_in_place(path: str) -> None:
 
 
 def _check_stored_zip(path: str) -> None:
-    with reading_input("zip", path), zipfile.ZipFile(path) as zf:
+    with (
+        reading_input("zip", path),
+        open(path, "rb") as raw,
+        zipfile.ZipFile(cast(IO[bytes], BoundedReads(raw))) as zf,
+    ):
         for member in zf.infolist():
             packed = member.compress_type != zipfile.ZIP_STORED or member.flag_bits & 0x1
             if packed and not zip_is_dir(member):

@@ -5,7 +5,8 @@ Owns the mapping from file names (``.tar.gz``, ``.tgz``, ``.zip``, ...) and form
 their first bytes, opening tar streams for reading or writing in constant memory
 (tarfile's stream modes; zstd through ``zstandard``, which tarfile lacks), and telling
 what the readers of these formats raise for damaged bytes from real I/O errors
-(:func:`reading_input`). Knows nothing of barecat archives; imports only ``exceptions``.
+(:func:`reading_input`), reads sized by damaged fields bounded by the file
+(:class:`BoundedReads`). Knows nothing of barecat archives; imports only ``exceptions``.
 """
 
 from __future__ import annotations
@@ -166,6 +167,40 @@ _TAR_HEADER_ERRORS: dict[str, type[tarfile.HeaderError]] = {
 }
 
 
+class BoundedReads:
+    """A seekable file whose reads never ask for more than it holds from where they start.
+
+    ``tarfile`` and ``zipfile`` read sizes from header fields, all at once from a file
+    they were given: a damaged one (a PAX header or a zip directory said to be 8 GB long)
+    would have them allocate that much (``MemoryError``) for a file of a few kilobytes.
+    Give them this instead of the file.
+    """
+
+    def __init__(self, raw: BinaryIO) -> None:
+        self.raw = raw
+        self.name = getattr(raw, "name", None)
+        self.at = raw.tell()
+        """Where the next read starts (kept here: a read costs no ``tell``)."""
+        self.size = raw.seek(0, 2)
+        raw.seek(self.at)
+
+    def read(self, size: int | None = -1) -> bytes:
+        left = max(self.size - self.at, 0)
+        data = self.raw.read(left if size is None or not 0 <= size <= left else size)
+        self.at += len(data)
+        return data
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        self.at = self.raw.seek(offset, whence)
+        return self.at
+
+    def tell(self) -> int:
+        return self.at
+
+    def seekable(self) -> bool:
+        return True
+
+
 _Info = TypeVar("_Info", bound=tarfile.TarInfo)
 
 
@@ -256,6 +291,7 @@ def _zstd_stream(stream: BinaryIO, writing: bool) -> Iterator[BinaryIO]:
 
 
 __all__ = [
+    "BoundedReads",
     "DECODING_ERRORS",
     "FORMATS",
     "InputPlace",

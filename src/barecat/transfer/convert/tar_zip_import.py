@@ -33,7 +33,12 @@ from barecat.exceptions import (
     NotADirectoryBarecatError,
 )
 from barecat.paths import check_depth, normalize
-from barecat.transfer.convert.formats import open_tar_reader, reading_input, tar_members
+from barecat.transfer.convert.formats import (
+    BoundedReads,
+    open_tar_reader,
+    reading_input,
+    tar_members,
+)
 
 SMALL_FILE = 1 << 20
 """Members up to this size are read whole and batched; bigger ones are streamed."""
@@ -319,7 +324,10 @@ def import_zip(
     result = ImportResult()
     importer = _Importer(bc, result, on_stored)
     called = name if name is not None else source if isinstance(source, str) else None
-    with reading_input("zip", input_name(source, called)) as place, zipfile.ZipFile(source) as zf:
+    with contextlib.ExitStack() as stack:
+        place = stack.enter_context(reading_input("zip", input_name(source, called)))
+        raw = stack.enter_context(open(source, "rb")) if isinstance(source, str) else source
+        zf = stack.enter_context(zipfile.ZipFile(cast(IO[bytes], BoundedReads(raw))))
         for member in zf.infolist():
             place.member = member.filename
             _take_zip_member(zf, member, importer)

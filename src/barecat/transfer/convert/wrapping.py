@@ -20,7 +20,7 @@ import tarfile
 import zipfile
 import zlib
 from collections.abc import Iterator, Sequence
-from typing import BinaryIO
+from typing import IO, cast
 
 from barecat.archive import Barecat
 from barecat.checksum import crc32c
@@ -29,6 +29,7 @@ from barecat.exceptions import BarecatError, InvalidPathBarecatError
 from barecat.paths import check_depth, normalize
 from barecat.transfer.building import building_archive
 from barecat.transfer.convert.formats import (
+    BoundedReads,
     StrictTarInfo,
     compression_of,
     format_of_file,
@@ -119,7 +120,10 @@ a zip gives a stored member's bytes."""
 
 def _tar_members(path: str) -> Iterator[_Member]:
     size = os.path.getsize(path)
-    with tarfile.open(path, "r:", tarinfo=StrictTarInfo) as tar:
+    with (
+        open(path, "rb") as raw,
+        tarfile.open(fileobj=cast(IO[bytes], BoundedReads(raw)), tarinfo=StrictTarInfo) as tar,
+    ):
         for m in tar_members(tar):
             owner = {"uid": m.uid, "gid": m.gid, "mtime_ns": tar_mtime_ns(m)}
             perm = m.mode & 0o7777
@@ -141,30 +145,38 @@ def _tar_members(path: str) -> Iterator[_Member]:
 
 
 def _zip_members(path: str, number: int) -> Iterator[_Member]:
-    with open(path, "rb") as raw, zipfile.ZipFile(raw) as zf:
-        size = os.fstat(raw.fileno()).st_size
-        for m in zf.infolist():
-            mode = m.external_attr >> 16 if m.create_system == 3 else 0
-            name = zip_member_name(m, zip_extra_fields(m.extra))  # as import reads it
-            if zip_is_dir(m):
-                perm = stat.S_IMODE(mode) or 0o755
-                yield name, BarecatDirInfo("", stat.S_IFDIR | perm), None, None
-                continue
-            if m.compress_type != zipfile.ZIP_STORED or m.flag_bits & 0x1:
-                raise BarecatError(
-                    f"Cannot wrap {path}: member {m.filename!r} is compressed or encrypted; "
-                    "wrap needs a zip made with no compression (zip -0)"
+    with open(path, "rb") as raw:
+        reads = BoundedReads(raw)
+        with zipfile.ZipFile(cast(IO[bytes], reads)) as zf:
+            for m in zf.infolist():
+                mode = m.external_attr >> 16 if m.create_system == 3 else 0
+                name = zip_member_name(m, zip_extra_fields(m.extra))  # as import reads it
+                if zip_is_dir(m):
+                    perm = stat.S_IMODE(mode) or 0o755
+                    yield name, BarecatDirInfo("", stat.S_IFDIR | perm), None, None
+                    continue
+                if m.compress_type != zipfile.ZIP_STORED or m.flag_bits & 0x1:
+                    raise BarecatError(
+                        f"Cannot wrap {path}: member {m.filename!r} is compressed or encrypted; "
+                        "wrap needs a zip made with no compression (zip -0)"
+                    )
+                info = BarecatFileInfo(
+                    "", (stat.S_IFMT(mode) or stat.S_IFREG) | (stat.S_IMODE(mode) or 0o644)
                 )
-            info = BarecatFileInfo(
-                "", (stat.S_IFMT(mode) or stat.S_IFREG) | (stat.S_IMODE(mode) or 0o644)
-            )
-            info.offset, info.size, info.shard = _data_start(raw, m), m.file_size, number
-            if not 0 <= m.file_size <= size - info.offset:
-                raise zipfile.BadZipFile(f"{m.filename!r} has a size no file holds ({m.file_size})")
-            yield name, info, None, m.CRC
+                info.offset, info.size, info.shard = _data_start(reads, m), m.file_size, number
+                if m.compress_size != m.file_size:  # (zipfile would read compress_size bytes)
+                    raise zipfile.BadZipFile(
+                        f"{m.filename!r} is stored, yet its sizes differ "
+                        f"({m.compress_size} and {m.file_size})"
+                    )
+                if not 0 <= m.file_size <= reads.size - info.offset:
+                    raise zipfile.BadZipFile(
+                        f"{m.filename!r} has a size no file holds ({m.file_size})"
+                    )
+                yield name, info, None, m.CRC
 
 
-def _data_start(raw: BinaryIO, m: zipfile.ZipInfo) -> int:
+def _data_start(raw: BoundedReads, m: zipfile.ZipInfo) -> int:
     """Where a stored zip member's bytes start: after its local header, read at the
     offset the central directory gives."""
     if m.header_offset < 0:
