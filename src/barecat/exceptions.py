@@ -234,6 +234,11 @@ class ForeignSchemaBarecatError(CorruptIndexBarecatError):
         self.objects = objects
 
 
+class DamagedInputBarecatError(BarecatError, ValueError):
+    """A tar or zip file given to convert, wrap or mount is corrupt or truncated; the
+    message names the file and, when known, the member."""
+
+
 __all__ = [
     "ArchiveClosedBarecatError",
     "ArchiveLockedBarecatError",
@@ -242,6 +247,7 @@ __all__ = [
     "CommitFailedBarecatError",
     "CorruptIndexBarecatError",
     "DamagedEntryBarecatError",
+    "DamagedInputBarecatError",
     "DirectoryNotEmptyBarecatError",
     "DirectoryOverFileBarecatError",
     "FileExistsBarecatError",

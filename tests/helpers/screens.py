@@ -84,11 +84,25 @@ class Tmux:
     def press(self, *keys: str) -> None:
         self.tmux("send-keys", "-t", "tui", *keys)
 
+    def pane(self, variable: str) -> str:
+        """One of tmux's variables for the pane (``pane_title``, ``pane_dead``...)."""
+        return self.tmux("display-message", "-p", "-t", "tui", f"#{{{variable}}}").strip()
+
+    def wait_exited(self) -> str:
+        """Wait until the command has exited (its pane kept: ``keep``); return all it
+        showed, the lines scrolled into the pane's history too."""
+        wait_for(lambda: self.pane("pane_dead") == "1", "the command to exit")
+        return self.tmux("capture-pane", "-p", "-S", "-", "-t", "tui")
+
 
 @contextmanager
-def barecat_in_tmux(socket: Path, *args: str, width: int = 100, height: int = 30) -> Iterator[Tmux]:
+def barecat_in_tmux(
+    socket: Path, *args: str, width: int = 100, height: int = 30, keep: bool = False
+) -> Iterator[Tmux]:
     """``barecat ARGS`` (this checkout's) on a real ``width`` x ``height`` terminal in tmux;
-    skips when tmux is not installed. The session's server is killed at the end."""
+    skips when tmux is not installed. ``keep``: the pane stays, as the command left it,
+    after the command exits (``remain-on-exit``, set before it starts). The session's
+    server is killed at the end."""
     if shutil.which("tmux") is None:
         pytest.skip("tmux is not installed (./run test installs it with apt where it can)")
     src = os.path.dirname(os.path.dirname(os.path.abspath(barecat.__file__)))
@@ -102,8 +116,11 @@ def barecat_in_tmux(socket: Path, *args: str, width: int = 100, height: int = 30
         *args,
     ]
     session = Tmux(socket)
+    config = ["-f", str(socket) + ".conf"] if keep else []
+    if keep:
+        Path(config[1]).write_text("set -g remain-on-exit on\n")
     session.tmux(
-        "new-session", "-d", "-s", "tui", "-x", str(width), "-y", str(height),
+        *config, "new-session", "-d", "-s", "tui", "-x", str(width), "-y", str(height),
         shlex.join(command),
     )  # fmt: skip
     try:

@@ -253,6 +253,70 @@ def test_hostile_member_names_are_named_and_the_rest_mounted(tmp_path: Path, cac
 
 
 @needs_fuse
+def test_members_a_mount_cannot_show_are_left_out_and_the_rest_mounted(
+    tmp_path: Path, cache: Path
+) -> None:
+    """A name longer than FUSE takes would fail the whole listing of its directory, and
+    a file below a file cannot be a file at all: each is named, the rest is mounted."""
+    tar_path = tmp_path / "hostile.tar"
+    with tarfile.open(tar_path, "w", format=tarfile.PAX_FORMAT) as tar:
+        _add(tar, "ok.txt", b"ok")
+        _add(tar, "ok.txt/child", b"below a file")
+        _add(tar, "n" * 5000, b"a long name")
+        _add(tar, "dir/" + "m" * 1025, b"longer than 1,024 bytes")
+        _add(tar, "dir/fine.txt", b"fine")
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    done = _mount(str(tar_path), str(mnt))
+    try:
+        assert done.returncode == 0, done.stderr
+        assert done.stderr.splitlines() == [
+            "barecat mount: left out ok.txt/child: A parent of 'ok.txt/child' is a file",
+            f"barecat mount: left out {'n' * 5000}: a name of 5,000 bytes, more than the 1,024 "
+            "a mount can show",
+            f"barecat mount: left out dir/{'m' * 1025}: a name of 1,025 bytes, more than the "
+            "1,024 a mount can show",
+        ]
+        assert sorted(os.listdir(mnt)) == ["dir", "ok.txt"]
+        assert os.listdir(mnt / "dir") == ["fine.txt"]
+        assert (mnt / "ok.txt").read_bytes() == b"ok"
+        assert (mnt / "dir/fine.txt").read_bytes() == b"fine"
+    finally:
+        if is_mounted(str(mnt)):
+            subprocess.run([BARECAT, "mount", "--unmount", str(mnt)], check=True)
+
+
+@needs_fuse
+def test_a_damaged_tar_or_zip_is_one_line_and_leaves_nothing(tmp_path: Path, cache: Path) -> None:
+    whole = _make_tar(tmp_path / "whole.tar").read_bytes()
+    damaged = bytearray(whole)
+    second = whole.index(b"dir/small.txt")  # its header: the name field starts it
+    damaged[second + 5] ^= 0x20  # the checksum no longer matches: the rest would be lost
+    (tmp_path / "damaged.tar").write_bytes(damaged)
+    zipped = io.BytesIO()
+    with zipfile.ZipFile(zipped, "w") as zf:
+        zf.writestr("a.txt", b"a")
+    (tmp_path / "cut.zip").write_bytes(zipped.getvalue()[:-10])
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    for name, message in [
+        (
+            "damaged.tar",
+            "corrupt or truncated tar (after member 'dir'): a damaged header: bad checksum",
+        ),
+        ("cut.zip", "corrupt or truncated zip: File is not a zip file"),
+    ]:
+        done = _mount(str(tmp_path / name), str(mnt))
+        try:
+            assert done.returncode == 1
+            assert done.stderr == f"barecat mount: {tmp_path / name}: {message}\n"
+        finally:
+            if is_mounted(str(mnt)):
+                subprocess.run([BARECAT, "mount", "--unmount", str(mnt)], check=True)
+        assert not cache.exists() or not any(cache.rglob("*.barecat"))
+
+
+@needs_fuse
 def test_index_beside_keeps_an_archive_next_to_the_tar(tmp_path: Path, cache: Path) -> None:
     tar_path = _make_tar(tmp_path / "data.tar")
     mnt = tmp_path / "mnt"

@@ -4,7 +4,8 @@
 format) from the statistics the index keeps per directory, so a directory's total costs
 nothing however many files lie below it. The exports stream: neither holds the index in
 memory, so they work on archives of any size. ``to-ncdu-json`` writes ncdu's export
-format (``ncdu -f FILE``).
+format (``ncdu -f FILE``). On a terminal, ``du`` shows a character of a name that
+cannot be printed as ``?`` (as ``find`` does), so no name talks to the terminal.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import TextIO
 from barecat import __version__
 from barecat.archive import Barecat
 from barecat.cli.listing import children, display, is_link, name_key
+from barecat.cli.names import question_marks, shown_on
 from barecat.cli.parsing import Subparsers, add_archive_argument, add_command
 from barecat.cli.sealing import open_archive
 from barecat.cli.terminal import human_size
@@ -79,6 +81,7 @@ def print_du(
 ) -> None:
     """Sizes of ``path`` and what is below it, deepest first, the start last (like du)."""
     fmt: Callable[[int], str] = human_size if human else str
+    shown = shown_on(out, question_marks)  # (GNU du leaves names raw even on a terminal)
     if summarize:
         max_depth = 0
 
@@ -96,7 +99,7 @@ def print_du(
         else:
             assert isinstance(info, BarecatFileInfo)
             size = info.size or 0
-        out.write(f"{fmt(size)}\t{display(info.path)}\n")
+        out.write(f"{fmt(size)}\t{shown(display(info.path))}\n")
 
     visit(bc.stat(path), 0)
 

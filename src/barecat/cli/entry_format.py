@@ -3,7 +3,7 @@
 Shared by ``barecat ls`` and the interactive shell, so both print what GNU ``ls -l`` prints
 for the extracted files (columns, time format, owner names from the local user
 database). Pure functions from info records to text; imports only the entries module and
-the terminal helpers.
+the terminal and name helpers.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import stat
 import time
 from collections.abc import Callable, Sequence
 
+from barecat.cli.names import Shown, as_is
 from barecat.cli.terminal import human_size
 from barecat.entries import BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo
 
@@ -75,17 +76,25 @@ def long_listing(
     entries: Sequence[tuple[str, BarecatEntryInfo]],
     human: bool = False,
     link_target: LinkTarget | None = None,
+    shown: Shown = as_is,
 ) -> list[str]:
     """``ls -l`` lines for (name, info) pairs, columns aligned across the whole block.
 
     Directories show the size of their whole tree (the index keeps it), which tells more
     than a block size would; their link count is 2 plus their subdirectories, as on disk.
-    ``link_target`` reads a link entry's target, shown as ``name -> target``.
+    ``link_target`` reads a link entry's target, shown as ``name -> target``. ``shown``
+    quotes names and targets (on a terminal); when it quotes any name of the block, the
+    names it leaves as they are get a space before them, as GNU ``ls -l`` aligns them.
     """
+    names = [(name, shown(name)) for name, _ in entries]
+    indent = " " if any(name != quoted for name, quoted in names) else ""
     rows = []
-    for name, info in entries:
+    for (name, quoted), (_, info) in zip(names, entries, strict=True):
         target = link_target(info) if link_target is not None else None
-        rows.append(_long_row(name if target is None else f"{name} -> {target}", info, human))
+        label = quoted if quoted != name else indent + name
+        rows.append(
+            _long_row(label if target is None else f"{label} -> {shown(target)}", info, human)
+        )
     if not rows:
         return []
     widths = [max(len(row[i]) for row in rows) for i in range(6)]

@@ -4,7 +4,9 @@ Output mirrors the Unix tools on the extracted tree (``ls -p``/``ls -l``, GNU ``
 ``tree``) with names sorted bytewise, so it diffs cleanly against them; paths are
 archive paths, the root shown as '.'. Symbolic-link entries show their target as
 ``ls -l`` and ``tree`` do. A path that is not in the archive is reported on stderr and
-makes the exit code 1, the other paths are still listed.
+makes the exit code 1, the other paths are still listed. On a terminal, names are escaped
+as each of these tools escapes them there (:mod:`barecat.cli.names`), so none can talk to
+the terminal; in a pipe they go out as they are.
 """
 
 from __future__ import annotations
@@ -16,10 +18,12 @@ import os
 import re
 import sys
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from typing import TextIO
 
 from barecat.archive import Barecat
 from barecat.cli.entry_format import bytewise, long_listing
+from barecat.cli.names import Shown, as_is, ls_quoted, octal_escaped, question_marks, shown_on
 from barecat.cli.parsing import Subparsers, add_archive_argument, add_command
 from barecat.cli.sealing import open_archive, unlock_if_at_hand
 from barecat.cli.terminal import describe, error
@@ -131,10 +135,12 @@ def is_link(info: BarecatEntryInfo) -> bool:
 # -- ls -------------------------------------------------------------------------------------
 
 
-def long_lines(bc: Barecat, entries: list[tuple[BarecatEntryInfo, str]]) -> list[str]:
+def long_lines(
+    bc: Barecat, entries: list[tuple[BarecatEntryInfo, str]], shown: Shown = as_is
+) -> list[str]:
     """``ls -l`` lines for (entry, name to show), links with their targets."""
     pairs = [(name, info) for info, name in entries]
-    return long_listing(pairs, link_target=lambda info: link_target(bc, info))
+    return long_listing(pairs, link_target=lambda info: link_target(bc, info), shown=shown)
 
 
 def _json_line(info: BarecatEntryInfo) -> str:
@@ -152,12 +158,13 @@ def _short(info: BarecatEntryInfo, name: str) -> str:
 def _print_entries(
     bc: Barecat, entries: list[tuple[BarecatEntryInfo, str]], args: argparse.Namespace, out: TextIO
 ) -> None:
+    shown = shown_on(out, ls_quoted)
     if args.jsonl:
         out.writelines(_json_line(info) + "\n" for info, _ in entries)
     elif args.long:
-        out.writelines(line + "\n" for line in long_lines(bc, entries))
+        out.writelines(line + "\n" for line in long_lines(bc, entries, shown))
     else:
-        out.writelines(_short(info, name) + "\n" for info, name in entries)
+        out.writelines(_short(info, shown(name)) + "\n" for info, name in entries)
 
 
 def _total_blocks(entries: Iterable[BarecatEntryInfo]) -> int:
@@ -276,10 +283,11 @@ def print_find(
         op, limit = _size_test(size)
         tests.append(lambda info, shown: _size_matches(_entry_size(info), op, limit))
     end = "\0" if print0 else "\n"
+    escaped = as_is if print0 else shown_on(out, question_marks)
     for info, _ in _preorder(bc, bc.stat(start), 0, maxdepth):
         shown = display(info.path)
         if all(test(info, shown) for test in tests):
-            out.write(shown + end)
+            out.write(escaped(shown) + end)
 
 
 def _kind(info: BarecatEntryInfo) -> str:
@@ -325,11 +333,11 @@ def print_tree(
 ) -> None:
     """Draw the tree below ``path`` with ``tree``'s lines and closing count."""
     root = bc.stat(path)
-    out.write(display(root.path) + "\n")
+    shown = shown_on(out, octal_escaped)
+    out.write(shown(display(root.path)) + "\n")
     counts = [0, 0] if isinstance(root, BarecatDirInfo) else [0, 1]
-    if isinstance(root, BarecatDirInfo) and _draw(
-        bc, root.path, "", 1, level, dirs_only, out, counts
-    ):
+    drawing = _Drawing(bc, level, dirs_only, out, counts, shown)
+    if isinstance(root, BarecatDirInfo) and drawing.draw(root.path, "", 1):
         counts[0] += 1  # tree 2.x counts the starting directory when it lists anything in it
     ndirs, nfiles = counts
     summary = f"{ndirs} director{'y' if ndirs == 1 else 'ies'}"
@@ -338,32 +346,34 @@ def print_tree(
     out.write(f"\n{summary}\n")
 
 
-def _draw(
-    bc: Barecat,
-    path: str,
-    indent: str,
-    depth: int,
-    level: int | None,
-    dirs_only: bool,
-    out: TextIO,
-    counts: list[int],
-) -> int:
-    """Draw one directory's entries (and below); returns how many were drawn here."""
-    shown = []
-    for info in children(bc, path):
-        target = link_target(bc, info)
-        is_dir = isinstance(info, BarecatDirInfo) or _points_to_dir(bc, info, target)
-        if is_dir or not dirs_only:
-            shown.append((info, target, is_dir))
-    for i, (info, target, is_dir) in enumerate(shown):
-        last = i == len(shown) - 1
-        label = info.name if target is None else f"{info.name} -> {target}"
-        out.write(f"{indent}{'└── ' if last else '├── '}{label}\n")
-        counts[0 if is_dir else 1] += 1
-        if isinstance(info, BarecatDirInfo) and (level is None or depth < level):
-            _draw(bc, info.path, indent + ("    " if last else "│\u00a0\u00a0 "), depth + 1, level,
-                  dirs_only, out, counts)  # fmt: skip
-    return len(shown)
+@dataclass
+class _Drawing:
+    """What every level of a tree drawing shares."""
+
+    bc: Barecat
+    level: int | None
+    dirs_only: bool
+    out: TextIO
+    counts: list[int]
+    shown: Shown
+
+    def draw(self, path: str, indent: str, depth: int) -> int:
+        """Draw one directory's entries (and below); returns how many were drawn here."""
+        bc, shown = self.bc, self.shown
+        drawn = []
+        for info in children(bc, path):
+            target = link_target(bc, info)
+            is_dir = isinstance(info, BarecatDirInfo) or _points_to_dir(bc, info, target)
+            if is_dir or not self.dirs_only:
+                drawn.append((info, target, is_dir))
+        for i, (info, target, is_dir) in enumerate(drawn):
+            last = i == len(drawn) - 1
+            label = shown(info.name) if target is None else f"{shown(info.name)} -> {shown(target)}"
+            self.out.write(f"{indent}{'└── ' if last else '├── '}{label}\n")
+            self.counts[0 if is_dir else 1] += 1
+            if isinstance(info, BarecatDirInfo) and (self.level is None or depth < self.level):
+                self.draw(info.path, indent + ("    " if last else "│\u00a0\u00a0 "), depth + 1)
+        return len(drawn)
 
 
 def run_tree(args: argparse.Namespace) -> int:

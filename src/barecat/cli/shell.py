@@ -12,6 +12,7 @@ safe extraction. Everything done to the archive goes through the public ``Bareca
 from __future__ import annotations
 
 import argparse
+import functools
 import io
 import os
 import shlex
@@ -28,6 +29,7 @@ from barecat.cli.entry_format import (
     size_text,
     stat_fields,
 )
+from barecat.cli.names import ls_quoted, shown_on
 from barecat.cli.parsing import Subparsers, add_archive_argument, add_command
 from barecat.cli.sealing import open_archive
 from barecat.cli.shell_edits import ShellEdits
@@ -157,9 +159,10 @@ class BarecatShell(ShellEdits):
                 loose.append((shown, info))
         self._print_entries(loose, long, human)
         headers = len(loose) + len(directories) > 1
+        quoted = shown_on(self.stdout, ls_quoted)
         for number, (shown, directory) in enumerate(directories):
             if headers:
-                self.write(("\n" if loose or number else "") + f"{shown}:\n")
+                self.write(("\n" if loose or number else "") + f"{quoted(shown)}:\n")
             if long:
                 total = directory.size_tree or 0
                 self.write(f"total {human_size(total) if human else total}\n")
@@ -169,10 +172,12 @@ class BarecatShell(ShellEdits):
     def _print_entries(
         self, entries: list[tuple[str, BarecatEntryInfo]], long: bool, human: bool
     ) -> None:
+        shown = shown_on(self.stdout, ls_quoted)
         if long:
-            lines = long_listing(entries, human, lambda info: listing.link_target(self.bc, info))
+            target = functools.partial(listing.link_target, self.bc)
+            lines = long_listing(entries, human, target, shown)
         else:
-            lines = [name + ("/" if info.isdir() else "") for name, info in entries]
+            lines = [shown(name) + ("/" if info.isdir() else "") for name, info in entries]
         self.write("".join(line + "\n" for line in lines))
 
     # -- reading -------------------------------------------------------------------------
@@ -394,13 +399,18 @@ class BarecatShell(ShellEdits):
         none pointing outside ``root`` (as in 'barecat extract'); failures are reported."""
         writer = DirectoryWriter(self.bc, os.path.abspath(root), False, os.geteuid() == 0, base)
         os.makedirs(writer.root, exist_ok=True)
-        for info, where in sorted(files, key=lambda pair: pair[0].is_symlink_entry):
+        links: list[tuple[BarecatFileInfo, str]] = []
+        for info, where in files:
             try:
                 dest = writer.destination(where)
             except BarecatError as e:
                 writer.result.failures.append((info.path, e))
                 continue
-            writer.write_entry(info, dest)
+            if info.is_symlink_entry:
+                links.append((info, dest))
+            else:
+                writer.write_entry(info, dest)
+        writer.make_links(links)  # last, all together
         writer.restore_directories([])
         self._report(writer.result, root)
 

@@ -25,6 +25,7 @@ from typing import ClassVar, TextIO, TypeVar
 
 from barecat.archive import Barecat
 from barecat.cli.entry_format import bytewise
+from barecat.cli.names import question_marks, shown_on
 from barecat.cli.terminal import describe, did_you_mean, error
 from barecat.entries import BarecatEntryInfo, BarecatFileInfo
 from barecat.exceptions import BarecatError
@@ -238,7 +239,10 @@ class ShellEngine(cmd.Cmd):
         raise ShellError(f"unknown command; {hint}" if hint else _UNKNOWN)
 
     def update_prompt(self) -> None:
-        self.prompt = f"barecat:/{self.cwd}> " if self.show_prompt else ""
+        """The prompt names the directory; on a terminal, with what it cannot print as
+        ``?`` (a directory's name must not talk to the terminal)."""
+        where = shown_on(self.stdout, question_marks)(self.cwd)
+        self.prompt = f"barecat:/{where}> " if self.show_prompt else ""
 
     def write(self, text: str) -> None:
         self.stdout.write(text)

@@ -24,11 +24,18 @@ import tarfile
 import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import IO, cast
 
 from barecat.exceptions import BarecatError, FileExistsBarecatError
 from barecat.layout import archive_exists, is_sqlite_file
 from barecat.objectstore import default_cache_root
-from barecat.transfer.convert.formats import compression_of, format_of_name
+from barecat.transfer.convert.formats import (
+    BoundedReads,
+    compression_of,
+    format_of_name,
+    reading_input,
+)
+from barecat.transfer.convert.tar_zip_import import zip_is_dir
 from barecat.transfer.convert.wrapping import wrap_archive
 
 MOUNTS_FOLDER = "mounts"
@@ -39,7 +46,12 @@ SAMPLE_SIZE = 4096
 STAMP_SUFFIX = ".mounted-from.json"
 """Beside an index: what it was made from (paths, sizes, times, checksums, members left
 out or renamed)."""
-_STAMP_VERSION = 1
+_STAMP_VERSION = 2
+"""2: members with names longer than ``LONGEST_NAME`` or clashing with earlier ones are
+left out (an index of version 1 may hold them, and is made again)."""
+LONGEST_NAME = 1024
+"""Longest name (path component, in bytes) a mount shows, FUSE's limit on older kernels
+(4,095 on newer ones): a listing holding a longer one fails whole, with EIO."""
 _DIGEST_CHARS = 16
 _COMPRESSED_TAR_FORMATS = {"gzip": "tar.gz", "bzip2": "tar.bz2", "xz": "tar.xz", "zstd": "tar.zst"}
 
@@ -97,12 +109,18 @@ def index_of_tars(
             under ``cache_root``'s ``mounts/`` folder.
         cache_root: The cache directory (default: :func:`default_cache_root`).
 
+    Members that cannot be mounted are left out (listed in ``skipped``): those
+    :func:`wrap_archive` leaves out, and those with a name longer than
+    :data:`LONGEST_NAME` bytes.
+
     Returns:
         The index's path, whether it was reused, the members left out or renamed.
 
     Raises:
         NotMountableInPlaceError: A file is compressed or has compressed members (the
             message holds the ``barecat convert`` command for it).
+        DamagedInputBarecatError: A file is corrupt or truncated (naming it, and the
+            member if known); nothing is left in the cache.
         BarecatError: A file is neither a tar nor a zip; ``FileExistsBarecatError`` if
             ``beside`` and ``FILE.barecat`` exists but was not made by a mount.
     """
@@ -127,7 +145,7 @@ def index_of_tars(
     os.makedirs(folder, exist_ok=True)
     log.debug("indexing %d file(s) into %s", len(real), index)
     try:
-        result = wrap_archive(real, index, overwrite=True)
+        result = wrap_archive(real, index, overwrite=True, longest_name=LONGEST_NAME)
     except BaseException:
         if not beside:
             with contextlib.suppress(OSError):
@@ -161,10 +179,14 @@ def _check_readable_in_place(path: str) -> None:
 
 
 def _check_stored_zip(path: str) -> None:
-    with zipfile.ZipFile(path) as zf:
+    with (
+        reading_input("zip", path),
+        open(path, "rb") as raw,
+        zipfile.ZipFile(cast(IO[bytes], BoundedReads(raw))) as zf,
+    ):
         for member in zf.infolist():
             packed = member.compress_type != zipfile.ZIP_STORED or member.flag_bits & 0x1
-            if packed and not member.is_dir():
+            if packed and not zip_is_dir(member):
                 raise NotMountableInPlaceError(
                     f"{path} has compressed or encrypted members ({member.filename!r}) and "
                     f"cannot be mounted in place; make an archive of it with: "
@@ -229,6 +251,7 @@ def _read_stamp(path: str) -> dict[str, object] | None:
 
 
 __all__ = [
+    "LONGEST_NAME",
     "MOUNTS_FOLDER",
     "NotMountableInPlaceError",
     "TarIndex",

@@ -6,11 +6,12 @@ created, in storage order so the shards are read sequentially), permission bits,
 symbolic links. It is defensive against hostile archives: every destination is checked to
 lie in the target directory before anything is written, files are opened without
 following a final symlink, and links are created only after all files, so no entry can be
-written through a link. A link whose target leaves the target directory is not made
-unless asked. Like tar, it goes on past an entry that fails (damaged bytes, a name the
-file system refuses, something in the way), recording why, and restores the directories'
-metadata at the end whatever failed. Uses only the public :class:`Barecat` API; never
-prints.
+written through a link. A link that would lead outside the target directory (walked as
+the kernel walks it, through the links on disk and all those the run makes:
+:mod:`barecat.transfer.link_walk`) is not made unless asked. Like tar, it goes on past an
+entry that fails (damaged bytes, a name the file system refuses, something in the way),
+recording why, and restores the directories' metadata at the end whatever failed. Uses
+only the public :class:`Barecat` API; never prints.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import io
 import os
 import shutil
 import stat
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import BinaryIO, cast
 
@@ -32,6 +33,7 @@ from barecat.entries import BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo, O
 from barecat.exceptions import BarecatError, InvalidPathBarecatError
 from barecat.glob import PathFilter
 from barecat.paths import is_within, join
+from barecat.transfer.link_walk import LinkWalk, loop_error, outside_link_error
 
 COPY_CHUNK = 1 << 20
 _CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -48,11 +50,6 @@ class ExtractResult:
     links: int = 0
     failures: list[tuple[str, Exception]] = field(default_factory=list)
     outside_links: list[tuple[str, str]] = field(default_factory=list)
-
-
-def outside_link_error(path: str, target: str, root: str) -> InvalidPathBarecatError:
-    """The refusal of the link ``path`` -> ``target``, which would point outside ``root``."""
-    return InvalidPathBarecatError(f"{path}: link to {target!r} points outside {root}")
 
 
 class _Runs:
@@ -127,9 +124,10 @@ class DirectoryWriter:
 
     Destinations are checked to stay below ``root``, files are opened without following a
     final link, links in the way are replaced instead of written through, and links
-    pointing outside ``root`` are not made (listed in ``result.outside_links``) unless
-    allowed. A file is created only once its bytes are verified, and removed if writing
-    it fails, so no partial or empty file is left in its place.
+    leading outside ``root`` are not made (listed in ``result.outside_links``) unless
+    allowed; links are made last, all of a run together (:func:`make_links`). A file is
+    created only once its bytes are verified, and removed if writing it fails, so no
+    partial or empty file is left in its place.
     """
 
     def __init__(
@@ -227,7 +225,9 @@ class DirectoryWriter:
                 self.ensure_dir(parent)
             mode = f.mode
             if mode is not None and stat.S_ISLNK(mode):
-                return self.make_link(f, dest)
+                made: list[int] = []
+                self.make_links([(f, dest)], made.append)
+                return bool(made)
             return self.write_file(f, dest)
         except (OSError, BarecatError) as e:
             self.result.failures.append((f.path, self._restated(f.path, e)))
@@ -343,21 +343,27 @@ class DirectoryWriter:
             self.file_gids[directory] = gid
         return gid
 
-    def make_link(self, f: BarecatFileInfo, dest: str) -> bool:
-        """Make one symbolic link; False if it is not made because it points outside."""
-        target = os.fsdecode(self.bc.read(f))
-        resolved = os.path.normpath(os.path.join(os.path.dirname(dest), target))
-        if not self.allow_outside_links and not self.inside(resolved):
-            self.result.outside_links.append((f.path, target))
-            return False
-        if os.path.lexists(dest):
-            if os.path.isdir(dest) and not os.path.islink(dest):
-                raise IsADirectoryError(errno.EISDIR, "a directory is in the way", dest)
-            os.unlink(dest)
-        os.symlink(target, dest)
-        self.result.links += 1
-        self.metadata(dest, f, link=True)
-        return True
+    def make_links(
+        self,
+        links: Sequence[tuple[BarecatFileInfo, str]],
+        on_made: Callable[[int], None] | None = None,
+    ) -> None:
+        """Make the symbolic links ``links`` (entry, :meth:`destination`), judged together
+        (see :func:`make_links`); ``on_made`` gets the index of each link made."""
+        make_links([(self, f, dest) for f, dest in links], on_made)
+
+    def _link(self, f: BarecatFileInfo, dest: str, target: str, replace: bool) -> bool:
+        """Make one symbolic link, first removing what is at ``dest`` if ``replace`` (it is
+        no directory); a failure is recorded (False)."""
+
+        def make() -> None:
+            if replace:
+                os.unlink(dest)
+            os.symlink(target, dest)
+            self.result.links += 1
+            self.metadata(dest, f, link=True)
+
+        return self.attempt(f.path, make)
 
     def restore_directories(self, dirs: Iterable[BarecatDirInfo]) -> None:
         """Metadata of ``dirs`` and of every directory this writer made, deepest first (so
@@ -370,6 +376,101 @@ class DirectoryWriter:
         for dest in sorted(todo, reverse=True):  # a child sorts after its parent
             info = todo[dest]
             self.attempt(info.path, functools.partial(self.metadata, dest, info))
+
+
+LinkJob = tuple[DirectoryWriter, BarecatFileInfo, str]
+"""A link to make: the writer (its archive and root), the link's entry, its destination."""
+
+
+def make_links(jobs: Sequence[LinkJob], on_made: Callable[[int], None] | None = None) -> None:
+    """Make symbolic links, after everything else a run writes below one root, none of
+    them leading outside it (unless its writer allows that): where each leads is walked
+    as the kernel would walk it, through the links on disk and all of ``jobs`` at once
+    (:mod:`barecat.transfer.link_walk`), before any is made. A link not made is recorded
+    in its writer's result: in ``outside_links`` if it leads outside, else as a failure
+    (a loop of links, its target unreadable, a directory in the way). If making one
+    failed, the links made are walked again over the disk as it is, and any leading
+    outside is removed. ``on_made`` gets the index in ``jobs`` of each link left made.
+    """
+    if not jobs:
+        return
+    root = jobs[0][0].root
+    targets: dict[int, str] = {}
+    there: set[int] = set()
+    for k, (writer, f, dest) in enumerate(jobs):
+        assert writer.root == root
+        try:
+            writer.ensure_dir(_parent(dest))  # first: no directory replaces a link later
+            if _there(dest):
+                there.add(k)
+            targets[k] = os.fsdecode(writer.bc.read(f))
+        except (OSError, BarecatError) as e:
+            writer.result.failures.append((f.path, writer._restated(f.path, e)))
+    writers = {id(w): w for w, _, _ in jobs}.values()
+    real = set().union(*(w.safe_dirs for w in writers))
+    walk = LinkWalk(root, {jobs[k][2]: target for k, target in targets.items()}, real)
+    made: list[int] = []
+    failed = False
+    for k, target in targets.items():
+        writer, f, dest = jobs[k]
+        if writer.allow_outside_links or _leads_inside(walk, writer, f, dest, target):
+            if writer._link(f, dest, target, k in there):
+                made.append(k)
+            else:
+                failed = True
+    if failed:  # the disk is not what the walks took it for: walked again as it is
+        _unmake_outward(jobs, targets, made)
+    if on_made is not None:
+        for k in made:
+            on_made(k)
+
+
+def _there(dest: str) -> bool:
+    """Whether something is at ``dest`` for a link to replace.
+
+    Raises:
+        IsADirectoryError: a directory is in the way (not replaced).
+    """
+    try:
+        mode = os.lstat(dest).st_mode
+    except FileNotFoundError:
+        return False
+    if stat.S_ISDIR(mode):
+        raise IsADirectoryError(errno.EISDIR, "a directory is in the way", dest)
+    return True
+
+
+def _leads_inside(
+    walk: LinkWalk, writer: DirectoryWriter, f: BarecatFileInfo, dest: str, target: str
+) -> bool:
+    """Whether the link ``dest`` -> ``target`` leads inside, as ``walk`` finds it; if
+    not, the refusal is recorded in ``writer``'s result."""
+    refused = walk.check(dest)
+    if refused == "loop":
+        writer.result.failures.append((f.path, loop_error(f.path, target)))
+    elif refused is not None:
+        writer.result.outside_links.append((f.path, target))
+    return refused is None
+
+
+def _unmake_outward(jobs: Sequence[LinkJob], targets: dict[int, str], made: list[int]) -> None:
+    """Walk the links ``made`` over the disk as it is (one that failed is not there to
+    lead where the first walk took it) and remove those that lead outside, until none
+    does; ``made`` keeps the rest."""
+    while True:
+        walk = LinkWalk(jobs[0][0].root, {})
+        outward = [
+            k
+            for k in made
+            if not jobs[k][0].allow_outside_links and not _leads_inside(walk, *jobs[k], targets[k])
+        ]
+        if not outward:
+            return
+        for k in outward:
+            made.remove(k)
+            jobs[k][0].result.links -= 1
+            with contextlib.suppress(OSError):
+                os.unlink(jobs[k][2])
 
 
 def process_umask() -> int:
@@ -464,11 +565,12 @@ def extract_to_directory(
     links = [f.is_symlink_entry for f in files]
     plain = [(f, dest) for f, dest, link in zip(files, file_dests, links, strict=True) if not link]
     ex.read_in_runs([f for f, _ in plain])
-    # links last: nothing is written through one
-    linked = [(f, dest) for f, dest, link in zip(files, file_dests, links, strict=True) if link]
-    for f, dest in plain + linked:
+    for f, dest in plain:
         if ex.write_entry(f, dest) and on_file:
             on_file(f)
+    # links last, so nothing is written through one, and judged all together
+    linked = [(f, dest) for f, dest, link in zip(files, file_dests, links, strict=True) if link]
+    ex.make_links(linked, None if on_file is None else lambda k: on_file(linked[k][0]))
     ex.restore_directories(dirs)
     return ex.result
 

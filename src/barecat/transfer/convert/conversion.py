@@ -22,7 +22,13 @@ from barecat.exceptions import BarecatError
 from barecat.transfer.building import ArchiveOptions, building_archive, building_file
 from barecat.transfer.convert.formats import format_of_file, format_of_name
 from barecat.transfer.convert.tar_zip_export import ExportResult, OnExported, export_tar, export_zip
-from barecat.transfer.convert.tar_zip_import import ImportResult, OnStored, import_tar, import_zip
+from barecat.transfer.convert.tar_zip_import import (
+    ImportResult,
+    OnStored,
+    import_tar,
+    import_zip,
+    input_name,
+)
 
 COPY_BATCH_BYTES = 64 << 20
 """Bytes ``barecat2barecat`` holds before storing them."""
@@ -63,15 +69,16 @@ def stream2barecat(
 ) -> ImportResult:
     """Convert a tar stream (any compression) or a zip of format ``fmt``; a zip that
     cannot seek (a pipe) is spooled to a temporary file first."""
+    source = input_name(stream)
     with building_archive(target_path, overwrite, shard_size_limit, archive_options) as bc:
         if fmt != "zip":
-            return import_tar(bc, stream, on_stored)
+            return import_tar(bc, stream, on_stored, source=source)
         if stream.seekable():
-            return import_zip(bc, stream, on_stored)
+            return import_zip(bc, stream, on_stored, name=source)
         with tempfile.TemporaryFile(dir=os.path.dirname(os.path.abspath(target_path))) as spool:
             shutil.copyfileobj(stream, spool, 1 << 20)
             spool.seek(0)
-            return import_zip(bc, spool, on_stored)
+            return import_zip(bc, spool, on_stored, name=source)
 
 
 def barecat2archive(

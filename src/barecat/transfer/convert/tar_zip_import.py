@@ -13,31 +13,32 @@ members) is skipped and reported. Uses only the public Barecat API; never prints
 from __future__ import annotations
 
 import contextlib
-import lzma
+import math
 import os
 import stat
 import struct
 import tarfile
 import time
 import zipfile
-import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import IO, BinaryIO, cast
-
-import zstandard
 
 from barecat.archive import Barecat
 from barecat.entries import BarecatDirInfo, BarecatFileInfo
 from barecat.exceptions import (
-    BarecatError,
     FileExistsBarecatError,
     InvalidPathBarecatError,
     IsADirectoryBarecatError,
     NotADirectoryBarecatError,
 )
-from barecat.paths import normalize
-from barecat.transfer.convert.formats import open_tar_reader
+from barecat.paths import check_depth, normalize
+from barecat.transfer.convert.formats import (
+    BoundedReads,
+    open_tar_reader,
+    reading_input,
+    tar_members,
+)
 
 SMALL_FILE = 1 << 20
 """Members up to this size are read whole and batched; bigger ones are streamed."""
@@ -168,33 +169,18 @@ class _Importer:
             self.on_stored(files, nbytes)
 
 
-_DECODING_ERRORS = (
-    tarfile.TarError,
-    zipfile.BadZipFile,
-    EOFError,
-    zlib.error,
-    lzma.LZMAError,
-    zstandard.ZstdError,
-    NotImplementedError,  # a zip compression method Python lacks
-)
-
-
-@contextlib.contextmanager
-def _input_errors(fmt: str) -> Iterator[None]:
-    """Say 'corrupt or truncated input' for what the decoders raise, whatever their type."""
-    try:
-        yield
-    except BarecatError:
-        raise
-    except (*_DECODING_ERRORS, OSError) as e:
-        if isinstance(e, OSError) and e.errno is not None:
-            raise  # a real I/O error (the input's disk), reported as such
-        raise BarecatError(f"Cannot read the {fmt} input, corrupt or truncated: {e}") from e
+def input_name(stream: object, source: str | None = None) -> str:
+    """What to call an input in messages: ``source`` if given, else the stream's file
+    name, else ``the input``."""
+    name = getattr(stream, "name", None) if source is None else source
+    return name if isinstance(name, str) else "the input"
 
 
 def _archive_path(name: str, importer: _Importer) -> str | None:
+    """The member ``name`` as a path to store, or None (skipped, saying why): it climbs
+    out of the root, or is deeper than an archive holds."""
     try:
-        return normalize(name)
+        return check_depth(normalize(name))
     except InvalidPathBarecatError as e:
         importer.skip(name, str(e))
         return None
@@ -203,14 +189,36 @@ def _archive_path(name: str, importer: _Importer) -> str | None:
 # -- tar ---------------------------------------------------------------------------------
 
 
-def import_tar(bc: Barecat, stream: BinaryIO, on_stored: OnStored | None = None) -> ImportResult:
+def import_tar(
+    bc: Barecat,
+    stream: BinaryIO,
+    on_stored: OnStored | None = None,
+    *,
+    source: str | None = None,
+) -> ImportResult:
     """Store every member of the tar stream ``stream`` (plain, gzip, bzip2, xz or zstd:
-    told from its first bytes) in ``bc``; one pass, no seeking, constant memory."""
+    told from its first bytes) in ``bc``; one pass, no seeking, constant memory.
+
+    Args:
+        bc: The archive, open for writing.
+        stream: The tar stream.
+        on_stored: Called with the files and bytes of each batch stored.
+        source: What to call the input in messages (default: the stream's name).
+
+    Returns:
+        What was stored, replaced and left out (member, reason).
+
+    Raises:
+        DamagedInputBarecatError: The input is corrupt or truncated (naming it and the
+            member being read).
+    """
     result = ImportResult()
     importer = _Importer(bc, result, on_stored)
-    with _input_errors("tar"), open_tar_reader(stream) as tar:
-        for member in tar:
+    with reading_input("tar", input_name(stream, source)) as place, open_tar_reader(stream) as tar:
+        for member in tar_members(tar):
+            place.member = member.name
             _take_tar_member(tar, member, importer)
+            place.done()
     importer.flush()
     return result
 
@@ -221,6 +229,10 @@ def _take_tar_member(tar: tarfile.TarFile, member: tarfile.TarInfo, importer: _I
         return
     perm = member.mode & 0o7777
     owner = {"uid": member.uid, "gid": member.gid, "mtime_ns": tar_mtime_ns(member)}
+    unfit = unfit_metadata(**owner)
+    if unfit is not None:
+        importer.skip(member.name, unfit)
+        return
     if member.isdir():
         if path:
             importer.directory(BarecatDirInfo(path, stat.S_IFDIR | perm, **owner))
@@ -246,15 +258,36 @@ def _take_tar_member(tar: tarfile.TarFile, member: tarfile.TarInfo, importer: _I
         importer.skip(member.name, f"a {kind}: an archive of bytes cannot hold it")
 
 
-def tar_mtime_ns(member: tarfile.TarInfo) -> int:
-    """The mtime in nanoseconds: exact from a PAX header's decimal text when present."""
+def tar_mtime_ns(member: tarfile.TarInfo) -> int | None:
+    """The mtime in nanoseconds: exact from a PAX header's decimal text when present;
+    None if the member's mtime is no number (a PAX ``nan`` or ``inf``)."""
     text = member.pax_headers.get("mtime")
     if text:
         sign = -1 if text.startswith("-") else 1
         whole, _, fraction = text.lstrip("+-").partition(".")
         if whole.isdigit() and (not fraction or fraction.isdigit()):
             return sign * (int(whole) * 1_000_000_000 + int((fraction + "0" * 9)[:9]))
+    if not math.isfinite(member.mtime):
+        return None
     return int(member.mtime * 1_000_000_000)
+
+
+_INT64 = 1 << 63
+
+
+def unfit_metadata(uid: int | None, gid: int | None, mtime_ns: int | None) -> str | None:
+    """Why a member whose owner or mtime the index cannot hold (SQLite keeps 64-bit
+    integers; a damaged or hostile header may give any number) is left out, or None."""
+    if (
+        (uid is None or -_INT64 <= uid < _INT64)
+        and (gid is None or -_INT64 <= gid < _INT64)
+        and (mtime_ns is None or -_INT64 <= mtime_ns < _INT64)
+    ):
+        return None  # (the common case, without a loop)
+    for name, value in (("uid", uid), ("gid", gid), ("mtime", mtime_ns)):
+        if value is not None and not -_INT64 <= value < _INT64:
+            return f"its {name} ({value}) is out of the range an archive holds"
+    return None
 
 
 # -- zip ---------------------------------------------------------------------------------
@@ -267,14 +300,38 @@ _UNIX_SYSTEM = 3
 
 
 def import_zip(
-    bc: Barecat, source: str | BinaryIO, on_stored: OnStored | None = None
+    bc: Barecat,
+    source: str | BinaryIO,
+    on_stored: OnStored | None = None,
+    *,
+    name: str | None = None,
 ) -> ImportResult:
-    """Store every member of a zip file (a path or a seekable binary file) in ``bc``."""
+    """Store every member of a zip file (a path or a seekable binary file) in ``bc``.
+
+    Args:
+        bc: The archive, open for writing.
+        source: The zip file's path, or the file.
+        on_stored: Called with the files and bytes of each batch stored.
+        name: What to call the input in messages (default: its path or file name).
+
+    Returns:
+        What was stored, replaced and left out (member, reason).
+
+    Raises:
+        DamagedInputBarecatError: The input is corrupt or truncated (naming it and the
+            member being read).
+    """
     result = ImportResult()
     importer = _Importer(bc, result, on_stored)
-    with _input_errors("zip"), zipfile.ZipFile(source) as zf:
+    called = name if name is not None else source if isinstance(source, str) else None
+    with contextlib.ExitStack() as stack:
+        place = stack.enter_context(reading_input("zip", input_name(source, called)))
+        raw = stack.enter_context(open(source, "rb")) if isinstance(source, str) else source
+        zf = stack.enter_context(zipfile.ZipFile(cast(IO[bytes], BoundedReads(raw))))
         for member in zf.infolist():
+            place.member = member.filename
             _take_zip_member(zf, member, importer)
+            place.done()
     importer.flush()
     return result
 
@@ -288,7 +345,11 @@ def _take_zip_member(zf: zipfile.ZipFile, member: zipfile.ZipInfo, importer: _Im
     owner = {"mtime_ns": _zip_mtime_ns(member, extra)}
     if _UNIX_OWNER in extra:
         owner |= _unix_owner(extra[_UNIX_OWNER])
-    if member.is_dir() or stat.S_ISDIR(mode):
+    unfit = unfit_metadata(owner.get("uid"), owner.get("gid"), owner["mtime_ns"])
+    if unfit is not None:
+        importer.skip(member.filename, unfit)
+        return
+    if zip_is_dir(member) or stat.S_ISDIR(mode):
         if path:
             perm = mode & 0o7777 or 0o755
             importer.directory(BarecatDirInfo(path, stat.S_IFDIR | perm, **owner))
@@ -308,6 +369,12 @@ def _take_zip_member(zf: zipfile.ZipFile, member: zipfile.ZipInfo, importer: _Im
         else:
             with zf.open(member) as stream:
                 importer.big(info, stream, member.file_size)
+
+
+def zip_is_dir(member: zipfile.ZipInfo) -> bool:
+    """Whether a zip member is a directory (its name ends in ``/``): ``is_dir()``, which
+    raises ``IndexError`` for a member with no name."""
+    return member.filename.endswith("/")
 
 
 def zip_extra_fields(extra: bytes) -> dict[int, bytes]:
@@ -367,7 +434,10 @@ __all__ = [
     "ImportResult",
     "import_tar",
     "import_zip",
+    "input_name",
     "tar_mtime_ns",
+    "unfit_metadata",
     "zip_extra_fields",
+    "zip_is_dir",
     "zip_member_name",
 ]

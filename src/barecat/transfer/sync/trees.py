@@ -25,7 +25,7 @@ from barecat.entries import BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo
 from barecat.exceptions import BarecatError
 from barecat.glob import PathFilter
 from barecat.paths import is_utf8
-from barecat.transfer.extraction import DirectoryWriter, outside_link_error
+from barecat.transfer.extraction import DirectoryWriter, make_links, outside_link_error
 from barecat.transfer.ingest.sources import IngestPlan, Source, not_utf8_error
 from barecat.transfer.ingest.threads import STREAM_THRESHOLD, ingest
 from barecat.transfer.sync.plan import Action, Entry, Kind, Listing, Op
@@ -350,13 +350,16 @@ class DirectoryDestination:
         for item in plan:
             if first_writer is not None:
                 first_writer.destination(item.action.path)  # refuse hostile paths up front
-        # Links last, so no file is ever written through one; metadata after everything.
-        order = {Op.ATTRS: 2}
-        for item in sorted(plan, key=lambda i: order.get(i.action.op, self._is_link(i))):
-            try:
-                self.apply_one(item)
-            except (OSError, BarecatError) as e:  # e.g. a damaged file: the rest goes on
-                self.result.failures.append((item.action.path, e))
+        # Links last, so no file is ever written through one, and judged all together;
+        # metadata after everything.
+        links = [i for i in plan if self._is_link(i)]
+        attrs = [i for i in plan if i.action.op is Op.ATTRS]
+        rest = [i for i in plan if not self._is_link(i) and i.action.op is not Op.ATTRS]
+        for item in rest:
+            self._attempt(item)
+        self._make_links(links)
+        for item in attrs:
+            self._attempt(item)
         for writer in self.writers.values():
             self.result.failures.extend(writer.result.failures)
             self.result.failures.extend(
@@ -366,8 +369,30 @@ class DirectoryDestination:
         return self.result
 
     @staticmethod
-    def _is_link(item: Sourced) -> int:
-        return int(item.action.entry.kind is Kind.LINK and item.action.op is not Op.DELETE)
+    def _is_link(item: Sourced) -> bool:
+        """A link to make (created or updated)."""
+        return item.action.entry.kind is Kind.LINK and item.action.op in (Op.COPY, Op.UPDATE)
+
+    def _attempt(self, item: Sourced) -> None:
+        try:
+            self.apply_one(item)
+        except (OSError, BarecatError) as e:  # e.g. a damaged file: the rest goes on
+            self.result.failures.append((item.action.path, e))
+
+    def _make_links(self, items: list[Sourced]) -> None:
+        jobs = []
+        for item in items:
+            if item.source is None:
+                self._attempt(item)  # (says why it cannot be applied)
+                continue
+            info = item.action.entry.info
+            assert isinstance(info, BarecatFileInfo)
+            dest = os.path.join(self.root, item.action.path)
+            jobs.append((self.writer(item.source), info, dest, item))
+        make_links(
+            [(writer, info, dest) for writer, info, dest, _ in jobs],
+            lambda k: self.report(jobs[k][3].action, jobs[k][3].action.entry.size),
+        )
 
     def apply_one(self, item: Sourced) -> None:
         action, source = item.action, item.source
@@ -386,13 +411,9 @@ class DirectoryDestination:
             writer.metadata(dest, info, link=action.entry.kind is Kind.LINK)
         else:
             writer.ensure_dir(os.path.dirname(dest))
-            if action.entry.kind is Kind.LINK:
-                if not writer.make_link(info, dest):  # type: ignore[arg-type]
-                    return  # points outside: refused
-            else:
-                if action.op is Op.UPDATE and os.path.lexists(dest):
-                    os.unlink(dest)  # a read-only file is replaced, as rsync does
-                writer.write_file(info, dest)  # type: ignore[arg-type]
+            if action.op is Op.UPDATE and os.path.lexists(dest):
+                os.unlink(dest)  # a read-only file is replaced, as rsync does
+            writer.write_file(info, dest)  # type: ignore[arg-type]
         self.report(action, action.entry.size if action.op is not Op.ATTRS else 0)
 
     def delete(self, action: Action, dest: str) -> None:
