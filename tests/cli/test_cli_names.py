@@ -130,3 +130,15 @@ def test_a_pipe_gets_the_names_as_they_are(hostile: str) -> None:
     assert "    ├── ".encode() + TITLE.encode() in tree
     assert "    ├── ".encode() + ERASE.encode() in tree
     assert lines("shell", "-c", "cd dir; ls", hostile) >= {n[4:] for n in raw}
+
+
+def test_an_error_line_shows_a_name_escaped_on_one_line(hostile: str) -> None:
+    missing = f"dir/{TITLE}.gone\nnext"
+    done = subprocess.run(
+        [sys.executable, "-m", "barecat.cli", "cat", hostile, missing], capture_output=True
+    )
+    assert done.returncode != 0
+    line = done.stderr.decode()
+    assert line.count("\n") == 1 and line.endswith("\n"), line
+    assert "\x1b" not in line and "\x07" not in line, line
+    assert "a\\x1b]0;pwned\\x07b.gone\\x0anext" in line, line

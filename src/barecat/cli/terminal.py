@@ -2,8 +2,9 @@
 
 The only place that knows whether stderr is a terminal. Progress bars (tqdm) appear only
 there and only for long work; messages are one line, prefixed with the program name, so
-scripts can grep them, with the bytes of names that are not UTF-8 shown escaped
-(``\\xff``). Imports only the pure ``barecat.paths``.
+scripts can grep them, with the bytes of names that are not UTF-8 and the control
+characters a name may hold shown escaped (``\\xff``, ``\\x1b``): a name in a message
+never talks to the terminal or breaks the line. Imports only the pure ``barecat.paths``.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import io
 import math
 import os
+import re
 import select
 import sys
 from collections.abc import Iterable
@@ -21,12 +23,25 @@ from barecat.paths import shown
 
 PROG = "barecat"
 
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+"""C0 and C1 control characters and DEL: what a terminal acts on instead of showing."""
+
 
 def error(message: str, *, command: str | None = None, stream: TextIO | None = None) -> None:
     """Print one error line on stderr: ``barecat CMD: message`` (bytes of a name that
-    are not UTF-8 shown as ``\\xNN``)."""
+    are not UTF-8, and control characters, shown as ``\\xNN``)."""
     prefix = f"{PROG} {command}" if command else PROG
-    print(f"{prefix}: {shown(message)}", file=stream or sys.stderr)
+    print(f"{prefix}: {one_line(message)}", file=stream or sys.stderr)
+
+
+def one_line(message: str) -> str:
+    """``message`` as a line any terminal or log shows as it reads: bytes that are not
+    UTF-8 and control characters (escape sequences, carriage returns, newlines inside a
+    name) as ``\\xNN``."""
+    text = shown(message)
+    if _CONTROL.search(text) is None:
+        return text
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
 def did_you_mean(word: str, choices: Iterable[str]) -> str | None:
