@@ -15,6 +15,15 @@ import pytest
 def serving(*argv: str, env: dict[str, str] | None = None) -> Iterator[tuple[str, list[str]]]:
     """``barecat serve ARGV`` in a process of its own; yields its base URL and the lines it
     printed first (the address, and a token if it made one)."""
+    with serving_process(*argv, env=env) as (url, lines, _):
+        yield url, lines
+
+
+@contextlib.contextmanager
+def serving_process(
+    *argv: str, env: dict[str, str] | None = None
+) -> Iterator[tuple[str, list[str], subprocess.Popen[str]]]:
+    """:func:`serving`, also yielding the server's process (to watch its memory)."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "barecat.cli", "serve", *argv],
         stdout=subprocess.PIPE,
@@ -32,9 +41,18 @@ def serving(*argv: str, env: dict[str, str] | None = None) -> Iterator[tuple[str
         lines.append(proc.stdout.readline())
     url = first.split()[1].rsplit("/a/", 1)[0]
     try:
-        yield url, lines
+        yield url, lines, proc
     finally:
         proc.terminate()
         proc.wait(timeout=30)
         proc.stdout.close()
         proc.stderr.close()
+
+
+def memory_peak(proc: subprocess.Popen[str]) -> int:
+    """The most resident memory the process has used so far, in bytes (Linux: VmHWM)."""
+    with open(f"/proc/{proc.pid}/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError("no VmHWM in /proc/PID/status")
