@@ -173,7 +173,9 @@ class NotEnoughSpaceBarecatError(_OSBarecatError):
 
 
 class ReadOnlyBarecatError(_OSBarecatError, PermissionError):
-    """A write was attempted on an archive opened read-only."""
+    """A write was attempted on an archive opened read-only, or the system refused a
+    writer's write to its index (its directory made unwritable, its filesystem remounted
+    read-only)."""
 
     errno_code = _errno.EROFS
 
@@ -206,18 +208,39 @@ class CorruptIndexBarecatError(BarecatError):
     """The index file is not a readable barecat index (not SQLite, or tables missing)."""
 
 
+class DamagedIndexBarecatError(CorruptIndexBarecatError, BarecatIntegrityError):
+    """An index that opened but cannot be read on: a damaged page, schema or config row,
+    text that is not UTF-8, found by a later query. ``filename`` is the index file and
+    ``reason`` what SQLite (or barecat) found. A ``BarecatIntegrityError`` (a
+    ``ValueError``): like damaged bytes, it is not cured by trying again."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"Damaged index {path}: {reason}")
+        self.filename = path
+        self.reason = reason
+
+
+class IndexIOBarecatError(_OSBarecatError):
+    """The system failed to read or write the index file (SQLite's disk I/O error):
+    not damage that barecat can see, and trying again may work."""
+
+    errno_code = _errno.EIO
+
+
 __all__ = [
     "ArchiveLockedBarecatError",
     "BarecatError",
     "BarecatIntegrityError",
     "CorruptIndexBarecatError",
     "DamagedEntryBarecatError",
+    "DamagedIndexBarecatError",
     "DirectoryNotEmptyBarecatError",
     "DirectoryOverFileBarecatError",
     "FileExistsBarecatError",
     "FileNotFoundBarecatError",
     "FileOverDirectoryBarecatError",
     "FileTooLargeBarecatError",
+    "IndexIOBarecatError",
     "InvalidPathBarecatError",
     "IsADirectoryBarecatError",
     "KeyDerivationCostBarecatError",

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from barecat.exceptions import ReadOnlyBarecatError
 from barecat.index.connection import select
-from barecat.index.errors import disk_full_or
+from barecat.index.errors import raise_index_error
 from barecat.index.index import CoreIndex
 from barecat.index.reading import IndexReader
 
@@ -126,7 +126,7 @@ def set_addresses(index: CoreIndex, moves: Sequence[tuple[int, int, int]]) -> No
             "UPDATE files SET shard = ?2, offset = ?3 WHERE rowid = ?1", moves
         )
     except sqlite3.OperationalError as e:
-        raise disk_full_or(e, index.path) from e
+        raise_index_error(index.path, e)
 
 
 def park_empty_files(index: CoreIndex, shard: int | None = None, beyond: int = -1) -> int:

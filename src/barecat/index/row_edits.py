@@ -24,7 +24,7 @@ from barecat.exceptions import (
 from barecat.index import bulk, deferred_stats
 from barecat.index.connection import open_savepoint, select
 from barecat.index.deferred_stats import DeferredStats
-from barecat.index.errors import disk_full_or, integrity_error
+from barecat.index.errors import FAULTS, guards_itself, integrity_error, raise_index_error
 from barecat.index.listing import DirItem, FileItem, path_of
 from barecat.index.transactions import IndexTransactions
 from barecat.paths import check_depth, normalize
@@ -33,6 +33,7 @@ from barecat.paths import check_depth, normalize
 class IndexRowEdits(IndexTransactions):
     """Rows of single files and directories added, updated and removed."""
 
+    @guards_itself
     def add_file(self, finfo: BarecatFileInfo) -> None:
         """Insert a file row; its directories and their statistics follow before the
         next use of the index (by the triggers, or deferred, see ``_deferred``).
@@ -76,8 +77,8 @@ class IndexRowEdits(IndexTransactions):
                 deferred.insert(f.path, f.stored_size, insert_row)
         except sqlite3.IntegrityError as e:
             raise integrity_error(e, f.path, True, self.isfile) from None
-        except sqlite3.OperationalError as e:
-            raise disk_full_or(e, self.path) from e
+        except FAULTS as e:
+            raise_index_error(self.path, e)
 
     def add_files_bulk(self, finfos: Sequence[BarecatFileInfo]) -> None:
         """Insert many files at once, statistics applied once per batch; all or nothing.
@@ -96,7 +97,7 @@ class IndexRowEdits(IndexTransactions):
         try:
             bulk.insert_files(self.settled_conn(), finfos, self.sealed)
         except sqlite3.OperationalError as e:
-            raise disk_full_or(e, self.path) from e
+            raise_index_error(self.path, e)
 
     def upsert_dirs_bulk(self, dinfos: Sequence[BarecatDirInfo]) -> None:
         """Create directories, or update the metadata of existing ones, in one statement.

@@ -19,12 +19,12 @@ import sqlite3
 from collections.abc import Iterator
 
 from barecat.entries import SHARD_SIZE_UNLIMITED
-from barecat.exceptions import ReadOnlyBarecatError
+from barecat.exceptions import BarecatError, ReadOnlyBarecatError
 from barecat.index import merging, treestats
 from barecat.index.aggregates import IndexAggregates
 from barecat.index.connection import select, sqlite_uri
 from barecat.index.deferred_stats import DeferredStats
-from barecat.index.errors import disk_full_or
+from barecat.index.errors import raise_index_error
 from barecat.index.lookup_table import LookupTable
 from barecat.index.merging import MergeSource
 from barecat.layout import lookup_table_path
@@ -84,7 +84,7 @@ class IndexTransactions(IndexAggregates):
                 conn.commit()
                 if conn.total_changes:  # (else the file stays as it was, byte for byte)
                     conn.execute("PRAGMA optimize")
-            with contextlib.suppress(sqlite3.Error, OSError):
+            with contextlib.suppress(sqlite3.Error, OSError, BarecatError):
                 self._refresh_lookup_table()
         super().close()
 
@@ -132,7 +132,7 @@ class IndexTransactions(IndexAggregates):
         try:
             self.settled_conn().commit()
         except sqlite3.OperationalError as e:
-            raise disk_full_or(e, self.path) from e
+            raise_index_error(self.path, e)
 
     def rollback(self) -> None:
         """Drop what was changed since the last commit."""
