@@ -160,6 +160,53 @@ def test_a_damaged_page_is_a_damaged_index_error_from_every_call(archive: str, r
             assert "Damaged index" in _one_clear_line(run, "ls", "-l", damaged, "d1/sub1")
 
 
+def _flip(archive: str, at: int, mask: int) -> None:
+    with open(archive, "r+b") as f:
+        f.seek(at)
+        byte = f.read(1)[0]
+        f.seek(at)
+        f.write(bytes([byte ^ mask]))
+
+
+def test_an_index_counting_fewer_rows_than_it_holds_opens_without_a_lookup_table(
+    archive: str,
+) -> None:
+    """The lookup table is sized by ``count(*)``, which SQLite answers from an index: a
+    damaged one (its root page's cell count, here) counted 44 of 300 files, and building
+    the table probed for an empty slot forever."""
+    _flip(archive, _page_of(archive, "idx_files_shard_offset") * 4096 - 4096 + 3, 1)
+    script = (
+        "import sys, barecat\n"
+        "with barecat.Barecat(sys.argv[1], lookup_table=True) as bc:\n"
+        "    print(bc.index.lookup_table_size, *[d.hex() for d in bc.get_many(sys.argv[2:])])"
+    )
+    wanted = ["d1/sub2/f005.txt", "d0/sub2/f008.txt"]
+    done = subprocess.run(
+        [sys.executable, "-c", script, archive, *wanted],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    # no table; SQLite answers, rightly
+    assert done.stdout.split() == ["None", *(FILES[p].hex() for p in wanted)]
+    with barecat.Barecat(archive) as bc:
+        assert not bc.verify().ok
+
+
+def test_a_failed_open_leaves_no_descriptor_open(archive: str) -> None:
+    conn = sqlite3.connect(archive)
+    page_size = conn.execute("PRAGMA page_size").fetchone()[0]
+    conn.close()
+    _flip(archive, (_page_of(archive, "files") - 1) * page_size, 0xFF)  # its page type
+    before = len(os.listdir("/proc/self/fd"))
+    for _ in range(20):
+        with pytest.raises(DamagedIndexBarecatError):  # the table built at open
+            barecat.Barecat(archive, lookup_table=True)
+    assert len(os.listdir("/proc/self/fd")) == before
+
+
 def test_text_that_is_not_utf8_is_a_damaged_index_error(archive: str, run: Run) -> None:
     _sql(archive, "UPDATE files SET path = CAST(x'64302f80ff' AS TEXT) WHERE rowid = 5")
     with barecat.Barecat(archive) as bc:

@@ -138,16 +138,32 @@ class IndexReader:
             raise
         self.listing = IndexListing(self)
         """The listing queries (every file, a directory's entries, walk, glob)."""
-        self._configure(shard_size_limit)
-        if readonly and lookup_table:
-            if not self._load_lookup_table():
-                self.build_lookup_table()
-        elif readonly and lookup_table is None:
-            # the saved table is mapped at the first lookup (``_take_up_table``): an open
-            # that only lists, globs or counts never pays for it (a tenth of an open)
-            self._table_pending = True
-        if wal and not readonly:
-            conn.execute("PRAGMA journal_mode = WAL")
+        self._finish_opening(conn, shard_size_limit, lookup_table, wal)
+
+    def _finish_opening(
+        self,
+        conn: sqlite3.Connection,
+        shard_size_limit: int | None,
+        lookup_table: bool | None,
+        wal: bool,
+    ) -> None:
+        """An open's last steps, the index readable: a writer's limit stored, the lookup
+        table taken up or planned, WAL mode. If one fails, the connections and the
+        index's descriptor are closed, nothing committed."""
+        try:
+            self._configure(shard_size_limit)
+            if self.readonly and lookup_table:
+                if not self._load_lookup_table():
+                    self.build_lookup_table()
+            elif self.readonly and lookup_table is None:
+                # the saved table is mapped at the first lookup (``_take_up_table``): an open
+                # that only lists, globs or counts never pays for it (a tenth of an open)
+                self._table_pending = True
+            if wal and not self.readonly:
+                conn.execute("PRAGMA journal_mode = WAL")
+        except BaseException:
+            IndexReader.close(self)
+            raise
 
     def _read_layout(self) -> None:
         """Which columns file records come from: a sealed archive's hold two sizes.
