@@ -15,15 +15,16 @@ import pytest
 def serving(*argv: str, env: dict[str, str] | None = None) -> Iterator[tuple[str, list[str]]]:
     """``barecat serve ARGV`` in a process of its own; yields its base URL and the lines it
     printed first (the address, and a token if it made one)."""
-    with serving_process(*argv, env=env) as (url, lines, _):
+    with server_process(*argv, env=env) as (_, url, lines):
         yield url, lines
 
 
 @contextlib.contextmanager
-def serving_process(
+def server_process(
     *argv: str, env: dict[str, str] | None = None
-) -> Iterator[tuple[str, list[str], subprocess.Popen[str]]]:
-    """:func:`serving`, also yielding the server's process (to watch its memory)."""
+) -> Iterator[tuple[subprocess.Popen[str], str, list[str]]]:
+    """As :func:`serving`, yielding the process too (to kill it); stopped at the end if
+    it still runs."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "barecat.cli", "serve", *argv],
         stdout=subprocess.PIPE,
@@ -41,9 +42,10 @@ def serving_process(
         lines.append(proc.stdout.readline())
     url = first.split()[1].rsplit("/a/", 1)[0]
     try:
-        yield url, lines, proc
+        yield proc, url, lines
     finally:
-        proc.terminate()
+        if proc.poll() is None:
+            proc.terminate()
         proc.wait(timeout=30)
         proc.stdout.close()
         proc.stderr.close()

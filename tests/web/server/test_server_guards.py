@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import barecat
-from helpers.serving import memory_peak, serving, serving_process
+from helpers.serving import memory_peak, server_process, serving
 
 httpx = pytest.importorskip("httpx", reason="the server extra is not installed")
 pytest.importorskip("uvicorn", reason="the server extra is not installed")
@@ -71,7 +71,7 @@ def _stream_until_answered(s: socket.socket, chunk: bytes, most: int) -> tuple[i
 
 
 def test_a_declared_oversized_batch_body_is_refused_before_it_is_read(archive: str) -> None:
-    with serving_process(archive) as (url, _, proc):
+    with server_process(archive) as (proc, url, _):
         before = memory_peak(proc)
         with socket.create_connection(_address(url), timeout=30) as s:
             s.sendall(
@@ -86,7 +86,7 @@ def test_a_declared_oversized_batch_body_is_refused_before_it_is_read(archive: s
 
 def test_a_streamed_oversized_batch_body_is_cut_off_and_memory_stays_flat(archive: str) -> None:
     most = 200 * MiB
-    with serving_process(archive) as (url, _, proc):
+    with server_process(archive) as (proc, url, _):
         before = memory_peak(proc)
         with socket.create_connection(_address(url), timeout=30) as s:
             s.sendall(  # no length: chunked, so the server learns the size only as it reads
@@ -124,7 +124,7 @@ def test_malformed_batch_bodies_are_400(archive: str) -> None:
 
 def test_a_big_upload_streams_into_the_archive(archive: str) -> None:
     data = os.urandom(80 * MiB)  # far over the JSON limit: uploads have their own
-    with serving_process(archive, "--writable") as (url, _, proc):
+    with server_process(archive, "--writable") as (proc, url, _):
         before = memory_peak(proc)
         with barecat.connect(url + "/a/data") as remote:
             remote["big.bin"] = data
