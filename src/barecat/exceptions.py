@@ -189,7 +189,9 @@ class CommitFailedBarecatError(_OSBarecatError):
 
 
 class ReadOnlyBarecatError(_OSBarecatError, PermissionError):
-    """A write was attempted on an archive opened read-only."""
+    """A write was attempted on an archive opened read-only, or the system refused a
+    writer's write to its index (its directory made unwritable, its filesystem remounted
+    read-only)."""
 
     errno_code = _errno.EROFS
 
@@ -239,6 +241,25 @@ class DamagedInputBarecatError(BarecatError, ValueError):
     message names the file and, when known, the member."""
 
 
+class DamagedIndexBarecatError(CorruptIndexBarecatError, BarecatIntegrityError):
+    """An index that opened but cannot be read on: a damaged page, schema or config row,
+    text that is not UTF-8, found by a later query. ``filename`` is the index file and
+    ``reason`` what SQLite (or barecat) found. A ``BarecatIntegrityError`` (a
+    ``ValueError``): like damaged bytes, it is not cured by trying again."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"Damaged index {path}: {reason}")
+        self.filename = path
+        self.reason = reason
+
+
+class IndexIOBarecatError(_OSBarecatError):
+    """The system failed to read or write the index file (SQLite's disk I/O error):
+    not damage that barecat can see, and trying again may work."""
+
+    errno_code = _errno.EIO
+
+
 __all__ = [
     "ArchiveClosedBarecatError",
     "ArchiveLockedBarecatError",
@@ -248,6 +269,7 @@ __all__ = [
     "CorruptIndexBarecatError",
     "DamagedEntryBarecatError",
     "DamagedInputBarecatError",
+    "DamagedIndexBarecatError",
     "DirectoryNotEmptyBarecatError",
     "DirectoryOverFileBarecatError",
     "FileExistsBarecatError",
@@ -255,6 +277,7 @@ __all__ = [
     "FileOverDirectoryBarecatError",
     "FileTooLargeBarecatError",
     "ForeignSchemaBarecatError",
+    "IndexIOBarecatError",
     "InvalidPathBarecatError",
     "IsADirectoryBarecatError",
     "KeyDerivationCostBarecatError",

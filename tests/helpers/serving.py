@@ -49,3 +49,12 @@ def server_process(
         proc.wait(timeout=30)
         proc.stdout.close()
         proc.stderr.close()
+
+
+def memory_peak(proc: subprocess.Popen[str]) -> int:
+    """The most resident memory the process has used so far, in bytes (Linux: VmHWM)."""
+    with open(f"/proc/{proc.pid}/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError("no VmHWM in /proc/PID/status")

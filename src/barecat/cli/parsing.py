@@ -107,6 +107,18 @@ def add_passphrase_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_allowed_host_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--allowed-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="Also answer requests for host NAME (repeatable; '*': any name); requests for "
+        "names other than the address listened on (and localhost) get 421, against DNS "
+        "rebinding",
+    )
+
+
 class _FilterRule(argparse._AppendAction):
     """Appends the pattern to its own list (``include`` or ``exclude``) and, as
     ``(sign, pattern)``, to ``filter_rules``, which keeps -i and -x in the order typed

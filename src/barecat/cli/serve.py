@@ -5,7 +5,13 @@ from __future__ import annotations
 import argparse
 import os
 
-from barecat.cli.parsing import Subparsers, add_command, add_passphrase_option, size
+from barecat.cli.parsing import (
+    Subparsers,
+    add_allowed_host_option,
+    add_command,
+    add_passphrase_option,
+    size,
+)
 from barecat.cli.sealing import passphrase_source
 from barecat.exceptions import BarecatError
 
@@ -48,6 +54,7 @@ def register(sub: Subparsers) -> None:
         metavar="SECONDS",
         help="Answer 408 and close when a request body stalls for SECONDS (default 30)",
     )
+    add_allowed_host_option(parser)
     add_passphrase_option(parser)
 
 
@@ -74,6 +81,7 @@ def run_serve(args: argparse.Namespace) -> int:
         passphrase=passphrase_source(args),
         limits=Limits(upload_bytes=args.max_upload),
         timeouts=Timeouts(idle=args.idle_timeout, body=args.body_timeout),
+        allowed_hosts=args.allowed_host,
         on_ready=ready,
     )
     return 0

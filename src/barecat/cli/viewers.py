@@ -11,7 +11,12 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from barecat.cli.parsing import Subparsers, add_archive_argument, add_command
+from barecat.cli.parsing import (
+    Subparsers,
+    add_allowed_host_option,
+    add_archive_argument,
+    add_command,
+)
 from barecat.cli.running import run_command
 from barecat.cli.sealing import open_archive, unlock_if_at_hand
 from barecat.exceptions import BarecatError
@@ -94,6 +99,7 @@ def _add_viewer_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--no-browser", action="store_true", help="Only print the address; open no browser"
     )
+    add_allowed_host_option(parser)
 
 
 def run_view(args: argparse.Namespace) -> int:
@@ -108,7 +114,14 @@ def run_view(args: argparse.Namespace) -> int:
         def ready(url: str) -> None:
             print(f"Serving {bc.path} at {url} (Ctrl-C to stop)", flush=True)
 
-        serve_viewer(bc, args.host, args.port, open_browser=not args.no_browser, on_ready=ready)
+        serve_viewer(
+            bc,
+            args.host,
+            args.port,
+            open_browser=not args.no_browser,
+            on_ready=ready,
+            allowed_hosts=args.allowed_host,
+        )
     return 0
 
 

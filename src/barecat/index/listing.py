@@ -20,6 +20,7 @@ from barecat.exceptions import InvalidPathBarecatError
 from barecat.glob import compile_glob
 from barecat.index import query
 from barecat.index.connection import select
+from barecat.index.errors import guard_public_methods
 from barecat.paths import normalize, parent
 
 if TYPE_CHECKING:
@@ -295,3 +296,6 @@ class IndexListing:
         yield from query.iter_files(
             self._conn, self._file_columns, Order.ANY, " WHERE path GLOB ?", (pattern,)
         )
+
+
+guard_public_methods(IndexListing, lambda listing: listing._index.path)

@@ -173,6 +173,8 @@ class LookupTable:
             key = _encode(path)
             if len(key) > _LENGTH_MASK or len(paths) > _MAX_PATH_START:
                 continue
+            if stored == capacity:  # more rows than counted: a damaged index, no table
+                return None
             h = _hash64(key) or 1  # 0 marks an empty slot
             i = ((h * capacity) >> 64) * _WORDS
             while slots[i] != _EMPTY:  # equal hashes sit side by side: the paths tell them

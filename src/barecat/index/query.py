@@ -79,17 +79,17 @@ def address_problem(shard: object, offset: object, size: object, crc: object) ->
         return None
     for name, value in (("shard", shard), ("offset", offset), ("size", size)):
         if type(value) is not int:
-            return f"{name} is {_sql_kind(value)}, not an integer"
+            return f"{name} is {sql_kind(value)}, not an integer"
         if value < 0:
             return f"{name} is negative ({value})"
     if offset + size > _MAX_END:  # type: ignore[operator]
         return f"offset {offset} + size {size} is past the largest possible file offset"
     if type(crc) is not int:
-        return f"crc32c is {_sql_kind(crc)}, not an integer"
+        return f"crc32c is {sql_kind(crc)}, not an integer"
     return f"crc32c {crc} is not a 32-bit checksum"
 
 
-def _sql_kind(value: object) -> str:
+def sql_kind(value: object) -> str:
     """How SQLite would call ``value``, with the value: "text 'abc'", "NULL"."""
     if value is None:
         return "NULL"
@@ -103,7 +103,7 @@ def file_problem(f: BarecatFileInfo) -> str | None:
     sealed = f.sealed_size is not None
     problem = address_problem(f.shard, f.offset, f.sealed_size if sealed else f.size, f.crc32c)
     if problem is None and sealed and not (type(f.size) is int and f.size >= 0):
-        problem = f"logical_size is {_sql_kind(f.size)}, not a size"
+        problem = f"logical_size is {sql_kind(f.size)}, not a size"
     return problem
 
 
@@ -115,7 +115,7 @@ def row_problem(f: BarecatFileInfo) -> str | None:
         for name in ("mode", "uid", "gid", "mtime_ns"):
             value = getattr(f, name)
             if value is not None and type(value) is not int:
-                return f"{name} is {_sql_kind(value)}, not an integer"
+                return f"{name} is {sql_kind(value)}, not an integer"
     return problem
 
 
@@ -191,15 +191,18 @@ def walk(
     built per row: full info records, or just names computed by SQLite (much cheaper).
     """
     args: tuple[object, ...]
+    text = "typeof(path) = 'text'"  # (a damaged row's number, NULL or blob has no place)
     if top:
         lo, hi = subtree_bounds(top)
         dwhere, pwhere, args = (
-            " WHERE path = ? OR (path >= ? AND path < ?)",
-            " WHERE parent = ? OR (parent >= ? AND parent < ?)",
+            f" WHERE (path = ? OR (path >= ? AND path < ?)) AND {text}",
+            f" WHERE (parent = ? OR (parent >= ? AND parent < ?)) AND {text}"
+            " AND typeof(parent) = 'text'",
             (top, lo, hi),
         )
     else:
-        dwhere, pwhere, args = "", " WHERE parent IS NOT NULL", ()
+        dwhere, pwhere = f" WHERE {text}", f" WHERE typeof(parent) = 'text' AND {text}"
+        args = ()
     dec = decoders
     sql = f"SELECT {dec.dir_columns} FROM dirs{dwhere} ORDER BY path"
     dirs_in_order = (dec.decode_dir(row) for row in select(conn, sql, args))

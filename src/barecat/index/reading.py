@@ -16,7 +16,7 @@ import json
 import os
 import sqlite3
 from collections.abc import Iterator
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from barecat.entries import (
     SHARD_SIZE_UNLIMITED,
@@ -38,7 +38,13 @@ from barecat.index.connection import (
     roll_back_crashed_transaction,
     select,
 )
-from barecat.index.errors import open_error
+from barecat.index.errors import (
+    FAULTS,
+    guard_public_methods,
+    guards_itself,
+    open_error,
+    raise_index_error,
+)
 from barecat.index.listing import IndexListing
 from barecat.index.lookup_table import LookupTable
 from barecat.index.schema import (
@@ -46,6 +52,7 @@ from barecat.index.schema import (
     SEALING_KEY,
     ConfigValue,
     check_version_and_limit,
+    config_int,
     make_schema_if_missing,
     read_config,
 )
@@ -131,7 +138,7 @@ class IndexReader:
             self.schema_version, self._limit_at_open = check_version_and_limit(conn, self.path)
             self._pool.set_up_each("mmap", map_pages)
             self._read_layout()
-        except sqlite3.DatabaseError as e:
+        except FAULTS as e:
             self._pool.close()
             raise open_error(self.path, e) from e
         except BaseException:
@@ -139,21 +146,38 @@ class IndexReader:
             raise
         self.listing = IndexListing(self)
         """The listing queries (every file, a directory's entries, walk, glob)."""
-        self._configure(shard_size_limit)
-        if readonly and lookup_table:
-            if not self._load_lookup_table():
-                self.build_lookup_table()
-        elif readonly and lookup_table is None:
-            # a saved table is looked for at the first lookup, and mapped and checked
-            # after enough of them (``_take_up_table``): an open that only lists, globs,
-            # counts or reads a file or two never pays for it
-            self._table_pending = True
-        if wal and not readonly:
-            conn.execute("PRAGMA journal_mode = WAL")
+        self._finish_opening(conn, shard_size_limit, lookup_table, wal)
+
+    def _finish_opening(
+        self,
+        conn: sqlite3.Connection,
+        shard_size_limit: int | None,
+        lookup_table: bool | None,
+        wal: bool,
+    ) -> None:
+        """An open's last steps, the index readable: a writer's limit stored, the lookup
+        table taken up or planned, WAL mode. If one fails, the connections and the
+        index's descriptor are closed, nothing committed."""
+        try:
+            self._configure(shard_size_limit)
+            if self.readonly and lookup_table:
+                if not self._load_lookup_table():
+                    self.build_lookup_table()
+            elif self.readonly and lookup_table is None:
+                # a saved table is looked for at the first lookup, and mapped and checked
+                # after enough of them (``_take_up_table``): an open that only lists,
+                # globs, counts or reads a file or two never pays for it
+                self._table_pending = True
+            if wal and not self.readonly:
+                conn.execute("PRAGMA journal_mode = WAL")
+        except BaseException:
+            IndexReader.close(self)
+            raise
 
     def _read_layout(self) -> None:
         """Which columns file records come from: a sealed archive's hold two sizes.
-        (``check_version`` admits the sealed major only with its ``sealing`` row.)"""
+        (``check_version`` admits the sealed major only with its ``sealing`` row, and
+        refuses that row under a plain version.)"""
         self.sealed = self.schema_version[0] == SEALED_SCHEMA_VERSION_MAJOR
         self.file_columns = query.SEALED_FILE_COLUMNS if self.sealed else query.FILE_COLUMNS
 
@@ -163,7 +187,7 @@ class IndexReader:
         Returns:
             The rows, by key.
         """
-        return read_config(self.settled_conn(), SEALING_KEY) if self.sealed else {}
+        return read_config(self.settled_conn(), SEALING_KEY, self.path) if self.sealed else {}
 
     def stored_file_digest(self) -> str | None:
         """The digest of the file rows stored in the config.
@@ -224,7 +248,7 @@ class IndexReader:
         row = select(
             self.settled_conn(), "SELECT value_int FROM config WHERE key = ?", (key,)
         ).fetchone()
-        return default if row is None else row[0]
+        return default if row is None else config_int(row[0], key, self.path)
 
     def _root_total(self, total_sql: str, recount_sql: str) -> int:
         """A whole-archive total from the root's statistics (``total_sql``, one of
@@ -314,6 +338,7 @@ class IndexReader:
             return NotADirectoryLookupBarecatError(message, path)
         return FileNotFoundBarecatError(path, what)
 
+    @guards_itself
     def lookup_address(self, path: str) -> Address | None:
         """(shard, offset, size, crc32c) of a normalized file path, or None: the read hot path.
 
@@ -351,6 +376,7 @@ class IndexReader:
                 return self.lookup_address(path)
         return self.lookup_address_in_sqlite(path)
 
+    @guards_itself
     def lookup_address_in_sqlite(self, path: str) -> Address | None:
         """As :meth:`lookup_address`, always from SQLite: the second opinion when bytes
         read at a table's address fail their check.
@@ -365,11 +391,14 @@ class IndexReader:
             DamagedEntryBarecatError: the file's row cannot address bytes (text or a
                 negative number where an offset belongs, say).
         """
-        row = select(
-            self._files_conn,
-            "SELECT shard, offset, size, crc32c FROM files WHERE path = ?",
-            (path,),
-        ).fetchone()
+        try:
+            row = select(
+                self._files_conn,
+                "SELECT shard, offset, size, crc32c FROM files WHERE path = ?",
+                (path,),
+            ).fetchone()
+        except FAULTS as e:
+            raise_index_error(self.path, e)
         if row is None:
             return None
         if (problem := query.address_problem(*row)) is not None:
@@ -459,6 +488,7 @@ class IndexReader:
             self._trust.save(conn, table)
         return True
 
+    @guards_itself
     def locate_many(self, paths: list[str]) -> list[tuple[int, Address]]:
         """(request position, address) for each existing normalized path, sorted by
         storage address: one query joins the whole request against the index.
@@ -485,6 +515,7 @@ class IndexReader:
                 return located
         return self.locate_many_in_sqlite(paths)
 
+    @guards_itself
     def locate_many_in_sqlite(self, paths: list[str]) -> list[tuple[int, Address]]:
         """As :meth:`locate_many`, always from SQLite (a damaged row raises
         ``DamagedEntryBarecatError``, as in :meth:`lookup_address_in_sqlite`).
@@ -503,8 +534,12 @@ class IndexReader:
             "SELECT j.key, f.shard, f.offset, f.size, f.crc32c FROM json_each(?) AS j "
             "JOIN files AS f ON f.path = j.value ORDER BY f.shard, f.offset"
         )
+        try:
+            rows = select(self.settled_conn(), sql, (json.dumps(paths),)).fetchall()
+        except FAULTS as e:
+            raise_index_error(self.path, e)
         located = []
-        for pos, *row in select(self.settled_conn(), sql, (json.dumps(paths),)):
+        for pos, *row in rows:
             if (problem := query.address_problem(*row)) is not None:
                 raise DamagedEntryBarecatError(paths[pos], problem)
             located.append((pos, Address._make(row)))
@@ -600,3 +635,15 @@ class IndexReader:
         """Hook for the editable subclass: whether directory statistics (and directory
         rows) of a run of single adds are still to be applied; a reader owes none."""
         return False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Every layer's public methods raise barecat's errors, never SQLite's."""
+        super().__init_subclass__(**kwargs)
+        guard_public_methods(cls, _index_path)
+
+
+def _index_path(index: IndexReader) -> str:
+    return index.path
+
+
+guard_public_methods(IndexReader, _index_path)

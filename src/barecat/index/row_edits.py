@@ -24,7 +24,7 @@ from barecat.exceptions import (
 from barecat.index import bulk, deferred_stats
 from barecat.index.connection import open_savepoint, select
 from barecat.index.deferred_stats import DeferredStats
-from barecat.index.errors import integrity_error
+from barecat.index.errors import FAULTS, guards_itself, integrity_error, raise_index_error
 from barecat.index.listing import DirItem, FileItem, path_of
 from barecat.index.transactions import IndexTransactions, reports_full_disk
 from barecat.paths import check_depth, normalize
@@ -33,6 +33,7 @@ from barecat.paths import check_depth, normalize
 class IndexRowEdits(IndexTransactions):
     """Rows of single files and directories added, updated and removed."""
 
+    @guards_itself
     def add_file(self, finfo: BarecatFileInfo) -> None:
         """Insert a file row; its directories and their statistics follow before the
         next use of the index (by the triggers, or deferred, see ``_deferred``).
@@ -78,6 +79,8 @@ class IndexRowEdits(IndexTransactions):
             raise integrity_error(e, f.path, True, self.isfile) from None
         except sqlite3.OperationalError as e:
             raise self._edit_failed(e) from e
+        except FAULTS as e:
+            raise_index_error(self.path, e)
 
     def add_files_bulk(self, finfos: Sequence[BarecatFileInfo]) -> None:
         """Insert many files at once, statistics applied once per batch; all or nothing.

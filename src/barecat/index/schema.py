@@ -1,7 +1,8 @@
 """Creating a schema-0.3 index and checking the version of an existing one.
 
 The schema text lives in ``sql/*.sql`` next to this module, the single source of truth
-for tables, indexes and triggers. Imports ``exceptions`` and ``entries`` only.
+for tables, indexes and triggers. Imports ``exceptions``, ``entries`` and
+``barecat.index``'s ``connection`` and ``query``.
 """
 
 from __future__ import annotations
@@ -10,8 +11,13 @@ import sqlite3
 from collections.abc import Callable
 
 from barecat.entries import SHARD_SIZE_UNLIMITED
-from barecat.exceptions import CorruptIndexBarecatError, SchemaVersionBarecatError
+from barecat.exceptions import (
+    CorruptIndexBarecatError,
+    DamagedIndexBarecatError,
+    SchemaVersionBarecatError,
+)
 from barecat.index.connection import select
+from barecat.index.query import sql_kind
 
 SCHEMA_VERSION_MAJOR = 0
 SCHEMA_VERSION_MINOR = 3
@@ -143,14 +149,41 @@ def is_sealed(conn: sqlite3.Connection) -> bool:
     return row is not None
 
 
-def read_config(conn: sqlite3.Connection, prefix: str) -> dict[str, ConfigValue]:
-    """The config rows whose key starts with ``prefix``, each as its text or integer."""
+def read_config(conn: sqlite3.Connection, prefix: str, where: str) -> dict[str, ConfigValue]:
+    """The config rows whose key starts with ``prefix``, each as its text or integer.
+
+    Raises:
+        DamagedIndexBarecatError: a row of the index ``where`` holds neither text nor an
+            integer (NULL in both columns, a blob, a real number).
+    """
     rows = select(
         conn,
         "SELECT key, value_text, value_int FROM config WHERE substr(key, 1, ?) = ?",
         (len(prefix), prefix),
     )
-    return {key: text if text is not None else int(number) for key, text, number in rows}
+    config: dict[str, ConfigValue] = {}
+    for key, text, number in rows:
+        if type(text) is str:
+            config[key] = text
+        elif text is None and type(number) is int:
+            config[key] = number
+        else:
+            shown = number if text is None else text
+            raise DamagedIndexBarecatError(where, f"its config row {key!r} holds {sql_kind(shown)}")
+    return config
+
+
+def config_int(value: object, key: str, where: str) -> int | None:
+    """A config row's ``value_int`` as read: an integer, or None for NULL.
+
+    Raises:
+        DamagedIndexBarecatError: text, a real number or a blob, in the index ``where``.
+    """
+    if value is None or type(value) is int:
+        return value
+    raise DamagedIndexBarecatError(
+        where, f"its config row {key!r} holds {sql_kind(value)}, not an integer"
+    )
 
 
 def write_config(conn: sqlite3.Connection, records: dict[str, ConfigValue]) -> None:
@@ -195,13 +228,17 @@ def read_version_and_limit(
 
     Returns:
         ((major, minor), shard size limit or None).
+
+    Raises:
+        DamagedIndexBarecatError: a value that is no integer, a NULL version, or a
+            ``sealing`` row under a plain schema version (a row lost to damage).
     """
     try:
         rows = dict(
             select(
                 conn,
                 "SELECT key, value_int FROM config WHERE key IN "
-                "('schema_version_major', 'schema_version_minor', 'shard_size_limit')",
+                "('schema_version_major', 'schema_version_minor', 'shard_size_limit', 'sealing')",
             ).fetchall()
         )
     except sqlite3.OperationalError as e:
@@ -218,8 +255,17 @@ def read_version_and_limit(
         raise CorruptIndexBarecatError(f"{where} is not a barecat index: {e}") from e
     if "schema_version_major" not in rows:
         _refuse_unfinished(conn, where)
-    version = (int(rows.get("schema_version_major", 0)), int(rows.get("schema_version_minor", 0)))
-    return version, rows.get("shard_size_limit")
+    major, minor = (
+        config_int(rows.get(key, 0), key, where)
+        for key in ("schema_version_major", "schema_version_minor")
+    )
+    if major is None or minor is None:
+        raise DamagedIndexBarecatError(where, "its schema version in the config table is NULL")
+    if SEALING_KEY in rows and major < SEALED_SCHEMA_VERSION_MAJOR:  # (its sealed bytes
+        raise DamagedIndexBarecatError(  # would be served as the files' own)
+            where, f"its config holds sealing settings but schema version {major}.{minor}"
+        )
+    return (major, minor), config_int(rows.get("shard_size_limit"), "shard_size_limit", where)
 
 
 def _refuse_unfinished(conn: sqlite3.Connection, where: str) -> None:

@@ -24,6 +24,7 @@ from typing import Concatenate, ParamSpec, TypeVar
 from barecat.entries import SHARD_SIZE_UNLIMITED
 from barecat.exceptions import (
     ArchiveLockedBarecatError,
+    BarecatError,
     ForeignSchemaBarecatError,
     NotEnoughSpaceBarecatError,
     ReadOnlyBarecatError,
@@ -32,7 +33,7 @@ from barecat.index import merging, schema_check, treestats
 from barecat.index.aggregates import IndexAggregates
 from barecat.index.connection import is_busy, select, sqlite_uri
 from barecat.index.deferred_stats import DeferredStats
-from barecat.index.errors import disk_full_or
+from barecat.index.errors import index_error
 from barecat.index.lookup_table import LookupTable
 from barecat.index.merging import MergeSource
 
@@ -101,11 +102,13 @@ class IndexTransactions(IndexAggregates):
         return conn
 
     def _edit_failed(self, e: sqlite3.OperationalError, say_lost: bool = True) -> Exception:
-        """What an edit's SQLite error becomes (a full disk: ``NotEnoughSpaceBarecatError``).
-        When SQLite rolled the whole transaction back (it may, on a full disk), the
-        statistics owed for its rows are dropped and the rollback counted, so the writer
-        knows its uncommitted changes are gone."""
-        error = disk_full_or(e, self.path)
+        """What an edit's SQLite error becomes: barecat's error naming the index
+        (``index_error``: a full disk is ``NotEnoughSpaceBarecatError``, a directory no
+        longer writable ``ReadOnlyBarecatError``...). When SQLite rolled the whole
+        transaction back (it may, on a full disk), the statistics owed for its rows are
+        dropped and the rollback counted, so the writer knows its uncommitted changes are
+        gone."""
+        error: Exception = index_error(self.path, e)
         if not self._pool.get().in_transaction:
             if say_lost and isinstance(error, NotEnoughSpaceBarecatError):
                 error = NotEnoughSpaceBarecatError(
@@ -160,7 +163,7 @@ class IndexTransactions(IndexAggregates):
                     conn.commit()
                     optimize = conn.total_changes > 0  # (else the file stays byte for byte)
             if refused is None:  # (a schema object planted since: no table, rolled back)
-                with contextlib.suppress(sqlite3.Error, OSError, ForeignSchemaBarecatError):
+                with contextlib.suppress(sqlite3.Error, OSError, BarecatError):
                     self._refresh_lookup_table(optimize)
         super().close()
         if refused is not None:

@@ -5,7 +5,7 @@ bigger. Recomputing is one grouped scan of ``files`` plus one of ``dirs``, with 
 numbers pushed up the tree in Python (cost: directories x depth) — far cheaper than a
 correlated subquery per directory. Subtree moves and removals run with triggers off and
 call ``adjust_ancestors``/``ensure_ancestors`` to fix the ancestors in a few statements.
-Imports only ``paths`` (and ``query`` for subtree ranges).
+Imports only ``paths`` (and ``query`` for subtree ranges and how values are named).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import sqlite3
 from dataclasses import dataclass
 
 from barecat.index.connection import select
-from barecat.index.query import SIZE_TOTAL, subtree_where
+from barecat.index.query import SIZE_TOTAL, sql_kind, subtree_where
 from barecat.paths import ancestors, parent
 
 
@@ -26,8 +26,13 @@ class TreeStats:
     size_tree: int = 0
 
 
+_TEXT_PATH = "typeof(path) = 'text'"
+"""Rows whose path is text: a damaged row's number or blob has no place in the tree."""
+
+
 def compute_treestats(conn: sqlite3.Connection) -> dict[str, TreeStats]:
-    """Correct statistics for every directory the files and dirs imply (root included)."""
+    """Correct statistics for every directory the files and dirs imply (root included;
+    rows whose path is not text left out: ``find_inconsistencies`` names them)."""
     stats: dict[str, TreeStats] = {"": TreeStats()}
 
     def ensure(path: str) -> TreeStats:
@@ -43,10 +48,12 @@ def compute_treestats(conn: sqlite3.Connection) -> dict[str, TreeStats]:
                 stats[path] = TreeStats(num_subdirs=1)
         return s
 
-    for (path,) in select(conn, "SELECT path FROM dirs"):
+    for (path,) in select(conn, f"SELECT path FROM dirs WHERE {_TEXT_PATH}"):
         ensure(path)
     for par, count, total in select(
-        conn, f"SELECT parent, count(*), {SIZE_TOTAL} FROM files GROUP BY parent"
+        conn,
+        f"SELECT parent, count(*), {SIZE_TOTAL} FROM files "
+        f"WHERE {_TEXT_PATH} AND typeof(parent) = 'text' GROUP BY parent",
     ):
         size = int(total)
         s = ensure(par)
@@ -152,4 +159,7 @@ def find_inconsistencies(conn: sqlite3.Connection) -> list[str]:
             problems.append(f"wrong statistics for {p!r}: stored {got}, actual {want}")
     for (p,) in select(conn, "SELECT f.path FROM files f JOIN dirs d ON f.path = d.path"):
         problems.append(f"path is both a file and a directory: {p!r}")
+    for table in ("files", "dirs"):
+        for (p,) in select(conn, f"SELECT path FROM {table} WHERE NOT {_TEXT_PATH}"):
+            problems.append(f"a row of {table} has a path that is {sql_kind(p)}, not text")
     return problems

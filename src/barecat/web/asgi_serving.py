@@ -8,17 +8,20 @@ response (uvicorn's keep-alive timer only starts after a response and stops at t
 byte, so a half-open connection or a slowly dripped head would stay forever), and a
 request body that stops arriving for ``body`` seconds is answered 408 and its connection
 closed; the application sees the client disconnect, so nothing half-received is kept.
-Starlette and uvicorn are optional extras: this module is imported only by those two."""
+Requests are answered only for the host names the server serves (``AllowedHosts``), so a
+web page cannot reach it through DNS rebinding. Starlette and uvicorn are optional
+extras: this module is imported only by those two."""
 
 from __future__ import annotations
 
 import asyncio
 import functools
+import ipaddress
 import json
 import math
 import socket
 import threading
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,11 +44,13 @@ Handler = Callable[[Request], Awaitable[Response]]
 
 
 class HTTPError(Exception):
-    """An answer with this status and message (as JSON ``{"error": ...}``)."""
+    """An answer with this status and message (as JSON ``{"error": ...}``); ``close``
+    ends the connection after it (for a request body left unread)."""
 
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, close: bool = False) -> None:
         super().__init__(message)
         self.status = status
+        self.headers = {"Connection": "close"} if close else None
 
 
 def answered(handler: Handler) -> Handler:
@@ -57,11 +62,11 @@ def answered(handler: Handler) -> Handler:
 
     @functools.wraps(handler)
     async def call(request: Request) -> Response:
-        status = 500
+        status, headers = 500, None
         try:
             return await handler(request)
         except HTTPError as e:
-            status, message = e.status, str(e)
+            status, message, headers = e.status, str(e), e.headers
         except ClientDisconnect:
             status, message = 400, "the request body did not arrive whole; nothing was kept"
         except InvalidPathBarecatError as e:
@@ -81,7 +86,7 @@ def answered(handler: Handler) -> Handler:
             return JSONResponse({"error": str(e), "type": "integrity"}, status_code=500)
         except BarecatError as e:
             message = str(e)
-        return JSONResponse({"error": message}, status_code=status)
+        return JSONResponse({"error": message}, status_code=status, headers=headers)
 
     return call
 
@@ -156,6 +161,84 @@ async def _send_408(send: Send, seconds: float) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
+@dataclass(frozen=True, slots=True)
+class AllowedHosts:
+    """The host names a server answers to, against DNS rebinding: a page from another
+    site, its name pointed at this machine's address after it loaded, would otherwise
+    read (and on a writable server, write) through the visitor's browser, which sends
+    that site's name as ``Host``.
+
+    Allowed: the address the server is bound to; ``localhost`` when that is a loopback
+    address; for an address of every interface (``0.0.0.0``, ``::``), any IP address,
+    ``localhost`` and this machine's host name; and the ``names`` given (``*``: any).
+    Ports are not compared. A request without ``Host`` (HTTP/1.0; browsers always send
+    one) is allowed.
+    """
+
+    bound: str
+    names: tuple[str, ...] = ()
+
+    def allows(self, host: str) -> bool:
+        """Whether a request whose ``Host`` header is ``host`` is answered."""
+        name = host_name(host)
+        bound = host_name(self.bound)
+        extra = {host_name(n) for n in self.names}
+        if not name or "*" in extra or name in extra or name == bound:
+            return True
+        if bound in ("0.0.0.0", "::", ""):
+            return _is_ip(name) or name in ("localhost", socket.gethostname().lower())
+        return name == "localhost" and is_loopback(bound)
+
+
+def host_name(host: str) -> str:
+    """The name in a ``Host`` header (or an address given to listen on), lower case,
+    without port, brackets or a final dot."""
+    name = host.strip().lower()
+    if name.startswith("["):
+        name = name[1:].partition("]")[0]
+    elif name.count(":") == 1:
+        name = name.partition(":")[0]
+    return name.rstrip(".")
+
+
+def _is_ip(name: str) -> bool:
+    try:
+        ipaddress.ip_address(name)
+    except ValueError:
+        return False
+    return True
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (an address, or ``localhost``) is this machine's loopback."""
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
+class HostCheck:
+    """ASGI middleware: requests whose ``Host`` the :class:`AllowedHosts` do not allow
+    get 421 (Misdirected Request) saying which name to allow, and nothing else runs."""
+
+    def __init__(self, app: Any, allowed: AllowedHosts) -> None:
+        self.app = app
+        self.allowed = allowed
+
+    async def __call__(self, scope: Message, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            host = dict(scope["headers"]).get(b"host", b"").decode("latin-1")
+            if not self.allowed.allows(host):
+                name = host_name(host)
+                message = (
+                    f"this server does not answer to the host name {name!r} (a guard against "
+                    f"DNS rebinding); start it with --allowed-host {name} if that name is meant"
+                )
+                await JSONResponse({"error": message}, status_code=421)(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
 def _protocol_with_head_timeout(seconds: float) -> type[asyncio.Protocol]:
     """uvicorn's h11 protocol, closing a connection whose next request head has not
     arrived ``seconds`` after it was opened or after the last response."""
@@ -210,9 +293,12 @@ def serve_asgi(
     port: int,
     on_ready: Callable[[str], None] | None = None,
     timeouts: Timeouts = DEFAULT_TIMEOUTS,
+    allowed_hosts: Sequence[str] = (),
 ) -> None:
     """Serve ``app`` on ``host:port`` until interrupted; ``on_ready(url)`` once listening.
-    Clients that stall are cut off after ``timeouts`` (see the module doc).
+    Clients that stall are cut off after ``timeouts`` (see the module doc); requests
+    naming another host than ``host`` (and ``allowed_hosts``) get 421 (see
+    :class:`AllowedHosts`).
 
     Raises:
         BarecatError: the address cannot be listened on.
@@ -233,7 +319,7 @@ def serve_asgi(
     bound = sock.getsockname()[1]
     url = f"http://{'[' + host + ']' if ':' in host else host}:{bound}/"
     config = uvicorn.Config(
-        BodyTimeout(app, timeouts.body),
+        HostCheck(BodyTimeout(app, timeouts.body), AllowedHosts(host, tuple(allowed_hosts))),
         log_level="warning",
         access_log=False,
         http=_protocol_with_head_timeout(timeouts.idle),
@@ -253,4 +339,15 @@ def serve_asgi(
     server.run(sockets=[sock])
 
 
-__all__ = ["DEFAULT_TIMEOUTS", "BodyTimeout", "HTTPError", "Timeouts", "answered", "serve_asgi"]
+__all__ = [
+    "DEFAULT_TIMEOUTS",
+    "AllowedHosts",
+    "BodyTimeout",
+    "HTTPError",
+    "HostCheck",
+    "Timeouts",
+    "answered",
+    "host_name",
+    "is_loopback",
+    "serve_asgi",
+]

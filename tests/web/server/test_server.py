@@ -152,10 +152,10 @@ def test_stalled_clients_are_cut_off(archive: tuple[str, dict[str, bytes]]) -> N
         with _connect(url) as s:  # connected, nothing sent
             assert _until_closed(s) == b""
         with _connect(url) as s:  # half a request head
-            s.sendall(b"GET /a/data/files/notes.txt HTTP/1.1\r\nHost: x\r\n")
+            s.sendall(b"GET /a/data/files/notes.txt HTTP/1.1\r\nHost: 127.0.0.1\r\n")
             assert _until_closed(s) == b""
         with _connect(url) as s:  # a whole request, then silence on the kept-alive connection
-            s.sendall(b"GET /a/data/files/notes.txt HTTP/1.1\r\nHost: x\r\n\r\n")
+            s.sendall(b"GET /a/data/files/notes.txt HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
             answer = _until_closed(s)
             assert answer.startswith(b"HTTP/1.1 200 ") and answer.endswith(files["notes.txt"])
         half_bodies = {
@@ -164,7 +164,10 @@ def test_stalled_clients_are_cut_off(archive: tuple[str, dict[str, bytes]]) -> N
         }
         for request, part in half_bodies.items():
             with _connect(url) as s:
-                s.sendall(f"{request} HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n".encode())
+                s.sendall(
+                    f"{request} HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                    "Content-Length: 1000\r\n\r\n".encode()
+                )
                 s.sendall(part)
                 answer = _until_closed(s)
                 assert answer.startswith(b"HTTP/1.1 408 "), (request, answer)
@@ -226,7 +229,7 @@ def test_a_killed_upload_leaves_nothing_and_limits_hold(
         host, port = url.removeprefix("http://").rsplit(":", 1)
         with socket.create_connection((host, int(port))) as s:
             s.sendall(
-                b"PUT /a/data/files/partial.bin HTTP/1.1\r\nHost: x\r\n"
+                b"PUT /a/data/files/partial.bin HTTP/1.1\r\nHost: 127.0.0.1\r\n"
                 b"Content-Length: 3000\r\n\r\n" + b"x" * 1000
             )
         time.sleep(0.5)  # the server notices the closed connection

@@ -23,7 +23,9 @@ Each served archive is under ``/a/NAME`` (NAME: the archive's file name without
 Paths go through the archive's normalization (``..`` out of the archive or NUL: 400).
 With a token, every request needs ``Authorization: Bearer TOKEN`` (the scheme's name in
 any case; 401 otherwise).
-Requests are bounded (``Limits``): bigger uploads and batches get 413.
+Requests are bounded (``Limits``): bigger uploads and batches get 413, a body as soon as
+it is known to be too big, without reading the rest; a batch body that is not
+``{"paths": [strings]}`` (nested too deep for the JSON parser included) gets 400.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ import struct
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -63,11 +65,18 @@ T = TypeVar("T")
 
 @dataclass(frozen=True, slots=True)
 class Limits:
-    """What one request may ask for."""
+    """What one request may ask for; a request over a limit gets 413, a body as soon as
+    it is known to be over (from its ``Content-Length``, before any of it is read, or
+    once that much has arrived), the connection then closed."""
 
     upload_bytes: int = 1 << 30
+    """A PUT body (spooled to a temporary file, never held in memory whole)."""
     batch_files: int = 10_000
+    """Paths in one batch."""
     batch_bytes: int = 256 << 20
+    """The files of one batch, together."""
+    batch_request_bytes: int = 16 << 20
+    """The JSON body of one batch request (held in memory to be parsed)."""
 
 
 class ServedArchive:
@@ -135,6 +144,38 @@ def _content_crc(info: BarecatFileInfo, data: bytes) -> int:
     if info.sealed_size is None and info.crc32c is not None:
         return info.crc32c
     return crc32c(data)
+
+
+async def _capped_body(request: Request, limit: int, what: str) -> AsyncIterator[bytes]:
+    """The request body's parts as they arrive; 413 (see :class:`Limits`) once it is known
+    to be over ``limit`` bytes. Stops reading there: the connection is closed after the
+    answer, so the rest is never taken in."""
+    too_big = HTTPError(413, f"{what} are limited to {limit} bytes", close=True)
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise too_big
+    received = 0
+    async for chunk in request.stream():
+        received += len(chunk)
+        if received > limit:
+            raise too_big
+        yield chunk
+
+
+def _batch_paths(body: bytes) -> list[str]:
+    """The paths of a batch request's JSON body ``{"paths": [...]}``.
+
+    Raises:
+        HTTPError: 400 for a body that is not that (JSON nested too deep included).
+    """
+    try:
+        request = json.loads(body)
+    except (ValueError, RecursionError) as e:  # (UnicodeDecodeError is a ValueError)
+        raise HTTPError(400, f'the body must be JSON: {{"paths": [...]}} ({e})') from None
+    paths = request.get("paths") if isinstance(request, dict) else None
+    if not isinstance(paths, list) or not all(isinstance(p, str) for p in paths):
+        raise HTTPError(400, 'the body must be JSON: {"paths": [...]}, a list of strings')
+    return paths
 
 
 def _byte_range(header: str | None, size: int) -> tuple[int, int] | None:
@@ -209,24 +250,20 @@ def create_app(archives: Mapping[str, ReadableArchive], token: str | None = None
             )
         spool = tempfile.SpooledTemporaryFile(8 << 20)  # noqa: SIM115 (closed below)
         try:
-            received = 0
             try:
-                async for chunk in request.stream():
-                    received += len(chunk)
-                    if received > limits.upload_bytes:
-                        raise HTTPError(413, f"uploads are limited to {limits.upload_bytes} bytes")
+                async for chunk in _capped_body(request, limits.upload_bytes, "uploads"):
                     spool.write(chunk)
             except ClientDisconnect:
                 return Response(status_code=400)  # nothing was stored
-            spool.seek(0)
-            data = spool.read()
 
             def store(bc: Barecat) -> tuple[dict[str, Any], int]:
+                spool.seek(0)  # (streamed into the archive: a big upload is not read whole)
                 with bc.exclusive():  # (the transaction read right after the change)
                     if bc.isfile(path):
-                        bc.update_file(path, data=data)
+                        bc.update_file(path, fileobj=spool)  # type: ignore[arg-type]
                     else:
-                        bc.add(BarecatFileInfo(path, 0o100644, mtime_ns=time.time_ns()), data=data)
+                        info = BarecatFileInfo(path, 0o100644, mtime_ns=time.time_ns())
+                        bc.add(info, fileobj=spool)  # type: ignore[arg-type]
                     return entry_json(bc.lookup_file(path)), bc.transaction
 
             entry, transaction = await run_in_threadpool(archive.write, store)
@@ -309,12 +346,9 @@ def create_app(archives: Mapping[str, ReadableArchive], token: str | None = None
     @answered
     async def batch(request: Request) -> Response:
         archive = archive_of(request)
-        try:
-            paths = (await request.json())["paths"]
-        except (ValueError, KeyError, TypeError) as e:
-            raise HTTPError(400, 'the body must be JSON: {"paths": [...]}') from e
-        if not isinstance(paths, list) or not all(isinstance(p, str) for p in paths):
-            raise HTTPError(400, '"paths" must be a list of strings')
+        limit = limits.batch_request_bytes
+        body = b"".join([c async for c in _capped_body(request, limit, "batch requests")])
+        paths = _batch_paths(body)
         if len(paths) > limits.batch_files:
             raise HTTPError(413, f"batches are limited to {limits.batch_files} files")
 

@@ -3,7 +3,6 @@ reachable from other machines, uvicorn on the chosen address."""
 
 from __future__ import annotations
 
-import ipaddress
 import os
 import secrets
 from collections.abc import Callable, Sequence
@@ -11,20 +10,13 @@ from collections.abc import Callable, Sequence
 from barecat.archive import Barecat, Passphrase
 from barecat.exceptions import BarecatError
 from barecat.layout import base_path
-from barecat.web.asgi_serving import DEFAULT_TIMEOUTS, Timeouts, serve_asgi
+from barecat.web.asgi_serving import DEFAULT_TIMEOUTS, Timeouts, is_loopback, serve_asgi
 from barecat.web.server.app import DEFAULT_LIMITS, Limits, create_app
 
 
 def archive_name(path: str) -> str:
     name = os.path.basename(base_path(path).rstrip("/"))
     return name[: -len(".barecat")] if name.endswith(".barecat") else name
-
-
-def is_loopback(host: str) -> bool:
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return host == "localhost"
 
 
 def serve_archives(
@@ -37,11 +29,14 @@ def serve_archives(
     passphrase: Passphrase | None = None,
     limits: Limits = DEFAULT_LIMITS,
     timeouts: Timeouts = DEFAULT_TIMEOUTS,
+    allowed_hosts: Sequence[str] = (),
     on_ready: Callable[[str, str | None], None] | None = None,
 ) -> None:
     """Serve the archives at ``paths`` until interrupted. Off loopback a token is required:
     given, or drawn here and passed to ``on_ready(url, token)``. Clients that stall (no
-    request head, or a body that stops coming) are cut off after ``timeouts``."""
+    request head, or a body that stops coming) are cut off after ``timeouts``; requests
+    naming a host other than ``host`` and ``allowed_hosts`` are refused with 421
+    (:class:`~barecat.web.asgi_serving.AllowedHosts`)."""
     if not is_loopback(host) and token is None:
         token = secrets.token_urlsafe(24)
     archives: dict[str, Barecat] = {}
@@ -55,7 +50,12 @@ def serve_archives(
             )
         app = create_app(archives, token, limits)
         serve_asgi(
-            app, host, port, lambda url: on_ready(url, token) if on_ready else None, timeouts
+            app,
+            host,
+            port,
+            lambda url: on_ready(url, token) if on_ready else None,
+            timeouts,
+            allowed_hosts,
         )
     finally:
         for bc in archives.values():

@@ -8,7 +8,7 @@ missing.
 from __future__ import annotations
 
 import webbrowser
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from barecat.archive.readable import ReadableArchive
 from barecat.web.asgi_serving import serve_asgi
@@ -21,9 +21,12 @@ def serve_viewer(
     *,
     open_browser: bool = True,
     on_ready: Callable[[str], None] | None = None,
+    allowed_hosts: Sequence[str] = (),
 ) -> None:
     """Serve ``bc``'s viewer until interrupted (Ctrl-C). ``port`` 0 takes a free one;
-    ``on_ready(url)`` is called once it listens."""
+    ``on_ready(url)`` is called once it listens. Requests for other host names than
+    ``host`` and ``allowed_hosts`` get 421 (see
+    :class:`~barecat.web.asgi_serving.AllowedHosts`)."""
     from barecat.web.viewer.app import create_app
 
     def ready(url: str) -> None:
@@ -32,7 +35,7 @@ def serve_viewer(
         if open_browser:
             _open_browser(url)
 
-    serve_asgi(create_app(bc), host, port, ready)
+    serve_asgi(create_app(bc), host, port, ready, allowed_hosts=allowed_hosts)
 
 
 def _open_browser(url: str) -> None:
