@@ -23,10 +23,8 @@ import json
 import os
 import subprocess
 import textwrap
-import tracemalloc
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +37,8 @@ from barecat import coldcrate as cc
 from barecat.cli import main
 from barecat.exceptions import BarecatError
 from helpers.coldcrate import coldcrate_python
-from helpers.fuzzing import fuzz_settings
+from helpers.fuzzing import bounded_memory, fuzz_settings
+from helpers.mutating import Mutation, mutate
 
 pytestmark = pytest.mark.slow
 
@@ -151,21 +150,6 @@ WORDS = ["fields", "name", "type", "nullable", "description", "version", "struct
 WORDS += ["fixed_array", "var_array", "u8", "u32", "f32", "bytes", "utf8", "uuid", "bool"]
 
 
-@dataclass(frozen=True)
-class Mutation:
-    """One change. ``at``: a byte position (modulo the size), or with ``spot`` an index
-    into the original's spots (modulo their number), moved by ``nudge`` bytes.
-    ``kind``: flip (bit ``value``), set (bytes ``value``), int (``value``: width and
-    number), insert (bytes ``value``), delete (``value`` bytes), cut, or schema (the
-    schema's JSON with the node that ``at`` picks replaced by ``value``)."""
-
-    kind: str
-    at: int
-    value: Any = None
-    spot: bool = False
-    nudge: int = 0
-
-
 def _json_values(inner: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
     return st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from(WORDS), inner, max_size=3)
 
@@ -224,42 +208,22 @@ def _with_schema(original: Original, data: bytearray, m: Mutation) -> bytearray:
 
 
 def apply(original: Original, mutations: list[Mutation]) -> tuple[bytes, bool]:
-    """The mutated bytes, and whether every entry kept its offset. In an encrypted chunk
-    nothing changes the (encrypted) schema as a schema."""
-    data, kept = bytearray(original.data), True
+    """The mutated bytes, and whether every entry kept its offset. Besides the kinds of
+    ``helpers.mutating``, ``schema`` replaces the node of the schema's JSON that ``at``
+    picks by ``value``; in an encrypted chunk nothing changes the (encrypted) schema as a
+    schema."""
+    data, kept = original.data, True
     for m in mutations:
         if m.kind == "schema":
             if not original.encrypted:
-                data = _with_schema(original, data, m)
+                data = bytes(_with_schema(original, bytearray(data), m))
                 kept = kept and len(data) == len(original.data)
             continue
         if not data:
             break
-        spots = original.spots
-        at = spots[m.at % len(spots)] + m.nudge if m.spot else m.at
-        at = max(0, min(at, len(data) - 1)) if m.spot else at % len(data)
-        if m.kind == "flip":
-            new = bytes([data[at] ^ (1 << m.value)])
-        elif m.kind in ("set", "int"):
-            width, number = (len(m.value), 0) if m.kind == "set" else m.value
-            number = len(data) + number if number < 0 else number
-            new = (
-                m.value
-                if m.kind == "set"
-                else (number % (1 << 8 * width)).to_bytes(width, "little")
-            )
-        else:
-            new = b""
-        if m.kind == "insert":
-            data[at:at] = m.value
-        elif m.kind == "delete":
-            del data[at : at + m.value]
-        elif m.kind == "cut":
-            del data[at:]
-        else:
-            data[at : at + len(new)] = new[: len(data) - at]
+        data = mutate(data, original.spots, [m])
         kept = kept and m.kind not in ("insert", "delete")
-    return bytes(data), kept
+    return data, kept
 
 
 # -- the promises --------------------------------------------------------------------------
@@ -334,18 +298,6 @@ def read_everything(original: Original, path: Path, kept: bool) -> None:
                 check_entry(original, repaired, entry, kept)
 
 
-@contextlib.contextmanager
-def bounded_memory() -> Iterator[None]:
-    """No allocation sized by a hostile length field: the peak stays small."""
-    tracemalloc.start()
-    try:
-        yield
-        peak = tracemalloc.get_traced_memory()[1]
-        assert peak < MAX_PEAK, f"{peak} bytes allocated at once"
-    finally:
-        tracemalloc.stop()
-
-
 @pytest.fixture(scope="session")
 def scratch(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("coldcrate-mutated")
@@ -371,7 +323,7 @@ def test_mutated_chunks_read_exactly_or_fail_cleanly(
     mutated, kept = apply(original, mutations)
     path = scratch / f"{kind}.coldcrate"
     path.write_bytes(mutated)
-    with bounded_memory(), low_scrypt_ceiling():
+    with bounded_memory(MAX_PEAK), low_scrypt_ceiling():
         read_everything(original, path, kept)
 
 
@@ -495,7 +447,7 @@ def test_length_prefixes_cannot_size_a_huge_buffer(tmp_path: Path, compression: 
             lies.append(packed[:8] + w._codec.compress(bytes(1 << 26))[8:])
         for lie in lies:
             w._write(b"liar", lie, cc.chunks.FLAG_COMPRESSED)
-    with bounded_memory(), cc.ChunkReader.open(path) as reader:
+    with bounded_memory(MAX_PEAK), cc.ChunkReader.open(path) as reader:
         entries = list(reader.scan_raw())
         assert len(entries) == 1 + len(lies)
         assert reader.read_at(good.offset).fields == {"data": b"x" * 5000}

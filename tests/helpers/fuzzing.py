@@ -9,7 +9,10 @@ broke a parser stay as ``@example`` cases on its test, so they run every time.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import tracemalloc
+from collections.abc import Iterator
 from typing import Any
 
 from hypothesis import HealthCheck, settings
@@ -30,3 +33,16 @@ def fuzz_settings(quick_examples: int) -> Any:
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
         derandomize=not fuzzing_long(),
     )
+
+
+@contextlib.contextmanager
+def bounded_memory(max_peak: int) -> Iterator[None]:
+    """No allocation sized by a hostile length field: the block's peak of traced memory
+    stays under ``max_peak`` bytes."""
+    tracemalloc.start()
+    try:
+        yield
+        peak = tracemalloc.get_traced_memory()[1]
+        assert peak < max_peak, f"{peak:,} bytes allocated at once"
+    finally:
+        tracemalloc.stop()

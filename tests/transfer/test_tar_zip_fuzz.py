@@ -15,7 +15,6 @@ members that lie wholly before the first changed byte of a tar are all stored.
 
 from __future__ import annotations
 
-import contextlib
 import gzip
 import io
 import os
@@ -23,7 +22,6 @@ import shutil
 import stat
 import struct
 import tarfile
-import tracemalloc
 import zipfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -39,7 +37,7 @@ from barecat.mount.tars import index_of_tars
 from barecat.paths import normalize
 from barecat.transfer.convert.conversion import archive2barecat
 from barecat.transfer.convert.wrapping import wrap_archive
-from helpers.fuzzing import fuzz_settings
+from helpers.fuzzing import bounded_memory, fuzz_settings
 from helpers.mutating import Mutation, first_change, mutate, mutation_lists
 
 pytestmark = pytest.mark.slow
@@ -369,18 +367,18 @@ def test_mutated_tar_and_zip_ingest_fails_cleanly_and_never_lies(
     ref = Reference(source, original.suffix == ".zip")
 
     converted = str(fresh / "converted.barecat")
-    with bounded_memory():
+    with bounded_memory(MAX_PEAK):
         made = documented(lambda: archive2barecat(str(source), converted))
     if made is not None:
         check_stored(stored(converted), ref, original, first)
     if original.kind == "gz":
         return
     wrapped = str(fresh / "wrapped.barecat")
-    with bounded_memory():
+    with bounded_memory(MAX_PEAK):
         made = documented(lambda: wrap_archive(str(source), wrapped))
     if made is not None:
         check_stored(stored(wrapped), ref, original, first)
-    with bounded_memory():
+    with bounded_memory(MAX_PEAK):
         index = documented(lambda: index_of_tars([str(source)], cache_root=str(fresh / "cache")))
     if index is not None:
         check_stored(stored(index.archive), ref, original, first)
@@ -388,15 +386,3 @@ def test_mutated_tar_and_zip_ingest_fails_cleanly_and_never_lies(
 
 MAX_PEAK = 16 << 20
 """Most memory ingesting a mutated input (a few kilobytes) may take at once."""
-
-
-@contextlib.contextmanager
-def bounded_memory() -> Iterator[None]:
-    """No allocation sized by a hostile length field: the peak stays small."""
-    tracemalloc.start()
-    try:
-        yield
-        peak = tracemalloc.get_traced_memory()[1]
-        assert peak < MAX_PEAK, f"{peak:,} bytes allocated at once"
-    finally:
-        tracemalloc.stop()

@@ -7,19 +7,25 @@ writer's: always its one connection, since a writer is one transaction) and is o
 inherited by forked DataLoader workers. A connection must never be used, or even closed,
 in a process other than the one that opened it: closing it in a child could roll back
 the parent's open transaction. So after ``fork`` the child drops its references to the
-parent's connections into a keep-alive list and opens fresh ones lazily. Imports only
-the standard library.
+parent's connections into a keep-alive list and opens fresh ones lazily. Also
+:func:`writers_locked_out`, barecat's writer lock held by a step that rewrites the index
+outside a writer (upgrade, repair's schema clean-up). Imports only the standard library
+and ``exceptions``.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import sqlite3
 import threading
 import urllib.parse
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
+
+from barecat.exceptions import ArchiveLockedBarecatError
 
 
 class _ForkAware(Protocol):
@@ -119,6 +125,31 @@ def open_savepoint(conn: sqlite3.Connection, name: str) -> None:
     if not conn.in_transaction:
         conn.execute("BEGIN")
     conn.execute(f"SAVEPOINT {name}")
+
+
+@contextlib.contextmanager
+def writers_locked_out(path: str, until: str = "first") -> Iterator[None]:
+    """Hold barecat's writer lock (an exclusive ``flock`` on the index at ``path``, which
+    every writable ``Barecat`` takes) for the block, so no writer of ours opens meanwhile.
+
+    Args:
+        path: the index file.
+        until: how the error ends "close it ..." (``"first"``, ``"before upgrading"``).
+
+    Raises:
+        ArchiveLockedBarecatError: a writer has the archive open.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise ArchiveLockedBarecatError(
+                f"Archive index {path} is open for writing elsewhere; close it {until}"
+            ) from None
+        yield
+    finally:
+        os.close(fd)
 
 
 def roll_back_crashed_transaction(path: str) -> None:

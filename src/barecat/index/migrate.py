@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import os
 import shutil
 import sqlite3
@@ -31,7 +30,7 @@ from barecat.exceptions import (
     ReadOnlyBarecatError,
 )
 from barecat.index import schema_check, treestats
-from barecat.index.connection import connect, is_busy, select, sqlite_uri
+from barecat.index.connection import connect, is_busy, select, sqlite_uri, writers_locked_out
 from barecat.index.lookup_table import CONFIG_KEY as LOOKUP_TABLE_KEY
 from barecat.index.schema import (
     SCHEMA_VERSION_MAJOR,
@@ -76,14 +75,7 @@ def held_for_upgrade(path: str) -> Iterator[tuple[int, int]]:
     WAL is checkpointed into the file first: a journal or WAL left beside the index would
     otherwise be applied to the *new* file once it takes the old one's name.
     """
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise ArchiveLockedBarecatError(
-                f"Archive index {path} is open for writing elsewhere; close it before upgrading"
-            ) from None
+    with writers_locked_out(path, "before upgrading"):
         writable = os.access(path, os.W_OK)  # a read-only index is upgraded all the same
         conn = sqlite3.connect(
             sqlite_uri(path, "rw" if writable else "ro"),
@@ -95,8 +87,6 @@ def held_for_upgrade(path: str) -> Iterator[tuple[int, int]]:
             yield _lock_and_read_version(conn, path, writable)
         finally:
             conn.close()  # ends the transaction; it never wrote anything
-    finally:
-        os.close(fd)
 
 
 def _lock_and_read_version(conn: sqlite3.Connection, path: str, writable: bool) -> tuple[int, int]:

@@ -32,8 +32,6 @@ repair``). Imports ``exceptions`` and this package's ``connection`` and
 
 from __future__ import annotations
 
-import fcntl
-import os
 import re
 import sqlite3
 from collections.abc import Iterable
@@ -41,11 +39,10 @@ from dataclasses import dataclass
 from functools import cache
 
 from barecat.exceptions import (
-    ArchiveLockedBarecatError,
     CorruptIndexBarecatError,
     ForeignSchemaBarecatError,
 )
-from barecat.index.connection import select
+from barecat.index.connection import select, writers_locked_out
 from barecat.index.errors import open_error
 from barecat.index.known_schema import KNOWN_OBJECTS
 
@@ -307,14 +304,7 @@ def drop_foreign(path: str) -> list[tuple[str, bool]]:
             rows); an object cannot be removed or made again (a virtual table of a module
             SQLite lacks, say). Nothing changed.
     """
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise ArchiveLockedBarecatError(
-                f"Archive index {path} is open for writing elsewhere; close it first"
-            ) from None
+    with writers_locked_out(path):
         conn = sqlite3.connect(path, isolation_level=None)
         try:
             conn.execute("BEGIN")  # (an index with nothing to remove is not written)
@@ -328,8 +318,6 @@ def drop_foreign(path: str) -> list[tuple[str, bool]]:
             raise open_error(path, e) from e
         finally:
             conn.close()
-    finally:
-        os.close(fd)
     return done
 
 
