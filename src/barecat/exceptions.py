@@ -129,6 +129,11 @@ class InvalidPathBarecatError(BarecatError, ValueError):
     more components than an archive can hold."""
 
 
+class OutOfRangeBarecatError(BarecatError, OverflowError, ValueError):
+    """A number in an entry's record (mode, owner, time, size, place) that the index's
+    64-bit integers cannot hold; the message names the entry's path. Nothing is stored."""
+
+
 class PathTypeBarecatError(BarecatError, TypeError):
     """Something that is not a path (``bytes``, a number) where a path (``str``) belongs."""
 
@@ -285,6 +290,7 @@ __all__ = [
     "NotADirectoryBarecatError",
     "NotADirectoryLookupBarecatError",
     "NotEnoughSpaceBarecatError",
+    "OutOfRangeBarecatError",
     "PathTypeBarecatError",
     "ReadOnlyBarecatError",
     "RemoteStorageBarecatError",

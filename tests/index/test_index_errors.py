@@ -295,3 +295,26 @@ def test_a_directory_made_unwritable_mid_write_is_a_clear_error(tmp_path: Path) 
     with barecat.Barecat(archive) as bc:  # what was committed before is all there
         assert sorted(bc) == ["kept0.txt", "kept1.txt", "kept2.txt"]
         assert bc.verify().ok
+
+
+@pytest.mark.parametrize("field", ["mtime_ns", "uid", "mode"])
+def test_a_number_beyond_64_bits_is_refused_naming_the_entry(tmp_path: Path, field: str) -> None:
+    path = str(tmp_path / "n.barecat")
+    huge = {field: 2**70 if field != "mode" else -(2**70)}
+    with barecat.Barecat(path, readonly=False) as bc:
+        bc["kept.txt"] = b"kept"
+        with pytest.raises(barecat.OutOfRangeBarecatError, match=f"one.txt: .*{field}="):
+            bc.add(barecat.BarecatFileInfo("one.txt", **huge), data=b"1")  # type: ignore[arg-type]
+        with pytest.raises(OverflowError, match=f"many/b.txt: .*{field}="):
+            bc.add_many([
+                (barecat.BarecatFileInfo("many/a.txt"), b"a"),
+                (barecat.BarecatFileInfo("many/b.txt", **huge), b"b"),  # type: ignore[arg-type]
+            ])  # fmt: skip
+        with pytest.raises(ValueError, match=f"dir: .*{field}="):
+            bc.add(barecat.BarecatDirInfo("dir", **huge))  # type: ignore[arg-type]
+        with pytest.raises(barecat.OutOfRangeBarecatError, match=r"kept\.txt"):
+            bc.chmod("kept.txt", 2**64)
+        bc["after.txt"] = b"after"  # the archive goes on
+    with barecat.Barecat(path) as bc:
+        assert sorted(bc.files()) == ["after.txt", "kept.txt"]
+        assert bc["kept.txt"] == b"kept" and bc.verify_integrity()

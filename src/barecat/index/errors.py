@@ -36,6 +36,7 @@ from barecat.exceptions import (
     IsADirectoryBarecatError,
     NotADirectoryBarecatError,
     NotEnoughSpaceBarecatError,
+    OutOfRangeBarecatError,
     ReadOnlyBarecatError,
 )
 from barecat.index.connection import is_busy
@@ -196,6 +197,32 @@ def _guarded_iteration(items: Iterator[Any], path: str) -> Iterator[Any]:
 
 
 _ITERATION = _guarded_iteration.__code__
+
+
+_INT64 = range(-(1 << 63), 1 << 63)
+_NUMBERS = ("mode", "uid", "gid", "mtime_ns", "size", "stored_size", "shard", "offset")
+
+
+def out_of_range(subject: object, e: OverflowError) -> OutOfRangeBarecatError:
+    """The error for an edit whose values ``sqlite3`` could not bind (``OverflowError``:
+    an integer beyond 64 bits), naming the entry.
+
+    Args:
+        subject: what the edit was given first: a path, an entry's record, or records.
+        e: what ``sqlite3`` raised.
+
+    Returns:
+        The error, naming the first record with a number out of range (or the path).
+    """
+    records = subject if isinstance(subject, (list, tuple)) else [subject]
+    for record in records:
+        path = record if isinstance(record, str) else getattr(record, "path", None)
+        numbers = {name: getattr(record, name, 0) for name in _NUMBERS}
+        bad = [n for n, v in numbers.items() if isinstance(v, int) and v not in _INT64]
+        if path is not None and (bad or len(records) == 1):
+            which = ", ".join(f"{n}={numbers[n]}" for n in bad) or str(e)
+            return OutOfRangeBarecatError(f"{path}: out of the index's 64-bit range: {which}")
+    return OutOfRangeBarecatError(f"A number out of the index's 64-bit range: {e}")
 
 
 def integrity_error(

@@ -24,7 +24,13 @@ from barecat.exceptions import (
 from barecat.index import bulk, deferred_stats
 from barecat.index.connection import open_savepoint, select
 from barecat.index.deferred_stats import DeferredStats
-from barecat.index.errors import FAULTS, guards_itself, integrity_error, raise_index_error
+from barecat.index.errors import (
+    FAULTS,
+    guards_itself,
+    integrity_error,
+    out_of_range,
+    raise_index_error,
+)
 from barecat.index.listing import DirItem, FileItem, path_of
 from barecat.index.transactions import IndexTransactions, reports_full_disk
 from barecat.paths import check_depth, normalize
@@ -48,6 +54,7 @@ class IndexRowEdits(IndexTransactions):
             NotADirectoryBarecatError: an ancestor of the path is a file.
             InvalidPathBarecatError: the path is too deep.
             NotEnoughSpaceBarecatError: the disk is full.
+            OutOfRangeBarecatError: a number of a record is beyond 64 bits.
         """
         self._require_writable()
         f = finfo
@@ -81,6 +88,8 @@ class IndexRowEdits(IndexTransactions):
             raise self._edit_failed(e) from e
         except FAULTS as e:
             raise_index_error(self.path, e)
+        except OverflowError as e:
+            raise out_of_range(f, e) from None
 
     def add_files_bulk(self, finfos: Sequence[BarecatFileInfo]) -> None:
         """Insert many files at once, statistics applied once per batch; all or nothing.
@@ -94,12 +103,15 @@ class IndexRowEdits(IndexTransactions):
             IsADirectoryBarecatError: a directory is at a path.
             NotADirectoryBarecatError: an ancestor of a path is a file.
             NotEnoughSpaceBarecatError: the disk is full.
+            OutOfRangeBarecatError: a number of a record is beyond 64 bits.
         """
         self._require_writable()
         try:
             bulk.insert_files(self.settled_conn(), finfos, self.sealed)
         except sqlite3.OperationalError as e:
             raise self._edit_failed(e) from e
+        except OverflowError as e:
+            raise out_of_range(list(finfos), e) from None
 
     @reports_full_disk
     def upsert_dirs_bulk(self, dinfos: Sequence[BarecatDirInfo]) -> None:

@@ -33,7 +33,7 @@ from barecat.index import merging, schema_check, treestats
 from barecat.index.aggregates import IndexAggregates
 from barecat.index.connection import is_busy, select, sqlite_uri
 from barecat.index.deferred_stats import DeferredStats
-from barecat.index.errors import index_error
+from barecat.index.errors import index_error, out_of_range
 from barecat.index.lookup_table import LookupTable
 from barecat.index.merging import MergeSource
 
@@ -54,7 +54,8 @@ def reports_full_disk(
 ) -> Callable[Concatenate[_T, _P], _R]:
     """An edit whose SQLite errors are barecat's: a full disk raises
     ``NotEnoughSpaceBarecatError``, and a transaction SQLite rolled back is counted (see
-    :meth:`IndexTransactions._edit_failed`)."""
+    :meth:`IndexTransactions._edit_failed`); a number SQLite cannot hold raises
+    ``OutOfRangeBarecatError`` naming the entry (the edit's first argument)."""
 
     @functools.wraps(method)
     def edit(self: _T, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
@@ -62,6 +63,8 @@ def reports_full_disk(
             return method(self, *args, **kwargs)
         except sqlite3.OperationalError as e:
             raise self._edit_failed(e) from e
+        except OverflowError as e:
+            raise out_of_range(args[0] if args else None, e) from None
 
     return edit
 
