@@ -128,6 +128,34 @@ def test_a_read_write_session_ends_in_a_verified_archive(
         assert bc.stat("dir/sub/big.bin").uid == os.getuid()
 
 
+def test_cp_a_into_a_read_write_mount_keeps_modes_owners_and_times(tmp_path: Path) -> None:
+    """``cp -a`` sets a file's mode, owner and times on its open descriptor, before it
+    closes it: they are kept with the file stored at the close."""
+    src = tmp_path / "src"
+    (src / "sub").mkdir(parents=True)
+    files = {"a.txt": (b"alpha\n", 0o640), "sub/b.bin": (os.urandom(70_000), 0o600)}
+    for i, (name, (data, mode)) in enumerate(files.items()):
+        (src / name).write_bytes(data)
+        os.chmod(src / name, mode)
+        os.utime(src / name, ns=(1_000_000_000_000_000_000 + i,) * 2)
+        if os.geteuid() == 0:
+            os.chown(src / name, 1234 + i, 4321 + i)
+    archive = str(tmp_path / "cp.barecat")
+    barecat.Barecat(archive, readonly=False).close()
+    mnt = tmp_path / "mnt"
+    with served(archive, mnt, "--rw"):
+        done = subprocess.run(["cp", "-a", str(src), str(mnt / "copy")], capture_output=True)
+        assert done.returncode == 0, done.stderr
+    with barecat.Barecat(archive) as bc:
+        for i, (name, (data, mode)) in enumerate(files.items()):
+            info = bc.stat(f"copy/{name}")
+            assert bc[f"copy/{name}"] == data
+            assert stat.S_IMODE(info.mode or 0) == mode
+            assert info.mtime_ns == 1_000_000_000_000_000_000 + i
+            if os.geteuid() == 0:
+                assert (info.uid, info.gid) == (1234 + i, 4321 + i)
+
+
 def test_sigterm_unmounts_cleanly_and_keeps_what_was_written(
     tree_archive: tuple[str, Path], tmp_path: Path
 ) -> None:

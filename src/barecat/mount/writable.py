@@ -52,7 +52,11 @@ class _Writing:
     existing: BarecatFileInfo | None
     mode: int
     owner: tuple[int, int]
-    """uid and gid of the process that created the file (for a new file)."""
+    """uid and gid of the process that created the file (for a new file), or as a
+    ``chown`` while it is open set them."""
+    mtime_ns: int | None = None
+    """The modification time a ``utimens`` while it is open set (``cp -a`` sets it
+    before it closes the file), kept until the next write; None: the time it is stored."""
     dirty: bool = False
     """Written since it was last stored."""
     failed: bool = False
@@ -128,22 +132,30 @@ class WritableArchiveFilesystem(ArchiveFilesystem):
 
     def _pending_write(self, inner: str) -> dict[str, int] | None:
         """A file open for writing is seen at its new size, before it is stored."""
-        for handle in list(self._handles.values()):
-            if isinstance(handle, _Writing) and handle.path == inner:
-                size = handle.spool.seek(0, os.SEEK_END)
-                now = time.time_ns()
-                return {
-                    "st_mode": stat.S_IFREG | stat.S_IMODE(handle.mode),
-                    "st_nlink": 1,
-                    "st_size": size,
-                    "st_blocks": -(-size // 512),
-                    "st_uid": self._uid,
-                    "st_gid": self._gid,
-                    "st_mtime": now,
-                    "st_ctime": now,
-                    "st_atime": now,
-                }
-        return None
+        handle = self._writing(inner)
+        if handle is None:
+            return None
+        size = handle.spool.seek(0, os.SEEK_END)
+        now = time.time_ns()
+        uid, gid = handle.owner if handle.existing is None else (self._uid, self._gid)
+        return {
+            "st_mode": stat.S_IFREG | stat.S_IMODE(handle.mode),
+            "st_nlink": 1,
+            "st_size": size,
+            "st_blocks": -(-size // 512),
+            "st_uid": uid,
+            "st_gid": gid,
+            "st_mtime": now if handle.mtime_ns is None else handle.mtime_ns,
+            "st_ctime": now,
+            "st_atime": now,
+        }
+
+    def _writing(self, inner: str) -> _Writing | None:
+        """The handle of the file at ``inner`` open for writing, if it is."""
+        return next(
+            (h for h in self._handles.values() if isinstance(h, _Writing) and h.path == inner),
+            None,
+        )
 
     @property
     def writer(self) -> Barecat:
@@ -205,6 +217,7 @@ class WritableArchiveFilesystem(ArchiveFilesystem):
         handle.spool.write(data)
         handle.dirty = True
         handle.failed = False
+        handle.mtime_ns = None
         return len(data)
 
     def _free_bytes(self) -> int:
@@ -221,14 +234,12 @@ class WritableArchiveFilesystem(ArchiveFilesystem):
         inner = inner_path(path)
         handle = self._handles.get(fh) if fh is not None else None
         if not isinstance(handle, _Writing):
-            handle = next(
-                (h for h in self._handles.values() if isinstance(h, _Writing) and h.path == inner),
-                None,
-            )
+            handle = self._writing(inner)
         if isinstance(handle, _Writing):
             handle.spool.truncate(length)
             handle.dirty = True
             handle.failed = False
+            handle.mtime_ns = None
             return
         writing = self._open_for_writing(inner, os.O_WRONLY)
         handle = cast(_Writing, self._handles[writing])
@@ -274,7 +285,8 @@ class WritableArchiveFilesystem(ArchiveFilesystem):
     def _store_in(self, bc: Barecat, handle: _Writing) -> None:
         size = handle.spool.seek(0, os.SEEK_END)
         handle.spool.seek(0)
-        stamp = BarecatFileInfo(handle.path, handle.mode, mtime_ns=time.time_ns())
+        mtime_ns = time.time_ns() if handle.mtime_ns is None else handle.mtime_ns
+        stamp = BarecatFileInfo(handle.path, handle.mode, mtime_ns=mtime_ns)
         small = size <= SPOOL_IN_MEMORY
         data = handle.spool.read() if small else None
         source = None if small else handle.spool
@@ -328,35 +340,60 @@ class WritableArchiveFilesystem(ArchiveFilesystem):
 
         self._changed(move)
 
+    def _meta_changed(self, inner: str, note: Callable[[_Writing], None],
+                      change: Callable[[Barecat], None]) -> None:  # fmt: skip
+        """A metadata change: noted on the file's open handle, if it is being written
+        (stored with it at its close, as ``cp -a`` expects of ``fchmod``, ``fchown`` and
+        ``futimens`` before ``close``), and made in the archive, committed, if the file
+        or directory is there."""
+        handle = self._writing(inner)
+        if handle is not None:
+            note(handle)
+            if not self.writer.exists(inner):
+                handle.dirty = True  # (a new file: stored, with this, when it is closed)
+                return
+        self._changed(change)
+
     @reported
     def chmod(self, path: str, mode: int) -> None:
         inner = inner_path(path)
+
+        def note(handle: _Writing) -> None:
+            handle.mode = stat.S_IFREG | stat.S_IMODE(mode)
 
         def change_mode(bc: Barecat) -> None:
             kind = stat.S_IFDIR if bc.isdir(inner) else stat.S_IFMT(mode) or stat.S_IFREG
             bc.chmod(inner, kind | stat.S_IMODE(mode))
 
-        self._changed(change_mode)
+        self._meta_changed(inner, note, change_mode)
 
     @reported
     def chown(self, path: str, uid: int, gid: int) -> None:
         inner = inner_path(path)
+        keep = 0xFFFFFFFF  # (uid_t)-1: leave as it is
+
+        def note(handle: _Writing) -> None:
+            old_uid, old_gid = handle.owner
+            handle.owner = (old_uid if uid == keep else uid, old_gid if gid == keep else gid)
 
         def change_owner(bc: Barecat) -> None:
             info = bc.lookup(inner)
-            keep = 0xFFFFFFFF  # (uid_t)-1: leave as it is
             old_uid = self._uid if info.uid is None else info.uid
             old_gid = self._gid if info.gid is None else info.gid
             bc.chown(inner, old_uid if uid == keep else uid, old_gid if gid == keep else gid)
 
-        self._changed(change_owner)
+        self._meta_changed(inner, note, change_owner)
 
     @reported
     def utimens(self, path: str, times: tuple[int, int] | None = None) -> None:
+        inner = inner_path(path)
         now = time.time_ns()
-        self._changed(
-            lambda bc: bc.utime(inner_path(path), ns=times if times is not None else (now, now))
-        )
+        atime_mtime = times if times is not None else (now, now)
+
+        def note(handle: _Writing) -> None:
+            handle.mtime_ns = atime_mtime[1]
+
+        self._meta_changed(inner, note, lambda bc: bc.utime(inner, ns=atime_mtime))
 
 
 __all__ = ["WritableArchiveFilesystem"]
