@@ -241,6 +241,18 @@ class ForeignSchemaBarecatError(CorruptIndexBarecatError):
         self.objects = objects
 
 
+class NotStoredBarecatError(BarecatError):
+    """Some of what a session was given to write is not in the archive, and each caller
+    concerned got the error when it wrote (a writable mount's files, on a full disk
+    say). ``summary`` says so in a line; ``lines`` name each entry and why, a line each
+    (the message is all of them, one per line)."""
+
+    def __init__(self, summary: str, lines: list[str]) -> None:
+        super().__init__("\n".join([summary, *lines]))
+        self.summary = summary
+        self.lines = lines
+
+
 class DamagedInputBarecatError(BarecatError, ValueError):
     """A tar or zip file given to convert, wrap or mount is corrupt or truncated; the
     message names the file and, when known, the member."""
@@ -290,6 +302,7 @@ __all__ = [
     "NotADirectoryBarecatError",
     "NotADirectoryLookupBarecatError",
     "NotEnoughSpaceBarecatError",
+    "NotStoredBarecatError",
     "OutOfRangeBarecatError",
     "PathTypeBarecatError",
     "ReadOnlyBarecatError",

@@ -32,7 +32,7 @@ from barecat.cli.running import EXIT_USAGE
 from barecat.cli.sealing import PASSPHRASE_ENV, passphrase_source
 from barecat.cli.terminal import error
 from barecat.entries import parse_size
-from barecat.exceptions import BarecatError
+from barecat.exceptions import BarecatError, NotStoredBarecatError
 from barecat.mount import check_fuse, is_mounted, mount_archive, unmount
 from barecat.mount.tars import NotMountableInPlaceError, index_of_tars, input_kind
 from barecat.objectstore import is_remote_url
@@ -279,7 +279,9 @@ def _wait_for_the_session(report: str, server: int) -> None:
             if lines and not lines[0].startswith(RUNNING):
                 os.remove(report)
                 if lines[0] != "0":
-                    raise BarecatError("\n".join(lines[1:]) or "the server failed")
+                    if len(lines) > 2:  # (its summary, then what was not stored)
+                        raise NotStoredBarecatError(lines[1], lines[2:])
+                    raise BarecatError(lines[1] if len(lines) > 1 else "the server failed")
                 return
         if not _alive(server):
             return

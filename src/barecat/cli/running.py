@@ -14,7 +14,7 @@ import sqlite3
 import sys
 from collections.abc import Callable, Sequence
 
-from barecat.cli.terminal import describe, error
+from barecat.cli.terminal import error, error_lines
 from barecat.exceptions import BarecatError
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_INTERRUPTED, EXIT_PIPE = 0, 1, 2, 130, 141
@@ -34,7 +34,8 @@ def run_command(command: str | None, body: Callable[[], int]) -> int:
         os.dup2(devnull, sys.stdout.fileno())
         return EXIT_PIPE
     except (BarecatError, OSError, ValueError, KeyError, sqlite3.Error, ModuleNotFoundError) as e:
-        error(describe(e), command=command)
+        for line in error_lines(e):
+            error(line, command=command)
         return EXIT_ERROR
 
 

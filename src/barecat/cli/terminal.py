@@ -4,7 +4,8 @@ The only place that knows whether stderr is a terminal. Progress bars (tqdm) app
 there and only for long work; messages are one line, prefixed with the program name, so
 scripts can grep them, with the bytes of names that are not UTF-8 and the control
 characters a name may hold shown escaped (``\\xff``, ``\\x1b``): a name in a message
-never talks to the terminal or breaks the line. Imports only the pure ``barecat.paths``.
+never talks to the terminal or breaks the line; an error that lists entries is said in a
+line each. Imports only the pure ``barecat.paths`` and ``barecat.exceptions``.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from collections.abc import Iterable
 from types import TracebackType
 from typing import Any, TextIO
 
+from barecat.exceptions import NotStoredBarecatError
 from barecat.paths import shown
 
 PROG = "barecat"
@@ -42,6 +44,14 @@ def one_line(message: str) -> str:
     if _CONTROL.search(text) is None:
         return text
     return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+def error_lines(exc: BaseException) -> list[str]:
+    """The lines an exception is said in: one (:func:`describe`), or for an error that
+    lists entries (``NotStoredBarecatError``) its summary and a line per entry."""
+    if isinstance(exc, NotStoredBarecatError):
+        return [exc.summary, *exc.lines]
+    return [describe(exc)]
 
 
 def did_you_mean(word: str, choices: Iterable[str]) -> str | None:

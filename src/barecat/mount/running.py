@@ -15,7 +15,7 @@ import shutil
 import subprocess
 
 from barecat.archive import Barecat, Passphrase
-from barecat.exceptions import BarecatError
+from barecat.exceptions import BarecatError, NotStoredBarecatError
 from barecat.objectstore import is_remote_url
 
 STOPPED_BY_SIGNAL = 8
@@ -139,9 +139,10 @@ def mount_archive(
             raise BarecatError(f"FUSE could not serve {mountpoint} (status {e})") from e
     failures = [] if writer is None else writer.failures()
     if failures:
-        raise BarecatError(
+        raise NotStoredBarecatError(
             f"not everything written to {mountpoint} was stored (the write(2) or close(2) "
-            "concerned got the error):\n" + "\n".join(failures)
+            "concerned got the error):",
+            failures,
         )
     if defrag_after:
         with Barecat(archive, readonly=False, passphrase=passphrase) as bc:
