@@ -64,3 +64,16 @@ def test_ctrl_c_during_the_demo_removes_its_directory(tmp_path: Path) -> None:
     running.communicate(timeout=120)
     assert made is not None and running.returncode == 130
     assert os.listdir(tmp_path) == []
+
+
+def test_the_documentation_sample_tree_is_written_where_asked(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = tmp_path / "photos"
+    (root / "train").mkdir(parents=True)
+    (root / "train" / "mine.txt").write_bytes(b"kept")
+    assert demo.main(["--photos", str(root)]) == 0
+    assert capsys.readouterr().out == f"wrote {len(demo.PHOTOS)} files under {root}\n"
+    for name, data in demo.PHOTOS.items():
+        assert (root / name).read_bytes() == data
+    assert (root / "train" / "mine.txt").read_bytes() == b"kept"  # nothing else touched

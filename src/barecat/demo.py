@@ -5,6 +5,10 @@ random bytes, stores them, reads every one back with CRC verification, and print
 It leaves nothing behind: its directory in the temp directory is removed at the end, also
 after Ctrl-C (``--keep`` keeps it and prints how to remove it). Uses only the public API.
 Printing is its job, as a program rather than a library module.
+
+``python -m barecat.demo --photos DIR`` (or :func:`make_photos`) writes instead the small
+tree the documentation's examples start from: ``DIR/train/cat/001.jpg`` ...
+``DIR/labels.csv``.
 """
 
 from __future__ import annotations
@@ -37,6 +41,37 @@ def make_tree(root: str, num_files: int, seed: int = 0) -> int:
     return total
 
 
+PHOTOS = {
+    "train/cat/001.jpg": b"\xff\xd8\xff\xe0 cat one" * 100,
+    "train/cat/002.jpg": b"\xff\xd8\xff\xe0 cat two" * 200,
+    "train/dog/001.jpg": b"\xff\xd8\xff\xe0 dog one" * 300,
+    "val/cat/003.jpg": b"\xff\xd8\xff\xe0 cat three" * 50,
+    "labels.csv": b"path,label\ntrain/cat/001.jpg,cat\ntrain/dog/001.jpg,dog\n",
+}
+"""The documentation's sample tree: each file's path under its root, and its bytes."""
+
+
+def make_photos(root: str | os.PathLike[str] = "photos") -> list[str]:
+    """Write the documentation's sample tree (:data:`PHOTOS`) under ``root``.
+
+    Files already there with these names are overwritten; nothing else is touched.
+
+    Args:
+        root: the directory to write into, made if missing.
+
+    Returns:
+        The paths written, in the order of :data:`PHOTOS`.
+    """
+    written = []
+    for name, data in PHOTOS.items():
+        path = os.path.join(root, name)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as f:
+            f.write(data)
+        written.append(path)
+    return written
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--files", type=int, default=2000, help="number of files to generate")
@@ -51,7 +86,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="keep the tree and archive to explore; where they are and the command that "
         "removes them are printed",
     )
+    parser.add_argument(
+        "--photos",
+        metavar="DIR",
+        help="only write the small sample tree the documentation's examples use into DIR "
+        "(DIR/train/cat/001.jpg ... DIR/labels.csv), and exit",
+    )
     args = parser.parse_args(argv)
+    if args.photos:
+        print(f"wrote {len(make_photos(args.photos))} files under {args.photos}")
+        return 0
     if args.workdir:
         workdir = args.workdir
         os.makedirs(workdir, exist_ok=True)

@@ -1,10 +1,12 @@
 """The documents cannot drift: README.md and docs/ run, link and match ``--help``.
 
 - Every code block marked runnable (a ``<!-- runnable -->`` line right before its
-  ```` ```python ```` or ```` ```bash ```` fence) runs, the blocks of one page in order in
-  one fresh directory that holds the sample tree ``photos/`` (:data:`SAMPLE`): Python
-  blocks with this interpreter, bash blocks with ``bash -euo pipefail`` and the real
-  ``barecat`` command first on ``PATH``. A block fails the test when it exits non-zero.
+  ```` ```python ```` or ```` ```bash ```` fence) runs as a user who copies it would run
+  it: alone, in a fresh empty directory, so it must make whatever it reads. A block marked
+  ``<!-- runnable: continues -->`` (a tutorial's next step) runs in the directory of the
+  page's block before it instead. Python blocks run with this interpreter, bash blocks
+  with ``bash -euo pipefail`` and the real ``barecat`` command (and this ``python``) first
+  on ``PATH``. A block fails the test when it exits non-zero.
 - ``docs/cli.md`` is what ``barecat.cli.reference_page`` writes, and each of its sections
   is what the real ``barecat COMMAND --help`` prints.
 - Every relative link of README.md and docs/ names a file of this repository (and, for a
@@ -32,15 +34,7 @@ PAGES = sorted([REPO / "README.md", *(REPO / "docs").glob("*.md")])
 CLI_PAGE = REPO / "docs" / "cli.md"
 BIN = Path(sys.executable).parent
 MARKER = "<!-- runnable -->"
-
-SAMPLE = {
-    "photos/train/cat/001.jpg": b"\xff\xd8\xff\xe0 cat one" * 100,
-    "photos/train/cat/002.jpg": b"\xff\xd8\xff\xe0 cat two" * 200,
-    "photos/train/dog/001.jpg": b"\xff\xd8\xff\xe0 dog one" * 300,
-    "photos/val/cat/003.jpg": b"\xff\xd8\xff\xe0 cat three" * 50,
-    "photos/labels.csv": b"path,label\ntrain/cat/001.jpg,cat\ntrain/dog/001.jpg,dog\n",
-}
-"""The tree every page's runnable blocks find in their working directory."""
+CONTINUES = "<!-- runnable: continues -->"
 
 
 @dataclass(frozen=True)
@@ -52,6 +46,7 @@ class Block:
     language: str
     code: str
     runnable: bool
+    continues: bool  # runs in the directory of the page's runnable block before it
 
 
 def blocks(page: Path) -> list[Block]:
@@ -65,9 +60,10 @@ def blocks(page: Path) -> list[Block]:
             i += 1
             continue
         end = next(j for j in range(i + 1, len(lines)) if lines[j].startswith(fence.group(1)))
-        runnable = i > 0 and lines[i - 1].strip() == MARKER
+        marker = lines[i - 1].strip() if i > 0 else ""
         code = "\n".join(lines[i + 1 : end]) + "\n"
-        found.append(Block(page, i + 1, fence.group(2), code, runnable))
+        runnable = marker in (MARKER, CONTINUES)
+        found.append(Block(page, i + 1, fence.group(2), code, runnable, marker == CONTINUES))
         i = end + 1
     return found
 
@@ -81,27 +77,29 @@ def test_markers_are_found_and_only_on_blocks_that_can_run() -> None:
     assert {b.language for b in readme} == {"python", "bash"}, "the quick starts are runnable"
     for page in PAGES:
         text = page.read_text(encoding="utf-8").split("\n")
-        markers = [i for i, line in enumerate(text) if line.strip() == MARKER]
+        markers = [i for i, line in enumerate(text) if line.strip() in (MARKER, CONTINUES)]
         runnable = [b for b in blocks(page) if b.runnable]
         assert len(markers) == len(runnable), f"{page.name}: a marker not right before a fence"
         for b in runnable:
             assert b.language in ("python", "bash"), f"{page.name}:{b.line}: {b.language}"
+        assert not (runnable and runnable[0].continues), f"{page.name}: continues nothing"
 
 
 @pytest.mark.parametrize("page", runnable_pages(), ids=lambda p: p.name)
 def test_runnable_blocks_run(page: Path, tmp_path: Path) -> None:
-    for name, data in SAMPLE.items():
-        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / name).write_bytes(data)
     env = {
         **os.environ,
         "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
         "BARECAT_CACHE_DIR": str(tmp_path / ".cache"),
         "COLUMNS": str(WIDTH),
     }
+    here = tmp_path
     for block in blocks(page):
         if not block.runnable:
             continue
+        if not block.continues:  # as a user who copies this block alone runs it
+            here = tmp_path / f"block-{block.line}"
+            here.mkdir()
         where = f"{page.relative_to(REPO)}:{block.line}"
         if block.language == "python":
             script = tmp_path / f"block-{block.line}.py"
@@ -109,9 +107,7 @@ def test_runnable_blocks_run(page: Path, tmp_path: Path) -> None:
             argv = [sys.executable, str(script)]
         else:
             argv = ["bash", "-euo", "pipefail", "-c", block.code]
-        done = subprocess.run(
-            argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
-        )
+        done = subprocess.run(argv, cwd=here, env=env, capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, f"{where} exited {done.returncode}:\n{done.stderr}"
 
 

@@ -24,6 +24,7 @@ from reference_suite import (
     judge,
     read_junit,
     read_listing,
+    report_lines,
     summary_lines,
 )
 
@@ -112,6 +113,28 @@ def test_the_summary_has_one_line_per_category(tiny_outcomes: dict[str, Outcome]
         r"1 of\s+4 passed, 1 listed deviations, 1 unexpected failures, 1 skipped", lines[0]
     )
     assert re.search(r"1 of\s+1 passed, 0 listed deviations, 0 unexpected failures", lines[1])
+
+
+def test_the_report_shows_listed_deviations_as_such_and_failures_with_their_output(
+    tiny_outcomes: dict[str, Outcome],
+) -> None:
+    failed = sorted(t for t, o in tiny_outcomes.items() if o.result == FAILED)
+    expected = {test_id: f"why {test_id} differs" for test_id in failed}
+    outcomes = list(tiny_outcomes.values())
+    output = "=== FAILURES ===\nthe traceback pytest printed\n3 failed, 2 passed"
+    lines = report_lines(outcomes, expected, {}, judge(outcomes, expected), output)
+    text = "\n".join(lines)
+    assert "listed deviations (they fail on purpose; docs/compatibility.md):" in lines
+    for test_id in failed:
+        assert f"  {test_id}: why {test_id} differs" in lines
+    # what pytest printed, its failure count and tracebacks, stays out of a passing gate
+    assert "traceback" not in text and "3 failed" not in text
+    assert lines[-1] == "compat gate: passed"
+
+    del expected["test_rsync.py"]  # now an unexpected failure: its output is shown
+    lines = report_lines(outcomes, expected, {}, judge(outcomes, expected), output)
+    assert any(line.startswith("UNEXPECTED FAILURE test_rsync.py: ") for line in lines)
+    assert output in lines and lines[-1] == "compat gate: FAILED"
 
 
 def test_listing_lines_need_a_reason(tmp_path: Path) -> None:
