@@ -73,7 +73,10 @@ def same_bytes(a: Path, b: Path) -> bool:
                 return True
 
 
-def test_a_sparse_file_comes_back_sparse_from_create_and_extract(holes: Path, run: Run) -> None:
+@pytest.mark.parametrize("sealing", [[], ["--compress", "zstd"]], ids=["plain", "zstd"])
+def test_a_sparse_file_comes_back_sparse_from_create_and_extract(
+    holes: Path, run: Run, sealing: list[str]
+) -> None:
     src = holes / "src"
     src.mkdir()
     sparse_source(src / "disk.img", 50 * MB, [20 * MB - 20 * MB % HOLE_BLOCK])
@@ -82,7 +85,7 @@ def test_a_sparse_file_comes_back_sparse_from_create_and_extract(holes: Path, ru
     (src / "zeros").write_bytes(bytes(5 * MB))  # written dense: all of it a hole now
     assert allocated(src / "disk.img") <= 64 * 1024
     ar = str(holes / "a.barecat")
-    assert run("create", "-q", "-C", str(src), ar, ".")[0] == 0
+    assert run("create", "-q", *sealing, "-C", str(src), ar, ".")[0] == 0
     assert run("extract", "-q", ar, "-C", str(holes / "out"))[0] == 0
     for name in ("disk.img", "tail", "middle", "zeros"):
         out = holes / "out" / name
