@@ -12,6 +12,7 @@ import argparse
 import sys
 from collections.abc import Iterator
 
+from barecat.cli.names import shown_on, tar_escaped
 from barecat.cli.parsing import (
     Subparsers,
     add_archive_argument,
@@ -21,7 +22,7 @@ from barecat.cli.parsing import (
 )
 from barecat.cli.sealing import add_sealing_options, new_archive_options, open_archive
 from barecat.cli.summary import Summary, failure_reason
-from barecat.cli.terminal import Progress, error, failure_line, wants_progress, write_lines
+from barecat.cli.terminal import Progress, error, failure_line, wants_progress
 from barecat.glob import PathFilter
 from barecat.layout import archive_exists, base_path
 from barecat.transfer import DEFAULT_WORKERS, IngestPlan, IngestResult, ingest, plan_sources
@@ -159,6 +160,7 @@ def store(
     survives even a kill -9 right after; the progress bar counts files as they are added.
     """
     progress = Progress(command, len(plan.files), wants_progress(args.quiet))
+    shown = shown_on(sys.stdout, tar_escaped)
     added: list[str] = []
 
     def on_added(paths: list[str], nbytes: int) -> None:
@@ -168,9 +170,9 @@ def store(
 
     def on_commit() -> None:
         if added:
-            lines = [p + "\n" for p in added]
+            lines = [shown(p) + "\n" for p in added]
             added.clear()  # (before writing: a Ctrl-C there must not list them twice)
-            write_lines(lines)
+            progress.print_lines(lines)
 
     with (
         progress,
@@ -235,11 +237,12 @@ def run_create(args: argparse.Namespace) -> int:
 def store_in_processes(args: argparse.Namespace, plan: IngestPlan) -> IngestResult:
     """``create -j N``: N processes, each writing a part; the parts joined at the end."""
     progress = Progress("create", len(plan.files), wants_progress(args.quiet))
+    shown = shown_on(sys.stdout, tar_escaped)
 
     def on_added(paths: list[str], nbytes: int) -> None:
-        progress.advance(len(paths), nbytes)
         if args.verbose:
-            write_lines([p + "\n" for p in paths])
+            progress.print_lines([shown(p) + "\n" for p in paths])
+        progress.advance(len(paths), nbytes)
 
     with progress:
         return ingest_in_processes(

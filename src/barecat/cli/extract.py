@@ -13,6 +13,7 @@ import argparse
 import os
 import sys
 
+from barecat.cli.names import shown_on, tar_escaped
 from barecat.cli.parsing import (
     Subparsers,
     add_archive_argument,
@@ -87,12 +88,13 @@ def run_extract(args: argparse.Namespace) -> int:
         total = bc.num_files if not args.paths and path_filter is None else None
         if total is not None and bc.encrypted:  # every row is read: check them first
             bc.check_index_digest()
+        shown = shown_on(sys.stdout, tar_escaped)
         with Progress("extract", total, wants_progress(args.quiet)) as progress:
 
             def on_file(info: BarecatFileInfo) -> None:
+                if args.verbose:  # (above the bar, which advance may draw)
+                    progress.print_lines([shown(info.path) + "\n"], sys.stdout.writelines)
                 progress.advance(1, 0 if info.is_symlink_entry else info.size or 0)
-                if args.verbose:
-                    sys.stdout.write(info.path + "\n")
 
             result = extract_to_directory(
                 bc,

@@ -8,9 +8,11 @@ characters (C0, DEL, C1), line and paragraph separators, unassigned code points,
 bytes that are not UTF-8. On a terminal, ``ls`` quotes names as GNU ``ls`` 9 does by
 default there (its ``shell-escape`` quoting: ``'a'$'\\033'']0;t'$'\\a''b'``, a name that
 needs no quoting as it is, so any of them can be pasted into a shell), ``find`` (and
-``du``, which GNU leaves raw) shows each such character as ``?``, and ``tree`` as a
-backslash and its code in octal (``\\033``). Pure text functions; the one place that
-decides, from the stream, whether names are escaped.
+``du``, which GNU leaves raw) shows each such character as ``?``, ``tree`` as a
+backslash and its code in octal (``\\033``), and the ``-v`` listings of ``create`` and
+``extract`` show names as ``tar -v`` does (``new\\nline.txt``, ``\\033``, a backslash
+doubled). Pure text functions; the one place that decides, from the stream, whether
+names are escaped.
 """
 
 from __future__ import annotations
@@ -111,6 +113,23 @@ def _octal_code(char: str) -> str:
     return f"\\{code - 0xDC00 if 0xDC80 <= code <= 0xDCFF else code:03o}"
 
 
+def tar_escaped(name: str) -> str:
+    """``name`` as GNU ``tar -v`` shows it (its ``escape`` quoting): a backslash doubled,
+    ``\\n`` and the other C escapes for their characters, each byte of any other
+    unprintable character as a backslash and three octal digits (``\\033``)."""
+    if _all_printable(name) and "\\" not in name:
+        return name
+    return "".join(_tar_char(char) for char in name)
+
+
+def _tar_char(char: str) -> str:
+    if char == "\\":
+        return "\\\\"
+    if char in _NAMED:
+        return "\\" + _NAMED[char]
+    return char if printable(char) else _octal_bytes(char)
+
+
 def as_is(name: str) -> str:
     return name
 
@@ -132,4 +151,5 @@ __all__ = [
     "printable",
     "question_marks",
     "shown_on",
+    "tar_escaped",
 ]

@@ -106,8 +106,8 @@ def run_rsync(args: argparse.Namespace) -> int:
 
         def on_action(action: Action, nbytes: int) -> None:
             progress.advance(0 if action.display is None else 1, nbytes)  # as -v lists them
-            if args.verbose and action.display is not None:
-                sys.stdout.write(action.display + "\n")
+            if args.verbose and action.display is not None:  # (above a bar)
+                progress.print_lines([action.display + "\n"], sys.stdout.writelines)
 
         result = sync(
             args.paths[:-1],

@@ -16,7 +16,8 @@ import os
 import re
 import select
 import sys
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable
 from types import TracebackType
 from typing import Any, TextIO
 
@@ -158,23 +159,67 @@ def byte_count(n: int) -> str:
     raise AssertionError("unreachable")
 
 
+def _is_terminal(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):  # not a real stream, or closed
+        return False
+
+
 def wants_progress(quiet: bool = False) -> bool:
     return not quiet and sys.stderr.isatty() and os.environ.get("TERM") != "dumb"
+
+
+LISTING_INTERVAL = 0.1
+"""Seconds between the times lines listed beside a progress bar are printed above it."""
 
 
 class Progress:
     """A progress bar over files (rate, ETA) that also shows bytes, as the closing summary
     counts them (:func:`byte_count`); silent off a terminal. Its last frame, drawn when it
-    closes, shows every file and byte advanced."""
+    closes, shows every file and byte advanced. Lines listed beside it (``-v``) go above
+    it on the terminal (:meth:`print_lines`), none of them on the bar's line."""
 
     def __init__(self, description: str, total_files: int | None, enabled: bool) -> None:
         self.files = 0
         self.bytes = 0
         self._bar: Any = None
+        self._above: list[str] | None = None
+        """Lines waiting to be printed above the bar, when stdout is the bar's terminal."""
+        self._listed_at = 0.0
         if enabled:
             from tqdm import tqdm
 
             self._bar = tqdm(total=total_files, desc=description, unit=" files", dynamic_ncols=True)
+            if _is_terminal(sys.stdout) and _is_terminal(sys.stderr):
+                self._above = []
+
+    def print_lines(
+        self, lines: list[str], write: Callable[[list[str]], None] = write_lines
+    ) -> None:
+        """Print whole lines (each ending in a newline) on stdout with ``write``.
+
+        When stdout is the terminal the bar is drawn on, the lines go above the bar: they
+        are gathered and printed at most every :data:`LISTING_INTERVAL` seconds (and when
+        the bar closes), the bar's line cleared first and the bar drawn again below them,
+        so that no line starts on the bar's line and the bar is not redrawn per line.
+        """
+        if self._above is None:
+            write(lines)
+            return
+        self._above += lines
+        now = time.monotonic()
+        if now - self._listed_at >= LISTING_INTERVAL:
+            self._listed_at = now
+            self._print_above()
+
+    def _print_above(self) -> None:
+        lines, self._above = self._above, []
+        if lines:
+            self._bar.clear()
+            sys.stderr.flush()
+            write_lines(lines)
+            self._bar.refresh()
 
     def advance(self, files: int, nbytes: int) -> None:
         self.files += files
@@ -185,8 +230,11 @@ class Progress:
 
     def close(self) -> None:
         if self._bar is not None:
+            if self._above:
+                self._print_above()
             self._bar.close()
             self._bar = None
+            self._above = None
 
     def __enter__(self) -> Progress:
         return self

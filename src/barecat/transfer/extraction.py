@@ -3,7 +3,8 @@
 Extraction restores what the index knows: file bytes (CRC32C-verified before the file is
 created, in storage order so the shards are read sequentially), permission bits, owners
 (when run as root, as tar does), mtimes of files and directories, empty directories, and
-symbolic links. It is defensive against hostile archives: every destination is checked to
+symbolic links; blocks of zeros become holes (:mod:`barecat.transfer.sparse`, as ``tar -S``).
+It is defensive against hostile archives: every destination is checked to
 lie in the target directory before anything is written, files are opened without
 following a final symlink, and links are created only after all files, so no entry can be
 written through a link. A link that would lead outside the target directory (walked as
@@ -34,6 +35,7 @@ from barecat.exceptions import BarecatError, InvalidPathBarecatError
 from barecat.glob import PathFilter
 from barecat.paths import is_within, join
 from barecat.transfer.link_walk import LinkWalk, loop_error, outside_link_error
+from barecat.transfer.sparse import SparseWriter, write_all
 
 COPY_CHUNK = 1 << 20
 _CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -295,12 +297,12 @@ class DirectoryWriter:
             fd, fresh = self._reopen(dest, bits)
         try:
             if isinstance(data, memoryview):
-                written = os.write(fd, data) if data else 0
-                while written < len(data):  # (a short write: rare, at a full disk)
-                    written += os.write(fd, data[written:])
+                write_all(fd, data)  # (zero blocks left as holes, as tar -S does)
             else:
-                with open(fd, "wb", closefd=False) as out:
-                    shutil.copyfileobj(data, out, COPY_CHUNK)
+                sparse = SparseWriter(fd)
+                while chunk := data.read(COPY_CHUNK):
+                    sparse.write(chunk)
+                sparse.finish()
             uid, gid = f.uid, f.gid
             if (
                 self.owners
