@@ -38,12 +38,14 @@ class _OSBarecatError(BarecatError, OSError):
 
 
 class FileNotFoundBarecatError(_OSBarecatError, FileNotFoundError):
-    """A file or directory does not exist in the archive."""
+    """A file or directory does not exist in the archive (or an archive is not where it
+    was looked for: ``instead`` then says what is there, e.g. "a directory, not a
+    barecat archive", and the message says it in place of "not found")."""
 
     errno_code = _errno.ENOENT
 
-    def __init__(self, path: str, what: str = "File") -> None:
-        super().__init__(f"{what} not found: {path}")
+    def __init__(self, path: str, what: str = "File", instead: str | None = None) -> None:
+        super().__init__(f"{what} not found: {path}" if instead is None else f"{path} is {instead}")
         self.filename = path
 
 

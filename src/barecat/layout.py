@@ -25,7 +25,7 @@ import re
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from barecat.exceptions import BarecatError, ReadOnlyBarecatError
+from barecat.exceptions import BarecatError, FileNotFoundBarecatError, ReadOnlyBarecatError
 
 OLD_INDEX_SUFFIX = "-sqlite-index"
 LOOKUP_TABLE_SUFFIX = "-lookup"
@@ -92,6 +92,36 @@ def archive_exists(path: str | os.PathLike[str]) -> bool:
         or os.path.isfile(base + OLD_INDEX_SUFFIX)
         or os.path.lexists(replace_journal_path(base))
     )
+
+
+def archive_not_found(
+    path: str | os.PathLike[str], what: str = "Archive"
+) -> FileNotFoundBarecatError:
+    """The error for "no archive at ``path``", the one way every opener says it: "Archive
+    not found: PATH", or, where a directory stands, that it is one (not an archive), and
+    which archives it holds if it holds some (``what`` names the thing looked for)."""
+    text = os.fspath(path)
+    if not os.path.isdir(text):
+        return FileNotFoundBarecatError(text, what)
+    instead = "a directory, not a barecat archive"
+    inside = [os.path.join(text, name) for name in archives_in(text)]
+    if inside:
+        shown = ", ".join(inside[:3]) + (", ..." if len(inside) > 3 else "")
+        instead += f"; it holds the archive{'s' if len(inside) > 1 else ''} {shown}"
+    return FileNotFoundBarecatError(text, what, instead=instead)
+
+
+def archives_in(folder: str) -> list[str]:
+    """Names of the archives directly in ``folder`` (an index file beside its first
+    shard, or an index under the older naming), sorted; none if it cannot be listed."""
+    try:
+        names = set(os.listdir(folder))
+    except OSError:
+        return []
+    first_shard = SHARD_INFIX + "0" * SHARD_DIGITS
+    found = {n[: -len(first_shard)] for n in names if n.endswith(first_shard)}
+    found |= {n[: -len(OLD_INDEX_SUFFIX)] for n in names if n.endswith(OLD_INDEX_SUFFIX)}
+    return sorted(n for n in found if n and archive_exists(os.path.join(folder, n)))
 
 
 SQLITE_MAGIC = b"SQLite format 3\x00"

@@ -9,6 +9,7 @@ archive is closed, so every file reported as added (progress bar, ``-v``) is in 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Iterator
 
@@ -23,7 +24,7 @@ from barecat.cli.sealing import add_sealing_options, new_archive_options, open_a
 from barecat.cli.summary import Summary, failure_reason
 from barecat.cli.terminal import Progress, error, failure_line, wants_progress, write_lines
 from barecat.glob import PathFilter
-from barecat.layout import archive_exists, base_path
+from barecat.layout import archive_exists, archive_not_found, base_path
 from barecat.transfer import DEFAULT_WORKERS, IngestPlan, IngestResult, ingest, plan_sources
 from barecat.transfer.ingest.dictionary_samples import sample_plan
 from barecat.transfer.ingest.processes import ingest_in_processes
@@ -255,6 +256,8 @@ def store_in_processes(args: argparse.Namespace, plan: IngestPlan) -> IngestResu
 
 def run_add(args: argparse.Namespace) -> int:
     if not archive_exists(args.archive) and not args.create:
+        if os.path.isdir(args.archive):  # (where 'add -c' could not make one either)
+            raise archive_not_found(args.archive)
         error(
             f"{args.archive}: archive does not exist (use 'barecat create' or 'barecat add -c')",
             command="add",

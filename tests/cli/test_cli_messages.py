@@ -1,0 +1,75 @@
+"""The lines the ``barecat`` command says when something is not as asked: each one names
+what is really there, or missing, or checked, exactly (run as a user runs it: the
+installed command in a subprocess)."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from helpers import BARECAT
+
+
+def barecat(*argv: str, cwd: Path) -> tuple[int, str, str]:
+    """``barecat ARGV`` run in ``cwd``: (exit code, stdout, stderr)."""
+    done = subprocess.run(
+        [BARECAT, *argv], cwd=cwd, capture_output=True, text=True, stdin=subprocess.DEVNULL
+    )
+    return done.returncode, done.stdout, done.stderr
+
+
+@pytest.fixture
+def archive(tmp_path: Path) -> Path:
+    """``ar.barecat`` in ``tmp_path``, made by the command from a tree of five files."""
+    src = tmp_path / "src"
+    src.mkdir()
+    for i in range(5):
+        (src / f"f{i}.txt").write_bytes(b"%d" % i * 1000)
+    code, _, err = barecat("create", "-C", "src", "ar.barecat", ".", cwd=tmp_path)
+    assert (code, err) == (0, "")
+    return tmp_path / "ar.barecat"
+
+
+# Every command that opens an archive by name, with the rest of a valid command line.
+OPENERS = [
+    ("ls", "DIR"),
+    ("cat", "DIR", "x"),
+    ("extract", "DIR"),
+    ("verify", "DIR"),
+    ("tree", "DIR"),
+    ("find", "DIR"),
+    ("du", "DIR"),
+    ("defrag", "DIR"),
+    ("add", "DIR", "src"),
+    ("shell", "-w", "DIR"),
+    ("merge", "-o", "out.barecat", "DIR", "ar.barecat"),
+    ("upgrade", "DIR"),
+    ("mount", "DIR", "mnt"),
+]
+
+
+def test_a_directory_given_as_the_archive_is_said_to_be_one(archive: Path, tmp_path: Path) -> None:
+    (tmp_path / "plain").mkdir()
+    (tmp_path / "mnt").mkdir()
+    for argv in OPENERS:
+        command = argv[0]
+        code, _, err = barecat(*[a.replace("DIR", "plain") for a in argv], cwd=tmp_path)
+        label = "list" if command == "ls" else command
+        assert (code, err) == (
+            1,
+            f"barecat {label}: plain is a directory, not a barecat archive\n",
+        ), argv
+    # a directory holding archives: named, so the user sees which path they meant
+    (tmp_path / "sub").mkdir()
+    for name in ("b.barecat", "a.barecat"):
+        assert barecat("create", f"sub/{name}", "src", cwd=tmp_path)[0] == 0
+    code, _, err = barecat("ls", "sub", cwd=tmp_path)
+    assert (code, err) == (
+        1,
+        "barecat list: sub is a directory, not a barecat archive; it holds the archives "
+        "sub/a.barecat, sub/b.barecat\n",
+    )
+    code, _, err = barecat("ls", "missing.barecat", cwd=tmp_path)  # nothing there: as before
+    assert (code, err) == (1, "barecat list: Archive not found: missing.barecat\n")
