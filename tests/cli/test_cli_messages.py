@@ -73,3 +73,12 @@ def test_a_directory_given_as_the_archive_is_said_to_be_one(archive: Path, tmp_p
     )
     code, _, err = barecat("ls", "missing.barecat", cwd=tmp_path)  # nothing there: as before
     assert (code, err) == (1, "barecat list: Archive not found: missing.barecat\n")
+
+
+def test_extract_into_a_file_says_it_is_not_a_directory(archive: Path, tmp_path: Path) -> None:
+    (tmp_path / "afile").write_bytes(b"keep")
+    code, out, err = barecat("extract", "ar.barecat", "-C", "afile", cwd=tmp_path)
+    assert (code, out, err) == (1, "", "barecat extract: afile: Not a directory\n")
+    code, out, err = barecat("extract", "ar.barecat", "-C", "afile/sub", cwd=tmp_path)
+    assert (code, out, err) == (1, "", "barecat extract: afile/sub: Not a directory\n")
+    assert (tmp_path / "afile").read_bytes() == b"keep"
