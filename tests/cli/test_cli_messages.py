@@ -82,3 +82,13 @@ def test_extract_into_a_file_says_it_is_not_a_directory(archive: Path, tmp_path:
     code, out, err = barecat("extract", "ar.barecat", "-C", "afile/sub", cwd=tmp_path)
     assert (code, out, err) == (1, "", "barecat extract: afile/sub: Not a directory\n")
     assert (tmp_path / "afile").read_bytes() == b"keep"
+
+
+def test_a_missing_archive_argument_is_named_alone(tmp_path: Path) -> None:
+    """``paths`` may be left out; only the archive is required."""
+    for command, label in [("extract", "extract"), ("ls", "list"), ("create", "create")]:
+        code, out, err = barecat(command, cwd=tmp_path)
+        assert code == 2 and out == "", command
+        assert err.splitlines()[-1] == (
+            f"barecat {label}: error: the following arguments are required: archive"
+        )

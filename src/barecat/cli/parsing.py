@@ -23,10 +23,18 @@ class CommandParser(argparse.ArgumentParser):
     """A subcommand parser that lets options and positionals mix, as tar users type them.
 
     Plain argparse binds ``archive paths*`` at the first positional, so in
-    ``barecat add ar -C dir a`` the ``a`` would be an error.
+    ``barecat add ar -C dir a`` the ``a`` would be an error. A positional that takes
+    any number of values (``paths*``) is optional: argparse, given no default, would name
+    it among "the following arguments are required" when nothing at all is given
+    (``barecat extract``: "archive, paths", where only the archive is missing).
     """
 
     _parsing_intermixed = False
+
+    def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action:
+        if kwargs.get("nargs") == "*" and args and not args[0].startswith(self.prefix_chars):
+            kwargs.setdefault("default", [])
+        return super().add_argument(*args, **kwargs)
 
     def parse_known_args(  # type: ignore[override]
         self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
