@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from helpers import BARECAT
+from helpers.damaging import damage
 
 
 def barecat(*argv: str, cwd: Path) -> tuple[int, str, str]:
@@ -92,3 +93,19 @@ def test_a_missing_archive_argument_is_named_alone(tmp_path: Path) -> None:
         assert err.splitlines()[-1] == (
             f"barecat {label}: error: the following arguments are required: archive"
         )
+
+
+def test_quick_verify_says_what_it_checked(archive: Path, tmp_path: Path) -> None:
+    for path in ("f0.txt", "f1.txt", "f2.txt"):  # three corrupt files, the last one intact
+        damage(str(archive), path, at=10)
+    code, out, err = barecat("verify", "--quick", "ar.barecat", cwd=tmp_path)
+    assert (code, err) == (0, "")
+    assert out == (
+        "Quick check of 5 files OK: the index is consistent, every file lies within its "
+        "shard, the last file's CRC32C matches; the other 4 files' bytes were not read "
+        "(verify without --quick checks them).\n"
+    )
+    assert "checksums OK" not in out
+    code, out, err = barecat("verify", "ar.barecat", cwd=tmp_path)
+    assert code == 1 and out.count("CRC32C mismatch") == 3
+    assert err == "Verification failed: 3 bad files, 0 index problems.\n"
