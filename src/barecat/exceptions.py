@@ -279,6 +279,26 @@ class IndexIOBarecatError(_OSBarecatError):
     errno_code = _errno.EIO
 
 
+def install_hint(extra: str) -> str:
+    """How to install barecat's optional ``extra``: the one place its words are, for every
+    message about a missing optional package. This project installs from its source tree
+    (the ``barecat`` on PyPI is the older 0.3.1, which has none of these extras, so
+    ``pip install 'barecat[EXTRA]'`` would install that one), hence pip's form for it."""
+    return f"pip install '.[{extra}]' in barecat's source tree (the '{extra}' extra)"
+
+
+class MissingDependencyBarecatError(BarecatError, ModuleNotFoundError):
+    """An optional package a feature needs is not installed: the message says what needs
+    it, what Python could not import, and how to install the extra that brings it."""
+
+    def __init__(self, needs: str, extra: str, cause: ImportError) -> None:
+        """``needs``: what needs what, e.g. "barecat.integrations.torch needs PyTorch";
+        ``extra``: the extra that installs it; ``cause``: the failed import."""
+        super().__init__(f"{needs} ({cause}): {install_hint(extra)}")
+        self.name = cause.name
+        self.extra = extra
+
+
 __all__ = [
     "ArchiveClosedBarecatError",
     "ArchiveLockedBarecatError",
@@ -301,6 +321,7 @@ __all__ = [
     "IsADirectoryBarecatError",
     "KeyDerivationCostBarecatError",
     "MergeConflictBarecatError",
+    "MissingDependencyBarecatError",
     "NotADirectoryBarecatError",
     "NotADirectoryLookupBarecatError",
     "NotEnoughSpaceBarecatError",
@@ -310,5 +331,6 @@ __all__ = [
     "ReadOnlyBarecatError",
     "RemoteStorageBarecatError",
     "SchemaVersionBarecatError",
+    "install_hint",
     "WrongPassphraseBarecatError",
 ]
