@@ -4,13 +4,16 @@ installed command in a subprocess)."""
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from helpers import BARECAT
+from helpers import BARECAT, BIN
 from helpers.damaging import damage
+from helpers.killing import start_with_one_page_stdout
 
 
 def barecat(*argv: str, cwd: Path) -> tuple[int, str, str]:
@@ -109,3 +112,68 @@ def test_quick_verify_says_what_it_checked(archive: Path, tmp_path: Path) -> Non
     code, out, err = barecat("verify", "ar.barecat", cwd=tmp_path)
     assert code == 1 and out.count("CRC32C mismatch") == 3
     assert err == "Verification failed: 3 bad files, 0 index problems.\n"
+
+
+def interrupted(argv: list[str], cwd: Path) -> tuple[int, str]:
+    """Run ``barecat ARGV`` (a ``-v`` listing), send it SIGINT once it listed a stored
+    file, let it end; returns (exit code, stderr)."""
+    # Ctrl-C must reach the command even when the tests run where SIGINT is ignored (a
+    # background job of a shell), which a child would inherit: a handler resets at exec.
+    default = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        proc, listing = start_with_one_page_stdout(
+            [BARECAT, *argv], cwd=cwd, stderr=subprocess.PIPE
+        )
+    finally:
+        signal.signal(signal.SIGINT, default)
+    with listing:
+        assert listing.readline()  # files are stored; the rest of the listing is held
+        proc.send_signal(signal.SIGINT)
+        listing.read()
+        _, err = proc.communicate(timeout=60)
+    return proc.returncode, err.decode()
+
+
+@pytest.fixture
+def many(tmp_path: Path) -> Path:
+    """``src/`` of 4,000 small files: a listing of 36 KB, nine pipe pages."""
+    for d in range(8):
+        (tmp_path / f"src/d{d}").mkdir(parents=True)
+        for i in range(500):
+            (tmp_path / f"src/d{d}/{i:04}").write_bytes(b"%d" % i)
+    return tmp_path
+
+
+def test_ctrl_c_of_create_says_how_to_resume(many: Path) -> None:
+    argv = ["create", "-f", "-v", "-j", "1", "-C", "src", "new ar.barecat", "."]
+    code, err = interrupted(argv, many)
+    line = "barecat create --resume -v -j 1 -C src 'new ar.barecat' ."
+    assert (code, err) == (
+        130,
+        "barecat create: interrupted; new ar.barecat keeps the files stored so far; "
+        f"to finish it: {line}\n",
+    )
+    path = f"{BIN}:{os.environ['PATH']}"  # (the line as a shell runs it, this barecat first)
+    done = subprocess.run(
+        line, shell=True, cwd=many, capture_output=True, text=True, env={**os.environ, "PATH": path}
+    )
+    assert done.returncode == 0, done.stderr
+    assert barecat("verify", "new ar.barecat", cwd=many)[1].startswith("Verified 4000 files")
+    # the same through 'add', whose --resume skips what is there
+    code, err = interrupted(["add", "-c", "-v", "-C", "src", "more.barecat", "."], many)
+    assert code == 130 and err.endswith(
+        "; to finish it: barecat add --resume -c -v -C src more.barecat .\n"
+    )
+
+
+def test_ctrl_c_of_a_parallel_create_says_nothing_was_kept(many: Path) -> None:
+    """``-j N`` builds the archive whole under another name: an old one stays as it was."""
+    assert barecat("create", "old.barecat", "src/d0/0000", cwd=many)[0] == 0
+    argv = ["create", "-f", "-v", "-j", "2", "-C", "src", "old.barecat", "."]
+    code, err = interrupted(argv, many)
+    assert (code, err) == (
+        130,
+        "barecat create: interrupted; nothing of this run was stored (old.barecat is as it "
+        "was): run the command again\n",
+    )
+    assert barecat("ls", "old.barecat", cwd=many)[1] == "src/\n"

@@ -177,6 +177,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if getattr(args, "handler", None) is None:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
+    args.argv = args_list  # (as typed: a command may say how to run it again)
     return run_command(args.command, lambda: int(args.handler(args)))
 
 
