@@ -116,7 +116,7 @@ def test_quick_verify_says_what_it_checked(archive: Path, tmp_path: Path) -> Non
 
 def interrupted(argv: list[str], cwd: Path) -> tuple[int, str]:
     """Run ``barecat ARGV`` (a ``-v`` listing), send it SIGINT once it listed a stored
-    file, let it end; returns (exit code, stderr)."""
+    file (not a directory), let it end; returns (exit code, stderr)."""
     # Ctrl-C must reach the command even when the tests run where SIGINT is ignored (a
     # background job of a shell), which a child would inherit: a handler resets at exec.
     default = signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -127,7 +127,9 @@ def interrupted(argv: list[str], cwd: Path) -> tuple[int, str]:
     finally:
         signal.signal(signal.SIGINT, default)
     with listing:
-        assert listing.readline()  # files are stored; the rest of the listing is held
+        while (line := listing.readline()).endswith(b"/\n"):
+            pass
+        assert line  # files are stored; the rest of the listing is held
         proc.send_signal(signal.SIGINT)
         listing.read()
         _, err = proc.communicate(timeout=60)
@@ -177,3 +179,21 @@ def test_ctrl_c_of_a_parallel_create_says_nothing_was_kept(many: Path) -> None:
         "was): run the command again\n",
     )
     assert barecat("ls", "old.barecat", cwd=many)[1] == "src/\n"
+
+
+def test_ctrl_c_of_rsync_says_running_it_again_finishes(many: Path) -> None:
+    """rsync has no --resume: the same command sends only what still differs."""
+    code, err = interrupted(["rsync", "-v", "src/", "synced.barecat::"], many)
+    line = "barecat rsync -v src/ synced.barecat::"
+    assert (code, err) == (
+        130,
+        "barecat rsync: interrupted; what was sent is kept; to finish, run it again (it "
+        f"sends only what differs): {line}\n",
+    )
+    path = f"{BIN}:{os.environ['PATH']}"
+    done = subprocess.run(
+        line, shell=True, cwd=many, capture_output=True, text=True, env={**os.environ, "PATH": path}
+    )
+    assert done.returncode == 0, done.stderr
+    assert 0 < len(done.stdout.splitlines()) < 4000  # only what the first run had not sent
+    assert barecat("verify", "synced.barecat", cwd=many)[1].startswith("Verified 4000 files")

@@ -30,7 +30,9 @@ class Interrupted(KeyboardInterrupt):
         self.advice = advice
 
 
-def rerun_line(argv: Sequence[str] | None, option: str, dropping: Sequence[str] = ()) -> str | None:
+def rerun_line(
+    argv: Sequence[str] | None, option: str | None = None, dropping: Sequence[str] = ()
+) -> str | None:
     """The command line ``barecat ARGV`` (``argv`` starting with the command's name, as
     typed) with ``option`` added after the name (unless given) and the flags ``dropping``
     left out, quoted for a shell; None when it cannot be exact: no ``argv`` (a legacy
@@ -42,7 +44,7 @@ def rerun_line(argv: Sequence[str] | None, option: str, dropping: Sequence[str] 
     options = [arg for arg in argv[1:end] if arg not in dropping]
     if any(len(a) > 2 and a[0] == "-" and a[1] != "-" and letters & set(a) for a in options):
         return None
-    added = [] if option in options else [option]
+    added = [] if option is None or option in options else [option]
     return shlex.join(["barecat", argv[0], *added, *options, *argv[end:]])
 
 
