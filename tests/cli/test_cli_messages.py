@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -197,3 +198,21 @@ def test_ctrl_c_of_rsync_says_running_it_again_finishes(many: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert 0 < len(done.stdout.splitlines()) < 4000  # only what the first run had not sent
     assert barecat("verify", "synced.barecat", cwd=many)[1].startswith("Verified 4000 files")
+
+
+def test_ctrl_c_while_a_command_loads_is_one_line(tmp_path: Path) -> None:
+    """A Ctrl-C before the command runs (its modules loading: the first moments of
+    'barecat convert') is the same one line, not a traceback."""
+    script = (
+        "import importlib.abc, sys\n"
+        "class CtrlC(importlib.abc.MetaPathFinder):\n"
+        "    def find_spec(self, name, path, target=None):\n"
+        "        if name == 'barecat.cli.convert':\n"
+        "            raise KeyboardInterrupt\n"
+        "sys.meta_path.insert(0, CtrlC())\n"
+        "from barecat.cli.main import console_main\n"
+        "sys.argv = ['barecat', 'convert', 'in.tar', 'out.barecat']\n"
+        "console_main()\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert (done.returncode, done.stdout, done.stderr) == (130, "", "barecat: interrupted\n")
