@@ -11,8 +11,10 @@ process is gone (killed mid-way), so the next builder may delete them.
 It also owns the one way an archive is put in the place of another (``-f``,
 ``overwrite=True``): :func:`replace_archive`, whose journal ``.ARCHIVE.replace`` lets the
 next open finish a replace that a kill interrupted (:func:`finish_replace`), so that at
-every moment the old archive or the new one is there, whole. It imports only
-``exceptions`` of barecat.
+every moment the old archive or the new one is there, whole. And it says, for every
+opener, that no archive is at a path (:func:`archive_not_found`: what stands there
+instead, a directory and the archives it holds). It imports only ``exceptions`` of
+barecat.
 """
 
 from __future__ import annotations
