@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import BARECAT, BIN
+from helpers import BARECAT, BIN, wait_for
 from helpers.damaging import damage
 from helpers.killing import start_with_one_page_stdout
 
@@ -216,3 +216,33 @@ def test_ctrl_c_while_a_command_loads_is_one_line(tmp_path: Path) -> None:
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert (done.returncode, done.stdout, done.stderr) == (130, "", "barecat: interrupted\n")
+
+
+def test_ctrl_c_of_convert_says_nothing_was_written(many: Path) -> None:
+    """A converted archive appears only when complete: the line says so. The tar comes
+    through stdin, held open after its first half, so the Ctrl-C lands mid-way."""
+    tar = subprocess.run(["tar", "-cf", "-", "-C", "src", "."], capture_output=True).stdout
+    default = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        proc = subprocess.Popen(
+            [BARECAT, "convert", "--stdin", "tar", "out.barecat"],
+            cwd=many,
+            stdin=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+    finally:
+        signal.signal(signal.SIGINT, default)
+    assert proc.stdin is not None
+    proc.stdin.write(tar[: len(tar) // 2])
+    proc.stdin.flush()
+    wait_for(
+        lambda: any(p.name.startswith(".out.barecat.partial-") for p in many.iterdir()), "the build"
+    )
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert (proc.returncode, err.decode()) == (
+        130,
+        "barecat convert: interrupted; nothing was written (out.barecat appears only when "
+        "complete): run the command again\n",
+    )
+    assert not any(p.name.startswith((".out", "out")) for p in many.iterdir())
