@@ -1,6 +1,6 @@
 """A feature whose optional package is not installed says what needs it, what could not
 be imported and the exact line that installs the extra bringing it (the form this
-project installs in, from its source tree: PyPI's ``barecat[EXTRA]`` is the older 0.3.1).
+project installs in, from a checkout: the package index's ``barecat[EXTRA]`` is the older 0.3.1).
 
 Each case runs in a fresh interpreter where the package cannot be found, as when it was
 never installed: a finder ahead of all others answers "No module named ..." for it.
@@ -91,7 +91,7 @@ def test_a_missing_optional_package_names_its_extra(
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     line = (
         f"{said}{needs} (No module named {blocked!r}): "
-        f"pip install '.[{extra}]' in barecat's source tree (the {extra!r} extra)\n"
+        f"pip install '.[{extra}]' in a checkout of barecat (the {extra!r} extra)\n"
     )
     if said == RAISED:
         assert (done.returncode, done.stdout) == (0, line), done.stderr

@@ -281,10 +281,10 @@ class IndexIOBarecatError(_OSBarecatError):
 
 def install_hint(extra: str) -> str:
     """How to install barecat's optional ``extra``: the one place its words are, for every
-    message about a missing optional package. This project installs from its source tree
-    (the ``barecat`` on PyPI is the older 0.3.1, which has none of these extras, so
-    ``pip install 'barecat[EXTRA]'`` would install that one), hence pip's form for it."""
-    return f"pip install '.[{extra}]' in barecat's source tree (the '{extra}' extra)"
+    message about a missing optional package. This project installs from a checkout, as
+    the README says (the ``barecat`` on the package index is the older 0.3.1, which has
+    none of these extras: ``pip install 'barecat[EXTRA]'`` would install that one)."""
+    return f"pip install '.[{extra}]' in a checkout of barecat (the '{extra}' extra)"
 
 
 class MissingDependencyBarecatError(BarecatError, ModuleNotFoundError):

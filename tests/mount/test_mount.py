@@ -249,7 +249,7 @@ def test_mount_errors_are_one_line(tmp_path: Path) -> None:
         "check_fuse()\n"
     )
     no_binding = subprocess.run([sys.executable, "-c", script], capture_output=True)
-    hint = b"pip install '.[mount]' in barecat's source tree (the 'mount' extra)"
+    hint = b"pip install '.[mount]' in a checkout of barecat (the 'mount' extra)"
     assert hint in no_binding.stderr
 
 
