@@ -8,6 +8,8 @@ import os
 import signal
 import subprocess
 import sys
+import tarfile
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -246,3 +248,24 @@ def test_ctrl_c_of_convert_says_nothing_was_written(many: Path) -> None:
         "complete): run the command again\n",
     )
     assert not any(p.name.startswith((".out", "out")) for p in many.iterdir())
+
+
+def test_a_tar_or_zip_given_as_the_archive_is_said_to_be_one(archive: Path, tmp_path: Path) -> None:
+    """Told by content, whatever the name; the mount hint only where it holds (an
+    uncompressed tar, which barecat mount reads as it is)."""
+    src = tmp_path / "src"
+    for name, mode in [("t.tar", "w"), ("tar-named-plainly", "w"), ("t.tar.gz", "w:gz")]:
+        with tarfile.open(tmp_path / name, mode) as tar:
+            tar.add(src / "f0.txt", "f0.txt")
+    with zipfile.ZipFile(tmp_path / "z.zip", "w") as z:
+        z.write(src / "f0.txt", "f0.txt")
+    (tmp_path / "notes.txt").write_text("notes\n")
+    expected = {
+        "t.tar": "a tar file, not a barecat archive (barecat mount mounts it as it is)",
+        "tar-named-plainly": "a tar file, not a barecat archive (barecat mount mounts it as it is)",
+        "t.tar.gz": "a compressed tar file, not a barecat archive",
+        "z.zip": "a zip file, not a barecat archive",
+        "notes.txt": "not a readable barecat index: file is not a database",
+    }
+    for name, what in expected.items():
+        assert barecat("ls", name, cwd=tmp_path) == (1, "", f"barecat list: {name} is {what}\n")
