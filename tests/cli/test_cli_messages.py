@@ -92,12 +92,24 @@ def test_extract_into_a_file_says_it_is_not_a_directory(archive: Path, tmp_path:
 
 
 def test_a_missing_archive_argument_is_named_alone(tmp_path: Path) -> None:
-    """``paths`` may be left out; only the archive is required."""
-    for command, label in [("extract", "extract"), ("ls", "list"), ("create", "create")]:
-        code, out, err = barecat(command, cwd=tmp_path)
-        assert code == 2 and out == "", command
+    """``paths`` may be left out; what is required and missing is named, options and
+    positionals together."""
+    for argv, missing in [
+        (["extract"], "archive"),
+        (["ls"], "archive"),
+        (["create"], "archive"),
+        (["reshard"], "-s/--shard-size-limit, archive"),
+        (["reshard", "-s", "1G"], "archive"),
+        (["reshard", "ar.barecat"], "-s/--shard-size-limit"),
+        (["merge"], "-o/--output, ARCHIVE"),
+        (["subset"], "-o/--output, archive"),
+        (["cat"], "archive, path"),
+    ]:
+        code, out, err = barecat(*argv, cwd=tmp_path)
+        label = "list" if argv[0] == "ls" else argv[0]
+        assert (code, out) == (2, ""), argv
         assert err.splitlines()[-1] == (
-            f"barecat {label}: error: the following arguments are required: archive"
+            f"barecat {label}: error: the following arguments are required: {missing}"
         )
 
 
