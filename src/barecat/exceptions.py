@@ -38,12 +38,14 @@ class _OSBarecatError(BarecatError, OSError):
 
 
 class FileNotFoundBarecatError(_OSBarecatError, FileNotFoundError):
-    """A file or directory does not exist in the archive."""
+    """A file or directory does not exist in the archive (or an archive is not where it
+    was looked for: ``instead`` then says what is there, e.g. "a directory, not a
+    barecat archive", and the message says it in place of "not found")."""
 
     errno_code = _errno.ENOENT
 
-    def __init__(self, path: str, what: str = "File") -> None:
-        super().__init__(f"{what} not found: {path}")
+    def __init__(self, path: str, what: str = "File", instead: str | None = None) -> None:
+        super().__init__(f"{what} not found: {path}" if instead is None else f"{path} is {instead}")
         self.filename = path
 
 
@@ -277,6 +279,26 @@ class IndexIOBarecatError(_OSBarecatError):
     errno_code = _errno.EIO
 
 
+def install_hint(extra: str) -> str:
+    """How to install barecat's optional ``extra``: the one place its words are, for every
+    message about a missing optional package. This project installs from a checkout, as
+    the README says (the ``barecat`` on the package index is the older 0.3.1, which has
+    none of these extras: ``pip install 'barecat[EXTRA]'`` would install that one)."""
+    return f"pip install '.[{extra}]' in a checkout of barecat (the '{extra}' extra)"
+
+
+class MissingDependencyBarecatError(BarecatError, ModuleNotFoundError):
+    """An optional package a feature needs is not installed: the message says what needs
+    it, what Python could not import, and how to install the extra that brings it."""
+
+    def __init__(self, needs: str, extra: str, cause: ImportError) -> None:
+        """``needs``: what needs what, e.g. "barecat.integrations.torch needs PyTorch";
+        ``extra``: the extra that installs it; ``cause``: the failed import."""
+        super().__init__(f"{needs} ({cause}): {install_hint(extra)}")
+        self.name = cause.name
+        self.extra = extra
+
+
 __all__ = [
     "ArchiveClosedBarecatError",
     "ArchiveLockedBarecatError",
@@ -299,6 +321,7 @@ __all__ = [
     "IsADirectoryBarecatError",
     "KeyDerivationCostBarecatError",
     "MergeConflictBarecatError",
+    "MissingDependencyBarecatError",
     "NotADirectoryBarecatError",
     "NotADirectoryLookupBarecatError",
     "NotEnoughSpaceBarecatError",
@@ -308,5 +331,6 @@ __all__ = [
     "ReadOnlyBarecatError",
     "RemoteStorageBarecatError",
     "SchemaVersionBarecatError",
+    "install_hint",
     "WrongPassphraseBarecatError",
 ]

@@ -11,8 +11,10 @@ process is gone (killed mid-way), so the next builder may delete them.
 It also owns the one way an archive is put in the place of another (``-f``,
 ``overwrite=True``): :func:`replace_archive`, whose journal ``.ARCHIVE.replace`` lets the
 next open finish a replace that a kill interrupted (:func:`finish_replace`), so that at
-every moment the old archive or the new one is there, whole. It imports only
-``exceptions`` of barecat.
+every moment the old archive or the new one is there, whole. And it says, for every
+opener, that no archive is at a path (:func:`archive_not_found`: what stands there
+instead, a directory and the archives it holds; :func:`foreign_archive`: a tar or zip
+file). It imports only ``exceptions`` of barecat.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import re
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from barecat.exceptions import BarecatError, ReadOnlyBarecatError
+from barecat.exceptions import BarecatError, FileNotFoundBarecatError, ReadOnlyBarecatError
 
 OLD_INDEX_SUFFIX = "-sqlite-index"
 LOOKUP_TABLE_SUFFIX = "-lookup"
@@ -92,6 +94,61 @@ def archive_exists(path: str | os.PathLike[str]) -> bool:
         or os.path.isfile(base + OLD_INDEX_SUFFIX)
         or os.path.lexists(replace_journal_path(base))
     )
+
+
+def archive_not_found(
+    path: str | os.PathLike[str], what: str = "Archive"
+) -> FileNotFoundBarecatError:
+    """The error for "no archive at ``path``", the one way every opener says it: "Archive
+    not found: PATH", or, where a directory stands, that it is one (not an archive), and
+    which archives it holds if it holds some (``what`` names the thing looked for)."""
+    text = os.fspath(path)
+    if not os.path.isdir(text):
+        return FileNotFoundBarecatError(text, what)
+    instead = "a directory, not a barecat archive"
+    inside = [os.path.join(text, name) for name in archives_in(text)]
+    if inside:
+        shown = ", ".join(inside[:3]) + (", ..." if len(inside) > 3 else "")
+        instead += f"; it holds the archive{'s' if len(inside) > 1 else ''} {shown}"
+    return FileNotFoundBarecatError(text, what, instead=instead)
+
+
+def archives_in(folder: str) -> list[str]:
+    """Names of the archives directly in ``folder`` (an index file beside its first
+    shard, or an index under the older naming), sorted; none if it cannot be listed."""
+    try:
+        names = set(os.listdir(folder))
+    except OSError:
+        return []
+    first_shard = SHARD_INFIX + "0" * SHARD_DIGITS
+    found = {n[: -len(first_shard)] for n in names if n.endswith(first_shard)}
+    found |= {n[: -len(OLD_INDEX_SUFFIX)] for n in names if n.endswith(OLD_INDEX_SUFFIX)}
+    return sorted(n for n in found if n and archive_exists(os.path.join(folder, n)))
+
+
+_COMPRESSED_TAR = (".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", ".txz", ".tar.zst")
+_COMPRESSION_MAGIC = (b"\x1f\x8b", b"BZh", b"\xfd7zXZ\x00", b"\x28\xb5\x2f\xfd")
+
+
+def foreign_archive(path: str | os.PathLike[str]) -> str | None:
+    """What the file at ``path`` is if it is a tar or zip file, given where a barecat index
+    belongs, told by its first bytes (a zip's signature, a tar header's ``ustar``, a
+    compressed stream under a compressed tar's name): "a tar file, not a barecat
+    archive", with how to read it where that holds for any such file (``barecat mount``
+    tells an uncompressed tar by its content); None for any other file."""
+    text = os.fspath(path)
+    try:
+        with open(text, "rb") as f:
+            head = f.read(263)
+    except OSError:
+        return None
+    if head.startswith((b"PK\x03\x04", b"PK\x05\x06")):
+        return "a zip file, not a barecat archive"
+    if head[257:262] == b"ustar":
+        return "a tar file, not a barecat archive (barecat mount mounts it as it is)"
+    if text.lower().endswith(_COMPRESSED_TAR) and head.startswith(_COMPRESSION_MAGIC):
+        return "a compressed tar file, not a barecat archive"
+    return None
 
 
 SQLITE_MAGIC = b"SQLite format 3\x00"

@@ -15,7 +15,7 @@ from typing import Any
 from barecat.archive import Barecat
 from barecat.archive.auto_codec import AUTO_CODEC_DEPRECATED, decode_by_extension
 from barecat.entries import BarecatFileInfo
-from barecat.layout import archive_exists, remove_archive
+from barecat.layout import archive_exists, archive_not_found, remove_archive
 
 _MODES = {
     "r": {"readonly": True},
@@ -39,7 +39,7 @@ def open(
     if mode not in _MODES:
         raise ValueError(f"Invalid mode {mode!r}; expected one of {', '.join(_MODES)}")
     if mode == "r+" and not archive_exists(path):
-        raise FileNotFoundError(f"Archive not found: {os.fspath(path)}")
+        raise archive_not_found(path)
     options: dict[str, Any] = dict(_MODES[mode])
     bc = Barecat(path, threadsafe=threadsafe_reader and mode == "r", **options)
     if auto_codec:  # warned here, so that the warning names the caller's line

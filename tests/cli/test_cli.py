@@ -6,7 +6,6 @@ installed script runs it as a subprocess. Listing commands are in test_cli_listi
 
 from __future__ import annotations
 
-import fcntl
 import os
 import re
 import signal
@@ -14,12 +13,12 @@ import stat
 import subprocess
 import tarfile
 from pathlib import Path
-from typing import Any, BinaryIO
 
 import pytest
 
 import barecat
 from helpers import BIN, Run
+from helpers.killing import start_with_one_page_stdout
 from helpers.reference import made_by_reference
 from helpers.terminal import on_a_terminal
 from helpers.trees import make_tree, tree_state
@@ -303,21 +302,6 @@ def test_ctrl_c_during_create_keeps_every_reported_file(tmp_path: Path) -> None:
             assert bc[p] == b"%d-%d" % (int(d[1:]), int(i)) * 50
 
 
-def start_with_one_page_stdout(
-    argv: list[str | Path], **options: Any
-) -> tuple[subprocess.Popen[bytes], BinaryIO]:
-    """Start ``argv`` with stdout a pipe of one page (4 KiB), returning the process and
-    the pipe's unbuffered reading end: once the test stops reading, the command blocks at
-    its next page of output, so one that prints more cannot finish meanwhile."""
-    read_end, write_end = os.pipe()
-    fcntl.fcntl(write_end, fcntl.F_SETPIPE_SZ, 4096)
-    try:
-        proc = subprocess.Popen(argv, stdout=write_end, **options)
-    finally:
-        os.close(write_end)
-    return proc, os.fdopen(read_end, "rb", buffering=0)
-
-
 def test_installed_scripts_run(tmp_path: Path) -> None:
     src = make_tree(tmp_path / "src")
     env = {**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}"}
@@ -351,7 +335,7 @@ def test_installed_scripts_run(tmp_path: Path) -> None:
     r = sh("barecat-to-ncdu-json", "l1")
     assert r.returncode == 0 and b'"name": "secret"' in r.stdout
     r = sh("barecat-verify", "--quick", "l1")
-    assert r.returncode == 0 and r.stdout.startswith(b"Verified 1 files")
+    assert r.returncode == 0 and r.stdout.startswith(b"Quick check of 2 files OK: ")
     r = sh("barecat-create", "--file", "l1", stdin=b"src/a\n")
     assert r.returncode == 1 and b"exists" in r.stderr
 

@@ -413,7 +413,7 @@ def test_missing_optional_packages_say_what_to_install(
     script = BLOCKED.format(blocked=blocked, name=name, value=value)
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO)
     assert out.returncode == 0, out.stderr
-    assert "barecat[codecs]" in out.stdout and package in out.stdout
+    assert "pip install '.[codecs]'" in out.stdout and package in out.stdout
 
 
 # -- barecat 0.3.x's codecs on the archive itself (deprecated, kept working) --------------

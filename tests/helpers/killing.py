@@ -10,11 +10,14 @@ After a kill, :func:`check_after_kill`: the archive opens (or the target is abse
 commands that build under a temporary name), ``barecat repair`` and then ``barecat
 verify`` pass, and every file committed before the kill is there byte for byte;
 :func:`finish` re-runs (or resumes) the command and checks the whole expected content.
+:func:`start_with_one_page_stdout` holds a command at its next page of output, so that a
+signal sent meanwhile (a Ctrl-C) lands in the middle of its run.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import signal
 import subprocess
@@ -23,6 +26,8 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, BinaryIO
 
 import barecat
 from barecat.cli import main
@@ -246,3 +251,18 @@ def numbered_file(i: int) -> tuple[str, bytes]:
 def hidden_leftovers(folder: str) -> list[str]:
     """Names in ``folder`` that start with a dot: temporary builds left behind."""
     return sorted(name for name in os.listdir(folder) if name.startswith("."))
+
+
+def start_with_one_page_stdout(
+    argv: list[str | Path], **options: Any
+) -> tuple[subprocess.Popen[bytes], BinaryIO]:
+    """Start ``argv`` with stdout a pipe of one page (4 KiB), returning the process and
+    the pipe's unbuffered reading end: once the test stops reading, the command blocks at
+    its next page of output, so one that prints more cannot finish meanwhile."""
+    read_end, write_end = os.pipe()
+    fcntl.fcntl(write_end, fcntl.F_SETPIPE_SZ, 4096)
+    try:
+        proc = subprocess.Popen(argv, stdout=write_end, **options)
+    finally:
+        os.close(write_end)
+    return proc, os.fdopen(read_end, "rb", buffering=0)

@@ -419,4 +419,4 @@ def test_without_dask_the_error_names_the_extra() -> None:
     code = "import sys; sys.modules['dask'] = None; import barecat.integrations.dask"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode != 0
-    assert "pip install 'barecat[dask]'" in done.stderr
+    assert "pip install '.[dask]' in a checkout of barecat (the 'dask' extra)" in done.stderr

@@ -309,4 +309,4 @@ def test_without_datasets_the_error_names_the_extra() -> None:
     code = "import sys; sys.modules['datasets'] = None; import barecat.integrations.hf"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode != 0
-    assert "pip install 'barecat[hf]'" in done.stderr
+    assert "pip install '.[hf]' in a checkout of barecat (the 'hf' extra)" in done.stderr

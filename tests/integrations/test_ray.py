@@ -635,7 +635,7 @@ def test_without_ray_the_error_names_the_extra() -> None:
     code = "import sys; sys.modules['ray'] = None; import barecat.integrations.ray"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode != 0
-    assert "pip install 'barecat[ray]'" in done.stderr
+    assert "pip install '.[ray]' in a checkout of barecat (the 'ray' extra)" in done.stderr
 
 
 def test_each_tasks_output_stays_whole(cluster: None, tmp_path: Path) -> None:

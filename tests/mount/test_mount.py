@@ -249,7 +249,8 @@ def test_mount_errors_are_one_line(tmp_path: Path) -> None:
         "check_fuse()\n"
     )
     no_binding = subprocess.run([sys.executable, "-c", script], capture_output=True)
-    assert b"pip install 'barecat[mount]'" in no_binding.stderr
+    hint = b"pip install '.[mount]' in a checkout of barecat (the 'mount' extra)"
+    assert hint in no_binding.stderr
 
 
 def test_a_read_only_mount_reads_files_without_open_requests(tmp_path: Path) -> None:

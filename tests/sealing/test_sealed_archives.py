@@ -481,8 +481,8 @@ def test_codecs_decode_sealed_files(tmp_path: os.PathLike[str]) -> None:
 @pytest.mark.parametrize(
     ("module", "options", "hint"),
     [
-        ("cryptography", {"passphrase": "pw"}, "pip install 'barecat[sealing]'"),
-        ("lz4", {"compression": "lz4"}, "need the 'lz4' package: pip install 'barecat[sealing]'"),
+        ("cryptography", {"passphrase": "pw"}, "need cryptography ("),
+        ("lz4", {"compression": "lz4"}, "need lz4 ("),
     ],
 )
 def test_a_missing_backend_is_named(
@@ -506,7 +506,7 @@ def test_a_missing_backend_is_named(
     out = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, check=True
     ).stdout
-    assert out.startswith("missing:") and hint in out
+    assert out.startswith("missing:") and hint in out and "pip install '.[sealing]'" in out
 
 
 @pytest.mark.slow

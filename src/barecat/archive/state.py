@@ -45,13 +45,13 @@ from barecat.exceptions import (
     BarecatError,
     CommitFailedBarecatError,
     FileExistsBarecatError,
-    FileNotFoundBarecatError,
     NotEnoughSpaceBarecatError,
     ReadOnlyBarecatError,
 )
 from barecat.index import Index
 from barecat.layout import (
     archive_exists,
+    archive_not_found,
     base_path,
     finish_replace,
     index_path,
@@ -284,7 +284,7 @@ class OpenArchive:
         finish_replace(self.path)
         if self.readonly:
             if not archive_exists(self.path):
-                raise FileNotFoundBarecatError(self.path, "Archive")
+                raise archive_not_found(self.path)
         else:
             if overwrite:
                 self._stage_replacement()

@@ -24,7 +24,7 @@ from barecat.cli.parsing import (
     add_shard_limit_option,
     size,
 )
-from barecat.cli.running import run_legacy
+from barecat.cli.running import Interrupted, run_legacy
 from barecat.cli.sealing import (
     PASSPHRASE_ENV,
     add_sealing_options,
@@ -109,7 +109,14 @@ def _is_barecat_side(path: str) -> bool:
 
 def run_convert(args: argparse.Namespace) -> int:
     summary = Summary("converted", quiet=args.quiet)
-    result = _convert(args)
+    try:
+        result = _convert(args)
+    except KeyboardInterrupt:
+        if args.stdout:  # (a stream: what went out is out)
+            raise
+        raise Interrupted(
+            f"nothing was written ({args.output} appears only when complete): run the command again"
+        ) from None
     code = _report(result)
     for _, reason in result.skipped:
         summary.skip(reason_kind(reason))

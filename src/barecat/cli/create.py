@@ -9,6 +9,7 @@ archive is closed, so every file reported as added (progress bar, ``-v``) is in 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Iterator
 
@@ -20,11 +21,12 @@ from barecat.cli.parsing import (
     add_filter_options,
     add_shard_limit_option,
 )
+from barecat.cli.running import Interrupted, rerun_line
 from barecat.cli.sealing import add_sealing_options, new_archive_options, open_archive
 from barecat.cli.summary import Summary, failure_reason
 from barecat.cli.terminal import Progress, error, failure_line, wants_progress
 from barecat.glob import PathFilter
-from barecat.layout import archive_exists, base_path
+from barecat.layout import archive_exists, archive_not_found, base_path, index_path
 from barecat.transfer import DEFAULT_WORKERS, IngestPlan, IngestResult, ingest, plan_sources
 from barecat.transfer.ingest.dictionary_samples import sample_plan
 from barecat.transfer.ingest.processes import ingest_in_processes
@@ -227,11 +229,42 @@ def run_create(args: argparse.Namespace) -> int:
         )
         return 1
     summary = Summary("added", quiet=args.quiet)
-    plan = make_plan(args)
-    if (args.workers or 1) > 1 and not args.resume:
-        return finish(args, plan, store_in_processes(args, plan), "create", summary)
-    result = store(args, plan, overwrite=args.force, command="create")
+    before = _index_identity(args.archive)
+    try:
+        plan = make_plan(args)
+        if (args.workers or 1) > 1 and not args.resume:
+            result = store_in_processes(args, plan)
+        else:
+            result = store(args, plan, overwrite=args.force, command="create")
+    except KeyboardInterrupt:
+        raise Interrupted(_how_to_go_on(args, before)) from None
     return finish(args, plan, result, "create", summary)
+
+
+def _index_identity(archive: str) -> tuple[int, int] | None:
+    """(device, inode) of the archive's index, None if there is none: tells whether the
+    archive there after a run is the one it began with."""
+    try:
+        st = os.stat(index_path(base_path(archive)))
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _how_to_go_on(args: argparse.Namespace, before: tuple[int, int] | None) -> str:
+    """What a Ctrl-C of create or add left, and the command that finishes the work: the
+    same with ``--resume`` (``-f`` left out: resuming keeps what is there), where the
+    archive at the path is the one this run wrote into; else, that nothing was kept."""
+    now = _index_identity(args.archive)
+    in_place = args.command == "add" or args.resume  # (else a new archive, or a rebuilt one)
+    if now is None or (not in_place and now == before):
+        left = f" ({args.archive} is as it was)" if now is not None else ""
+        return f"nothing of this run was stored{left}: run the command again"
+    kept = f"{args.archive} keeps the files stored so far"
+    line = rerun_line(getattr(args, "argv", None), "--resume", dropping=("-f", "--force"))
+    if line is None:
+        return f"{kept}; to finish it, run the command again with --resume (and without -f)"
+    return f"{kept}; to finish it: {line}"
 
 
 def store_in_processes(args: argparse.Namespace, plan: IngestPlan) -> IngestResult:
@@ -258,11 +291,18 @@ def store_in_processes(args: argparse.Namespace, plan: IngestPlan) -> IngestResu
 
 def run_add(args: argparse.Namespace) -> int:
     if not archive_exists(args.archive) and not args.create:
+        if os.path.isdir(args.archive):  # (where 'add -c' could not make one either)
+            raise archive_not_found(args.archive)
         error(
             f"{args.archive}: archive does not exist (use 'barecat create' or 'barecat add -c')",
             command="add",
         )
         return 1
     summary = Summary("added", quiet=args.quiet)
-    plan = make_plan(args)
-    return finish(args, plan, store(args, plan, overwrite=False, command="add"), "add", summary)
+    before = _index_identity(args.archive)
+    try:
+        plan = make_plan(args)
+        result = store(args, plan, overwrite=False, command="add")
+    except KeyboardInterrupt:
+        raise Interrupted(_how_to_go_on(args, before)) from None
+    return finish(args, plan, result, "add", summary)

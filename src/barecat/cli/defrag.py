@@ -25,8 +25,7 @@ from barecat.cli.running import run_legacy
 from barecat.cli.sealing import open_archive
 from barecat.cli.summary import timed
 from barecat.cli.terminal import Progress, error, human_size, wants_progress
-from barecat.exceptions import FileNotFoundBarecatError
-from barecat.layout import archive_exists
+from barecat.layout import archive_exists, archive_not_found
 from barecat.ops.defrag import DefragResult
 
 DEFRAG_EXAMPLES = """
@@ -149,7 +148,7 @@ def _show_fragmentation(archive: str) -> int:
 def _require_archive(path: str) -> None:
     """Opening for writing would create a missing archive: say it is missing instead."""
     if not archive_exists(path):
-        raise FileNotFoundBarecatError(path, "Archive")
+        raise archive_not_found(path)
 
 
 def run_reshard(args: argparse.Namespace) -> int:

@@ -19,7 +19,7 @@ from typing import Any
 from barecat import __version__
 from barecat.cli.commands import COMMAND_MODULES, COMMANDS, HIDDEN
 from barecat.cli.parsing import CommandParser
-from barecat.cli.running import EXIT_USAGE, run_command
+from barecat.cli.running import EXIT_INTERRUPTED, EXIT_USAGE, run_command
 from barecat.cli.terminal import PROG, did_you_mean
 
 MODULE_OF_COMMAND = {name: module for module, names in COMMAND_MODULES.items() for name in names}
@@ -177,9 +177,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if getattr(args, "handler", None) is None:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
+    args.argv = args_list  # (as typed: a command may say how to run it again)
     return run_command(args.command, lambda: int(args.handler(args)))
 
 
 def console_main() -> None:
     """Entry point of the installed ``barecat`` script."""
-    sys.exit(main())
+    try:
+        code = main()
+    except KeyboardInterrupt:  # (before a command runs: while its modules load)
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        code = EXIT_INTERRUPTED
+    sys.exit(code)

@@ -140,7 +140,8 @@ def run_verify(args: argparse.Namespace) -> int:
     if args.quick and args.expect_digest:
         raise ValueError("--expect-digest reads every file row: not with --quick")
     with open_archive(args.archive, args) as bc:
-        total = 1 if args.quick else bc.num_files
+        num_files = bc.num_files
+        total = 1 if args.quick else num_files
         progress, on_file = _progress(args, total)
         with progress:
             report = bc.verify(args.quick, on_file=on_file, workers=args.workers)
@@ -157,12 +158,30 @@ def run_verify(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 1
-    scope = " (quick check)" if args.quick else f" ({human_size(report.bytes_checked)}B)"
+    if args.quick:
+        print(timed(_quick_verdict(report, num_files), started))
+        return 0
     n = report.files_unchecked
     unchecked = f" ({n} file{'s' * (n != 1)} without a CRC32C: not checked)" if n else ""
-    verified = f"Verified {report.files_checked} files{scope}, all checksums OK"
-    print(timed(f"{verified}{unchecked}{unsealed}.", started))
+    verified = f"Verified {report.files_checked} files ({human_size(report.bytes_checked)}B)"
+    print(timed(f"{verified}, all checksums OK{unchecked}{unsealed}.", started))
     return 0
+
+
+def _quick_verdict(report: VerifyReport, num_files: int) -> str:
+    """What a quick check that found nothing checked, and that it read no other bytes."""
+    if num_files == 0:
+        return "Quick check OK: the index is consistent (no files)."
+    last = "the last file's CRC32C matches"
+    if report.files_unchecked:
+        last = "the last file has no CRC32C (not checked)"
+    others = num_files - 1
+    whose = "the other file's" if others == 1 else f"the other {others} files'"
+    unread = f"; {whose} bytes were not read (verify without --quick checks them)"
+    return (
+        f"Quick check of {num_files} file{'s' * (num_files != 1)} OK: the index is "
+        f"consistent, every file lies within its shard, {last}{unread if others else ''}."
+    )
 
 
 def _verify_seals(args: argparse.Namespace, bc: Barecat, report: VerifyReport) -> str:

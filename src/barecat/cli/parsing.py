@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import textwrap
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from barecat.cli.commands import COMMAND_BY_NAME, HIDDEN
 
@@ -23,21 +23,68 @@ class CommandParser(argparse.ArgumentParser):
     """A subcommand parser that lets options and positionals mix, as tar users type them.
 
     Plain argparse binds ``archive paths*`` at the first positional, so in
-    ``barecat add ar -C dir a`` the ``a`` would be an error.
+    ``barecat add ar -C dir a`` the ``a`` would be an error. "The following arguments are
+    required" names all that is missing and only that: a positional that takes any number
+    of values (``paths*``) is optional (argparse, given no default, would name it when
+    nothing at all is given: ``barecat extract`` said "archive, paths"), and the
+    positionals missing are named with the options missing (the intermixed parse reads
+    options first and stopped there: ``barecat reshard`` named only ``-s``).
     """
 
     _parsing_intermixed = False
+    _collecting = False
+
+    def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action:
+        if kwargs.get("nargs") == "*" and args and not args[0].startswith(self.prefix_chars):
+            kwargs.setdefault("default", [])
+        return super().add_argument(*args, **kwargs)
+
+    def error(self, message: str) -> NoReturn:
+        if self._collecting and message.startswith(_REQUIRED):
+            raise _MissingError(message[len(_REQUIRED) :].split(", "))
+        super().error(message)
 
     def parse_known_args(  # type: ignore[override]
         self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
     ) -> tuple[argparse.Namespace, list[str]]:
         if self._parsing_intermixed:  # the intermixed parser calls back in here
             return super().parse_known_args(args, namespace)
-        self._parsing_intermixed = True
+        self._parsing_intermixed = self._collecting = True
         try:
             return self.parse_known_intermixed_args(args, namespace)
+        except _MissingError as e:
+            missing = e.names
+            if all(name.startswith("-") for name in missing):  # (options first: then these)
+                missing += self._missing_positionals(args)
         finally:
-            self._parsing_intermixed = False
+            self._parsing_intermixed = self._collecting = False
+        self.error(_REQUIRED + ", ".join(missing))
+
+    def _missing_positionals(self, args: Sequence[str] | None) -> list[str]:
+        """The names of the required positionals ``args`` lacks (its options as if none
+        were required)."""
+        required = [a for a in self._actions if a.option_strings and a.required]
+        for action in required:
+            action.required = False
+        try:
+            self.parse_known_intermixed_args(args, argparse.Namespace())
+        except _MissingError as positionals:
+            return positionals.names
+        finally:
+            for action in required:
+                action.required = True
+        return []
+
+
+_REQUIRED = "the following arguments are required: "
+
+
+class _MissingError(Exception):
+    """What argparse found missing, caught to be said once with all of it."""
+
+    def __init__(self, names: list[str]) -> None:
+        super().__init__(names)
+        self.names = names
 
 
 def add_command(

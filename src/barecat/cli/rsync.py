@@ -13,6 +13,7 @@ import argparse
 import sys
 
 from barecat.cli.parsing import Subparsers, add_command, add_passphrase_option, size
+from barecat.cli.running import Interrupted, rerun_line
 from barecat.cli.sealing import passphrase_source
 from barecat.cli.summary import Summary, failure_reason
 from barecat.cli.terminal import Progress, error, failure_line
@@ -109,16 +110,25 @@ def run_rsync(args: argparse.Namespace) -> int:
             if args.verbose and action.display is not None:  # (above a bar)
                 progress.print_lines([action.display + "\n"], sys.stdout.writelines)
 
-        result = sync(
-            args.paths[:-1],
-            args.paths[-1],
-            options,
-            path_filter=None if path_filter.selects_everything else path_filter,
-            dry_run=args.dry_run,
-            on_action=on_action,
-            passphrase=passphrase_source(args),
-            decrypt=args.decrypt,
-        )
+        try:
+            result = sync(
+                args.paths[:-1],
+                args.paths[-1],
+                options,
+                path_filter=None if path_filter.selects_everything else path_filter,
+                dry_run=args.dry_run,
+                on_action=on_action,
+                passphrase=passphrase_source(args),
+                decrypt=args.decrypt,
+            )
+        except KeyboardInterrupt:
+            if args.dry_run:
+                raise
+            line = rerun_line(getattr(args, "argv", None)) or "the same command"
+            raise Interrupted(
+                f"what was sent is kept; to finish, run it again (it sends only what "
+                f"differs): {line}"
+            ) from None
     sys.stdout.flush()
     for path, exc in result.failures:
         error(failure_line(path, exc), command="rsync")

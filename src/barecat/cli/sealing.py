@@ -18,8 +18,8 @@ from typing import Any
 
 from barecat.archive import Barecat, IfEncrypted
 from barecat.cli.parsing import size
-from barecat.exceptions import BarecatError, FileNotFoundBarecatError
-from barecat.layout import archive_exists
+from barecat.exceptions import BarecatError
+from barecat.layout import archive_exists, archive_not_found
 from barecat.objectstore import is_remote_url
 
 PASSPHRASE_ENV = "BARECAT_PASSPHRASE"
@@ -169,7 +169,7 @@ def open_archive(
     """
     exists = is_remote_url(path) or archive_exists(path)
     if not create and not exists:
-        raise FileNotFoundBarecatError(path, "Archive")
+        raise archive_not_found(path)
     made = create and (not exists or options.get("overwrite", False))
     source = passphrase_source(args, if_encrypted=True) if made else passphrase_source(args)
     return Barecat(path, **{"passphrase": source, **options})

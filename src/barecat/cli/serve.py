@@ -13,7 +13,6 @@ from barecat.cli.parsing import (
     size,
 )
 from barecat.cli.sealing import passphrase_source
-from barecat.exceptions import BarecatError
 
 EXAMPLES = """
 barecat serve photos.barecat                     # http://127.0.0.1:PORT/a/photos/files/...
@@ -59,12 +58,10 @@ def register(sub: Subparsers) -> None:
 
 
 def run_serve(args: argparse.Namespace) -> int:
-    try:
-        from barecat.web.asgi_serving import Timeouts
-        from barecat.web.server.app import Limits
-        from barecat.web.server.serving import serve_archives
-    except ModuleNotFoundError as e:
-        raise BarecatError(f"Serving needs {e.name}: pip install 'barecat[server]'") from e
+    # (serving first: without Starlette or uvicorn, it says which extra installs them)
+    from barecat.web.server.serving import serve_archives  # noqa: I001
+    from barecat.web.asgi_serving import Timeouts
+    from barecat.web.server.app import Limits
 
     def ready(url: str, token: str | None) -> None:
         names = ", ".join(f"{url}a/{name}" for name in _names(args.archives))

@@ -36,8 +36,8 @@ from barecat.cli.shell_edits import ShellEdits
 from barecat.cli.shell_engine import ShellError, has_magic, natural_number
 from barecat.cli.terminal import failure_line, human_size
 from barecat.entries import SHARD_SIZE_UNLIMITED, BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo
-from barecat.exceptions import BarecatError, FileNotFoundBarecatError
-from barecat.layout import archive_exists
+from barecat.exceptions import BarecatError
+from barecat.layout import archive_exists, archive_not_found
 from barecat.paths import is_within
 from barecat.transfer import ExtractResult, extract_to_directory
 from barecat.transfer.extraction import DirectoryWriter
@@ -78,7 +78,7 @@ def run_shell(args: argparse.Namespace) -> int:
     """Open the archive and run one ``-c`` line, a piped script, or an interactive session."""
     if args.write and not archive_exists(args.archive):
         # Opening writable would otherwise create a new, empty archive from a typo.
-        raise FileNotFoundBarecatError(args.archive, "Archive")
+        raise archive_not_found(args.archive)
     with open_archive(args.archive, args, readonly=not args.write) as bc:
         if args.shell_cmd is not None:
             shell = BarecatShell(bc)

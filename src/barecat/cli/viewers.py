@@ -19,7 +19,7 @@ from barecat.cli.parsing import (
 )
 from barecat.cli.running import run_command
 from barecat.cli.sealing import open_archive, unlock_if_at_hand
-from barecat.exceptions import BarecatError
+from barecat.exceptions import MissingDependencyBarecatError
 from barecat.paths import normalize
 
 
@@ -51,9 +51,7 @@ def _textual_apps() -> None:
     try:
         import textual  # noqa: F401
     except ModuleNotFoundError as e:
-        raise BarecatError(
-            "The terminal interfaces need Textual: pip install 'barecat[tui]'"
-        ) from e
+        raise MissingDependencyBarecatError("The terminal interfaces need Textual", "tui", e) from e
 
 
 def run_ncdu(args: argparse.Namespace) -> int:
@@ -103,10 +101,7 @@ def _add_viewer_options(parser: argparse.ArgumentParser) -> None:
 
 
 def run_view(args: argparse.Namespace) -> int:
-    try:
-        from barecat.web.viewer import serve_viewer
-    except ModuleNotFoundError as e:
-        raise BarecatError(f"The image viewer needs {e.name}: pip install 'barecat[viewer]'") from e
+    from barecat.web.viewer import serve_viewer  # (without its packages: names the extra)
 
     with open_archive(args.archive, args, threadsafe=True) as bc:
         unlock_if_at_hand(bc, args)

@@ -1,13 +1,15 @@
 """Optional packages the codecs need (NumPy, MessagePack, LZ4, image libraries), imported
 on first use so that ``import barecat`` stays light; a missing one is a
-``ModuleNotFoundError`` that says what to install."""
+``MissingDependencyBarecatError`` (a ``ModuleNotFoundError``) that says what to install."""
 
 from __future__ import annotations
 
 import importlib
 from typing import Any
 
-EXTRA_HINT = "pip install 'barecat[codecs]'"
+from barecat.exceptions import MissingDependencyBarecatError, install_hint
+
+EXTRA_HINT = install_hint("codecs")
 _PACKAGES = {"msgpack": "msgpack", "lz4.frame": "lz4", "PIL": "Pillow", "cv2": "opencv-python"}
 
 
@@ -17,9 +19,8 @@ def optional_module(name: str, purpose: str) -> Any:
         return importlib.import_module(name)
     except ModuleNotFoundError as e:
         package = _PACKAGES.get(name, name.split(".")[0])
-        raise ModuleNotFoundError(
-            f"{purpose} need the '{package}' package: {EXTRA_HINT} (or pip install {package})",
-            name=name,
+        raise MissingDependencyBarecatError(
+            f"{purpose} need the '{package}' package", "codecs", e
         ) from e
 
 

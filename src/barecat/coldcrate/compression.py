@@ -15,6 +15,7 @@ from typing import Any
 import zstandard
 
 from barecat.coldcrate.errors import CompressionError
+from barecat.exceptions import install_hint
 
 COMPRESSIONS = {"none": 0, "lz4": 1, "zstd": 2}
 _MAX_RATIO = {COMPRESSIONS["lz4"]: 256, COMPRESSIONS["zstd"]: 32768}
@@ -85,7 +86,9 @@ def _lz4_block() -> Any:
     try:
         import lz4.block
     except ModuleNotFoundError:
-        raise CompressionError("LZ4 chunks need the 'lz4' package: pip install lz4") from None
+        raise CompressionError(
+            f"LZ4 chunks need the 'lz4' package: {install_hint('sealing')}"
+        ) from None
     return lz4.block
 
 

@@ -18,7 +18,7 @@ import hashlib
 from typing import Any
 
 from barecat.coldcrate.errors import EncryptionError
-from barecat.exceptions import BarecatError
+from barecat.exceptions import BarecatError, install_hint
 from barecat.kdf import scrypt_key
 
 UNIT_SIZE = 1 << 24
@@ -57,7 +57,7 @@ def _cipher_parts() -> Any:
         from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
     except ModuleNotFoundError:
         raise EncryptionError(
-            "Encrypted chunks need the 'cryptography' package: pip install 'barecat[sealing]'"
+            f"Encrypted chunks need the 'cryptography' package: {install_hint('sealing')}"
         ) from None
     return Cipher, algorithms.AES, modes.XTS, modes.CTR
 

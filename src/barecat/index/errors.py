@@ -40,6 +40,7 @@ from barecat.exceptions import (
     ReadOnlyBarecatError,
 )
 from barecat.index.connection import is_busy
+from barecat.layout import foreign_archive
 
 FAULTS = (sqlite3.DatabaseError, UnicodeDecodeError)
 """What a query of a damaged or unreachable index raises (``ProgrammingError`` and
@@ -77,6 +78,9 @@ def open_error(path: str, e: sqlite3.DatabaseError | UnicodeDecodeError) -> Bare
         )
     if isinstance(e, sqlite3.OperationalError):
         return CorruptIndexBarecatError(f"{path} cannot be read: {e}")
+    foreign = foreign_archive(path)
+    if foreign is not None:
+        return CorruptIndexBarecatError(f"{path} is {foreign}")
     return CorruptIndexBarecatError(f"{path} is not a readable barecat index: {e}")
 
 

@@ -57,7 +57,7 @@ from barecat.index.schema import (
     read_config,
 )
 from barecat.index.table_trust import TableTrust, Tagger
-from barecat.layout import base_path, shards_with_bytes
+from barecat.layout import archive_not_found, base_path, shards_with_bytes
 from barecat.paths import ancestors, normalize
 
 _AUTO_TABLE_MIN_LOOKUPS = 10_000
@@ -106,7 +106,7 @@ class IndexReader:
         self.bufsize = bufsize or 1000
         self.created = False
         if readonly and not os.path.isfile(self.path):
-            raise FileNotFoundBarecatError(self.path, "Archive index")
+            raise archive_not_found(self.path, "Archive index")
         self._pool = ConnectionPool(
             self.path, readonly, readonly and readonly_is_immutable, threadsafe
         )

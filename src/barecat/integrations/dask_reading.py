@@ -33,13 +33,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from barecat.exceptions import MissingDependencyBarecatError
+
 try:
     import dask.dataframe as dd
     import pandas as pd
     import pyarrow as pa
-except ImportError as e:  # pragma: no cover - the message is the point
-    raise ImportError(
-        f"barecat.integrations.dask needs Dask DataFrame ({e}): pip install 'barecat[dask]'"
+except ImportError as e:
+    raise MissingDependencyBarecatError(
+        "barecat.integrations.dask needs Dask DataFrame", "dask", e
     ) from e
 
 from barecat.archive import Passphrase

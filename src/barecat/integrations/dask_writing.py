@@ -20,15 +20,17 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
+from barecat.exceptions import MissingDependencyBarecatError
+
 try:
     import dask.dataframe as dd
     import pandas as pd
     import pyarrow as pa
     from dask.base import compute, get_scheduler
     from dask.delayed import Delayed
-except ImportError as e:  # pragma: no cover - the message is the point
-    raise ImportError(
-        f"barecat.integrations.dask needs Dask DataFrame ({e}): pip install 'barecat[dask]'"
+except ImportError as e:
+    raise MissingDependencyBarecatError(
+        "barecat.integrations.dask needs Dask DataFrame", "dask", e
     ) from e
 
 from barecat.archive import Passphrase

@@ -21,7 +21,19 @@ from __future__ import annotations
 import io
 from typing import Any
 
-from fsspec.spec import AbstractFileSystem
+from barecat.exceptions import (
+    BarecatError,
+    CorruptIndexBarecatError,
+    FileNotFoundBarecatError,
+    MissingDependencyBarecatError,
+)
+
+try:
+    from fsspec.spec import AbstractFileSystem
+except ImportError as e:
+    raise MissingDependencyBarecatError(
+        "barecat.integrations.fsspec needs fsspec", "fsspec", e
+    ) from e
 
 try:  # newer fsspec: a chained URL hands such a filesystem the whole path as ``fo``
     from fsspec.implementations.chained import ChainedFileSystem as _Layer
@@ -31,7 +43,6 @@ except ImportError:  # older fsspec: chained URLs name the inner path explicitly
 from barecat.archive import Barecat
 from barecat.archive.readable import ReadableArchive
 from barecat.entries import BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo
-from barecat.exceptions import BarecatError, CorruptIndexBarecatError, FileNotFoundBarecatError
 from barecat.paths import normalize
 
 

@@ -31,12 +31,14 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from barecat.exceptions import MissingDependencyBarecatError
+
 try:
     import datasets  # type: ignore[import-untyped]
     import pyarrow as pa
-except ImportError as e:  # pragma: no cover - the message is the point
-    raise ImportError(
-        f"barecat.integrations.hf needs Hugging Face datasets ({e}): pip install 'barecat[hf]'"
+except ImportError as e:
+    raise MissingDependencyBarecatError(
+        "barecat.integrations.hf needs Hugging Face datasets", "hf", e
     ) from e
 
 from barecat.archive import Passphrase

@@ -32,15 +32,15 @@ import os
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from barecat.exceptions import MissingDependencyBarecatError
+
 try:
     import pyarrow as pa
     import ray.data
     from ray.data.block import Block, BlockMetadata
     from ray.data.datasource import Datasource, ReadTask
-except ImportError as e:  # pragma: no cover - the message is the point
-    raise ImportError(
-        f"barecat.integrations.ray needs Ray Data ({e}): pip install 'barecat[ray]'"
-    ) from e
+except ImportError as e:
+    raise MissingDependencyBarecatError("barecat.integrations.ray needs Ray Data", "ray", e) from e
 
 from barecat.archive import Passphrase
 from barecat.archive.planned_reads import PlannedReader

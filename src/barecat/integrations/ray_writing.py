@@ -30,15 +30,15 @@ import warnings
 from collections.abc import Iterable
 from typing import Any
 
+from barecat.exceptions import MissingDependencyBarecatError
+
 try:
     import pyarrow as pa
     import ray.data
     from ray.data.block import Block, BlockAccessor
     from ray.data.datasource import Datasink, WriteResult
-except ImportError as e:  # pragma: no cover - the message is the point
-    raise ImportError(
-        f"barecat.integrations.ray needs Ray Data ({e}): pip install 'barecat[ray]'"
-    ) from e
+except ImportError as e:
+    raise MissingDependencyBarecatError("barecat.integrations.ray needs Ray Data", "ray", e) from e
 
 from barecat.archive import Passphrase
 from barecat.integrations.parts import PartArchives, WrittenPart

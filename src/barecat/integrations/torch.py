@@ -33,8 +33,15 @@ import os
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Literal
 
-import torch
-from torch.utils.data import Dataset, Sampler
+from barecat.exceptions import MissingDependencyBarecatError
+
+try:
+    import torch
+    from torch.utils.data import Dataset, Sampler
+except ImportError as e:
+    raise MissingDependencyBarecatError(
+        "barecat.integrations.torch needs PyTorch", "torch", e
+    ) from e
 
 from barecat.archive import Barecat
 from barecat.codecs import DecodedView

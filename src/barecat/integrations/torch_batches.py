@@ -30,12 +30,23 @@ from collections.abc import Iterator
 from multiprocessing.reduction import ForkingPickler
 from typing import Any
 
-import numpy as np
-import torch
-from torch.utils.data import get_worker_info
+from barecat.exceptions import FileTooLargeBarecatError, MissingDependencyBarecatError
+
+try:
+    import torch
+    from torch.utils.data import get_worker_info
+except ImportError as e:
+    raise MissingDependencyBarecatError(
+        "barecat.integrations.torch needs PyTorch", "torch", e
+    ) from e
+try:
+    import numpy as np
+except ImportError as e:  # (torch does not require it; the codecs extra installs it)
+    raise MissingDependencyBarecatError(
+        "barecat.integrations.torch needs NumPy", "codecs", e
+    ) from e
 
 from barecat.archive import Barecat
-from barecat.exceptions import FileTooLargeBarecatError
 
 LEASE = 64
 """Bytes in front of a pooled buffer's data; the first is the lease (1: in use)."""

@@ -15,7 +15,7 @@ import shutil
 import subprocess
 
 from barecat.archive import Barecat, Passphrase
-from barecat.exceptions import BarecatError, NotStoredBarecatError
+from barecat.exceptions import BarecatError, MissingDependencyBarecatError, NotStoredBarecatError
 from barecat.objectstore import is_remote_url
 
 STOPPED_BY_SIGNAL = 8
@@ -36,9 +36,7 @@ def check_fuse() -> None:
     try:
         import mfusepy  # noqa: F401
     except ModuleNotFoundError as e:
-        raise BarecatError(
-            "Mounting needs the mfusepy package: pip install 'barecat[mount]'"
-        ) from e
+        raise MissingDependencyBarecatError("Mounting needs mfusepy", "mount", e) from e
     except OSError as e:  # mfusepy could not load libfuse
         raise BarecatError(
             f"FUSE is not available: libfuse3 was not found ({e}); install it: "

@@ -19,7 +19,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from barecat.exceptions import FileNotFoundBarecatError, RemoteStorageBarecatError
+from barecat.exceptions import FileNotFoundBarecatError, RemoteStorageBarecatError, install_hint
 
 _LOCAL_PROTOCOLS = ("file", "local")
 
@@ -88,14 +88,14 @@ class ObjectStore:
             except ImportError as e:
                 raise RemoteStorageBarecatError(
                     f"Reading archives from {self.protocol}:// needs fsspec (and, for s3://, "
-                    "s3fs): pip install 'barecat[remote]'"
+                    f"s3fs): {install_hint('remote')}"
                 ) from e
             try:
                 self._fs = fsspec.filesystem(self.protocol, **self.storage_options)
             except ImportError as e:
                 raise RemoteStorageBarecatError(
                     f"fsspec has no driver installed for {self.protocol}:// ({e}); for S3: "
-                    "pip install 'barecat[remote]'"
+                    f"{install_hint('remote')}"
                 ) from e
             self._fs_pid = os.getpid()
         return self._fs

@@ -24,10 +24,10 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from barecat.exceptions import BarecatError, FileNotFoundBarecatError
+from barecat.exceptions import BarecatError
 from barecat.glob import PathFilter
 from barecat.index import Index
-from barecat.layout import archive_exists, base_path, index_path, is_sqlite_file
+from barecat.layout import archive_exists, archive_not_found, base_path, index_path, is_sqlite_file
 from barecat.ops.copy_files import CheckSource, CopyStats, ProgressCallback, SealLike
 from barecat.ops.subset import select_entries, subset_archive
 from barecat.paths import join, normalize
@@ -110,7 +110,7 @@ def check_source(path: str) -> None:
             "(barecat.archive2barecat), as the barecat merge command does"
         )
     if not archive_exists(base_path(path)):
-        raise FileNotFoundBarecatError(path, "Archive")
+        raise archive_not_found(path)
 
 
 def open_source(path: str) -> tuple[Index, Sharder]:

@@ -31,7 +31,6 @@ from barecat.checksum import crc32c
 from barecat.exceptions import (
     BarecatError,
     CorruptIndexBarecatError,
-    FileNotFoundBarecatError,
     SchemaVersionBarecatError,
 )
 from barecat.index import Index
@@ -46,7 +45,7 @@ from barecat.index.migrate import (
     held_for_upgrade,
     install_index,
 )
-from barecat.layout import base_path, index_path
+from barecat.layout import archive_not_found, base_path, index_path
 from barecat.shards import Sharder
 
 OnBegin = Callable[[tuple[int, int], int], None]
@@ -138,7 +137,7 @@ def upgrade(
 def _existing_index(archive: str | os.PathLike[str]) -> str:
     idx = index_path(base_path(archive))
     if not os.path.isfile(idx):
-        raise FileNotFoundBarecatError(idx, "Archive index")
+        raise archive_not_found(idx, "Archive index")
     return idx
 
 

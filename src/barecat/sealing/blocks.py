@@ -34,7 +34,7 @@ import os
 import struct
 from typing import Any, NamedTuple
 
-from barecat.exceptions import BarecatError, BarecatIntegrityError
+from barecat.exceptions import BarecatError, BarecatIntegrityError, MissingDependencyBarecatError
 from barecat.sealing.compression import (
     CODECS,
     KNOWN_CODECS,
@@ -373,10 +373,8 @@ def aead_cipher(key: bytes) -> Any:
     try:
         from cryptography.hazmat.primitives.ciphers.aead import AESGCM
     except ModuleNotFoundError as e:
-        raise ModuleNotFoundError(
-            "Encrypted archives need the 'cryptography' package: "
-            "pip install 'barecat[sealing]' (or pip install cryptography)",
-            name="cryptography",
+        raise MissingDependencyBarecatError(
+            "Encrypted archives need cryptography", "sealing", e
         ) from e
     return AESGCM(key)
 

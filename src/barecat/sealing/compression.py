@@ -13,7 +13,7 @@ from typing import Any
 
 import zstandard
 
-from barecat.exceptions import BarecatError, BarecatIntegrityError
+from barecat.exceptions import BarecatError, BarecatIntegrityError, MissingDependencyBarecatError
 
 CODECS = {"none": 0, "zstd": 1, "lz4": 2}
 ZSTD_WITH_DICTIONARY = 3
@@ -98,11 +98,7 @@ def lz4_frame() -> Any:
     try:
         import lz4.frame
     except ModuleNotFoundError as e:
-        raise ModuleNotFoundError(
-            "lz4-compressed files need the 'lz4' package: pip install 'barecat[sealing]' "
-            "(or pip install lz4)",
-            name="lz4",
-        ) from e
+        raise MissingDependencyBarecatError("lz4-compressed files need lz4", "sealing", e) from e
     return lz4.frame
 
 

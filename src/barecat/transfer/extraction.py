@@ -31,7 +31,7 @@ from typing import BinaryIO, cast
 from barecat.archive import Barecat
 from barecat.checksum import crc32c
 from barecat.entries import BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo, Order
-from barecat.exceptions import BarecatError, InvalidPathBarecatError
+from barecat.exceptions import BarecatError, InvalidPathBarecatError, NotADirectoryBarecatError
 from barecat.glob import PathFilter
 from barecat.paths import is_within, join
 from barecat.transfer.link_walk import LinkWalk, loop_error, outside_link_error
@@ -543,6 +543,8 @@ def extract_to_directory(
             archive (before anything is written).
         InvalidPathBarecatError: an entry would land outside the target (a hostile archive:
             refused before anything is written).
+        NotADirectoryBarecatError: ``target_directory`` is a file, or has one in its path
+            (nothing is written).
     """
     root = os.path.abspath(target_directory)
     base = bc.lookup_dir(relative_to).path if relative_to else ""
@@ -561,7 +563,7 @@ def extract_to_directory(
     # every destination checked (a hostile archive refused) before anything is written
     dir_dests = [ex.destination(d.path) for d in dirs]
     file_dests = [ex.destination(f.path) for f in files]
-    os.makedirs(root, exist_ok=True)
+    _make_target(root, target_directory)
     for d, dest in zip(dirs, dir_dests, strict=True):
         ex.attempt(d.path, functools.partial(ex.ensure_dir, dest))
     links = [f.is_symlink_entry for f in files]
@@ -575,6 +577,19 @@ def extract_to_directory(
     ex.make_links(linked, None if on_file is None else lambda k: on_file(linked[k][0]))
     ex.restore_directories(dirs)
     return ex.result
+
+
+def _make_target(root: str, given: str) -> None:
+    """Make the target directory ``root`` (as ``given``) if missing.
+
+    Raises:
+        NotADirectoryBarecatError: a file stands there, or where a directory of its path
+            must be.
+    """
+    try:
+        os.makedirs(root, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):  # (a file there, or on the way there)
+        raise NotADirectoryBarecatError(f"{given}: Not a directory") from None
 
 
 def _parent(dest: str) -> str:

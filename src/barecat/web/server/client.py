@@ -27,7 +27,12 @@ from glob import escape as glob_escape
 from typing import Any
 from urllib.parse import quote, urlsplit
 
-import httpx
+from barecat.exceptions import MissingDependencyBarecatError
+
+try:
+    import httpx
+except ImportError as e:
+    raise MissingDependencyBarecatError("HttpBarecat needs httpx", "server", e) from e
 
 from barecat.archive.readable import ReadableArchive
 from barecat.checksum import crc32c
