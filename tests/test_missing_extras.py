@@ -38,7 +38,7 @@ CASES = [  # (blocked, code, what needs it, extra, how it is said)
     ("torch", "import barecat.integrations.torch",
      "barecat.integrations.torch needs PyTorch", "torch", RAISED),
     ("numpy", "import barecat.integrations.torch",
-     "barecat.integrations.torch needs NumPy", "codecs", RAISED),
+     "barecat.integrations.torch needs NumPy", "torch", RAISED),
     ("fsspec", "import barecat.integrations.fsspec",
      "barecat.integrations.fsspec needs fsspec", "fsspec", RAISED),
     ("ray", "import barecat.integrations.ray",

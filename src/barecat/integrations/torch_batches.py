@@ -41,10 +41,8 @@ except ImportError as e:
     ) from e
 try:
     import numpy as np
-except ImportError as e:  # (torch does not require it; the codecs extra installs it)
-    raise MissingDependencyBarecatError(
-        "barecat.integrations.torch needs NumPy", "codecs", e
-    ) from e
+except ImportError as e:  # (torch does not require it; the torch extra installs it)
+    raise MissingDependencyBarecatError("barecat.integrations.torch needs NumPy", "torch", e) from e
 
 from barecat.archive import Barecat
 
