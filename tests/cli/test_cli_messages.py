@@ -214,6 +214,32 @@ def test_ctrl_c_of_rsync_says_running_it_again_finishes(many: Path) -> None:
     assert barecat("verify", "synced.barecat", cwd=many)[1].startswith("Verified 4000 files")
 
 
+def test_ctrl_c_of_extract_says_how_to_finish(many: Path) -> None:
+    """extract has no --resume: for a whole archive, an rsync out of it copies only what is
+    missing or differs (a file cut short included); for a selection, the command again."""
+    assert barecat("create", "-C", "src", "ar.barecat", ".", cwd=many)[0] == 0
+    code, err = interrupted(["extract", "-v", "ar.barecat", "-C", "out dir"], many)
+    line = "barecat rsync ar.barecat::/ 'out dir/'"
+    assert (code, err) == (
+        130,
+        "barecat extract: interrupted; the files extracted so far are in out dir; to finish, "
+        f"copy only what is missing or differs: {line}\n",
+    )
+    path = f"{BIN}:{os.environ['PATH']}"  # (the line as a shell runs it, this barecat first)
+    done = subprocess.run(
+        line, shell=True, cwd=many, capture_output=True, text=True, env={**os.environ, "PATH": path}
+    )
+    assert done.returncode == 0, done.stderr
+    assert subprocess.run(["diff", "-r", many / "src", many / "out dir"]).returncode == 0
+
+    code, err = interrupted(["extract", "-v", "ar.barecat", "d1", "d2", "-C", "part"], many)
+    assert (code, err) == (
+        130,
+        "barecat extract: interrupted; the files extracted so far are in part; run the "
+        "command again to extract the rest (it writes every file again)\n",
+    )
+
+
 def test_ctrl_c_while_a_command_loads_is_one_line(tmp_path: Path) -> None:
     """A Ctrl-C before the command runs (its modules loading: the first moments of
     'barecat convert') is the same one line, not a traceback."""

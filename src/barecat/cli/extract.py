@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import sys
 
 from barecat.cli.names import shown_on, tar_escaped
@@ -20,6 +21,7 @@ from barecat.cli.parsing import (
     add_command,
     add_filter_options,
 )
+from barecat.cli.running import Interrupted
 from barecat.cli.sealing import open_archive
 from barecat.cli.summary import Summary, failure_reason
 from barecat.cli.terminal import Progress, error, failure_line, wants_progress
@@ -96,21 +98,36 @@ def run_extract(args: argparse.Namespace) -> int:
                     progress.print_lines([shown(info.path) + "\n"], sys.stdout.writelines)
                 progress.advance(1, 0 if info.is_symlink_entry else info.size or 0)
 
-            result = extract_to_directory(
-                bc,
-                args.directory,
-                args.paths or None,
-                path_filter=path_filter,
-                allow_outside_links=args.allow_outside_links,
-                restore_owners=False if args.no_same_owner else None,
-                on_file=on_file,
-            )
+            try:
+                result = extract_to_directory(
+                    bc,
+                    args.directory,
+                    args.paths or None,
+                    path_filter=path_filter,
+                    allow_outside_links=args.allow_outside_links,
+                    restore_owners=False if args.no_same_owner else None,
+                    on_file=on_file,
+                )
+            except KeyboardInterrupt:
+                raise Interrupted(_how_to_go_on(args, whole=total is not None)) from None
     code = report_extraction(result, args.directory, "extract", args.verbose)
     for _, exc in result.failures:
         summary.skip(failure_reason(exc))
     summary.skip("link outside", len(result.outside_links))
     summary.finish(result.files + result.links, result.bytes, f"into {args.directory}")
     return code
+
+
+def _how_to_go_on(args: argparse.Namespace, *, whole: bool) -> str:
+    """What an interrupted extraction says after "interrupted; ": where its files are and,
+    for a whole archive, the rsync that copies only what is still missing or differs."""
+    kept = f"the files extracted so far are in {args.directory}"
+    if not whole:
+        return f"{kept}; run the command again to extract the rest (it writes every file again)"
+    key = ["--passphrase-file", args.passphrase_file] if args.passphrase_file else []
+    source, target = f"{args.archive}::/", os.path.join(args.directory, "")
+    line = shlex.join(["barecat", "rsync", *key, source, target])
+    return f"{kept}; to finish, copy only what is missing or differs: {line}"
 
 
 def report_extraction(
