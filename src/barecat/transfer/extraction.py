@@ -2,11 +2,14 @@
 
 Extraction restores what the index knows: file bytes (CRC32C-verified before the file is
 created, in storage order so the shards are read sequentially), permission bits, owners
-(when run as root, as tar does), mtimes of files and directories, empty directories, and
-symbolic links. It is defensive against hostile archives: every destination is checked to
-lie in the target directory before anything is written, files are opened without
-following a final symlink, and links are created only after all files, so no entry can be
-written through a link. A link that would lead outside the target directory (walked as
+(when run as root, as tar does), mtimes of files and directories, empty directories,
+symbolic links, and hard links: files that share their bytes and agree on their metadata
+(``BarecatFileInfo.hard_link_key``, as ``create`` and tar conversion store a hard link)
+become names of one file again, made with ``os.link`` when the first is written. It is
+defensive against hostile archives: every destination is checked to lie in the target
+directory before anything is written, files are opened without following a final
+symlink, and symbolic links are created only after all files, so no entry can be written
+through a link. A link that would lead outside the target directory (walked as
 the kernel walks it, through the links on disk and all those the run makes:
 :mod:`barecat.transfer.link_walk`) is not made unless asked. Like tar, it goes on past an
 entry that fails (damaged bytes, a name the file system refuses, something in the way),
@@ -324,6 +327,28 @@ class DirectoryWriter:
         self.result.bytes += f.size or 0
         return True
 
+    def write_hard_link(self, f: BarecatFileInfo, dest: str, existing: str) -> bool:
+        """Make ``dest`` another name of ``existing``, the file this run wrote for an entry
+        sharing ``f``'s bytes and metadata; what is at ``dest`` (not a directory) is
+        replaced. A failure is recorded (False), as :meth:`write_entry` does."""
+
+        def make() -> None:
+            parent = _parent(dest)
+            if parent not in self.safe_dirs:
+                self.ensure_dir(parent)
+            try:
+                os.link(existing, dest, follow_symlinks=False)
+            except FileExistsError:
+                if stat.S_ISDIR(os.lstat(dest).st_mode):
+                    raise IsADirectoryError(
+                        errno.EISDIR, "a directory is in the way", dest
+                    ) from None
+                os.unlink(dest)
+                os.link(existing, dest, follow_symlinks=False)
+            self.result.files += 1
+
+        return self.attempt(f.path, make)
+
     def _reopen(self, dest: str, bits: int) -> tuple[int, bool]:
         """Open ``dest``, which is there already, for writing, never through a link: a
         link is replaced by a new file (the descriptor, True), a file is truncated
@@ -564,9 +589,18 @@ def extract_to_directory(
         ex.attempt(d.path, functools.partial(ex.ensure_dir, dest))
     links = [f.is_symlink_entry for f in files]
     plain = [(f, dest) for f, dest, link in zip(files, file_dests, links, strict=True) if not link]
+    keys = [f.hard_link_key for f, _ in plain]
+    made: dict[object, str] = {}  # per hard-link key, the file written for it
     ex.read_in_runs([f for f, _ in plain])
-    for f, dest in plain:
-        if ex.write_entry(f, dest) and on_file:
+    for (f, dest), key in zip(plain, keys, strict=True):
+        first = None if key is None else made.get(key)
+        if first is not None:
+            done = ex.write_hard_link(f, dest, first)
+        else:
+            done = ex.write_entry(f, dest)
+            if done and key is not None:
+                made[key] = dest
+        if done and on_file:
             on_file(f)
     # links last, so nothing is written through one, and judged all together
     linked = [(f, dest) for f, dest, link in zip(files, file_dests, links, strict=True) if link]
