@@ -105,12 +105,14 @@ class Round:
                 copied += m.file.size
                 if m.file.crc32c is not None and crc != m.file.crc32c:
                     tally.corrupt_files.append(m.file.path)
-        set_addresses(index, [(m.file.rowid, m.shard, m.offset) for m in self.moves])
+        set_addresses(
+            index, [(rowid, m.shard, m.offset) for m in self.moves for rowid in m.file.rowids]
+        )
         WriteSession(index, sharder).checkpoint(
             {m.shard for m in self.moves}, new_shards=sharder.num_shards != shards_before
         )
         tally.rounds += 1
-        tally.files_moved += len(self.moves)
+        tally.files_moved += sum(1 + len(m.file.sharers) for m in self.moves)
         tally.bytes_moved += copied
         return copied
 
