@@ -107,6 +107,7 @@ class _Importer:
             self.skip(name, f"hard link to {target!r}, which is not a file stored before it")
             return
         if not self.bc.sealed and not found.is_symlink_entry and (found.size or 0) > 0:
+            self.bc.guard_shared_bytes()  # (0.3.1 must not write it now: shards.guard)
             info.shard, info.offset = found.shard, found.offset
             info.size, info.crc32c = found.size, found.crc32c
             self._one(info, placed=True)

@@ -78,6 +78,16 @@ class IngestResult:
     failures: list[Failure] = field(default_factory=list)
 
 
+@dataclass(slots=True)
+class _HardLinks:
+    """Per inode with several hard links, the file that stores its bytes: the first name
+    met in plan order, recorded in its turn once it is written; and whether the archive
+    is guarded for rows that share bytes (``WriteSession.guard_shared_bytes``)."""
+
+    firsts: dict[InodeKey, BarecatFileInfo] = field(default_factory=dict)
+    guarded: bool = False
+
+
 class _Turns:
     """Lets tasks claim shard space strictly in the order they were submitted.
 
@@ -251,13 +261,12 @@ def _write_chunk(
     number: int,
     sources: list[Source],
     sealer: Sealer | None,
-    firsts: dict[InodeKey, BarecatFileInfo],
+    hard_links: _HardLinks,
 ) -> _Written:
-    """A pool task: read a chunk, claim its room in turn ``number``, write it.
-
-    ``firsts`` holds, per inode with several hard links, the file that stores its
-    bytes: the first name met in plan order, recorded in its turn once it is written."""
+    """A pool task: read a chunk, claim its room in turn ``number``, write it; a hard
+    link of a file stored before gets its bytes (:class:`_HardLinks`)."""
     size_limit = writer.sharder.shard_size_limit
+    firsts = hard_links.firsts
     try:
         reads, failures = _read_chunk(sources, size_limit, sealer, firsts)
     except BaseException:
@@ -272,6 +281,9 @@ def _write_chunk(
         for source, info, data, key in reads:
             first = None if key is None else firsts.get(key)
             if first is not None:  # a hard link: its bytes are stored already
+                if not hard_links.guarded:
+                    writer.guard_shared_bytes()
+                    hard_links.guarded = True
                 links.append((info, first))
                 infos.append(info)
                 continue
@@ -365,12 +377,12 @@ def ingest(
         sealer = bc.sealing_for_writers()
         writer = bc.batch_writer()
         pool = ThreadPoolExecutor(workers)
-        firsts: dict[InodeKey, BarecatFileInfo] = {}
+        hard_links = _HardLinks()
         try:
             window: deque[Future[_Written]] = deque()
             for number, start in enumerate(range(0, len(files), READ_CHUNK)):
                 chunk = files[start : start + READ_CHUNK]
-                task = (writer, turns, number, chunk, sealer, firsts)
+                task = (writer, turns, number, chunk, sealer, hard_links)
                 window.append(pool.submit(_write_chunk, *task))
                 if len(window) > 2 * workers:
                     indexer.take(window.popleft().result())
