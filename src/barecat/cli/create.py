@@ -12,6 +12,7 @@ import argparse
 import sys
 from collections.abc import Iterator
 
+from barecat.cli.commands import COMMAND_BY_NAME
 from barecat.cli.parsing import (
     Subparsers,
     add_archive_argument,
@@ -35,6 +36,18 @@ find /data -name '*.jpg' -print0 | barecat create -T - -0 jpgs.barecat
 barecat create -s 10G --exclude '*.tmp' big.barecat /data/
 barecat create --compress zstd labels.barecat labels/   # each file compressed on its own
 barecat create --encrypt private.barecat docs/       # passphrase typed twice (or from a file)
+"""
+
+LINKS = """
+
+Symbolic links are stored as links (-L: what they point to). A file with several hard
+links is stored once: each later name of it met in the same run (with -j, by the same
+process) gets a row pointing at the first name's bytes, and extract makes the names hard
+links again (convert to tar writes hard-link members); in a compressed or encrypted
+archive each name is stored whole.
+An archive with such rows keeps a shard linked to /dev/null, so that barecat 0.3.1,
+which would take the shared bytes for one file's own, reads it but does not write it.
+FIFOs, sockets and devices are skipped, one line each (see docs/command-line.md).
 """
 
 ADD_EXAMPLES = """
@@ -90,6 +103,7 @@ def register(sub: Subparsers) -> None:
         sub,
         "create",
         handler=run_create,
+        description=COMMAND_BY_NAME["create"].help + LINKS,
         examples=CREATE_EXAMPLES,
     )
     _add_source_options(create)
@@ -103,6 +117,7 @@ def register(sub: Subparsers) -> None:
         sub,
         "add",
         handler=run_add,
+        description=COMMAND_BY_NAME["add"].help + LINKS,
         examples=ADD_EXAMPLES,
     )
     _add_source_options(add)
