@@ -3,7 +3,7 @@
 The real 0.3.1 (``BARECAT_REFERENCE_PYTHON``) reads such an archive, verifies it and
 merges it into an archive of its own, all right. Its writers take each byte range for one
 file's own: unguarded, its ``defrag`` copied a shared range once per row over the next
-file's bytes (3 of 6 files of a fresh ``create`` lost) and its ``remove`` of one name cut
+file's bytes (4 of 6 files of a fresh ``create`` lost) and its ``remove`` of one name cut
 the shard under the other. The archive keeps a guard shard (``barecat.shards.guard``), so
 0.3.1's defrag (command line, in every mode, and the Python API) and remove stop with its
 own error before a byte or a row changes, and every file still reads back right, in both
