@@ -9,6 +9,7 @@ test checks that the inode groups of a random tree are the same after a round tr
 
 from __future__ import annotations
 
+import importlib
 import io
 import os
 import stat
@@ -77,6 +78,42 @@ def test_create_stores_each_hard_link_once_and_extract_links_them(tmp_path: Path
     assert not extracted.failures and extracted.files == 6
     assert inode_groups(out) == inode_groups(src)
     assert (out / "d" / "big2").read_bytes() == (src / "big").read_bytes()
+
+
+def test_links_across_chunks_threads_and_streamed_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Chunks of 3 files on 3 threads, files over 100 bytes streamed: a later name, in
+    the same chunk or another, read into a buffer or streamed, points at its first
+    name's bytes, which are written once; the layout is the plan's whatever the timing."""
+    threads = importlib.import_module("barecat.transfer.ingest.threads")
+    monkeypatch.setattr(threads, "READ_CHUNK", 3)
+    monkeypatch.setattr(threads, "STREAM_THRESHOLD", 100)
+    monkeypatch.setattr(threads, "BATCH_FILES", 4)
+    src = tmp_path / "src"
+    src.mkdir()
+    expected: dict[str, bytes] = {}
+    for k in range(12):
+        data = bytes([k]) * (50 if k % 2 else 300)
+        (src / f"f{k:02d}").write_bytes(data)
+        expected[f"f{k:02d}"] = data
+    for k, first in [(0, 0), (1, 1), (2, 5), (3, 11), (4, 0)]:
+        os.link(src / f"f{first:02d}", src / f"l{k:02d}")
+        expected[f"l{k:02d}"] = expected[f"f{first:02d}"]
+    layouts = []
+    for run in range(3):
+        archive = tmp_path / f"a{run}.barecat"
+        with barecat.Barecat(str(archive), readonly=False) as bc:
+            result = ingest(bc, plan_tree(str(src)), workers=3)
+        assert result.shared == 5 and not result.failures
+        placed = rows(archive)
+        assert placed["l00"] == placed["l04"] == placed["f00"]
+        assert placed["l02"] == placed["f05"] and placed["l03"] == placed["f11"]
+        unique = sum(len(d) for n, d in expected.items() if n.startswith("f"))
+        assert os.path.getsize(shard_path(str(archive), 0)) == unique
+        check(archive, expected)
+        layouts.append(placed)
+    assert layouts[0] == layouts[1] == layouts[2]
 
 
 def test_a_sealed_archive_stores_each_name_whole(tmp_path: Path) -> None:
@@ -181,7 +218,8 @@ CONTENTS = {"a": b"A" * 100, "b": b"A" * 100, "c": b"C" * 100, "d": b"D" * 10}
 def check(archive: Path, contents: dict[str, bytes]) -> None:
     with barecat.Barecat(str(archive)) as bc:
         assert {p: bc[p] for p in bc.files()} == contents
-        assert bc.verify(), bc.verify().bad_files
+        report = bc.verify()
+        assert report.ok, (report.index_problems, report.bad_files)
 
 
 @pytest.mark.parametrize("quick", [False, True])
