@@ -69,6 +69,7 @@ class Sharder(ShardFiles):
         self._copy_buffer = bytearray()
         self._writeback = EarlyWriteback()
         self._num_shards = self._count_shards()
+        self._guard_seen = False  # a guard was found or made (cleared when shards go)
         self._write_position: tuple[int, int] | None = None
         """Where the next file's bytes go: moved only by ``barecat.ops.writing``'s
         ``WriteSession`` (None until a session places it; see ``write_position``)."""
@@ -315,9 +316,12 @@ class Sharder(ShardFiles):
     def add_guard(self) -> None:
         """Keep a guard (the next shard) unless one is there: files are about to share
         bytes, which barecat 0.3.1 must then not write (:mod:`barecat.shards.guard`)."""
+        if self._guard_seen:
+            return
         if not self.guarded:
             self._add_shard(make_guard)
             self.sync_directory()  # (before any row that shares bytes is committed)
+        self._guard_seen = True
 
     def place_guard(self, shard: int) -> None:
         """Make ``shard`` (unused, or past the last shard) the guard, in one step."""
@@ -578,6 +582,7 @@ class Sharder(ShardFiles):
         """Undo :meth:`link_shard`/:meth:`add_empty_shard`: delete shard files from
         ``number`` on (a link is removed, never its target). The caller restores the
         write position it had before adding them."""
+        self._guard_seen = False
         for shard in range(number, self._num_shards):
             self._forget(shard)
             with contextlib.suppress(FileNotFoundError):
