@@ -142,6 +142,26 @@ def test_rows_sharing_bytes_but_not_metadata_extract_as_separate_files(tmp_path:
     assert (out / "three").stat().st_mtime_ns == 2 * 10**18
 
 
+def test_an_empty_file_at_the_same_place_keeps_no_names_apart(tmp_path: Path) -> None:
+    """Rows at one place are neighbours in storage order, but an empty file may be parked
+    there too, between them (its own order is free): the names are still one file."""
+    archive = tmp_path / "e.barecat"
+    with barecat.Barecat(str(archive), readonly=False) as bc:
+        bc.add(BarecatFileInfo("a", mode=stat.S_IFREG | 0o644, mtime_ns=10**18), data=b"xyz")
+        a = bc.lookup_file("a")
+        for name, size in [("m-empty", 0), ("z", 3)]:
+            info = BarecatFileInfo(name, mode=stat.S_IFREG | 0o644, mtime_ns=10**18)
+            info.shard, info.offset, info.size, info.crc32c = a.address
+            if not size:
+                info.size, info.crc32c = 0, 0
+            bc.add_placed([info])
+        order = [f.path for f in bc.iter_fileinfos(Order.ADDRESS)]
+        out = tmp_path / "out"
+        assert not extract_to_directory(bc, str(out)).failures
+    assert set(order) == {"a", "m-empty", "z"}
+    assert inode_groups(out) == {frozenset({"a", "z"}), frozenset({"m-empty"})}
+
+
 def test_extract_replaces_what_is_in_the_way_of_a_link(tmp_path: Path) -> None:
     src, archive, out = tmp_path / "src", tmp_path / "a.barecat", tmp_path / "out"
     linked_tree(src)

@@ -589,9 +589,10 @@ def extract_to_directory(
         ex.attempt(d.path, functools.partial(ex.ensure_dir, dest))
     links = [f.is_symlink_entry for f in files]
     plain = [(f, dest) for f, dest, link in zip(files, file_dests, links, strict=True) if not link]
-    keys = [f.hard_link_key for f, _ in plain]
+    keys = _hard_link_keys([f for f, _ in plain])
     made: dict[object, str] = {}  # per hard-link key, the file written for it
-    ex.read_in_runs([f for f, _ in plain])
+    seen: set[object] = set()
+    ex.read_in_runs([f for (f, _), key in zip(plain, keys, strict=True) if _first(key, seen)])
     for (f, dest), key in zip(plain, keys, strict=True):
         first = None if key is None else made.get(key)
         if first is not None:
@@ -607,6 +608,29 @@ def extract_to_directory(
     ex.make_links(linked, None if on_file is None else lambda k: on_file(linked[k][0]))
     ex.restore_directories(dirs)
     return ex.result
+
+
+def _hard_link_keys(files: Sequence[BarecatFileInfo]) -> list[object | None]:
+    """Each file's ``hard_link_key`` where a neighbour in storage order is at the same
+    place, else None: only those can be hard links of one another (files at one place
+    are neighbours in storage order)."""
+    keys: list[object | None] = [None] * len(files)
+    for k in range(1, len(files)):
+        a, b = files[k - 1], files[k]
+        if a.offset == b.offset and a.shard == b.shard:
+            keys[k - 1], keys[k] = a.hard_link_key, b.hard_link_key
+    return keys
+
+
+def _first(key: object | None, seen: set[object]) -> bool:
+    """Whether a file of this hard-link key is the first (it is written: its bytes are
+    read), noting the key."""
+    if key is None:
+        return True
+    if key in seen:
+        return False
+    seen.add(key)
+    return True
 
 
 def _parent(dest: str) -> str:
