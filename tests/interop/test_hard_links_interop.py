@@ -7,7 +7,8 @@ file's bytes (4 of 6 files of a fresh ``create`` lost) and its ``remove`` of one
 the shard under the other. The archive keeps a guard shard (``barecat.shards.guard``), so
 0.3.1's defrag (command line, in every mode, and the Python API) and remove stop with its
 own error before a byte or a row changes, and every file still reads back right, in both
-implementations; our own defrag then packs it, the names still sharing their bytes.
+implementations; our own defrag then packs it, the names still sharing their bytes. An
+archive 0.3.1's merge makes from it shares bytes without a guard: our repair adds one.
 """
 
 from __future__ import annotations
@@ -156,6 +157,14 @@ def test_reference_merges_an_archive_with_shared_bytes(tmp_path: Path) -> None:
     expected = {**files, "other.txt": b"other".hex()}
     assert reference_reads(out) == {"files": expected, "verified": True}
     assert ours(out) == {"files": expected, "verified": True}
+    # 0.3.1's merge kept the shared rows but made no guard: our repair adds one
+    with barecat.Barecat(str(out), readonly=False) as bc:
+        assert shared(out) and not bc.sharder.guarded
+        assert bc.repair().guarded
+        assert not bc.repair().changed  # (once is enough)
+    proc = reference_python_call(out, "bc.defrag()")
+    assert "Writing symlinked shards was disabled" in proc.stderr
+    assert reference_reads(out) == {"files": expected, "verified": True}
 
 
 def test_the_guard_survives_defrag_and_reshard_and_follows_a_merge(tmp_path: Path) -> None:

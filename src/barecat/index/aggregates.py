@@ -134,6 +134,19 @@ class IndexAggregates(IndexReader):
         )
         return [(r[0], r[1]) for r in select(self.settled_conn(), sql)]
 
+    def has_shared_ranges(self) -> bool:
+        """Whether two files share the same bytes (one shard, offset and size: a hard link
+        stored once). One pass over every row.
+
+        Returns:
+            True if at least one range is shared.
+        """
+        sql = (
+            f"SELECT 1 FROM files WHERE size > 0 AND {_ADDRESSED} "
+            "GROUP BY shard, offset, size HAVING count(*) > 1 LIMIT 1"
+        )
+        return select(self.settled_conn(), sql).fetchone() is not None
+
     def get_last_file(self) -> BarecatFileInfo:
         """The file stored last (highest shard, then offset).
 
