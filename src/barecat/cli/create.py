@@ -12,7 +12,6 @@ import argparse
 import sys
 from collections.abc import Iterator
 
-from barecat.cli.commands import COMMAND_BY_NAME
 from barecat.cli.parsing import (
     Subparsers,
     add_archive_argument,
@@ -39,7 +38,6 @@ barecat create --encrypt private.barecat docs/       # passphrase typed twice (o
 """
 
 LINKS = """
-
 Symbolic links are stored as links (-L: what they point to). A file with several hard
 links is stored once: each later name of it met in the same run (with -j, by the same
 process) gets a row pointing at the first name's bytes, and extract makes the names hard
@@ -103,7 +101,7 @@ def register(sub: Subparsers) -> None:
         sub,
         "create",
         handler=run_create,
-        description=COMMAND_BY_NAME["create"].help + LINKS,
+        details=LINKS,
         examples=CREATE_EXAMPLES,
     )
     _add_source_options(create)
@@ -117,7 +115,7 @@ def register(sub: Subparsers) -> None:
         sub,
         "add",
         handler=run_add,
-        description=COMMAND_BY_NAME["add"].help + LINKS,
+        details=LINKS,
         examples=ADD_EXAMPLES,
     )
     _add_source_options(add)

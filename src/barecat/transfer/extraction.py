@@ -2,18 +2,18 @@
 
 Extraction restores what the index knows: file bytes (CRC32C-verified before the file is
 created, in storage order so the shards are read sequentially), permission bits, owners
-(when run as root, as tar does), mtimes of files and directories, empty directories,
-symbolic links, and hard links: files that share their bytes and agree on their metadata
-(``BarecatFileInfo.hard_link_key``, as ``create`` and tar conversion store a hard link)
-become names of one file again, made with ``os.link`` when the first is written. It is
-defensive against hostile archives: every destination is checked to lie in the target
-directory before anything is written, files are opened without following a final
-symlink, and symbolic links are created only after all files, so no entry can be written
-through a link. A link that would lead outside the target directory (walked as
+(when run as root, as tar does), mtimes of files and directories, empty directories, and
+symbolic links. It is defensive against hostile archives: every destination is checked to
+lie in the target directory before anything is written, files are opened without
+following a final symlink, and links are created only after all files, so no entry can be
+written through a link. A link that would lead outside the target directory (walked as
 the kernel walks it, through the links on disk and all those the run makes:
 :mod:`barecat.transfer.link_walk`) is not made unless asked. Like tar, it goes on past an
 entry that fails (damaged bytes, a name the file system refuses, something in the way),
-recording why, and restores the directories' metadata at the end whatever failed. Uses
+recording why, and restores the directories' metadata at the end whatever failed. Files
+that share their bytes and agree on their metadata (``BarecatFileInfo.hard_link_key``: a
+hard link that ``create`` or tar conversion stored once) become names of one file again,
+made with ``os.link`` when the first of them is written. Uses
 only the public :class:`Barecat` API; never prints.
 """
 
