@@ -177,6 +177,34 @@ class BarecatFileInfo(BarecatEntryInfo):
         """True if the stored mode marks this entry as a symbolic link (bytes = target)."""
         return self.mode is not None and stat.S_ISLNK(self.mode)
 
+    @property
+    def hard_link_key(self) -> tuple[object, ...] | None:
+        """What files restored as hard links of one another have in common, or None.
+
+        Rows that share bytes (``create`` and tar conversion store a hard link once:
+        its later names point at the first name's bytes) are one file on disk again
+        when they agree on all of it: the same place and CRC32C of at least one byte,
+        and the same mode, owner and mtime, which one inode cannot hold two of. Rows
+        that share bytes but differ in metadata, links, empty files and damaged rows
+        are written each on its own.
+        """
+        size, mode = self.size, self.mode
+        if type(size) is not int or size <= 0 or (mode is not None and stat.S_ISLNK(mode)):
+            return None
+        if type(self.shard) is not int or type(self.offset) is not int:
+            return None
+        return (
+            self.shard,
+            self.offset,
+            size,
+            self.sealed_size,
+            self.crc32c,
+            mode,
+            self.uid,
+            self.gid,
+            self.mtime_ns,
+        )
+
     def __repr__(self) -> str:
         return f"BarecatFileInfo({self.path!r}, {self.size} bytes, shard={self.shard})"
 

@@ -325,7 +325,9 @@ def test_wrap_tar_copies_nothing_and_reads_verified(tmp_path: Path, run: Run) ->
     with barecat.Barecat(str(target)) as bc:
         for rel in ["a/b/small.bin", "a/big.bin", "a/empty", "top.txt", f"a/{LONG}"]:
             assert bc[rel] == (src / rel).read_bytes()
-        assert bc["a/hardlinked"] == b"top"  # a copy: files never share bytes
+        assert bc["a/hardlinked"] == b"top"  # the target's bytes, in the tar
+        assert bc.lookup_file("a/hardlinked").address == bc.lookup_file("top.txt").address
+        assert bc.sharder.guarded
         assert bc.read("a/link") == b"b/small.bin"
         assert bc.verify_integrity()
     own_shards = [n for n in existing_shard_numbers(str(target)) if n != 0]

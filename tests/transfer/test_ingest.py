@@ -145,10 +145,10 @@ def test_a_failing_reader_stops_the_run_without_leaving_bytes(
     files = make_tree(root, 200)
     real = ingest_module._read_chunk
 
-    def failing(sources, size_limit, sealer):  # type: ignore[no-untyped-def]
+    def failing(sources, *rest):  # type: ignore[no-untyped-def]
         if any(s.store_path == "d0/f0150.bin" for s in sources):
             raise RuntimeError("reader broke")
-        return real(sources, size_limit, sealer)
+        return real(sources, *rest)
 
     monkeypatch.setattr(ingest_module, "_read_chunk", failing)
     archive = str(tmp_path / "x.barecat")

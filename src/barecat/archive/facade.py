@@ -372,6 +372,7 @@ class Barecat(MutableMapping[str, bytes]):
     sealing_for_writers = _writing(ArchiveWriting.sealing_for_writers)
     batch_writer = _writing(ArchiveWriting.batch_writer)
     add_placed = _writing(ArchiveWriting.add_placed)
+    guard_shared_bytes = _writing(ArchiveWriting.guard_shared_bytes)
     add_by_path = _writing(ArchiveWriting.add_by_path)
 
     remove = _editing(ArchiveEditing.remove)

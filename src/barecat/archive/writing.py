@@ -397,6 +397,23 @@ class ArchiveWriting(ArchivePart):
         return self.archive.writes
 
     @serialized
+    def guard_shared_bytes(self) -> None:
+        """Files are about to share bytes (rows pointing at the same place: a hard link
+        stored once, through :meth:`add_placed`): keep barecat 0.3.1's writers, which take
+        each byte range for one file's own and would overwrite or cut the bytes another
+        name still uses, from writing this archive. A shard that is a symbolic link to
+        ``/dev/null`` does (0.3.1 writes no archive with a linked shard; it reads it as an
+        empty shard); nothing if it is there already.
+
+        Raises:
+            ReadOnlyBarecatError: the archive is open read-only.
+            BarecatError: the archive is closed or was opened for writing in another
+                process.
+        """
+        self.archive.require_writable()
+        self.archive.writes.guard_shared_bytes()
+
+    @serialized
     def add_placed(self, infos: list[BarecatFileInfo]) -> None:
         """Index files whose bytes are already in the shards, at places claimed and
         written through :meth:`batch_writer`.

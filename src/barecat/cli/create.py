@@ -40,6 +40,17 @@ barecat create --compress zstd labels.barecat labels/   # each file compressed o
 barecat create --encrypt private.barecat docs/       # passphrase typed twice (or from a file)
 """
 
+LINKS = """
+Symbolic links are stored as links (-L: what they point to). A file with several hard
+links is stored once: each later name of it met in the same run (with -j, by the same
+process) gets a row pointing at the first name's bytes, and extract makes the names hard
+links again (convert to tar writes hard-link members); in a compressed or encrypted
+archive each name is stored whole.
+An archive with such rows keeps a shard linked to /dev/null, so that barecat 0.3.1,
+which would take the shared bytes for one file's own, reads it but does not write it.
+FIFOs, sockets and devices are skipped, one line each (see docs/command-line.md).
+"""
+
 ADD_EXAMPLES = """
 barecat add photos.barecat more/photos/
 barecat add -c new.barecat data/                 # create it if missing
@@ -93,6 +104,7 @@ def register(sub: Subparsers) -> None:
         sub,
         "create",
         handler=run_create,
+        details=LINKS,
         examples=CREATE_EXAMPLES,
     )
     _add_source_options(create)
@@ -106,6 +118,7 @@ def register(sub: Subparsers) -> None:
         sub,
         "add",
         handler=run_add,
+        details=LINKS,
         examples=ADD_EXAMPLES,
     )
     _add_source_options(add)

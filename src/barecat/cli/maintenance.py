@@ -273,6 +273,11 @@ def run_repair(args: argparse.Namespace) -> int:
         print(f"cut {result.bytes_truncated} bytes that no file uses from the shard ends")
     if result.stats_fixed:
         print(f"rebuilt directory data ({len(result.stats_fixed)} problems)")
+    if result.guarded:
+        print(
+            "files share bytes: added a shard linked to /dev/null, "
+            "so that barecat 0.3.1 does not write the archive"
+        )
     _print_bad(result.bad_files, result.reasons)
     if result.dropped:
         print(f"dropped {len(result.dropped)} bad files from the index")

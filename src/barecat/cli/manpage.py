@@ -99,7 +99,8 @@ def render(parser: argparse.ArgumentParser) -> str:
         lines += [f'.SS "{_escape(title)}"', _escape(summary), ".PP", ".nf"]
         lines += [_escape(_usage(sub)), ".fi"]
         if sub.description and sub.description != summary:
-            lines += [".PP", _escape(" ".join(sub.description.split()))]
+            for paragraph in sub.description.split("\n\n"):  # (blank lines part them)
+                lines += [".PP", _escape(" ".join(paragraph.split()))]
         lines += _arguments(sub)
         if sub.epilog:
             lines += [".PP", ".nf", _escape(sub.epilog.strip("\n")), ".fi"]

@@ -95,9 +95,11 @@ def add_command(
     description: str | None = None,
     examples: str | None = None,
     short_help: bool = True,
+    details: str | None = None,
 ) -> argparse.ArgumentParser:
     """Declare the subcommand ``name`` of the command table, with its help line and
-    aliases from there; ``examples`` is shown under 'examples:' in its --help.
+    aliases from there; ``examples`` is shown under 'examples:' in its --help, and
+    ``details`` as a paragraph of its own after the description.
 
     ``short_help=False`` leaves ``-h`` free for the command (``du -h``, as in GNU): help is
     ``--help`` only. A hidden command still parses, but the command list leaves it out.
@@ -110,7 +112,8 @@ def add_command(
         name,
         aliases=list(command.aliases),
         help=command.help,
-        description=description or command.help,
+        description=(description or command.help)
+        + ("\n\n" + details.strip("\n") if details else ""),
         epilog=epilog,
         formatter_class=argparse.RawDescriptionHelpFormatter,
         add_help=short_help,

@@ -54,8 +54,9 @@ class IndexAggregates(IndexReader):
 
         An empty file may point anywhere, even inside another file's bytes (defrag parks
         them in holes), so the file at the highest offset need not end last. Non-empty
-        files never overlap, so the last of them by offset does: one descending index
-        walk that stops at the first non-empty row, plus one max() seek.
+        files never overlap (or share the same bytes exactly), so the last of them by
+        offset does: one descending index walk that stops at the first non-empty row,
+        plus one max() seek.
 
         Args:
             shard: the shard number.
@@ -115,17 +116,36 @@ class IndexAggregates(IndexReader):
         """(earlier file, file) pairs whose byte ranges overlap: each file that starts before
         some earlier file in its shard has ended, with its address-order predecessor.
 
+        Files that share the same bytes exactly (one shard, offset and size: a hard link
+        stored once) are one range here; a range that shares only part of another's
+        bytes overlaps it.
+
         Returns:
-            The overlapping pairs' paths; empty when no bytes overlap.
+            The overlapping pairs' paths (the first path of a shared range); empty when no
+            bytes overlap.
         """
         sql = (
             "SELECT prev_path, path FROM (SELECT path, offset, "
             "lag(path) OVER w AS prev_path, "
             "max(offset + size) OVER (w ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) "
-            f"AS prev_end FROM files WHERE size > 0 AND {_ADDRESSED} "
+            "AS prev_end FROM (SELECT min(path) AS path, shard, offset, size FROM files "
+            f"WHERE size > 0 AND {_ADDRESSED} GROUP BY shard, offset, size) "
             "WINDOW w AS (PARTITION BY shard ORDER BY offset, size)) WHERE offset < prev_end"
         )
         return [(r[0], r[1]) for r in select(self.settled_conn(), sql)]
+
+    def has_shared_ranges(self) -> bool:
+        """Whether two files share the same bytes (one shard, offset and size: a hard link
+        stored once). One pass over every row.
+
+        Returns:
+            True if at least one range is shared.
+        """
+        sql = (
+            f"SELECT 1 FROM files WHERE size > 0 AND {_ADDRESSED} "
+            "GROUP BY shard, offset, size HAVING count(*) > 1 LIMIT 1"
+        )
+        return select(self.settled_conn(), sql).fetchone() is not None
 
     def get_last_file(self) -> BarecatFileInfo:
         """The file stored last (highest shard, then offset).

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from barecat.exceptions import ReadOnlyBarecatError
 from barecat.index.connection import select
@@ -35,6 +35,22 @@ class Placement:
     offset: int
     size: int
     crc32c: int | None
+    sharers: list[Placement] = field(default_factory=list)
+    """Later files (by rowid) with the same bytes exactly: the same shard, offset and
+    size (a hard link stored once). A move takes them along: their rows follow."""
+
+    @property
+    def rowids(self) -> list[int]:
+        """This file's row and those of its sharers."""
+        return [self.rowid, *(s.rowid for s in self.sharers)]
+
+    def shares_with(self, other: Placement) -> bool:
+        """Whether ``other`` holds the same bytes exactly (never for empty files)."""
+        return self.size > 0 and (self.shard, self.offset, self.size) == (
+            other.shard,
+            other.offset,
+            other.size,
+        )
 
     @property
     def key(self) -> AddressKey:

@@ -40,7 +40,8 @@ PAGE = 4096  # rows fetched per index query
 
 
 class _Stream:
-    """Files at or after a storage key, ascending, fetched a page at a time."""
+    """Files at or after a storage key, ascending, fetched a page at a time; files that
+    share the same bytes come as one, the first carrying the others (``sharers``)."""
 
     def __init__(self, index: Index) -> None:
         self._index = index
@@ -52,14 +53,24 @@ class _Stream:
         self._key = start
         self._buffer.clear()
 
-    def peek(self) -> Placement | None:
-        if not self._buffer:
-            page = placements_after(self._index, self._key, PAGE)
-            if not page:
-                return None
+    def _fetch(self) -> bool:
+        page = placements_after(self._index, self._key, PAGE)
+        if page:
             self._key = page[-1].key
             self._buffer.extend(page)
-        return self._buffer[0]
+        return bool(page)
+
+    def peek(self) -> Placement | None:
+        buffer = self._buffer
+        if not buffer and not self._fetch():
+            return None
+        head = buffer[0]
+        while head.size > 0 and (len(buffer) > 1 or self._fetch()):
+            if not head.shares_with(buffer[1]):
+                break
+            head.sharers.append(buffer[1])
+            del buffer[1]
+        return head
 
     def pop(self) -> Placement:
         return self._buffer.popleft()

@@ -201,6 +201,8 @@ class _Run:
     end: int
     land: int
     files: int = 1
+    shared: bool = False
+    """Files in it share bytes (or overlap)."""
 
     def extend(self, shard: int, offset: int, size: int, limit: int) -> bool:
         """Take the next file (by address) into this run if it may; False: start a new one."""
@@ -209,6 +211,7 @@ class _Run:
         end = max(self.end, offset + size)
         span = end - self.start
         if offset < self.end:  # overlapping files must stay together
+            self.shared = True
             if self.land + span > limit:
                 if span > limit:
                     raise FileTooLargeBarecatError(
@@ -229,12 +232,16 @@ def _copy_runs(
     src_sharder: ShardReader,
     on_progress: ProgressCallback | None,
 ) -> list[Relocation]:
-    """Copy the chosen files' bytes run by run; returns the relocations, by source address."""
+    """Copy the chosen files' bytes run by run; returns the relocations, by source address.
+    Where files share bytes (a hard link stored once), so will their copies: the target
+    is guarded for that first (``WriteSession.guard_shared_bytes``)."""
     limit = writes.sharder.shard_size_limit
     relocations: list[Relocation] = []
     run: _Run | None = None
 
     def flush(run: _Run) -> None:
+        if run.shared:
+            writes.guard_shared_bytes()
         size = run.end - run.start
         dst_shard, dst_start = writes.copy_from(src_sharder, (run.shard, run.start, size))
         if dst_start != run.land:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import bisect
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from barecat.index import Index
@@ -218,33 +219,47 @@ def _fill_holes_from_the_end(index: Index, compactor: Compactor, free: _FreeSpac
     """
     stuck = _Stuck()
     moved: set[int] = set()
-    key = _AFTER_EVERYTHING
     deadline = compactor.deadline
-    while page := placements_before(index, key, PAGE):
-        for f in page:
-            key = f.key
-            if f.rowid in moved or f.size == 0:  # moved further up; or nothing to move
-                continue
-            if stuck.files and stuck.ends_walk(f, compactor):
+    for f in _from_the_end(index):
+        if f.rowid in moved or f.size == 0:  # moved further up; or nothing to move
+            continue
+        if stuck.files and stuck.ends_walk(f, compactor):
+            return stuck
+        free.forget_from(f.shard, f.offset)
+        if not free or (deadline is not None and time.monotonic() >= deadline):
+            return stuck
+        compactor.note_settled(1)
+        place = free.take(f.size)
+        if place is None:
+            stuck.add(f)
+            free.forget_from(f.shard, max(0, f.offset - stuck.need))
+            if len(stuck.files) > MAX_STUCK:
                 return stuck
-            free.forget_from(f.shard, f.offset)
-            if not free or (deadline is not None and time.monotonic() >= deadline):
-                return stuck
-            compactor.note_settled(1)
-            place = free.take(f.size)
-            if place is None:
-                stuck.add(f)
-                free.forget_from(f.shard, max(0, f.offset - stuck.need))
-                if len(stuck.files) > MAX_STUCK:
-                    return stuck
-            elif stuck.files:
-                stuck.held.append((f, place))
-            else:
-                compactor.schedule(f, *place)
-                moved.add(f.rowid)
-                if compactor.round.is_full():
-                    compactor.flush()
+        elif stuck.files:
+            stuck.held.append((f, place))
+        else:
+            compactor.schedule(f, *place)
+            moved.update(f.rowids)
+            if compactor.round.is_full():
+                compactor.flush()
     return stuck
+
+
+def _from_the_end(index: Index) -> Iterator[Placement]:
+    """Files from the last to the first, a page at a time; files that share the same bytes
+    come as one, the first carrying the others (``sharers``), so they move together."""
+    key = _AFTER_EVERYTHING
+    group: Placement | None = None
+    while page := placements_before(index, key, PAGE):
+        key = page[-1].key
+        for f in page:
+            if group is not None and group.shares_with(f):
+                f.sharers = [group, *group.sharers]
+            elif group is not None:
+                yield group
+            group = f
+    if group is not None:
+        yield group
 
 
 class _Stuck:

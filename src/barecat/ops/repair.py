@@ -6,9 +6,11 @@ directory rows and statistics are derived data, so they are recreated from the f
 Files whose bytes are missing or fail their CRC32C are only reported, unless asked to
 drop them from the index; their bytes are left where they are. Nothing that the index
 references and that verifies is ever removed. Running it twice changes nothing the second
-time. Works on (Index, Sharder); no SQL and no shard I/O of its own. Schema objects
-barecat did not make keep an archive from opening at all, so :func:`drop_foreign_schema`
-removes them by path, before the archive is opened.
+time. An archive whose files share bytes without a guard shard (one barecat 0.3.1's own
+merge made from such an archive) is given one, so 0.3.1 does not write it
+(``barecat.shards.guard``). Works on (Index, Sharder); no SQL and no shard I/O of its
+own. Schema objects barecat did not make keep an archive from opening at all, so
+:func:`drop_foreign_schema` removes them by path, before the archive is opened.
 """
 
 from __future__ import annotations
@@ -32,10 +34,12 @@ class RepairResult:
     reasons: dict[str, str] = field(default_factory=dict)
     dropped: list[str] = field(default_factory=list)
     remaining_problems: list[str] = field(default_factory=list)
+    guarded: bool = False
+    """Files share bytes and a guard shard was missing: one was added."""
 
     @property
     def changed(self) -> bool:
-        return bool(self.bytes_truncated or self.stats_fixed or self.dropped)
+        return bool(self.bytes_truncated or self.stats_fixed or self.dropped or self.guarded)
 
 
 def repair(
@@ -50,6 +54,9 @@ def repair(
     ``drop_bad`` remove from the index) files whose bytes are missing or corrupt."""
     result = RepairResult()
     result.bytes_truncated = _cut_unreferenced_tails(index, sharder)
+    if not sharder.guarded and index.has_shared_ranges():
+        sharder.add_guard()
+        result.guarded = True
     before = index.find_inconsistencies()
     if before:
         index.update_dirs()

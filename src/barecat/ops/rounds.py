@@ -105,12 +105,14 @@ class Round:
                 copied += m.file.size
                 if m.file.crc32c is not None and crc != m.file.crc32c:
                     tally.corrupt_files.append(m.file.path)
-        set_addresses(index, [(m.file.rowid, m.shard, m.offset) for m in self.moves])
+        set_addresses(
+            index, [(rowid, m.shard, m.offset) for m in self.moves for rowid in m.file.rowids]
+        )
         WriteSession(index, sharder).checkpoint(
             {m.shard for m in self.moves}, new_shards=sharder.num_shards != shards_before
         )
         tally.rounds += 1
-        tally.files_moved += len(self.moves)
+        tally.files_moved += sum(1 + len(m.file.sharers) for m in self.moves)
         tally.bytes_moved += copied
         return copied
 
@@ -143,6 +145,7 @@ def finish(index: Index, sharder: Sharder, on_progress: OnProgress | None) -> No
     Runs after the final commit, so only bytes no committed row references go. Leaves
     the write position at the end of the last file, where the archive appends next.
     """
+    guarded = sharder.guarded
     if park_empty_files(index):
         index.commit()
     if on_progress is not None and (empties := count_empty_files(index)):
@@ -153,7 +156,11 @@ def finish(index: Index, sharder: Sharder, on_progress: OnProgress | None) -> No
         end = ends.get(shard, 0)
         if sharder.physical_shard_end(shard) > end:
             sharder.truncate_shard(shard, end)
-    sharder.remove_shards_from(last + 1)
+    if guarded and not any(sharder.is_guard(s) for s in range(last + 1)):
+        sharder.place_guard(last + 1)  # (files share bytes: the guard stays, see shards.guard)
+        sharder.remove_shards_from(last + 2)
+    else:
+        sharder.remove_shards_from(last + 1)
     WriteSession(index, sharder).resync(ends)
 
 
@@ -171,7 +178,9 @@ def require_movable(index: Index, sharder: Sharder, what: str) -> None:
         raise ReadOnlyBarecatError(f"Cannot {what}: the archive is open read-only")
     if sharder.append_only:
         raise BarecatError(f"Cannot {what}: the archive is open append-only")
-    linked = [s for s in range(sharder.num_shards) if sharder.is_foreign(s)]
+    linked = [
+        s for s in range(sharder.num_shards) if sharder.is_foreign(s) and not sharder.is_guard(s)
+    ]
     if linked:
         raise BarecatError(
             f"Cannot {what} {sharder.path}: shard {linked[0]} is a link to a file this archive "

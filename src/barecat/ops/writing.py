@@ -77,6 +77,8 @@ class WriteSession:
             end = ends.get(last, 0)
         else:
             last = max(self.sharder.num_shards - 1, self.index.num_used_shards - 1, 0)
+            if self.sharder.is_guard(last):  # (nothing in it: append after the last used)
+                last = max(self.index.num_used_shards - 1, 0)
             end = self.index.logical_shard_end(last)
         if self.sharder.is_foreign(last):
             last, end = max(self.sharder.num_shards, last + 1), 0
@@ -92,6 +94,12 @@ class WriteSession:
         them, go on in a new shard after them."""
         if self.position[0] >= first:
             self._move(self.sharder.num_shards, 0)
+
+    def guard_shared_bytes(self) -> None:
+        """Files are about to share bytes: keep barecat 0.3.1's writers, which take each
+        byte range for one file's own, from writing this archive (a guard shard, see
+        ``barecat.shards.guard``, durable before this returns); nothing if there is one."""
+        self.sharder.add_guard()
 
     def link_shard(self, target: str) -> int:
         """Add the next shard as a link to ``target`` (another archive's shard, a tar or

@@ -31,6 +31,7 @@ from barecat.exceptions import (
 from barecat.layout import existing_shard_numbers
 from barecat.shards.concurrent import DEFAULT_READ_CONCURRENCY, ReadPool, read_would_wait
 from barecat.shards.copy import copy_range
+from barecat.shards.guard import is_guard, make_guard, replace_guard_with_file, replace_with_guard
 from barecat.shards.reading import COPY_CHUNK, ShardFiles, ShardReader
 from barecat.shards.writeback import EarlyWriteback
 
@@ -68,6 +69,7 @@ class Sharder(ShardFiles):
         self._copy_buffer = bytearray()
         self._writeback = EarlyWriteback()
         self._num_shards = self._count_shards()
+        self._guard_seen = False  # a guard was found or made (cleared when shards go)
         self._write_position: tuple[int, int] | None = None
         """Where the next file's bytes go: moved only by ``barecat.ops.writing``'s
         ``WriteSession`` (None until a session places it; see ``write_position``)."""
@@ -278,7 +280,9 @@ class Sharder(ShardFiles):
             return self._fds[shard]
         self.raise_if_readonly("Cannot write: the archive is open read-only")
         target = self.get_shard_path(shard)
-        if os.path.islink(target) and not self.allow_writing_symlinked_shard:
+        if os.path.islink(target) and is_guard(target):
+            self._promote_guard(shard)
+        elif os.path.islink(target) and not self.allow_writing_symlinked_shard:
             raise BarecatError(
                 f"Refusing to write into symlinked shard {target} (it belongs to another archive); "
                 "pass allow_writing_symlinked_shard=True to override"
@@ -295,8 +299,58 @@ class Sharder(ShardFiles):
         return self._write_position
 
     def is_foreign(self, shard: int) -> bool:
-        """True if ``shard`` is a symlink this sharder must not write through."""
-        return not self.allow_writing_symlinked_shard and os.path.islink(self.get_shard_path(shard))
+        """True if ``shard`` is a symlink this sharder must not write through (a guard,
+        always: see :mod:`barecat.shards.guard`)."""
+        path = self.get_shard_path(shard)
+        return os.path.islink(path) and (not self.allow_writing_symlinked_shard or is_guard(path))
+
+    def is_guard(self, shard: int) -> bool:
+        """True if ``shard`` is the guard an archive whose files share bytes keeps."""
+        return is_guard(self.get_shard_path(shard))
+
+    @property
+    def guarded(self) -> bool:
+        """Whether a shard is a guard (:mod:`barecat.shards.guard`)."""
+        return any(self.is_guard(shard) for shard in range(self._num_shards))
+
+    def add_guard(self) -> None:
+        """Keep a guard (the next shard) unless one is there: files are about to share
+        bytes, which barecat 0.3.1 must then not write (:mod:`barecat.shards.guard`)."""
+        if self._guard_seen:
+            return
+        if not self.guarded:
+            self._add_shard(make_guard)
+            self.sync_directory()  # (before any row that shares bytes is committed)
+        self._guard_seen = True
+
+    def place_guard(self, shard: int) -> None:
+        """Make ``shard`` (unused, or past the last shard) the guard, in one step."""
+        self.raise_if_readonly("Cannot add shards: the archive is open read-only")
+        self._forget(shard)
+        replace_with_guard(self.get_shard_path(shard))
+        self._num_shards = max(self._num_shards, shard + 1)
+        self.sync_directory()
+
+    def _promote_guard(self, shard: int) -> None:
+        """Bytes go into the guard's number: a new guard past the last shard first, then
+        the guard becomes an empty shard of this archive's own."""
+        with self._lock:
+            path = self.get_shard_path(shard)
+            if not is_guard(path):
+                return  # (another thread did it)
+            make_guard(self.get_shard_path(self._num_shards))
+            self._num_shards += 1
+            fd = self._fds.pop(shard, None)
+            if fd is not None:
+                os.close(fd)
+            replace_guard_with_file(path)
+            self.sync_directory()
+
+    def _forget(self, shard: int) -> None:
+        fd = self._fds.pop(shard, None)
+        if fd is not None:
+            os.close(fd)
+        self._checked_writable.discard(shard)
 
     def open_for_writing(self, shard: int) -> None:
         """Open (creating it if needed) ``shard`` for writing, so that later writes there
@@ -528,11 +582,9 @@ class Sharder(ShardFiles):
         """Undo :meth:`link_shard`/:meth:`add_empty_shard`: delete shard files from
         ``number`` on (a link is removed, never its target). The caller restores the
         write position it had before adding them."""
+        self._guard_seen = False
         for shard in range(number, self._num_shards):
-            fd = self._fds.pop(shard, None)
-            if fd is not None:
-                os.close(fd)
-            self._checked_writable.discard(shard)
+            self._forget(shard)
             with contextlib.suppress(FileNotFoundError):
                 os.remove(self.get_shard_path(shard))
         self._num_shards = min(self._num_shards, number)

@@ -11,7 +11,10 @@ written through a link. A link that would lead outside the target directory (wal
 the kernel walks it, through the links on disk and all those the run makes:
 :mod:`barecat.transfer.link_walk`) is not made unless asked. Like tar, it goes on past an
 entry that fails (damaged bytes, a name the file system refuses, something in the way),
-recording why, and restores the directories' metadata at the end whatever failed. Uses
+recording why, and restores the directories' metadata at the end whatever failed. Files
+that share their bytes and agree on their metadata (``BarecatFileInfo.hard_link_key``: a
+hard link that ``create`` or tar conversion stored once) become names of one file again,
+made with ``os.link`` when the first of them is written. Uses
 only the public :class:`Barecat` API; never prints.
 """
 
@@ -326,6 +329,28 @@ class DirectoryWriter:
         self.result.bytes += f.size or 0
         return True
 
+    def write_hard_link(self, f: BarecatFileInfo, dest: str, existing: str) -> bool:
+        """Make ``dest`` another name of ``existing``, the file this run wrote for an entry
+        sharing ``f``'s bytes and metadata; what is at ``dest`` (not a directory) is
+        replaced. A failure is recorded (False), as :meth:`write_entry` does."""
+
+        def make() -> None:
+            parent = _parent(dest)
+            if parent not in self.safe_dirs:
+                self.ensure_dir(parent)
+            try:
+                os.link(existing, dest, follow_symlinks=False)
+            except FileExistsError:
+                if stat.S_ISDIR(os.lstat(dest).st_mode):
+                    raise IsADirectoryError(
+                        errno.EISDIR, "a directory is in the way", dest
+                    ) from None
+                os.unlink(dest)
+                os.link(existing, dest, follow_symlinks=False)
+            self.result.files += 1
+
+        return self.attempt(f.path, make)
+
     def _reopen(self, dest: str, bits: int) -> tuple[int, bool]:
         """Open ``dest``, which is there already, for writing, never through a link: a
         link is replaced by a new file (the descriptor, True), a file is truncated
@@ -568,9 +593,19 @@ def extract_to_directory(
         ex.attempt(d.path, functools.partial(ex.ensure_dir, dest))
     links = [f.is_symlink_entry for f in files]
     plain = [(f, dest) for f, dest, link in zip(files, file_dests, links, strict=True) if not link]
-    ex.read_in_runs([f for f, _ in plain])
-    for f, dest in plain:
-        if ex.write_entry(f, dest) and on_file:
+    keys = _hard_link_keys([f for f, _ in plain])
+    made: dict[object, str] = {}  # per hard-link key, the file written for it
+    seen: set[object] = set()
+    ex.read_in_runs([f for (f, _), key in zip(plain, keys, strict=True) if _first(key, seen)])
+    for (f, dest), key in zip(plain, keys, strict=True):
+        first = None if key is None else made.get(key)
+        if first is not None:
+            done = ex.write_hard_link(f, dest, first)
+        else:
+            done = ex.write_entry(f, dest)
+            if done and key is not None:
+                made[key] = dest
+        if done and on_file:
             on_file(f)
     # links last, so nothing is written through one, and judged all together
     linked = [(f, dest) for f, dest, link in zip(files, file_dests, links, strict=True) if link]
@@ -590,6 +625,29 @@ def _make_target(root: str, given: str) -> None:
         os.makedirs(root, exist_ok=True)
     except (FileExistsError, NotADirectoryError):  # (a file there, or on the way there)
         raise NotADirectoryBarecatError(f"{given}: Not a directory") from None
+
+
+def _hard_link_keys(files: Sequence[BarecatFileInfo]) -> list[object | None]:
+    """Each file's ``hard_link_key`` where a neighbour in storage order is at the same
+    place, else None: only those can be hard links of one another (files at one place
+    are neighbours in storage order)."""
+    keys: list[object | None] = [None] * len(files)
+    for k in range(1, len(files)):
+        a, b = files[k - 1], files[k]
+        if a.offset == b.offset and a.shard == b.shard:
+            keys[k - 1], keys[k] = a.hard_link_key, b.hard_link_key
+    return keys
+
+
+def _first(key: object | None, seen: set[object]) -> bool:
+    """Whether a file of this hard-link key is the first (it is written: its bytes are
+    read), noting the key."""
+    if key is None:
+        return True
+    if key in seen:
+        return False
+    seen.add(key)
+    return True
 
 
 def _parent(dest: str) -> str:

@@ -5,7 +5,9 @@ CRC32C-checked on the way (a damaged file stops the export rather than being pas
 Metadata goes with them: tar gets PAX headers (long and non-ASCII names, nanosecond
 mtimes, owners); zip gets the Unix mode in its external attributes and Info-ZIP's
 extended-timestamp and owner fields, which is what ``unzip`` and our import read back.
-Stored links become tar symlinks and zip link entries. Member names are canonical
+Stored links become tar symlinks and zip link entries; files that share their bytes and
+metadata (``BarecatFileInfo.hard_link_key``: a hard link stored once) become tar hard
+links to the first of them in path order (zip has none: each is a copy). Member names are canonical
 archive paths: an index written by another tool (barecat 0.3.1 stores '../x' as it is
 given) may hold '/abs', './x' or 'a/../b', which go out normalized, and names that climb
 out of the root ('../x'), which are left out, both reported, so that extracting the
@@ -94,10 +96,16 @@ def export_tar(
     ``tar.gz``, ``tar.bz2``, ``tar.xz``, ``tar.zst``), under ``root_dir`` if given."""
     root = normalize(root_dir) if root_dir else ""
     result = ExportResult()
+    linked: dict[object, str] = {}  # per hard-link key, the member that holds the bytes
     with open_tar_writer(stream, fmt) as tar:
         for entry, name in _members(bc, root, result):
             member = _tar_info(entry, name)
-            if isinstance(entry, BarecatFileInfo) and entry.is_symlink_entry:
+            key = entry.hard_link_key if isinstance(entry, BarecatFileInfo) else None
+            if key is not None and key in linked:
+                member.type, member.linkname = tarfile.LNKTYPE, linked[key]
+                tar.addfile(member)
+                result.files += 1
+            elif isinstance(entry, BarecatFileInfo) and entry.is_symlink_entry:
                 member.type, member.linkname = (
                     tarfile.SYMTYPE,
                     bc.read(entry).decode("utf-8", "surrogateescape"),
@@ -108,6 +116,8 @@ def export_tar(
                 member.size = entry.size or 0
                 with open_verified(bc, entry) as source:
                     tar.addfile(member, source)
+                if key is not None:
+                    linked[key] = name
                 result.files += 1
                 result.bytes += member.size
             else:

@@ -5,7 +5,8 @@ Members are taken in order and in constant memory: small files are gathered into
 the mode (with the file-type bits barecat keeps), the owner, and the mtime, to the
 nanosecond where the archive has it (PAX headers; zip's extended-timestamp field). Tar's
 own rules settle what tar allows: a later member of the same name replaces the earlier
-one, as when extracting, and a hard link becomes a copy of its target. What barecat must
+one, as when extracting, and a hard link is stored once: its row points at its target's
+bytes (in a sealed archive, whose bytes are bound to their path, it is a copy). What barecat must
 not or cannot hold (names that climb out of the root, devices, FIFOs, encrypted zip
 members) is skipped and reported. Uses only the public Barecat API; never prints.
 """
@@ -97,12 +98,19 @@ class _Importer:
         self._one(info, stream=stream, size=size)
 
     def hard_link(self, info: BarecatFileInfo, name: str, target: str) -> None:
-        """A copy of an earlier member, as extracting the link would make."""
+        """An earlier member's file under another name: a row sharing its bytes (a copy in
+        a sealed archive, or of a symbolic link, as extracting the link would make)."""
         self.flush()
         try:
             found = self.bc.lookup_file(normalize(target))
         except (InvalidPathBarecatError, *_CONFLICTS, FileNotFoundError):
             self.skip(name, f"hard link to {target!r}, which is not a file stored before it")
+            return
+        if not self.bc.sealed and not found.is_symlink_entry and (found.size or 0) > 0:
+            self.bc.guard_shared_bytes()  # (0.3.1 must not write it now: shards.guard)
+            info.shard, info.offset = found.shard, found.offset
+            info.size, info.crc32c = found.size, found.crc32c
+            self._one(info, placed=True)
             return
         if found.is_symlink_entry or (found.size or 0) <= SMALL_FILE:
             info.mode = found.mode if found.is_symlink_entry else info.mode
@@ -148,7 +156,10 @@ class _Importer:
         data: bytes | None = None,
         stream: IO[bytes] | None = None,
         size: int = 0,
+        placed: bool = False,
     ) -> None:
+        """Store one file (``placed``: a row for bytes stored already), replacing a file of
+        its name, skipped if a directory has it."""
         if self.bc.isdir(info.path):
             self.skip(info.path, "a directory of the same name is stored")
             return
@@ -156,11 +167,14 @@ class _Importer:
             self.bc.remove(info.path)
             self.result.replaced += 1
         try:
-            self.bc.add(info, data=data, fileobj=cast(BinaryIO | None, stream))
+            if placed:
+                self.bc.add_placed([info])
+            else:
+                self.bc.add(info, data=data, fileobj=cast(BinaryIO | None, stream))
         except _CONFLICTS as e:
             self.skip(info.path, str(e))
             return
-        self._stored(1, len(data) if data is not None else size)
+        self._stored(1, len(data) if data is not None else (info.size or 0) if placed else size)
 
     def _stored(self, files: int, nbytes: int) -> None:
         self.result.files += files

@@ -5,9 +5,10 @@ of WebDataset-style tar shards becomes one archive), and each member's address i
 its bytes already lie inside it: nothing is copied. The bytes are read once to record
 their CRC32C, so reads through the wrap are verified like any other archive's. Only
 uncompressed tar and stored (uncompressed, unencrypted) zip members can be wrapped.
-What is not file data inside the input (a symbolic link's target) or would make two files
-share bytes (a hard link: a copy of its target) is stored in a shard of the archive's
-own. Barecat never writes into a linked shard, so files added later go to new shards.
+What is not file data inside the input (a symbolic link's target) is stored in a shard of
+the archive's own; a hard link points at its target's bytes inside the input, as a row
+sharing them (the archive then keeps a guard, ``barecat.shards.guard``). Barecat never
+writes into a linked shard, so files added later go to new shards.
 Uses the public Barecat API; never prints.
 """
 
@@ -198,11 +199,13 @@ class _Tree:
         self.result = result
         self.longest_name = longest_name
         self.entries: dict[str, BarecatFileInfo | BarecatDirInfo] = {}
-        self.links: dict[str, tuple[BarecatFileInfo, bytes | tuple[int, int, int]]] = {}
+        self.links: dict[str, tuple[BarecatFileInfo, bytes]] = {}
         self.dirs: set[str] = set()
         """Every directory: stored ones and those a stored path goes through."""
         self.crc32: dict[str, tuple[int, str]] = {}
         """Files whose bytes a zip gives a CRC-32: path -> (CRC-32, member name)."""
+        self.shared = False
+        """A hard link shares its target's bytes."""
 
     def collect(
         self,
@@ -231,14 +234,14 @@ class _Tree:
             self.entries[path] = entry
             self._add_dirs(path)
             return
-        own: bytes | tuple[int, int, int] | None = None  # what goes in a shard of its own
+        own: bytes | None = None  # what goes in a shard of its own
         if link_target is not None and link_target.startswith("\0"):
             target = self.entries.get(_normalized_or_empty(link_target[1:]))
             if not isinstance(target, BarecatFileInfo):
                 self.result.skipped.append((name, f"hard link to {link_target[1:]!r}, not stored"))
                 return
-            # A copy of the target's bytes: files in a barecat never share a byte range.
-            own = target.address[:3]  # (shard, offset, size)
+            entry.shard, entry.offset, entry.size = target.shard, target.offset, target.size
+            self.shared = True  # (the target's bytes, where they are in the input)
         elif link_target is not None:
             own = os.fsencode(link_target)
         if path in self.entries or path in self.links:
@@ -327,12 +330,11 @@ def _store(bc: Barecat, tree: _Tree, result: ImportResult) -> None:
                 continue
             files.append(info)
     bc.add_dirs(dirs)
+    if tree.shared:
+        bc.guard_shared_bytes()
     for start in range(0, len(files), 4096):
         bc.add_placed(files[start : start + 4096])
-    own = [
-        (info, data if isinstance(data, bytes) else bc.sharder.read_from_address(*data))
-        for info, data in tree.links.values()
-    ]
+    own = list(tree.links.values())
     bc.add_many(own)
     result.dirs = len(dirs)
     result.files = len(files) + len(own)

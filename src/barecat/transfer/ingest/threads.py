@@ -9,11 +9,14 @@ are serialized, reads and writes overlap. The calling thread indexes the written
 atomic batches (``Barecat.add_placed``). Big files are streamed during their chunk's
 turn, so memory stays bounded whatever the sizes.
 
-A file that cannot be read, whose name is not UTF-8, or whose path already exists in the
-archive, is reported and skipped, and the rest goes on. Any other failure stops the run
-and rewinds the shards to the end of the last indexed batch. Progress is reported only for
-files whose batch is in the index, so an interrupted run has stored every file it
-reported. Never prints.
+A file with several hard links is stored once: a name of it met again (the same device
+and inode, in plan order) gets a row pointing at the bytes of its first name, read from
+neither (not in a sealed archive, whose bytes are bound to their path: there each name
+is stored whole). A file that cannot be read, whose name is not UTF-8, or whose path
+already exists in the archive, is reported and skipped, and the rest goes on. Any other
+failure stops the run and rewinds the shards to the end of the last indexed batch.
+Progress is reported only for files whose batch is in the index, so an interrupted run
+has stored every file it reported. Never prints.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import errno
 import os
 import threading
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Container, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -70,7 +73,19 @@ class IngestResult:
     dirs: int = 0
     skipped: int = 0
     """Files left out because their path was already in the archive (``skip_existing``)."""
+    shared: int = 0
+    """Of ``files``, hard links stored as rows sharing the bytes of an earlier name."""
     failures: list[Failure] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class _HardLinks:
+    """Per inode with several hard links, the file that stores its bytes: the first name
+    met in plan order, recorded in its turn once it is written; and whether the archive
+    is guarded for rows that share bytes (``WriteSession.guard_shared_bytes``)."""
+
+    firsts: dict[InodeKey, BarecatFileInfo] = field(default_factory=dict)
+    guarded: bool = False
 
 
 class _Turns:
@@ -98,15 +113,24 @@ class _Turns:
 
 @dataclass(slots=True)
 class _Written:
-    """One task's outcome: its files (placed and written), failures, where it ended."""
+    """One task's outcome: its files (placed and written), failures, where it ended, and
+    the hard links among its files (each with the earlier file whose bytes it shares,
+    placed once every task before this one and this one are done)."""
 
     infos: list[BarecatFileInfo]
     nbytes: int
     failures: list[Failure]
     end: Position
+    links: list[tuple[BarecatFileInfo, BarecatFileInfo]]
 
 
-_Read = tuple[Source, BarecatFileInfo, bytes | memoryview | None]  # None: stream it
+InodeKey = tuple[int, int]
+"""A file's identity on disk, ``(st_dev, st_ino)``: its hard links share it."""
+_SHARED = memoryview(b"")
+"""Read data of a file whose bytes an earlier name of it stores (not read)."""
+_Read = tuple[Source, BarecatFileInfo, bytes | memoryview | None, InodeKey | None]
+"""A source, its record, its data (None: stream it) and, if it has several hard links,
+its identity."""
 _thread_state = threading.local()
 
 
@@ -143,20 +167,23 @@ def _read_rest(fd: int, size_hint: int) -> bytes:
 
 
 def _read_chunk(
-    sources: list[Source], size_limit: int, sealer: Sealer | None
+    sources: list[Source], size_limit: int, sealer: Sealer | None, firsts: Container[InodeKey]
 ) -> tuple[list[_Read], list[Failure]]:
     """Read a task's files, small ones into the thread's buffer, with their CRC32C; in a
-    sealed archive, each one that is not streamed is sealed here."""
+    sealed archive, each one that is not streamed is sealed here. A hard link whose
+    inode an earlier name stores (in ``firsts``, or earlier in this task) is not read."""
     buffer = _thread_buffer()
     used = held = 0
     reads: list[_Read] = []
     failures: list[Failure] = []
+    seen: set[InodeKey] = set()
     for source in sources:
         if not is_utf8(source.store_path):  # a plan made by hand: plan_sources skips these
             failures.append((source.disk_path, not_utf8_error(source.disk_path)))
             continue
         info = BarecatFileInfo(source.store_path)
         data: bytes | memoryview | None
+        key: InodeKey | None = None
         try:
             if source.as_link:
                 info.fill_from_statresult(os.lstat(source.disk_path))
@@ -167,7 +194,11 @@ def _read_chunk(
                     st = os.fstat(fd)
                     info.fill_from_statresult(st)
                     size = st.st_size
-                    if size > STREAM_THRESHOLD or held + size > CHUNK_BYTES:
+                    if st.st_nlink > 1 and sealer is None:
+                        key = (st.st_dev, st.st_ino)
+                    if key is not None and (key in seen or key in firsts):
+                        data = _SHARED
+                    elif size > STREAM_THRESHOLD or held + size > CHUNK_BYTES:
                         data = None
                     elif used + size < len(buffer):  # room for one byte more: sees growth
                         n = _read_into(fd, buffer[used : used + size + 1], size)
@@ -191,12 +222,16 @@ def _read_chunk(
         except OSError as e:
             failures.append((source.disk_path, e))
             continue
-        if data is not None:
+        if key is not None:
+            seen.add(key)
+        if data is _SHARED:
+            pass
+        elif data is not None:
             held += len(data)
             info.size, info.crc32c = len(data), crc32c(data)
             if sealer is not None:
                 info.size = plain_size
-        reads.append((source, info, data))
+        reads.append((source, info, data, key))
     return reads, failures
 
 
@@ -221,11 +256,19 @@ def _stream(
 
 
 def _write_chunk(
-    writer: WriteSession, turns: _Turns, number: int, sources: list[Source], sealer: Sealer | None
+    writer: WriteSession,
+    turns: _Turns,
+    number: int,
+    sources: list[Source],
+    sealer: Sealer | None,
+    hard_links: _HardLinks,
 ) -> _Written:
-    """A pool task: read a chunk, claim its room in turn ``number``, write it."""
+    """A pool task: read a chunk, claim its room in turn ``number``, write it; a hard
+    link of a file stored before gets its bytes (:class:`_HardLinks`)."""
+    size_limit = writer.sharder.shard_size_limit
+    firsts = hard_links.firsts
     try:
-        reads, failures = _read_chunk(sources, writer.sharder.shard_size_limit, sealer)
+        reads, failures = _read_chunk(sources, size_limit, sealer, firsts)
     except BaseException:
         with turns.turn(number):
             raise
@@ -233,8 +276,21 @@ def _write_chunk(
     claimed: list[BarecatFileInfo] = []  # the files in ``datas``, written after the turn
     datas: list[bytes | memoryview] = []
     places: list[Position] = []
+    links: list[tuple[BarecatFileInfo, BarecatFileInfo]] = []
     with turns.turn(number):
-        for source, info, data in reads:
+        for source, info, data, key in reads:
+            first = None if key is None else firsts.get(key)
+            if first is not None:  # a hard link: its bytes are stored already
+                if not hard_links.guarded:
+                    writer.guard_shared_bytes()
+                    hard_links.guarded = True
+                links.append((info, first))
+                infos.append(info)
+                continue
+            if data is _SHARED:  # its first name was not stored: nor is this one
+                why = "its bytes were to be stored under another of its names, which failed"
+                failures.append((source.disk_path, OSError(errno.EIO, why, source.disk_path)))
+                continue
             if data is None:  # streamed now, after what is claimed so far
                 places += writer.reserve(len(d) for d in datas[len(places) :])
                 error = _stream(writer, source, info, sealer)
@@ -245,13 +301,15 @@ def _write_chunk(
                 claimed.append(info)
                 datas.append(data)
             infos.append(info)
+            if key is not None:
+                firsts[key] = info
         places += writer.reserve(len(d) for d in datas[len(places) :])
         end = writer.position
     writer.write_reserved(places, datas)
     for info, (shard, offset) in zip(claimed, places, strict=True):
         info.shard, info.offset = shard, offset
     nbytes = sum(info.size or 0 for info in infos)
-    return _Written(infos, nbytes, failures, end)
+    return _Written(infos, nbytes, failures, end, links)
 
 
 class _Indexer:
@@ -267,6 +325,10 @@ class _Indexer:
         self.pending_end = self.indexed_end
 
     def take(self, written: _Written) -> None:
+        for link, first in written.links:  # placed: its task and all before are done
+            link.shard, link.offset = first.shard, first.offset
+            link.size, link.crc32c = first.size, first.crc32c
+        self.result.shared += len(written.links)
         self.result.failures.extend(written.failures)
         self.pending += written.infos
         self.pending_bytes += written.nbytes
@@ -315,11 +377,13 @@ def ingest(
         sealer = bc.sealing_for_writers()
         writer = bc.batch_writer()
         pool = ThreadPoolExecutor(workers)
+        hard_links = _HardLinks()
         try:
             window: deque[Future[_Written]] = deque()
             for number, start in enumerate(range(0, len(files), READ_CHUNK)):
                 chunk = files[start : start + READ_CHUNK]
-                window.append(pool.submit(_write_chunk, writer, turns, number, chunk, sealer))
+                task = (writer, turns, number, chunk, sealer, hard_links)
+                window.append(pool.submit(_write_chunk, *task))
                 if len(window) > 2 * workers:
                     indexer.take(window.popleft().result())
             while window:
