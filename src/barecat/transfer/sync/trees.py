@@ -25,9 +25,10 @@ from barecat.entries import BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo
 from barecat.exceptions import BarecatError
 from barecat.glob import PathFilter
 from barecat.paths import is_utf8
-from barecat.transfer.extraction import DirectoryWriter, make_links, outside_link_error
+from barecat.transfer.extraction import DirectoryWriter, outside_link_error
 from barecat.transfer.ingest.sources import IngestPlan, Source, not_utf8_error
 from barecat.transfer.ingest.threads import STREAM_THRESHOLD, ingest
+from barecat.transfer.symlink_making import make_links
 from barecat.transfer.sync.plan import Action, Entry, Kind, Listing, Op
 
 OnDone = Callable[[Action, int], None]
