@@ -18,10 +18,15 @@
    listing (the default), with ``--plain-listings``, and through the do-nothing
    filesystem (the binding's floor, both ways).
 
+4. Real trees (``bench_mount_trees``): the Python standard library and ``/usr/share``
+   (``--trees``), ``find``, ``ls -lR`` and ``cat`` of ``--cat-files`` small files, on the
+   tree and through barecat (default and ``--plain-listings``), ratarmount (a tar) and
+   squashfuse_ll (a squashfs image), alternated in each round.
+
 Whole commands, medians of ``--repeats`` rounds; figures only, no assertions.
 
     python benchmarks/bench_mount.py [--files N] [--walk-files N] [--repeats R]
-        [--only reads|walks]
+        [--only reads|walks|trees] [--trees DIR ...] [--cat-files N]
 """
 
 from __future__ import annotations
@@ -43,6 +48,9 @@ sys.path.insert(0, str(REPO / "src"))
 
 import barecat  # noqa: E402
 from barecat.mount import check_fuse, is_mounted  # noqa: E402
+
+sys.path.insert(0, str(REPO / "benchmarks"))
+import bench_mount_trees  # noqa: E402
 
 BARECAT = str(Path(sys.executable).parent / "barecat")
 
@@ -164,7 +172,8 @@ def main() -> int:
     parser.add_argument("--files", type=int, default=10_000)
     parser.add_argument("--walk-files", type=int, default=200_000)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--only", choices=("reads", "walks"))
+    parser.add_argument("--only", choices=("reads", "walks", "trees"))
+    bench_mount_trees.add_arguments(parser)
     args = parser.parse_args()
     check_fuse()
     with tempfile.TemporaryDirectory(prefix="bench-mount-", dir=REPO) as work:
@@ -175,6 +184,8 @@ def main() -> int:
             reads(args, base, mnt)
         if args.only in (None, "walks"):
             walks(args, base, mnt)
+        if args.only in (None, "trees"):
+            bench_mount_trees.trees(args, base)
     return 0
 
 

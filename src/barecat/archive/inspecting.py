@@ -154,7 +154,7 @@ class ArchiveInspection(ArchivePart):
             FileNotFoundBarecatError: no such directory.
             NotADirectoryBarecatError: ``path`` is a file.
         """
-        return list(self.archive.index.listing.entries(path, order))
+        return self.archive.index.listing.entry_list(path, order)
 
     @reading_steps
     def subdirs_of(self, path: str, order: Order = Order.ANY) -> Iterator[BarecatDirInfo]:

@@ -113,10 +113,12 @@ def register(sub: Subparsers) -> None:
     parser.add_argument(
         "--plain-listings",
         action="store_true",
-        help="Read-only mounts: listings carry names and types, no attributes (find is "
-        "several times faster and the kernel keeps no inode per entry listed; a LOOKUP "
-        "for each file opened or stat'ed after its directory was listed, and no "
-        "read-ahead of files not yet opened)",
+        help="Read-only mounts: listings carry names and types, no attributes, so the "
+        "kernel keeps no inode per entry listed. find is 3-4x faster over big directories "
+        "(200 of 1,000 files) but only 1.2-1.6x over small ones (the Python stdlib, "
+        "/usr/share), where each directory entered costs a LOOKUP; so does each file "
+        "opened or stat'ed after its listing (ls -lR 1.5-2.3x slower, du 2.6x), and files not "
+        "yet opened are not read ahead",
     )
     parser.add_argument(
         "-o",

@@ -117,6 +117,22 @@ class IndexListing:
         yield from self.subdirs_of(path, order)
         yield from self.files_in(path, order)
 
+    def entry_list(self, diritem: DirItem, order: Order = Order.ANY) -> list[BarecatEntryInfo]:
+        """``entries`` as a list, in two queries: the directory's existence is only
+        checked when it has no entries (a mount lists every directory a walk enters).
+
+        Raises:
+            FileNotFoundBarecatError: no such directory.
+            NotADirectoryBarecatError: ``diritem`` is a file.
+        """
+        path = path_of(diritem)
+        conn, where, args = self._conn, " WHERE parent = ?", (path,)
+        found: list[BarecatEntryInfo] = [*query.iter_dirs(conn, order, where, args)]
+        found += query.iter_files(conn, self._file_columns, order, where, args)
+        if not found:
+            self.existing_dir(path)
+        return found
+
     def names(self, diritem: DirItem, order: Order = Order.ANY) -> list[str]:
         """Names in a directory: subdirectories first, then files (each in ``order``).
 

@@ -171,6 +171,8 @@ class ArchiveFilesystem(mfusepy.Operations):  # type: ignore[misc]
         """Records of the latest listings not yet in ``_listed``, by directory: indexed
         by path when a request first asks for one (a walk never does); None for a
         listing made without them (names and types), fetched then."""
+        self._unindexed_records = 0
+        """How many records ``_unindexed`` holds (kept up to ``ATTRIBUTE_CACHE``)."""
         self._handles: dict[int, Any] = {}
         self._unopened: dict[str, _Reading] = {}
         self._listings: dict[tuple[str, bool], Listing] = {}
@@ -258,6 +260,7 @@ class ArchiveFilesystem(mfusepy.Operations):  # type: ignore[misc]
             with self._lock:
                 listed = folder in self._unindexed
                 infos = self._unindexed.pop(folder, None)
+                self._unindexed_records -= len(infos or ())
             if listed:  # (one query for a directory listed by name only)
                 self._remember(self.archive.listdir_infos(folder) if infos is None else infos)
                 info = self._listed.get(inner)
@@ -268,17 +271,20 @@ class ArchiveFilesystem(mfusepy.Operations):  # type: ignore[misc]
         (None: a listing without them, whose records are fetched when asked for)."""
         unindexed = self._unindexed
         with self._lock:
-            unindexed.pop(inner, None)
+            self._unindexed_records -= len(unindexed.pop(inner, None) or ())
             unindexed[inner] = infos
-            kept = sum(len(v or ()) for v in unindexed.values())  # (LISTINGS_UNINDEXED)
+            kept = self._unindexed_records + len(infos or ())
             while len(unindexed) > 1 and (
                 len(unindexed) > LISTINGS_UNINDEXED or kept > ATTRIBUTE_CACHE
             ):  # (the latest is kept however big)
                 kept -= len(unindexed.pop(next(iter(unindexed))) or ())
+            self._unindexed_records = kept
 
     def _forget_listed(self) -> None:
         """Drop the records kept from listings (the archive is about to change)."""
-        self._unindexed.clear()
+        with self._lock:
+            self._unindexed.clear()
+            self._unindexed_records = 0
         self._listed.clear()
 
     def _remember(self, infos: Iterable[BarecatEntryInfo]) -> None:
@@ -322,7 +328,8 @@ class ArchiveFilesystem(mfusepy.Operations):  # type: ignore[misc]
             if kept is not None:
                 return kept
         encoding, errors = _FS_ENCODING, _FS_ERRORS
-        entries = [(b".", self._packed(inner)), (b"..", self._packed(inner.rpartition("/")[0]))]
+        dot = _typed_stat(stat.S_IFDIR)  # (the kernel takes no attributes from . and ..)
+        entries = [(b".", dot), (b"..", dot)]
         if attributes:
             infos = self.archive.listdir_infos(inner)
             self._keep_listed(inner, infos)

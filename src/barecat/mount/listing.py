@@ -145,8 +145,9 @@ class ListingFUSE(mfusepy.FUSE):  # type: ignore[misc]
     every entry listed, also for ``find``, which needs none (over 1,000,000 files: 855
     MiB of kernel memory instead of 174). ``plain_listings``: no attributes in any
     listing (READDIRPLUS off), for walks that read names and types only (``find``
-    over 200,000 files: several times faster; ``du`` and ``ls -l`` then cost a LOOKUP
-    per entry).
+    over 200,000 files in 200 directories: 3-4x faster; over the 8,700 small directories
+    of the Python standard library only 1.2x, as each directory entered costs a LOOKUP;
+    ``du`` and ``ls -l`` then cost a LOOKUP per entry).
     """
 
     def __init__(
