@@ -18,10 +18,10 @@ between the mounts.
   order, read by ``xargs cat`` from the mount's root: the lookups of their paths, and
   their bytes).
 
-ratarmount is found by ``$BARECAT_BENCH_RATARMOUNT``, else on ``PATH``
-(``python3 -m venv /tmp/ratar && /tmp/ratar/bin/pip install ratarmount``); squashfuse_ll
-and mksquashfs on ``PATH`` (``apt-get install squashfuse squashfs-tools``). A peer that
-is missing is left out with a line saying why.
+ratarmount is found by ``$BARECAT_BENCH_RATARMOUNT`` (``./run bench-mount`` installs it
+into ``.venv-ratarmount`` and sets it), else on ``PATH``; squashfuse_ll and mksquashfs on
+``PATH`` (``./run bench-mount`` installs them with ``apt-get``). A peer that is missing is
+left out with a line saying why.
 """
 
 from __future__ import annotations
