@@ -151,6 +151,13 @@ def interrupted(argv: list[str], cwd: Path) -> tuple[int, str]:
     return proc.returncode, err.decode()
 
 
+def in_a_shell(line: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """Run the command ``line`` as a user's shell would, this ``barecat`` first on PATH."""
+    path = f"{BIN}:{os.environ['PATH']}"
+    env = {**os.environ, "PATH": path}
+    return subprocess.run(line, shell=True, cwd=cwd, capture_output=True, text=True, env=env)
+
+
 @pytest.fixture
 def many(tmp_path: Path) -> Path:
     """``src/`` of 4,000 small files: a listing of 36 KB, nine pipe pages."""
@@ -170,10 +177,7 @@ def test_ctrl_c_of_create_says_how_to_resume(many: Path) -> None:
         "barecat create: interrupted; new ar.barecat keeps the files stored so far; "
         f"to finish it: {line}\n",
     )
-    path = f"{BIN}:{os.environ['PATH']}"  # (the line as a shell runs it, this barecat first)
-    done = subprocess.run(
-        line, shell=True, cwd=many, capture_output=True, text=True, env={**os.environ, "PATH": path}
-    )
+    done = in_a_shell(line, many)
     assert done.returncode == 0, done.stderr
     assert barecat("verify", "new ar.barecat", cwd=many)[1].startswith("Verified 4000 files")
     # the same through 'add', whose --resume skips what is there
@@ -205,10 +209,7 @@ def test_ctrl_c_of_rsync_says_running_it_again_finishes(many: Path) -> None:
         "barecat rsync: interrupted; what was sent is kept; to finish, run it again (it "
         f"sends only what differs): {line}\n",
     )
-    path = f"{BIN}:{os.environ['PATH']}"
-    done = subprocess.run(
-        line, shell=True, cwd=many, capture_output=True, text=True, env={**os.environ, "PATH": path}
-    )
+    done = in_a_shell(line, many)
     assert done.returncode == 0, done.stderr
     assert 0 < len(done.stdout.splitlines()) < 4000  # only what the first run had not sent
     assert barecat("verify", "synced.barecat", cwd=many)[1].startswith("Verified 4000 files")
@@ -225,10 +226,7 @@ def test_ctrl_c_of_extract_says_how_to_finish(many: Path) -> None:
         "barecat extract: interrupted; the files extracted so far are in out dir; to finish, "
         f"copy only what is missing or differs: {line}\n",
     )
-    path = f"{BIN}:{os.environ['PATH']}"  # (the line as a shell runs it, this barecat first)
-    done = subprocess.run(
-        line, shell=True, cwd=many, capture_output=True, text=True, env={**os.environ, "PATH": path}
-    )
+    done = in_a_shell(line, many)
     assert done.returncode == 0, done.stderr
     assert subprocess.run(["diff", "-r", many / "src", many / "out dir"]).returncode == 0
 

@@ -10,7 +10,6 @@ GNU ``ls --quoting-style=shell-escape`` itself, name for name.
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
@@ -18,10 +17,10 @@ from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
-from hypothesis import strategies as st
 
 import barecat
 from barecat.cli.names import ls_quoted, octal_escaped, question_marks
+from helpers.hostile_names import C_LOCALE, NAME_SETS, folder_of
 from helpers.screens import barecat_in_tmux
 
 TITLE = "a\x1b]0;pwned\x07b"
@@ -60,24 +59,15 @@ def gnu_ls_quoting() -> bool:
     return done.returncode == 0
 
 
-ALPHABET = [chr(c) for c in range(1, 0x80) if chr(c) != "/"]
-ALPHABET += ["\x85", "\x9b", "é", "名", "\u2028", "\u0378", "\u200b", "\u00a0", "\U0001f600"]
-
-
 @pytest.mark.skipif(not gnu_ls_quoting(), reason="needs GNU ls")
 @settings(max_examples=60, deadline=None, derandomize=True)
-@given(names=st.sets(st.text(st.sampled_from(ALPHABET), min_size=1, max_size=8), max_size=30))
+@given(names=NAME_SETS)
 def test_ls_quotes_as_gnu_ls_does(
     tmp_path_factory: pytest.TempPathFactory, names: set[str]
 ) -> None:
-    folder = tmp_path_factory.mktemp("names")
-    names -= {".", ".."}
-    for name in names:
-        (folder / name).touch()
-    env = {"LC_ALL": "C.UTF-8", "PATH": os.environ.get("PATH", "")}
-    done = subprocess.run(
-        ["ls", "-1", "-A", "--quoting-style=shell-escape"], cwd=folder, capture_output=True, env=env
-    )
+    folder, names = folder_of(tmp_path_factory, names)
+    argv = ["ls", "-1", "-A", "--quoting-style=shell-escape"]
+    done = subprocess.run(argv, cwd=folder, capture_output=True, env=C_LOCALE)
     assert sorted(done.stdout.decode().splitlines()) == sorted(map(ls_quoted, names))
 
 

@@ -9,7 +9,6 @@ escaping checked against GNU ``tar`` itself, name for name.
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
@@ -17,9 +16,9 @@ from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from barecat.cli.names import tar_escaped
+from helpers.hostile_names import C_LOCALE, NAME_SETS, folder_of
 from helpers.screens import barecat_in_tmux
 
 NEWLINE = "new\nline.txt"
@@ -105,23 +104,15 @@ def gnu_tar() -> bool:
     return b"GNU tar" in subprocess.run([tar, "--version"], capture_output=True).stdout
 
 
-ALPHABET = [chr(c) for c in range(1, 0x80) if chr(c) != "/"]
-ALPHABET += ["\x85", "\x9b", "é", "名", "\u2028", "\u0378", "\u200b", "\u00a0", "\U0001f600"]
-
-
 @pytest.mark.skipif(not gnu_tar(), reason="needs GNU tar")
 @settings(max_examples=60, deadline=None, derandomize=True)
-@given(names=st.sets(st.text(st.sampled_from(ALPHABET), min_size=1, max_size=8), max_size=30))
+@given(names=NAME_SETS)
 def test_tar_escaped_is_what_gnu_tar_v_prints(
     tmp_path_factory: pytest.TempPathFactory, names: set[str]
 ) -> None:
-    folder = tmp_path_factory.mktemp("names")
-    names -= {".", ".."}
-    for name in names:
-        (folder / name).touch()
-    env = {"LC_ALL": "C.UTF-8", "PATH": os.environ.get("PATH", "")}
+    folder, names = folder_of(tmp_path_factory, names)
     archive = str(folder) + ".tar"
     argv = ["tar", "-cvf", archive, "--null", "--verbatim-files-from", "-T", "-"]
     listing = "\0".join(sorted(names)).encode()
-    done = subprocess.run(argv, cwd=folder, input=listing, capture_output=True, env=env)
+    done = subprocess.run(argv, cwd=folder, input=listing, capture_output=True, env=C_LOCALE)
     assert sorted(done.stdout.decode().splitlines()) == sorted(map(tar_escaped, names))
