@@ -11,6 +11,10 @@
   is what the real ``barecat COMMAND --help`` prints.
 - Every relative link of README.md and docs/ names a file of this repository (and, for a
   Markdown file, a heading in it when it has a ``#fragment``).
+- docs/architecture.md names only what exists: the paths of its "Where is X" table, and
+  every code name it cites in backticks (``Sharder.read_many``, ``layout.replace_archive``,
+  ``settled_conn()``, ``commit_interval``, ``ReadPool``), by the rule written in
+  ``tests/helpers/code_names.py``.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from barecat.cli.main import build_parser
 from barecat.cli.manpage import documented_commands
 from barecat.cli.reference_page import WIDTH, render
 from helpers import Run
+from helpers.code_names import SourceNames, code_spans
 
 REPO = Path(__file__).resolve().parents[2]
 PAGES = sorted([REPO / "README.md", *(REPO / "docs").glob("*.md")])
@@ -203,3 +208,53 @@ def test_every_path_the_architecture_names_exists() -> None:
     for word in named:
         base = REPO if word.startswith("tests/") else REPO / "src" / "barecat"
         assert list(base.glob(word.rstrip("/"))), f"architecture.md names {word}, which is gone"
+
+
+@pytest.fixture(scope="module")
+def source_names() -> SourceNames:
+    return SourceNames.of(REPO / "src" / "barecat")
+
+
+def test_every_code_name_the_architecture_cites_exists(source_names: SourceNames) -> None:
+    spans = code_spans((REPO / "docs" / "architecture.md").read_text(encoding="utf-8"))
+    cited = [span for span in spans if source_names.is_cited(span)]
+    assert len(cited) > 50, "the rule finds the page's names"
+    stale = [f"`{span}`: {why}" for span in cited if (why := source_names.problem(span))]
+    assert not stale, "architecture.md cites names that are gone:\n" + "\n".join(stale)
+
+
+@pytest.mark.parametrize(
+    ("span", "problem"),
+    [
+        ("Sharder.read_many", None),  # a method
+        ("Sharder.shard_size_limit", None),  # an attribute set in __init__
+        ("Sharder.get_shard_path", None),  # inherited from ShardFiles
+        ("OpenArchive.writes.sharder", None),  # what follows the member is not resolved
+        ("layout.replace_archive", None),  # a module's function
+        ("transfer/building.building_archive", None),  # the module written as a path
+        ("barecat.core.index", None),  # a module
+        ("barecat.Index", None),  # a lazily exported name (__all__)
+        ("settled_conn()", None),
+        ("commit_interval", None),  # a parameter
+        ("ReadPool", None),
+        ("Sharder.append", "class Sharder (and its bases) has no append"),
+        ("WriteSession.rollback", "class WriteSession (and its bases) has no rollback"),
+        ("layout.replace_everything", "barecat.layout defines no replace_everything"),
+        ("barecat.shards.guard.make_fence", "barecat.shards.guard defines no make_fence"),
+        ("rollback_append", "no name rollback_append in the code"),
+        ("commit_append()", "no function or method commit_append"),
+        ("ShardAppender", "no class or name ShardAppender defined"),
+        ("os.pread", None),  # not the package's: not cited
+        ("shards/sharder.py", None),  # a path (the table's test checks those)
+    ],
+)
+def test_the_cited_name_rule(source_names: SourceNames, span: str, problem: str | None) -> None:
+    assert source_names.problem(span) == problem
+
+
+def test_what_counts_as_a_cited_name(source_names: SourceNames) -> None:
+    page = "`Sharder.add` and `os.pread`, `bc[path]`, `cli/main.py`, `-f`\n```\n`Gone.x`\n```\n"
+    assert code_spans(page) == ["Sharder.add", "os.pread", "bc[path]", "cli/main.py", "-f"]
+    assert [source_names.is_cited(span) for span in code_spans(page)] == [
+        True, False, False, False, False,
+    ]  # fmt: skip
