@@ -151,37 +151,6 @@ def test_index_opened_on_its_own(filled) -> None:  # type: ignore[no-untyped-def
             idx.remove_file("readme.txt")
 
 
-def test_sharder_on_its_own(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    import io
-
-    base = str(tmp_path / "raw")
-    with barecat.Sharder(base, shard_size_limit=10, readonly=False) as sh:
-        a = sh.add(data=b"hello")
-        b = sh.add(fileobj=io.BytesIO(b"worlds!"), size=7)
-        assert a[:3] == (0, 0, 5) and b[:3] == (1, 0, 7)  # rotated: 5 + 7 > 10
-        with pytest.raises(barecat.BarecatError):
-            sh.add(shard=0, offset=0, data=b"overwrite")
-        assert sh.read_from_address(*b) == b"worlds!"
-        with sh.open_from_address(1, 2, 3) as f:
-            assert f.read() == b"rld"
-    with barecat.Sharder(base) as sh:
-        assert sh.num_shards == 2 and sh.total_physical_size_stat == 12
-        with pytest.raises(barecat.BarecatIntegrityError):
-            sh.read_from_address(0, 0, 5, expected_crc32c=a[3] ^ 1)
-        with pytest.raises(PermissionError):
-            sh.add(data=b"x")
-
-
-def test_standalone_sharder_appends_after_existing_bytes(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    base = str(tmp_path / "raw")
-    with barecat.Sharder(base, readonly=False) as sh:
-        first = sh.add(data=b"first")
-    with barecat.Sharder(base, readonly=False) as sh:
-        second = sh.add(data=b"second")
-        assert second[:3] == (0, 5, 6)
-        assert sh.read_from_address(*first) == b"first"
-
-
 def test_reference_compatible_helpers(archive_path: str) -> None:
     import datetime
 

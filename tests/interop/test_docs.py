@@ -6,15 +6,27 @@
   ``<!-- runnable: continues -->`` (a tutorial's next step) runs in the directory of the
   page's block before it instead. Python blocks run with this interpreter, bash blocks
   with ``bash -euo pipefail`` and the real ``barecat`` command (and this ``python``) first
-  on ``PATH``. A block fails the test when it exits non-zero.
+  on ``PATH``. A block fails the test when it exits non-zero, except for an optional
+  package that is not installed here (``ray``, ``torch``, ``dask``, ``datasets``...): a
+  Python block whose import lines name one is not run, nor is a block that continues it,
+  and a block whose last error line is ``No module named 'X'`` for such an X is not
+  failed; the page's test is then skipped, naming each of those blocks and the missing
+  package, once its other blocks ran and passed.
 - ``docs/cli.md`` is what ``barecat.cli.reference_page`` writes, and each of its sections
   is what the real ``barecat COMMAND --help`` prints.
 - Every relative link of README.md and docs/ names a file of this repository (and, for a
   Markdown file, a heading in it when it has a ``#fragment``).
+- docs/architecture.md names only what exists: the paths of its "Where is X" table, and
+  every code name it cites in backticks (``Sharder.read_many``, ``layout.replace_archive``,
+  ``settled_conn()``, ``commit_interval``, ``ReadPool``), by the rule written in
+  ``tests/helpers/code_names.py``.
 """
 
 from __future__ import annotations
 
+import ast
+import importlib.abc
+import importlib.util
 import os
 import re
 import subprocess
@@ -28,6 +40,7 @@ from barecat.cli.main import build_parser
 from barecat.cli.manpage import documented_commands
 from barecat.cli.reference_page import WIDTH, render
 from helpers import Run
+from helpers.code_names import SourceNames, code_spans
 
 REPO = Path(__file__).resolve().parents[2]
 PAGES = sorted([REPO / "README.md", *(REPO / "docs").glob("*.md")])
@@ -85,8 +98,58 @@ def test_markers_are_found_and_only_on_blocks_that_can_run() -> None:
         assert not (runnable and runnable[0].continues), f"{page.name}: continues nothing"
 
 
-@pytest.mark.parametrize("page", runnable_pages(), ids=lambda p: p.name)
-def test_runnable_blocks_run(page: Path, tmp_path: Path) -> None:
+def missing_imports(block: Block) -> list[str]:
+    """The top-level modules ``block``'s import statements name that this interpreter
+    cannot find (its optional extras not installed), in order: a Python block's
+    ``import X`` and ``from X import ...`` anywhere in it but inside a ``try`` (which
+    handles a missing module itself). ``barecat`` is never missing: without it every
+    block must fail. A bash block has no import lines: none."""
+    if block.language != "python":
+        return []
+    tree = ast.parse(block.code)
+    guarded = {
+        id(inner) for node in ast.walk(tree) if isinstance(node, ast.Try)
+        for inner in ast.walk(node)
+    }  # fmt: skip
+    names: list[str] = []
+    for node in ast.walk(tree):
+        if id(node) in guarded:
+            continue
+        if isinstance(node, ast.Import):
+            names += [alias.name.split(".")[0] for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names.append(node.module.split(".")[0])
+    return [name for name in dict.fromkeys(names) if _not_installed(name)]
+
+
+def _not_installed(module: str) -> bool:
+    if module == "barecat":
+        return False
+    try:
+        return importlib.util.find_spec(module) is None
+    except ModuleNotFoundError:  # (a finder that refuses it)
+        return True
+
+
+def missing_at_run(stderr: str) -> str | None:
+    """The module a failed block's last error line says is missing (``No module named
+    'X'``, from Python or from barecat's ``MissingDependencyBarecatError`` on a
+    command's stderr) when it is an optional package not installed here, else None."""
+    lines = stderr.strip().split("\n")
+    found = re.search(r"No module named '([\w.]+)'", lines[-1])
+    if found is None:
+        return None
+    top = found.group(1).split(".")[0]
+    return top if _not_installed(top) else None
+
+
+def run_blocks(page: Path, tmp_path: Path) -> list[str]:
+    """Run the runnable blocks of ``page`` in turn; returns why each one skipped was
+    skipped (a missing optional package, or continuing a skipped block).
+
+    Raises:
+        AssertionError: a block exited non-zero for any other reason.
+    """
     env = {
         **os.environ,
         "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
@@ -94,13 +157,23 @@ def test_runnable_blocks_run(page: Path, tmp_path: Path) -> None:
         "COLUMNS": str(WIDTH),
     }
     here = tmp_path
+    skipped: list[str] = []
+    skipping = False  # the page's last block that did not continue was skipped
     for block in blocks(page):
         if not block.runnable:
+            continue
+        where = f"{page.relative_to(REPO) if page.is_relative_to(REPO) else page}:{block.line}"
+        if block.continues and skipping:
+            skipped.append(f"{where} continues a skipped block")
+            continue
+        missing = missing_imports(block)
+        skipping = bool(missing)
+        if missing:
+            skipped.append(f"{where} imports {', '.join(missing)}, not installed")
             continue
         if not block.continues:  # as a user who copies this block alone runs it
             here = tmp_path / f"block-{block.line}"
             here.mkdir()
-        where = f"{page.relative_to(REPO)}:{block.line}"
         if block.language == "python":
             script = tmp_path / f"block-{block.line}.py"
             script.write_text(block.code, encoding="utf-8")
@@ -108,7 +181,111 @@ def test_runnable_blocks_run(page: Path, tmp_path: Path) -> None:
         else:
             argv = ["bash", "-euo", "pipefail", "-c", block.code]
         done = subprocess.run(argv, cwd=here, env=env, capture_output=True, text=True, timeout=300)
+        if done.returncode != 0 and (module := missing_at_run(done.stderr)):
+            skipping = True
+            skipped.append(f"{where} needs {module}, not installed")
+            continue
         assert done.returncode == 0, f"{where} exited {done.returncode}:\n{done.stderr}"
+    return skipped
+
+
+@pytest.mark.parametrize("page", runnable_pages(), ids=lambda p: p.name)
+def test_runnable_blocks_run(page: Path, tmp_path: Path) -> None:
+    skipped = run_blocks(page, tmp_path)
+    if skipped:  # (every other block ran and passed)
+        pytest.skip("; ".join(skipped))
+
+
+def _page(tmp_path: Path, *blocks: tuple[str, str, str]) -> Path:
+    """A page of (marker, language, code) blocks."""
+    page = tmp_path / "page.md"
+    text = "".join(f"{marker}\n```{lang}\n{code}\n```\n\n" for marker, lang, code in blocks)
+    page.write_text(text, encoding="utf-8")
+    return page
+
+
+def test_missing_imports_are_the_block_s_import_lines_not_installed() -> None:
+    code = """\
+import os, no_such_extra_a.sub
+from no_such_extra_b import thing
+from barecat.no_such_module import x
+from . import sibling
+import barecat
+try:
+    import no_such_extra_c
+except ImportError:
+    no_such_extra_c = None
+
+
+def main() -> None:
+    import no_such_extra_d.deep
+    from no_such_extra_a import again
+"""
+    block = Block(Path("page.md"), 1, "python", code, True, False)
+    assert missing_imports(block) == ["no_such_extra_a", "no_such_extra_b", "no_such_extra_d"]
+    assert missing_imports(Block(Path("page.md"), 1, "bash", "import x\n", True, False)) == []
+
+
+def test_a_block_needing_a_package_not_installed_is_skipped_with_the_reason(
+    tmp_path: Path,
+) -> None:
+    page = _page(
+        tmp_path,
+        (MARKER, "python", "open('made', 'w').close()"),
+        (MARKER, "python", "import no_such_extra_pkg\nraise SystemExit(3)"),
+        (CONTINUES, "bash", "exit 4"),  # (would fail: it continues the skipped block)
+        (MARKER, "python", "import importlib\nimportlib.import_module('no_such_extra_two')"),
+        (MARKER, "bash", "test -d ."),
+    )
+    first, second, third, fourth, last = (block.line for block in blocks(page))
+    assert run_blocks(page, tmp_path) == [
+        f"{page}:{second} imports no_such_extra_pkg, not installed",
+        f"{page}:{third} continues a skipped block",
+        f"{page}:{fourth} needs no_such_extra_two, not installed",
+    ]
+    assert (tmp_path / f"block-{first}" / "made").exists(), "the blocks before ran"
+    assert (tmp_path / f"block-{last}").is_dir(), "the blocks after ran"
+
+
+class _NotInstalled(importlib.abc.MetaPathFinder):
+    """Makes ``blocked`` top-level packages unimportable here, as if never installed."""
+
+    def __init__(self, *blocked: str) -> None:
+        self.blocked = set(blocked)
+
+    def find_spec(self, name: str, path: object = None, target: object = None) -> None:
+        if name.split(".")[0] in self.blocked:
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+
+
+@pytest.mark.parametrize(
+    ("name", "extra"),
+    [("ray.md", "ray"), ("dask.md", "dask"), ("hf.md", "datasets"),
+     ("pytorch-and-engines.md", "torch")],
+)  # fmt: skip
+def test_a_page_whose_extra_is_missing_is_skipped_naming_it(
+    name: str, extra: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    page = REPO / "docs" / name
+    monkeypatch.setattr(sys, "meta_path", [_NotInstalled(extra), *sys.meta_path])
+    for module in [m for m in sys.modules if m.split(".")[0] == extra]:
+        monkeypatch.delitem(sys.modules, module)
+    (line,) = [block.line for block in blocks(page) if block.runnable]
+    assert run_blocks(page, tmp_path) == [f"docs/{name}:{line} imports {extra}, not installed"]
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "import os\nraise SystemExit(2)",  # any other failure
+        "import barecat.no_such_module",  # barecat's own modules are never an extra
+        "raise ModuleNotFoundError(\"No module named 'os'\")",  # installed: a real failure
+    ],
+)
+def test_every_other_failure_of_a_block_fails(tmp_path: Path, code: str) -> None:
+    page = _page(tmp_path, (MARKER, "python", code))
+    with pytest.raises(AssertionError, match=rf"{re.escape(str(page))}:2 exited"):
+        run_blocks(page, tmp_path)
 
 
 # -- the command reference ---------------------------------------------------------------
@@ -203,3 +380,53 @@ def test_every_path_the_architecture_names_exists() -> None:
     for word in named:
         base = REPO if word.startswith("tests/") else REPO / "src" / "barecat"
         assert list(base.glob(word.rstrip("/"))), f"architecture.md names {word}, which is gone"
+
+
+@pytest.fixture(scope="module")
+def source_names() -> SourceNames:
+    return SourceNames.of(REPO / "src" / "barecat")
+
+
+def test_every_code_name_the_architecture_cites_exists(source_names: SourceNames) -> None:
+    spans = code_spans((REPO / "docs" / "architecture.md").read_text(encoding="utf-8"))
+    cited = [span for span in spans if source_names.is_cited(span)]
+    assert len(cited) > 50, "the rule finds the page's names"
+    stale = [f"`{span}`: {why}" for span in cited if (why := source_names.problem(span))]
+    assert not stale, "architecture.md cites names that are gone:\n" + "\n".join(stale)
+
+
+@pytest.mark.parametrize(
+    ("span", "problem"),
+    [
+        ("Sharder.read_many", None),  # a method
+        ("Sharder.shard_size_limit", None),  # an attribute set in __init__
+        ("Sharder.get_shard_path", None),  # inherited from ShardFiles
+        ("OpenArchive.writes.sharder", None),  # what follows the member is not resolved
+        ("layout.replace_archive", None),  # a module's function
+        ("transfer/building.building_archive", None),  # the module written as a path
+        ("barecat.core.index", None),  # a module
+        ("barecat.Index", None),  # a lazily exported name (__all__)
+        ("settled_conn()", None),
+        ("commit_interval", None),  # a parameter
+        ("ReadPool", None),
+        ("Sharder.append", "class Sharder (and its bases) has no append"),
+        ("WriteSession.rollback", "class WriteSession (and its bases) has no rollback"),
+        ("layout.replace_everything", "barecat.layout defines no replace_everything"),
+        ("barecat.shards.guard.make_fence", "barecat.shards.guard defines no make_fence"),
+        ("rollback_append", "no name rollback_append in the code"),
+        ("commit_append()", "no function or method commit_append"),
+        ("ShardAppender", "no class or name ShardAppender defined"),
+        ("os.pread", None),  # not the package's: not cited
+        ("shards/sharder.py", None),  # a path (the table's test checks those)
+    ],
+)
+def test_the_cited_name_rule(source_names: SourceNames, span: str, problem: str | None) -> None:
+    assert source_names.problem(span) == problem
+
+
+def test_what_counts_as_a_cited_name(source_names: SourceNames) -> None:
+    page = "`Sharder.add` and `os.pread`, `bc[path]`, `cli/main.py`, `-f`\n```\n`Gone.x`\n```\n"
+    assert code_spans(page) == ["Sharder.add", "os.pread", "bc[path]", "cli/main.py", "-f"]
+    assert [source_names.is_cited(span) for span in code_spans(page)] == [
+        True, False, False, False, False,
+    ]  # fmt: skip
