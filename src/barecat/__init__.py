@@ -52,6 +52,7 @@ if TYPE_CHECKING:
         BarecatReadWriteFileObject,
         Sharder,
     )
+    from barecat.shell_completion import get_completion_script
     from barecat.transfer import archive2barecat, barecat2archive, extract, merge, merge_symlink
     from barecat.web.server.client import HttpBarecat as HttpBarecat  # the optional httpx
     from barecat.web.server.client import RemoteBarecat as RemoteBarecat
@@ -109,6 +110,7 @@ else:  # imported on first use: the face loads nothing up front
                 "BarecatReadWriteFileObject",
                 "Sharder",
             ],
+            "barecat.shell_completion": ["get_completion_script"],
             "barecat.transfer": [
                 "archive2barecat",
                 "barecat2archive",
@@ -118,26 +120,6 @@ else:  # imported on first use: the face loads nothing up front
             ],
         },
     )
-
-
-def get_completion_script(shell: str = "bash") -> str:
-    """The path of barecat's completion script for ``shell``, to source from its startup
-    file (as ``barecat completion-script SHELL`` prints).
-
-    Args:
-        shell: ``'bash'`` or ``'zsh'``.
-
-    Returns:
-        The script's absolute path.
-
-    Raises:
-        ValueError: another shell.
-    """
-    from barecat.cli.completion import SCRIPT_NAMES, script_path
-
-    if shell not in SCRIPT_NAMES:
-        raise ValueError(f"Unknown shell: {shell}. Use 'bash' or 'zsh'.")
-    return str(script_path(shell))
 
 
 def connect(url: str, token: str | None = None) -> HttpBarecat:

@@ -24,6 +24,7 @@ import pytest
 import barecat
 from barecat.cli import completion
 from barecat.cli.main import build_parser, main
+from barecat.shell_completion import script_path
 
 pytestmark = pytest.mark.slow
 
@@ -487,7 +488,7 @@ def test_zsh_script_binds_when_sourced(workdir: Path) -> None:
 
 @needs_zsh
 def test_zsh_script_binds_when_found_on_fpath(workdir: Path) -> None:
-    scripts = completion.script_path("zsh").parent
+    scripts = script_path("zsh").parent
     script = f"""
         fpath=({scripts} $fpath)
         autoload -U compinit && compinit -u -D
@@ -587,7 +588,7 @@ def test_zsh_zle_inserts_member_paths(loading: str, workdir: Path) -> None:
     if loading == "source":
         setup = 'autoload -U compinit; compinit -u -D; source "$(barecat completion-script zsh)"'
     else:
-        scripts = completion.script_path("zsh").parent
+        scripts = script_path("zsh").parent
         setup = f"fpath=({scripts} $fpath); autoload -U compinit; compinit -u -D"
     typed = "barecat cat data.ba\tdir\\ o\tsu\tde\t"
     assert type_in_terminal([ZSH, "-f", "-i"], setup, typed, workdir) == (

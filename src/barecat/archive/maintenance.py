@@ -15,7 +15,7 @@ archive with another's records and taking all of another archive's files.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from barecat.archive.state import ArchivePart, serialized
 from barecat.entries import parse_size
@@ -23,7 +23,7 @@ from barecat.exceptions import BarecatError
 from barecat.glob import PathFilter
 
 if TYPE_CHECKING:  # each op is imported when it runs: opening an archive loads none
-    from barecat.archive.facade import Barecat
+    from barecat.index.aggregates import IndexAggregates
     from barecat.index.schema import ConfigValue
     from barecat.ops.copy_files import CopyStats, ProgressCallback
     from barecat.ops.defrag import DefragResult
@@ -32,6 +32,23 @@ if TYPE_CHECKING:  # each op is imported when it runs: opening an archive loads 
     from barecat.ops.reshard import ReshardResult
     from barecat.ops.subset import Selection
     from barecat.ops.verify import OnFile
+    from barecat.shards.reading import ShardReader
+
+
+class SourceArchive(Protocol):
+    """Another archive that files are taken from: its two halves (an open
+    :class:`~barecat.archive.Barecat` is one; the facade imports this module, so this
+    one names only what it reads)."""
+
+    @property
+    def index(self) -> IndexAggregates:
+        """The source's index."""
+        ...
+
+    @property
+    def sharder(self) -> ShardReader:
+        """The source's shards, for reading."""
+        ...
 
 
 class ArchiveMaintenance(ArchivePart):
@@ -257,7 +274,7 @@ class ArchiveMaintenance(ArchivePart):
     @serialized
     def take_subset(
         self,
-        source: Barecat,
+        source: SourceArchive,
         selection: Selection | None,
         on_progress: ProgressCallback | None = None,
     ) -> CopyStats:
@@ -390,7 +407,7 @@ class ArchiveMaintenance(ArchivePart):
         self.archive.index.enable_sealing(records)
 
     @serialized
-    def take_all_from(self, src: Barecat) -> CopyStats:
+    def take_all_from(self, src: SourceArchive) -> CopyStats:
         """Move every file and directory of ``src`` into this archive: ``src``'s shards'
         bytes are moved (not copied) behind ours and its rows inserted in one statement;
         ``src`` is consumed. For archives written to become part of this one (sealed
@@ -412,4 +429,4 @@ class ArchiveMaintenance(ArchivePart):
         )
 
 
-__all__ = ["ArchiveMaintenance"]
+__all__ = ["ArchiveMaintenance", "SourceArchive"]

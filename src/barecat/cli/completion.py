@@ -6,7 +6,8 @@ the archive itself. The bash and zsh scripts in ``completion_scripts/`` are thin
 they call the hidden ``__complete`` command, which prints a kind line and then one
 candidate per line, and hand the answer to the shell. The engine must be quick and quiet:
 a broken archive, a missing file or a surprise in the parser just yields no candidates.
-Imports the facade and the on-disk naming (``layout``), never another command module.
+Imports the facade, the on-disk naming (``layout``) and where the scripts are installed
+(``shell_completion``), never another command module.
 """
 
 from __future__ import annotations
@@ -17,14 +18,13 @@ import os
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from barecat.archive import Barecat
 from barecat.cli.parsing import Subparsers, add_command
 from barecat.layout import OLD_INDEX_SUFFIX, archive_exists, shard_path
 from barecat.paths import normalize
+from barecat.shell_completion import SCRIPT_NAMES, script_path
 
-SCRIPT_NAMES = {"bash": "barecat.bash", "zsh": "_barecat"}
 COMPLETE_COMMAND = "__complete"
 WORD_MARK = ":"
 """Put before every word handed to ``__complete``: words like ``--sh`` must reach the
@@ -69,11 +69,6 @@ def register(sub: Subparsers) -> None:
         "the words up to and including the current one (raw for bash, unquoted for zsh), "
         f"each behind a '{WORD_MARK}' so that none can pass for an option",
     )
-
-
-def script_path(shell: str) -> Path:
-    """Where the installed completion script for ``shell`` lives (a real file)."""
-    return Path(__file__).resolve().parent / "completion_scripts" / SCRIPT_NAMES[shell]
 
 
 def _print_script_path(args: argparse.Namespace) -> int:

@@ -11,9 +11,10 @@ Imports ``entries``, ``glob``, ``paths``, ``exceptions`` and ``barecat.index.que
 from __future__ import annotations
 
 import dataclasses
+import sqlite3
 import stat
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from barecat.entries import BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo, Order
 from barecat.exceptions import InvalidPathBarecatError
@@ -22,11 +23,6 @@ from barecat.index import query
 from barecat.index.connection import select
 from barecat.index.errors import guard_public_methods
 from barecat.paths import normalize, parent
-
-if TYPE_CHECKING:
-    import sqlite3
-
-    from barecat.index.reading import IndexReader
 
 DirItem = BarecatDirInfo | str
 FileItem = BarecatFileInfo | str
@@ -37,6 +33,34 @@ def path_of(item: BarecatEntryInfo | str) -> str:
     return item.path if isinstance(item, BarecatEntryInfo) else normalize(item)
 
 
+class ListedIndex(Protocol):
+    """What the listing asks of its index (``IndexReader`` is one; it imports this
+    module, so the listing names only what it uses)."""
+
+    path: str
+    """The index file's path (named in errors)."""
+    sealed: bool
+    """Whether the index is a sealed one (its file rows have other columns)."""
+    file_columns: str
+    """The columns a file's info record is read from."""
+
+    def settled_conn(self) -> sqlite3.Connection:
+        """The connection to query, with the statistics it owes applied."""
+        ...
+
+    def isfile(self, path: str) -> bool:
+        """Whether a file is at the normalized ``path``."""
+        ...
+
+    def isdir(self, path: str) -> bool:
+        """Whether a directory is at the normalized ``path``."""
+        ...
+
+    def lookup_dir(self, dirpath: str) -> BarecatDirInfo:
+        """A directory's info record; raises the precise error if there is none."""
+        ...
+
+
 class IndexListing:
     """The listing queries of one index (``index.listing``).
 
@@ -45,7 +69,7 @@ class IndexListing:
             every query, so the listing follows the index through forks and threads.
     """
 
-    def __init__(self, index: IndexReader) -> None:
+    def __init__(self, index: ListedIndex) -> None:
         self._index = index
 
     @property

@@ -214,7 +214,7 @@ class DirectoryWriter:
         try:
             done = action()
         except (OSError, BarecatError) as e:
-            self.result.failures.append((path, self._restated(path, e)))
+            self.result.failures.append((path, self.restated(path, e)))
             return False
         return done is not False
 
@@ -236,10 +236,10 @@ class DirectoryWriter:
                 return bool(made)
             return self.write_file(f, dest)
         except (OSError, BarecatError) as e:
-            self.result.failures.append((f.path, self._restated(f.path, e)))
+            self.result.failures.append((f.path, self.restated(f.path, e)))
             return False
 
-    def _restated(self, path: str, error: Exception) -> Exception:
+    def restated(self, path: str, error: Exception) -> Exception:
         """An error of the operating system named by the entry's archive path (its reason
         naming the directory that failed, if that is what did) instead of a disk path."""
         if isinstance(error, BarecatError) or not isinstance(error, OSError):
@@ -380,7 +380,7 @@ class DirectoryWriter:
         (see :func:`make_links`); ``on_made`` gets the index of each link made."""
         make_links([(self, f, dest) for f, dest in links], on_made)
 
-    def _link(self, f: BarecatFileInfo, dest: str, target: str, replace: bool) -> bool:
+    def make_link(self, f: BarecatFileInfo, dest: str, target: str, replace: bool) -> bool:
         """Make one symbolic link, first removing what is at ``dest`` if ``replace`` (it is
         no directory); a failure is recorded (False)."""
 

@@ -14,16 +14,60 @@ import errno
 import os
 import stat
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol
 
+from barecat.archive.readable import ReadableArchive
 from barecat.entries import BarecatFileInfo
 from barecat.exceptions import BarecatError
 from barecat.transfer.link_walk import LinkWalk, loop_error
 
-if TYPE_CHECKING:
-    from barecat.transfer.extraction import DirectoryWriter
 
-LinkJob = tuple["DirectoryWriter", BarecatFileInfo, str]
+class LinkResult(Protocol):
+    """Where a writer records its links (``extraction.ExtractResult`` is one)."""
+
+    links: int
+    """Links made."""
+    failures: list[tuple[str, Exception]]
+    """Entries not written: (path in the archive, reason)."""
+    outside_links: list[tuple[str, str]]
+    """Links not made because they lead outside: (path in the archive, target)."""
+
+
+class LinkWriter(Protocol):
+    """What the links ask of their writer (``extraction.DirectoryWriter`` is one; it
+    imports this module, so this one names only what it uses)."""
+
+    root: str
+    """The directory written below."""
+    allow_outside_links: bool
+    """Whether links leading outside ``root`` are made too."""
+    safe_dirs: set[str]
+    """Real directories below ``root`` made or checked by the writer."""
+
+    @property
+    def bc(self) -> ReadableArchive:
+        """The archive the links' targets are read from."""
+        ...
+
+    @property
+    def result(self) -> LinkResult:
+        """What was written and what was not."""
+        ...
+
+    def ensure_dir(self, dest: str) -> None:
+        """Make ``dest`` a real directory chain below the root."""
+        ...
+
+    def restated(self, path: str, error: Exception) -> Exception:
+        """``error`` named by the entry's archive path."""
+        ...
+
+    def make_link(self, f: BarecatFileInfo, dest: str, target: str, replace: bool) -> bool:
+        """Make one symbolic link; a failure is recorded (False)."""
+        ...
+
+
+LinkJob = tuple[LinkWriter, BarecatFileInfo, str]
 """A link to make: the writer (its archive and root), the link's entry, its destination."""
 
 
@@ -50,7 +94,7 @@ def make_links(jobs: Sequence[LinkJob], on_made: Callable[[int], None] | None = 
                 there.add(k)
             targets[k] = os.fsdecode(writer.bc.read(f))
         except (OSError, BarecatError) as e:
-            writer.result.failures.append((f.path, writer._restated(f.path, e)))
+            writer.result.failures.append((f.path, writer.restated(f.path, e)))
     writers = {id(w): w for w, _, _ in jobs}.values()
     real = set().union(*(w.safe_dirs for w in writers))
     walk = LinkWalk(root, {jobs[k][2]: target for k, target in targets.items()}, real)
@@ -59,7 +103,7 @@ def make_links(jobs: Sequence[LinkJob], on_made: Callable[[int], None] | None = 
     for k, target in targets.items():
         writer, f, dest = jobs[k]
         if writer.allow_outside_links or _leads_inside(walk, writer, f, dest, target):
-            if writer._link(f, dest, target, k in there):
+            if writer.make_link(f, dest, target, k in there):
                 made.append(k)
             else:
                 failed = True
@@ -86,7 +130,7 @@ def _there(dest: str) -> bool:
 
 
 def _leads_inside(
-    walk: LinkWalk, writer: DirectoryWriter, f: BarecatFileInfo, dest: str, target: str
+    walk: LinkWalk, writer: LinkWriter, f: BarecatFileInfo, dest: str, target: str
 ) -> bool:
     """Whether the link ``dest`` -> ``target`` leads inside, as ``walk`` finds it; if
     not, the refusal is recorded in ``writer``'s result."""
@@ -118,4 +162,4 @@ def _unmake_outward(jobs: Sequence[LinkJob], targets: dict[int, str], made: list
                 os.unlink(jobs[k][2])
 
 
-__all__ = ["LinkJob", "make_links"]
+__all__ = ["LinkJob", "LinkResult", "LinkWriter", "make_links"]
