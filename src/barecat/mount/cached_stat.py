@@ -10,7 +10,10 @@ process: an unmount right after a reader finished failed whenever it came then. 
 walk is ``openat2`` with ``RESOLVE_CACHED`` (it fails with EAGAIN instead of asking
 anyone) and the attributes are ``statx`` with ``AT_STATX_DONT_SYNC`` (the ones the
 kernel holds), so the mount is held for a few microseconds of the kernel's own work and
-never waits for a request.
+never waits for a request. The three calls (open, statx, close) are made holding the
+interpreter lock: none of them can wait for anything, and a thread switch between them
+(another thread serving a request) would hold the walk's descriptor, and so the mount,
+for milliseconds: an unmount then failed with EBUSY now and then on a loaded machine.
 
 Linux 5.12 or newer and glibc's ``statx``; elsewhere :func:`cached_stat` raises
 ``OSError`` (ENOSYS), and read-ahead turns itself off. Imports only the standard library.
@@ -74,9 +77,10 @@ class CachedStat:
     dev: int
 
 
-_libc = ctypes.CDLL(None, use_errno=True)
+_libc = ctypes.PyDLL(None, use_errno=True)  # (calls keep the interpreter lock: see above)
 _libc.syscall.restype = ctypes.c_long
 _statx = getattr(_libc, "statx", None)
+_close = _libc.close
 
 
 def cached_stat(path: str) -> CachedStat | None:
@@ -98,26 +102,22 @@ def cached_stat(path: str) -> CachedStat | None:
     if _statx is None:
         raise OSError(errno.ENOSYS, "statx is not available")
     how = _OpenHow(O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, 0, RESOLVE_CACHED | RESOLVE_NO_MAGICLINKS)
-    fd = _libc.syscall(
-        ctypes.c_long(SYS_OPENAT2),
-        ctypes.c_int(AT_FDCWD),
-        os.fsencode(path),
-        ctypes.byref(how),
-        ctypes.c_size_t(ctypes.sizeof(how)),
-    )
+    size = ctypes.c_size_t(ctypes.sizeof(how))
+    args = (ctypes.c_int(AT_FDCWD), os.fsencode(path), ctypes.byref(how), size)
+    buf = _Statx()
+    flags = AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW | AT_STATX_DONT_SYNC
+    # from here to the close, nothing but the three calls (the descriptor holds the mount)
+    fd = _libc.syscall(ctypes.c_long(SYS_OPENAT2), *args)
     if fd < 0:
         code = ctypes.get_errno()
         if code == errno.EAGAIN:
             return None
         raise OSError(code, os.strerror(code), path)
-    try:
-        buf = _Statx()
-        flags = AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW | AT_STATX_DONT_SYNC
-        if _statx(fd, b"", flags, STATX_BASIC_STATS, ctypes.byref(buf)) != 0:
-            code = ctypes.get_errno()
-            raise OSError(code, os.strerror(code), path)
-    finally:
-        os.close(fd)
+    failed = _statx(fd, b"", flags, STATX_BASIC_STATS, ctypes.byref(buf)) != 0
+    code = ctypes.get_errno() if failed else 0
+    _close(fd)
+    if failed:
+        raise OSError(code, os.strerror(code), path)
     return CachedStat(buf.mode, buf.ino, buf.size, os.makedev(buf.dev_major, buf.dev_minor))
 
 
