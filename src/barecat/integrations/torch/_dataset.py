@@ -13,7 +13,7 @@ value per extension. Without any of these options an item is ``(path, bytes)``, 
 earlier versions (and ``transform`` gets the pair). ``file_batches=True`` makes a whole
 batch one :class:`FileBatch`, the files' bytes in one tensor that a DataLoader worker
 fills in shared memory: the way to take raw bytes through workers
-(:mod:`barecat.integrations.torch_batches`).
+(:mod:`barecat.integrations.torch._batches`).
 
 ``BarecatSampler`` gives each of ``num_replicas`` ranks a disjoint share of every epoch;
 together the shares cover the epoch exactly (padded by wrapping round to equal length, as
@@ -24,7 +24,7 @@ there. ``locality=N`` shuffles blocks of N files neighbouring in storage, then t
 within each block: nearly as random for training, far fewer seeks on HDD, NFS or object
 storage. An archive on object storage (``s3://...`` with ``storage_options``) works the
 same; the workers share its local block cache. Imports torch (the ``torch`` extra), the
-archive layer, the codecs, ``samples`` and ``torch_batches``.
+archive layer, the codecs, ``samples`` and ``torch/_batches.py``.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ from barecat.archive import Barecat
 from barecat.codecs import DecodedView
 from barecat.entries import Order
 from barecat.integrations.selection import ArchiveLocation
-from barecat.integrations.torch_batches import BufferPool, FileBatch, collate_file_batch
+from barecat.integrations.torch._batches import BufferPool, FileBatch
 from barecat.samples import group_by_stem as samples_of
 
 KEY = "__key__"
@@ -76,7 +76,7 @@ class BarecatDataset(Dataset[Any]):
     With DataLoader workers, ``file_batches=True`` (and
     ``collate_fn=collate_file_batch``) is THE way to load raw bytes: each batch is read
     in the worker into one shared-memory tensor and reaches the main process without
-    being pickled (see :mod:`barecat.integrations.torch_batches`); the other forms send
+    being pickled (see :mod:`barecat.integrations.torch._batches`); the other forms send
     every file's bytes through a pipe, which costs the main process more than reading
     them itself. Decoding in the workers (``decode=True``) keeps the other forms.
 
@@ -376,13 +376,3 @@ class BarecatSampler(Sampler[int]):
             raise ValueError("the saved state was made with another seed")
         self.epoch = int(state["epoch"])
         self._resume_at = int(state["position"])
-
-
-__all__ = [
-    "KEY",
-    "BarecatDataset",
-    "BarecatSampler",
-    "FileBatch",
-    "TargetFn",
-    "collate_file_batch",
-]

@@ -1,6 +1,6 @@
-"""Hugging Face ``datasets`` and barecat archives (the ``hf`` extra): an archive's files as
+"""An archive's files planned into Hugging Face shards (:func:`plan_shards`) and read as
 an ``IterableDataset`` (:func:`iterable_dataset`) or a materialised ``Dataset``
-(:func:`to_dataset`).
+(:func:`to_dataset`); the face is ``barecat.integrations.hf``.
 
 Planned as the Ray and Dask readers plan (``integrations/read_plans.py``): the archive
 is opened once, here, and the chosen files (a glob ``pattern`` and an SQL ``where`` on
@@ -373,14 +373,3 @@ def to_dataset(
         fingerprint=plan.fingerprint(),
     )
     return dataset
-
-
-__all__ = [
-    "IMAGE_EXTENSIONS",
-    "KEY_COLUMN",
-    "BarecatShards",
-    "generate_rows",
-    "iterable_dataset",
-    "plan_shards",
-    "to_dataset",
-]
