@@ -30,6 +30,9 @@ def test_a_location_opens_the_archive_with_its_key_and_never_shows_it(tmp_path: 
     location = ArchiveLocation.of(path, PASSPHRASE)
     assert location.path == str(path) and PASSPHRASE not in repr(location)
     assert ArchiveLocation.of(location) is location
+    assert ArchiveLocation("s3://b/a", storage_options={"anon": True}) != ArchiveLocation(
+        "s3://b/a"
+    )
     with location.open() as bc:
         assert bc["d/x"] == b"x" * 10
         with pytest.raises(barecat.BarecatError):

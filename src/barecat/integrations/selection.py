@@ -70,7 +70,7 @@ class ArchiveLocation:
 
     path: str
     passphrase: Passphrase | None = field(default=None, repr=False)
-    storage_options: dict[str, Any] | None = field(default=None, compare=False)
+    storage_options: dict[str, Any] | None = None
     cache_dir: str | None = None
 
     @classmethod
