@@ -24,6 +24,7 @@ pa = pytest.importorskip(
 )
 
 from barecat.integrations.read_plans import binary_column, plan_archive, read_chunk  # noqa: E402
+from barecat.integrations.selection import ArchiveLocation, FileSelection  # noqa: E402
 
 
 def planned(plan: Any) -> list[PlannedFile]:
@@ -43,7 +44,8 @@ def test_the_column_is_what_the_per_file_path_reads(
     path = str(tmp_path / "a.barecat")
     files = make_files(300)  # empty files too, in shards of 64 KiB
     build(path, files, **options)
-    plan = plan_archive(path, passphrase=options.get("passphrase"), chunk_bytes=20_000)
+    location = ArchiveLocation(path, passphrase=options.get("passphrase"))
+    plan = plan_archive(location, chunk_bytes=20_000)
     assert len(plan.chunks) > 3 and len(shard_files(path)) > 1
     seen: dict[str, bytes] = {}
     for chunk in plan.chunks:
@@ -129,7 +131,7 @@ def test_samples_take_their_files_from_the_one_column(
     files = {f"s/{i:03d}.{ext}": os.urandom(200 + i) for i in range(20) for ext in ("jpg", "txt")}
     del files["s/007.txt"]  # a sample without one
     build(path, files, compression=compression)
-    plan = plan_archive(path, group_by_stem=True)
+    plan = plan_archive(path, FileSelection(group_by_stem=True))
     (chunk,) = plan.chunks
     table = read_chunk(plan.reader, chunk.plan, ["__key__", "txt"], True, plan.extensions)
     assert table.column_names == ["__key__", "txt"] and table.num_rows == 20
@@ -148,8 +150,9 @@ def test_on_object_storage_each_shards_ranges_are_fetched_together(
             del bc[gone]
             del files[gone]
     upload(bucket.fs, local, bucket.url("a.barecat"))
+    url = bucket.url("a.barecat")
     plan = plan_archive(
-        bucket.url("a.barecat"), storage_options=bucket.options, cache_dir=str(tmp_path)
+        ArchiveLocation(url, storage_options=bucket.options, cache_dir=str(tmp_path))
     )
     (chunk,) = plan.chunks
     column = binary_column(plan.reader, chunk.plan)

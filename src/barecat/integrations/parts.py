@@ -42,11 +42,12 @@ import shutil
 import tempfile
 import uuid
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 
-from barecat.archive import Barecat, Passphrase
+from barecat.archive import Barecat
 from barecat.archive.objectstore import publish_archive
 from barecat.entries import BarecatFileInfo
 from barecat.exceptions import BarecatError, FileExistsBarecatError, RemoteStorageBarecatError
@@ -60,6 +61,7 @@ from barecat.integrations.remote_parts import (
     stand_ins,
     upload_part,
 )
+from barecat.integrations.selection import ArchiveLocation
 from barecat.layout import (
     OLD_INDEX_SUFFIX,
     abandoned_entries,
@@ -81,48 +83,49 @@ _TASK_FOLDER = "barecat-part-"
 object storage."""
 
 
-class PartArchives:
-    """The parts of one write of a new archive at ``path`` (see the module doc); pickles
-    as its settings, for the tasks.
+@dataclass(frozen=True)
+class OutputSettings:
+    """How the output archive is made (the writers' arguments besides its location).
 
-    Args:
-        path: the archive to create: a local path that every task can reach, or a URL
-            of object storage (``s3://...``), which the tasks and the driver reach with
-            ``storage_options`` and need share no filesystem.
-        engine: names the parts' place (``.NAME.ENGINE-...``): ``'ray'``, ``'dask'``.
+    Attributes:
         overwrite: replace an existing archive there (once the new one is whole).
         shard_size_limit: the output's (and each part's) shard size limit (bytes, '1G').
         compression: store files compressed (``'zstd'``, ``'lz4'``): a sealed archive.
         compression_level: the codec's level.
-        passphrase: encrypt the output with this passphrase (a function giving one is
-            asked once, here).
-        storage_options: fsspec's options for a URL ``path`` (credentials, endpoint).
+    """
+
+    overwrite: bool = False
+    shard_size_limit: int | str | None = None
+    compression: str | None = None
+    compression_level: int | None = None
+
+
+class PartArchives:
+    """The parts of one write of a new archive at ``location`` (see the module doc);
+    pickles as its settings, for the tasks.
+
+    Args:
+        location: the archive to create: a local path that every task can reach, or a
+            URL of object storage (``s3://...``), which the tasks and the driver reach
+            with its ``storage_options`` and need share no filesystem; its
+            ``passphrase`` encrypts the output (a function giving one is asked once,
+            here).
+        engine: names the parts' place (``.NAME.ENGINE-...``): ``'ray'``, ``'dask'``.
+        settings: how the output is made (overwrite, shard size limit, compression).
 
     Raises:
-        FileExistsBarecatError: an archive exists at ``path`` (without ``overwrite``).
+        FileExistsBarecatError: an archive exists at ``location`` (without
+            ``overwrite``).
     """
 
     def __init__(
-        self,
-        path: str | os.PathLike[str],
-        engine: str,
-        *,
-        overwrite: bool = False,
-        shard_size_limit: int | str | None = None,
-        compression: str | None = None,
-        compression_level: int | None = None,
-        passphrase: Passphrase | None = None,
-        storage_options: dict[str, Any] | None = None,
+        self, location: ArchiveLocation, engine: str, settings: OutputSettings | None = None
     ) -> None:
-        text = os.fspath(path)
-        self.remote = is_remote_url(text)
+        self.remote = is_remote_url(location.path)
         """Whether the output is on object storage (the parts go there too)."""
-        self.path = text if self.remote else os.path.abspath(text)
-        self.storage_options = storage_options if self.remote else None
-        self.overwrite = overwrite
-        self.shard_size_limit = shard_size_limit
-        self.compression = compression
-        self.compression_level = compression_level
+        self.path = location.path if self.remote else os.path.abspath(location.path)
+        self.storage_options = location.storage_options if self.remote else None
+        self.settings = settings or OutputSettings()
         if self.remote:
             self._prefix = staging_prefix(self.path, engine)
         else:
@@ -135,7 +138,8 @@ class PartArchives:
         self.refuse_existing()
         self._passphrase: _Secret | None = None
         self._sealing: dict[str, ConfigValue] | None = None
-        if passphrase is not None:
+        if location.passphrase is not None:
+            passphrase = location.passphrase
             secret = passphrase() if callable(passphrase) else passphrase
             self._passphrase = _Secret(secret)
             self._sealing = self._new_sealing(secret)
@@ -166,8 +170,8 @@ class PartArchives:
             template = Barecat(
                 os.path.join(folder, "sealing"),
                 readonly=False,
-                compression=self.compression,
-                compression_level=self.compression_level,
+                compression=self.settings.compression,
+                compression_level=self.settings.compression_level,
                 passphrase=passphrase,
             )
             with template:
@@ -189,9 +193,9 @@ class PartArchives:
             path,
             readonly=False,
             exist_ok=self._sealing is not None,
-            shard_size_limit=self.shard_size_limit,
-            compression=self.compression,
-            compression_level=self.compression_level,
+            shard_size_limit=self.settings.shard_size_limit,
+            compression=self.settings.compression,
+            compression_level=self.settings.compression_level,
             passphrase=self._passphrase,
         )
 
@@ -202,7 +206,7 @@ class PartArchives:
             FileExistsBarecatError: an archive (or anything) is at ``path``, without
                 ``overwrite``.
         """
-        if self.overwrite:
+        if self.settings.overwrite:
             return
         if self.remote:
             exists = any(self.store.exists(u) for u in (self.path, self.path + OLD_INDEX_SUFFIX))
@@ -323,7 +327,7 @@ class PartArchives:
         """
         remove_archive(joined)
         if self._sealing is None:  # (plain when made: the merge seals it like its parts)
-            out = Barecat(joined, readonly=False, shard_size_limit=self.shard_size_limit)
+            out = Barecat(joined, readonly=False, shard_size_limit=self.settings.shard_size_limit)
         else:
             out = self._new_archive(joined)
         with out:

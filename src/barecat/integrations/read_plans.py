@@ -29,12 +29,10 @@ import itertools
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from barecat.archive import Barecat, Passphrase
 from barecat.archive.planned_reads import (
     PlannedFile,
     PlannedReader,
@@ -43,6 +41,7 @@ from barecat.archive.planned_reads import (
     planned_reader,
 )
 from barecat.exceptions import BarecatError
+from barecat.integrations.selection import ArchiveLocation, FileSelection
 from barecat.samples import sample_key, sample_part
 
 ROW_COLUMNS = ("path", "bytes", "size", "mtime_ns", "crc32c")
@@ -249,33 +248,22 @@ class ArchivePlan:
 
 
 def plan_archive(
-    path_or_url: str | os.PathLike[str],
+    location: ArchiveLocation | str | os.PathLike[str],
+    selection: FileSelection | None = None,
     *,
-    pattern: str | None = None,
-    where: str | None = None,
-    params: Sequence[object] = (),
-    group_by_stem: bool = False,
-    passphrase: Passphrase | None = None,
-    storage_options: dict[str, Any] | None = None,
-    cache_dir: str | None = None,
     chunk_bytes: int = DEFAULT_CHUNK_BYTES,
 ) -> ArchivePlan:
     """Plan the reading of an archive's chosen files, from its index alone.
 
-    The archive is opened (on object storage its index copied once into ``cache_dir``),
-    the chosen files listed and cut into chunks, and the archive closed again.
+    The archive is opened (on object storage its index copied once into the location's
+    ``cache_dir``), the chosen files listed and cut into chunks, and the archive closed
+    again. The selection's ``columns`` are not checked here (see
+    :meth:`ArchivePlan.checked_columns`).
 
     Args:
-        path_or_url: the archive (a local path, or ``s3://...`` and other fsspec URLs).
-        pattern: a glob over paths (``**`` recursive, hidden names included); None: all.
-        where: an SQL condition on the index's ``files`` columns (in a sealed archive
-            ``size`` is the sealed length and ``logical_size`` the file's own), ``?``
-            placeholders filled from ``params``.
-        params: values for ``where``'s placeholders.
-        group_by_stem: rows are samples (files planned in path order).
-        passphrase: an encrypted archive's passphrase.
-        storage_options: fsspec options for a URL (credentials, endpoint).
-        cache_dir: where a remote archive's index copy is kept.
+        location: the archive, its key and options (a path or URL: no key, no options).
+        selection: which files (``group_by_stem``: rows are samples, files planned in
+            path order); None: all.
         chunk_bytes: the most stored bytes one chunk holds.
 
     Returns:
@@ -288,17 +276,13 @@ def plan_archive(
         WrongPassphraseBarecatError: a wrong passphrase.
         sqlite3.Error: ``where`` is not a valid condition.
     """
-    with Barecat(
-        os.fspath(path_or_url),
-        passphrase=passphrase,
-        storage_options=storage_options,
-        cache_dir=cache_dir,
-        lookup_table=False,
-    ) as bc:
+    selection = selection or FileSelection()
+    grouped = selection.group_by_stem
+    with ArchiveLocation.of(location).open(lookup_table=False) as bc:
         reader = planned_reader(bc)
-        rows = plan_rows(bc, pattern, where, params, by_path=group_by_stem)
-    chunks, extensions = _cut(rows, chunk_bytes, group_by_stem)
-    return ArchivePlan(reader, chunks, group_by_stem, extensions)
+        rows = plan_rows(bc, selection.pattern, selection.where, selection.params, by_path=grouped)
+    chunks, extensions = _cut(rows, chunk_bytes, grouped)
+    return ArchivePlan(reader, chunks, grouped, extensions)
 
 
 def read_chunk(

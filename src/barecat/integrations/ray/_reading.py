@@ -52,6 +52,7 @@ from barecat.integrations.read_plans import (
     read_chunk,
     sample_key,
 )
+from barecat.integrations.selection import ArchiveLocation, FileSelection
 
 _MIN_TASK_BYTES = 4 << 20
 """Smallest run a task is given, however many tasks Ray asks for (a task costs ~ms)."""
@@ -120,28 +121,53 @@ class BarecatDatasource(Datasource):
         tasks_per_cpu: int | None = DEFAULT_TASKS_PER_CPU,
     ) -> None:
         super().__init__()  # type: ignore[no-untyped-call]
+        location = ArchiveLocation.of(path_or_url, passphrase, storage_options, cache_dir)
+        selection = FileSelection.of(pattern, where, params, columns, group_by_stem)
+        self._planned(location, selection, target_bytes, chunk_bytes, tasks_per_cpu)
+
+    @classmethod
+    def of(
+        cls,
+        location: ArchiveLocation,
+        selection: FileSelection,
+        *,
+        target_bytes: int = DEFAULT_TARGET_BYTES,
+        chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+        tasks_per_cpu: int | None = DEFAULT_TASKS_PER_CPU,
+    ) -> BarecatDatasource:
+        """The source of the files ``selection`` chooses in the archive at ``location``
+        (the arguments otherwise as the constructor's).
+
+        Raises:
+            FileNotFoundBarecatError: no archive there.
+            BarecatError: see the class.
+        """
+        source = cls.__new__(cls)
+        super(BarecatDatasource, source).__init__()  # type: ignore[no-untyped-call]
+        source._planned(location, selection, target_bytes, chunk_bytes, tasks_per_cpu)
+        return source
+
+    def _planned(
+        self,
+        location: ArchiveLocation,
+        selection: FileSelection,
+        target_bytes: int,
+        chunk_bytes: int,
+        tasks_per_cpu: int | None,
+    ) -> None:
+        """Plan the reading once, here (on the driver)."""
         if target_bytes < 1 or chunk_bytes < 1:
             raise ValueError("target_bytes and chunk_bytes are numbers of bytes, at least 1")
-        self.location = os.fspath(path_or_url)
-        self.group_by_stem = group_by_stem
+        self.location = location.path
+        self.group_by_stem = selection.group_by_stem
         self.target_bytes = target_bytes
         self.tasks_per_cpu = tasks_per_cpu
         self._chunk_bytes = min(chunk_bytes, target_bytes)
-        self._plan = plan_archive(
-            self.location,
-            pattern=pattern,
-            where=where,
-            params=params,
-            group_by_stem=group_by_stem,
-            passphrase=passphrase,
-            storage_options=storage_options,
-            cache_dir=cache_dir,
-            chunk_bytes=self._chunk_bytes,
-        )
+        self._plan = plan_archive(location, selection, chunk_bytes=self._chunk_bytes)
         self._reader = self._plan.reader
         self._projection_map: dict[str, str] | None = None
-        if columns is not None:
-            self._projection_map = {c: c for c in self._plan.checked_columns(columns)}
+        if selection.columns is not None:
+            self._projection_map = {c: c for c in self._plan.checked_columns(selection.columns)}
 
     # -- what Ray asks before reading ---------------------------------------------------
 
@@ -288,16 +314,9 @@ def read_barecat(
         FileNotFoundBarecatError: no archive there.
         BarecatError: see :class:`BarecatDatasource`.
     """
-    source = BarecatDatasource(
-        path_or_url,
-        pattern=pattern,
-        where=where,
-        params=params,
-        columns=columns,
-        group_by_stem=group_by_stem,
-        passphrase=passphrase,
-        storage_options=storage_options,
-        cache_dir=cache_dir,
+    source = BarecatDatasource.of(
+        ArchiveLocation.of(path_or_url, passphrase, storage_options, cache_dir),
+        FileSelection.of(pattern, where, params, columns, group_by_stem),
         target_bytes=target_bytes,
         chunk_bytes=chunk_bytes,
         tasks_per_cpu=DEFAULT_TASKS_PER_CPU if override_num_blocks is None else None,

@@ -54,6 +54,7 @@ from barecat.integrations.read_plans import (
     plan_archive,
     read_chunk,
 )
+from barecat.integrations.selection import ArchiveLocation, FileSelection
 
 DEFAULT_PARTITION_BYTES = 64 << 20
 """Largest run of stored bytes one partition reads (Dask's own readers aim at about
@@ -197,18 +198,13 @@ def read_barecat(
     """
     if partition_bytes < 1 or chunk_bytes < 1:
         raise ValueError("partition_bytes and chunk_bytes are numbers of bytes, at least 1")
+    selection = FileSelection.of(pattern, where, params, columns, group_by_stem)
     plan = plan_archive(
-        path_or_url,
-        pattern=pattern,
-        where=where,
-        params=params,
-        group_by_stem=group_by_stem,
-        passphrase=passphrase,
-        storage_options=storage_options,
-        cache_dir=cache_dir,
+        ArchiveLocation.of(path_or_url, passphrase, storage_options, cache_dir),
+        selection,
         chunk_bytes=min(chunk_bytes, partition_bytes, FIRST_PARTITION_BYTES),
     )
-    plan.checked_columns(columns)
+    plan.checked_columns(selection.columns)
     token = uuid.uuid4().hex
     parts: list[_Partition] = []
     start = 0

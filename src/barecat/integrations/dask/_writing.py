@@ -38,9 +38,11 @@ from barecat.exceptions import BarecatError
 from barecat.integrations.parts import (
     OPTIONAL_COLUMNS,
     REQUIRED_COLUMNS,
+    OutputSettings,
     PartArchives,
     check_columns,
 )
+from barecat.integrations.selection import ArchiveLocation
 
 
 def _write_partition(
@@ -106,16 +108,9 @@ def write_barecat(
             there).
         Exception: what a partition's computation raised; then no archive appears.
     """
-    parts = PartArchives(
-        path,
-        "dask",
-        overwrite=overwrite,
-        shard_size_limit=shard_size_limit,
-        compression=compression,
-        compression_level=compression_level,
-        passphrase=passphrase,
-        storage_options=storage_options,
-    )
+    location = ArchiveLocation.of(path, passphrase, storage_options)
+    settings = OutputSettings(overwrite, shard_size_limit, compression, compression_level)
+    parts = PartArchives(location, "dask", settings)
     columns = [str(c) for c in df.columns]
     check_columns(columns)
     if isinstance(df.dtypes["bytes"], pd.StringDtype):

@@ -41,7 +41,8 @@ except ImportError as e:
     raise MissingDependencyBarecatError("barecat.integrations.ray needs Ray Data", "ray", e) from e
 
 from barecat.archive import Passphrase
-from barecat.integrations.parts import PartArchives, WrittenPart
+from barecat.integrations.parts import OutputSettings, PartArchives, WrittenPart
+from barecat.integrations.selection import ArchiveLocation
 
 DEFAULT_PART_BYTES = 64 << 20
 """Rows Ray gathers for one write task (one part-archive), in bytes: fewer, bigger parts
@@ -84,24 +85,32 @@ class BarecatDatasink(Datasink[WrittenPart | None]):
         staging_dir: str | os.PathLike[str] | None = None,
         part_bytes: int = DEFAULT_PART_BYTES,
     ) -> None:
-        self.parts = PartArchives(
-            path,
-            "ray",
-            overwrite=overwrite,
-            shard_size_limit=shard_size_limit,
-            compression=compression,
-            compression_level=compression_level,
-            passphrase=passphrase,
-            storage_options=storage_options,
-        )
-        if staging_dir is not None:
-            warnings.warn(
-                "write_barecat's staging_dir is no longer used: each write task uploads its "
-                "own part, and the driver joins them on the store",
-                DeprecationWarning,
-                stacklevel=2,
-            )
-        self.path = self.parts.path
+        _warn_staging(staging_dir)
+        location = ArchiveLocation.of(path, passphrase, storage_options)
+        settings = OutputSettings(overwrite, shard_size_limit, compression, compression_level)
+        self._made(PartArchives(location, "ray", settings), part_bytes)
+
+    @classmethod
+    def of(
+        cls,
+        location: ArchiveLocation,
+        settings: OutputSettings | None = None,
+        *,
+        part_bytes: int = DEFAULT_PART_BYTES,
+    ) -> BarecatDatasink:
+        """The sink writing the archive at ``location`` made with ``settings`` (the
+        arguments otherwise as the constructor's).
+
+        Raises:
+            FileExistsBarecatError: an archive exists there (without ``overwrite``).
+        """
+        sink = cls.__new__(cls)
+        sink._made(PartArchives(location, "ray", settings), part_bytes)
+        return sink
+
+    def _made(self, parts: PartArchives, part_bytes: int) -> None:
+        self.parts = parts
+        self.path = parts.path
         self.part_bytes = part_bytes
 
     def __repr__(self) -> str:  # never the passphrase
@@ -143,6 +152,17 @@ class BarecatDatasink(Datasink[WrittenPart | None]):
     def on_write_failed(self, error: Exception) -> None:
         """Remove the parts (whole or half-written): no output appears."""
         self.parts.discard()
+
+
+def _warn_staging(staging_dir: str | os.PathLike[str] | None) -> None:
+    """Warn that ``staging_dir`` is given: it is no longer used."""
+    if staging_dir is not None:
+        warnings.warn(
+            "write_barecat's staging_dir is no longer used: each write task uploads its "
+            "own part, and the driver joins them on the store",
+            DeprecationWarning,
+            stacklevel=3,
+        )
 
 
 def write_barecat(
@@ -188,17 +208,10 @@ def write_barecat(
         RemoteStorageBarecatError: the store failed (a URL output; then no archive is
             there).
     """
-    sink = BarecatDatasink(
-        path,
-        overwrite=overwrite,
-        shard_size_limit=shard_size_limit,
-        compression=compression,
-        compression_level=compression_level,
-        passphrase=passphrase,
-        storage_options=storage_options,
-        staging_dir=staging_dir,
-        part_bytes=part_bytes,
-    )
+    _warn_staging(staging_dir)
+    location = ArchiveLocation.of(path, passphrase, storage_options)
+    settings = OutputSettings(overwrite, shard_size_limit, compression, compression_level)
+    sink = BarecatDatasink.of(location, settings, part_bytes=part_bytes)
     ds.write_datasink(sink, concurrency=concurrency, ray_remote_args=ray_remote_args or {})
 
 

@@ -13,7 +13,7 @@ value per extension. Without any of these options an item is ``(path, bytes)``, 
 earlier versions (and ``transform`` gets the pair). ``file_batches=True`` makes a whole
 batch one :class:`FileBatch`, the files' bytes in one tensor that a DataLoader worker
 fills in shared memory: the way to take raw bytes through workers
-(:mod:`barecat.integrations.torch_batches`).
+(:mod:`barecat.integrations.torch._batches`).
 
 ``BarecatSampler`` gives each of ``num_replicas`` ranks a disjoint share of every epoch;
 together the shares cover the epoch exactly (padded by wrapping round to equal length, as
@@ -24,7 +24,7 @@ there. ``locality=N`` shuffles blocks of N files neighbouring in storage, then t
 within each block: nearly as random for training, far fewer seeks on HDD, NFS or object
 storage. An archive on object storage (``s3://...`` with ``storage_options``) works the
 same; the workers share its local block cache. Imports torch (the ``torch`` extra), the
-archive layer, the codecs, ``samples`` and ``torch_batches``.
+archive layer, the codecs, ``samples`` and ``torch/_batches.py``.
 """
 
 from __future__ import annotations
@@ -46,7 +46,8 @@ except ImportError as e:
 from barecat.archive import Barecat
 from barecat.codecs import DecodedView
 from barecat.entries import Order
-from barecat.integrations.torch_batches import BufferPool, FileBatch, collate_file_batch
+from barecat.integrations.selection import ArchiveLocation
+from barecat.integrations.torch._batches import BufferPool, FileBatch
 from barecat.samples import group_by_stem as samples_of
 
 KEY = "__key__"
@@ -75,7 +76,7 @@ class BarecatDataset(Dataset[Any]):
     With DataLoader workers, ``file_batches=True`` (and
     ``collate_fn=collate_file_batch``) is THE way to load raw bytes: each batch is read
     in the worker into one shared-memory tensor and reaches the main process without
-    being pickled (see :mod:`barecat.integrations.torch_batches`); the other forms send
+    being pickled (see :mod:`barecat.integrations.torch._batches`); the other forms send
     every file's bytes through a pipe, which costs the main process more than reading
     them itself. Decoding in the workers (``decode=True``) keeps the other forms.
 
@@ -110,6 +111,7 @@ class BarecatDataset(Dataset[Any]):
             Not with ``decode``, ``transform`` or ``group_by_stem``.
 
     Attributes:
+        location: the archive, its key and options (each process opens it with them).
         paths: the files read, in order (with ``group_by_stem``, all the samples' files).
         keys: what each item is known by: its path, or its sample key.
         classes: with ``target_fn="parent"``, the folder names, sorted (else None).
@@ -145,16 +147,13 @@ class BarecatDataset(Dataset[Any]):
                 "file_batches gives the files' bytes: decode them from the batch, or drop "
                 "file_batches to decode in the workers"
             )
-        self.archive = os.fspath(archive)
+        self.location = ArchiveLocation.of(archive, passphrase, storage_options, cache_dir)
         self.file_batches = file_batches
-        self.storage_options = storage_options
-        self.cache_dir = cache_dir
         self.decode = decode
         self.transform = transform
         self.target_fn = target_fn
         self.target_transform = target_transform
         self.group_by_stem = group_by_stem
-        self.passphrase = passphrase
         # no option at all: the (path, bytes) items of earlier versions
         self._pair = (with_path, decode, target_fn, group_by_stem) == (None, False, None, False)
         self.with_path = self._pair if with_path is None else with_path
@@ -163,7 +162,7 @@ class BarecatDataset(Dataset[Any]):
         self._pool: BufferPool | None = None
         self._pid = -1
         if paths is None:
-            with self._open() as bc:
+            with self.location.open() as bc:
                 if pattern is None:
                     paths = [f.path for f in bc.iter_fileinfos(Order.ADDRESS)]
                 else:
@@ -187,13 +186,14 @@ class BarecatDataset(Dataset[Any]):
     def __len__(self) -> int:
         return len(self.keys)
 
-    def _open(self) -> Barecat:
-        return Barecat(self.archive, passphrase=self.passphrase,
-                       storage_options=self.storage_options, cache_dir=self.cache_dir)  # fmt: skip
+    @property
+    def archive(self) -> str:
+        """The archive's path or URL."""
+        return self.location.path
 
     def _archive(self) -> Barecat:
         if self._bc is None or self._pid != os.getpid():  # opened in this process only
-            self._bc = self._open()
+            self._bc = self.location.open()
             self._pid = os.getpid()
             self._view = None
             self._pool = None
@@ -376,13 +376,3 @@ class BarecatSampler(Sampler[int]):
             raise ValueError("the saved state was made with another seed")
         self.epoch = int(state["epoch"])
         self._resume_at = int(state["position"])
-
-
-__all__ = [
-    "KEY",
-    "BarecatDataset",
-    "BarecatSampler",
-    "FileBatch",
-    "TargetFn",
-    "collate_file_batch",
-]

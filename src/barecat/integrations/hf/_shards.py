@@ -1,6 +1,6 @@
-"""Hugging Face ``datasets`` and barecat archives (the ``hf`` extra): an archive's files as
+"""An archive's files planned into Hugging Face shards (:func:`plan_shards`) and read as
 an ``IterableDataset`` (:func:`iterable_dataset`) or a materialised ``Dataset``
-(:func:`to_dataset`).
+(:func:`to_dataset`); the face is ``barecat.integrations.hf``.
 
 Planned as the Ray and Dask readers plan (``integrations/read_plans.py``): the archive
 is opened once, here, and the chosen files (a glob ``pattern`` and an SQL ``where`` on
@@ -51,6 +51,7 @@ from barecat.integrations.read_plans import (
     plan_archive,
     read_chunk,
 )
+from barecat.integrations.selection import ArchiveLocation, FileSelection
 
 IMAGE_EXTENSIONS = frozenset({"bmp", "gif", "jpeg", "jpg", "png", "tif", "tiff", "webp"})
 """Extensions whose columns are ``datasets.Image()`` with ``images=True`` and grouping."""
@@ -164,41 +165,45 @@ def plan_shards(
         ValueError: ``num_shards`` or ``chunk_bytes`` below 1.
         sqlite3.Error: ``where`` is not a valid condition.
     """
+    location = ArchiveLocation.of(path_or_url, passphrase, storage_options, cache_dir)
+    selection = FileSelection.of(pattern, where, params, columns, group_by_stem)
+    return _shards_of(location, selection, images, num_shards, chunk_bytes)
+
+
+def _shards_of(
+    location: ArchiveLocation,
+    selection: FileSelection,
+    images: bool,
+    num_shards: int | None,
+    chunk_bytes: int,
+) -> BarecatShards:
+    """:func:`plan_shards` of the two values (which archive, which files)."""
     if (num_shards is not None and num_shards < 1) or chunk_bytes < 1:
         raise ValueError("num_shards and chunk_bytes are at least 1")
-    location = os.fspath(path_or_url)
-    options: dict[str, Any] = {
-        "pattern": pattern,
-        "where": where,
-        "params": params,
-        "group_by_stem": group_by_stem,
-        "passphrase": passphrase,
-        "storage_options": storage_options,
-        "cache_dir": cache_dir,
-    }
-    plan = plan_archive(location, chunk_bytes=chunk_bytes, **options)
+    plan = plan_archive(location, selection, chunk_bytes=chunk_bytes)
     total = sum(c.stored_bytes for c in plan.chunks)
     if num_shards is None:
         per_default = DEFAULT_NUM_SHARDS * DEFAULT_SHARD_BYTES
         num_shards = DEFAULT_NUM_SHARDS * max(1, -(-total // per_default))
     finer = max(1, total // (4 * num_shards))  # a few chunks a shard
     if finer < chunk_bytes and len(plan.chunks) < min(4 * num_shards, plan.num_files):
-        plan = plan_archive(location, chunk_bytes=finer, **options)  # a small archive
-    renamed = {"bytes": "image"} if images and not group_by_stem else {}
+        plan = plan_archive(location, selection, chunk_bytes=finer)  # a small archive
+    grouped = selection.group_by_stem
+    renamed = {"bytes": "image"} if images and not grouped else {}
     every = [renamed.get(c, c) for c in plan.all_columns]
-    if columns is not None:
-        unknown = [c for c in columns if c not in every]
+    if selection.columns is not None:
+        unknown = [c for c in selection.columns if c not in every]
         if unknown:
             known = ", ".join(every)
             raise BarecatError(f"Unknown column {unknown[0]!r}; this archive has: {known}")
-        every = [c for c in every if c in columns]
+        every = [c for c in every if c in selection.columns]
     back = {v: k for k, v in renamed.items()}
     layout = _Layout(
-        tuple(back.get(c, c) for c in every), tuple(every), group_by_stem, tuple(plan.extensions)
+        tuple(back.get(c, c) for c in every), tuple(every), grouped, tuple(plan.extensions)
     )
-    features = datasets.Features({c: _feature(c, images, group_by_stem) for c in every})
+    features = datasets.Features({c: _feature(c, images, grouped) for c in every})
     shards = [tuple(share) for share in plan.shares(num_shards)]
-    return BarecatShards(plan.reader, shards, features, location, layout)
+    return BarecatShards(plan.reader, shards, features, location.path, layout)
 
 
 def _feature(column: str, images: bool, group_by_stem: bool) -> Any:
@@ -281,20 +286,9 @@ def iterable_dataset(
         FileNotFoundBarecatError: no archive there.
         BarecatError: see :func:`plan_shards`.
     """
-    plan = plan_shards(
-        path_or_url,
-        pattern=pattern,
-        where=where,
-        params=params,
-        columns=columns,
-        group_by_stem=group_by_stem,
-        images=images,
-        passphrase=passphrase,
-        storage_options=storage_options,
-        cache_dir=cache_dir,
-        num_shards=num_shards,
-        chunk_bytes=chunk_bytes,
-    )
+    location = ArchiveLocation.of(path_or_url, passphrase, storage_options, cache_dir)
+    selection = FileSelection.of(pattern, where, params, columns, group_by_stem)
+    plan = _shards_of(location, selection, images, num_shards, chunk_bytes)
     # what IterableDataset.from_generator does, with the plan's own fingerprint: without
     # one, datasets names the builder by hashing the whole plan (seconds per 100,000 files)
     from datasets.io.generator import GeneratorDatasetInputStream  # type: ignore[import-untyped]
@@ -365,20 +359,9 @@ def to_dataset(
         datasets.exceptions.DatasetGenerationError: a read failed; its cause is the
             ``BarecatIntegrityError`` naming the damaged file.
     """
-    plan = plan_shards(
-        path_or_url,
-        pattern=pattern,
-        where=where,
-        params=params,
-        columns=columns,
-        group_by_stem=group_by_stem,
-        images=images,
-        passphrase=passphrase,
-        storage_options=storage_options,
-        cache_dir=cache_dir,
-        num_shards=num_shards,
-        chunk_bytes=chunk_bytes,
-    )
+    location = ArchiveLocation.of(path_or_url, passphrase, storage_options, cache_dir)
+    selection = FileSelection.of(pattern, where, params, columns, group_by_stem)
+    plan = _shards_of(location, selection, images, num_shards, chunk_bytes)
     dataset: datasets.Dataset = datasets.Dataset.from_generator(
         generate_rows,
         features=plan.features,
@@ -390,14 +373,3 @@ def to_dataset(
         fingerprint=plan.fingerprint(),
     )
     return dataset
-
-
-__all__ = [
-    "IMAGE_EXTENSIONS",
-    "KEY_COLUMN",
-    "BarecatShards",
-    "generate_rows",
-    "iterable_dataset",
-    "plan_shards",
-    "to_dataset",
-]

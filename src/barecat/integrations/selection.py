@@ -1,0 +1,113 @@
+"""The two values every engine reader and writer is built from: :class:`FileSelection`
+("which files": a glob ``pattern``, an SQL ``where`` and its ``params``, the ``columns``
+and ``group_by_stem``) and :class:`ArchiveLocation` ("which archive, where, with which
+key": a path or fsspec URL, the ``passphrase``, fsspec's ``storage_options`` and the
+``cache_dir`` of a remote archive's index copy).
+
+The engines' public functions (Ray's and Dask's ``read_barecat``, Hugging Face's
+``iterable_dataset`` and ``to_dataset``, the PyTorch dataset, the Ray and Dask writers)
+keep their keyword arguments; they build these values at their top and hand them down,
+so that the planning (``read_plans.py``), the parts of a write (``parts.py``) and the
+opening of the archive take one value each, not the block of keywords. Imports only the
+archive layer (no engine, no pyarrow).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from barecat.archive import Barecat, Passphrase
+
+
+@dataclass(frozen=True)
+class FileSelection:
+    """Which files of an archive, and which columns of their rows.
+
+    Attributes:
+        pattern: a glob over paths (``**`` recursive, hidden names included); None: all.
+        where: an SQL condition on the index's ``files`` columns (``size``, ``mtime_ns``,
+            ``mode``, ``path``, ...; in a sealed archive ``size`` is the sealed length and
+            ``logical_size`` the file's own), ``?`` placeholders filled from ``params``.
+        params: values for ``where``'s placeholders.
+        columns: the columns to produce, None: all (checked against the plan's).
+        group_by_stem: one row per sample: ``__key__`` (the path up to the first dot of
+            the file name) and a column per extension; files planned in path order.
+    """
+
+    pattern: str | None = None
+    where: str | None = None
+    params: tuple[object, ...] = ()
+    columns: tuple[str, ...] | None = None
+    group_by_stem: bool = False
+
+    @classmethod
+    def of(
+        cls,
+        pattern: str | None,
+        where: str | None,
+        params: Sequence[object],
+        columns: Sequence[str] | None,
+        group_by_stem: bool,
+    ) -> FileSelection:
+        """The selection a reader's keyword arguments make (sequences kept as tuples)."""
+        chosen = None if columns is None else tuple(columns)
+        return cls(pattern, where, tuple(params), chosen, group_by_stem)
+
+
+@dataclass(frozen=True)
+class ArchiveLocation:
+    """Which archive, where, and with which key (never shown by ``repr``).
+
+    Attributes:
+        path: the archive: a local path, or ``s3://...`` and other fsspec URLs.
+        passphrase: an encrypted archive's passphrase (or a function giving it).
+        storage_options: fsspec's options for a URL (credentials, endpoint).
+        cache_dir: where a remote archive's index copy is kept.
+    """
+
+    path: str
+    passphrase: Passphrase | None = field(default=None, repr=False)
+    storage_options: dict[str, Any] | None = None
+    cache_dir: str | None = None
+
+    @classmethod
+    def of(
+        cls,
+        path: str | os.PathLike[str] | ArchiveLocation,
+        passphrase: Passphrase | None = None,
+        storage_options: dict[str, Any] | None = None,
+        cache_dir: str | None = None,
+    ) -> ArchiveLocation:
+        """The location a function's arguments make (a location given stays as it is)."""
+        if isinstance(path, ArchiveLocation):
+            return path
+        return cls(os.fspath(path), passphrase, storage_options, cache_dir)
+
+    def open(self, *, lookup_table: bool | None = None) -> Barecat:
+        """The archive, opened read-only with this location's key and options.
+
+        Args:
+            lookup_table: as for :class:`~barecat.archive.Barecat` (False: a plan that
+                lists every file once needs none).
+
+        Returns:
+            The open archive (the caller closes it).
+
+        Raises:
+            FileNotFoundBarecatError: no archive there.
+            BarecatError: an encrypted archive without its passphrase.
+            WrongPassphraseBarecatError: a wrong passphrase.
+        """
+        return Barecat(
+            self.path,
+            passphrase=self.passphrase,
+            storage_options=self.storage_options,
+            cache_dir=self.cache_dir,
+            lookup_table=lookup_table,
+        )
+
+
+__all__ = ["ArchiveLocation", "FileSelection"]
