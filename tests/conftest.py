@@ -69,3 +69,13 @@ def run(capfdbinary: pytest.CaptureFixture[bytes]) -> Run:
         return code, out.decode("utf-8", "surrogateescape"), err.decode()
 
     return call
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Drop torch's cache of storages received from DataLoader workers while torch is
+    whole: left to the interpreter's exit, its entries are freed after the module they
+    call into is torn down, and each prints 'Exception ignored in StorageWeakRef.__del__'
+    (186 tracebacks after a whole run, when the doc tests import barecat's modules)."""
+    reductions = sys.modules.get("torch.multiprocessing.reductions")
+    if reductions is not None:
+        reductions.shared_cache.clear()
