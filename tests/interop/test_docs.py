@@ -81,8 +81,28 @@ def blocks(page: Path) -> list[Block]:
     return found
 
 
+ENGINES = {"ray", "dask", "datasets"}
+"""Modules that start a distributed engine: a page whose runnable blocks import one runs
+in the slow tier, with the engines' own tests (10-20 s a page, most of it the engine's
+start-up)."""
+
+
 def runnable_pages() -> list[Path]:
     return [page for page in PAGES if any(b.runnable for b in blocks(page))]
+
+
+def runnable_page_params() -> list[object]:
+    """:func:`runnable_pages`, a page that starts an engine marked ``slow``."""
+    return [
+        pytest.param(page, marks=pytest.mark.slow) if starts_engine(page) else page
+        for page in runnable_pages()
+    ]
+
+
+def starts_engine(page: Path) -> bool:
+    """Whether a runnable block of ``page`` imports an engine (:data:`ENGINES`)."""
+    runnable = [b for b in blocks(page) if b.runnable]
+    return any(ENGINES.intersection(imported_modules(b)) for b in runnable)
 
 
 def test_markers_are_found_and_only_on_blocks_that_can_run() -> None:
@@ -100,10 +120,15 @@ def test_markers_are_found_and_only_on_blocks_that_can_run() -> None:
 
 def missing_imports(block: Block) -> list[str]:
     """The top-level modules ``block``'s import statements name that this interpreter
-    cannot find (its optional extras not installed), in order: a Python block's
-    ``import X`` and ``from X import ...`` anywhere in it but inside a ``try`` (which
-    handles a missing module itself). ``barecat`` is never missing: without it every
-    block must fail. A bash block has no import lines: none."""
+    cannot find (its optional extras not installed), in order. ``barecat`` is never
+    missing: without it every block must fail."""
+    return [name for name in imported_modules(block) if _not_installed(name)]
+
+
+def imported_modules(block: Block) -> list[str]:
+    """The top-level modules of a Python block's ``import X`` and ``from X import ...``
+    anywhere in it but inside a ``try`` (which handles a missing module itself), in
+    order, each once. A bash block has no import lines: none."""
     if block.language != "python":
         return []
     tree = ast.parse(block.code)
@@ -119,7 +144,7 @@ def missing_imports(block: Block) -> list[str]:
             names += [alias.name.split(".")[0] for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
             names.append(node.module.split(".")[0])
-    return [name for name in dict.fromkeys(names) if _not_installed(name)]
+    return list(dict.fromkeys(names))
 
 
 def _not_installed(module: str) -> bool:
@@ -189,7 +214,7 @@ def run_blocks(page: Path, tmp_path: Path) -> list[str]:
     return skipped
 
 
-@pytest.mark.parametrize("page", runnable_pages(), ids=lambda p: p.name)
+@pytest.mark.parametrize("page", runnable_page_params(), ids=lambda p: p.name)
 def test_runnable_blocks_run(page: Path, tmp_path: Path) -> None:
     skipped = run_blocks(page, tmp_path)
     if skipped:  # (every other block ran and passed)
@@ -202,6 +227,19 @@ def _page(tmp_path: Path, *blocks: tuple[str, str, str]) -> Path:
     text = "".join(f"{marker}\n```{lang}\n{code}\n```\n\n" for marker, lang, code in blocks)
     page.write_text(text, encoding="utf-8")
     return page
+
+
+def test_a_page_whose_runnable_block_starts_an_engine_is_in_the_slow_tier(tmp_path: Path) -> None:
+    engine = _page(tmp_path, (MARKER, "python", "import barecat\nfrom ray import data"))
+    assert starts_engine(engine)
+    tried = _page(
+        tmp_path, (MARKER, "python", "try:\n    import dask\nexcept ImportError:\n    pass")
+    )
+    assert not starts_engine(tried)  # (a guarded import starts nothing by itself)
+    shown = _page(tmp_path, ("", "python", "import dask"), (MARKER, "bash", "barecat ls x"))
+    assert not starts_engine(shown)  # (only runnable blocks count)
+    slow = {p.values[0] for p in runnable_page_params() if isinstance(p, type(pytest.param(0)))}
+    assert slow == {p for p in runnable_pages() if starts_engine(p)} and slow
 
 
 def test_missing_imports_are_the_block_s_import_lines_not_installed() -> None:
