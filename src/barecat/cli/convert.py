@@ -18,10 +18,10 @@ from collections.abc import Sequence
 
 from barecat.archive import Barecat, Passphrase
 from barecat.cli.parsing import (
-    Subparsers,
-    add_command,
+    Declared,
     add_passphrase_option,
     add_shard_limit_option,
+    registering,
     size,
 )
 from barecat.cli.running import Interrupted, run_legacy
@@ -71,13 +71,7 @@ barecat convert sealed.barecat plain.barecat          # a plain copy (the refere
 """
 
 
-def register(sub: Subparsers) -> None:
-    parser = add_command(
-        sub,
-        "convert",
-        handler=run_convert,
-        examples=EXAMPLES,
-    )
+def _arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "input",
         nargs="+",
@@ -311,3 +305,6 @@ def _convert_coldcrate(args: argparse.Namespace) -> ImportResult:
                 archive_passphrase=_source_key(args),
             )
     return result
+
+
+register = registering(Declared("convert", run_convert, _arguments, EXAMPLES))

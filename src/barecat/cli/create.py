@@ -15,11 +15,11 @@ from collections.abc import Iterator
 
 from barecat.cli.names import shown_on, tar_escaped
 from barecat.cli.parsing import (
-    Subparsers,
+    Declared,
     add_archive_argument,
-    add_command,
     add_filter_options,
     add_shard_limit_option,
+    registering,
 )
 from barecat.cli.running import Interrupted, rerun_line
 from barecat.cli.sealing import add_sealing_options, new_archive_options, open_archive
@@ -99,31 +99,20 @@ def _add_source_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-q", "--quiet", action="store_true", help="No progress bar or summary")
 
 
-def register(sub: Subparsers) -> None:
-    create = add_command(
-        sub,
-        "create",
-        handler=run_create,
-        details=LINKS,
-        examples=CREATE_EXAMPLES,
-    )
-    _add_source_options(create)
-    create.add_argument("-f", "--force", action="store_true", help="Overwrite an existing archive")
-    create.add_argument(
+def _create_arguments(parser: argparse.ArgumentParser) -> None:
+    _add_source_options(parser)
+    parser.add_argument("-f", "--force", action="store_true", help="Overwrite an existing archive")
+    parser.add_argument(
         "--resume",
         action="store_true",
         help="Finish an interrupted create: keep the archive, add only what is missing",
     )
-    add = add_command(
-        sub,
-        "add",
-        handler=run_add,
-        details=LINKS,
-        examples=ADD_EXAMPLES,
-    )
-    _add_source_options(add)
-    add.add_argument("-c", "--create", action="store_true", help="Create the archive if missing")
-    add.add_argument(
+
+
+def _add_arguments(parser: argparse.ArgumentParser) -> None:
+    _add_source_options(parser)
+    parser.add_argument("-c", "--create", action="store_true", help="Create the archive if missing")
+    parser.add_argument(
         "--ignore-existing",
         "--resume",
         dest="resume",
@@ -319,3 +308,9 @@ def run_add(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         raise Interrupted(_how_to_go_on(args, before)) from None
     return finish(args, plan, result, "add", summary)
+
+
+register = registering(
+    Declared("create", run_create, _create_arguments, CREATE_EXAMPLES, details=LINKS),
+    Declared("add", run_add, _add_arguments, ADD_EXAMPLES, details=LINKS),
+)

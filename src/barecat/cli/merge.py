@@ -21,11 +21,11 @@ from collections.abc import Callable, Iterator, Sequence
 
 from barecat.archive import Barecat
 from barecat.cli.parsing import (
-    Subparsers,
-    add_command,
+    Declared,
     add_filter_options,
     add_passphrase_option,
     add_shard_limit_option,
+    registering,
     size,
 )
 from barecat.cli.running import run_legacy
@@ -56,15 +56,17 @@ barecat subset photos.barecat -o part.barecat -f -s 1G --pattern 'train/**'
 """
 
 
-def register(sub: Subparsers) -> None:
-    merge = add_command(
-        sub,
-        "merge",
-        description="Merge archives into one output archive, copying their bytes (or, with "
-        "--symlink, linking their shards). The first archive to have a path keeps it.",
-        handler=run_merge,
-        examples=MERGE_EXAMPLES,
-    )
+MERGE_ABOUT = (
+    "Merge archives into one output archive, copying their bytes (or, with --symlink, "
+    "linking their shards). The first archive to have a path keeps it."
+)
+SUBSET_ABOUT = (
+    "Copy the files of ARCHIVE chosen by a glob or by include/exclude rules into a new "
+    "archive, in storage order."
+)
+
+
+def _merge_arguments(merge: argparse.ArgumentParser) -> None:
     merge.add_argument(
         "archives", nargs="+", metavar="ARCHIVE", help="Archives to merge (barecat, tar or zip)"
     )
@@ -96,14 +98,8 @@ def register(sub: Subparsers) -> None:
     merge.add_argument("--prefix", metavar="PATH", default="", help="Put everything under PATH")
     _filter_options(merge)
 
-    subset = add_command(
-        sub,
-        "subset",
-        description="Copy the files of ARCHIVE chosen by a glob or by include/exclude rules "
-        "into a new archive, in storage order.",
-        handler=run_subset,
-        examples=SUBSET_EXAMPLES,
-    )
+
+def _subset_arguments(subset: argparse.ArgumentParser) -> None:
     subset.add_argument("archive", help="Source archive")
     _output_options(subset)
     subset.add_argument("-f", "--force", action="store_true", help="Overwrite OUTPUT if it exists")
@@ -330,3 +326,9 @@ def legacy_merge_symlink(argv: Sequence[str] | None = None) -> int:
     return run_legacy(
         "barecat-merge-symlink", "barecat merge --symlink", parser, _legacy_body(True), argv
     )
+
+
+register = registering(
+    Declared("merge", run_merge, _merge_arguments, MERGE_EXAMPLES, MERGE_ABOUT),
+    Declared("subset", run_subset, _subset_arguments, SUBSET_EXAMPLES, SUBSET_ABOUT),
+)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from barecat.cli.parsing import Subparsers, add_command, add_passphrase_option, size
+from barecat.cli.parsing import Declared, add_passphrase_option, registering, size
 from barecat.cli.running import Interrupted, rerun_line
 from barecat.cli.sealing import passphrase_source
 from barecat.cli.summary import Summary, failure_reason
@@ -36,15 +36,13 @@ ARCHIVE:path too when ARCHIVE is an existing archive (or, as destination, ends i
 """
 
 
-def register(sub: Subparsers) -> None:
-    parser = add_command(
-        sub,
-        "rsync",
-        description="Sync files between local filesystem and barecat archives. Use "
-        "archive.barecat::path/ syntax for archive paths.",
-        handler=run_rsync,
-        examples=RSYNC_EXAMPLES,
-    )
+RSYNC_ABOUT = (
+    "Sync files between local filesystem and barecat archives. Use archive.barecat::path/ "
+    "syntax for archive paths."
+)
+
+
+def _arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("paths", nargs="+", help="Source(s) and destination (last is dest)")
     parser.add_argument("-n", "--dry-run", action="store_true", help="Show what would be done")
     parser.add_argument(
@@ -135,3 +133,6 @@ def run_rsync(args: argparse.Namespace) -> int:
         summary.skip(failure_reason(exc))
     summary.finish(progress.files, progress.bytes, f"to {args.paths[-1]}")
     return 1 if result.failures else 0
+
+
+register = registering(Declared("rsync", run_rsync, _arguments, RSYNC_EXAMPLES, RSYNC_ABOUT))
