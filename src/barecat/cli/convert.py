@@ -12,6 +12,7 @@ reported, the latter with exit code 1.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 from collections.abc import Sequence
@@ -149,27 +150,20 @@ def _convert(args: argparse.Namespace) -> ImportResult | ExportResult:
             )
             sys.stdout.buffer.flush()
             return exported
-        if args.stdin:
-            result = stream2barecat(
-                sys.stdin.buffer,
-                parse_format(args.input),
+        if args.stdin or not _is_barecat_side(args.input) or not os.path.exists(args.input):
+            if args.stdin:  # (the input names the format)
+                source = functools.partial(
+                    stream2barecat, sys.stdin.buffer, parse_format(args.input)
+                )
+            else:
+                source = functools.partial(archive2barecat, args.input)
+            return source(
                 args.output,
                 args.shard_size_limit,
                 args.force,
                 on_stored=progress.advance,
                 archive_options=new_archive_options(args),
             )
-            return result
-        if not _is_barecat_side(args.input) or not os.path.exists(args.input):
-            result = archive2barecat(
-                args.input,
-                args.output,
-                args.shard_size_limit,
-                args.force,
-                on_stored=progress.advance,
-                archive_options=new_archive_options(args),
-            )
-            return result
         if format_of_name(args.output) is None:
             source_key = _source_key(args)
 

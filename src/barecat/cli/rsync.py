@@ -91,16 +91,7 @@ def run_rsync(args: argparse.Namespace) -> int:
         error("need at least one source and a destination", command="rsync")
         return 2
     path_filter = PathFilter.from_patterns(args.include, args.exclude)
-    options = SyncOptions(
-        delete=args.delete,
-        checksum=args.checksum,
-        update=args.update,
-        existing=args.existing,
-        ignore_existing=args.ignore_existing,
-        size_only=args.size_only,
-        max_size=args.max_size,
-        min_size=args.min_size,
-    )
+    options = SyncOptions.of(args)
     with Progress("rsync", None, args.progress and not args.dry_run) as progress:
 
         def on_action(action: Action, nbytes: int) -> None:
