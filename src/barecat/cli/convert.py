@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from barecat.archive import Barecat, Passphrase
 from barecat.cli.parsing import (
     Declared,
+    add_flag,
     add_passphrase_option,
     add_shard_limit_option,
     registering,
@@ -81,7 +82,7 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("output", help="Output file (a format name such as tar with --stdout)")
     add_shard_limit_option(parser, "Shard size limit of a barecat output (500M, 10G)")
-    parser.add_argument("-f", "--force", action="store_true", help="Overwrite the output")
+    add_flag(parser, "-f", "Overwrite the output")
     parser.add_argument("--stdin", action="store_true", help="Read the input from stdin")
     parser.add_argument("--stdout", action="store_true", help="Write the output to stdout")
     parser.add_argument(
@@ -95,7 +96,7 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_sealing_options(parser, "a barecat output (a .coldcrate output: AES-256-XTS)")
     add_passphrase_option(parser)
-    parser.add_argument("-q", "--quiet", action="store_true", help="No progress bar or summary")
+    add_flag(parser, "-q", "No progress bar or summary")
 
 
 def _is_barecat_side(path: str) -> bool:

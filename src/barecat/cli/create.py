@@ -11,13 +11,14 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from barecat.cli.names import shown_on, tar_escaped
 from barecat.cli.parsing import (
     Declared,
     add_archive_argument,
     add_filter_options,
+    add_flag,
     add_shard_limit_option,
     registering,
 )
@@ -95,13 +96,13 @@ def _add_source_options(parser: argparse.ArgumentParser) -> None:
         help="Store what symbolic links point to, instead of the links",
     )
     add_sealing_options(parser, "a new archive")
-    parser.add_argument("-v", "--verbose", action="store_true", help="List files as they are added")
-    parser.add_argument("-q", "--quiet", action="store_true", help="No progress bar or summary")
+    add_flag(parser, "-v", "List files as they are added")
+    add_flag(parser, "-q", "No progress bar or summary")
 
 
 def _create_arguments(parser: argparse.ArgumentParser) -> None:
     _add_source_options(parser)
-    parser.add_argument("-f", "--force", action="store_true", help="Overwrite an existing archive")
+    add_flag(parser, "-f", "Overwrite an existing archive")
     parser.add_argument(
         "--resume",
         action="store_true",
@@ -230,17 +231,28 @@ def run_create(args: argparse.Namespace) -> int:
             command="create",
         )
         return 1
+
+    def stored(plan: IngestPlan) -> IngestResult:
+        if (args.workers or 1) > 1 and not args.resume:
+            return store_in_processes(args, plan)
+        return store(args, plan, overwrite=args.force, command="create")
+
+    return _add_sources(args, "create", stored)
+
+
+def _add_sources(
+    args: argparse.Namespace, command: str, stored: Callable[[IngestPlan], IngestResult]
+) -> int:
+    """Create's and add's work once the archive is checked: plan what the sources hold,
+    store it with ``stored``, sum up; after a Ctrl-C, say how to finish."""
     summary = Summary("added", quiet=args.quiet)
     before = _index_identity(args.archive)
     try:
         plan = make_plan(args)
-        if (args.workers or 1) > 1 and not args.resume:
-            result = store_in_processes(args, plan)
-        else:
-            result = store(args, plan, overwrite=args.force, command="create")
+        result = stored(plan)
     except KeyboardInterrupt:
         raise Interrupted(_how_to_go_on(args, before)) from None
-    return finish(args, plan, result, "create", summary)
+    return finish(args, plan, result, command, summary)
 
 
 def _index_identity(archive: str) -> tuple[int, int] | None:
@@ -300,14 +312,7 @@ def run_add(args: argparse.Namespace) -> int:
             command="add",
         )
         return 1
-    summary = Summary("added", quiet=args.quiet)
-    before = _index_identity(args.archive)
-    try:
-        plan = make_plan(args)
-        result = store(args, plan, overwrite=False, command="add")
-    except KeyboardInterrupt:
-        raise Interrupted(_how_to_go_on(args, before)) from None
-    return finish(args, plan, result, "add", summary)
+    return _add_sources(args, "add", lambda plan: store(args, plan, overwrite=False, command="add"))
 
 
 register = registering(

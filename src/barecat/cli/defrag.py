@@ -18,6 +18,7 @@ from barecat.archive import Barecat
 from barecat.cli.parsing import (
     Declared,
     add_archive_argument,
+    add_flag,
     add_shard_limit_option,
     registering,
 )
@@ -73,14 +74,14 @@ def _defrag_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="Accepted for compatibility: a full defrag always copies runs of files in chunks",
     )
-    p.add_argument("-n", "--dry-run", action="store_true", help="Only show the reclaimable space")
-    p.add_argument("-q", "--quiet", action="store_true", help="No progress bar")
+    add_flag(p, "-n", "Only show the reclaimable space")
+    add_flag(p, "-q", "No progress bar")
 
 
 def _reshard_arguments(p: argparse.ArgumentParser) -> None:
     add_archive_argument(p)
     add_shard_limit_option(p, "New shard size limit (e.g. 1G, 500M)", required=True)
-    p.add_argument("-q", "--quiet", action="store_true", help="No progress bar")
+    add_flag(p, "-q", "No progress bar")
 
 
 def _bytes(n: int) -> str:

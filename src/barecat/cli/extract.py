@@ -19,6 +19,7 @@ from barecat.cli.parsing import (
     Declared,
     add_archive_argument,
     add_filter_options,
+    add_flag,
     registering,
 )
 from barecat.cli.running import Interrupted
@@ -57,8 +58,8 @@ def _extract_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="Do not restore owners (by default restored when run as root, like tar)",
     )
-    parser.add_argument("-v", "--verbose", action="store_true", help="List files as extracted")
-    parser.add_argument("-q", "--quiet", action="store_true", help="No progress bar or summary")
+    add_flag(parser, "-v", "List files as extracted")
+    add_flag(parser, "-q", "No progress bar or summary")
 
 
 def _cat_arguments(parser: argparse.ArgumentParser) -> None:

@@ -14,7 +14,7 @@ import time
 from typing import TextIO
 
 from barecat.archive import Barecat
-from barecat.cli.parsing import Declared, add_archive_argument, registering
+from barecat.cli.parsing import Declared, add_archive_argument, add_flag, registering
 from barecat.cli.sealing import NEW_PASSPHRASE_ENV, PASSPHRASE_ENV, new_passphrase, open_archive
 from barecat.cli.summary import timed
 from barecat.cli.terminal import Progress, human_size, wants_progress
@@ -119,7 +119,7 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "-j", "--workers", type=int, default=DEFAULT_JOBS, metavar="N", help="Checksum threads"
     )
-    parser.add_argument("-q", "--quiet", action="store_true", help="No progress bar")
+    add_flag(parser, "-q", "No progress bar")
 
 
 def _progress(args: argparse.Namespace, total: int) -> tuple[Progress, OnFile]:
@@ -308,7 +308,7 @@ def _upgrade_arguments(up: argparse.ArgumentParser) -> None:
         default=True,
         help="Keep the old index as INDEX.old (default: keep)",
     )
-    up.add_argument("-q", "--quiet", action="store_true", help="No progress bar")
+    add_flag(up, "-q", "No progress bar")
 
 
 def run_upgrade(args: argparse.Namespace) -> int:

@@ -23,6 +23,7 @@ from barecat.archive import Barecat
 from barecat.cli.parsing import (
     Declared,
     add_filter_options,
+    add_flag,
     add_passphrase_option,
     add_shard_limit_option,
     registering,
@@ -72,7 +73,7 @@ def _merge_arguments(merge: argparse.ArgumentParser) -> None:
     )
     _output_options(merge)
     mode = merge.add_mutually_exclusive_group()
-    mode.add_argument("-f", "--force", action="store_true", help="Overwrite OUTPUT if it exists")
+    add_flag(mode, "-f", "Overwrite OUTPUT if it exists")
     mode.add_argument(
         "-a",
         "--append",
@@ -102,7 +103,7 @@ def _merge_arguments(merge: argparse.ArgumentParser) -> None:
 def _subset_arguments(subset: argparse.ArgumentParser) -> None:
     subset.add_argument("archive", help="Source archive")
     _output_options(subset)
-    subset.add_argument("-f", "--force", action="store_true", help="Overwrite OUTPUT if it exists")
+    add_flag(subset, "-f", "Overwrite OUTPUT if it exists")
     _filter_options(subset)
 
 
@@ -111,7 +112,7 @@ def _output_options(parser: argparse.ArgumentParser) -> None:
     add_shard_limit_option(
         parser, "Start a new output shard beyond SIZE (e.g. 1G, 500M). Default: unlimited"
     )
-    parser.add_argument("-q", "--quiet", action="store_true", help="No progress bar or summary")
+    add_flag(parser, "-q", "No progress bar or summary")
     add_passphrase_option(parser)
 
 

@@ -164,6 +164,16 @@ def add_shard_limit_option(
     )
 
 
+SHARED_FLAGS = {"-q": "--quiet", "-v": "--verbose", "-f": "--force", "-n": "--dry-run"}
+"""The on/off options several commands have, by short name; each says in its own words
+what it does there."""
+
+
+def add_flag(parser: argparse._ActionsContainer, short: str, help: str) -> None:
+    """The shared on/off option ``short`` (a key of ``SHARED_FLAGS``) with its long name."""
+    parser.add_argument(short, SHARED_FLAGS[short], action="store_true", help=help)
+
+
 def add_archive_argument(parser: argparse.ArgumentParser, help: str | None = None) -> None:
     """The ``archive`` positional, and how to unlock it if it is encrypted."""
     parser.add_argument("archive", help=help or "Barecat archive path (without -shard suffix)")

@@ -12,7 +12,13 @@ from __future__ import annotations
 import argparse
 import sys
 
-from barecat.cli.parsing import Declared, add_passphrase_option, registering, size
+from barecat.cli.parsing import (
+    Declared,
+    add_flag,
+    add_passphrase_option,
+    registering,
+    size,
+)
 from barecat.cli.running import Interrupted, rerun_line
 from barecat.cli.sealing import passphrase_source
 from barecat.cli.summary import Summary, failure_reason
@@ -44,12 +50,10 @@ RSYNC_ABOUT = (
 
 def _arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("paths", nargs="+", help="Source(s) and destination (last is dest)")
-    parser.add_argument("-n", "--dry-run", action="store_true", help="Show what would be done")
-    parser.add_argument(
-        "-v", "--verbose", action="store_true", help="List each path copied or deleted"
-    )
+    add_flag(parser, "-n", "Show what would be done")
+    add_flag(parser, "-v", "List each path copied or deleted")
     parser.add_argument("--progress", action="store_true", help="Show progress")
-    parser.add_argument("-q", "--quiet", action="store_true", help="No summary")
+    add_flag(parser, "-q", "No summary")
     parser.add_argument("--delete", action="store_true", help="Delete extraneous files from dest")
     parser.add_argument(
         "-c",
