@@ -20,6 +20,7 @@ from barecat.cli.parsing import (
     add_filter_options,
     add_flag,
     add_shard_limit_option,
+    add_workers_option,
     registering,
 )
 from barecat.cli.running import Interrupted, rerun_line
@@ -58,6 +59,12 @@ barecat add -c new.barecat data/                 # create it if missing
 """
 
 
+WORKERS_HELP = (
+    "Parallel workers: for a new archive N processes, each writing a part joined without "
+    f"copying at the end; when adding, N reader threads (default {DEFAULT_WORKERS} threads)"
+)
+
+
 def _add_source_options(parser: argparse.ArgumentParser) -> None:
     add_archive_argument(parser)
     parser.add_argument("paths", nargs="*", help="Files and directories to add (recursively)")
@@ -71,16 +78,7 @@ def _add_source_options(parser: argparse.ArgumentParser) -> None:
         "-C", "--directory", metavar="DIR", help="Change to DIR before adding (like tar)"
     )
     add_filter_options(parser, ["--exclude"])
-    parser.add_argument(
-        "-j",
-        "--workers",
-        type=int,
-        default=None,
-        metavar="N",
-        help="Parallel workers: for a new archive N processes, each writing a part joined "
-        f"without copying at the end; when adding, N reader threads (default "
-        f"{DEFAULT_WORKERS} threads)",
-    )
+    add_workers_option(parser, WORKERS_HELP, None)
     add_shard_limit_option(
         parser, "Start a new shard file beyond SIZE (e.g. 1G, 500M). Default: unlimited"
     )

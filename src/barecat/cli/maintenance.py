@@ -14,7 +14,13 @@ import time
 from typing import TextIO
 
 from barecat.archive import Barecat
-from barecat.cli.parsing import Declared, add_archive_argument, add_flag, registering
+from barecat.cli.parsing import (
+    Declared,
+    add_archive_argument,
+    add_flag,
+    add_workers_option,
+    registering,
+)
 from barecat.cli.sealing import NEW_PASSPHRASE_ENV, PASSPHRASE_ENV, new_passphrase, open_archive
 from barecat.cli.summary import timed
 from barecat.cli.terminal import Progress, human_size, wants_progress
@@ -48,6 +54,10 @@ UPGRADE_ABOUT = (
     "one, checked, and swapped in with one rename, so an interruption leaves either index "
     "whole; the old one is kept as INDEX.old. Shard files are only read. An archive already "
     "at 0.3 is left alone."
+)
+UPGRADE_WORKERS_HELP = (
+    "Threads computing CRC32C from the shards (only the unversioned layout, which stored "
+    "none, needs this; a 0.2 upgrade rewrites the index alone)"
 )
 UPGRADE_EXAMPLES = """
 barecat upgrade photos                        # photos-sqlite-index, photos-shard-*
@@ -116,9 +126,7 @@ def _digest_arguments(digest: argparse.ArgumentParser) -> None:
 
 
 def _add_common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "-j", "--workers", type=int, default=DEFAULT_JOBS, metavar="N", help="Checksum threads"
-    )
+    add_workers_option(parser, "Checksum threads", DEFAULT_JOBS)
     add_flag(parser, "-q", "No progress bar")
 
 
@@ -293,15 +301,7 @@ def run_repair(args: argparse.Namespace) -> int:
 
 def _upgrade_arguments(up: argparse.ArgumentParser) -> None:
     add_archive_argument(up)
-    up.add_argument(
-        "-j",
-        "--workers",
-        type=int,
-        default=DEFAULT_JOBS,
-        metavar="N",
-        help="Threads computing CRC32C from the shards (only the unversioned layout, which "
-        "stored none, needs this; a 0.2 upgrade rewrites the index alone)",
-    )
+    add_workers_option(up, UPGRADE_WORKERS_HELP, DEFAULT_JOBS)
     up.add_argument(
         "--preserve-backup",
         action=argparse.BooleanOptionalAction,

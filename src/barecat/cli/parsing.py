@@ -174,6 +174,11 @@ def add_flag(parser: argparse._ActionsContainer, short: str, help: str) -> None:
     parser.add_argument(short, SHARED_FLAGS[short], action="store_true", help=help)
 
 
+def add_workers_option(parser: argparse.ArgumentParser, help: str, default: int | None) -> None:
+    """``-j/--workers N``: how many threads or processes; ``help`` says which."""
+    parser.add_argument("-j", "--workers", type=int, default=default, metavar="N", help=help)
+
+
 def add_archive_argument(parser: argparse.ArgumentParser, help: str | None = None) -> None:
     """The ``archive`` positional, and how to unlock it if it is encrypted."""
     parser.add_argument("archive", help=help or "Barecat archive path (without -shard suffix)")
