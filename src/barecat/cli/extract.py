@@ -20,6 +20,7 @@ from barecat.cli.parsing import (
     add_archive_argument,
     add_filter_options,
     add_flag,
+    check_pattern_alone,
     registering,
 )
 from barecat.cli.running import Interrupted
@@ -44,10 +45,9 @@ def _extract_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "-C", "--directory", default=".", metavar="DIR", help="Extract into DIR (default: .)"
     )
-    parser.add_argument(
-        "--pattern", metavar="GLOB", help="Only paths matching GLOB (incompatible with -i/-x)"
+    add_filter_options(
+        parser, ["-x", "--exclude"], pattern="Only paths matching GLOB (incompatible with -i/-x)"
     )
-    add_filter_options(parser, ["-x", "--exclude"])
     parser.add_argument(
         "--allow-outside-links",
         action="store_true",
@@ -68,8 +68,7 @@ def _cat_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _path_filter(args: argparse.Namespace) -> PathFilter | None:
-    if args.pattern and (args.include or args.exclude):
-        raise ValueError("--pattern cannot be combined with -i/-x")
+    check_pattern_alone(args)
     include = [args.pattern] if args.pattern else args.include
     path_filter = PathFilter.from_patterns(include, args.exclude)
     return None if path_filter.selects_everything else path_filter

@@ -26,6 +26,7 @@ from barecat.cli.parsing import (
     add_flag,
     add_passphrase_option,
     add_shard_limit_option,
+    check_pattern_alone,
     registering,
     size,
 )
@@ -116,20 +117,19 @@ def _output_options(parser: argparse.ArgumentParser) -> None:
     add_passphrase_option(parser)
 
 
+PATTERN_HELP = (
+    "Only files matching GLOB ('**' spans directories; 'dir/' means 'dir/**'); "
+    "incompatible with -i/-x"
+)
+
+
 def _filter_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--pattern",
-        metavar="GLOB",
-        help="Only files matching GLOB ('**' spans directories; 'dir/' means 'dir/**'); "
-        "incompatible with -i/-x",
-    )
-    add_filter_options(parser, ["-x", "--exclude"], ordered=True)
+    add_filter_options(parser, ["-x", "--exclude"], ordered=True, pattern=PATTERN_HELP)
 
 
 def _path_filter(args: argparse.Namespace, command: str) -> PathFilter | None:
     """The -i/-x rules in the order given (rsync's: the first match decides)."""
-    if args.pattern and (args.include or args.exclude):
-        raise ValueError("--pattern cannot be combined with -i/-x")
+    check_pattern_alone(args)
     path_filter = PathFilter.from_rules(args.filter_rules)
     if path_filter.ignored_includes:
         error(

@@ -227,12 +227,19 @@ class _FilterRule(argparse._AppendAction):
 
 
 def add_filter_options(
-    parser: argparse.ArgumentParser, exclude_flags: Sequence[str], ordered: bool = False
+    parser: argparse.ArgumentParser,
+    exclude_flags: Sequence[str],
+    ordered: bool = False,
+    pattern: str | None = None,
 ) -> None:
     """``-i/--include`` and the exclude option, with the tar/rsync pattern rules (the
     reference spells exclude ``--exclude`` for create and ``-x/--exclude`` for extract).
     Besides ``include`` and ``exclude``, ``filter_rules`` lists both as ``(sign, pattern)``
-    in command-line order; ``ordered`` says in the help that the first match decides."""
+    in command-line order; ``ordered`` says in the help that the first match decides.
+    With ``pattern`` (its help), ``--pattern GLOB`` comes first, the other way to choose
+    (:func:`check_pattern_alone` refuses both at once)."""
+    if pattern is not None:
+        parser.add_argument("--pattern", metavar="GLOB", help=pattern)
     parser.set_defaults(filter_rules=[])
     if ordered:
         rules = (
@@ -267,3 +274,13 @@ def add_filter_options(
         metavar="PATTERN",
         help=include_help,
     )
+
+
+def check_pattern_alone(args: argparse.Namespace) -> None:
+    """Refuse ``--pattern`` with ``-i``/``-x`` (see :func:`add_filter_options`).
+
+    Raises:
+        ValueError: both were given.
+    """
+    if args.pattern and (args.include or args.exclude):
+        raise ValueError("--pattern cannot be combined with -i/-x")
