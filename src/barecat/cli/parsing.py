@@ -194,6 +194,12 @@ def add_passphrase_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_address_options(parser: argparse.ArgumentParser) -> None:
+    """``--host`` and ``--port``: where a server on this machine listens."""
+    parser.add_argument("--host", default="127.0.0.1", help="Address to listen on")
+    parser.add_argument("--port", type=int, default=0, help="Port (default: a free one)")
+
+
 def add_allowed_host_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--allowed-host",

@@ -7,6 +7,7 @@ import os
 
 from barecat.cli.parsing import (
     Declared,
+    add_address_options,
     add_allowed_host_option,
     add_passphrase_option,
     registering,
@@ -25,8 +26,7 @@ TOKEN_ENV = "BARECAT_TOKEN"
 
 def _arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("archives", nargs="+", help="Archives to serve (each at /a/NAME)")
-    parser.add_argument("--host", default="127.0.0.1", help="Address to listen on")
-    parser.add_argument("--port", type=int, default=0, help="Port (default: a free one)")
+    add_address_options(parser)
     parser.add_argument(
         "--writable", action="store_true", help="Accept PUT and DELETE (one writer per archive)"
     )

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 from barecat.cli.parsing import (
     Declared,
+    add_address_options,
     add_allowed_host_option,
     add_archive_argument,
     registering,
@@ -74,8 +75,7 @@ def _view_arguments(view: argparse.ArgumentParser) -> None:
 
 
 def _add_viewer_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--host", default="127.0.0.1", help="Address to listen on")
-    parser.add_argument("--port", type=int, default=0, help="Port (default: a free one)")
+    add_address_options(parser)
     parser.add_argument(
         "--no-browser", action="store_true", help="Only print the address; open no browser"
     )
