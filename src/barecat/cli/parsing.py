@@ -186,6 +186,8 @@ def add_archive_argument(parser: argparse.ArgumentParser, help: str | None = Non
 
 
 def add_passphrase_option(parser: argparse.ArgumentParser) -> None:
+    """``--passphrase-file FILE``: where the passphrase of an encrypted archive comes from
+    (:func:`barecat.cli.sealing.passphrase_source` reads it)."""
     parser.add_argument(
         "--passphrase-file",
         metavar="FILE",
@@ -201,6 +203,8 @@ def add_address_options(parser: argparse.ArgumentParser) -> None:
 
 
 def add_allowed_host_option(parser: argparse.ArgumentParser) -> None:
+    """``--allowed-host NAME``: the host names a server on this machine answers besides its
+    own address (``allowed_host``, a list)."""
     parser.add_argument(
         "--allowed-host",
         action="append",
