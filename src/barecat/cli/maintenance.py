@@ -11,6 +11,7 @@ import argparse
 import os
 import sys
 import time
+from collections.abc import Callable
 from typing import TextIO
 
 from barecat.archive import Barecat
@@ -81,8 +82,7 @@ barecat digest --reset private.barecat         # trust the rows as they are now
 """
 
 
-def _verify_arguments(verify: argparse.ArgumentParser) -> None:
-    add_archive_argument(verify)
+def _verify_options(verify: argparse.ArgumentParser) -> None:
     verify.add_argument(
         "--quick", action="store_true", help="Check the index, shard sizes and the last file"
     )
@@ -92,17 +92,29 @@ def _verify_arguments(verify: argparse.ArgumentParser) -> None:
         help="Encrypted archives: fail unless the index digest is HEX (as 'barecat digest' "
         "printed it when the archive was known good): catches a whole index rolled back",
     )
-    _add_common(verify)
 
 
-def _repair_arguments(fix: argparse.ArgumentParser) -> None:
-    add_archive_argument(fix)
+def _repair_options(fix: argparse.ArgumentParser) -> None:
     fix.add_argument(
         "--drop-bad",
         action="store_true",
         help="Remove files whose bytes are missing or corrupt from the index",
     )
-    _add_common(fix)
+
+
+def _checking(
+    options: Callable[[argparse.ArgumentParser], None],
+) -> Callable[[argparse.ArgumentParser], None]:
+    """The arguments of verify and repair, which read every file's bytes: the archive,
+    ``options``, then the checksum threads and -q."""
+
+    def arguments(parser: argparse.ArgumentParser) -> None:
+        add_archive_argument(parser)
+        options(parser)
+        add_workers_option(parser, "Checksum threads", DEFAULT_JOBS)
+        add_flag(parser, "-q", "No progress bar")
+
+    return arguments
 
 
 def _rekey_arguments(rekey: argparse.ArgumentParser) -> None:
@@ -123,11 +135,6 @@ def _digest_arguments(digest: argparse.ArgumentParser) -> None:
         help="Make the digest that of the file rows as they are now, trusting them (an "
         "archive encrypted before digests existed, or one checked otherwise)",
     )
-
-
-def _add_common(parser: argparse.ArgumentParser) -> None:
-    add_workers_option(parser, "Checksum threads", DEFAULT_JOBS)
-    add_flag(parser, "-q", "No progress bar")
 
 
 def _progress(args: argparse.Namespace, total: int) -> tuple[Progress, OnFile]:
@@ -362,8 +369,8 @@ def _report_upgrade(result: UpgradeResult) -> None:
 
 
 register = registering(
-    Declared("verify", run_verify, _verify_arguments, VERIFY_EXAMPLES),
-    Declared("repair", run_repair, _repair_arguments, REPAIR_EXAMPLES, REPAIR_ABOUT),
+    Declared("verify", run_verify, _checking(_verify_options), VERIFY_EXAMPLES),
+    Declared("repair", run_repair, _checking(_repair_options), REPAIR_EXAMPLES, REPAIR_ABOUT),
     Declared("upgrade", run_upgrade, _upgrade_arguments, UPGRADE_EXAMPLES, UPGRADE_ABOUT),
     Declared("rekey", run_rekey, _rekey_arguments, REKEY_EXAMPLES),
     Declared("digest", run_digest, _digest_arguments, DIGEST_EXAMPLES, DIGEST_ABOUT),
