@@ -91,6 +91,22 @@ def test_extract_into_a_file_says_it_is_not_a_directory(archive: Path, tmp_path:
     assert (tmp_path / "afile").read_bytes() == b"keep"
 
 
+def test_pattern_and_include_exclude_rules_are_refused_together(
+    archive: Path, tmp_path: Path
+) -> None:
+    """extract, merge and subset choose files by --pattern or by -i/-x, not both: one line
+    says so and nothing is written."""
+    for argv in [
+        ("extract", "ar.barecat", "--pattern", "*.txt", "-x", "f1.txt", "-C", "out"),
+        ("merge", "-o", "out.barecat", "ar.barecat", "--pattern", "*.txt", "-i", "f1.txt"),
+        ("subset", "ar.barecat", "-o", "out.barecat", "--pattern", "*.txt", "-x", "f1.txt"),
+    ]:
+        code, out, err = barecat(*argv, cwd=tmp_path)
+        assert (code, out) == (1, ""), argv
+        assert err == f"barecat {argv[0]}: --pattern cannot be combined with -i/-x\n", argv
+        assert not (tmp_path / "out").exists() and not (tmp_path / "out.barecat").exists()
+
+
 def test_a_missing_archive_argument_is_named_alone(tmp_path: Path) -> None:
     """``paths`` may be left out; what is required and missing is named, options and
     positionals together."""

@@ -20,12 +20,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from barecat.archive import Barecat
-from barecat.cli.parsing import Subparsers, add_command
+from barecat.cli.parsing import Declared, Subparsers, registering
 from barecat.layout import OLD_INDEX_SUFFIX, archive_exists, shard_path
 from barecat.paths import normalize
 from barecat.shell_completion import SCRIPT_NAMES, script_path
 
 COMPLETE_COMMAND = "__complete"
+SCRIPT_COMMAND = "completion-script"
 WORD_MARK = ":"
 """Put before every word handed to ``__complete``: words like ``--sh`` must reach the
 engine as data, whatever argparse does with option-like arguments."""
@@ -41,26 +42,31 @@ LOCAL_DIR_NAMES = frozenset({"dir", "directory", "mountpoint"})
 LOCAL_FILE_NAMES = frozenset({"file", "files_from", "output", "input"})
 
 
+SCRIPT_ABOUT = (
+    "Print the absolute path of barecat's completion script for SHELL,\n"
+    "to be sourced from the shell's startup file."
+)
+SCRIPT_EXAMPLES = """
+echo 'source "$(barecat completion-script bash)"' >> ~/.bashrc
+echo 'source "$(barecat completion-script zsh)"' >> ~/.zshrc   # after compinit
+barecat completion-script bash   # just show where the script is
+"""
+COMPLETE_ABOUT = "Print completion candidates (called by the completion scripts)."
+
+
 def register(sub: Subparsers) -> None:
-    parser = add_command(
-        sub,
-        "completion-script",
-        handler=_print_script_path,
-        description="Print the absolute path of barecat's completion script for SHELL,\n"
-        "to be sourced from the shell's startup file.",
-        examples="""
-            echo 'source "$(barecat completion-script bash)"' >> ~/.bashrc
-            echo 'source "$(barecat completion-script zsh)"' >> ~/.zshrc   # after compinit
-            barecat completion-script bash   # just show where the script is
-        """,
-    )
+    candidates = functools.partial(_print_candidates, sub)  # (it reads every parser)
+    registering(
+        Declared(SCRIPT_COMMAND, _print_path, _script_arguments, SCRIPT_EXAMPLES, SCRIPT_ABOUT),
+        Declared(COMPLETE_COMMAND, candidates, _complete_arguments, description=COMPLETE_ABOUT),
+    )(sub)
+
+
+def _script_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("shell", choices=sorted(SCRIPT_NAMES), help="the shell")
-    hidden = add_command(
-        sub,
-        COMPLETE_COMMAND,
-        handler=functools.partial(_print_candidates, sub),
-        description="Print completion candidates (called by the completion scripts).",
-    )
+
+
+def _complete_arguments(hidden: argparse.ArgumentParser) -> None:
     hidden.add_argument("shell", choices=sorted(SCRIPT_NAMES))
     hidden.add_argument(
         "rest",
@@ -71,7 +77,7 @@ def register(sub: Subparsers) -> None:
     )
 
 
-def _print_script_path(args: argparse.Namespace) -> int:
+def _print_path(args: argparse.Namespace) -> int:
     print(script_path(args.shell))
     return 0
 

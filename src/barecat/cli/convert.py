@@ -12,16 +12,18 @@ reported, the latter with exit code 1.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 from collections.abc import Sequence
 
 from barecat.archive import Barecat, Passphrase
 from barecat.cli.parsing import (
-    Subparsers,
-    add_command,
+    Declared,
+    add_flag,
     add_passphrase_option,
     add_shard_limit_option,
+    registering,
     size,
 )
 from barecat.cli.running import Interrupted, run_legacy
@@ -71,13 +73,7 @@ barecat convert sealed.barecat plain.barecat          # a plain copy (the refere
 """
 
 
-def register(sub: Subparsers) -> None:
-    parser = add_command(
-        sub,
-        "convert",
-        handler=run_convert,
-        examples=EXAMPLES,
-    )
+def _arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "input",
         nargs="+",
@@ -86,7 +82,7 @@ def register(sub: Subparsers) -> None:
     )
     parser.add_argument("output", help="Output file (a format name such as tar with --stdout)")
     add_shard_limit_option(parser, "Shard size limit of a barecat output (500M, 10G)")
-    parser.add_argument("-f", "--force", action="store_true", help="Overwrite the output")
+    add_flag(parser, "-f", "Overwrite the output")
     parser.add_argument("--stdin", action="store_true", help="Read the input from stdin")
     parser.add_argument("--stdout", action="store_true", help="Write the output to stdout")
     parser.add_argument(
@@ -100,7 +96,7 @@ def register(sub: Subparsers) -> None:
     )
     add_sealing_options(parser, "a barecat output (a .coldcrate output: AES-256-XTS)")
     add_passphrase_option(parser)
-    parser.add_argument("-q", "--quiet", action="store_true", help="No progress bar or summary")
+    add_flag(parser, "-q", "No progress bar or summary")
 
 
 def _is_barecat_side(path: str) -> bool:
@@ -155,27 +151,20 @@ def _convert(args: argparse.Namespace) -> ImportResult | ExportResult:
             )
             sys.stdout.buffer.flush()
             return exported
-        if args.stdin:
-            result = stream2barecat(
-                sys.stdin.buffer,
-                parse_format(args.input),
+        if args.stdin or not _is_barecat_side(args.input) or not os.path.exists(args.input):
+            if args.stdin:  # (the input names the format)
+                source = functools.partial(
+                    stream2barecat, sys.stdin.buffer, parse_format(args.input)
+                )
+            else:
+                source = functools.partial(archive2barecat, args.input)
+            return source(
                 args.output,
                 args.shard_size_limit,
                 args.force,
                 on_stored=progress.advance,
                 archive_options=new_archive_options(args),
             )
-            return result
-        if not _is_barecat_side(args.input) or not os.path.exists(args.input):
-            result = archive2barecat(
-                args.input,
-                args.output,
-                args.shard_size_limit,
-                args.force,
-                on_stored=progress.advance,
-                archive_options=new_archive_options(args),
-            )
-            return result
         if format_of_name(args.output) is None:
             source_key = _source_key(args)
 
@@ -311,3 +300,6 @@ def _convert_coldcrate(args: argparse.Namespace) -> ImportResult:
                 archive_passphrase=_source_key(args),
             )
     return result
+
+
+register = registering(Declared("convert", run_convert, _arguments, EXAMPLES))

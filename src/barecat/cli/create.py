@@ -11,15 +11,17 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from barecat.cli.names import shown_on, tar_escaped
 from barecat.cli.parsing import (
-    Subparsers,
+    Declared,
     add_archive_argument,
-    add_command,
     add_filter_options,
+    add_flag,
     add_shard_limit_option,
+    add_workers_option,
+    registering,
 )
 from barecat.cli.running import Interrupted, rerun_line
 from barecat.cli.sealing import add_sealing_options, new_archive_options, open_archive
@@ -57,6 +59,12 @@ barecat add -c new.barecat data/                 # create it if missing
 """
 
 
+WORKERS_HELP = (
+    "Parallel workers: for a new archive N processes, each writing a part joined without "
+    f"copying at the end; when adding, N reader threads (default {DEFAULT_WORKERS} threads)"
+)
+
+
 def _add_source_options(parser: argparse.ArgumentParser) -> None:
     add_archive_argument(parser)
     parser.add_argument("paths", nargs="*", help="Files and directories to add (recursively)")
@@ -70,16 +78,7 @@ def _add_source_options(parser: argparse.ArgumentParser) -> None:
         "-C", "--directory", metavar="DIR", help="Change to DIR before adding (like tar)"
     )
     add_filter_options(parser, ["--exclude"])
-    parser.add_argument(
-        "-j",
-        "--workers",
-        type=int,
-        default=None,
-        metavar="N",
-        help="Parallel workers: for a new archive N processes, each writing a part joined "
-        f"without copying at the end; when adding, N reader threads (default "
-        f"{DEFAULT_WORKERS} threads)",
-    )
+    add_workers_option(parser, WORKERS_HELP, None)
     add_shard_limit_option(
         parser, "Start a new shard file beyond SIZE (e.g. 1G, 500M). Default: unlimited"
     )
@@ -95,35 +94,24 @@ def _add_source_options(parser: argparse.ArgumentParser) -> None:
         help="Store what symbolic links point to, instead of the links",
     )
     add_sealing_options(parser, "a new archive")
-    parser.add_argument("-v", "--verbose", action="store_true", help="List files as they are added")
-    parser.add_argument("-q", "--quiet", action="store_true", help="No progress bar or summary")
+    add_flag(parser, "-v", "List files as they are added")
+    add_flag(parser, "-q", "No progress bar or summary")
 
 
-def register(sub: Subparsers) -> None:
-    create = add_command(
-        sub,
-        "create",
-        handler=run_create,
-        details=LINKS,
-        examples=CREATE_EXAMPLES,
-    )
-    _add_source_options(create)
-    create.add_argument("-f", "--force", action="store_true", help="Overwrite an existing archive")
-    create.add_argument(
+def _create_arguments(parser: argparse.ArgumentParser) -> None:
+    _add_source_options(parser)
+    add_flag(parser, "-f", "Overwrite an existing archive")
+    parser.add_argument(
         "--resume",
         action="store_true",
         help="Finish an interrupted create: keep the archive, add only what is missing",
     )
-    add = add_command(
-        sub,
-        "add",
-        handler=run_add,
-        details=LINKS,
-        examples=ADD_EXAMPLES,
-    )
-    _add_source_options(add)
-    add.add_argument("-c", "--create", action="store_true", help="Create the archive if missing")
-    add.add_argument(
+
+
+def _add_arguments(parser: argparse.ArgumentParser) -> None:
+    _add_source_options(parser)
+    parser.add_argument("-c", "--create", action="store_true", help="Create the archive if missing")
+    parser.add_argument(
         "--ignore-existing",
         "--resume",
         dest="resume",
@@ -241,17 +229,28 @@ def run_create(args: argparse.Namespace) -> int:
             command="create",
         )
         return 1
+
+    def stored(plan: IngestPlan) -> IngestResult:
+        if (args.workers or 1) > 1 and not args.resume:
+            return store_in_processes(args, plan)
+        return store(args, plan, overwrite=args.force, command="create")
+
+    return _add_sources(args, "create", stored)
+
+
+def _add_sources(
+    args: argparse.Namespace, command: str, stored: Callable[[IngestPlan], IngestResult]
+) -> int:
+    """Create's and add's work once the archive is checked: plan what the sources hold,
+    store it with ``stored``, sum up; after a Ctrl-C, say how to finish."""
     summary = Summary("added", quiet=args.quiet)
     before = _index_identity(args.archive)
     try:
         plan = make_plan(args)
-        if (args.workers or 1) > 1 and not args.resume:
-            result = store_in_processes(args, plan)
-        else:
-            result = store(args, plan, overwrite=args.force, command="create")
+        result = stored(plan)
     except KeyboardInterrupt:
         raise Interrupted(_how_to_go_on(args, before)) from None
-    return finish(args, plan, result, "create", summary)
+    return finish(args, plan, result, command, summary)
 
 
 def _index_identity(archive: str) -> tuple[int, int] | None:
@@ -311,11 +310,10 @@ def run_add(args: argparse.Namespace) -> int:
             command="add",
         )
         return 1
-    summary = Summary("added", quiet=args.quiet)
-    before = _index_identity(args.archive)
-    try:
-        plan = make_plan(args)
-        result = store(args, plan, overwrite=False, command="add")
-    except KeyboardInterrupt:
-        raise Interrupted(_how_to_go_on(args, before)) from None
-    return finish(args, plan, result, "add", summary)
+    return _add_sources(args, "add", lambda plan: store(args, plan, overwrite=False, command="add"))
+
+
+register = registering(
+    Declared("create", run_create, _create_arguments, CREATE_EXAMPLES, details=LINKS),
+    Declared("add", run_add, _add_arguments, ADD_EXAMPLES, details=LINKS),
+)

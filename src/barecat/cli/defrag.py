@@ -16,10 +16,11 @@ from collections.abc import Sequence
 
 from barecat.archive import Barecat
 from barecat.cli.parsing import (
-    Subparsers,
+    Declared,
     add_archive_argument,
-    add_command,
+    add_flag,
     add_shard_limit_option,
+    registering,
 )
 from barecat.cli.running import run_legacy
 from barecat.cli.sealing import open_archive
@@ -41,15 +42,17 @@ barecat reshard -s 1G photos.barecat            # split for a filesystem with a 
 """
 
 
-def register(sub: Subparsers) -> None:
-    p = add_command(
-        sub,
-        "defrag",
-        description="Reclaim the space of deleted and replaced files by moving files into "
-        "the holes. Safe to interrupt at any moment: every file stays readable and verifiable.",
-        handler=run_defrag,
-        examples=DEFRAG_EXAMPLES,
-    )
+DEFRAG_ABOUT = (
+    "Reclaim the space of deleted and replaced files by moving files into the holes. Safe "
+    "to interrupt at any moment: every file stays readable and verifiable."
+)
+RESHARD_ABOUT = (
+    "Reorganize the archive into shards of at most SIZE bytes (squeezing out holes) and "
+    "store SIZE as the archive's limit. Safe to interrupt at any moment."
+)
+
+
+def _defrag_arguments(p: argparse.ArgumentParser) -> None:
     add_archive_argument(p)
     p.add_argument(
         "--quick",
@@ -71,20 +74,14 @@ def register(sub: Subparsers) -> None:
         action="store_true",
         help="Accepted for compatibility: a full defrag always copies runs of files in chunks",
     )
-    p.add_argument("-n", "--dry-run", action="store_true", help="Only show the reclaimable space")
-    p.add_argument("-q", "--quiet", action="store_true", help="No progress bar")
+    add_flag(p, "-n", "Only show the reclaimable space")
+    add_flag(p, "-q", "No progress bar")
 
-    p = add_command(
-        sub,
-        "reshard",
-        description="Reorganize the archive into shards of at most SIZE bytes (squeezing out "
-        "holes) and store SIZE as the archive's limit. Safe to interrupt at any moment.",
-        handler=run_reshard,
-        examples=RESHARD_EXAMPLES,
-    )
+
+def _reshard_arguments(p: argparse.ArgumentParser) -> None:
     add_archive_argument(p)
     add_shard_limit_option(p, "New shard size limit (e.g. 1G, 500M)", required=True)
-    p.add_argument("-q", "--quiet", action="store_true", help="No progress bar")
+    add_flag(p, "-q", "No progress bar")
 
 
 def _bytes(n: int) -> str:
@@ -190,3 +187,9 @@ def legacy_defrag(argv: Sequence[str] | None = None) -> int:
         return run_defrag(ns)
 
     return run_legacy("barecat-defrag", "barecat defrag", parser, body, argv)
+
+
+register = registering(
+    Declared("defrag", run_defrag, _defrag_arguments, DEFRAG_EXAMPLES, DEFRAG_ABOUT),
+    Declared("reshard", run_reshard, _reshard_arguments, RESHARD_EXAMPLES, RESHARD_ABOUT),
+)

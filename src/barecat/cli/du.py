@@ -22,24 +22,21 @@ from barecat import __version__
 from barecat.archive import Barecat
 from barecat.cli.listing import children, display, is_link, name_key
 from barecat.cli.names import question_marks, shown_on
-from barecat.cli.parsing import Subparsers, add_archive_argument, add_command
+from barecat.cli.parsing import Declared, add_archive_argument, registering
 from barecat.cli.sealing import open_archive
 from barecat.cli.terminal import human_size
 from barecat.entries import BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo, Order
 
+CSV_EXAMPLE = "barecat index-to-csv photos.barecat > index.csv"
+NCDU_JSON_EXAMPLE = "barecat to-ncdu-json photos.barecat > tree.json && ncdu -f tree.json"
+DU_EXAMPLES = """
+barecat du -h -d 1 photos.barecat
+barecat du -s photos.barecat train/
+barecat du -a photos.barecat train/cat/ | sort -n | tail
+"""
 
-def register(sub: Subparsers) -> None:
-    du = add_command(
-        sub,
-        "du",
-        handler=run_du,
-        examples="""
-        barecat du -h -d 1 photos.barecat
-        barecat du -s photos.barecat train/
-        barecat du -a photos.barecat train/cat/ | sort -n | tail
-        """,
-        short_help=False,
-    )
+
+def _du_arguments(du: argparse.ArgumentParser) -> None:
     add_archive_argument(du)
     du.add_argument("path", nargs="?", default="", help="Where to start (default: root)")
     du.add_argument("-a", "--all", action="store_true", help="Files too, not just directories")
@@ -48,22 +45,6 @@ def register(sub: Subparsers) -> None:
         "-h", "-H", "--human-readable", action="store_true", help="Sizes like 1.5K, 20M"
     )
     du.add_argument("-d", "--max-depth", type=int, metavar="N", help="Show at most N levels deep")
-
-    csv_parser = add_command(
-        sub,
-        "index-to-csv",
-        handler=run_index_to_csv,
-        examples="barecat index-to-csv photos.barecat > index.csv",
-    )
-    add_archive_argument(csv_parser)
-
-    ncdu = add_command(
-        sub,
-        "to-ncdu-json",
-        handler=run_to_ncdu_json,
-        examples="barecat to-ncdu-json photos.barecat > tree.json && ncdu -f tree.json",
-    )
-    add_archive_argument(ncdu)
 
 
 # -- du -------------------------------------------------------------------------------------
@@ -168,3 +149,10 @@ def run_to_ncdu_json(args: argparse.Namespace) -> int:
         _write_ncdu_dir(bc, root, bc.path, out)
         out.write("]\n")
     return 0
+
+
+register = registering(
+    Declared("du", run_du, _du_arguments, DU_EXAMPLES, short_help=False),
+    Declared("index-to-csv", run_index_to_csv, add_archive_argument, CSV_EXAMPLE),
+    Declared("to-ncdu-json", run_to_ncdu_json, add_archive_argument, NCDU_JSON_EXAMPLE),
+)

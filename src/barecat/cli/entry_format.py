@@ -39,22 +39,23 @@ def full_mode(info: BarecatEntryInfo) -> int:
 
 @functools.lru_cache(maxsize=256)
 def user_name(uid: int | None) -> str:
-    if uid is None:
-        return "-"
-    try:
-        return pwd.getpwuid(uid).pw_name
-    except KeyError:
-        return str(uid)
+    return _name_of(uid, lambda known: pwd.getpwuid(known).pw_name)
 
 
 @functools.lru_cache(maxsize=256)
 def group_name(gid: int | None) -> str:
-    if gid is None:
+    return _name_of(gid, lambda known: grp.getgrgid(known).gr_name)
+
+
+def _name_of(number: int | None, lookup: Callable[[int], str]) -> str:
+    """The name of a user or group id as ``ls -l`` shows it: '-' for none, the number
+    itself when this system has no name for it."""
+    if number is None:
         return "-"
     try:
-        return grp.getgrgid(gid).gr_name
+        return lookup(number)
     except KeyError:
-        return str(gid)
+        return str(number)
 
 
 def ls_time(mtime_ns: int | None, now: float | None = None) -> str:

@@ -16,10 +16,12 @@ import sys
 
 from barecat.cli.names import shown_on, tar_escaped
 from barecat.cli.parsing import (
-    Subparsers,
+    Declared,
     add_archive_argument,
-    add_command,
     add_filter_options,
+    add_flag,
+    check_pattern_alone,
+    registering,
 )
 from barecat.cli.running import Interrupted
 from barecat.cli.sealing import open_archive
@@ -29,6 +31,7 @@ from barecat.entries import BarecatFileInfo
 from barecat.glob import PathFilter
 from barecat.transfer import ExtractResult, copy_file_to, extract_to_directory
 
+CAT_EXAMPLE = "barecat cat photos.barecat train/cat/001.jpg > 001.jpg"
 EXTRACT_EXAMPLES = """
 barecat extract photos.barecat -C /tmp/out/     # everything
 barecat extract photos.barecat train/cat/ -C out/
@@ -36,22 +39,15 @@ barecat extract photos.barecat -i '*.jpg' -x 'thumbs/' -C out/
 """
 
 
-def register(sub: Subparsers) -> None:
-    parser = add_command(
-        sub,
-        "extract",
-        handler=run_extract,
-        examples=EXTRACT_EXAMPLES,
-    )
+def _extract_arguments(parser: argparse.ArgumentParser) -> None:
     add_archive_argument(parser)
     parser.add_argument("paths", nargs="*", help="Files or directories to extract (default: all)")
     parser.add_argument(
         "-C", "--directory", default=".", metavar="DIR", help="Extract into DIR (default: .)"
     )
-    parser.add_argument(
-        "--pattern", metavar="GLOB", help="Only paths matching GLOB (incompatible with -i/-x)"
+    add_filter_options(
+        parser, ["-x", "--exclude"], pattern="Only paths matching GLOB (incompatible with -i/-x)"
     )
-    add_filter_options(parser, ["-x", "--exclude"])
     parser.add_argument(
         "--allow-outside-links",
         action="store_true",
@@ -62,22 +58,17 @@ def register(sub: Subparsers) -> None:
         action="store_true",
         help="Do not restore owners (by default restored when run as root, like tar)",
     )
-    parser.add_argument("-v", "--verbose", action="store_true", help="List files as extracted")
-    parser.add_argument("-q", "--quiet", action="store_true", help="No progress bar or summary")
+    add_flag(parser, "-v", "List files as extracted")
+    add_flag(parser, "-q", "No progress bar or summary")
 
-    cat = add_command(
-        sub,
-        "cat",
-        handler=run_cat,
-        examples="barecat cat photos.barecat train/cat/001.jpg > 001.jpg",
-    )
-    add_archive_argument(cat)
-    cat.add_argument("path", nargs="+", help="Path(s) of files in the archive")
+
+def _cat_arguments(parser: argparse.ArgumentParser) -> None:
+    add_archive_argument(parser)
+    parser.add_argument("path", nargs="+", help="Path(s) of files in the archive")
 
 
 def _path_filter(args: argparse.Namespace) -> PathFilter | None:
-    if args.pattern and (args.include or args.exclude):
-        raise ValueError("--pattern cannot be combined with -i/-x")
+    check_pattern_alone(args)
     include = [args.pattern] if args.pattern else args.include
     path_filter = PathFilter.from_patterns(include, args.exclude)
     return None if path_filter.selects_everything else path_filter
@@ -164,3 +155,9 @@ def run_cat(args: argparse.Namespace) -> int:
             copy_file_to(bc, path, out)
     out.flush()
     return 0
+
+
+register = registering(
+    Declared("extract", run_extract, _extract_arguments, EXTRACT_EXAMPLES),
+    Declared("cat", run_cat, _cat_arguments, CAT_EXAMPLE),
+)

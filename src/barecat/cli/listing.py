@@ -24,7 +24,7 @@ from typing import TextIO
 from barecat.archive import Barecat
 from barecat.cli.entry_format import bytewise, long_listing
 from barecat.cli.names import Shown, as_is, ls_quoted, octal_escaped, question_marks, shown_on
-from barecat.cli.parsing import Subparsers, add_archive_argument, add_command
+from barecat.cli.parsing import Declared, add_archive_argument, registering
 from barecat.cli.sealing import open_archive, unlock_if_at_hand
 from barecat.cli.terminal import describe, error
 from barecat.entries import BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo
@@ -36,18 +36,24 @@ _SIZE_FILTER = re.compile(r"^([+-]?)(\d+)([ckMGT]?)$")
 _SIZE_UNITS = {"": 1, "c": 1, "k": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 
 
-def register(sub: Subparsers) -> None:
-    ls = add_command(
-        sub,
-        "list",
-        handler=run_list,
-        examples="""
-        barecat ls photos.barecat                  # the root
-        barecat ls -l photos.barecat train/cat/
-        barecat ls photos.barecat 'train/*/001.jpg'
-        barecat ls -R photos.barecat               # every file path
-        """,
-    )
+LIST_EXAMPLES = """
+barecat ls photos.barecat                  # the root
+barecat ls -l photos.barecat train/cat/
+barecat ls photos.barecat 'train/*/001.jpg'
+barecat ls -R photos.barecat               # every file path
+"""
+FIND_EXAMPLES = """
+barecat find photos.barecat -name '*.jpg'
+barecat find photos.barecat train/ -type d -maxdepth 1
+barecat find photos.barecat -size +1M -type f -print0 | xargs -0 echo
+"""
+TREE_EXAMPLES = """
+barecat tree photos.barecat
+barecat tree -L 2 -d photos.barecat train/
+"""
+
+
+def _list_arguments(ls: argparse.ArgumentParser) -> None:
     add_archive_argument(ls)
     ls.add_argument("paths", nargs="*", help="Directories, files or glob patterns (default: root)")
     ls.add_argument(
@@ -56,16 +62,8 @@ def register(sub: Subparsers) -> None:
     ls.add_argument("-R", "--recursive", action="store_true", help="Every file below, full paths")
     ls.add_argument("--jsonl", action="store_true", help="One JSON object per entry")
 
-    find = add_command(
-        sub,
-        "find",
-        handler=run_find,
-        examples="""
-        barecat find photos.barecat -name '*.jpg'
-        barecat find photos.barecat train/ -type d -maxdepth 1
-        barecat find photos.barecat -size +1M -type f -print0 | xargs -0 echo
-        """,
-    )
+
+def _find_arguments(find: argparse.ArgumentParser) -> None:
     add_archive_argument(find)
     find.add_argument("path", nargs="?", default="", help="Where to start (default: root)")
     find.add_argument("-name", metavar="PATTERN", help="Last component matches glob PATTERN")
@@ -84,15 +82,8 @@ def register(sub: Subparsers) -> None:
     find.add_argument("-maxdepth", type=int, metavar="N", help="Descend at most N levels")
     find.add_argument("-print0", action="store_true", help="End each path with NUL, not newline")
 
-    tree = add_command(
-        sub,
-        "tree",
-        handler=run_tree,
-        examples="""
-        barecat tree photos.barecat
-        barecat tree -L 2 -d photos.barecat train/
-        """,
-    )
+
+def _tree_arguments(tree: argparse.ArgumentParser) -> None:
     add_archive_argument(tree)
     tree.add_argument("path", nargs="?", default="", help="Where to start (default: root)")
     tree.add_argument("-L", "--level", type=int, metavar="N", help="Descend at most N levels")
@@ -381,3 +372,10 @@ def run_tree(args: argparse.Namespace) -> int:
         unlock_if_at_hand(bc, args)
         print_tree(bc, args.path, sys.stdout, level=args.level, dirs_only=args.dirs_only)
     return 0
+
+
+register = registering(
+    Declared("list", run_list, _list_arguments, LIST_EXAMPLES),
+    Declared("find", run_find, _find_arguments, FIND_EXAMPLES),
+    Declared("tree", run_tree, _tree_arguments, TREE_EXAMPLES),
+)

@@ -11,10 +11,17 @@ import argparse
 import os
 import sys
 import time
+from collections.abc import Callable
 from typing import TextIO
 
 from barecat.archive import Barecat
-from barecat.cli.parsing import Subparsers, add_archive_argument, add_command
+from barecat.cli.parsing import (
+    Declared,
+    add_archive_argument,
+    add_flag,
+    add_workers_option,
+    registering,
+)
 from barecat.cli.sealing import NEW_PASSPHRASE_ENV, PASSPHRASE_ENV, new_passphrase, open_archive
 from barecat.cli.summary import timed
 from barecat.cli.terminal import Progress, human_size, wants_progress
@@ -27,18 +34,55 @@ from barecat.ops.verify import OnFile, VerifyReport
 DEFAULT_JOBS = min(4, os.cpu_count() or 1)
 
 
-def register(sub: Subparsers) -> None:
-    verify = add_command(
-        sub,
-        "verify",
-        handler=run_verify,
-        examples="""
-        barecat verify photos.barecat
-        barecat verify --quick photos.barecat   # index, shard sizes, the last file
-        barecat verify -j 4 photos.barecat      # checksums on 4 threads
-        """,
-    )
-    add_archive_argument(verify)
+VERIFY_EXAMPLES = """
+barecat verify photos.barecat
+barecat verify --quick photos.barecat   # index, shard sizes, the last file
+barecat verify -j 4 photos.barecat      # checksums on 4 threads
+"""
+REPAIR_ABOUT = (
+    "Make a crashed or partly copied archive consistent again: first remove from the index "
+    "the triggers, views and indexes barecat did not make (they keep the archive from "
+    "opening), then cut shard bytes no file uses, rebuild directory data and report the "
+    "files whose bytes are missing or corrupt."
+)
+REPAIR_EXAMPLES = """
+barecat repair photos.barecat               # cut stray shard tails, fix statistics
+barecat repair --drop-bad photos.barecat    # also forget files whose bytes are bad
+"""
+UPGRADE_ABOUT = (
+    "Convert the index of an archive made by barecat 0.2.x (schema 0.2) or by the "
+    "unversioned 2023 code to schema 0.3, in place. A new index is built beside the old "
+    "one, checked, and swapped in with one rename, so an interruption leaves either index "
+    "whole; the old one is kept as INDEX.old. Shard files are only read. An archive already "
+    "at 0.3 is left alone."
+)
+UPGRADE_WORKERS_HELP = (
+    "Threads computing CRC32C from the shards (only the unversioned layout, which stored "
+    "none, needs this; a 0.2 upgrade rewrites the index alone)"
+)
+UPGRADE_EXAMPLES = """
+barecat upgrade photos                        # photos-sqlite-index, photos-shard-*
+barecat upgrade -j 8 old-dataset              # unversioned: CRC32C on 8 threads
+barecat upgrade --no-preserve-backup photos   # drop the .old copy when done
+"""
+REKEY_EXAMPLES = f"""
+barecat rekey private.barecat        # old passphrase, then the new one twice
+barecat rekey --passphrase-file old.txt --new-passphrase-file new.txt private.barecat
+${PASSPHRASE_ENV}=... ${NEW_PASSPHRASE_ENV}=... barecat rekey private.barecat
+"""
+DIGEST_ABOUT = (
+    "Check every file row of an encrypted archive against its index digest and print the "
+    "digest: written down, 'barecat verify --expect-digest' later tells whether the index "
+    "is still that one (not rolled back to an older state)."
+)
+DIGEST_EXAMPLES = """
+barecat digest private.barecat                 # prints 32 hex digits
+barecat verify --expect-digest HEX private.barecat
+barecat digest --reset private.barecat         # trust the rows as they are now
+"""
+
+
+def _verify_options(verify: argparse.ArgumentParser) -> None:
     verify.add_argument(
         "--quick", action="store_true", help="Check the index, shard sizes and the last file"
     )
@@ -48,40 +92,33 @@ def register(sub: Subparsers) -> None:
         help="Encrypted archives: fail unless the index digest is HEX (as 'barecat digest' "
         "printed it when the archive was known good): catches a whole index rolled back",
     )
-    _add_common(verify)
-    fix = add_command(
-        sub,
-        "repair",
-        description="Make a crashed or partly copied archive consistent again: first remove "
-        "from the index the triggers, views and indexes barecat did not make (they keep the "
-        "archive from opening), then cut shard bytes no file uses, rebuild directory data "
-        "and report the files whose bytes are missing or corrupt.",
-        handler=run_repair,
-        examples="""
-        barecat repair photos.barecat               # cut stray shard tails, fix statistics
-        barecat repair --drop-bad photos.barecat    # also forget files whose bytes are bad
-        """,
-    )
-    add_archive_argument(fix)
+
+
+def _repair_options(fix: argparse.ArgumentParser) -> None:
     fix.add_argument(
         "--drop-bad",
         action="store_true",
         help="Remove files whose bytes are missing or corrupt from the index",
     )
-    _add_common(fix)
-    _register_upgrade(sub)
-    rekey = add_command(
-        sub,
-        "rekey",
-        handler=run_rekey,
-        examples=f"""
-        barecat rekey private.barecat        # old passphrase, then the new one twice
-        barecat rekey --passphrase-file old.txt --new-passphrase-file new.txt private.barecat
-        ${PASSPHRASE_ENV}=... ${NEW_PASSPHRASE_ENV}=... barecat rekey private.barecat
-        """,
-    )
+
+
+def _checking(
+    options: Callable[[argparse.ArgumentParser], None],
+) -> Callable[[argparse.ArgumentParser], None]:
+    """The arguments of verify and repair, which read every file's bytes: the archive,
+    ``options``, then the checksum threads and -q."""
+
+    def arguments(parser: argparse.ArgumentParser) -> None:
+        add_archive_argument(parser)
+        options(parser)
+        add_workers_option(parser, "Checksum threads", DEFAULT_JOBS)
+        add_flag(parser, "-q", "No progress bar")
+
+    return arguments
+
+
+def _rekey_arguments(rekey: argparse.ArgumentParser) -> None:
     add_archive_argument(rekey)
-    _register_digest(sub)
     rekey.add_argument(
         "--new-passphrase-file",
         metavar="FILE",
@@ -90,20 +127,7 @@ def register(sub: Subparsers) -> None:
     )
 
 
-def _register_digest(sub: Subparsers) -> None:
-    digest = add_command(
-        sub,
-        "digest",
-        description="Check every file row of an encrypted archive against its index digest "
-        "and print the digest: written down, 'barecat verify --expect-digest' later tells "
-        "whether the index is still that one (not rolled back to an older state).",
-        handler=run_digest,
-        examples="""
-        barecat digest private.barecat                 # prints 32 hex digits
-        barecat verify --expect-digest HEX private.barecat
-        barecat digest --reset private.barecat         # trust the rows as they are now
-        """,
-    )
+def _digest_arguments(digest: argparse.ArgumentParser) -> None:
     add_archive_argument(digest)
     digest.add_argument(
         "--reset",
@@ -111,13 +135,6 @@ def _register_digest(sub: Subparsers) -> None:
         help="Make the digest that of the file rows as they are now, trusting them (an "
         "archive encrypted before digests existed, or one checked otherwise)",
     )
-
-
-def _add_common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "-j", "--workers", type=int, default=DEFAULT_JOBS, metavar="N", help="Checksum threads"
-    )
-    parser.add_argument("-q", "--quiet", action="store_true", help="No progress bar")
 
 
 def _progress(args: argparse.Namespace, total: int) -> tuple[Progress, OnFile]:
@@ -289,39 +306,16 @@ def run_repair(args: argparse.Namespace) -> int:
     return 1 if left else 0
 
 
-def _register_upgrade(sub: Subparsers) -> None:
-    up = add_command(
-        sub,
-        "upgrade",
-        description="Convert the index of an archive made by barecat 0.2.x (schema 0.2) or by "
-        "the unversioned 2023 code to schema 0.3, in place. A new index is built beside "
-        "the old one, checked, and swapped in with one rename, so an interruption leaves "
-        "either index whole; the old one is kept as INDEX.old. Shard files are only read. "
-        "An archive already at 0.3 is left alone.",
-        handler=run_upgrade,
-        examples="""
-        barecat upgrade photos                        # photos-sqlite-index, photos-shard-*
-        barecat upgrade -j 8 old-dataset              # unversioned: CRC32C on 8 threads
-        barecat upgrade --no-preserve-backup photos   # drop the .old copy when done
-        """,
-    )
+def _upgrade_arguments(up: argparse.ArgumentParser) -> None:
     add_archive_argument(up)
-    up.add_argument(
-        "-j",
-        "--workers",
-        type=int,
-        default=DEFAULT_JOBS,
-        metavar="N",
-        help="Threads computing CRC32C from the shards (only the unversioned layout, which "
-        "stored none, needs this; a 0.2 upgrade rewrites the index alone)",
-    )
+    add_workers_option(up, UPGRADE_WORKERS_HELP, DEFAULT_JOBS)
     up.add_argument(
         "--preserve-backup",
         action=argparse.BooleanOptionalAction,
         default=True,
         help="Keep the old index as INDEX.old (default: keep)",
     )
-    up.add_argument("-q", "--quiet", action="store_true", help="No progress bar")
+    add_flag(up, "-q", "No progress bar")
 
 
 def run_upgrade(args: argparse.Namespace) -> int:
@@ -372,3 +366,12 @@ def _report_upgrade(result: UpgradeResult) -> None:
         )
     if result.backup_path:
         print(f"old index kept as {result.backup_path}")
+
+
+register = registering(
+    Declared("verify", run_verify, _checking(_verify_options), VERIFY_EXAMPLES),
+    Declared("repair", run_repair, _checking(_repair_options), REPAIR_EXAMPLES, REPAIR_ABOUT),
+    Declared("upgrade", run_upgrade, _upgrade_arguments, UPGRADE_EXAMPLES, UPGRADE_ABOUT),
+    Declared("rekey", run_rekey, _rekey_arguments, REKEY_EXAMPLES),
+    Declared("digest", run_digest, _digest_arguments, DIGEST_EXAMPLES, DIGEST_ABOUT),
+)

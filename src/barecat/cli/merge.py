@@ -21,11 +21,13 @@ from collections.abc import Callable, Iterator, Sequence
 
 from barecat.archive import Barecat
 from barecat.cli.parsing import (
-    Subparsers,
-    add_command,
+    Declared,
     add_filter_options,
+    add_flag,
     add_passphrase_option,
     add_shard_limit_option,
+    check_pattern_alone,
+    registering,
     size,
 )
 from barecat.cli.running import run_legacy
@@ -56,21 +58,23 @@ barecat subset photos.barecat -o part.barecat -f -s 1G --pattern 'train/**'
 """
 
 
-def register(sub: Subparsers) -> None:
-    merge = add_command(
-        sub,
-        "merge",
-        description="Merge archives into one output archive, copying their bytes (or, with "
-        "--symlink, linking their shards). The first archive to have a path keeps it.",
-        handler=run_merge,
-        examples=MERGE_EXAMPLES,
-    )
+MERGE_ABOUT = (
+    "Merge archives into one output archive, copying their bytes (or, with --symlink, "
+    "linking their shards). The first archive to have a path keeps it."
+)
+SUBSET_ABOUT = (
+    "Copy the files of ARCHIVE chosen by a glob or by include/exclude rules into a new "
+    "archive, in storage order."
+)
+
+
+def _merge_arguments(merge: argparse.ArgumentParser) -> None:
     merge.add_argument(
         "archives", nargs="+", metavar="ARCHIVE", help="Archives to merge (barecat, tar or zip)"
     )
     _output_options(merge)
     mode = merge.add_mutually_exclusive_group()
-    mode.add_argument("-f", "--force", action="store_true", help="Overwrite OUTPUT if it exists")
+    add_flag(mode, "-f", "Overwrite OUTPUT if it exists")
     mode.add_argument(
         "-a",
         "--append",
@@ -96,17 +100,11 @@ def register(sub: Subparsers) -> None:
     merge.add_argument("--prefix", metavar="PATH", default="", help="Put everything under PATH")
     _filter_options(merge)
 
-    subset = add_command(
-        sub,
-        "subset",
-        description="Copy the files of ARCHIVE chosen by a glob or by include/exclude rules "
-        "into a new archive, in storage order.",
-        handler=run_subset,
-        examples=SUBSET_EXAMPLES,
-    )
+
+def _subset_arguments(subset: argparse.ArgumentParser) -> None:
     subset.add_argument("archive", help="Source archive")
     _output_options(subset)
-    subset.add_argument("-f", "--force", action="store_true", help="Overwrite OUTPUT if it exists")
+    add_flag(subset, "-f", "Overwrite OUTPUT if it exists")
     _filter_options(subset)
 
 
@@ -115,24 +113,23 @@ def _output_options(parser: argparse.ArgumentParser) -> None:
     add_shard_limit_option(
         parser, "Start a new output shard beyond SIZE (e.g. 1G, 500M). Default: unlimited"
     )
-    parser.add_argument("-q", "--quiet", action="store_true", help="No progress bar or summary")
+    add_flag(parser, "-q", "No progress bar or summary")
     add_passphrase_option(parser)
 
 
+PATTERN_HELP = (
+    "Only files matching GLOB ('**' spans directories; 'dir/' means 'dir/**'); "
+    "incompatible with -i/-x"
+)
+
+
 def _filter_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--pattern",
-        metavar="GLOB",
-        help="Only files matching GLOB ('**' spans directories; 'dir/' means 'dir/**'); "
-        "incompatible with -i/-x",
-    )
-    add_filter_options(parser, ["-x", "--exclude"], ordered=True)
+    add_filter_options(parser, ["-x", "--exclude"], ordered=True, pattern=PATTERN_HELP)
 
 
 def _path_filter(args: argparse.Namespace, command: str) -> PathFilter | None:
     """The -i/-x rules in the order given (rsync's: the first match decides)."""
-    if args.pattern and (args.include or args.exclude):
-        raise ValueError("--pattern cannot be combined with -i/-x")
+    check_pattern_alone(args)
     path_filter = PathFilter.from_rules(args.filter_rules)
     if path_filter.ignored_includes:
         error(
@@ -330,3 +327,9 @@ def legacy_merge_symlink(argv: Sequence[str] | None = None) -> int:
     return run_legacy(
         "barecat-merge-symlink", "barecat merge --symlink", parser, _legacy_body(True), argv
     )
+
+
+register = registering(
+    Declared("merge", run_merge, _merge_arguments, MERGE_EXAMPLES, MERGE_ABOUT),
+    Declared("subset", run_subset, _subset_arguments, SUBSET_EXAMPLES, SUBSET_ABOUT),
+)

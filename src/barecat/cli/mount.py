@@ -27,7 +27,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from barecat.archive import Barecat
-from barecat.cli.parsing import Subparsers, add_command, add_passphrase_option
+from barecat.cli.parsing import Declared, add_passphrase_option, registering
 from barecat.cli.running import EXIT_USAGE
 from barecat.cli.sealing import PASSPHRASE_ENV, passphrase_source
 from barecat.cli.terminal import error
@@ -59,13 +59,7 @@ RUNNING = "running"
 """The first word of a session report while its server runs (then its pid)."""
 
 
-def register(sub: Subparsers) -> None:
-    parser = add_command(
-        sub,
-        "mount",
-        handler=run_mount,
-        examples=EXAMPLES,
-    )
+def _arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "archive",
         nargs="*",
@@ -380,3 +374,6 @@ def _serve_in_background(args: argparse.Namespace, ask: Callable[[], str | bytes
 
 
 __all__ = ["KNOWN_OPTIONS", "apply_mount_options", "register", "report_path", "run_mount"]
+
+
+register = registering(Declared("mount", run_mount, _arguments, EXAMPLES))

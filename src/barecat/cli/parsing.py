@@ -1,8 +1,10 @@
 """The shape shared by every subcommand: how one is declared, with help and examples.
 
-Command modules declare their subcommands through :func:`add_command`, so each gets the
-same help layout (description, then an examples block), its help line and aliases from
-the command table (:mod:`barecat.cli.commands`) and a ``handler`` the entry point calls.
+Command modules declare their subcommands as :class:`Declared` values (the module's
+``register`` is :func:`registering` of them), so each gets the same help layout
+(description, then an examples block), its help line and aliases from the command table
+(:mod:`barecat.cli.commands`) and a ``handler`` the entry point calls; the option groups
+several commands share are declared here once.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 import argparse
 import textwrap
 from collections.abc import Callable, Sequence
-from typing import Any, NoReturn
+from typing import Any, NamedTuple, NoReturn
 
 from barecat.cli.commands import COMMAND_BY_NAME, HIDDEN
 
@@ -87,43 +89,63 @@ class _MissingError(Exception):
         self.names = names
 
 
-def add_command(
-    sub: Subparsers,
-    name: str,
-    *,
-    handler: Handler,
-    description: str | None = None,
-    examples: str | None = None,
-    short_help: bool = True,
-    details: str | None = None,
-) -> argparse.ArgumentParser:
-    """Declare the subcommand ``name`` of the command table, with its help line and
-    aliases from there; ``examples`` is shown under 'examples:' in its --help, and
-    ``details`` as a paragraph of its own after the description.
+class Declared(NamedTuple):
+    """One command as its module declares it: its name in the command table
+    (:mod:`barecat.cli.commands`, which gives its help line and aliases), the function that
+    runs it, the function that adds its arguments, and what its --help says beyond the
+    help line: ``examples`` under 'examples:', ``details`` as a paragraph of its own after
+    the description (by default the help line).
 
     ``short_help=False`` leaves ``-h`` free for the command (``du -h``, as in GNU): help is
-    ``--help`` only. A hidden command still parses, but the command list leaves it out.
+    ``--help`` only.
     """
-    command = COMMAND_BY_NAME[name]
+
+    name: str
+    handler: Handler
+    arguments: Callable[[argparse.ArgumentParser], None]
+    examples: str | None = None
+    description: str | None = None
+    details: str | None = None
+    short_help: bool = True
+
+
+def add_command(sub: Subparsers, command: Declared) -> argparse.ArgumentParser:
+    """Declare ``command`` in ``sub``, with its help line and aliases from the command
+    table, then its arguments. A hidden command still parses, but the command list leaves
+    it out."""
+    row = COMMAND_BY_NAME[command.name]
     epilog = None
-    if examples:
-        epilog = "examples:\n" + textwrap.indent(textwrap.dedent(examples).strip("\n"), "  ")
+    if command.examples:
+        examples = textwrap.dedent(command.examples).strip("\n")
+        epilog = "examples:\n" + textwrap.indent(examples, "  ")
+    details = "\n\n" + command.details.strip("\n") if command.details else ""
     parser: argparse.ArgumentParser = sub.add_parser(
-        name,
-        aliases=list(command.aliases),
-        help=command.help,
-        description=(description or command.help)
-        + ("\n\n" + details.strip("\n") if details else ""),
+        command.name,
+        aliases=list(row.aliases),
+        help=row.help,
+        description=(command.description or row.help) + details,
         epilog=epilog,
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        add_help=short_help,
+        add_help=command.short_help,
     )
-    if command.help == HIDDEN:  # argparse would list it as '==SUPPRESS=='
-        sub._choices_actions[:] = [a for a in sub._choices_actions if a.dest != name]
-    if not short_help:
+    if row.help == HIDDEN:  # argparse would list it as '==SUPPRESS=='
+        sub._choices_actions[:] = [a for a in sub._choices_actions if a.dest != command.name]
+    if not command.short_help:
         parser.add_argument("--help", action="help", help="show this help message and exit")
-    parser.set_defaults(handler=handler, command=name)
+    parser.set_defaults(handler=command.handler, command=command.name)
+    command.arguments(parser)
     return parser
+
+
+def registering(*commands: Declared) -> Callable[[Subparsers], None]:
+    """The ``register(sub)`` of a command module: it declares ``commands``, in this order,
+    with :func:`add_command`."""
+
+    def register(sub: Subparsers) -> None:
+        for command in commands:
+            add_command(sub, command)
+
+    return register
 
 
 def size(text: str) -> int:
@@ -142,6 +164,21 @@ def add_shard_limit_option(
     )
 
 
+SHARED_FLAGS = {"-q": "--quiet", "-v": "--verbose", "-f": "--force", "-n": "--dry-run"}
+"""The on/off options several commands have, by short name; each says in its own words
+what it does there."""
+
+
+def add_flag(parser: argparse._ActionsContainer, short: str, help: str) -> None:
+    """The shared on/off option ``short`` (a key of ``SHARED_FLAGS``) with its long name."""
+    parser.add_argument(short, SHARED_FLAGS[short], action="store_true", help=help)
+
+
+def add_workers_option(parser: argparse.ArgumentParser, help: str, default: int | None) -> None:
+    """``-j/--workers N``: how many threads or processes; ``help`` says which."""
+    parser.add_argument("-j", "--workers", type=int, default=default, metavar="N", help=help)
+
+
 def add_archive_argument(parser: argparse.ArgumentParser, help: str | None = None) -> None:
     """The ``archive`` positional, and how to unlock it if it is encrypted."""
     parser.add_argument("archive", help=help or "Barecat archive path (without -shard suffix)")
@@ -149,6 +186,8 @@ def add_archive_argument(parser: argparse.ArgumentParser, help: str | None = Non
 
 
 def add_passphrase_option(parser: argparse.ArgumentParser) -> None:
+    """``--passphrase-file FILE``: where the passphrase of an encrypted archive comes from
+    (:func:`barecat.cli.sealing.passphrase_source` reads it)."""
     parser.add_argument(
         "--passphrase-file",
         metavar="FILE",
@@ -157,7 +196,15 @@ def add_passphrase_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_address_options(parser: argparse.ArgumentParser) -> None:
+    """``--host`` and ``--port``: where a server on this machine listens."""
+    parser.add_argument("--host", default="127.0.0.1", help="Address to listen on")
+    parser.add_argument("--port", type=int, default=0, help="Port (default: a free one)")
+
+
 def add_allowed_host_option(parser: argparse.ArgumentParser) -> None:
+    """``--allowed-host NAME``: the host names a server on this machine answers besides its
+    own address (``allowed_host``, a list)."""
     parser.add_argument(
         "--allowed-host",
         action="append",
@@ -190,12 +237,19 @@ class _FilterRule(argparse._AppendAction):
 
 
 def add_filter_options(
-    parser: argparse.ArgumentParser, exclude_flags: Sequence[str], ordered: bool = False
+    parser: argparse.ArgumentParser,
+    exclude_flags: Sequence[str],
+    ordered: bool = False,
+    pattern: str | None = None,
 ) -> None:
     """``-i/--include`` and the exclude option, with the tar/rsync pattern rules (the
     reference spells exclude ``--exclude`` for create and ``-x/--exclude`` for extract).
     Besides ``include`` and ``exclude``, ``filter_rules`` lists both as ``(sign, pattern)``
-    in command-line order; ``ordered`` says in the help that the first match decides."""
+    in command-line order; ``ordered`` says in the help that the first match decides.
+    With ``pattern`` (its help), ``--pattern GLOB`` comes first, the other way to choose
+    (:func:`check_pattern_alone` refuses both at once)."""
+    if pattern is not None:
+        parser.add_argument("--pattern", metavar="GLOB", help=pattern)
     parser.set_defaults(filter_rules=[])
     if ordered:
         rules = (
@@ -230,3 +284,13 @@ def add_filter_options(
         metavar="PATTERN",
         help=include_help,
     )
+
+
+def check_pattern_alone(args: argparse.Namespace) -> None:
+    """Refuse ``--pattern`` with ``-i``/``-x`` (see :func:`add_filter_options`).
+
+    Raises:
+        ValueError: both were given.
+    """
+    if args.pattern and (args.include or args.exclude):
+        raise ValueError("--pattern cannot be combined with -i/-x")

@@ -12,7 +12,13 @@ from __future__ import annotations
 import argparse
 import sys
 
-from barecat.cli.parsing import Subparsers, add_command, add_passphrase_option, size
+from barecat.cli.parsing import (
+    Declared,
+    add_flag,
+    add_passphrase_option,
+    registering,
+    size,
+)
 from barecat.cli.running import Interrupted, rerun_line
 from barecat.cli.sealing import passphrase_source
 from barecat.cli.summary import Summary, failure_reason
@@ -36,22 +42,18 @@ ARCHIVE:path too when ARCHIVE is an existing archive (or, as destination, ends i
 """
 
 
-def register(sub: Subparsers) -> None:
-    parser = add_command(
-        sub,
-        "rsync",
-        description="Sync files between local filesystem and barecat archives. Use "
-        "archive.barecat::path/ syntax for archive paths.",
-        handler=run_rsync,
-        examples=RSYNC_EXAMPLES,
-    )
+RSYNC_ABOUT = (
+    "Sync files between local filesystem and barecat archives. Use archive.barecat::path/ "
+    "syntax for archive paths."
+)
+
+
+def _arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("paths", nargs="+", help="Source(s) and destination (last is dest)")
-    parser.add_argument("-n", "--dry-run", action="store_true", help="Show what would be done")
-    parser.add_argument(
-        "-v", "--verbose", action="store_true", help="List each path copied or deleted"
-    )
+    add_flag(parser, "-n", "Show what would be done")
+    add_flag(parser, "-v", "List each path copied or deleted")
     parser.add_argument("--progress", action="store_true", help="Show progress")
-    parser.add_argument("-q", "--quiet", action="store_true", help="No summary")
+    add_flag(parser, "-q", "No summary")
     parser.add_argument("--delete", action="store_true", help="Delete extraneous files from dest")
     parser.add_argument(
         "-c",
@@ -93,16 +95,7 @@ def run_rsync(args: argparse.Namespace) -> int:
         error("need at least one source and a destination", command="rsync")
         return 2
     path_filter = PathFilter.from_patterns(args.include, args.exclude)
-    options = SyncOptions(
-        delete=args.delete,
-        checksum=args.checksum,
-        update=args.update,
-        existing=args.existing,
-        ignore_existing=args.ignore_existing,
-        size_only=args.size_only,
-        max_size=args.max_size,
-        min_size=args.min_size,
-    )
+    options = SyncOptions.of(args)
     with Progress("rsync", None, args.progress and not args.dry_run) as progress:
 
         def on_action(action: Action, nbytes: int) -> None:
@@ -135,3 +128,6 @@ def run_rsync(args: argparse.Namespace) -> int:
         summary.skip(failure_reason(exc))
     summary.finish(progress.files, progress.bytes, f"to {args.paths[-1]}")
     return 1 if result.failures else 0
+
+
+register = registering(Declared("rsync", run_rsync, _arguments, RSYNC_EXAMPLES, RSYNC_ABOUT))

@@ -6,10 +6,11 @@ import argparse
 import os
 
 from barecat.cli.parsing import (
-    Subparsers,
+    Declared,
+    add_address_options,
     add_allowed_host_option,
-    add_command,
     add_passphrase_option,
+    registering,
     size,
 )
 from barecat.cli.sealing import passphrase_source
@@ -23,16 +24,9 @@ python -c "import barecat; print(barecat.connect('http://127.0.0.1:8000/a/train'
 TOKEN_ENV = "BARECAT_TOKEN"
 
 
-def register(sub: Subparsers) -> None:
-    parser = add_command(
-        sub,
-        "serve",
-        handler=run_serve,
-        examples=EXAMPLES,
-    )
+def _arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("archives", nargs="+", help="Archives to serve (each at /a/NAME)")
-    parser.add_argument("--host", default="127.0.0.1", help="Address to listen on")
-    parser.add_argument("--port", type=int, default=0, help="Port (default: a free one)")
+    add_address_options(parser)
     parser.add_argument(
         "--writable", action="store_true", help="Accept PUT and DELETE (one writer per archive)"
     )
@@ -88,3 +82,6 @@ def _names(paths: list[str]) -> list[str]:
     from barecat.web.server.serving import archive_name
 
     return [archive_name(p) for p in paths]
+
+
+register = registering(Declared("serve", run_serve, _arguments, EXAMPLES))

@@ -30,7 +30,7 @@ from barecat.cli.entry_format import (
     stat_fields,
 )
 from barecat.cli.names import ls_quoted, shown_on
-from barecat.cli.parsing import Subparsers, add_archive_argument, add_command
+from barecat.cli.parsing import Declared, add_archive_argument, registering
 from barecat.cli.sealing import open_archive
 from barecat.cli.shell_edits import ShellEdits
 from barecat.cli.shell_engine import ShellError, has_magic, natural_number
@@ -42,22 +42,20 @@ from barecat.paths import is_within
 from barecat.transfer import ExtractResult, extract_to_directory
 from barecat.transfer.extraction import DirectoryWriter
 
+ABOUT = (
+    "Explore an archive with cd, ls, cat, stat, find, tree, du and get;\n"
+    "with -w, change it with put, mput, rm, mv and mkdir. Type 'help' inside for more."
+)
+EXAMPLES = """
+barecat shell photos.barecat                    # interactive, with tab completion
+barecat shell -c 'cd 2024; ls -l' photos.barecat
+barecat shell -c 'get 2024/a.jpg /tmp/a.jpg' photos.barecat
+barecat shell -w -c 'mkdir new; put notes.txt new/' photos.barecat
+echo 'find -name "*.jpg"' | barecat shell photos.barecat
+"""
 
-def register(sub: Subparsers) -> None:
-    parser = add_command(
-        sub,
-        "shell",
-        description="Explore an archive with cd, ls, cat, stat, find, tree, du and get;\n"
-        "with -w, change it with put, mput, rm, mv and mkdir. Type 'help' inside for more.",
-        handler=run_shell,
-        examples="""
-            barecat shell photos.barecat                    # interactive, with tab completion
-            barecat shell -c 'cd 2024; ls -l' photos.barecat
-            barecat shell -c 'get 2024/a.jpg /tmp/a.jpg' photos.barecat
-            barecat shell -w -c 'mkdir new; put notes.txt new/' photos.barecat
-            echo 'find -name "*.jpg"' | barecat shell photos.barecat
-        """,
-    )
+
+def _arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "-c",
         "--cmd",
@@ -484,3 +482,6 @@ def _descriptor(stream: TextIO) -> int | None:
         return stream.fileno()
     except (AttributeError, OSError, ValueError):
         return None
+
+
+register = registering(Declared("shell", run_shell, _arguments, EXAMPLES, ABOUT))

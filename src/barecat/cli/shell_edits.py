@@ -9,6 +9,7 @@ from __future__ import annotations
 import glob
 import os
 import posixpath
+import sys
 
 from barecat.cli.shell_engine import ShellEngine, ShellError, has_magic
 from barecat.entries import BarecatFileInfo
@@ -18,16 +19,29 @@ from barecat.paths import basename, join
 class ShellEdits(ShellEngine):
     """put, mput, rm, mv and mkdir; each ``do_*`` docstring is its help text."""
 
+    def _edit_args(
+        self,
+        arg: str,
+        options: str = "",
+        counts: range = range(1, sys.maxsize),
+        usage: str = "missing operand",
+    ) -> tuple[dict[str, str], list[str]]:
+        """The options and operands of a command that changes the archive, once the shell
+        may change it (``-w``) and the operands are as many as ``counts`` allows (else
+        ``usage`` is the error)."""
+        self.require_writable()
+        opts, operands = self.parse(arg, options)
+        if len(operands) not in counts:
+            raise ShellError(usage)
+        return opts, operands
+
     def do_put(self, arg: str) -> None:
         """put LOCAL [PATH]: add a local file to the archive (needs -w).
 
         It is stored as PATH (into it if that is a directory), else under its own name in
         the current archive directory. An existing archive file is never overwritten.
         """
-        self.require_writable()
-        _, operands = self.parse(arg, "")
-        if not 1 <= len(operands) <= 2:
-            raise ShellError("usage: put LOCAL [PATH]")
+        _, operands = self._edit_args(arg, counts=range(1, 3), usage="usage: put LOCAL [PATH]")
         local = self.local_path(operands[0])
         if os.path.isdir(local):
             raise ShellError(f"{operands[0]}: Is a directory (use mput)")
@@ -44,10 +58,7 @@ class ShellEdits(ShellEngine):
         They go under the current archive directory, keeping their paths relative to the
         local directory (see lcd); '**' matches at any depth.
         """
-        self.require_writable()
-        _, operands = self.parse(arg, "")
-        if not operands:
-            raise ShellError("missing operand")
+        _, operands = self._edit_args(arg)
         for operand in operands:
             pattern = os.path.expanduser(operand)
             matches = sorted(glob.glob(pattern, root_dir=self.local_cwd, recursive=True))
@@ -85,10 +96,7 @@ class ShellEdits(ShellEngine):
 
     def do_rm(self, arg: str) -> None:
         """rm [-r] PATH|GLOB...: remove files; -r: directories with their contents (needs -w)."""
-        self.require_writable()
-        opts, operands = self.parse(arg, "r")
-        if not operands:
-            raise ShellError("missing operand")
+        opts, operands = self._edit_args(arg, "r")
         recursive = "-r" in opts
         self.each(self.expand(operands), lambda item: self._remove(item[0], item[1], recursive))
 
@@ -108,10 +116,7 @@ class ShellEdits(ShellEngine):
 
     def do_mv(self, arg: str) -> None:
         """mv SRC DST: rename a file or directory, into DST if that is a directory (needs -w)."""
-        self.require_writable()
-        _, operands = self.parse(arg, "")
-        if len(operands) != 2:
-            raise ShellError("usage: mv SRC DST")
+        _, operands = self._edit_args(arg, counts=range(2, 3), usage="usage: mv SRC DST")
         source = self.lookup(operands[0]).path
         if not source:
             raise ShellError("cannot move the root directory")
@@ -126,10 +131,7 @@ class ShellEdits(ShellEngine):
 
     def do_mkdir(self, arg: str) -> None:
         """mkdir [-p] DIR...: create directories; -p: parents too, fine if present (needs -w)."""
-        self.require_writable()
-        opts, operands = self.parse(arg, "p")
-        if not operands:
-            raise ShellError("missing operand")
+        opts, operands = self._edit_args(arg, "p")
 
         def make(operand: str) -> None:
             path = self.resolve(operand)

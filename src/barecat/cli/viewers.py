@@ -12,39 +12,31 @@ import argparse
 from collections.abc import Sequence
 
 from barecat.cli.parsing import (
-    Subparsers,
+    Declared,
+    add_address_options,
     add_allowed_host_option,
     add_archive_argument,
-    add_command,
+    registering,
 )
 from barecat.cli.running import run_command
 from barecat.cli.sealing import open_archive, unlock_if_at_hand
 from barecat.exceptions import MissingDependencyBarecatError
 from barecat.paths import normalize
 
+NCDU_EXAMPLES = """
+barecat ncdu photos.barecat            # arrows to move, Enter to open, q to quit
+barecat ncdu photos.barecat train/     # start in a directory
+"""
+BROWSE_EXAMPLES = "barecat browse photos.barecat          # / filters, g goes to a path, q quits"
+VIEW_EXAMPLES = """
+barecat view photos.barecat                 # opens the browser, or prints the address
+barecat view --port 8080 --no-browser photos.barecat
+"""
 
-def register(sub: Subparsers) -> None:
-    ncdu = add_command(
-        sub,
-        "ncdu",
-        handler=run_ncdu,
-        examples="""
-        barecat ncdu photos.barecat            # arrows to move, Enter to open, q to quit
-        barecat ncdu photos.barecat train/     # start in a directory
-        """,
-    )
-    browse = add_command(
-        sub,
-        "browse",
-        handler=run_browse,
-        examples="""
-        barecat browse photos.barecat          # / filters, g goes to a path, q quits
-        """,
-    )
-    for parser in (ncdu, browse):
-        add_archive_argument(parser)
-        parser.add_argument("path", nargs="?", default="", help="Directory to start in")
-    register_viewer(sub)
+
+def _terminal_app_arguments(parser: argparse.ArgumentParser) -> None:
+    add_archive_argument(parser)
+    parser.add_argument("path", nargs="?", default="", help="Directory to start in")
 
 
 def _textual_apps() -> None:
@@ -77,23 +69,13 @@ def run_browse(args: argparse.Namespace) -> int:
     return 0
 
 
-def register_viewer(sub: Subparsers) -> None:
-    view = add_command(
-        sub,
-        "view",
-        handler=run_view,
-        examples="""
-        barecat view photos.barecat                 # opens the browser, or prints the address
-        barecat view --port 8080 --no-browser photos.barecat
-        """,
-    )
+def _view_arguments(view: argparse.ArgumentParser) -> None:
     add_archive_argument(view)
     _add_viewer_options(view)
 
 
 def _add_viewer_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--host", default="127.0.0.1", help="Address to listen on")
-    parser.add_argument("--port", type=int, default=0, help="Port (default: a free one)")
+    add_address_options(parser)
     parser.add_argument(
         "--no-browser", action="store_true", help="Only print the address; open no browser"
     )
@@ -132,3 +114,10 @@ def legacy_image_viewer(argv: Sequence[str] | None = None) -> int:
     except SystemExit as e:
         return e.code if isinstance(e.code, int) else 2
     return run_command("barecat-image-viewer", lambda: run_view(args))
+
+
+register = registering(
+    Declared("ncdu", run_ncdu, _terminal_app_arguments, NCDU_EXAMPLES),
+    Declared("browse", run_browse, _terminal_app_arguments, BROWSE_EXAMPLES),
+    Declared("view", run_view, _view_arguments, VIEW_EXAMPLES),
+)

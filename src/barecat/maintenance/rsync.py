@@ -179,16 +179,7 @@ def rsync(sources: list[str], dest: str, options: RsyncOptions | None = None) ->
     if not options.times or not options.recursive:
         raise ValueError("barecat rsync always keeps mtimes and recurses (times, recursive)")
     path_filter = PathFilter.from_patterns(options.include, options.exclude)
-    sync_options = SyncOptions(
-        delete=options.delete,
-        checksum=options.checksum,
-        update=options.update,
-        existing=options.existing,
-        ignore_existing=options.ignore_existing,
-        size_only=options.size_only,
-        max_size=options.max_size,
-        min_size=options.min_size,
-    )
+    sync_options = SyncOptions.of(options)
 
     def report(action: Action, _nbytes: int) -> None:
         if action.display is not None:

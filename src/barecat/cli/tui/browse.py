@@ -19,14 +19,14 @@ import stat
 from typing import ClassVar
 
 from rich.text import Text
-from textual.app import App, ComposeResult
+from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
 from textual.widgets import Footer, Input, Static
 
 from barecat.archive.readable import ReadableArchive
 from barecat.cli.terminal import human_size
-from barecat.cli.tui.rows import RowList, cell, printable
+from barecat.cli.tui.rows import ArchiveApp, RowList, cell, printable
 from barecat.entries import BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo
 from barecat.exceptions import BarecatError
 from barecat.paths import normalize, parent
@@ -133,7 +133,7 @@ def _image_lines(info: BarecatFileInfo, head: bytes) -> list[str]:
         return ["image (its header could not be read)"]
 
 
-class BrowseApp(App[None]):
+class BrowseApp(ArchiveApp):
     """The three-column browser of one archive."""
 
     TITLE = "barecat browse"
@@ -157,9 +157,7 @@ class BrowseApp(App[None]):
     ]
 
     def __init__(self, bc: ReadableArchive, start: str = "") -> None:
-        super().__init__()
-        self.bc = bc
-        self.path = start
+        super().__init__(bc, start)
         self.filter = ""
         self.shown: list[BarecatEntryInfo] = []
         self.siblings: list[BarecatEntryInfo] = []
@@ -174,9 +172,8 @@ class BrowseApp(App[None]):
         yield Input(id="ask")
         yield Footer()
 
-    def on_mount(self) -> None:
+    def on_mount(self) -> None:  # (then ArchiveApp's shows the start)
         self.query_one("#parent", RowList).can_focus = False
-        self.show(self.path)
 
     def draw_current(self, index: int, width: int) -> Text:
         return draw_entry(self.shown[index], width, with_size=True)
@@ -204,7 +201,7 @@ class BrowseApp(App[None]):
         here = [e.name for e in self.siblings].index(path.rsplit("/", 1)[-1]) if path else 0
         self.query_one("#parent", RowList).show(len(self.siblings), cursor=here)
         shown_filter = f"   filter: {self.filter!r}" if self.filter else ""
-        self.query_one("#where", Static).update(Text(f"/{printable(path)}{shown_filter}"))
+        self.say_where(f"/{printable(path)}{shown_filter}")
         self.update_preview()
 
     def highlighted(self) -> BarecatEntryInfo | None:

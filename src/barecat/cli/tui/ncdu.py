@@ -17,13 +17,13 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from rich.text import Text
-from textual.app import App, ComposeResult
+from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.widgets import Footer, Static
 
 from barecat.archive.readable import ReadableArchive
 from barecat.cli.terminal import human_size
-from barecat.cli.tui.rows import RowList, cell, printable
+from barecat.cli.tui.rows import ArchiveApp, RowList, cell, printable
 from barecat.paths import join, parent
 
 BAR_WIDTH = 20
@@ -92,7 +92,7 @@ class Listing(RowList):
     ]
 
 
-class NcduApp(App[None]):
+class NcduApp(ArchiveApp):
     """The ncdu-style browser of one archive."""
 
     TITLE = "barecat ncdu"
@@ -109,9 +109,7 @@ class NcduApp(App[None]):
     ]
 
     def __init__(self, bc: ReadableArchive, start: str = "") -> None:
-        super().__init__()
-        self.bc = bc
-        self.path = start
+        super().__init__(bc, start)
         self.sort = "size"
         self.rows: list[Row] = []
         self.largest = 1
@@ -121,9 +119,6 @@ class NcduApp(App[None]):
         yield Static(Text(HEADER), id="header")
         yield Listing(self.draw, id="listing")
         yield Footer()
-
-    def on_mount(self) -> None:
-        self.show(self.path)
 
     def draw(self, index: int, width: int) -> Text:
         return draw_row(self.rows[index], self.largest, width)
@@ -141,7 +136,7 @@ class NcduApp(App[None]):
         listing.focus()
         count = sum(r.files for r in self.rows)
         where = f"/{printable(path)}   total {human_size(total)}B in {count:,} files"
-        self.query_one("#where", Static).update(Text(f"{where}   (sorted by {self.sort})"))
+        self.say_where(f"{where}   (sorted by {self.sort})")
 
     def selected(self) -> Row | None:
         at = self.query_one(Listing).cursor

@@ -1,4 +1,5 @@
-"""What ``ncdu`` and ``browse`` share to draw names: names made printable and fitted to a
+"""What ``ncdu`` and ``browse`` share: ``ArchiveApp``, the frame both are (one archive shown
+a directory at a time under a line that says where), names made printable and fitted to a
 number of terminal cells, and ``RowList``, a scrolling list of one-line rows that draws
 only the rows on screen.
 
@@ -19,12 +20,16 @@ from typing import ClassVar
 from rich.cells import cell_len, get_character_cell_size
 from rich.style import Style
 from rich.text import Text
+from textual.app import App
 from textual.binding import Binding, BindingType
 from textual.events import Click
 from textual.geometry import Region, Size
 from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
+from textual.widgets import Static
+
+from barecat.archive.readable import ReadableArchive
 
 ELLIPSIS = "..."
 
@@ -80,6 +85,29 @@ def cell(name: str, width: int) -> str:
     """``name`` fitted to ``width`` cells and padded with spaces to exactly ``width``."""
     shown = fit(name, width)
     return shown + " " * (width - cell_len(shown))
+
+
+class ArchiveApp(App[None]):
+    """One archive shown a directory at a time: ``path`` (at first ``start``), which
+    :meth:`show` draws when the app starts and whenever it changes, under a line
+    ``#where`` that says where it is."""
+
+    def __init__(self, bc: ReadableArchive, start: str = "") -> None:
+        super().__init__()
+        self.bc = bc
+        self.path = start
+
+    def on_mount(self) -> None:
+        self.show(self.path)
+
+    def show(self, path: str, select: str | None = None) -> None:
+        """Draw the directory ``path``, with the entry named ``select`` under the cursor
+        (else the first)."""
+        raise NotImplementedError
+
+    def say_where(self, text: str) -> None:
+        """Put ``text`` on the line at the top (drawn as it is, never as markup)."""
+        self.query_one("#where", Static).update(Text(text))
 
 
 class RowList(ScrollView, can_focus=True):

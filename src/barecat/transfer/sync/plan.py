@@ -10,6 +10,7 @@ transfer, deepest first. Imports only pure layers; never prints.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import stat
 from dataclasses import dataclass
@@ -92,6 +93,16 @@ class SyncOptions:
     """Skip files bigger than this many bytes."""
     min_size: int | None = None
     """Skip files smaller than this many bytes."""
+
+    @classmethod
+    def of(cls, options: object) -> SyncOptions:
+        """These options read from the attributes of the same names of ``options`` (the
+        arguments of ``barecat rsync``, 0.3.1's ``RsyncOptions``), which may have more.
+
+        Raises:
+            AttributeError: ``options`` lacks one of them.
+        """
+        return cls(**{f.name: getattr(options, f.name) for f in dataclasses.fields(cls)})
 
     def skips_size(self, entry: Entry) -> bool:
         """True if ``--max-size``/``--min-size`` leave this source file out."""

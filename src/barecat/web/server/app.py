@@ -61,6 +61,8 @@ from barecat.web.asgi_serving import HTTPError, answered
 _LENGTH = struct.Struct("<Q")
 _ORDERS = {"path": Order.PATH, "address": Order.ADDRESS, "any": Order.ANY}
 T = TypeVar("T")
+READ_ONLY = "this archive is served read-only (barecat serve --writable)"
+"""Why a change to an archive served without ``--writable`` is refused."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,9 +106,7 @@ class ServedArchive:
             ReadOnlyBarecatError: the archive is served read-only.
         """
         if self._writer is None or self._lock is None:
-            raise ReadOnlyBarecatError(
-                "this archive is served read-only (barecat serve --writable)"
-            )
+            raise ReadOnlyBarecatError(READ_ONLY)
         with self._lock:
             return work(self._writer)
 
@@ -214,7 +214,7 @@ def create_app(archives: Mapping[str, ReadableArchive], token: str | None = None
     def writable_archive_of(request: Request) -> ServedArchive:
         archive = archive_of(request)
         if not archive.writable:
-            raise ReadOnlyBarecatError("the archive is served read-only (serve --writable)")
+            raise ReadOnlyBarecatError(READ_ONLY)
         return archive
 
     def path_of(request: Request) -> str:
@@ -243,11 +243,7 @@ def create_app(archives: Mapping[str, ReadableArchive], token: str | None = None
 
     @answered
     async def put_file(request: Request) -> Response:
-        archive, path = archive_of(request), path_of(request)
-        if not archive.writable:
-            raise ReadOnlyBarecatError(
-                "this archive is served read-only (barecat serve --writable)"
-            )
+        archive, path = writable_archive_of(request), path_of(request)
         spool = tempfile.SpooledTemporaryFile(8 << 20)  # noqa: SIM115 (closed below)
         try:
             try:
@@ -274,11 +270,7 @@ def create_app(archives: Mapping[str, ReadableArchive], token: str | None = None
 
     @answered
     async def delete_file(request: Request) -> Response:
-        archive, path = archive_of(request), path_of(request)
-        if not archive.writable:
-            raise ReadOnlyBarecatError(
-                "this archive is served read-only (barecat serve --writable)"
-            )
+        archive, path = writable_archive_of(request), path_of(request)
 
         def remove(bc: Barecat) -> int:
             with bc.exclusive():
