@@ -4,7 +4,8 @@ of the rows made from them and ``group_by_stem``).
 
 Every reader that chooses files takes it: the index's plan of the chosen files
 (``index/listing.py``: ``IndexListing.planned``), the subsets of ``ops/subset.py``
-(``select_entries``, ``Barecat.select_entries``) and the engines of ``integrations/``
+(``selected_entries``; ``select_entries`` and ``Barecat.select_entries`` make one
+of their pattern) and the engines of ``integrations/``
 (Ray, Dask, Hugging Face, the PyTorch dataset), which also keep it at its old place,
 ``barecat.integrations.selection``. A pure module: it imports nothing of barecat.
 """
@@ -48,11 +49,6 @@ class FileSelection:
         """The selection a reader's keyword arguments make (sequences kept as tuples)."""
         chosen = None if columns is None else tuple(columns)
         return cls(pattern, where, tuple(params), chosen, group_by_stem)
-
-    @property
-    def everything(self) -> bool:
-        """Whether every file is chosen (no pattern, no condition)."""
-        return self.pattern is None and not self.where
 
 
 __all__ = ["FileSelection"]
