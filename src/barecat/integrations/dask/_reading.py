@@ -35,14 +35,12 @@ from typing import TYPE_CHECKING
 
 from barecat.exceptions import MissingDependencyBarecatError
 
-try:
+with MissingDependencyBarecatError.when_missing(
+    "barecat.integrations.dask needs Dask DataFrame", "dask"
+):
     import dask.dataframe as dd
     import pandas as pd
     import pyarrow as pa
-except ImportError as e:
-    raise MissingDependencyBarecatError(
-        "barecat.integrations.dask needs Dask DataFrame", "dask", e
-    ) from e
 
 from barecat.archive.planned_reads import PlannedReader
 from barecat.integrations.keywords import ReaderKeywords, reader_values, shows_keywords

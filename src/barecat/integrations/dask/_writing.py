@@ -22,16 +22,14 @@ from typing import TYPE_CHECKING, Any
 
 from barecat.exceptions import MissingDependencyBarecatError
 
-try:
+with MissingDependencyBarecatError.when_missing(
+    "barecat.integrations.dask needs Dask DataFrame", "dask"
+):
     import dask.dataframe as dd
     import pandas as pd
     import pyarrow as pa
     from dask.base import compute, get_scheduler
     from dask.delayed import Delayed
-except ImportError as e:
-    raise MissingDependencyBarecatError(
-        "barecat.integrations.dask needs Dask DataFrame", "dask", e
-    ) from e
 
 from barecat.exceptions import BarecatError
 from barecat.integrations.keywords import WriterKeywords, shows_keywords, writer_values

@@ -34,13 +34,11 @@ from typing import TYPE_CHECKING, Any
 
 from barecat.exceptions import MissingDependencyBarecatError
 
-try:
+with MissingDependencyBarecatError.when_missing(
+    "barecat.integrations.hf needs Hugging Face datasets", "hf"
+):
     import datasets  # type: ignore[import-untyped]
     import pyarrow as pa
-except ImportError as e:
-    raise MissingDependencyBarecatError(
-        "barecat.integrations.hf needs Hugging Face datasets", "hf", e
-    ) from e
 
 from barecat.archive.planned_reads import PlannedReader
 from barecat.exceptions import BarecatError

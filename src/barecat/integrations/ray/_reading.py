@@ -34,13 +34,11 @@ from typing import TYPE_CHECKING, Any
 
 from barecat.exceptions import MissingDependencyBarecatError
 
-try:
+with MissingDependencyBarecatError.when_missing("barecat.integrations.ray needs Ray Data", "ray"):
     import pyarrow as pa
     import ray.data
     from ray.data.block import Block, BlockMetadata
     from ray.data.datasource import Datasource, ReadTask
-except ImportError as e:
-    raise MissingDependencyBarecatError("barecat.integrations.ray needs Ray Data", "ray", e) from e
 
 from barecat.archive.planned_reads import PlannedReader
 from barecat.integrations.keywords import ReaderKeywords, reader_values, shows_keywords

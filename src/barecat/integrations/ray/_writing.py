@@ -32,13 +32,11 @@ from typing import TYPE_CHECKING, Any
 
 from barecat.exceptions import MissingDependencyBarecatError
 
-try:
+with MissingDependencyBarecatError.when_missing("barecat.integrations.ray needs Ray Data", "ray"):
     import pyarrow as pa
     import ray.data
     from ray.data.block import Block, BlockAccessor
     from ray.data.datasource import Datasink, WriteResult
-except ImportError as e:
-    raise MissingDependencyBarecatError("barecat.integrations.ray needs Ray Data", "ray", e) from e
 
 from barecat.integrations.keywords import WriterKeywords, shows_keywords, writer_values
 from barecat.integrations.parts import OutputSettings, PartArchives, WrittenPart

@@ -35,13 +35,11 @@ from typing import Any, Literal
 
 from barecat.exceptions import MissingDependencyBarecatError
 
-try:
+with MissingDependencyBarecatError.when_missing(
+    "barecat.integrations.torch needs PyTorch", "torch"
+):
     import torch
     from torch.utils.data import Dataset, Sampler
-except ImportError as e:
-    raise MissingDependencyBarecatError(
-        "barecat.integrations.torch needs PyTorch", "torch", e
-    ) from e
 
 from barecat.archive import Barecat
 from barecat.codecs import DecodedView
