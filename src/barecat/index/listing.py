@@ -19,6 +19,7 @@ import dataclasses
 import sqlite3
 import stat
 from collections.abc import Callable, Iterator
+from itertools import repeat
 from typing import NamedTuple, Protocol
 
 from barecat.entries import BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo, Order
@@ -57,6 +58,10 @@ _ADDRESSES_BYTES = (
     " AND (crc32c IS NULL OR (typeof(crc32c) = 'integer' AND crc32c BETWEEN 0 AND 4294967295))"
 )
 """SQL true for a row that addresses stored bytes (``query.address_problem`` in SQLite)."""
+_as_row: Callable[[type[PlannedRow], tuple[object, ...]], PlannedRow] = tuple.__new__
+"""A row's tuple as a :class:`PlannedRow` (what ``PlannedRow._make`` does, without its
+length check: the query names the fields)."""
+
 _SQL_ERROR = 1
 """SQLITE_ERROR: the statement itself is wrong (with a ``where`` of the caller's, its own)."""
 _SEALED_SIZE_OK = " AND typeof(logical_size) = 'integer' AND logical_size >= 0"
@@ -462,10 +467,12 @@ class IndexListing:
             f"SELECT path, shard, offset, size, crc32c, {size}, mtime_ns FROM files "
             f"WHERE 1{where} ORDER BY {order}"
         )
-        rows = select(conn, sql, args).fetchall()
+        # each row made a PlannedRow as SQLite hands it over (no list of plain tuples
+        # first: half the objects, and the collector's passes over them)
+        rows: list[PlannedRow] = list(map(_as_row, repeat(PlannedRow), select(conn, sql, args)))
         if exact is not None:
-            rows = [r for r in rows if exact(r[0])]
-        return list(map(PlannedRow._make, rows))
+            rows = [r for r in rows if exact(r.path)]
+        return rows
 
 
 guard_public_methods(IndexListing, lambda listing: listing._index.path)
