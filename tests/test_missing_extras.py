@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 import barecat
+from barecat.exceptions import MissingDependencyBarecatError
 
 BLOCKING = """
 import importlib.abc, sys
@@ -106,3 +107,18 @@ def test_every_extra_named_is_one_of_the_project() -> None:
     pyproject = Path(barecat.__file__).resolve().parents[2] / "pyproject.toml"
     extras = tomllib.loads(pyproject.read_text())["project"]["optional-dependencies"]
     assert {case[3] for case in CASES} <= set(extras)
+
+
+def test_the_block_of_an_extras_imports_turns_only_a_failed_import_into_the_error() -> None:
+    guard = MissingDependencyBarecatError.when_missing
+    with (
+        pytest.raises(MissingDependencyBarecatError, match="x needs y") as raised,
+        guard("x needs y", "torch"),
+    ):
+        import barecat_no_such_module  # type: ignore[import-not-found]  # noqa: F401
+    assert raised.value.name == "barecat_no_such_module" and raised.value.extra == "torch"
+    assert isinstance(raised.value.__cause__, ModuleNotFoundError)
+    with pytest.raises(ValueError, match="other"), guard("x needs y", "torch"):
+        raise ValueError("other")
+    with guard("x needs y", "torch"):
+        import json  # noqa: F401  (found: nothing raised)

@@ -298,6 +298,34 @@ class MissingDependencyBarecatError(BarecatError, ModuleNotFoundError):
         self.name = cause.name
         self.extra = extra
 
+    @classmethod
+    def when_missing(cls, needs: str, extra: str) -> _ImportsOfExtra:
+        """A ``with`` block whose failed import raises this error (``needs`` and
+        ``extra`` as for the constructor): the imports of an optional extra, at the top
+        of the module that needs it.
+
+        Returns:
+            The context manager.
+        """
+        return _ImportsOfExtra(needs, extra)
+
+
+class _ImportsOfExtra:
+    """See :meth:`MissingDependencyBarecatError.when_missing`."""
+
+    def __init__(self, needs: str, extra: str) -> None:
+        self.needs = needs
+        self.extra = extra
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, _: object
+    ) -> None:
+        if isinstance(error, ImportError):
+            raise MissingDependencyBarecatError(self.needs, self.extra, error) from error
+
 
 __all__ = [
     "ArchiveClosedBarecatError",

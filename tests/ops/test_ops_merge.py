@@ -9,6 +9,7 @@ SIGKILL for crash safety. After every operation the output must be self-consiste
 from __future__ import annotations
 
 import hashlib
+import inspect
 import io
 import json
 import os
@@ -27,10 +28,11 @@ import pytest
 import barecat
 from barecat.cli.merge import legacy_merge, legacy_merge_symlink
 from barecat.exceptions import FileExistsBarecatError
-from barecat.glob import PathFilter
+from barecat.glob import PathFilter, directory_pattern
 from barecat.layout import existing_shard_numbers, shard_path
 from barecat.ops.merge import merge_archives
-from barecat.ops.subset import select_entries, subset_archive
+from barecat.ops.subset import select_entries, selected_entries, subset_archive
+from barecat.selection import FileSelection
 from helpers import BIN, Run
 from helpers.reference import reference_python
 from helpers.terminal import on_a_terminal
@@ -469,6 +471,36 @@ def test_subset_copies_in_address_order_into_limited_shards(make_archive: Make) 
         infos = list(bc.index.iter_all_fileinfos(barecat.Order.PATH))
         assert [(f.shard, f.offset) for f in infos] == sorted((f.shard, f.offset) for f in infos)
         assert bc.sharder.num_shards == 8  # 4 files of 100 bytes per 450-byte shard
+
+
+def test_a_subset_takes_the_file_selection_the_engines_take(make_archive: Make) -> None:
+    files = {"a/x.bin": b"1" * 10, "a/y.bin": b"2" * 300, "b/c/z.bin": b"3" * 400, "e": b""}
+    src = make_archive(files)
+    with barecat.Barecat(src, readonly=False) as bc:
+        bc.mkdir("a/empty")
+    with barecat.Barecat(src) as s:
+        by_where = selected_entries(s.index, FileSelection(where="size > ?", params=(100,)))
+        assert by_where is not None
+        assert (by_where.files, by_where.dirs) == (["a/y.bin", "b/c/z.bin"], ["", "a", "b", "b/c"])
+        both = selected_entries(s.index, FileSelection("a/**", "size > ?", (100,)))
+        assert both is not None and both.files == ["a/y.bin"]
+        for pattern in ("a/", "a/*", "**/z.bin", "nothing/*"):  # a pattern: as before
+            built = selected_entries(s.index, FileSelection(directory_pattern(pattern)))
+            assert select_entries(s.index, pattern) == built
+        assert selected_entries(s.index, None) is None
+        with pytest.raises(ValueError, match="cannot be combined"):
+            selected_entries(s.index, FileSelection("a/*"), PathFilter.from_patterns(["a/"]))
+        out = make_archive({})
+        with barecat.Barecat(out, readonly=False) as o:
+            o.take_subset(s, by_where)
+    assert check(out) == {"a/y.bin": b"2" * 300, "b/c/z.bin": b"3" * 400}
+    signature = "(index: 'IndexAggregates', pattern: 'str | None' = None, "
+    signature += "path_filter: 'PathFilter | None' = None) -> 'Selection | None'"
+    assert str(inspect.signature(select_entries)) == signature  # unchanged
+    assert str(inspect.signature(barecat.Barecat.select_entries)) == (
+        "(self, pattern: 'str | None' = None, path_filter: 'PathFilter | None' = None)"
+        " -> 'Selection | None'"
+    )
 
 
 # -- legacy scripts, progress -----------------------------------------------------------

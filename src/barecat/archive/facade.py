@@ -318,6 +318,7 @@ class Barecat(MutableMapping[str, bytes]):
     raise_if_readonly = _open_archive(OpenArchive.raise_if_readonly)
 
     unlock = _reading(ArchiveReading.unlock)
+    planned_reader = _reading(ArchiveReading.planned_reader)
     verify_seals = _reading(ArchiveReading.verify_seals)
     verify_index_digest = _reading(ArchiveReading.verify_index_digest)
     check_index_digest = _reading(ArchiveReading.check_index_digest)
@@ -355,6 +356,7 @@ class Barecat(MutableMapping[str, bytes]):
     iglobfiles = _inspecting(ArchiveInspection.iglobfiles)
     glob_entries = _inspecting(ArchiveInspection.glob_entries)
     select_entries = _inspecting(ArchiveInspection.select_entries)
+    plan_files = _inspecting(ArchiveInspection.plan_files)
     logical_shard_end = _inspecting(ArchiveInspection.logical_shard_end)
     physical_shard_end = _inspecting(ArchiveInspection.physical_shard_end)
     fragmentation = _inspecting(ArchiveInspection.fragmentation)

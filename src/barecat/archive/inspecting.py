@@ -20,11 +20,13 @@ from barecat.entries import BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo, O
 
 if TYPE_CHECKING:  # the ops are imported when used: reading an archive loads none of them
     from barecat.glob import PathFilter
+    from barecat.index.listing import PlannedRow
     from barecat.index.query import WalkStep
     from barecat.index.schema import ConfigValue
     from barecat.ops.defrag import Fragmentation
     from barecat.ops.subset import Selection
     from barecat.ops.verify import OnFile, VerifyReport
+    from barecat.selection import FileSelection
 
 
 class ArchiveInspection(ArchivePart):
@@ -455,6 +457,26 @@ class ArchiveInspection(ArchivePart):
         from barecat.ops.subset import select_entries as select
 
         return select(self.archive.index, pattern, path_filter)
+
+    @reading
+    def plan_files(self, selection: FileSelection, by_path: bool = False) -> list[PlannedRow]:
+        """Where the files ``selection`` chooses lie, in storage order (shard, offset):
+        the plan that readers of the shards alone follow (``planned_reader``).
+
+        Args:
+            selection: the files (its ``pattern`` and ``where``/``params``; see
+                :class:`~barecat.selection.FileSelection`).
+            by_path: in path order instead (a sample's files next to each other).
+
+        Returns:
+            One typed row (path, shard, offset, stored size, crc32c, size, mtime_ns) per
+            chosen file (``index.listing.PlannedRow``).
+
+        Raises:
+            DamagedEntryBarecatError: a chosen row cannot address bytes.
+            sqlite3.Error: ``where`` is not a valid condition.
+        """
+        return self.archive.index.listing.planned(selection, by_path)
 
     @reading
     def logical_shard_end(self, shard_number: int) -> int:

@@ -1,17 +1,17 @@
 """Files read where a plan made from the index says they are, without the index.
 
-For engines whose driver plans once and whose workers only read (Ray Data, Dask): the
-driver lists the chosen files in storage order with :func:`plan_rows` (a glob and an SQL
-condition on the index's columns, both run by SQLite; one query of plain tuples), and
-hands each worker a :class:`PlannedReader` (:func:`planned_reader`) with the addresses
-of its files. A worker opens the shards only (local files, or ranged requests to object
-storage with no local cache), checks every file's CRC32C and, in a sealed archive,
-authenticates and decompresses it bound to its path: it never opens or downloads the
-index. An encrypted
+For engines whose driver plans once and whose workers only read (Ray Data, Dask, Hugging
+Face): the driver lists the chosen files with ``Barecat.plan_files`` (the index's plan,
+``IndexListing.planned``: typed rows in storage order, chosen by SQLite), and hands each
+worker a :class:`PlannedReader` (``Barecat.planned_reader``, made by
+:func:`planned_reader` from the open archive's state) with the addresses of its files. A
+worker opens the shards only (local files, or ranged requests to object storage with no
+local cache), checks every file's CRC32C and, in a sealed archive, authenticates and
+decompresses it bound to its path: it never opens or downloads the index. An encrypted
 archive's data key travels inside the reader (pickled with it, never shown by ``repr``);
 the driver checked the index digest when it unlocked the archive, so the rows it planned
-from are the trusted ones. Imports ``index`` (its query helpers), ``shards``, ``objectstore``,
-``sealing``, ``glob`` and ``paths``.
+from are the trusted ones. Imports ``index.listing`` (the rows' type), ``shards``,
+``objectstore``, ``sealing`` and ``checksum``; no SQL (the plan is the index's).
 """
 
 from __future__ import annotations
@@ -22,114 +22,18 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from barecat.checksum import crc32c
 from barecat.entries import Address
-from barecat.exceptions import BarecatIntegrityError, InvalidPathBarecatError
-from barecat.glob import compile_glob
-from barecat.index.connection import select
-from barecat.index.query import checked_file, file_from_row
-from barecat.paths import normalize, subtree_bounds
+from barecat.exceptions import BarecatIntegrityError
+from barecat.index.listing import PlannedRow
 
 if TYPE_CHECKING:
-    from barecat.archive.facade import Barecat
+    from barecat.archive.state import OpenArchive
     from barecat.sealing import Sealer
     from barecat.shards.reading import ShardReader
 
 
 PlannedFile = tuple[str, int, int, int, int | None]
-"""(path, shard, offset, stored size, crc32c): one file's bytes as the shards hold them."""
-
-
-PlanRow = tuple[str, int, int, int, int | None, int | None, int | None]
-"""(path, shard, offset, stored size, crc32c, size, mtime_ns): a planned file as
-:func:`plan_rows` lists it; ``size`` is a sealed archive's file's own size, None in a
-plain archive (whose files are stored as they are: the stored size)."""
-
-_ADDRESSES_BYTES = (
-    "typeof(shard) = 'integer' AND typeof(offset) = 'integer' AND typeof(size) = 'integer'"
-    " AND shard >= 0 AND offset >= 0 AND size >= 0 AND offset <= 9223372036854775807 - size"
-    " AND (crc32c IS NULL OR (typeof(crc32c) = 'integer' AND crc32c BETWEEN 0 AND 4294967295))"
-)
-"""SQL true for a row that addresses stored bytes (``query.address_problem`` in SQLite)."""
-_SEALED_SIZE_OK = " AND typeof(logical_size) = 'integer' AND logical_size >= 0"
-
-
-def plan_rows(
-    bc: Barecat,
-    pattern: str | None = None,
-    where: str | None = None,
-    params: Sequence[object] = (),
-    by_path: bool = False,
-) -> list[PlanRow]:
-    """The archive's chosen files in storage order (shard, offset), chosen in SQLite and
-    listed by one query as plain tuples (no record object per file: about 1 µs a file).
-
-    Args:
-        bc: the archive (open; on object storage its index is the local copy).
-        pattern: a glob over paths (recursive ``**``, hidden names included), as
-            ``Barecat.globfiles(pattern, True, True)`` matches; None: every file.
-        where: an SQL condition on the ``files`` table's columns (``path``, ``parent``,
-            ``size``, ``mode``, ``uid``, ``gid``, ``mtime_ns``, ``shard``, ``offset``,
-            ``crc32c``; in a sealed archive ``size`` is the sealed length and
-            ``logical_size`` the file's own), with ``?`` placeholders for ``params``.
-        params: the values of ``where``'s placeholders.
-        by_path: in path order instead (files of one directory, and names sharing a
-            stem, next to each other).
-
-    Returns:
-        One :data:`PlanRow` per chosen file.
-
-    Raises:
-        DamagedEntryBarecatError: a chosen row cannot address bytes (checked by one more
-            query in SQLite, and named as ``Barecat.lookup_file`` would name it).
-        sqlite3.Error: ``where`` is not a valid condition.
-    """
-    conditions: list[str] = []
-    args: list[object] = []
-    exact = None
-    if pattern is not None:
-        compiled = compile_glob(pattern, recursive=True, include_hidden=True)
-        try:
-            base = normalize(compiled.base)
-        except InvalidPathBarecatError:
-            return []
-        if compiled.is_literal:
-            if compiled.dirs_only:
-                return []
-            conditions.append("path = ?")
-            args.append(base)
-        else:
-            extra_conditions, extra_args, _ = compiled.sql_conditions()
-            if base:
-                conditions.append("path >= ? AND path < ?")
-                args.extend(subtree_bounds(base))
-            conditions += extra_conditions
-            args += extra_args
-            skip = len(base) + 1 if base else 0
-
-            def exact(path: str) -> bool:
-                return compiled.match_forms(path[skip:].split("/"), False)[0]
-
-    if where:
-        conditions.append(f"({where})")
-        args.extend(params)
-    chosen = "".join(f" AND {c}" for c in conditions)
-    sealed = bc.index.sealed
-    conn = bc.index.settled_conn()
-    ok = _ADDRESSES_BYTES + (_SEALED_SIZE_OK if sealed else "")
-    damaged = f"SELECT {bc.index.file_columns} FROM files WHERE NOT ({ok}){chosen}"
-    for row in select(conn, damaged, args):  # (none, in an archive without damage)
-        f = file_from_row(row)
-        if exact is None or exact(f.path):
-            checked_file(f)
-    size = "logical_size" if sealed else "NULL"  # (a column less to fetch: 15% faster)
-    order = "path" if by_path else "shard, offset"
-    sql = (
-        f"SELECT path, shard, offset, size, crc32c, {size}, mtime_ns FROM files "
-        f"WHERE 1{chosen} ORDER BY {order}"
-    )
-    rows: list[PlanRow] = select(conn, sql, args).fetchall()
-    if exact is not None:
-        rows = [r for r in rows if exact(r[0])]
-    return rows
+"""(path, shard, offset, stored size, crc32c): one file's bytes as the shards hold them
+(the first five fields of a plan's ``PlannedRow``)."""
 
 
 class PlannedReader:
@@ -201,8 +105,9 @@ class PlannedReader:
             BarecatIntegrityError: bytes do not match their CRC32C or their seal, or are
                 missing; the message names the file.
         """
-        order = sorted(range(len(files)), key=lambda i: (files[i][1], files[i][2]))
-        located = [(pos, Address(*files[i][1:])) for pos, i in enumerate(order)]
+        addresses = [Address(shard, offset, size, crc) for _, shard, offset, size, crc in files]
+        order = sorted(range(len(files)), key=lambda i: (addresses[i].shard, addresses[i].offset))
+        located = [(pos, addresses[i]) for pos, i in enumerate(order)]
         try:
             stored = self._shards().read_many(located, max_gap)
         except BarecatIntegrityError as e:
@@ -212,7 +117,8 @@ class PlannedReader:
             out[i] = stored[pos]
         if self._sealing is not None:
             sealer = self._unsealer()
-            out = [sealer.unseal(f[0], data) for f, data in zip(files, out, strict=True)]
+            paths = [path for path, *_ in files]
+            out = [sealer.unseal(path, data) for path, data in zip(paths, out, strict=True)]
         return out
 
     @property
@@ -253,7 +159,7 @@ class PlannedReader:
             raise ValueError("a sealed archive's files are read one by one, by read()")
         if self.remote:  # each shard's ranges fetched together, as read() does, copied in
             contents = self.read(files, max_gap)
-            view = memoryview(allocate(sum(f[3] for f in files))).cast("B")
+            view = memoryview(allocate(sum(len(data) for data in contents))).cast("B")
             at = 0
             for data in contents:
                 view[at : at + len(data)] = data
@@ -270,7 +176,7 @@ class PlannedReader:
         need = packed = 0
         for i, j, _, start, end in runs:
             need = max(need, packed + end - start)
-            packed += sum(f[3] for f in files[i:j])
+            packed += sum(size for _, _, _, size, _ in files[i:j])
         view = memoryview(allocate(max(need, packed))).cast("B")
         packed = 0
         for i, j, shard, start, end in runs:
@@ -313,11 +219,13 @@ class PlannedReader:
         return self._sealer
 
 
-def planned_reader(bc: Barecat) -> PlannedReader:
-    """A reader of ``bc``'s planned files for other processes (see the module doc).
+def planned_reader(archive: OpenArchive) -> PlannedReader:
+    """A reader of an open archive's planned files for other processes (see the module
+    doc; ``Barecat.planned_reader`` is this, on the reading part).
 
     Args:
-        bc: the archive, open for reading; an encrypted one with its passphrase.
+        archive: the archive's state, open for reading; an encrypted one with its
+            passphrase.
 
     Returns:
         The reader; it holds an encrypted archive's data key (keep its pickles in
@@ -329,16 +237,17 @@ def planned_reader(bc: Barecat) -> PlannedReader:
         BarecatIntegrityError: an encrypted archive whose index failed its digest check.
     """
     sealing = None
-    state = bc._archive.sealing
+    state = archive.sealing
     if state is not None:
         key = state.data_key()
         if state.digest is not None:
-            state.digest.require_trusted(bc.path)
+            state.digest.require_trusted(archive.path)
         s = state.settings
         sealing = (s.codec, s.level, s.block_size, key, s.dictionary or None)
-    storage_options = bc._archive.remote_options[0] if bc.remote else None
-    location = bc.path if bc.remote else os.path.abspath(bc.path)
-    return PlannedReader(location, bc.remote, bc.index.num_used_shards, storage_options, sealing)
+    storage_options = archive.remote_options[0] if archive.remote else None
+    location = archive.path if archive.remote else os.path.abspath(archive.path)
+    num_shards = archive.index.num_used_shards
+    return PlannedReader(location, archive.remote, num_shards, storage_options, sealing)
 
 
 _RUN_SPAN = 16 << 20
@@ -375,4 +284,4 @@ def _runs(files: Sequence[PlannedFile], max_gap: int) -> list[tuple[int, int, in
     return runs
 
 
-__all__ = ["PlanRow", "PlannedFile", "PlannedReader", "plan_rows", "planned_reader"]
+__all__ = ["PlannedFile", "PlannedReader", "PlannedRow", "planned_reader"]

@@ -31,6 +31,7 @@ from barecat.shards import BarecatReadOnlyFileObject
 if TYPE_CHECKING:  # a plain archive loads no sealing code
     from typing_extensions import Buffer
 
+    from barecat.archive.planned_reads import PlannedReader
     from barecat.sealing import SealedFileReader
 
 
@@ -48,6 +49,26 @@ class ArchiveReading(ArchivePart):
         """
         if self.archive.sealing is not None:
             self.archive.sealing.data_key()
+
+    @reading
+    def planned_reader(self) -> PlannedReader:
+        """A reader of this archive's files for other processes that read planned
+        addresses from the shards alone, never the index (``archive/planned_reads.py``;
+        the addresses from :meth:`~barecat.archive.Barecat.plan_files`).
+
+        Returns:
+            The reader (picklable; it holds an encrypted archive's data key: keep its
+            pickles in memory).
+
+        Raises:
+            BarecatError: an encrypted archive opened without its passphrase.
+            WrongPassphraseBarecatError: a wrong passphrase.
+            BarecatIntegrityError: an encrypted archive whose index failed its digest
+                check.
+        """
+        from barecat.archive.planned_reads import planned_reader
+
+        return planned_reader(self.archive)
 
     @reading
     def verify_seals(

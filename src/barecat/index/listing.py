@@ -1,11 +1,16 @@
-"""Listing queries: every file or directory, a directory's entries, walk and glob.
+"""Listing queries: every file or directory, a directory's entries, walk and glob, and
+the plan of a selection's files.
 
 :class:`IndexListing` is the object an index holds as ``index.listing``: it answers the
 questions that return many entries, each through one index-assisted query (see
 ``query.py``), on the index's settled connection (statistics owed by a run of single adds
-applied first, ``IndexReader.settled_conn``). barecat 0.3.1's names for these queries
-(``iter_all_fileinfos``, ``listdir_names``, ``glob_paths``, ...) are in ``compat.py``.
-Imports ``entries``, ``glob``, ``paths``, ``exceptions`` and ``barecat.index.query``.
+applied first, ``IndexReader.settled_conn``). Its :meth:`~IndexListing.planned` lists the
+files a :class:`~barecat.selection.FileSelection` chooses as typed rows
+(:class:`PlannedRow`: where each file's bytes lie), for readers that read them without
+the index (``archive/planned_reads.py``, the engines of ``integrations/``). barecat
+0.3.1's names for these queries (``iter_all_fileinfos``, ``listdir_names``,
+``glob_paths``, ...) are in ``compat.py``. Imports ``entries``, ``glob``, ``paths``,
+``selection``, ``exceptions`` and ``barecat.index.query``.
 """
 
 from __future__ import annotations
@@ -13,19 +18,91 @@ from __future__ import annotations
 import dataclasses
 import sqlite3
 import stat
-from collections.abc import Iterator
-from typing import Protocol
+from collections.abc import Callable, Iterator
+from itertools import repeat
+from typing import NamedTuple, Protocol
 
 from barecat.entries import BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo, Order
 from barecat.exceptions import InvalidPathBarecatError
 from barecat.glob import compile_glob
 from barecat.index import query
 from barecat.index.connection import select
-from barecat.index.errors import guard_public_methods
-from barecat.paths import normalize, parent
+from barecat.index.errors import FAULTS, guard_public_methods, guards_itself, raise_index_error
+from barecat.paths import normalize, parent, subtree_bounds
+from barecat.selection import FileSelection
 
 DirItem = BarecatDirInfo | str
 FileItem = BarecatFileInfo | str
+
+
+class PlannedRow(NamedTuple):
+    """One chosen file as :meth:`IndexListing.planned` lists it: where its bytes lie in
+    the shards and what the index says of it."""
+
+    path: str
+    shard: int
+    offset: int
+    stored: int
+    """The bytes the shards hold (in a sealed archive, the sealed length)."""
+    crc32c: int | None
+    """The CRC32C of the stored bytes."""
+    size: int | None
+    """A sealed archive's file's own size; None in a plain archive (whose files are
+    stored as they are: the stored size)."""
+    mtime_ns: int | None
+
+
+_ADDRESSES_BYTES = (
+    "typeof(shard) = 'integer' AND typeof(offset) = 'integer' AND typeof(size) = 'integer'"
+    " AND shard >= 0 AND offset >= 0 AND size >= 0 AND offset <= 9223372036854775807 - size"
+    " AND (crc32c IS NULL OR (typeof(crc32c) = 'integer' AND crc32c BETWEEN 0 AND 4294967295))"
+)
+"""SQL true for a row that addresses stored bytes (``query.address_problem`` in SQLite)."""
+_as_row: Callable[[type[PlannedRow], tuple[object, ...]], PlannedRow] = tuple.__new__
+"""A row's tuple as a :class:`PlannedRow` (what ``PlannedRow._make`` does, without its
+length check: the query names the fields)."""
+
+_SQL_ERROR = 1
+"""SQLITE_ERROR: the statement itself is wrong (with a ``where`` of the caller's, its own)."""
+_SEALED_SIZE_OK = " AND typeof(logical_size) = 'integer' AND logical_size >= 0"
+
+_Chosen = tuple[str, list[object], Callable[[str], bool] | None]
+"""A selection in SQL: the conditions (each `` AND ...``), their arguments, and the exact
+test of a path the conditions only narrow down (None: they are exact)."""
+
+
+def _chosen_by(selection: FileSelection) -> _Chosen | None:
+    """``selection``'s pattern and condition as SQL (None: a pattern nothing matches)."""
+    conditions: list[str] = []
+    args: list[object] = []
+    exact = None
+    if selection.pattern is not None:
+        compiled = compile_glob(selection.pattern, recursive=True, include_hidden=True)
+        try:
+            base = normalize(compiled.base)
+        except InvalidPathBarecatError:
+            return None
+        if compiled.is_literal:
+            if compiled.dirs_only:
+                return None
+            conditions.append("path = ?")
+            args.append(base)
+        else:
+            extra_conditions, extra_args, _ = compiled.sql_conditions()
+            if base:
+                conditions.append("path >= ? AND path < ?")
+                args.extend(subtree_bounds(base))
+            conditions += extra_conditions
+            args += extra_args
+            skip = len(base) + 1 if base else 0
+
+            def exact(path: str) -> bool:
+                return compiled.match_forms(path[skip:].split("/"), False)[0]
+
+    if selection.where:
+        conditions.append(f"({selection.where})")
+        args.extend(selection.params)
+    return "".join(f" AND {c}" for c in conditions), args, exact
 
 
 def path_of(item: BarecatEntryInfo | str) -> str:
@@ -336,6 +413,66 @@ class IndexListing:
         yield from query.iter_files(
             self._conn, self._file_columns, Order.ANY, " WHERE path GLOB ?", (pattern,)
         )
+
+    # -- plans -------------------------------------------------------------------------
+
+    @guards_itself
+    def planned(self, selection: FileSelection, by_path: bool = False) -> list[PlannedRow]:
+        """The files ``selection`` chooses, in storage order (shard, offset), chosen in
+        SQLite and listed by one query (no info record per file).
+
+        Args:
+            selection: its ``pattern`` (a glob over paths, recursive ``**``, hidden names
+                included, as ``Barecat.globfiles(pattern, True, True)`` matches) and its
+                ``where`` (an SQL condition on the ``files`` table's columns: ``path``,
+                ``parent``, ``size``, ``mode``, ``uid``, ``gid``, ``mtime_ns``,
+                ``shard``, ``offset``, ``crc32c``; in a sealed archive ``size`` is the
+                sealed length and ``logical_size`` the file's own) with ``params`` for
+                its ``?`` placeholders; its columns are not this query's.
+            by_path: in path order instead (files of one directory, and names sharing a
+                stem, next to each other).
+
+        Returns:
+            One :class:`PlannedRow` per chosen file.
+
+        Raises:
+            DamagedEntryBarecatError: a chosen row cannot address bytes (checked by one
+                more query in SQLite, and named as a lookup of the file names it).
+            sqlite3.Error: ``where`` is not a valid condition (SQLite's own error: the
+                condition is the caller's; other failures are barecat's errors naming
+                the index, as every listing's).
+        """
+        try:
+            return self._planned(selection, by_path)
+        except FAULTS as e:
+            if selection.where and getattr(e, "sqlite_errorcode", None) == _SQL_ERROR:
+                raise  # the caller's condition (a syntax error, an unknown column)
+            raise_index_error(self._index.path, e)
+
+    def _planned(self, selection: FileSelection, by_path: bool) -> list[PlannedRow]:
+        chosen = _chosen_by(selection)
+        if chosen is None:
+            return []
+        where, args, exact = chosen
+        conn, sealed = self._conn, self._index.sealed
+        ok = _ADDRESSES_BYTES + (_SEALED_SIZE_OK if sealed else "")
+        damaged = f"SELECT {self._file_columns} FROM files WHERE NOT ({ok}){where}"
+        for row in select(conn, damaged, args):  # (none, in an archive without damage)
+            f = query.file_from_row(row)
+            if exact is None or exact(f.path):
+                query.checked_file(f)
+        size = "logical_size" if sealed else "NULL"  # (a column less to fetch: 15% faster)
+        order = "path" if by_path else "shard, offset"
+        sql = (
+            f"SELECT path, shard, offset, size, crc32c, {size}, mtime_ns FROM files "
+            f"WHERE 1{where} ORDER BY {order}"
+        )
+        # each row made a PlannedRow as SQLite hands it over (no list of plain tuples
+        # first: half the objects, and the collector's passes over them)
+        rows: list[PlannedRow] = list(map(_as_row, repeat(PlannedRow), select(conn, sql, args)))
+        if exact is not None:
+            rows = [r for r in rows if exact(r.path)]
+        return rows
 
 
 guard_public_methods(IndexListing, lambda listing: listing._index.path)

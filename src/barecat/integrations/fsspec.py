@@ -28,12 +28,10 @@ from barecat.exceptions import (
     MissingDependencyBarecatError,
 )
 
-try:
+with MissingDependencyBarecatError.when_missing(
+    "barecat.integrations.fsspec needs fsspec", "fsspec"
+):
     from fsspec.spec import AbstractFileSystem
-except ImportError as e:
-    raise MissingDependencyBarecatError(
-        "barecat.integrations.fsspec needs fsspec", "fsspec", e
-    ) from e
 
 try:  # newer fsspec: a chained URL hands such a filesystem the whole path as ``fo``
     from fsspec.implementations.chained import ChainedFileSystem as _Layer

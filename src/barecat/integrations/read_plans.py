@@ -3,9 +3,9 @@ Arrow tables by workers: the engine-independent part of the Ray, Dask and Huggin
 readers.
 
 :func:`plan_archive` opens the archive once, lists the chosen files (a glob ``pattern``
-and an SQL ``where`` on the index's columns, both run by SQLite; see
-:func:`~barecat.archive.planned_reads.plan_rows`) in storage order (shard, offset), or
-in path order for samples, and cuts them into :class:`Chunk` s of at most ``chunk_bytes``
+and an SQL ``where`` on the index's columns, both run by SQLite: the index's plan,
+``Barecat.plan_files``, typed rows) in storage order (shard, offset), or in path order
+for samples, and cuts them into :class:`Chunk` s of at most ``chunk_bytes``
 (one block or piece of a partition each, read in one go), keeping each file's address as
 Arrow columns; :meth:`ArchivePlan.runs` cuts the chunks into contiguous runs (one read
 task, one partition), :meth:`ArchivePlan.shares` deals them into a given number of
@@ -33,13 +33,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from barecat.archive.planned_reads import (
-    PlannedFile,
-    PlannedReader,
-    PlanRow,
-    plan_rows,
-    planned_reader,
-)
+from barecat.archive.planned_reads import PlannedFile, PlannedReader, PlannedRow
 from barecat.exceptions import BarecatError
 from barecat.integrations.selection import ArchiveLocation, FileSelection
 from barecat.samples import sample_key, sample_part
@@ -57,16 +51,9 @@ MAX_CHUNK_FILES = 8192
 
 
 _PLAN_TYPE = pa.struct(
-    [
-        ("path", pa.string()),
-        ("shard", pa.int64()),
-        ("offset", pa.int64()),
-        ("stored", pa.int64()),
-        ("crc32c", pa.int64()),
-        ("size", pa.int64()),
-        ("mtime_ns", pa.int64()),
-    ]
+    [(n, pa.string() if n == "path" else pa.int64()) for n in PlannedRow._fields]
 )
+"""A chunk's plan as Arrow: a column per field of the index's planned rows."""
 
 
 @dataclass(frozen=True)
@@ -87,7 +74,7 @@ class Chunk:
 
 
 def _cut(
-    rows: list[PlanRow], chunk_bytes: int, group_by_stem: bool
+    rows: list[PlannedRow], chunk_bytes: int, group_by_stem: bool
 ) -> tuple[list[Chunk], list[str]]:
     """Planned files cut into chunks of at most ``chunk_bytes`` stored bytes and
     ``MAX_CHUNK_FILES`` files (a sample's files never split, with grouping); and the
@@ -102,14 +89,14 @@ def _cut(
     extensions: set[str] = set()
     if group_by_stem:
         for row in rows:
-            key, ext = sample_part(row[0])
+            key, ext = sample_part(row.path)
             keys.append(key)
             extensions.add(ext)
     bounds = [0]
     stored_bytes = []
     held = 0
     for i, row in enumerate(rows):
-        stored = row[3]
+        stored = row.stored
         if (
             (held + stored > chunk_bytes or i - bounds[-1] >= MAX_CHUNK_FILES)
             and i > bounds[-1]
@@ -126,7 +113,7 @@ def _cut(
     for (start, end), stored in zip(itertools.pairwise(bounds), stored_bytes, strict=True):
         part = rows[start:end]
         table = pa.Table.from_struct_array(pa.array(part, type=_PLAN_TYPE))
-        if part[0][5] is None:  # a plain archive's: the size is the stored size
+        if part[0].size is None:  # a plain archive's: the size is the stored size
             table = table.set_column(5, "size", table.column("stored"))
             logical = stored
         else:
@@ -279,8 +266,8 @@ def plan_archive(
     selection = selection or FileSelection()
     grouped = selection.group_by_stem
     with ArchiveLocation.of(location).open(lookup_table=False) as bc:
-        reader = planned_reader(bc)
-        rows = plan_rows(bc, selection.pattern, selection.where, selection.params, by_path=grouped)
+        reader = bc.planned_reader()
+        rows = bc.plan_files(selection, by_path=grouped)
     chunks, extensions = _cut(rows, chunk_bytes, grouped)
     return ArchivePlan(reader, chunks, grouped, extensions)
 

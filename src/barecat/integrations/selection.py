@@ -1,60 +1,26 @@
 """The two values every engine reader and writer is built from: :class:`FileSelection`
 ("which files": a glob ``pattern``, an SQL ``where`` and its ``params``, the ``columns``
-and ``group_by_stem``) and :class:`ArchiveLocation` ("which archive, where, with which
-key": a path or fsspec URL, the ``passphrase``, fsspec's ``storage_options`` and the
-``cache_dir`` of a remote archive's index copy).
+and ``group_by_stem``; defined in ``barecat/selection.py``, below the layers that choose
+files, and offered here at its old place) and :class:`ArchiveLocation` ("which archive,
+where, with which key": a path or fsspec URL, the ``passphrase``, fsspec's
+``storage_options`` and the ``cache_dir`` of a remote archive's index copy).
 
 The engines' public functions (Ray's and Dask's ``read_barecat``, Hugging Face's
 ``iterable_dataset`` and ``to_dataset``, the PyTorch dataset, the Ray and Dask writers)
 keep their keyword arguments; they build these values at their top and hand them down,
 so that the planning (``read_plans.py``), the parts of a write (``parts.py``) and the
 opening of the archive take one value each, not the block of keywords. Imports only the
-archive layer (no engine, no pyarrow).
+archive layer and ``selection`` (no engine, no pyarrow).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from barecat.archive import Barecat, Passphrase
-
-
-@dataclass(frozen=True)
-class FileSelection:
-    """Which files of an archive, and which columns of their rows.
-
-    Attributes:
-        pattern: a glob over paths (``**`` recursive, hidden names included); None: all.
-        where: an SQL condition on the index's ``files`` columns (``size``, ``mtime_ns``,
-            ``mode``, ``path``, ...; in a sealed archive ``size`` is the sealed length and
-            ``logical_size`` the file's own), ``?`` placeholders filled from ``params``.
-        params: values for ``where``'s placeholders.
-        columns: the columns to produce, None: all (checked against the plan's).
-        group_by_stem: one row per sample: ``__key__`` (the path up to the first dot of
-            the file name) and a column per extension; files planned in path order.
-    """
-
-    pattern: str | None = None
-    where: str | None = None
-    params: tuple[object, ...] = ()
-    columns: tuple[str, ...] | None = None
-    group_by_stem: bool = False
-
-    @classmethod
-    def of(
-        cls,
-        pattern: str | None,
-        where: str | None,
-        params: Sequence[object],
-        columns: Sequence[str] | None,
-        group_by_stem: bool,
-    ) -> FileSelection:
-        """The selection a reader's keyword arguments make (sequences kept as tuples)."""
-        chosen = None if columns is None else tuple(columns)
-        return cls(pattern, where, tuple(params), chosen, group_by_stem)
+from barecat.selection import FileSelection
 
 
 @dataclass(frozen=True)

@@ -31,21 +31,19 @@ import os
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from barecat.exceptions import MissingDependencyBarecatError
 
-try:
+with MissingDependencyBarecatError.when_missing(
+    "barecat.integrations.dask needs Dask DataFrame", "dask"
+):
     import dask.dataframe as dd
     import pandas as pd
     import pyarrow as pa
-except ImportError as e:
-    raise MissingDependencyBarecatError(
-        "barecat.integrations.dask needs Dask DataFrame", "dask", e
-    ) from e
 
-from barecat.archive import Passphrase
 from barecat.archive.planned_reads import PlannedReader
+from barecat.integrations.keywords import ReaderKeywords, reader_values, shows_keywords
 from barecat.integrations.read_plans import (
     DEFAULT_CHUNK_BYTES,
     MAX_CHUNK_FILES,
@@ -54,7 +52,9 @@ from barecat.integrations.read_plans import (
     plan_archive,
     read_chunk,
 )
-from barecat.integrations.selection import ArchiveLocation, FileSelection
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 DEFAULT_PARTITION_BYTES = 64 << 20
 """Largest run of stored bytes one partition reads (Dask's own readers aim at about
@@ -152,38 +152,26 @@ def _to_pandas(table: pa.Table) -> pd.DataFrame:
     return frame
 
 
+@shows_keywords(ReaderKeywords)
 def read_barecat(
     path_or_url: str | os.PathLike[str],
     *,
-    pattern: str | None = None,
-    where: str | None = None,
-    params: Sequence[object] = (),
-    columns: Sequence[str] | None = None,
-    group_by_stem: bool = False,
-    passphrase: Passphrase | None = None,
-    storage_options: dict[str, Any] | None = None,
-    cache_dir: str | None = None,
     partition_bytes: int = DEFAULT_PARTITION_BYTES,
     chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+    **keywords: Unpack[ReaderKeywords],
 ) -> dd.DataFrame:
     """An archive's files as a Dask DataFrame, a partition per contiguous run of them in
     storage order (see the module doc).
 
     Args:
         path_or_url: the archive (a local path, or an fsspec URL such as ``s3://...``).
-        pattern: a glob over paths (``**`` recursive, hidden names included).
-        where: an SQL condition on the index's ``files`` columns (``size``, ``mtime_ns``,
-            ``mode``, ``path``, ...; in a sealed archive ``size`` is the sealed length and
-            ``logical_size`` the file's own), with ``?`` placeholders.
-        params: values for ``where``'s placeholders.
-        columns: the columns to produce (default: all).
-        group_by_stem: one row per sample: ``__key__`` and a column per extension.
-        passphrase: an encrypted archive's passphrase (used here, on the client).
-        storage_options: fsspec options for a URL (credentials, endpoint).
-        cache_dir: where the client keeps a remote archive's index copy.
         partition_bytes: the most stored bytes one partition reads (the first
             partitions read less: 4 MiB, then twice as much each).
         chunk_bytes: the most bytes read in one go (one Arrow buffer).
+        **keywords: which files and the archive's key and options, used here on the
+            client (``pattern``, ``where``, ``params``, ``columns``,
+            ``group_by_stem``, ``passphrase``, ``storage_options``, ``cache_dir``: see
+            :class:`~barecat.integrations.keywords.ReaderKeywords`).
 
     Returns:
         The DataFrame (lazy: the plan is made now, the bytes read when it is computed).
@@ -198,9 +186,9 @@ def read_barecat(
     """
     if partition_bytes < 1 or chunk_bytes < 1:
         raise ValueError("partition_bytes and chunk_bytes are numbers of bytes, at least 1")
-    selection = FileSelection.of(pattern, where, params, columns, group_by_stem)
+    location, selection = reader_values(path_or_url, keywords, "read_barecat")
     plan = plan_archive(
-        ArchiveLocation.of(path_or_url, passphrase, storage_options, cache_dir),
+        location,
         selection,
         chunk_bytes=min(chunk_bytes, partition_bytes, FIRST_PARTITION_BYTES),
     )
@@ -224,7 +212,7 @@ def read_barecat(
         divisions=divisions,
         label="read-barecat",
         enforce_metadata=False,
-        columns=None if columns is None else list(columns),
+        columns=None if selection.columns is None else list(selection.columns),
     )
     return frame
 

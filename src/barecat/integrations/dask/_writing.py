@@ -18,31 +18,30 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from barecat.exceptions import MissingDependencyBarecatError
 
-try:
+with MissingDependencyBarecatError.when_missing(
+    "barecat.integrations.dask needs Dask DataFrame", "dask"
+):
     import dask.dataframe as dd
     import pandas as pd
     import pyarrow as pa
     from dask.base import compute, get_scheduler
     from dask.delayed import Delayed
-except ImportError as e:
-    raise MissingDependencyBarecatError(
-        "barecat.integrations.dask needs Dask DataFrame", "dask", e
-    ) from e
 
-from barecat.archive import Passphrase
 from barecat.exceptions import BarecatError
+from barecat.integrations.keywords import WriterKeywords, shows_keywords, writer_values
 from barecat.integrations.parts import (
     OPTIONAL_COLUMNS,
     REQUIRED_COLUMNS,
-    OutputSettings,
     PartArchives,
     check_columns,
 )
-from barecat.integrations.selection import ArchiveLocation
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 
 def _write_partition(
@@ -70,16 +69,11 @@ def _compute_all(tasks: Sequence[Delayed]) -> list[Any]:
     return results
 
 
+@shows_keywords(WriterKeywords)
 def write_barecat(
     df: dd.DataFrame,
     path: str | os.PathLike[str],
-    *,
-    overwrite: bool = False,
-    shard_size_limit: int | str | None = None,
-    compression: str | None = None,
-    compression_level: int | None = None,
-    passphrase: Passphrase | None = None,
-    storage_options: dict[str, Any] | None = None,
+    **keywords: Unpack[WriterKeywords],
 ) -> None:
     """Write a DataFrame's rows (``path``, ``bytes``; optionally ``mtime_ns``, ``mode``)
     as the files of a new archive at ``path``: a part-archive per partition, joined once
@@ -90,15 +84,11 @@ def write_barecat(
         df: the rows (``bytes`` as Python bytes or ``binary[pyarrow]``).
         path: the archive to create: on a filesystem every worker reaches, or a URL of
             object storage (``s3://...``; no shared filesystem needed).
-        overwrite: replace an existing archive (once the new one is whole).
-        shard_size_limit: the output's shard size limit (bytes, or '1G').
-        compression: store files compressed (``'zstd'``, ``'lz4'``): a sealed archive.
-        compression_level: the codec's level.
-        passphrase: encrypt the output with this passphrase (a function giving one is
-            asked once, on the client; the passphrase travels to the workers in the
-            graph, never shown by ``repr``; its parts share the output's data key).
-        storage_options: fsspec's options for a URL ``path`` (the client's and the
-            workers').
+        **keywords: how the output is made, and its key and options (``overwrite``,
+            ``shard_size_limit``, ``compression``, ``compression_level``,
+            ``passphrase``, ``storage_options``: see
+            :class:`~barecat.integrations.keywords.WriterKeywords`; the client is the
+            driver, the workers the write tasks).
 
     Raises:
         FileExistsBarecatError: an archive exists at ``path`` (without ``overwrite``),
@@ -108,8 +98,7 @@ def write_barecat(
             there).
         Exception: what a partition's computation raised; then no archive appears.
     """
-    location = ArchiveLocation.of(path, passphrase, storage_options)
-    settings = OutputSettings(overwrite, shard_size_limit, compression, compression_level)
+    location, settings = writer_values(path, keywords, "write_barecat")
     parts = PartArchives(location, "dask", settings)
     columns = [str(c) for c in df.columns]
     check_columns(columns)

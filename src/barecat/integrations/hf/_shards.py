@@ -25,25 +25,24 @@ where a sample lacks one; with ``images=True`` image extensions are ``Image()``)
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from barecat.exceptions import MissingDependencyBarecatError
 
-try:
+with MissingDependencyBarecatError.when_missing(
+    "barecat.integrations.hf needs Hugging Face datasets", "hf"
+):
     import datasets  # type: ignore[import-untyped]
     import pyarrow as pa
-except ImportError as e:
-    raise MissingDependencyBarecatError(
-        "barecat.integrations.hf needs Hugging Face datasets", "hf", e
-    ) from e
 
-from barecat.archive import Passphrase
 from barecat.archive.planned_reads import PlannedReader
 from barecat.exceptions import BarecatError
+from barecat.integrations.keywords import ReaderKeywords, reader_values, shows_keywords
 from barecat.integrations.read_plans import (
     DEFAULT_CHUNK_BYTES,
     KEY_COLUMN,
@@ -52,6 +51,9 @@ from barecat.integrations.read_plans import (
     read_chunk,
 )
 from barecat.integrations.selection import ArchiveLocation, FileSelection
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 IMAGE_EXTENSIONS = frozenset({"bmp", "gif", "jpeg", "jpg", "png", "tif", "tiff", "webp"})
 """Extensions whose columns are ``datasets.Image()`` with ``images=True`` and grouping."""
@@ -118,41 +120,55 @@ class BarecatShards:
         return h.hexdigest()[:32]
 
 
+@dataclass(frozen=True)
+class Sharding:
+    """How :func:`plan_shards` makes rows and shards of the chosen files (its own
+    keywords, besides a reader's).
+
+    Attributes:
+        images: contents as ``datasets.Image()`` (the ``image`` column, and ``image``
+            for ``bytes`` in ``columns``; with grouping, the columns of image
+            extensions).
+        num_shards: how many shards (default: 64, or a multiple of 64 keeping shards
+            at most about 1 GiB); a multiple of world size times DataLoader workers
+            lets every worker read its own.
+        chunk_bytes: the most bytes read in one go.
+    """
+
+    images: bool = False
+    num_shards: int | None = None
+    chunk_bytes: int = DEFAULT_CHUNK_BYTES
+
+
+class ShardKeywords(ReaderKeywords, total=False):
+    """The keywords of :func:`plan_shards`, :func:`iterable_dataset` and
+    :func:`to_dataset`: a reader's (which files, the archive's key and options) and
+    :class:`Sharding`'s fields."""
+
+    images: bool
+    num_shards: int | None
+    chunk_bytes: int
+
+
+_shows_keywords = shows_keywords(ShardKeywords, Sharding, {"images": "group_by_stem"})
+"""Writes out the three functions' keywords in their signatures (``images`` where it
+always stood)."""
+
+
+@_shows_keywords
 def plan_shards(
-    path_or_url: str | os.PathLike[str],
-    *,
-    pattern: str | None = None,
-    where: str | None = None,
-    params: Sequence[object] = (),
-    columns: Sequence[str] | None = None,
-    group_by_stem: bool = False,
-    images: bool = False,
-    passphrase: Passphrase | None = None,
-    storage_options: dict[str, Any] | None = None,
-    cache_dir: str | None = None,
-    num_shards: int | None = None,
-    chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+    path_or_url: str | os.PathLike[str], **keywords: Unpack[ShardKeywords]
 ) -> BarecatShards:
     """Plan an archive's files into shards (see the module doc).
 
     Args:
         path_or_url: the archive (a local path, or ``s3://...`` and other fsspec URLs).
-        pattern: a glob over paths (``**`` recursive, hidden names included); None: all.
-        where: an SQL condition on the index's ``files`` columns (``size``, ``mtime_ns``,
-            ``mode``, ``path``, ...; in a sealed archive ``size`` is the sealed length and
-            ``logical_size`` the file's own), ``?`` placeholders filled from ``params``.
-        params: values for ``where``'s placeholders.
-        columns: the columns to produce (default: all).
-        group_by_stem: one row per sample (``__key__`` and a column per extension).
-        images: contents as ``datasets.Image()`` (the ``image`` column; with grouping,
-            the columns of image extensions).
-        passphrase: an encrypted archive's passphrase.
-        storage_options: fsspec options for a URL (credentials, endpoint).
-        cache_dir: where a remote archive's index copy is kept.
-        num_shards: how many shards (default: 64, or a multiple of 64 keeping shards
-            at most about 1 GiB); a multiple of world size times DataLoader workers
-            lets every worker read its own.
-        chunk_bytes: the most bytes read in one go.
+        **keywords: which files and the archive's key and options (``pattern``,
+            ``where``, ``params``, ``columns``, ``group_by_stem``, ``passphrase``,
+            ``storage_options``, ``cache_dir``: see
+            :class:`~barecat.integrations.keywords.ReaderKeywords`), and how their rows
+            and shards are made (``images``, ``num_shards``, ``chunk_bytes``: see
+            :class:`Sharding`).
 
     Returns:
         The plan.
@@ -164,20 +180,28 @@ def plan_shards(
         WrongPassphraseBarecatError: a wrong passphrase.
         ValueError: ``num_shards`` or ``chunk_bytes`` below 1.
         sqlite3.Error: ``where`` is not a valid condition.
+        TypeError: a keyword none of these.
     """
-    location = ArchiveLocation.of(path_or_url, passphrase, storage_options, cache_dir)
-    selection = FileSelection.of(pattern, where, params, columns, group_by_stem)
-    return _shards_of(location, selection, images, num_shards, chunk_bytes)
+    return _planned(path_or_url, keywords, "plan_shards")
+
+
+def _planned(
+    path_or_url: str | os.PathLike[str], keywords: Mapping[str, Any], function: str
+) -> BarecatShards:
+    """:func:`plan_shards` for the function named ``function``."""
+    own = {f.name for f in dataclasses.fields(Sharding)}
+    read = {k: v for k, v in keywords.items() if k not in own}
+    location, selection = reader_values(path_or_url, read, function)
+    sharding = Sharding(**{k: v for k, v in keywords.items() if k in own})
+    return _shards_of(location, selection, sharding)
 
 
 def _shards_of(
-    location: ArchiveLocation,
-    selection: FileSelection,
-    images: bool,
-    num_shards: int | None,
-    chunk_bytes: int,
+    location: ArchiveLocation, selection: FileSelection, sharding: Sharding
 ) -> BarecatShards:
-    """:func:`plan_shards` of the two values (which archive, which files)."""
+    """:func:`plan_shards` of the two values (which archive, which files) and the
+    sharding."""
+    images, num_shards, chunk_bytes = sharding.images, sharding.num_shards, sharding.chunk_bytes
     if (num_shards is not None and num_shards < 1) or chunk_bytes < 1:
         raise ValueError("num_shards and chunk_bytes are at least 1")
     plan = plan_archive(location, selection, chunk_bytes=chunk_bytes)
@@ -242,21 +266,12 @@ def generate_rows(
             yield from table.to_pylist()
 
 
+@_shows_keywords
 def iterable_dataset(
     path_or_url: str | os.PathLike[str],
     *,
-    pattern: str | None = None,
-    where: str | None = None,
-    params: Sequence[object] = (),
-    columns: Sequence[str] | None = None,
-    group_by_stem: bool = False,
-    images: bool = False,
-    passphrase: Passphrase | None = None,
-    storage_options: dict[str, Any] | None = None,
-    cache_dir: str | None = None,
-    num_shards: int | None = None,
-    chunk_bytes: int = DEFAULT_CHUNK_BYTES,
     split: str = "train",
+    **keywords: Unpack[ShardKeywords],
 ) -> datasets.IterableDataset:
     """An archive's files as a sharded ``datasets.IterableDataset`` (see the module doc).
 
@@ -266,18 +281,9 @@ def iterable_dataset(
 
     Args:
         path_or_url: the archive (a local path, or an fsspec URL such as ``s3://...``).
-        pattern: a glob over paths (``**`` recursive, hidden names included).
-        where: an SQL condition on the index's columns, with ``?`` placeholders.
-        params: values for ``where``'s placeholders.
-        columns: the columns to produce (default: all).
-        group_by_stem: one row per sample: ``__key__`` and a column per extension.
-        images: contents as ``datasets.Image()`` (see :func:`plan_shards`).
-        passphrase: an encrypted archive's passphrase.
-        storage_options: fsspec options for a URL.
-        cache_dir: where a remote archive's index copy is kept.
-        num_shards: how many shards (see :func:`plan_shards`).
-        chunk_bytes: the most bytes read in one go.
         split: the split's name.
+        **keywords: which files, the archive's key and options, and the sharding
+            (see :func:`plan_shards`).
 
     Returns:
         The dataset (the plan is made now, the bytes read while iterating).
@@ -286,9 +292,7 @@ def iterable_dataset(
         FileNotFoundBarecatError: no archive there.
         BarecatError: see :func:`plan_shards`.
     """
-    location = ArchiveLocation.of(path_or_url, passphrase, storage_options, cache_dir)
-    selection = FileSelection.of(pattern, where, params, columns, group_by_stem)
-    plan = _shards_of(location, selection, images, num_shards, chunk_bytes)
+    plan = _planned(path_or_url, keywords, "iterable_dataset")
     # what IterableDataset.from_generator does, with the plan's own fingerprint: without
     # one, datasets names the builder by hashing the whole plan (seconds per 100,000 files)
     from datasets.io.generator import GeneratorDatasetInputStream  # type: ignore[import-untyped]
@@ -305,24 +309,15 @@ def iterable_dataset(
     return dataset
 
 
+@_shows_keywords
 def to_dataset(
     path_or_url: str | os.PathLike[str],
     *,
-    pattern: str | None = None,
-    where: str | None = None,
-    params: Sequence[object] = (),
-    columns: Sequence[str] | None = None,
-    group_by_stem: bool = False,
-    images: bool = False,
-    passphrase: Passphrase | None = None,
-    storage_options: dict[str, Any] | None = None,
-    cache_dir: str | None = None,
-    num_shards: int | None = None,
-    chunk_bytes: int = DEFAULT_CHUNK_BYTES,
     num_proc: int | None = None,
     dataset_cache_dir: str | os.PathLike[str] | None = None,
     keep_in_memory: bool = False,
     split: str = "train",
+    **keywords: Unpack[ShardKeywords],
 ) -> datasets.Dataset:
     """An archive's files materialised as a ``datasets.Dataset`` (Arrow files in the
     ``datasets`` cache, named by the plan's :meth:`~BarecatShards.fingerprint`: made once
@@ -334,21 +329,12 @@ def to_dataset(
 
     Args:
         path_or_url: the archive (a local path, or an fsspec URL such as ``s3://...``).
-        pattern: a glob over paths (``**`` recursive, hidden names included).
-        where: an SQL condition on the index's columns, with ``?`` placeholders.
-        params: values for ``where``'s placeholders.
-        columns: the columns to produce (default: all).
-        group_by_stem: one row per sample: ``__key__`` and a column per extension.
-        images: contents as ``datasets.Image()`` (see :func:`plan_shards`).
-        passphrase: an encrypted archive's passphrase.
-        storage_options: fsspec options for a URL.
-        cache_dir: where a remote archive's index copy is kept.
-        num_shards: how many shards (see :func:`plan_shards`).
-        chunk_bytes: the most bytes read in one go.
         num_proc: processes that read shards at once (``datasets``' own).
         dataset_cache_dir: the ``datasets`` cache (default: its own, ``HF_DATASETS_CACHE``).
         keep_in_memory: load the table into memory (rather than memory-map it).
         split: the split's name.
+        **keywords: which files, the archive's key and options, and the sharding
+            (see :func:`plan_shards`).
 
     Returns:
         The dataset, rows in storage order (in path order with grouping).
@@ -359,9 +345,7 @@ def to_dataset(
         datasets.exceptions.DatasetGenerationError: a read failed; its cause is the
             ``BarecatIntegrityError`` naming the damaged file.
     """
-    location = ArchiveLocation.of(path_or_url, passphrase, storage_options, cache_dir)
-    selection = FileSelection.of(pattern, where, params, columns, group_by_stem)
-    plan = _shards_of(location, selection, images, num_shards, chunk_bytes)
+    plan = _planned(path_or_url, keywords, "to_dataset")
     dataset: datasets.Dataset = datasets.Dataset.from_generator(
         generate_rows,
         features=plan.features,

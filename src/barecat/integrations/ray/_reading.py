@@ -29,21 +29,19 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Iterator, Sequence
-from typing import Any
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
 from barecat.exceptions import MissingDependencyBarecatError
 
-try:
+with MissingDependencyBarecatError.when_missing("barecat.integrations.ray needs Ray Data", "ray"):
     import pyarrow as pa
     import ray.data
     from ray.data.block import Block, BlockMetadata
     from ray.data.datasource import Datasource, ReadTask
-except ImportError as e:
-    raise MissingDependencyBarecatError("barecat.integrations.ray needs Ray Data", "ray", e) from e
 
-from barecat.archive import Passphrase
 from barecat.archive.planned_reads import PlannedReader
+from barecat.integrations.keywords import ReaderKeywords, reader_values, shows_keywords
 from barecat.integrations.read_plans import (
     DEFAULT_CHUNK_BYTES,
     DEFAULT_TARGET_BYTES,
@@ -53,6 +51,9 @@ from barecat.integrations.read_plans import (
     sample_key,
 )
 from barecat.integrations.selection import ArchiveLocation, FileSelection
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 _MIN_TASK_BYTES = 4 << 20
 """Smallest run a task is given, however many tasks Ray asks for (a task costs ~ms)."""
@@ -80,21 +81,15 @@ class BarecatDatasource(Datasource):
 
     Args:
         path_or_url: the archive (a local path, or ``s3://...`` and other fsspec URLs).
-        pattern: a glob over paths (``**`` recursive, hidden names included); None: all.
-        where: an SQL condition on the index's ``files`` columns (``size``, ``mtime_ns``,
-            ``mode``, ``path``, ...; in a sealed archive ``size`` is the sealed length and
-            ``logical_size`` the file's own), ``?`` placeholders filled from ``params``.
-        params: values for ``where``'s placeholders.
-        columns: the columns to produce (default: all).
-        group_by_stem: one row per sample (``__key__`` and a column per extension).
-        passphrase: an encrypted archive's passphrase.
-        storage_options: fsspec options for a URL (credentials, endpoint).
-        cache_dir: where the driver keeps a remote archive's index copy.
         target_bytes: the most bytes one read task reads.
         chunk_bytes: the most bytes one block holds (and one read fetches); the first
             blocks hold less (1 MiB, then twice as much each), so the first comes soon.
         tasks_per_cpu: the most read tasks per CPU of the cluster, however many Ray
             asks for (None: about as many as Ray asks for).
+        **keywords: which files and the archive's key and options (``pattern``,
+            ``where``, ``params``, ``columns``, ``group_by_stem``, ``passphrase``,
+            ``storage_options``, ``cache_dir``: see
+            :class:`~barecat.integrations.keywords.ReaderKeywords`).
 
     Raises:
         FileNotFoundBarecatError: no archive there.
@@ -104,25 +99,18 @@ class BarecatDatasource(Datasource):
         sqlite3.Error: ``where`` is not a valid condition.
     """
 
+    @shows_keywords(ReaderKeywords)
     def __init__(
         self,
         path_or_url: str | os.PathLike[str],
         *,
-        pattern: str | None = None,
-        where: str | None = None,
-        params: Sequence[object] = (),
-        columns: Sequence[str] | None = None,
-        group_by_stem: bool = False,
-        passphrase: Passphrase | None = None,
-        storage_options: dict[str, Any] | None = None,
-        cache_dir: str | None = None,
         target_bytes: int = DEFAULT_TARGET_BYTES,
         chunk_bytes: int = DEFAULT_CHUNK_BYTES,
         tasks_per_cpu: int | None = DEFAULT_TASKS_PER_CPU,
+        **keywords: Unpack[ReaderKeywords],
     ) -> None:
         super().__init__()  # type: ignore[no-untyped-call]
-        location = ArchiveLocation.of(path_or_url, passphrase, storage_options, cache_dir)
-        selection = FileSelection.of(pattern, where, params, columns, group_by_stem)
+        location, selection = reader_values(path_or_url, keywords, "BarecatDatasource")
         self._planned(location, selection, target_bytes, chunk_bytes, tasks_per_cpu)
 
     @classmethod
@@ -268,35 +256,21 @@ def _read_chunks(
         yield read_chunk(reader, plan, columns, group_by_stem, extensions)
 
 
+@shows_keywords(ReaderKeywords)
 def read_barecat(
     path_or_url: str | os.PathLike[str],
     *,
-    pattern: str | None = None,
-    where: str | None = None,
-    params: Sequence[object] = (),
-    columns: Sequence[str] | None = None,
-    group_by_stem: bool = False,
-    passphrase: Passphrase | None = None,
-    storage_options: dict[str, Any] | None = None,
-    cache_dir: str | None = None,
     target_bytes: int = DEFAULT_TARGET_BYTES,
     chunk_bytes: int = DEFAULT_CHUNK_BYTES,
     override_num_blocks: int | None = None,
     concurrency: int | None = None,
     ray_remote_args: dict[str, Any] | None = None,
+    **keywords: Unpack[ReaderKeywords],
 ) -> ray.data.Dataset:
     """An archive's files as a Ray ``Dataset`` (see :class:`BarecatDatasource`).
 
     Args:
         path_or_url: the archive (a local path, or an fsspec URL such as ``s3://...``).
-        pattern: a glob over paths (``**`` recursive, hidden names included).
-        where: an SQL condition on the index's columns, with ``?`` placeholders.
-        params: values for ``where``'s placeholders.
-        columns: the columns to produce (default: all).
-        group_by_stem: one row per sample: ``__key__`` and a column per extension.
-        passphrase: an encrypted archive's passphrase.
-        storage_options: fsspec options for a URL.
-        cache_dir: where the driver keeps a remote archive's index copy.
         target_bytes: the most bytes one read task reads.
         chunk_bytes: the most bytes one block holds.
         override_num_blocks: as for ``ray.data.read_datasource`` (the number of tasks
@@ -306,6 +280,8 @@ def read_barecat(
             block) instead of splitting it to make up the blocks it would ask for.
         concurrency: the most read tasks running at once.
         ray_remote_args: more options of the read tasks (``num_cpus``, ...).
+        **keywords: which files and the archive's key and options (as for
+            :class:`BarecatDatasource`).
 
     Returns:
         The dataset (lazy: the plan is made now, the bytes read when it runs).
@@ -314,9 +290,10 @@ def read_barecat(
         FileNotFoundBarecatError: no archive there.
         BarecatError: see :class:`BarecatDatasource`.
     """
+    location, selection = reader_values(path_or_url, keywords, "read_barecat")
     source = BarecatDatasource.of(
-        ArchiveLocation.of(path_or_url, passphrase, storage_options, cache_dir),
-        FileSelection.of(pattern, where, params, columns, group_by_stem),
+        location,
+        selection,
         target_bytes=target_bytes,
         chunk_bytes=chunk_bytes,
         tasks_per_cpu=DEFAULT_TASKS_PER_CPU if override_num_blocks is None else None,

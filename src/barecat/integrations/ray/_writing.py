@@ -28,21 +28,22 @@ from __future__ import annotations
 import os
 import warnings
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from barecat.exceptions import MissingDependencyBarecatError
 
-try:
+with MissingDependencyBarecatError.when_missing("barecat.integrations.ray needs Ray Data", "ray"):
     import pyarrow as pa
     import ray.data
     from ray.data.block import Block, BlockAccessor
     from ray.data.datasource import Datasink, WriteResult
-except ImportError as e:
-    raise MissingDependencyBarecatError("barecat.integrations.ray needs Ray Data", "ray", e) from e
 
-from barecat.archive import Passphrase
+from barecat.integrations.keywords import WriterKeywords, shows_keywords, writer_values
 from barecat.integrations.parts import OutputSettings, PartArchives, WrittenPart
 from barecat.integrations.selection import ArchiveLocation
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 DEFAULT_PART_BYTES = 64 << 20
 """Rows Ray gathers for one write task (one part-archive), in bytes: fewer, bigger parts
@@ -55,39 +56,30 @@ class BarecatDatasink(Datasink[WrittenPart | None]):
     Args:
         path: the archive to create: a local path that every write task can reach, or a
             URL of object storage (``s3://...``), which needs no shared filesystem.
-        overwrite: replace an existing archive there (once the new one is whole).
-        shard_size_limit: the output's (and each part's) shard size limit (bytes, '1G').
-        compression: store files compressed (``'zstd'``, ``'lz4'``): a sealed archive.
-        compression_level: the codec's level.
-        passphrase: encrypt the output (sealed like it, the parts join as they are; the
-            passphrase travels to the write tasks, never shown by ``repr``).
-        storage_options: fsspec's options for a URL ``path`` (credentials, endpoint);
-            every write task needs them too.
         staging_dir: deprecated and unused (parts no longer pass through a folder of the
             driver; each task uploads its own); giving one warns.
         part_bytes: about how many bytes of rows each write task (each part) takes (0:
             as the blocks come, which lets Ray fuse the write with the step before it).
+        **keywords: how the output is made, and its key and options (``overwrite``,
+            ``shard_size_limit``, ``compression``, ``compression_level``,
+            ``passphrase``, ``storage_options``: see
+            :class:`~barecat.integrations.keywords.WriterKeywords`).
 
     Raises:
         FileExistsBarecatError: an archive exists at ``path`` (without ``overwrite``).
     """
 
+    @shows_keywords(WriterKeywords)
     def __init__(
         self,
         path: str | os.PathLike[str],
         *,
-        overwrite: bool = False,
-        shard_size_limit: int | str | None = None,
-        compression: str | None = None,
-        compression_level: int | None = None,
-        passphrase: Passphrase | None = None,
-        storage_options: dict[str, Any] | None = None,
         staging_dir: str | os.PathLike[str] | None = None,
         part_bytes: int = DEFAULT_PART_BYTES,
+        **keywords: Unpack[WriterKeywords],
     ) -> None:
         _warn_staging(staging_dir)
-        location = ArchiveLocation.of(path, passphrase, storage_options)
-        settings = OutputSettings(overwrite, shard_size_limit, compression, compression_level)
+        location, settings = writer_values(path, keywords, "BarecatDatasink")
         self._made(PartArchives(location, "ray", settings), part_bytes)
 
     @classmethod
@@ -165,20 +157,16 @@ def _warn_staging(staging_dir: str | os.PathLike[str] | None) -> None:
         )
 
 
+@shows_keywords(WriterKeywords)
 def write_barecat(
     ds: ray.data.Dataset,
     path: str | os.PathLike[str],
     *,
-    overwrite: bool = False,
-    shard_size_limit: int | str | None = None,
-    compression: str | None = None,
-    compression_level: int | None = None,
-    passphrase: Passphrase | None = None,
-    storage_options: dict[str, Any] | None = None,
     staging_dir: str | os.PathLike[str] | None = None,
     part_bytes: int = DEFAULT_PART_BYTES,
     concurrency: int | None = None,
     ray_remote_args: dict[str, Any] | None = None,
+    **keywords: Unpack[WriterKeywords],
 ) -> None:
     """Write a dataset's rows (``path``, ``bytes``; optionally ``mtime_ns``, ``mode``)
     as the files of a new archive at ``path`` (see :class:`BarecatDatasink`).
@@ -187,19 +175,13 @@ def write_barecat(
         ds: the dataset.
         path: the archive to create: on a filesystem every write task reaches, or a URL
             of object storage (``s3://...``; no shared filesystem needed).
-        overwrite: replace an existing archive (once the new one is whole).
-        shard_size_limit: the output's shard size limit.
-        compression: store files compressed (``'zstd'``, ``'lz4'``).
-        compression_level: the codec's level.
-        passphrase: encrypt the output with this passphrase (its parts share its data
-            key, so the join re-encrypts nothing).
-        storage_options: fsspec's options for a URL ``path`` (the driver's and the
-            write tasks').
         staging_dir: deprecated and unused (see :class:`BarecatDatasink`).
         part_bytes: about how many bytes of rows each write task (each part) takes (0:
             as the blocks come).
         concurrency: the most write tasks running at once.
         ray_remote_args: more options of the write tasks.
+        **keywords: how the output is made, and its key and options (as for
+            :class:`BarecatDatasink`).
 
     Raises:
         FileExistsBarecatError: an archive exists at ``path`` (without ``overwrite``),
@@ -209,8 +191,7 @@ def write_barecat(
             there).
     """
     _warn_staging(staging_dir)
-    location = ArchiveLocation.of(path, passphrase, storage_options)
-    settings = OutputSettings(overwrite, shard_size_limit, compression, compression_level)
+    location, settings = writer_values(path, keywords, "write_barecat")
     sink = BarecatDatasink.of(location, settings, part_bytes=part_bytes)
     ds.write_datasink(sink, concurrency=concurrency, ray_remote_args=ray_remote_args or {})
 

@@ -32,17 +32,14 @@ from typing import Any
 
 from barecat.exceptions import FileTooLargeBarecatError, MissingDependencyBarecatError
 
-try:
+with MissingDependencyBarecatError.when_missing(
+    "barecat.integrations.torch needs PyTorch", "torch"
+):
     import torch
     from torch.utils.data import get_worker_info
-except ImportError as e:
-    raise MissingDependencyBarecatError(
-        "barecat.integrations.torch needs PyTorch", "torch", e
-    ) from e
-try:
+# (torch does not require NumPy; the torch extra installs it)
+with MissingDependencyBarecatError.when_missing("barecat.integrations.torch needs NumPy", "torch"):
     import numpy as np
-except ImportError as e:  # (torch does not require it; the torch extra installs it)
-    raise MissingDependencyBarecatError("barecat.integrations.torch needs NumPy", "torch", e) from e
 
 from barecat.archive import Barecat
 

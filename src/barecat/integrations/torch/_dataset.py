@@ -31,17 +31,16 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from barecat.exceptions import MissingDependencyBarecatError
 
-try:
+with MissingDependencyBarecatError.when_missing(
+    "barecat.integrations.torch needs PyTorch", "torch"
+):
     import torch
     from torch.utils.data import Dataset, Sampler
-except ImportError as e:
-    raise MissingDependencyBarecatError(
-        "barecat.integrations.torch needs PyTorch", "torch", e
-    ) from e
 
 from barecat.archive import Barecat
 from barecat.codecs import DecodedView
@@ -55,6 +54,45 @@ KEY = "__key__"
 
 TargetFn = Callable[[str], Any]
 """A target from an item's path (its sample key with ``group_by_stem``)."""
+
+
+@dataclass(frozen=True)
+class ItemForm:
+    """What a dataset's item is made of: the options that shape it (see
+    :class:`BarecatDataset`'s table).
+
+    Attributes:
+        decode: False: the bytes; True: decoded by extension; a function
+            ``(path, bytes) -> value``.
+        transform: applied to each value (or to the ``(path, bytes)`` pair).
+        target_fn: ``"parent"``, a function of the key, or None (no target).
+        target_transform: applied to each target.
+        with_path: the path (the sample key) first in each item.
+        pair: the ``(path, bytes)`` items of earlier versions (no option given).
+    """
+
+    decode: bool | Callable[[str, bytes], Any] = False
+    transform: Callable[[Any], Any] | None = None
+    target_fn: Literal["parent"] | TargetFn | None = None
+    target_transform: Callable[[Any], Any] | None = None
+    with_path: bool = True
+    pair: bool = True
+
+    @classmethod
+    def of(
+        cls,
+        decode: bool | Callable[[str, bytes], Any],
+        transform: Callable[[Any], Any] | None,
+        target_fn: Literal["parent"] | TargetFn | None,
+        target_transform: Callable[[Any], Any] | None,
+        with_path: bool | None,
+        group_by_stem: bool,
+    ) -> ItemForm:
+        """The form the dataset's arguments give (``with_path`` None: only in the pair
+        form of earlier versions, which no option at all gives)."""
+        pair = (with_path, decode, target_fn, group_by_stem) == (None, False, None, False)
+        shown = pair if with_path is None else with_path
+        return cls(decode, transform, target_fn, target_transform, shown, pair)
 
 
 class BarecatDataset(Dataset[Any]):
@@ -112,6 +150,7 @@ class BarecatDataset(Dataset[Any]):
 
     Attributes:
         location: the archive, its key and options (each process opens it with them).
+        form: what an item is made of (the options ``decode`` to ``with_path``).
         paths: the files read, in order (with ``group_by_stem``, all the samples' files).
         keys: what each item is known by: its path, or its sample key.
         classes: with ``target_fn="parent"``, the folder names, sorted (else None).
@@ -149,14 +188,10 @@ class BarecatDataset(Dataset[Any]):
             )
         self.location = ArchiveLocation.of(archive, passphrase, storage_options, cache_dir)
         self.file_batches = file_batches
-        self.decode = decode
-        self.transform = transform
-        self.target_fn = target_fn
-        self.target_transform = target_transform
         self.group_by_stem = group_by_stem
-        # no option at all: the (path, bytes) items of earlier versions
-        self._pair = (with_path, decode, target_fn, group_by_stem) == (None, False, None, False)
-        self.with_path = self._pair if with_path is None else with_path
+        self.form = ItemForm.of(
+            decode, transform, target_fn, target_transform, with_path, group_by_stem
+        )
         self._bc: Barecat | None = None
         self._view: DecodedView | None = None
         self._pool: BufferPool | None = None
@@ -229,7 +264,7 @@ class BarecatDataset(Dataset[Any]):
             self._pool = BufferPool()
         paths = [self.paths[i] for i in indices]
         buffer, places = self._pool.read(bc, paths)
-        targets = [self._target(i) for i in indices] if self.target_fn is not None else None
+        targets = [self._target(i) for i in indices] if self.form.target_fn is not None else None
         return FileBatch(buffer, places, paths, targets, leased=True)
 
     def _item(self, index: int, contents: list[bytes]) -> Any:
@@ -241,33 +276,36 @@ class BarecatDataset(Dataset[Any]):
             value = {KEY: key}
             for (ext, position), data in zip(self._members[index], contents, strict=True):
                 value[ext] = self._decoded(self.paths[position], data)
-        if self._pair:
+        form = self.form
+        if form.pair:
             pair = (key, value)
-            return self.transform(pair) if self.transform is not None else pair
-        if self.transform is not None:
-            value = self.transform(value)
-        item: list[Any] = [key, value] if self.with_path else [value]
-        if self.target_fn is not None:
+            return form.transform(pair) if form.transform is not None else pair
+        if form.transform is not None:
+            value = form.transform(value)
+        item: list[Any] = [key, value] if form.with_path else [value]
+        if form.target_fn is not None:
             item.append(self._target(index))
         return item[0] if len(item) == 1 else tuple(item)
 
     def _decoded(self, path: str, data: bytes) -> Any:
-        if self.decode is True:
+        decode = self.form.decode
+        if decode is True:
             if self._view is None:
                 self._view = DecodedView(self._archive())
             return self._view.decode(path, data)
-        if callable(self.decode):
-            return self.decode(path, data)
+        if callable(decode):
+            return decode(path, data)
         return data
 
     def _target(self, index: int) -> Any:
         target: Any
+        form = self.form
         if self.targets is not None:
             target = self.targets[index]
         else:
-            assert callable(self.target_fn)
-            target = self.target_fn(self.keys[index])
-        return self.target_transform(target) if self.target_transform is not None else target
+            assert callable(form.target_fn)
+            target = form.target_fn(self.keys[index])
+        return form.target_transform(target) if form.target_transform is not None else target
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
