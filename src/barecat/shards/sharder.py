@@ -32,7 +32,7 @@ from barecat.layout import existing_shard_numbers
 from barecat.shards.concurrent import DEFAULT_READ_CONCURRENCY, ReadPool, read_would_wait
 from barecat.shards.copy import copy_range
 from barecat.shards.guard import is_guard, make_guard, replace_guard_with_file, replace_with_guard
-from barecat.shards.reading import COPY_CHUNK, ShardFiles, ShardReader
+from barecat.shards.reading import COPY_CHUNK, ShardReader
 from barecat.shards.writeback import EarlyWriteback
 
 _IOV_MAX = 1024  # buffers per pwritev call (Linux's IOV_MAX)
@@ -40,7 +40,7 @@ _WRITE_CHUNK = 4 << 20  # bytes per pwritev: keeps early writeback steady
 _SPAN = 16 << 20  # largest single read when coalescing neighbours
 
 
-class Sharder(ShardFiles):
+class Sharder(ShardReader):
     """The shard files of one archive on this machine (``path`` is the archive's base
     name): a :class:`~barecat.shards.reading.ShardReader`, and the writing primitives."""
 
@@ -220,32 +220,6 @@ class Sharder(ShardFiles):
             got += len(chunk)
         return b"".join(parts)
 
-    def readinto_from_address(
-        self,
-        shard: int,
-        offset: int,
-        buffer: bytearray | memoryview,
-        expected_crc32c: int | None = None,
-    ) -> int:
-        view = buffer if isinstance(buffer, memoryview) else memoryview(buffer)
-        if view.format != "B" or view.ndim != 1:
-            view = view.cast("B")
-        size = len(view)
-        got = 0
-        if size:  # (an empty file needs no shard)
-            fd = self._fds.get(shard)
-            if fd is None:
-                fd = self._fd(shard)
-            got = os.preadv(fd, (view,), offset)
-            while got < size:
-                n = os.preadv(fd, (view[got:],), offset + got)
-                if n == 0:
-                    raise self.truncated_error(shard, offset, size, got)
-                got += n
-        if expected_crc32c is not None and crc32c(view) != expected_crc32c:
-            raise self.crc_mismatch_error(shard, offset, got)
-        return got
-
     def require_range(self, shard: int, offset: int, size: int) -> None:
         """Check that ``shard`` holds ``size`` bytes at ``offset`` (before streaming them).
 
@@ -267,7 +241,8 @@ class Sharder(ShardFiles):
         return os.pread(fd, size, offset)
 
     def preadinto(self, shard: int, offset: int, view: memoryview) -> int:
-        return os.preadv(self._fd(shard), [view], offset)
+        fd = self._fds.get(shard)  # (every read into a caller's buffer comes here)
+        return os.preadv(self._fd(shard) if fd is None else fd, (view,), offset)
 
     # -- writing -----------------------------------------------------------------------
 
@@ -476,12 +451,7 @@ class Sharder(ShardFiles):
     def copy_within(self, src: tuple[int, int, int], dst_shard: int, dst_offset: int) -> None:
         """Copy stored bytes to another place in this archive, inside the kernel where
         possible. The ranges must not overlap; nothing is synced."""
-        shard, offset, size = src
-        fd = self._writable_fd(dst_shard)
-        copy_range(
-            self._fd(shard), offset, fd, dst_offset, size,
-            lambda at, n: self._writeback.wrote(fd, at, n),
-        )  # fmt: skip
+        self.copy_from(self, src, dst_shard, dst_offset)
 
     def descriptor(self, shard: int) -> int:
         """The open descriptor of a shard, for this package's bulk routines (``moving``)."""
