@@ -32,6 +32,7 @@ from barecat.layout import existing_shard_numbers
 from barecat.shards.concurrent import DEFAULT_READ_CONCURRENCY, ReadPool, read_would_wait
 from barecat.shards.copy import copy_range
 from barecat.shards.guard import is_guard, make_guard, replace_guard_with_file, replace_with_guard
+from barecat.shards.placement import fresh_shard, going_on, room
 from barecat.shards.reading import COPY_CHUNK, ShardReader
 from barecat.shards.writeback import EarlyWriteback
 
@@ -584,28 +585,26 @@ class Sharder(ShardReader):
 
         For callers that keep their own index (an archive's writers go through its write
         session instead): bytes go after the physical end of the last shard, a new shard
-        when they would not fit. A given ``shard``/``offset`` must be that place: bytes
+        when they would not fit, placed by the write session's rule
+        (:mod:`barecat.shards.placement`). A given ``shard``/``offset`` must be that place: bytes
         are only ever appended.
         """
         last = max(self._num_shards - 1, 0)
-        here = (last, self.physical_shard_end(last))
-        if self.is_foreign(last):
-            here = (self._num_shards, 0)
+        end = (last, self.physical_shard_end(last))
+        here = going_on(end, not self.is_foreign(last), self._num_shards)
         if (shard, offset) != (None, None) and (shard, offset) != here:
             raise BarecatError(f"Can only append at shard {here[0]} offset {here[1]}")
         if raise_if_cannot_fit and size is not None and here[1] + size > self.shard_size_limit:
             raise FileTooLargeBarecatError(f"{size} bytes do not fit in the current shard")
         known = size if fileobj is not None else len(b"" if data is None else data)
         if known is not None:
-            if known > self.shard_size_limit:
-                raise FileTooLargeBarecatError(
-                    f"File of {known} bytes exceeds the shard size limit of "
-                    f"{self.shard_size_limit} bytes"
-                )
-            if here[1] + known > self.shard_size_limit:
-                here = (max(self._num_shards, here[0] + 1), 0)
+            here = room(here, known, self.shard_size_limit, self._num_shards)
         if fileobj is not None:
-            return self.write_stream(fileobj, *here, lambda: self._num_shards, bufsize)
+
+            def rolled() -> int:
+                return fresh_shard(here[0], self._num_shards)
+
+            return self.write_stream(fileobj, *here, rolled, bufsize)
         data = b"" if data is None else data
         fd = self._writable_fd(here[0])
         try:
