@@ -79,7 +79,8 @@ class WriteSession:
             if self.sharder.is_guard(last):  # (nothing in it: append after the last used)
                 last = max(self.index.num_used_shards - 1, 0)
             end = self.index.logical_shard_end(last)
-        self._move(*going_on((last, end), not self.sharder.is_foreign(last), self.num_shards))
+        writable = not self.sharder.is_foreign(last)
+        self._move(*going_on((last, end), writable, self.sharder.num_shards))
 
     def indexed_end(self) -> Position:
         """Where the files the index holds end (the end of the last shard it uses)."""
@@ -143,21 +144,19 @@ class WriteSession:
 
     # -- room ----------------------------------------------------------------------------
 
-    @property
-    def num_shards(self) -> int:
-        return self.sharder.num_shards
-
     def _room(self, size: int) -> Position:
         """Where ``size`` bytes go, as ``shards.placement`` decides: the position, or a
         new shard (the position moved to its start) if they do not fit."""
-        place = room(self.position, size, self.sharder.shard_size_limit, self.num_shards)
-        if place[0] != self.position[0]:
+        sharder = self.sharder
+        position = sharder._write_position or (0, 0)
+        place = room(position, size, sharder.shard_size_limit, sharder.num_shards)
+        if place[0] != position[0]:
             self._start_shard(place[0])
         return place
 
     def _new_shard(self) -> int:
         """Roll over to a fresh shard (a stream or a file written in place outgrew one)."""
-        return self._start_shard(fresh_shard(self.position[0], self.num_shards))
+        return self._start_shard(fresh_shard(self.position[0], self.sharder.num_shards))
 
     def _start_shard(self, shard: int) -> int:
         self._move(shard, 0)
