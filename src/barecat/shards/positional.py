@@ -1,5 +1,5 @@
-"""Positional writes that finish: ``pwrite``/``pwritev`` repeated until every byte is
-written (a short write goes on where it stopped), a full disk or quota raised as
+"""Positional writes that finish: ``pwritev`` (then ``pwrite``) repeated until every byte
+is written (a short write goes on where it stopped), a full disk or quota raised as
 ``NotEnoughSpaceBarecatError`` naming the archive, and back-to-back buffers grouped
 into few ``pwritev`` calls. On descriptors the caller opened and checked (``Sharder``);
 decides nothing about where bytes go. Imports ``exceptions`` only.
@@ -30,44 +30,29 @@ def disk_full(name: str) -> NotEnoughSpaceBarecatError:
     return NotEnoughSpaceBarecatError(f"Disk full while writing {name}")
 
 
-def pwrite_all(fd: int, data: Data, offset: int, name: str) -> None:
-    """Write all of ``data`` at ``offset`` of ``fd``.
-
-    Raises:
-        NotEnoughSpaceBarecatError: the disk (or quota) is full, naming ``name``.
-    """
-    view = memoryview(data)
-    while view:
-        try:
-            n = os.pwrite(fd, view, offset)
-        except OSError as e:
-            if e.errno in DISK_FULL:
-                raise disk_full(name) from e
-            raise
-        view = view[n:]
-        offset += n
-
-
 def pwritev_all(fd: int, buffers: Sequence[Data], offset: int, name: str) -> None:
-    """Write ``buffers`` back to back at ``offset`` of ``fd``, in one ``pwritev`` unless
-    it comes back short.
+    """Write ``buffers`` back to back at ``offset`` of ``fd`` (one buffer: a ``pwrite``),
+    in one ``pwritev`` unless it comes back short, then the rest where it stopped.
 
     Raises:
         NotEnoughSpaceBarecatError: the disk (or quota) is full, naming ``name``.
     """
     try:
         done = os.pwritev(fd, buffers, offset)
+        skip = done
+        for buf in buffers:  # finish a short write buffer by buffer
+            n = len(buf)
+            if skip < n:
+                view = memoryview(buf)[skip:]
+                while view:
+                    written = os.pwrite(fd, view, offset + done)
+                    view = view[written:]
+                    done += written
+            skip = max(0, skip - n)
     except OSError as e:
         if e.errno in DISK_FULL:
             raise disk_full(name) from e
         raise
-    skip = done
-    for buf in buffers:  # finish a short write buffer by buffer
-        n = len(buf)
-        if skip < n:
-            pwrite_all(fd, memoryview(buf)[skip:], offset + done, name)
-            done += n - skip
-        skip = max(0, skip - n)
 
 
 def back_to_back(
@@ -98,6 +83,5 @@ __all__ = [
     "WRITE_CHUNK",
     "back_to_back",
     "disk_full",
-    "pwrite_all",
     "pwritev_all",
 ]

@@ -34,7 +34,7 @@ from barecat.shards.concurrent import DEFAULT_READ_CONCURRENCY, ReadPool, read_w
 from barecat.shards.copy import copy_range
 from barecat.shards.guard import is_guard, make_guard, replace_guard_with_file, replace_with_guard
 from barecat.shards.placement import fresh_shard, going_on, room
-from barecat.shards.positional import back_to_back, pwrite_all, pwritev_all
+from barecat.shards.positional import back_to_back, pwritev_all
 from barecat.shards.reading import COPY_CHUNK, ShardReader
 from barecat.shards.writeback import EarlyWriteback
 
@@ -338,7 +338,7 @@ class Sharder(ShardReader):
 
     def _pwrite_all(self, fd: int, data: bytes | bytearray | memoryview, offset: int) -> None:
         self._writeback.wrote(fd, offset, len(data))
-        pwrite_all(fd, data, offset, self.path)
+        pwritev_all(fd, (data,), offset, self.path)
 
     def write_many(
         self,
