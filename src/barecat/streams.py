@@ -1,7 +1,7 @@
 """The position bookkeeping shared by barecat's read-only, seekable streams of a known
 size (a stored file in a shard, a sealed file, a file on a server): ``seek``, ``tell``,
-and ``readinto`` over the one thing each stream does its own way, ``_read_at``. Imports
-nothing from barecat.
+and ``readinto`` over the one thing each stream does its own way, ``_read_at`` (or
+``_readinto_at``, to read in place). Imports nothing from barecat.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import os
 
 class SeekableReader(io.RawIOBase):
     """A raw binary stream of ``size`` bytes with a position; subclasses say how to read
-    ``n`` bytes at a position (``_read_at``), or override ``readinto`` to read in place."""
+    ``n`` bytes at a position (``_read_at``), or into a buffer (``_readinto_at``)."""
 
     size: int
 
@@ -55,9 +55,15 @@ class SeekableReader(io.RawIOBase):
         n = max(0, min(len(view), self.size - self._pos))
         if n == 0:
             return 0
-        data = self._read_at(self._pos, n)
+        got = self._readinto_at(self._pos, view[:n])
+        self._pos += got
+        return got
+
+    def _readinto_at(self, position: int, view: memoryview) -> int:
+        """Read into ``view`` (no longer than what is left) from ``position``; returns
+        how many bytes it holds now."""
+        data = self._read_at(position, len(view))
         view[: len(data)] = data
-        self._pos += len(data)
         return len(data)
 
 

@@ -91,7 +91,9 @@ def test_spawned_workers_decode_through_a_view(tmp_path: Path, through: str) -> 
     else:
         with pytest.warns(DeprecationWarning, match="auto_codec"):
             decoded = barecat.Barecat(path, threadsafe=True, auto_codec=True)
-        assert type(decoded).__name__ == "CodecBarecat"
+        # what users see: still a Barecat, decoding in this process as in the workers
+        assert isinstance(decoded, barecat.Barecat) and repr(decoded).startswith("Barecat(")
+        assert decoded["m/03.json"] == {"i": 3}
     loader = DataLoader(
         DecodedItems(decoded, sorted(values)),
         batch_size=4,

@@ -438,7 +438,7 @@ def test_every_code_name_the_architecture_cites_exists(source_names: SourceNames
     [
         ("Sharder.read_many", None),  # a method
         ("Sharder.shard_size_limit", None),  # an attribute set in __init__
-        ("Sharder.get_shard_path", None),  # inherited from ShardFiles
+        ("Sharder.get_shard_path", None),  # inherited from ShardReader
         ("OpenArchive.writes.sharder", None),  # what follows the member is not resolved
         ("layout.replace_archive", None),  # a module's function
         ("transfer/building.building_archive", None),  # the module written as a path

@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 
 import pytest
+from tests.helpers.disks import small_tmpfs
 
 import barecat
 from barecat.checksum import crc32c
@@ -21,6 +22,7 @@ from barecat.exceptions import (
     BarecatError,
     BarecatIntegrityError,
     FileTooLargeBarecatError,
+    NotEnoughSpaceBarecatError,
     ReadOnlyBarecatError,
 )
 from barecat.shards import Sharder
@@ -242,3 +244,21 @@ def test_a_read_only_sharder_writes_nothing(tmp_path: Path) -> None:
             with pytest.raises(ReadOnlyBarecatError):
                 write()
     assert sizes(base) == [1]
+
+
+def test_a_batch_bigger_than_the_free_space_names_the_full_disk(tmp_path: Path) -> None:
+    """``write_many``'s one ``pwritev`` comes back short on a real full tmpfs; the rest
+    is tried where it stopped, and the full disk is raised naming the archive."""
+    with small_tmpfs(tmp_path, "1m") as disk:
+        base = str(disk / "a.barecat")
+        with Sharder(base, readonly=False) as sh:
+            sh.open_for_writing(0)
+            datas = [bytes([i]) * (256 << 10) for i in range(8)]  # 2 MiB back to back
+            places = [(0, k * (256 << 10)) for k in range(8)]
+            with pytest.raises(
+                NotEnoughSpaceBarecatError, match=r"Disk full while writing .*a\.barecat"
+            ):
+                sh.write_many(places, datas)
+            written = sh.physical_shard_end(0)
+            assert 0 < written < 2 << 20  # the short write's bytes are there, in order
+            assert sh.pread(0, 0, written) == b"".join(datas)[:written]

@@ -25,12 +25,11 @@ from barecat.archive.inspecting import ArchiveInspection
 from barecat.archive.maintenance import ArchiveMaintenance
 from barecat.archive.opening import ArchiveOpening
 from barecat.archive.parts import Parts
-from barecat.archive.reading import ArchiveReading, read_again
+from barecat.archive.reading import ArchiveReading, read_item
 from barecat.archive.sealed import Passphrase, not_encrypted
 from barecat.archive.state import COMMIT_EVERY_FILES, OpenArchive
 from barecat.archive.writing import ArchiveWriting
 from barecat.exceptions import (
-    BarecatIntegrityError,
     FileNotFoundBarecatError,
     IsADirectoryBarecatError,
     NotADirectoryBarecatError,
@@ -39,6 +38,7 @@ from barecat.paths import normalize
 from barecat.shards.concurrent import DEFAULT_READ_CONCURRENCY
 
 if TYPE_CHECKING:
+    from barecat.codecs import DecodedView
     from barecat.index import Index
     from barecat.shards.reading import ShardReader
 
@@ -102,7 +102,7 @@ class Barecat(MutableMapping[str, bytes]):
     """
 
     __slots__ = ("__dict__", "__weakref__", "_archive", "_editing", "_inspecting",
-                 "_maintenance", "_opening", "_reading", "_writing")  # fmt: skip
+                 "_maintenance", "_opening", "_reading", "_writing", "codec_view")  # fmt: skip
     # (slots: ``bc[path]`` finds its halves as fast however many part methods the
     # archive's ``__dict__`` keeps; see parts.py)
 
@@ -159,7 +159,10 @@ class Barecat(MutableMapping[str, bytes]):
         self._editing = ArchiveEditing(archive)
         self._maintenance = ArchiveMaintenance(archive)
         self._opening = ArchiveOpening(archive, self._writing)
-        if auto_codec:  # (a plain archive pays nothing for this: see auto_codec.py)
+        self.codec_view: DecodedView | None = None
+        """The deprecated codecs' view that the dict API goes through (``auto_codec=True``,
+        :meth:`register_codec`; see ``auto_codec.py``), or None: the files' bytes."""
+        if auto_codec:
             from barecat.archive import auto_codec as legacy_codecs
 
             warnings.warn(legacy_codecs.AUTO_CODEC_DEPRECATED, DeprecationWarning, stacklevel=2)
@@ -404,21 +407,9 @@ class Barecat(MutableMapping[str, bytes]):
     # -- dict API --------------------------------------------------------------------
 
     def __getitem__(self, path: str) -> bytes:
-        archive = self._archive
-        reads = archive.reads  # a read in progress, which close waits for (state.reading)
-        reads.append(None)
-        try:
-            normalized = normalize(path)
-            addr = archive.index.lookup_address(normalized)
-            if addr is None:
-                raise KeyError(path)
-            try:
-                data = archive.sharder.read_from_address(addr[0], addr[1], addr[2], addr[3])
-            except BarecatIntegrityError as e:  # the lookup table may be what is damaged
-                data = read_again(archive, path, normalized, addr, e)
-            return data if archive.sealing is None else archive.sealing.unseal(normalized, data)
-        finally:
-            del reads[-1]
+        data = read_item(self._archive, path)
+        codecs = self.codec_view  # (deprecated codecs: decoded by extension)
+        return data if codecs is None else codecs.decode(path, data)
 
     def get(self, path: str, default: Any = None) -> Any:
         """A file's contents, or ``default`` if no file is there (as ``dict.get``).
@@ -439,7 +430,16 @@ class Barecat(MutableMapping[str, bytes]):
             return default
 
     def __setitem__(self, path: str, content: bytes) -> None:
-        self.add(path, data=content)
+        codecs = self.codec_view
+        self.add(path, data=content if codecs is None else codecs.encode(path, content))
+
+    def _read_raw(self, path: str) -> bytes:
+        """``bc[path]`` below the codecs: the file's bytes."""
+        return read_item(self._archive, path)
+
+    def _write_raw(self, path: str, data: bytes) -> None:
+        """``bc[path] = data`` below the codecs: the bytes stored as they are."""
+        self.add(path, data=data)
 
     def __delitem__(self, path: str) -> None:
         try:
@@ -490,10 +490,13 @@ class Barecat(MutableMapping[str, bytes]):
 
     def __getstate__(self) -> dict[str, Any]:
         """A read-only archive travels to worker processes as its path (and, if encrypted
-        and already unlocked, its data key: keep such pickles in memory)."""
+        and already unlocked, its data key: keep such pickles in memory), with its
+        deprecated codecs if it has them (they pickle if their functions do)."""
         if not self._archive.readonly:
             raise TypeError("A writable Barecat cannot be pickled: only one writer may exist")
+        codecs = self.codec_view
         return {
+            **({} if codecs is None else {"codecs": (codecs.codecs, codecs.allow_pickle)}),
             "path": self._archive.path,
             "threadsafe": self._archive.threadsafe,
             "readonly_is_immutable": self._archive.readonly_is_immutable,
@@ -516,7 +519,12 @@ class Barecat(MutableMapping[str, bytes]):
     def __setstate__(self, state: dict[str, Any]) -> None:
         data_key = state.pop("data_key", None)
         keeps_digest = state.pop("keeps_digest", False)
+        codecs = state.pop("codecs", None)
         self.__init__(readonly=True, **state)  # type: ignore[misc]
+        if codecs is not None:
+            from barecat.archive import auto_codec as legacy_codecs
+
+            legacy_codecs.decode_by_extension(self, codecs[0]).allow_pickle = codecs[1]
         if data_key is not None:
             sealing = self._archive.sealing
             if sealing is None or not sealing.encrypted:  # no longer: it was changed

@@ -422,6 +422,30 @@ def _place(wanted: list[str], datas: list[bytes], view: memoryview) -> list[tupl
     return places
 
 
+def read_item(archive: OpenArchive, path: str) -> bytes:
+    """``bc[path]``: a file's bytes, by the address the lookup table (or SQLite) gives,
+    checked and unsealed; one call deep below the facade's dict API.
+
+    Raises:
+        KeyError: no file is at ``path``.
+        BarecatIntegrityError: the bytes do not match their CRC32C, or are missing.
+    """
+    reads = archive.reads  # a read in progress, which close waits for (state.reading)
+    reads.append(None)
+    try:
+        normalized = normalize(path)
+        addr = archive.index.lookup_address(normalized)
+        if addr is None:
+            raise KeyError(path)
+        try:
+            data = archive.sharder.read_from_address(addr[0], addr[1], addr[2], addr[3])
+        except BarecatIntegrityError as e:  # the lookup table may be what is damaged
+            data = read_again(archive, path, normalized, addr, e)
+        return data if archive.sealing is None else archive.sealing.unseal(normalized, data)
+    finally:
+        del reads[-1]
+
+
 def read_again(
     archive: OpenArchive,
     path: str,
@@ -572,5 +596,6 @@ __all__ = [
     "open_reader",
     "read_again",
     "read_file",
+    "read_item",
     "stored_bytes",
 ]

@@ -620,18 +620,7 @@ class OpenArchive:
                 reported, found the disk full (what it had not committed is not stored).
             CommitFailedBarecatError: the same after another error.
         """
-        failure = self._stop_committing()
-        try:
-            self._close_halves()
-        except BaseException:
-            self._drop_replacement()
-            raise
-        else:
-            self._finish_replacement()
-        finally:
-            self._release_writer_lock()
-            if failure is not None:
-                raise failure
+        self._close(discard_if_empty=False)
 
     @serialized
     def abandon(self) -> None:
@@ -646,8 +635,16 @@ class OpenArchive:
                 reported, found the disk full (what it had not committed is not stored).
             CommitFailedBarecatError: the same after another error.
         """
+        self._close(discard_if_empty=True)
+
+    def _close(self, discard_if_empty: bool) -> None:
+        """:meth:`close`, and with ``discard_if_empty`` :meth:`abandon`: the background
+        committer stopped, the halves closed, the archive made and left empty removed
+        (else a replacement put in place, or dropped if closing failed), the writer lock
+        released, and what a background commit raised raised last."""
         failure = self._stop_committing()
-        lock, discard = self.lock, self._made_and_holds_nothing()
+        lock = self.lock
+        discard = discard_if_empty and self._made_and_holds_nothing()
         try:
             try:
                 self._close_halves()

@@ -426,12 +426,10 @@ class ArchiveWriting(ArchivePart):
             infos: the files' records, each with its path, metadata and address.
 
         Raises:
-            ReadOnlyBarecatError: the archive is open read-only.
-            BarecatError: the archive is closed or was opened for writing in another
-                process, or a file opened for writing is still open.
-            FileExistsBarecatError: a path is taken.
-            IsADirectoryBarecatError: a file at a directory's path.
-            NotADirectoryBarecatError: an ancestor of a path is a file.
+            BarecatError: what :meth:`add_many` raises for a batch (each its own class:
+                a read-only or closed archive, a file open for writing, a path taken, a
+                file at a directory's path or under a file), but a file's size, checked
+                when its room was claimed.
         """
         self.archive.require_writable()
         self.archive.require_no_open_writer()

@@ -28,7 +28,27 @@ class UnsafePickleWarning(UserWarning):
     """A pickle was loaded from an archive: that can run code the archive's maker chose."""
 
 
-class DecodedView(MutableMapping[str, Any]):
+class KeysOfStore(MutableMapping[str, Any]):
+    """A mapping over ``store``, another mapping: its names, their number and deletions
+    are the store's; what a name's value is, the subclass says (``__getitem__``,
+    ``__setitem__``)."""
+
+    store: MutableMapping[str, Any]
+
+    def __delitem__(self, path: str) -> None:
+        del self.store[path]
+
+    def __contains__(self, path: object) -> bool:
+        return path in self.store
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.store)
+
+    def __len__(self) -> int:
+        return len(self.store)
+
+
+class DecodedView(KeysOfStore):
     """Values in, values out; bytes in the store underneath, as the extensions say.
 
     Args:
@@ -102,18 +122,6 @@ class DecodedView(MutableMapping[str, Any]):
     def __setitem__(self, path: str, value: Any) -> None:
         self.store[path] = self.encode(path, value)
 
-    def __delitem__(self, path: str) -> None:
-        del self.store[path]
-
-    def __contains__(self, path: object) -> bool:
-        return path in self.store
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.store)
-
-    def __len__(self) -> int:
-        return len(self.store)
-
     def _check_pickle(self, chain: CodecChain, path: str) -> None:
         if not chain.final.runs_code or self.allow_pickle:
             return
@@ -134,4 +142,4 @@ class DecodedView(MutableMapping[str, Any]):
             )
 
 
-__all__ = ["DecodedView", "UnsafePickleWarning"]
+__all__ = ["DecodedView", "KeysOfStore", "UnsafePickleWarning"]

@@ -35,14 +35,13 @@ from typing import BinaryIO
 
 from barecat.checksum import crc32c
 from barecat.entries import Address
-from barecat.exceptions import BarecatError, FileTooLargeBarecatError
+from barecat.exceptions import BarecatError
 from barecat.index import Index
 from barecat.sealing import Sealer
 from barecat.shards import Sharder
+from barecat.shards.placement import Position, fresh_shard, going_on, room
 from barecat.shards.reading import COPY_CHUNK, ShardReader
 
-Position = tuple[int, int]
-"""(shard, offset): a place in an archive's shards."""
 Data = bytes | bytearray | memoryview
 
 
@@ -80,9 +79,8 @@ class WriteSession:
             if self.sharder.is_guard(last):  # (nothing in it: append after the last used)
                 last = max(self.index.num_used_shards - 1, 0)
             end = self.index.logical_shard_end(last)
-        if self.sharder.is_foreign(last):
-            last, end = max(self.sharder.num_shards, last + 1), 0
-        self._move(last, end)
+        writable = not self.sharder.is_foreign(last)
+        self._move(*going_on((last, end), writable, self.sharder.num_shards))
 
     def indexed_end(self) -> Position:
         """Where the files the index holds end (the end of the last shard it uses)."""
@@ -147,19 +145,20 @@ class WriteSession:
     # -- room ----------------------------------------------------------------------------
 
     def _room(self, size: int) -> Position:
-        """Where ``size`` bytes go: the position, or a new shard if they do not fit."""
-        limit = self.sharder.shard_size_limit
-        if size > limit:
-            raise FileTooLargeBarecatError(
-                f"File of {size} bytes exceeds the shard size limit of {limit} bytes"
-            )
-        shard, offset = self.position
-        if offset + size > limit:
-            return self._new_shard(), 0
-        return shard, offset
+        """Where ``size`` bytes go, as ``shards.placement`` decides: the position, or a
+        new shard (the position moved to its start) if they do not fit."""
+        sharder = self.sharder
+        position = sharder._write_position or (0, 0)
+        place = room(position, size, sharder.shard_size_limit, sharder.num_shards)
+        if place[0] != position[0]:
+            self._start_shard(place[0])
+        return place
 
     def _new_shard(self) -> int:
-        shard = max(self.sharder.num_shards, self.position[0] + 1)
+        """Roll over to a fresh shard (a stream or a file written in place outgrew one)."""
+        return self._start_shard(fresh_shard(self.position[0], self.sharder.num_shards))
+
+    def _start_shard(self, shard: int) -> int:
         self._move(shard, 0)
         self.sharder.open_for_writing(shard)
         return shard

@@ -54,17 +54,10 @@ class BarecatFileObject(SeekableReader):
     def __len__(self) -> int:
         return self.size
 
-    def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]
-        if self.closed:
-            raise ValueError("I/O operation on closed file")
-        view = memoryview(buffer).cast("B")
-        n = max(0, min(len(view), self.size - self._pos))
-        if n == 0:
-            return 0
-        got = self._shards.preadinto(self.shard, self.offset + self._pos, view[:n])
+    def _readinto_at(self, position: int, view: memoryview) -> int:
+        got = self._shards.preadinto(self.shard, self.offset + position, view)
         if got == 0:
             raise self._cut_short()
-        self._pos += got
         return got
 
     def read(self, size: int | None = -1) -> bytes:

@@ -16,7 +16,7 @@ from barecat.checksum import crc32c
 from barecat.entries import Address
 from barecat.exceptions import BarecatIntegrityError, FileNotFoundBarecatError
 from barecat.objectstore import ArchiveCache, ObjectStore, StoredObject
-from barecat.shards.reading import ShardFiles
+from barecat.shards.reading import ShardReader
 
 DEFAULT_BLOCK_SIZE = 64 << 10
 """Unit of the local cache: a small file costs at most two blocks of transfer."""
@@ -24,7 +24,7 @@ DEFAULT_MAX_GAP = 256 << 10
 """Neighbours this close in a batch are fetched by one request."""
 
 
-class ObjectStoreSharder(ShardFiles):
+class ObjectStoreSharder(ShardReader):
     """Shards ``0 .. num_shards-1`` of the archive at ``url`` (read-only)."""
 
     readonly = True
@@ -121,17 +121,6 @@ class ObjectStoreSharder(ShardFiles):
             for (pos, offset, _, crc), data in zip(entries, datas, strict=True):
                 out[pos] = self._checked(shard, offset, data, crc)
         return out
-
-    def readinto_from_address(
-        self,
-        shard: int,
-        offset: int,
-        buffer: bytearray | memoryview,
-        expected_crc32c: int | None = None,
-    ) -> int:
-        view = memoryview(buffer).cast("B")
-        view[:] = self.read_from_address(shard, offset, len(view), expected_crc32c)
-        return len(view)
 
     def pread(self, shard: int, offset: int, size: int) -> bytes:
         obj = self._object(shard)

@@ -1,20 +1,21 @@
-"""The :class:`Sharder`: opening, writing at given places, reading from and adding shard
-files.
+"""The :class:`Sharder`: the local shard files of one archive, opened, read from,
+written at given places and added to.
 
 Reads are positional (``os.pread``/``os.preadv``) on lazily opened descriptors, so any
 number of threads and forked processes can read through one ``Sharder`` with no locks
-and no shared file position. Writes are positional too: where new bytes go (the write
-position, kept here) is decided and moved only by the write session above
-(``barecat.ops.writing``), which also computes CRC32C on the way and cuts what a failed
-write left, so a half-written file never becomes visible. Knows nothing of paths or
-SQL; imports ``entries``, ``layout`` and ``exceptions``. What it shares with the
-object-storage reader (errors naming shards, checksums of ranges) is in ``reading``.
+and no shared file position; which reads of a batch go together is ``coalescing``'s.
+Writes are positional too (the loops that finish them: ``positional``): where new bytes
+go (the write position, kept here) is decided by ``placement`` and moved only by the
+write session above (``barecat.ops.writing``), which also computes CRC32C on the way and
+cuts what a failed write left, so a half-written file never becomes visible. Knows
+nothing of paths or SQL; imports ``entries``, ``layout`` and ``exceptions``. What it
+shares with the object-storage reader (errors naming shards, checksums of ranges,
+reads into a caller's buffer) is in ``reading``.
 """
 
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
 from collections.abc import Callable, Iterable, Sequence
 from typing import BinaryIO
@@ -25,22 +26,20 @@ from barecat.exceptions import (
     BarecatError,
     BarecatIntegrityError,
     FileTooLargeBarecatError,
-    NotEnoughSpaceBarecatError,
     ReadOnlyBarecatError,
 )
 from barecat.layout import existing_shard_numbers
+from barecat.shards.coalescing import SPAN, in_request_order, runs_of
 from barecat.shards.concurrent import DEFAULT_READ_CONCURRENCY, ReadPool, read_would_wait
 from barecat.shards.copy import copy_range
 from barecat.shards.guard import is_guard, make_guard, replace_guard_with_file, replace_with_guard
-from barecat.shards.reading import COPY_CHUNK, ShardFiles, ShardReader
+from barecat.shards.placement import fresh_shard, going_on, room
+from barecat.shards.positional import back_to_back, pwritev_all
+from barecat.shards.reading import COPY_CHUNK, ShardReader
 from barecat.shards.writeback import EarlyWriteback
 
-_IOV_MAX = 1024  # buffers per pwritev call (Linux's IOV_MAX)
-_WRITE_CHUNK = 4 << 20  # bytes per pwritev: keeps early writeback steady
-_SPAN = 16 << 20  # largest single read when coalescing neighbours
 
-
-class Sharder(ShardFiles):
+class Sharder(ShardReader):
     """The shard files of one archive on this machine (``path`` is the archive's base
     name): a :class:`~barecat.shards.reading.ShardReader`, and the writing primitives."""
 
@@ -137,7 +136,7 @@ class Sharder(ShardFiles):
         fd = self._fds.get(shard)
         if fd is None:
             fd = self._fd(shard)
-        if size > _SPAN:  # a damaged row's size must not allocate a huge buffer first
+        if size > SPAN:  # a damaged row's size must not allocate a huge buffer first
             there = os.fstat(fd).st_size - offset
             if there < size:
                 raise self.truncated_error(shard, offset, size, max(0, there))
@@ -166,7 +165,7 @@ class Sharder(ShardFiles):
             shard, offset, size, crc = located[0][1]
             return [self.read_from_address(shard, offset, size, crc)]
         out: list[bytes] = [b""] * len(located)
-        runs = _in_request_order(_runs(located, max_gap), located)
+        runs = in_request_order(runs_of(located, max_gap), located)
 
         def read_run(k: int) -> None:
             i, j, end = runs[k]
@@ -220,32 +219,6 @@ class Sharder(ShardFiles):
             got += len(chunk)
         return b"".join(parts)
 
-    def readinto_from_address(
-        self,
-        shard: int,
-        offset: int,
-        buffer: bytearray | memoryview,
-        expected_crc32c: int | None = None,
-    ) -> int:
-        view = buffer if isinstance(buffer, memoryview) else memoryview(buffer)
-        if view.format != "B" or view.ndim != 1:
-            view = view.cast("B")
-        size = len(view)
-        got = 0
-        if size:  # (an empty file needs no shard)
-            fd = self._fds.get(shard)
-            if fd is None:
-                fd = self._fd(shard)
-            got = os.preadv(fd, (view,), offset)
-            while got < size:
-                n = os.preadv(fd, (view[got:],), offset + got)
-                if n == 0:
-                    raise self.truncated_error(shard, offset, size, got)
-                got += n
-        if expected_crc32c is not None and crc32c(view) != expected_crc32c:
-            raise self.crc_mismatch_error(shard, offset, got)
-        return got
-
     def require_range(self, shard: int, offset: int, size: int) -> None:
         """Check that ``shard`` holds ``size`` bytes at ``offset`` (before streaming them).
 
@@ -262,12 +235,13 @@ class Sharder(ShardFiles):
     def pread(self, shard: int, offset: int, size: int) -> bytes:
         """Up to ``size`` bytes (fewer at the shard's physical end), no checking."""
         fd = self._fd(shard)
-        if size > _SPAN:  # no buffer bigger than what is there (a damaged row's size)
+        if size > SPAN:  # no buffer bigger than what is there (a damaged row's size)
             size = max(0, min(size, os.fstat(fd).st_size - offset))
         return os.pread(fd, size, offset)
 
     def preadinto(self, shard: int, offset: int, view: memoryview) -> int:
-        return os.preadv(self._fd(shard), [view], offset)
+        fd = self._fds.get(shard)  # (every read into a caller's buffer comes here)
+        return os.preadv(self._fd(shard) if fd is None else fd, (view,), offset)
 
     # -- writing -----------------------------------------------------------------------
 
@@ -364,16 +338,7 @@ class Sharder(ShardFiles):
 
     def _pwrite_all(self, fd: int, data: bytes | bytearray | memoryview, offset: int) -> None:
         self._writeback.wrote(fd, offset, len(data))
-        view = memoryview(data)
-        while view:
-            try:
-                n = os.pwrite(fd, view, offset)
-            except OSError as e:
-                if e.errno in (errno.ENOSPC, errno.EDQUOT):
-                    raise NotEnoughSpaceBarecatError(f"Disk full while writing {self.path}") from e
-                raise
-            view = view[n:]
-            offset += n
+        pwritev_all(fd, (data,), offset, self.path)
 
     def write_many(
         self,
@@ -385,38 +350,10 @@ class Sharder(ShardFiles):
 
         Safe on any thread for disjoint places: it only reads the descriptor table.
         """
-        i, count = 0, len(datas)
-        while i < count:
-            shard, start = places[i]
-            pos, j = start, i
-            while (
-                j < count
-                and j - i < _IOV_MAX
-                and places[j] == (shard, pos)
-                and (j == i or pos - start < _WRITE_CHUNK)
-            ):
-                pos += len(datas[j])
-                j += 1
-            self._pwritev_all(self._fds[shard], datas[i:j], start)
-            i = j
-
-    def _pwritev_all(
-        self, fd: int, buffers: Sequence[bytes | bytearray | memoryview], offset: int
-    ) -> None:
-        try:
-            done = os.pwritev(fd, buffers, offset)
-            self._writeback.wrote(fd, offset, done)
-        except OSError as e:
-            if e.errno in (errno.ENOSPC, errno.EDQUOT):
-                raise NotEnoughSpaceBarecatError(f"Disk full while writing {self.path}") from e
-            raise
-        skip = done
-        for buf in buffers:  # finish a short write buffer by buffer
-            n = len(buf)
-            if skip < n:
-                self._pwrite_all(fd, memoryview(buf)[skip:], offset + done)
-                done += n - skip
-            skip = max(0, skip - n)
+        for shard, start, end, i, j in back_to_back(places, datas):
+            fd = self._fds[shard]
+            self._writeback.wrote(fd, start, end - start)
+            pwritev_all(fd, datas[i:j], start, self.path)
 
     def truncate_after(self, shard: int, offset: int) -> None:
         """Cut everything written after ``(shard, offset)``: that shard there, and every
@@ -476,12 +413,7 @@ class Sharder(ShardFiles):
     def copy_within(self, src: tuple[int, int, int], dst_shard: int, dst_offset: int) -> None:
         """Copy stored bytes to another place in this archive, inside the kernel where
         possible. The ranges must not overlap; nothing is synced."""
-        shard, offset, size = src
-        fd = self._writable_fd(dst_shard)
-        copy_range(
-            self._fd(shard), offset, fd, dst_offset, size,
-            lambda at, n: self._writeback.wrote(fd, at, n),
-        )  # fmt: skip
+        self.copy_from(self, src, dst_shard, dst_offset)
 
     def descriptor(self, shard: int) -> int:
         """The open descriptor of a shard, for this package's bulk routines (``moving``)."""
@@ -614,28 +546,26 @@ class Sharder(ShardFiles):
 
         For callers that keep their own index (an archive's writers go through its write
         session instead): bytes go after the physical end of the last shard, a new shard
-        when they would not fit. A given ``shard``/``offset`` must be that place: bytes
+        when they would not fit, placed by the write session's rule
+        (:mod:`barecat.shards.placement`). A given ``shard``/``offset`` must be that place: bytes
         are only ever appended.
         """
         last = max(self._num_shards - 1, 0)
-        here = (last, self.physical_shard_end(last))
-        if self.is_foreign(last):
-            here = (self._num_shards, 0)
+        end = (last, self.physical_shard_end(last))
+        here = going_on(end, not self.is_foreign(last), self._num_shards)
         if (shard, offset) != (None, None) and (shard, offset) != here:
             raise BarecatError(f"Can only append at shard {here[0]} offset {here[1]}")
         if raise_if_cannot_fit and size is not None and here[1] + size > self.shard_size_limit:
             raise FileTooLargeBarecatError(f"{size} bytes do not fit in the current shard")
         known = size if fileobj is not None else len(b"" if data is None else data)
         if known is not None:
-            if known > self.shard_size_limit:
-                raise FileTooLargeBarecatError(
-                    f"File of {known} bytes exceeds the shard size limit of "
-                    f"{self.shard_size_limit} bytes"
-                )
-            if here[1] + known > self.shard_size_limit:
-                here = (max(self._num_shards, here[0] + 1), 0)
+            here = room(here, known, self.shard_size_limit, self._num_shards)
         if fileobj is not None:
-            return self.write_stream(fileobj, *here, lambda: self._num_shards, bufsize)
+
+            def rolled() -> int:
+                return fresh_shard(here[0], self._num_shards)
+
+            return self.write_stream(fileobj, *here, rolled, bufsize)
         data = b"" if data is None else data
         fd = self._writable_fd(here[0])
         try:
@@ -645,33 +575,3 @@ class Sharder(ShardFiles):
                 os.ftruncate(fd, here[1])
             raise
         return Address(*here, len(data), crc32c(data))
-
-
-def _in_request_order(
-    runs: list[tuple[int, int, int]], located: list[tuple[int, Address]]
-) -> list[tuple[int, int, int]]:
-    """``runs`` by the first requested position each of them holds."""
-    if len(runs) == len(located):  # (no neighbours: each run is one file)
-        return [runs[k] for _, k in sorted((pos, k) for k, (pos, _) in enumerate(located))]
-    return sorted(runs, key=lambda run: min(pos for pos, _ in located[run[0] : run[1]]))
-
-
-def _runs(located: list[tuple[int, Address]], max_gap: int) -> list[tuple[int, int, int]]:
-    """``located[i:j]`` read together, to ``end`` in their shard: neighbours at most
-    ``max_gap`` apart, spanning at most 16 MiB."""
-    runs = []
-    i, count = 0, len(located)
-    while i < count:
-        shard, start, size, _ = located[i][1]
-        end = start + size
-        j = i + 1
-        while j < count:
-            s2, o2, n2, _ = located[j][1]
-            if s2 != shard or o2 - end > max_gap or o2 + n2 - start > _SPAN:
-                break
-            if n2:  # (an empty file needs no bytes: its offset may even be past the end)
-                end = max(end, o2 + n2)
-            j += 1
-        runs.append((i, j, end))
-        i = j
-    return runs
