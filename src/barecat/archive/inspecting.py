@@ -43,7 +43,7 @@ class ArchiveInspection(ArchivePart):
         Raises:
             InvalidPathBarecatError: ``path`` escapes the archive root.
         """
-        return self.archive.index.exists(path)
+        return self.archive.index.lookups.exists(path)
 
     @reading
     def isfile(self, path: str) -> bool:
@@ -58,7 +58,7 @@ class ArchiveInspection(ArchivePart):
         Raises:
             InvalidPathBarecatError: ``path`` escapes the archive root.
         """
-        return self.archive.index.isfile(path)
+        return self.archive.index.lookups.isfile(path)
 
     @reading
     def isdir(self, path: str) -> bool:
@@ -73,7 +73,7 @@ class ArchiveInspection(ArchivePart):
         Raises:
             InvalidPathBarecatError: ``path`` escapes the archive root.
         """
-        return self.archive.index.isdir(path)
+        return self.archive.index.lookups.isdir(path)
 
     @reading
     def stat(self, path: str) -> BarecatEntryInfo:
@@ -88,7 +88,7 @@ class ArchiveInspection(ArchivePart):
         Raises:
             FileNotFoundBarecatError: nothing is there.
         """
-        return self.archive.index.lookup(path)
+        return self.archive.index.lookups.lookup(path)
 
     @reading
     def lookup(self, path: str) -> BarecatEntryInfo:
@@ -103,7 +103,7 @@ class ArchiveInspection(ArchivePart):
         Raises:
             FileNotFoundBarecatError: nothing is there.
         """
-        return self.archive.index.lookup(path)
+        return self.archive.index.lookups.lookup(path)
 
     @reading
     def lookup_file(self, path: str) -> BarecatFileInfo:
@@ -119,7 +119,7 @@ class ArchiveInspection(ArchivePart):
             FileNotFoundBarecatError: no file is there.
             IsADirectoryBarecatError: a directory is there.
         """
-        return self.archive.index.lookup_file(path)
+        return self.archive.index.lookups.lookup_file(path)
 
     @reading
     def lookup_dir(self, path: str) -> BarecatDirInfo:
@@ -136,7 +136,7 @@ class ArchiveInspection(ArchivePart):
                 (``NotADirectoryLookupBarecatError``, also a ``NotADirectoryError``, when
                 a file is).
         """
-        return self.archive.index.lookup_dir(path)
+        return self.archive.index.lookups.lookup_dir(path)
 
     @reading
     def listdir_infos(self, path: str = "", order: Order = Order.ANY) -> list[BarecatEntryInfo]:
@@ -466,7 +466,7 @@ class ArchiveInspection(ArchivePart):
         Returns:
             The end offset of the shard's last file; 0 for a shard without files.
         """
-        return self.archive.index.logical_shard_end(shard_number)
+        return self.archive.index.lookups.logical_shard_end(shard_number)
 
     @reading
     def physical_shard_end(self, shard_number: int) -> int:
@@ -538,7 +538,7 @@ class ArchiveInspection(ArchivePart):
         Returns:
             The positions of those that are files, in storage order.
         """
-        return [row[0] for row in self.archive.index.locate_many(paths)]
+        return [row[0] for row in self.archive.index.lookups.locate_many(paths)]
 
     @reading
     def sealing_records(self) -> dict[str, ConfigValue] | None:
@@ -546,4 +546,4 @@ class ArchiveInspection(ArchivePart):
         sealed the same way, its wrapped data key included (see
         :meth:`seal_with_records`); None for a plain archive."""
         archive = self.archive
-        return archive.index.sealing_config() if archive.sealing is not None else None
+        return archive.index.connection.sealing_config() if archive.sealing is not None else None

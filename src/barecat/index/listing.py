@@ -3,7 +3,7 @@
 :class:`IndexListing` is the object an index holds as ``index.listing``: it answers the
 questions that return many entries, each through one index-assisted query (see
 ``query.py``), on the index's settled connection (statistics owed by a run of single adds
-applied first, ``IndexReader.settled_conn``). barecat 0.3.1's names for these queries
+applied first, ``IndexConnection.settled_conn``). barecat 0.3.1's names for these queries
 (``iter_all_fileinfos``, ``listdir_names``, ``glob_paths``, ...) are in ``compat.py``.
 Imports ``entries``, ``glob``, ``paths``, ``exceptions`` and ``barecat.index.query``.
 """
@@ -34,7 +34,7 @@ def path_of(item: BarecatEntryInfo | str) -> str:
 
 
 class ListedIndex(Protocol):
-    """What the listing asks of its index (``IndexReader`` is one; it imports this
+    """What the listing asks of its index (``ReadOnlyIndex`` is one; it imports this
     module, so the listing names only what it uses)."""
 
     path: str

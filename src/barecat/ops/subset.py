@@ -15,8 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from barecat.glob import PathFilter, directory_pattern
-from barecat.index import Index
-from barecat.index.aggregates import IndexAggregates
+from barecat.index import Index, ReadOnlyIndex
 from barecat.ops.copy_files import (
     CheckSource,
     CopyStats,
@@ -38,7 +37,7 @@ class Selection:
 
 
 def select_entries(
-    index: IndexAggregates, pattern: str | None = None, path_filter: PathFilter | None = None
+    index: ReadOnlyIndex, pattern: str | None = None, path_filter: PathFilter | None = None
 ) -> Selection | None:
     """The entries a glob ``pattern`` or a ``path_filter`` chooses; None: everything."""
     if pattern is not None and path_filter is not None:
@@ -64,7 +63,7 @@ def select_entries(
 
 
 def subset_archive(
-    src_index: IndexAggregates,
+    src_index: ReadOnlyIndex,
     src_sharder: ShardReader,
     index: Index,
     sharder: Sharder,
