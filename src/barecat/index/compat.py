@@ -15,21 +15,20 @@ modules.
 
 from __future__ import annotations
 
+import itertools
 import sqlite3
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from barecat.entries import BarecatEntryInfo, BarecatFileInfo, Order
-from barecat.exceptions import ReadOnlyBarecatError
+from barecat.entries import BarecatEntryInfo, Order
 from barecat.index.forwarding import Forward
-from barecat.index.listing import DirItem, FileItem
+from barecat.index.listing import DirItem
 from barecat.index.placed_merge import merge_placed
 
 if TYPE_CHECKING:
     from barecat.index.listing import IndexListing
     from barecat.index.reading import IndexLookups
     from barecat.index.transactions import IndexConnection
-    from barecat.index.tree_edits import IndexEdits
 
 _T_co = TypeVar("_T_co", covariant=True)
 
@@ -43,14 +42,6 @@ class IndexParts(Protocol):
     def lookups(self) -> IndexLookups: ...
     @property
     def listing(self) -> IndexListing: ...
-
-
-def _edits(index: IndexParts) -> IndexEdits:
-    """The edits part of ``index``; a read-only one (no such part) refuses."""
-    edits: IndexEdits | None = getattr(index, "edits", None)
-    if edits is None:
-        raise ReadOnlyBarecatError(f"Archive index {index.connection.path} is open read-only")
-    return edits
 
 
 _T = TypeVar("_T")
@@ -134,16 +125,22 @@ class RawGlobbedInfos(Protocol):
 class Adapted(Forward[Any, Any]):
     """A table entry for a 0.3.1 name whose signature has a ``bufsize`` the part has not:
     the part's method, called without it (at position ``bufsize_at``, or by keyword),
-    its result passed through ``then`` (``list``, ``iter``) when given.
+    its result passed through ``then`` (``list``, ``iter``) when given. With ``and_then``,
+    another method of the part, called with the same arguments, follows (0.3.1's
+    ``iter_all_infos``: every directory, then every file). With ``each``, the method is
+    called on each item of the one argument, in order, and the results are a list
+    (``lookup_files``; an edit, ``add_files``, stops at the first item it refuses).
 
     Args:
         part: the attribute of the index that holds the part.
         name: the part's method.
         bufsize_at: the position of ``bufsize`` among the 0.3.1 arguments (None: none).
         then: applied to the result.
+        and_then: the part's method whose results follow.
+        each: call the method on each item of the argument.
     """
 
-    __slots__ = ("bufsize_at", "then")
+    __slots__ = ("and_then", "bufsize_at", "each", "then")
 
     def __init__(
         self,
@@ -151,22 +148,33 @@ class Adapted(Forward[Any, Any]):
         name: str,
         bufsize_at: int | None = None,
         then: Callable[[Any], Any] | None = None,
+        and_then: str | None = None,
+        each: bool = False,
     ) -> None:
         super().__init__(part, name)
+        self.each = each
         self.bufsize_at = bufsize_at
         self.then = then
+        self.and_then = and_then
 
     def __get__(self, obj: Any, owner: Any = None) -> Any:
         if obj is None:
             return self
         method = super().__get__(obj, owner)
+        if self.each:
+            return lambda items: [method(item) for item in items]
         at, then = self.bufsize_at, self.then
+        following = (
+            None if self.and_then is None else getattr(getattr(obj, self.part), self.and_then)
+        )
 
         def call(*args: Any, **kwargs: Any) -> Any:
             if at is not None:
                 kwargs.pop("bufsize", None)
                 args = args[:at] + args[at + 1 :]
             result = method(*args, **kwargs)
+            if following is not None:
+                result = itertools.chain(result, following(*args, **kwargs))
             return result if then is None else then(result)
 
         return call
@@ -196,55 +204,6 @@ def cursor(index: IndexParts) -> sqlite3.Cursor:
         The cursor.
     """
     return index.connection.settled_conn().cursor()
-
-
-def lookup_files(index: IndexParts, paths: list[str]) -> list[BarecatFileInfo]:
-    """``lookup_file`` of each path, in order (raises at the first missing one).
-
-    Args:
-        index: the index.
-        paths: the files' paths.
-
-    Returns:
-        Their records, in the order of ``paths``.
-
-    Raises:
-        FileNotFoundBarecatError: a path has no file.
-        IsADirectoryBarecatError: a path is a directory.
-    """
-    return [index.lookups.lookup_file(p) for p in paths]
-
-
-def add_files(index: IndexParts, finfos: Iterable[BarecatFileInfo]) -> None:
-    """``add_file`` of each record, in order (``add_files_bulk`` is all or nothing).
-
-    Args:
-        index: the index.
-        finfos: the files' records, with paths, metadata and addresses.
-
-    Raises:
-        BarecatError: what ``add_file`` raises, at the first refused file (the ones
-            before it stay added).
-    """
-    edits = _edits(index)
-    for f in finfos:
-        edits.add_file(f)
-
-
-def remove_files(index: IndexParts, items: Iterable[FileItem]) -> None:
-    """``remove_file`` of each item, in order.
-
-    Args:
-        index: the index.
-        items: the files' paths or records.
-
-    Raises:
-        BarecatError: what ``remove_file`` raises, at the first missing file (the ones
-            before it stay removed).
-    """
-    edits = _edits(index)
-    for item in items:
-        edits.remove_file(item)
 
 
 def verify_integrity(index: IndexParts) -> bool:
@@ -287,42 +246,8 @@ def merge_from_other_barecat(
             reverse (a ``ValueError``, as in barecat 0.3.1).
     """
     del update_treestats
-    _edits(index).connection.require_writable()
+    index.connection.require_writable()
     merge_placed(index.connection, index.lookups, source_path, prefix or "", ignore_duplicates)
-
-
-def iter_all_infos(
-    index: IndexParts, order: Order = Order.ANY, bufsize: int | None = None
-) -> Iterator[BarecatEntryInfo]:
-    """Every directory's info record, then every file's.
-
-    Args:
-        index: the index.
-        order: the order they come in.
-        bufsize: ignored (0.3.1's batch size).
-
-    Returns:
-        An iterator of records.
-    """
-    yield from index.listing.dirs(order)
-    yield from index.listing.files(order)
-
-
-def iter_all_paths(
-    index: IndexParts, order: Order = Order.ANY, bufsize: int | None = None
-) -> Iterator[str]:
-    """Every directory's path, then every file's.
-
-    Args:
-        index: the index.
-        order: the order they come in.
-        bufsize: ignored (0.3.1's batch size).
-
-    Returns:
-        An iterator of paths.
-    """
-    yield from index.listing.dir_paths(order)
-    yield from index.listing.file_paths(order)
 
 
 def iterglob_infos(

@@ -19,7 +19,7 @@ modules.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from barecat.entries import BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo
@@ -28,7 +28,7 @@ from barecat.index import compat, query
 from barecat.index.aggregates import IndexAggregates
 from barecat.index.compat import Adapted
 from barecat.index.forwarding import Forward, to
-from barecat.index.listing import IndexListing
+from barecat.index.listing import FileItem, IndexListing
 from barecat.index.reading import IndexLookups
 from barecat.index.transactions import IndexConnection
 from barecat.index.tree_edits import IndexEdits
@@ -88,6 +88,10 @@ class ReadOnlyIndex:
             raise
         self.listing = IndexListing(self)
         """The listing queries (every file, a directory's entries, walk, glob)."""
+        self._add_parts()
+
+    def _add_parts(self) -> None:
+        """The parts a kind of index adds to these three (a writable one: its edits)."""
 
     def close(self) -> None:
         """Commit (a writer), leave the saved lookup table right for what was written,
@@ -191,18 +195,22 @@ class ReadOnlyIndex:
     update_dirs = _edit(IndexEdits.update_dirs)
     update_treestats = _edit(IndexEdits.update_treestats)
     file_digest_kept: Forward[Index, bool] = Forward("edits")
+    add_files: Forward[Index, Callable[[Iterable[BarecatFileInfo]], object]] = Adapted(
+        "edits", "add_file", each=True
+    )
+    remove_files: Forward[Index, Callable[[Iterable[FileItem]], object]] = Adapted(
+        "edits", "remove_file", each=True
+    )
 
     # -- barecat 0.3.1's names that no part has (``compat.py``) ------------------------
 
+    lookup_files: Forward[Any, Callable[[Iterable[str]], list[BarecatFileInfo]]] = Adapted(
+        _LOOKUPS, "lookup_file", each=True
+    )
     conn = property(compat.conn)
     cursor = property(compat.cursor)
-    lookup_files = compat.lookup_files
     verify_integrity = compat.verify_integrity
-    add_files = compat.add_files
-    remove_files = compat.remove_files
     merge_from_other_barecat = compat.merge_from_other_barecat
-    iter_all_infos = compat.iter_all_infos
-    iter_all_paths = compat.iter_all_paths
     iterglob_infos = compat.iterglob_infos
     raw_iterglob_paths = compat.raw_iterglob_paths
     raw_glob_paths = compat.raw_glob_paths
@@ -212,6 +220,12 @@ class ReadOnlyIndex:
     iter_all_dirinfos: Forward[Any, compat.Ordered[BarecatDirInfo]] = Adapted(_LISTING, "dirs", 1)
     iter_all_filepaths: Forward[Any, compat.Ordered[str]] = Adapted(_LISTING, "file_paths", 1)
     iter_all_dirpaths: Forward[Any, compat.Ordered[str]] = Adapted(_LISTING, "dir_paths", 1)
+    iter_all_infos: Forward[Any, compat.Ordered[BarecatEntryInfo]] = Adapted(
+        _LISTING, "dirs", 1, and_then="files"
+    )
+    iter_all_paths: Forward[Any, compat.Ordered[str]] = Adapted(
+        _LISTING, "dir_paths", 1, and_then="file_paths"
+    )
     iter_direct_fileinfos: Forward[Any, compat.InDir[BarecatFileInfo]] = Adapted(
         _LISTING, "files_in", 2
     )
@@ -247,30 +261,10 @@ class ReadOnlyIndex:
 class Index(ReadOnlyIndex):
     """An archive's SQLite index, writable (unless opened with ``readonly=True``, as
     barecat 0.3.1's: then every edit raises :class:`ReadOnlyBarecatError`): a
-    :class:`ReadOnlyIndex` with its ``edits``. Takes the same arguments; ``readonly``
-    defaults to True, as 0.3.1's."""
+    :class:`ReadOnlyIndex` with its ``edits``, taking the same arguments (``readonly``
+    defaults to True, as 0.3.1's)."""
 
-    def __init__(
-        self,
-        path: str | os.PathLike[str],
-        shard_size_limit: int | None = None,
-        bufsize: int | None = None,
-        readonly: bool = True,
-        wal: bool = False,
-        readonly_is_immutable: bool = False,
-        threadsafe: bool = False,
-        lookup_table: bool | None = None,
-    ) -> None:
-        super().__init__(
-            path,
-            shard_size_limit,
-            bufsize,
-            readonly,
-            wal,
-            readonly_is_immutable,
-            threadsafe,
-            lookup_table,
-        )
+    def _add_parts(self) -> None:
         self.edits = IndexEdits(self.connection, self.lookups)
         """Every edit (refused when the index is open read-only)."""
 

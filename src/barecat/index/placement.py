@@ -64,22 +64,25 @@ def placements_after(index: ReadOnlyIndex, after: AddressKey, limit: int) -> lis
 
     ``(shard, offset, -1)`` as ``after`` starts at that address (rowids are positive).
     """
-    rows = select(
-        index.connection.settled_conn(),
-        f"SELECT {_COLUMNS} FROM files WHERE (shard, offset, rowid) > (?, ?, ?) "
-        "ORDER BY shard, offset, rowid LIMIT ?",
-        (*after, limit),
-    ).fetchall()
-    return [Placement(*row) for row in rows]
+    return _placements(index, ">", "", after, limit)
 
 
 def placements_before(index: ReadOnlyIndex, before: AddressKey, limit: int) -> list[Placement]:
     """Up to ``limit`` files whose key is below ``before``, in descending storage order."""
+    return _placements(index, "<", " DESC", before, limit)
+
+
+def _placements(
+    index: ReadOnlyIndex, beyond: str, direction: str, key: AddressKey, limit: int
+) -> list[Placement]:
+    """Up to ``limit`` files whose key is ``beyond`` (``<``, ``>``) ``key``, walked in
+    ``direction`` (``""``, ``" DESC"``)."""
+    order = ", ".join(column + direction for column in ("shard", "offset", "rowid"))
     rows = select(
         index.connection.settled_conn(),
-        f"SELECT {_COLUMNS} FROM files WHERE (shard, offset, rowid) < (?, ?, ?) "
-        "ORDER BY shard DESC, offset DESC, rowid DESC LIMIT ?",
-        (*before, limit),
+        f"SELECT {_COLUMNS} FROM files WHERE (shard, offset, rowid) {beyond} (?, ?, ?) "
+        f"ORDER BY {order} LIMIT ?",
+        (*key, limit),
     ).fetchall()
     return [Placement(*row) for row in rows]
 

@@ -117,16 +117,8 @@ class IndexEdits(IndexRowEdits):
             allow_overwrite: replace a file, or an empty directory, at the new path.
 
         Raises:
-            ReadOnlyBarecatError: the index is open read-only.
             FileNotFoundBarecatError: nothing is at the old path.
-            FileExistsBarecatError: something is at the new path (without
-                ``allow_overwrite``).
-            IsADirectoryBarecatError: a file would replace a directory.
-            NotADirectoryBarecatError: a directory would replace a file, or an ancestor
-                of the new path is a file.
-            InvalidPathBarecatError: the root is moved or replaced, a directory is moved
-                into itself, or a path gets too deep.
-            DirectoryNotEmptyBarecatError: a directory would replace a non-empty one.
+            BarecatError: what :meth:`rename_file` or :meth:`rename_dir` raises.
         """
         path = path_of(old)
         if self.lookups.isdir(path):
