@@ -15,8 +15,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from barecat.archive.state import ArchivePart, reading, reading_steps
+from barecat.archive.state import ArchivePart, by_listing, reading, reading_steps
 from barecat.entries import BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo, Order
+from barecat.index.listing import IndexListing
 
 if TYPE_CHECKING:  # the ops are imported when used: reading an archive loads none of them
     from barecat.glob import PathFilter
@@ -412,31 +413,7 @@ class ArchiveInspection(ArchivePart):
             pattern, recursive, include_hidden, only_files=True
         )
 
-    @reading
-    def glob_entries(
-        self,
-        pattern: str,
-        recursive: bool = False,
-        include_hidden: bool = False,
-        only_files: bool = False,
-    ) -> list[str]:
-        """The entries :meth:`glob` matches, as archive paths: sorted, each once, without
-        a trailing ``/`` and without the root: for callers that act on entries rather
-        than mirror ``glob.glob``'s spelling.
-
-        Args:
-            pattern: a glob pattern relative to the root (``*``, ``?``, ``[...]``; ``**``
-                with ``recursive``).
-            recursive: let ``**`` match any number of directories.
-            include_hidden: let wildcards match names starting with ``.``.
-            only_files: match files only.
-
-        Returns:
-            The matching archive paths.
-        """
-        return self.archive.index.listing.glob_entries(
-            pattern, recursive, include_hidden, only_files
-        )
+    glob_entries = reading(by_listing(IndexListing.glob_entries))
 
     @reading
     def select_entries(

@@ -49,7 +49,6 @@ from barecat.exceptions import (
     ReadOnlyBarecatError,
 )
 from barecat.index import Index, ReadOnlyIndex
-from barecat.index.tree_edits import IndexEdits
 from barecat.layout import (
     archive_exists,
     archive_not_found,
@@ -67,7 +66,8 @@ from barecat.shards.concurrent import DEFAULT_READ_CONCURRENCY
 
 if TYPE_CHECKING:  # sealing and write code are imported when used, not before
     from barecat.archive.sealed import ArchiveSealing, SealedFileWriter
-    from barecat.index.index import ReadOnlyIndex
+    from barecat.index.listing import IndexListing
+    from barecat.index.tree_edits import IndexEdits
     from barecat.ops.writing import WriteSession
     from barecat.sealing import SealingSettings
     from barecat.shards.reading import ShardReader
@@ -145,6 +145,19 @@ def reading_steps(
         return archive.steps_of(archive.read_now(lambda: iter(method(self, *args, **kwargs))))
 
     return steps
+
+
+def by_listing(
+    method: Callable[Concatenate[IndexListing, _P], _R],
+) -> Callable[Concatenate[ArchivePart, _P], _R]:
+    """A part's method that is ``method`` of the archive's index listing, with the same
+    arguments and documentation (wrap it in :func:`reading`)."""
+
+    @functools.wraps(method)
+    def query(self: ArchivePart, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        return method(self.archive.index.listing, *args, **kwargs)
+
+    return query
 
 
 class _ClosedHalf:
@@ -344,6 +357,8 @@ class OpenArchive:
         (its connection is read-only)."""
         if isinstance(index, Index):
             return index.edits
+        from barecat.index.tree_edits import IndexEdits
+
         return IndexEdits(index.connection, index.lookups)
 
     def _stage_replacement(self) -> None:

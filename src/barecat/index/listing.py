@@ -18,7 +18,7 @@ from typing import Protocol
 
 from barecat.entries import BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo, Order
 from barecat.exceptions import InvalidPathBarecatError
-from barecat.glob import compile_glob
+from barecat.glob import compile_glob, matching_entries
 from barecat.index import query
 from barecat.index.connection import select
 from barecat.index.errors import guard_public_methods
@@ -284,30 +284,7 @@ class IndexListing:
             matches.insert(0, compiled.shown(base, True))
         return matches
 
-    def glob_entries(
-        self,
-        pattern: str,
-        recursive: bool = False,
-        include_hidden: bool = False,
-        only_files: bool = False,
-    ) -> list[str]:
-        """The entries :meth:`glob` matches, as archive paths: sorted, each once, without
-        a trailing '/', and without the root (which only ``**`` reaches).
-
-        For callers that act on entries (listing, subsets, fsspec) rather than mirror
-        ``glob.glob``'s spelling.
-
-        Args:
-            pattern: as for :meth:`glob`.
-            recursive: as for :meth:`glob`.
-            include_hidden: as for :meth:`glob`.
-            only_files: leave out directories.
-
-        Returns:
-            The matching entries' normalized paths.
-        """
-        found = self.glob(pattern, recursive, include_hidden, only_files=only_files)
-        return sorted({p.rstrip("/") for p in found} - {""})
+    glob_entries = matching_entries(glob)
 
     # -- raw SQLite GLOB (the reference's raw_* family) --------------------------------
 
