@@ -129,7 +129,8 @@ class Adapted(Forward[Any, Any]):
     another method of the part, called with the same arguments, follows (0.3.1's
     ``iter_all_infos``: every directory, then every file). With ``each``, the method is
     called on each item of the one argument, in order, and the results are a list
-    (``lookup_files``; an edit, ``add_files``, stops at the first item it refuses).
+    (``lookup_files``; an edit, ``add_files``, stops at the first item it refuses, and
+    returns :func:`nothing`).
 
     Args:
         part: the attribute of the index that holds the part.
@@ -161,9 +162,9 @@ class Adapted(Forward[Any, Any]):
         if obj is None:
             return self
         method = super().__get__(obj, owner)
-        if self.each:
-            return lambda items: [method(item) for item in items]
         at, then = self.bufsize_at, self.then
+        if self.each:
+            return lambda items: _then([method(item) for item in items], then)
         following = (
             None if self.and_then is None else getattr(getattr(obj, self.part), self.and_then)
         )
@@ -175,9 +176,21 @@ class Adapted(Forward[Any, Any]):
             result = method(*args, **kwargs)
             if following is not None:
                 result = itertools.chain(result, following(*args, **kwargs))
-            return result if then is None else then(result)
+            return _then(result, then)
 
         return call
+
+
+def _then(result: Any, then: Callable[[Any], Any] | None) -> Any:
+    return result if then is None else then(result)
+
+
+def nothing(result: object) -> None:
+    """What an edit applied to each item returns (0.3.1's ``add_files``): nothing.
+
+    Args:
+        result: the list of each edit's result, dropped.
+    """
 
 
 def conn(index: IndexParts) -> sqlite3.Connection:

@@ -195,11 +195,11 @@ class ReadOnlyIndex:
     update_dirs = _edit(IndexEdits.update_dirs)
     update_treestats = _edit(IndexEdits.update_treestats)
     file_digest_kept: Forward[Index, bool] = Forward("edits")
-    add_files: Forward[Index, Callable[[Iterable[BarecatFileInfo]], object]] = Adapted(
-        "edits", "add_file", each=True
+    add_files: Forward[Index, Callable[[Iterable[BarecatFileInfo]], None]] = Adapted(
+        "edits", "add_file", then=compat.nothing, each=True
     )
-    remove_files: Forward[Index, Callable[[Iterable[FileItem]], object]] = Adapted(
-        "edits", "remove_file", each=True
+    remove_files: Forward[Index, Callable[[Iterable[FileItem]], None]] = Adapted(
+        "edits", "remove_file", then=compat.nothing, each=True
     )
 
     # -- barecat 0.3.1's names that no part has (``compat.py``) ------------------------
