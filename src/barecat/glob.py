@@ -10,6 +10,7 @@ names and ``**``. Pure: imports only ``paths``.
 from __future__ import annotations
 
 import fnmatch
+import functools
 import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -63,9 +64,12 @@ def matching_entries(glob: Callable[_P, list[str]]) -> Callable[_P, list[str]]:
         The query of entries.
     """
 
+    @functools.wraps(glob)  # (its signature, for help() and inspect)
     def glob_entries(*args: _P.args, **kwargs: _P.kwargs) -> list[str]:
         return entries_of(glob(*args, **kwargs))
 
+    glob_entries.__name__ = "glob_entries"
+    glob_entries.__qualname__ = glob.__qualname__.replace(glob.__name__, "glob_entries")
     glob_entries.__doc__ = (
         "The entries :meth:`glob` matches (same arguments), as archive paths: sorted, each "
         "once, without a trailing '/', and without the root (which only ``**`` reaches)."

@@ -26,31 +26,34 @@ _R = TypeVar("_R")
 class Forward(Generic[_O, _T]):
     """The attribute ``name`` (by default, the name this is bound to) of the part held
     as ``part``, on an index of type ``_O``; the value is of type ``_T``. Setting it
-    sets the part's attribute.
+    sets the part's attribute. On the class, it is ``target`` when given (the part's
+    method: its signature and documentation, for ``help()`` and ``inspect``).
 
     Args:
         part: the attribute of the index that holds the part.
         name: the part's attribute (None: the same name as on the index).
+        target: what the class shows under this name.
     """
 
-    __slots__ = ("name", "part")
+    __slots__ = ("name", "part", "target")
 
-    def __init__(self, part: str, name: str | None = None) -> None:
+    def __init__(self, part: str, name: str | None = None, target: object = None) -> None:
         self.part = part
         self.name = name or ""
+        self.target = target
 
     def __set_name__(self, owner: type[Any], name: str) -> None:
         self.name = self.name or name
 
     @overload
-    def __get__(self, obj: None, owner: type[Any]) -> Forward[_O, _T]: ...
+    def __get__(self, obj: None, owner: type[Any]) -> Any: ...
 
     @overload
     def __get__(self, obj: _O, owner: type[Any] | None = None) -> _T: ...
 
     def __get__(self, obj: Any, owner: Any = None) -> Any:
         if obj is None:
-            return self
+            return self if self.target is None else self.target
         try:
             part = getattr(obj, self.part)
         except AttributeError:  # the edits of an index opened read-only
@@ -75,7 +78,7 @@ def to(part: str, method: Callable[Concatenate[Any, _P], _R]) -> Forward[Any, Ca
     Returns:
         The descriptor.
     """
-    return Forward(part, method.__name__)
+    return Forward(part, method.__name__, method)
 
 
 __all__ = ["Forward", "to"]

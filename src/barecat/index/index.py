@@ -42,7 +42,7 @@ _DB, _LOOKUPS, _LISTING = "connection", "lookups", "listing"
 
 def _edit(method: Callable[Concatenate[Any, _P], _R]) -> Forward[Index, Callable[_P, _R]]:
     """A table entry for an edit: typed for a writable :class:`Index` only."""
-    return Forward("edits", method.__name__)
+    return Forward("edits", method.__name__, method)
 
 
 class ReadOnlyIndex:
