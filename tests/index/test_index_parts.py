@@ -89,6 +89,8 @@ def test_a_write_through_a_read_only_index_raises_read_only(make_archive) -> Non
             index.add_file(info)
         with pytest.raises(barecat.ReadOnlyBarecatError, match="read-only"):
             index.edits.rename("f", "h")
+    with pytest.raises(barecat.BarecatError, match="opens read-only"):
+        ReadOnlyIndex(barecat.layout.index_path(path), readonly=False)
     with barecat.Barecat(path, readonly=False) as bc:
         assert type(bc.index) is Index
         bc.index.edits.rename("f", "h")  # type: ignore[attr-defined]

@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from barecat.entries import BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo
-from barecat.exceptions import ReadOnlyBarecatError
+from barecat.exceptions import BarecatError, ReadOnlyBarecatError
 from barecat.index import compat, query
 from barecat.index.aggregates import IndexAggregates
 from barecat.index.compat import Adapted
@@ -63,8 +63,12 @@ class ReadOnlyIndex:
 
     Raises:
         FileNotFoundBarecatError: a read-only index's file does not exist.
-        BarecatError: the file is not a barecat index, or has objects barecat did not make.
+        BarecatError: the file is not a barecat index, or has objects barecat did not make;
+            or ``readonly=False`` for an index without edits.
     """
+
+    editable = False
+    """Whether this kind of index has edits (an :class:`Index`): only it opens writable."""
 
     def __init__(
         self,
@@ -77,6 +81,8 @@ class ReadOnlyIndex:
         threadsafe: bool = False,
         lookup_table: bool | None = None,
     ) -> None:
+        if not readonly and not self.editable:
+            raise BarecatError(f"{path}: a ReadOnlyIndex opens read-only (an Index writes)")
         self.bufsize = bufsize or 1000
         self.connection = IndexConnection(
             path, shard_size_limit, readonly, wal, readonly_is_immutable, threadsafe
@@ -263,6 +269,8 @@ class Index(ReadOnlyIndex):
     barecat 0.3.1's: then every edit raises :class:`ReadOnlyBarecatError`): a
     :class:`ReadOnlyIndex` with its ``edits``, taking the same arguments (``readonly``
     defaults to True, as 0.3.1's)."""
+
+    editable = True
 
     def _add_parts(self) -> None:
         self.edits = IndexEdits(self.connection, self.lookups)
