@@ -10,9 +10,13 @@ names and ``**``. Pure: imports only ``paths``.
 from __future__ import annotations
 
 import fnmatch
+import functools
 import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from typing import ParamSpec
+
+_P = ParamSpec("_P")
 
 _MAGIC = re.compile(r"[*?[]")
 
@@ -33,6 +37,44 @@ def directory_pattern(pattern: str) -> str:
         The pattern to match archive paths with.
     """
     return pattern + "**" if pattern.endswith("/") else pattern
+
+
+def entries_of(matches: Iterable[str]) -> list[str]:
+    """The entries a glob's ``matches`` name, as archive paths: sorted, each once, without
+    a trailing '/', and without the root (which only ``**`` reaches).
+
+    Args:
+        matches: paths as ``glob.glob`` spells them on the extracted tree.
+
+    Returns:
+        The entries' paths.
+    """
+    return sorted({p.rstrip("/") for p in matches} - {""})
+
+
+def matching_entries(glob: Callable[_P, list[str]]) -> Callable[_P, list[str]]:
+    """The glob that answers :func:`entries_of` of what ``glob`` matches, with the same
+    arguments: for callers that act on entries (listing, subsets, fsspec) rather than
+    mirror ``glob.glob``'s spelling.
+
+    Args:
+        glob: a ``glob.glob``-like query.
+
+    Returns:
+        The query of entries.
+    """
+
+    @functools.wraps(glob)  # (its signature, for help() and inspect)
+    def glob_entries(*args: _P.args, **kwargs: _P.kwargs) -> list[str]:
+        return entries_of(glob(*args, **kwargs))
+
+    glob_entries.__name__ = "glob_entries"
+    glob_entries.__qualname__ = glob.__qualname__.replace(glob.__name__, "glob_entries")
+    glob_entries.__doc__ = (
+        "The entries :meth:`glob` matches (same arguments), as archive paths: sorted, each "
+        "once, without a trailing '/', and without the root (which only ``**`` reaches)."
+    )
+    return glob_entries
 
 
 def _is_hidden(name: str) -> bool:

@@ -36,7 +36,7 @@ class ArchiveEditing(ArchivePart):
         """
         self.archive.require_changeable()
         self.archive.prepare_file_list_edit()
-        self.archive.index.remove_file(item)
+        self.archive.edits.remove_file(item)
         self.archive.maybe_commit()
 
     @serialized
@@ -56,7 +56,7 @@ class ArchiveEditing(ArchivePart):
             DirectoryNotEmptyBarecatError: the directory holds files or directories.
         """
         self.archive.require_changeable()
-        self.archive.index.remove_empty_dir(item)
+        self.archive.edits.remove_empty_dir(item)
         self.archive.maybe_commit()
 
     @serialized
@@ -78,7 +78,7 @@ class ArchiveEditing(ArchivePart):
         """
         self.archive.require_changeable()
         self.archive.prepare_file_list_edit()
-        self.archive.index.remove_recursively(item)
+        self.archive.edits.remove_recursively(item)
         self.archive.maybe_commit()
 
     @serialized
@@ -110,14 +110,14 @@ class ArchiveEditing(ArchivePart):
         if self.archive.sealing is not None and self.archive.sealing.encrypted:
             self._rename_resealing(normalize(old_path), normalize(new_path))
         else:
-            self.archive.index.rename(old_path, new_path)
+            self.archive.edits.rename(old_path, new_path)
         self.archive.maybe_commit()
 
     def _rename_resealing(self, old: str, new: str) -> None:
         """Encrypted files are bound to their paths: each renamed file is sealed again for
         its new path (its old bytes become a hole until defrag), rows and all in one step."""
         assert self.archive.sealing is not None
-        entry = self.archive.index.lookup(old)
+        entry = self.archive.index.lookups.lookup(old)
         files = (
             [entry]
             if isinstance(entry, BarecatFileInfo)
@@ -131,7 +131,7 @@ class ArchiveEditing(ArchivePart):
                 places.append(
                     (target, *self.archive.writes.append(self.archive.sealing.seal(target, plain)))
                 )
-            self.archive.index.rename_with_new_bytes(old, new, places)
+            self.archive.edits.rename_with_new_bytes(old, new, places)
 
     move = rename
 
@@ -151,7 +151,7 @@ class ArchiveEditing(ArchivePart):
                 ``NotADirectoryLookupBarecatError`` when an ancestor is a file).
         """
         self.archive.require_writable()
-        self.archive.index.chmod(path, mode)
+        self.archive.edits.chmod(path, mode)
 
     @serialized
     def chown(self, path: str, uid: int, gid: int) -> None:
@@ -170,7 +170,7 @@ class ArchiveEditing(ArchivePart):
                 ``NotADirectoryLookupBarecatError`` when an ancestor is a file).
         """
         self.archive.require_writable()
-        self.archive.index.chown(path, uid, gid)
+        self.archive.edits.chown(path, uid, gid)
 
     @serialized
     def utime(
@@ -201,7 +201,7 @@ class ArchiveEditing(ArchivePart):
             mtime = int(times[1] * 1e9)
         else:
             mtime = time.time_ns()
-        self.archive.index.update_mtime(path, mtime)
+        self.archive.edits.update_mtime(path, mtime)
 
 
 __all__ = ["ArchiveEditing"]

@@ -39,7 +39,7 @@ from barecat.shards.concurrent import DEFAULT_READ_CONCURRENCY
 
 if TYPE_CHECKING:
     from barecat.codecs import DecodedView
-    from barecat.index import Index
+    from barecat.index import ReadOnlyIndex
     from barecat.shards.reading import ShardReader
 
 _open_archive = Parts("_archive")
@@ -234,8 +234,10 @@ class Barecat(MutableMapping[str, bytes]):
         self._archive.on_commit = callback
 
     @property
-    def index(self) -> Index:
-        """The archive's index (SQLite); None once the archive is closed."""
+    def index(self) -> ReadOnlyIndex:
+        """The archive's index (SQLite): a reader's a :class:`~barecat.index.ReadOnlyIndex`,
+        a writer's an :class:`~barecat.index.Index` (with its ``edits``); None once the
+        archive is closed."""
         archive = self._archive
         return None if archive.closed else archive.index  # type: ignore[return-value]
 
@@ -267,7 +269,7 @@ class Barecat(MutableMapping[str, bytes]):
         """The largest size in bytes a shard may grow to (settable, as bytes or a size such
         as ``'1G'``, on a writable archive; existing shards are not reorganized: see
         :meth:`reshard`)."""
-        return self._archive.index.shard_size_limit
+        return self._archive.index.connection.shard_size_limit
 
     @shard_size_limit.setter
     def shard_size_limit(self, value: int | str) -> None:
@@ -277,19 +279,19 @@ class Barecat(MutableMapping[str, bytes]):
     def num_files(self) -> int:
         """The number of files in the archive."""
         archive = self._archive
-        return archive.read_now(lambda: archive.index.num_files)
+        return archive.read_now(lambda: archive.index.lookups.num_files)
 
     @property
     def num_dirs(self) -> int:
         """The number of directories in the archive, the root included."""
         archive = self._archive
-        return archive.read_now(lambda: archive.index.num_dirs)
+        return archive.read_now(lambda: archive.index.lookups.num_dirs)
 
     @property
     def total_size(self) -> int:
         """The total size in bytes of all files (their contents, as read)."""
         archive = self._archive
-        return archive.read_now(lambda: archive.index.total_size)
+        return archive.read_now(lambda: archive.index.lookups.total_size)
 
     @property
     def total_logical_size(self) -> int:
@@ -454,7 +456,7 @@ class Barecat(MutableMapping[str, bytes]):
         reads = archive.reads  # (as in __getitem__)
         reads.append(None)
         try:
-            return archive.index.lookup_address(normalize(path)) is not None
+            return archive.index.lookups.lookup_address(normalize(path)) is not None
         finally:
             del reads[-1]
 

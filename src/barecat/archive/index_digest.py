@@ -23,9 +23,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from barecat.exceptions import BarecatIntegrityError
-from barecat.index import Index
 from barecat.index.file_digest import DIGEST_KEY
-from barecat.index.reading import IndexReader
+from barecat.index.index import ReadOnlyIndex, writable
 from barecat.sealing import SealingSettings
 from barecat.sealing.digest import IndexDigest, lookup_table_tagger
 
@@ -33,7 +32,7 @@ from barecat.sealing.digest import IndexDigest, lookup_table_tagger
 class DigestKeeper:
     """The digest of one encrypted archive's file rows (see the module doc)."""
 
-    def __init__(self, index: Index, settings: SealingSettings, where: str) -> None:
+    def __init__(self, index: ReadOnlyIndex, settings: SealingSettings, where: str) -> None:
         self._index = index
         self._settings = settings
         self._where = where
@@ -41,28 +40,30 @@ class DigestKeeper:
         """The digest arithmetic, once the key is known and the archive keeps one."""
         self.problem: str | None = None
         """Why the stored digest cannot be trusted (reads of contents then fail)."""
-        self.guarded = not index.readonly and index.stored_file_digest() is not None
+        self.guarded = (
+            not index.connection.readonly and index.connection.stored_file_digest() is not None
+        )
         """Whether edits of the file list wait for the key (a writer, a digest to keep)."""
         if self.guarded:
-            index.keep_file_digest(None)  # refused until the key is known
+            writable(index).edits.keep_file_digest(None)  # refused until the key is known
 
     def unlocked(self, data_key: bytes, keeps_digest: bool) -> None:
         """The key is known: check the stored digest cheaply, and (writers) keep it; the
         saved lookup tables' tags are made and checked with it from now on."""
-        self._index.trust_lookup_tables_with(lookup_table_tagger(data_key))
+        self._index.lookups.trust_lookup_tables_with(lookup_table_tagger(data_key))
         if not keeps_digest:
             return
         self.digest = IndexDigest(data_key, self._settings.binding())
         self.problem = self._cheap_check(self.digest)
-        if self.problem is None and not self._index.readonly:
-            self._index.keep_file_digest(self.digest.step)
+        if self.problem is None and not self._index.connection.readonly:
+            writable(self._index).edits.keep_file_digest(self.digest.step)
 
     def _cheap_check(self, digest: IndexDigest) -> str | None:
         try:
-            _, count = digest.open(self._index.stored_file_digest())
+            _, count = digest.open(self._index.connection.stored_file_digest())
         except BarecatIntegrityError as e:
             return str(e)
-        files = self._index.num_files
+        files = self._index.lookups.num_files
         if count != files:
             return f"the index digest counts {count} files, the index has {files}"
         return None
@@ -105,16 +106,16 @@ class DigestKeeper:
         (trusting them): for an archive without a digest, or one whose rows a user has
         checked otherwise."""
         digest = IndexDigest(data_key, self._settings.binding())
-        return {DIGEST_KEY: digest.seal(*digest.of_rows(self._index.file_digest_rows()))}
+        return {DIGEST_KEY: digest.seal(*digest.of_rows(self._index.connection.file_digest_rows()))}
 
 
-def rows_against_digest(index: IndexReader, digest: IndexDigest) -> tuple[str | None, str]:
+def rows_against_digest(index: ReadOnlyIndex, digest: IndexDigest) -> tuple[str | None, str]:
     """Sum every file row of ``index`` and compare with its stored digest: (problem or
     None, the pinnable digest of the rows as they are)."""
-    total, count = digest.of_rows(index.file_digest_rows())
+    total, count = digest.of_rows(index.connection.file_digest_rows())
     pin = digest.pin(total, count)
     try:
-        stored = digest.open(index.stored_file_digest())
+        stored = digest.open(index.connection.stored_file_digest())
     except BarecatIntegrityError as e:
         return str(e), pin
     if stored != (total, count):
@@ -127,7 +128,7 @@ def rows_against_digest(index: IndexReader, digest: IndexDigest) -> tuple[str | 
 
 
 def check_source_rows(
-    index: IndexReader,
+    index: ReadOnlyIndex,
     settings: SealingSettings,
     data_key: bytes | None,
     passphrase: Callable[[], str | bytes] | str | bytes | None,
@@ -144,7 +145,7 @@ def check_source_rows(
         BarecatIntegrityError: naming the source and what is wrong.
         WrongPassphraseBarecatError: ``passphrase`` does not unwrap the source's key.
     """
-    keeps = index.stored_file_digest() is not None
+    keeps = index.connection.stored_file_digest() is not None
     if data_key is None or not keeps:
         supplied = passphrase() if callable(passphrase) else passphrase
         if not supplied:
@@ -153,7 +154,7 @@ def check_source_rows(
     if keeps:
         problem, _ = rows_against_digest(index, IndexDigest(data_key, settings.binding()))
         if problem is not None:
-            raise source_refused(index.path, problem)
+            raise source_refused(index.connection.path, problem)
 
 
 def source_refused(where: str, problem: str) -> BarecatIntegrityError:

@@ -15,8 +15,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from barecat.archive.state import ArchivePart, reading, reading_steps
+from barecat.archive.state import ArchivePart, by_listing, reading, reading_steps
 from barecat.entries import BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo, Order
+from barecat.index.listing import IndexListing
 
 if TYPE_CHECKING:  # the ops are imported when used: reading an archive loads none of them
     from barecat.glob import PathFilter
@@ -45,7 +46,7 @@ class ArchiveInspection(ArchivePart):
         Raises:
             InvalidPathBarecatError: ``path`` escapes the archive root.
         """
-        return self.archive.index.exists(path)
+        return self.archive.index.lookups.exists(path)
 
     @reading
     def isfile(self, path: str) -> bool:
@@ -60,7 +61,7 @@ class ArchiveInspection(ArchivePart):
         Raises:
             InvalidPathBarecatError: ``path`` escapes the archive root.
         """
-        return self.archive.index.isfile(path)
+        return self.archive.index.lookups.isfile(path)
 
     @reading
     def isdir(self, path: str) -> bool:
@@ -75,7 +76,7 @@ class ArchiveInspection(ArchivePart):
         Raises:
             InvalidPathBarecatError: ``path`` escapes the archive root.
         """
-        return self.archive.index.isdir(path)
+        return self.archive.index.lookups.isdir(path)
 
     @reading
     def stat(self, path: str) -> BarecatEntryInfo:
@@ -90,7 +91,7 @@ class ArchiveInspection(ArchivePart):
         Raises:
             FileNotFoundBarecatError: nothing is there.
         """
-        return self.archive.index.lookup(path)
+        return self.archive.index.lookups.lookup(path)
 
     @reading
     def lookup(self, path: str) -> BarecatEntryInfo:
@@ -105,7 +106,7 @@ class ArchiveInspection(ArchivePart):
         Raises:
             FileNotFoundBarecatError: nothing is there.
         """
-        return self.archive.index.lookup(path)
+        return self.archive.index.lookups.lookup(path)
 
     @reading
     def lookup_file(self, path: str) -> BarecatFileInfo:
@@ -121,7 +122,7 @@ class ArchiveInspection(ArchivePart):
             FileNotFoundBarecatError: no file is there.
             IsADirectoryBarecatError: a directory is there.
         """
-        return self.archive.index.lookup_file(path)
+        return self.archive.index.lookups.lookup_file(path)
 
     @reading
     def lookup_dir(self, path: str) -> BarecatDirInfo:
@@ -138,7 +139,7 @@ class ArchiveInspection(ArchivePart):
                 (``NotADirectoryLookupBarecatError``, also a ``NotADirectoryError``, when
                 a file is).
         """
-        return self.archive.index.lookup_dir(path)
+        return self.archive.index.lookups.lookup_dir(path)
 
     @reading
     def listdir_infos(self, path: str = "", order: Order = Order.ANY) -> list[BarecatEntryInfo]:
@@ -414,31 +415,7 @@ class ArchiveInspection(ArchivePart):
             pattern, recursive, include_hidden, only_files=True
         )
 
-    @reading
-    def glob_entries(
-        self,
-        pattern: str,
-        recursive: bool = False,
-        include_hidden: bool = False,
-        only_files: bool = False,
-    ) -> list[str]:
-        """The entries :meth:`glob` matches, as archive paths: sorted, each once, without
-        a trailing ``/`` and without the root: for callers that act on entries rather
-        than mirror ``glob.glob``'s spelling.
-
-        Args:
-            pattern: a glob pattern relative to the root (``*``, ``?``, ``[...]``; ``**``
-                with ``recursive``).
-            recursive: let ``**`` match any number of directories.
-            include_hidden: let wildcards match names starting with ``.``.
-            only_files: match files only.
-
-        Returns:
-            The matching archive paths.
-        """
-        return self.archive.index.listing.glob_entries(
-            pattern, recursive, include_hidden, only_files
-        )
+    glob_entries = reading(by_listing(IndexListing.glob_entries))
 
     @reading
     def select_entries(
@@ -488,7 +465,7 @@ class ArchiveInspection(ArchivePart):
         Returns:
             The end offset of the shard's last file; 0 for a shard without files.
         """
-        return self.archive.index.logical_shard_end(shard_number)
+        return self.archive.index.lookups.logical_shard_end(shard_number)
 
     @reading
     def physical_shard_end(self, shard_number: int) -> int:
@@ -560,7 +537,7 @@ class ArchiveInspection(ArchivePart):
         Returns:
             The positions of those that are files, in storage order.
         """
-        return [row[0] for row in self.archive.index.locate_many(paths)]
+        return [row[0] for row in self.archive.index.lookups.locate_many(paths)]
 
     @reading
     def sealing_records(self) -> dict[str, ConfigValue] | None:
@@ -568,4 +545,4 @@ class ArchiveInspection(ArchivePart):
         sealed the same way, its wrapped data key included (see
         :meth:`seal_with_records`); None for a plain archive."""
         archive = self.archive
-        return archive.index.sealing_config() if archive.sealing is not None else None
+        return archive.index.connection.sealing_config() if archive.sealing is not None else None

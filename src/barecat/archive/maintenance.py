@@ -21,9 +21,10 @@ from barecat.archive.state import ArchivePart, serialized
 from barecat.entries import parse_size
 from barecat.exceptions import BarecatError
 from barecat.glob import PathFilter
+from barecat.index import writable
 
 if TYPE_CHECKING:  # each op is imported when it runs: opening an archive loads none
-    from barecat.index.aggregates import IndexAggregates
+    from barecat.index.index import ReadOnlyIndex
     from barecat.index.schema import ConfigValue
     from barecat.ops.copy_files import CopyStats, ProgressCallback
     from barecat.ops.defrag import DefragResult
@@ -41,7 +42,7 @@ class SourceArchive(Protocol):
     one names only what it reads)."""
 
     @property
-    def index(self) -> IndexAggregates:
+    def index(self) -> ReadOnlyIndex:
         """The source's index."""
         ...
 
@@ -69,7 +70,7 @@ class ArchiveMaintenance(ArchivePart):
         """
         self.archive.require_writable()
         limit = parse_size(value)
-        self.archive.index.shard_size_limit = limit
+        writable(self.archive.index).connection.shard_size_limit = limit
         self.archive.writes.sharder.shard_size_limit = limit
 
     @serialized
@@ -83,7 +84,8 @@ class ArchiveMaintenance(ArchivePart):
         """
         self.archive.require_writable()
         ends = [
-            self.archive.index.logical_shard_end(i) for i in range(self.archive.sharder.num_shards)
+            self.archive.index.lookups.logical_shard_end(i)
+            for i in range(self.archive.sharder.num_shards)
         ]
         self.archive.writes.sharder.truncate_all_to_logical_size(ends)
 
@@ -116,7 +118,7 @@ class ArchiveMaintenance(ArchivePart):
         from barecat.ops.defrag import defrag as defrag_archive
 
         result = defrag_archive(
-            self.archive.index,
+            writable(self.archive.index),
             self.archive.writes.sharder,
             quick=quick,
             time_budget=time_budget,
@@ -165,7 +167,7 @@ class ArchiveMaintenance(ArchivePart):
         from barecat.ops.reshard import reshard as reshard_archive
 
         result = reshard_archive(
-            self.archive.index,
+            writable(self.archive.index),
             self.archive.writes.sharder,
             parse_size(shard_size_limit),
             on_progress=on_progress,
@@ -199,7 +201,7 @@ class ArchiveMaintenance(ArchivePart):
         from barecat.ops.repair import repair as repair_archive
 
         result = repair_archive(
-            self.archive.index,
+            writable(self.archive.index),
             self.archive.writes.sharder,
             drop_bad=drop_bad,
             workers=workers,
@@ -254,7 +256,7 @@ class ArchiveMaintenance(ArchivePart):
         from barecat.ops.merge import merge_archives
 
         result = merge_archives(
-            self.archive.index,
+            writable(self.archive.index),
             self.archive.writes.sharder,
             sources,
             ignore_duplicates=ignore_duplicates,
@@ -302,7 +304,7 @@ class ArchiveMaintenance(ArchivePart):
         stats = subset_archive(
             source.index,
             source.sharder,
-            self.archive.index,
+            writable(self.archive.index),
             self.archive.writes.sharder,
             selection,
             on_progress,
@@ -369,7 +371,7 @@ class ArchiveMaintenance(ArchivePart):
                 f"{self.archive.path} is not encrypted: it has no passphrase to change"
             )
         self.archive.commit()
-        self.archive.index.update_sealing_config(self.archive.sealing.rekeyed(new_passphrase))
+        self.archive.edits.update_sealing_config(self.archive.sealing.rekeyed(new_passphrase))
         self.archive.sealing.rekey_written()
 
     def reset_index_digest(self) -> None:
@@ -388,7 +390,7 @@ class ArchiveMaintenance(ArchivePart):
         if self.archive.sealing is None or not self.archive.sealing.encrypted:
             raise BarecatError(f"{self.archive.path} is not encrypted: it keeps no index digest")
         self.archive.commit()
-        self.archive.index.update_sealing_config(self.archive.sealing.rekeyed(reset_digest=True))
+        self.archive.edits.update_sealing_config(self.archive.sealing.rekeyed(reset_digest=True))
         self.archive.sealing.rekey_written()
 
     # -- for transfer/ (so it need not reach into the index) ---------------------------
@@ -404,7 +406,7 @@ class ArchiveMaintenance(ArchivePart):
             SchemaVersionBarecatError: the archive has files.
         """
         self.archive.require_writable()
-        self.archive.index.enable_sealing(records)
+        self.archive.edits.enable_sealing(records)
 
     @serialized
     def take_all_from(self, src: SourceArchive) -> CopyStats:
@@ -425,7 +427,7 @@ class ArchiveMaintenance(ArchivePart):
         archive = self.archive
         archive.require_writable()
         return copy_files_from(
-            archive.index, archive.writes.sharder, src.index, src.sharder, move=True
+            writable(archive.index), archive.writes.sharder, src.index, src.sharder, move=True
         )
 
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from barecat.entries import parse_size
 from barecat.exceptions import FileNotFoundBarecatError
-from barecat.index import Index
+from barecat.index import ReadOnlyIndex
 from barecat.layout import (
     OLD_INDEX_SUFFIX,
     SHARD_INFIX,
@@ -60,7 +60,7 @@ def open_objectstore_halves(
     block_cache: bool,
     threadsafe: bool,
     lookup_table: bool | None,
-) -> tuple[Index, ObjectStoreSharder]:
+) -> tuple[ReadOnlyIndex, ObjectStoreSharder]:
     """The index (a cached local copy) and the shards of the remote archive at ``url``."""
     protocol = url_protocol(url)
     assert protocol is not None
@@ -70,7 +70,7 @@ def open_objectstore_halves(
     if limit:
         trim_cache(cache.root, parse_size(limit), keep=cache.directory)
     local_index = cache.copy_of(store, _find_index(store, url))
-    index = Index(
+    index = ReadOnlyIndex(
         local_index,
         readonly=True,
         readonly_is_immutable=True,
@@ -79,7 +79,7 @@ def open_objectstore_halves(
     )
     try:
         sharder = ObjectStoreSharder(
-            url, store, index.num_used_shards, cache if block_cache else None
+            url, store, index.lookups.num_used_shards, cache if block_cache else None
         )
     except BaseException:
         index.close()

@@ -124,11 +124,13 @@ class ArchiveOpening(ArchivePart):
         path = normalize(path)
         kind = mode.replace("b", "").replace("t", "").replace("+", "")
         try:
-            existing: BarecatFileInfo | None = self.archive.index.lookup_file(path, normalized=True)
+            existing: BarecatFileInfo | None = self.archive.index.lookups.lookup_file(
+                path, normalized=True
+            )
         except FileNotFoundBarecatError:
             existing = None
         if kind == "r" and existing is None:
-            raise self.archive.index.not_found_error(path)
+            raise self.archive.index.lookups.not_found_error(path)
         if kind == "x" and existing is not None:
             raise FileExistsBarecatError(path)
         keep = existing is not None and kind in ("r", "a")
@@ -193,10 +195,10 @@ class ArchiveOpening(ArchivePart):
 
         def record(address: Address) -> None:
             now = time.time_ns()
-            if self.archive.index.isfile(path):
-                self.archive.index.update_file(path, *address, now)
+            if self.archive.index.lookups.isfile(path):
+                self.archive.edits.update_file(path, *address, now)
             else:
-                self.archive.index.add_file(
+                self.archive.edits.add_file(
                     BarecatFileInfo(path, 0o100644, None, None, now, *address)
                 )
 

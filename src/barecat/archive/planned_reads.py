@@ -246,7 +246,7 @@ def planned_reader(archive: OpenArchive) -> PlannedReader:
         sealing = (s.codec, s.level, s.block_size, key, s.dictionary or None)
     storage_options = archive.remote_options[0] if archive.remote else None
     location = archive.path if archive.remote else os.path.abspath(archive.path)
-    num_shards = archive.index.num_used_shards
+    num_shards = archive.index.lookups.num_used_shards
     return PlannedReader(location, archive.remote, num_shards, storage_options, sealing)
 
 

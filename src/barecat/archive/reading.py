@@ -162,9 +162,11 @@ class ArchiveReading(ArchivePart):
         try:
             wanted = normalize_many(list(paths))
             try:
-                return self._read_located(wanted, archive.index.locate_many(wanted), max_gap)
+                return self._read_located(
+                    wanted, archive.index.lookups.locate_many(wanted), max_gap
+                )
             except BarecatIntegrityError:  # the lookup table may be what is damaged: ask SQLite
-                located = archive.index.locate_many_in_sqlite(wanted)
+                located = archive.index.lookups.locate_many_in_sqlite(wanted)
                 try:
                     return self._read_located(wanted, located, max_gap)
                 except BarecatIntegrityError:
@@ -211,7 +213,7 @@ class ArchiveReading(ArchivePart):
             if isinstance(item, str) and (archive.sealing is None or (offset == 0 and size < 0)):
                 # the address as bc[path] takes it (the lookup table): no record is made
                 normalized = normalize(item)
-                addr = archive.index.lookup_address(normalized)
+                addr = archive.index.lookups.lookup_address(normalized)
                 if addr is not None:
                     shard, start, total, crc = addr
                     try:
@@ -258,7 +260,7 @@ class ArchiveReading(ArchivePart):
             offset = max(offset, 0)
             if isinstance(item, str) and archive.sealing is None:
                 # the address as bc[path] takes it (the lookup table): no record is made
-                addr = archive.index.lookup_address(normalize(item))
+                addr = archive.index.lookups.lookup_address(normalize(item))
                 if addr is not None:
                     shard, start, total, crc = addr
                     n = max(0, min(len(view), total - offset))
@@ -318,12 +320,12 @@ class ArchiveReading(ArchivePart):
         wanted = normalize_many(list(paths))
         if archive.sealing is not None:
             return _place(wanted, self.get_many(wanted), view)
-        located = archive.index.locate_many(wanted)
+        located = archive.index.lookups.locate_many(wanted)
         try:
             return self._readinto_located(wanted, located, view)
         except BarecatIntegrityError:  # the lookup table may be what is damaged: ask SQLite
             return self._readinto_located(
-                wanted, archive.index.locate_many_in_sqlite(wanted), view, naming=True
+                wanted, archive.index.lookups.locate_many_in_sqlite(wanted), view, naming=True
             )
 
     def _readinto_located(
@@ -434,7 +436,7 @@ def read_item(archive: OpenArchive, path: str) -> bytes:
     reads.append(None)
     try:
         normalized = normalize(path)
-        addr = archive.index.lookup_address(normalized)
+        addr = archive.index.lookups.lookup_address(normalized)
         if addr is None:
             raise KeyError(path)
         try:
@@ -455,7 +457,7 @@ def read_again(
 ) -> bytes:
     """After a failed read at ``addr`` (from the lookup table): the file read where
     SQLite says it is, if that differs; else the damage, naming the file."""
-    checked = archive.index.lookup_address_in_sqlite(normalized)
+    checked = archive.index.lookups.lookup_address_in_sqlite(normalized)
     if checked is None:
         raise KeyError(path) from None
     if checked == addr:
@@ -477,7 +479,9 @@ def file_record(archive: OpenArchive, item: BarecatFileInfo | str) -> BarecatFil
     address, else the index's (which raises for a missing file or a directory)."""
     if isinstance(item, BarecatFileInfo) and item.shard is not None:
         return item
-    return archive.index.lookup_file(item.path if isinstance(item, BarecatFileInfo) else item)
+    return archive.index.lookups.lookup_file(
+        item.path if isinstance(item, BarecatFileInfo) else item
+    )
 
 
 def read_file(archive: OpenArchive, f: BarecatFileInfo, offset: int, size: int) -> bytes:

@@ -24,8 +24,7 @@ from typing import TYPE_CHECKING, Any
 from barecat.exceptions import BarecatError
 
 if TYPE_CHECKING:  # the sealing code is imported when an archive is sealed, not before
-    from barecat.index import Index
-    from barecat.index.reading import IndexReader
+    from barecat.index.index import ReadOnlyIndex
     from barecat.index.schema import ConfigValue
     from barecat.sealing import Sealer, SealingSettings
 
@@ -90,7 +89,7 @@ class ArchiveSealing:
     def __init__(
         self,
         where: str,
-        index: Index,
+        index: ReadOnlyIndex,
         settings: SealingSettings,
         passphrase: Passphrase | None,
         codec: str | None = None,
@@ -216,7 +215,7 @@ class ArchiveSealing:
 
 
 def open_sealing(
-    index: Index,
+    index: ReadOnlyIndex,
     where: str,
     codec: str | None,
     level: int | None,
@@ -233,18 +232,18 @@ def open_sealing(
         BarecatError: a passphrase given (not :class:`IfEncrypted`) for an existing
             archive that is not encrypted, before anything is read from it.
     """
-    if index.sealed:
+    if index.connection.sealed:
         from barecat.sealing import SealingSettings
 
         if dictionary:
             raise BarecatError(
                 f"{where} exists: a compression dictionary is given when an archive is created"
             )
-        settings = SealingSettings.from_config(index.sealing_config())
+        settings = SealingSettings.from_config(index.connection.sealing_config())
         if not settings.encrypted and key_given(passphrase):
             raise not_encrypted(where)
         return ArchiveSealing(where, index, settings, passphrase, codec, level)
-    if key_given(passphrase) and not index.created:
+    if key_given(passphrase) and not index.connection.created:
         raise not_encrypted(where)
     key_text = passphrase if isinstance(passphrase, str | bytes) else None
     if callable(passphrase) and key_given(passphrase):
@@ -253,13 +252,14 @@ def open_sealing(
             raise BarecatError(f"{where}: an empty passphrase cannot encrypt an archive")
     if codec is None and level is None and key_text is None and not dictionary:
         return None
-    if index.readonly or index.num_files:
+    if index.connection.readonly or index.lookups.num_files:
         raise BarecatError(
             f"{where} is a plain archive: compression and encryption are chosen when an "
             "archive is created (copy its files into a new one: barecat convert "
             "--compress/--encrypt)"
         )
     from barecat.archive.index_digest import new_archive_records
+    from barecat.index.index import writable
     from barecat.sealing import Sealer, SealingSettings
 
     settings, key = SealingSettings.new(
@@ -273,12 +273,12 @@ def open_sealing(
     records = settings.to_config()
     if key is not None:
         records.update(new_archive_records(key, settings))
-    index.enable_sealing(records)
+    writable(index).edits.enable_sealing(records)
     return ArchiveSealing(where, index, settings, passphrase, data_key=key)
 
 
 def take_sealing(
-    index: Index, where: str, settings: SealingSettings, passphrase: Passphrase | None
+    index: ReadOnlyIndex, where: str, settings: SealingSettings, passphrase: Passphrase | None
 ) -> ArchiveSealing:
     """Make the empty plain archive of ``index`` sealed like one whose files it is about to
     take as they are (``settings``: that one's, its wrapped key included). An encrypted
@@ -288,6 +288,8 @@ def take_sealing(
     Raises:
         BarecatError: no passphrase; ``WrongPassphraseBarecatError``: the wrong one.
     """
+    from barecat.index.index import writable
+
     records = settings.to_config()
     key, keeps_digest = None, False
     if settings.encrypted:
@@ -302,7 +304,7 @@ def take_sealing(
             from barecat.archive.index_digest import new_archive_records
 
             records.update(new_archive_records(key, settings))
-    index.enable_sealing(records)
+    writable(index).edits.enable_sealing(records)
     return ArchiveSealing(
         where, index, settings, passphrase, data_key=key, keeps_digest=keeps_digest
     )
@@ -311,7 +313,7 @@ def take_sealing(
 def check_source_rows(
     sealing: ArchiveSealing | None,
     passphrase: Passphrase | None,
-    src_index: IndexReader,
+    src_index: ReadOnlyIndex,
     settings: SealingSettings,
 ) -> None:
     """Before an archive (``sealing``: its own, None when plain) takes an encrypted

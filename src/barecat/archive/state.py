@@ -48,7 +48,7 @@ from barecat.exceptions import (
     NotEnoughSpaceBarecatError,
     ReadOnlyBarecatError,
 )
-from barecat.index import Index
+from barecat.index import Index, ReadOnlyIndex
 from barecat.layout import (
     archive_exists,
     archive_not_found,
@@ -66,7 +66,8 @@ from barecat.shards.concurrent import DEFAULT_READ_CONCURRENCY
 
 if TYPE_CHECKING:  # sealing and write code are imported when used, not before
     from barecat.archive.sealed import ArchiveSealing, SealedFileWriter
-    from barecat.index.reading import IndexReader
+    from barecat.index.listing import IndexListing
+    from barecat.index.tree_edits import IndexEdits
     from barecat.ops.writing import WriteSession
     from barecat.sealing import SealingSettings
     from barecat.shards.reading import ShardReader
@@ -144,6 +145,19 @@ def reading_steps(
         return archive.steps_of(archive.read_now(lambda: iter(method(self, *args, **kwargs))))
 
     return steps
+
+
+def by_listing(
+    method: Callable[Concatenate[IndexListing, _P], _R],
+) -> Callable[Concatenate[ArchivePart, _P], _R]:
+    """A part's method that is ``method`` of the archive's index listing, with the same
+    arguments and documentation (wrap it in :func:`reading`)."""
+
+    @functools.wraps(method)
+    def query(self: ArchivePart, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        return method(self.archive.index.listing, *args, **kwargs)
+
+    return query
 
 
 class _ClosedHalf:
@@ -233,7 +247,12 @@ class OpenArchive:
         """A writer's background committer, made at its first change (``committing.py``)."""
         self.background_failure: BaseException | None = None
         """What a background commit raised, for the writer's next change or ``close``."""
-        self.index: Index
+        self.index: ReadOnlyIndex
+        """The index: a reader's a :class:`ReadOnlyIndex` (no ``edits`` part: a write
+        through it is a type error), a writer's an :class:`~barecat.index.Index`."""
+        self.edits: IndexEdits
+        """A writer's index edits (``index.edits``); a reader's refuse every edit with
+        :class:`ReadOnlyBarecatError` (the archive's own checks refuse first)."""
         self.sharder: ShardReader
         """The shards as every archive reads them (on object storage too); a writer's own
         ``Sharder``, which writes, is its write session's (``writes.sharder``)."""
@@ -251,6 +270,7 @@ class OpenArchive:
             self.index, self.sharder = open_objectstore_halves(
                 self.path, storage_options, cache_dir, block_cache, threadsafe, lookup_table
             )
+            self.edits = self._edits_of(self.index)
         else:
             self._open_local(limit, overwrite, exist_ok, wal, lookup_table,
                              allow_writing_symlinked_shard)  # fmt: skip
@@ -296,7 +316,7 @@ class OpenArchive:
                 self._release_writer_lock()
                 raise
         try:
-            self.index = Index(
+            self.index = index = (ReadOnlyIndex if self.readonly else Index)(
                 index_path(self.location),
                 shard_size_limit=limit,
                 readonly=self.readonly,
@@ -305,28 +325,41 @@ class OpenArchive:
                 threadsafe=self.threadsafe,
                 lookup_table=lookup_table,
             )
+            self.edits = self._edits_of(index)
             self.sharder = sharder = Sharder(
                 self.location,
-                shard_size_limit=self.index.shard_size_limit_at_open(),
+                shard_size_limit=self.index.connection.shard_size_limit_at_open(),
                 readonly=self.readonly,
                 append_only=self.append_only,
                 threadsafe=self.threadsafe,
                 allow_writing_symlinked_shard=allow_writing_symlinked_shard,
                 read_concurrency=self.read_concurrency,
             )
-            self.created = self.index.created
-            if not self.readonly:  # (readers load no write code)
+            self.created = index.connection.created
+            if isinstance(index, Index):  # (a writer; readers load no write code)
                 from barecat.ops.writing import WriteSession
 
-                self.writes = WriteSession(self.index, sharder)  # places the position
+                self.writes = WriteSession(index, sharder)  # places the position
         except BaseException:
-            index: Index | None = getattr(self, "index", None)
-            if index is not None:
-                index.close()
+            opened: ReadOnlyIndex | None = getattr(self, "index", None)
+            if opened is not None:
+                opened.close()
             if self.lock is not None:
-                self.lock.undo_creation(made_schema=index is not None and index.created)
+                self.lock.undo_creation(
+                    made_schema=opened is not None and opened.connection.created
+                )
             self._release_writer_lock()
             raise
+
+    @staticmethod
+    def _edits_of(index: ReadOnlyIndex) -> IndexEdits:
+        """A writer's index edits; for a reader's index, edits that refuse every change
+        (its connection is read-only)."""
+        if isinstance(index, Index):
+            return index.edits
+        from barecat.index.tree_edits import IndexEdits
+
+        return IndexEdits(index.connection, index.lookups)
 
     def _stage_replacement(self) -> None:
         """``overwrite``: with an archive (or any file) at ``path``, the new one is built
@@ -516,14 +549,14 @@ class OpenArchive:
     def _note_rollbacks(self) -> None:
         """The index rolled its transaction back since the last look (a statement failed
         on a full disk, say): that transaction is lost, the next one begins."""
-        if self.index.rollbacks != self.transactions.rollbacks_seen:
-            self._lose_transaction(not_stored(self.index.rolled_back_by, self.path))
+        if self.index.connection.rollbacks != self.transactions.rollbacks_seen:
+            self._lose_transaction(not_stored(self.index.connection.rolled_back_by, self.path))
 
     def _rolled_back(self, error: Exception) -> BarecatError:
         """After a failed commit: roll the transaction back (SQLite may have), put the
         write position back after what the index holds, and say what was lost."""
         with contextlib.suppress(Exception):
-            self.index.rollback()
+            self.index.connection.rollback()
         with contextlib.suppress(Exception):
             self.writes.resync()
         failure = not_stored(error, self.path)
@@ -531,7 +564,7 @@ class OpenArchive:
         return failure
 
     def _lose_transaction(self, why: CommitFailedBarecatError | NotEnoughSpaceBarecatError) -> None:
-        self.transactions.rollbacks_seen = self.index.rollbacks
+        self.transactions.rollbacks_seen = self.index.connection.rollbacks
         self.transactions.lose(why)
         self.uncommitted = 0
         self.commit_due = False
@@ -564,11 +597,11 @@ class OpenArchive:
                 no passphrase for an encrypted source.
         """
         self.require_writable()
-        if self.sealing is not None or self.index.num_files:
+        if self.sealing is not None or self.index.lookups.num_files:
             raise BarecatError(f"{self.path}: only an empty plain archive takes a sealing")
         self.sealing = take_sealing(self.index, self.path, settings, self.passphrase)
 
-    def check_source_rows(self, src_index: IndexReader, settings: SealingSettings) -> None:
+    def check_source_rows(self, src_index: ReadOnlyIndex, settings: SealingSettings) -> None:
         """Before this archive takes an encrypted archive's files as they are (merge,
         subset), check that archive's file rows against its index digest when the key is
         at hand (this archive's, or its passphrase), so that a row put back there is
@@ -675,7 +708,7 @@ class OpenArchive:
         if self.lock is None or not self.created or os.getpid() != self.owner_pid:
             return False
         try:
-            return self.index.num_files == 0 and self.index.num_dirs <= 1
+            return self.index.lookups.num_files == 0 and self.index.lookups.num_dirs <= 1
         except Exception:  # the index failed (the error being handled): keep the archive
             return False
 
@@ -691,7 +724,7 @@ class OpenArchive:
                 self._finish_writing()
         finally:
             self.closed = True
-            self.index = self.sharder = _ClosedHalf(self.path)  # type: ignore[assignment]
+            self.index = self.sharder = self.edits = _ClosedHalf(self.path)  # type: ignore[assignment]
             self._wait_for_reads()
             try:
                 if in_owner:
@@ -708,7 +741,7 @@ class OpenArchive:
         finally:
             self.commit()
         self.writes.trim_tail()
-        if self.sharder.num_shards == 0 and self.index.total_size == 0:
+        if self.sharder.num_shards == 0 and self.index.lookups.total_size == 0:
             # An archive without bytes still gets its (empty) first shard, which
             # barecat 0.3.1 needs to open it. Made at close, as shards linked
             # or adopted into a new archive (merge, wrap) must start at 0.

@@ -57,8 +57,8 @@ class ArchiveWriting(ArchivePart):
                 a file is at ``path``.
         """
         path = normalize(path)
-        if path and not self.archive.index.isdir(parent(path)):
-            error = self.archive.index.not_found_error(path)
+        if path and not self.archive.index.lookups.isdir(parent(path)):
+            error = self.archive.index.lookups.not_found_error(path)
             if not isinstance(error, NotADirectoryBarecatError):
                 error = FileNotFoundBarecatError(parent(path), "Parent directory")
             raise error
@@ -86,7 +86,7 @@ class ArchiveWriting(ArchivePart):
     def _add_dir(self, info: BarecatDirInfo, exist_ok: bool) -> None:
         self.archive.require_writable()
         self.archive.require_no_open_writer()
-        self.archive.index.add_dir(info, exist_ok=exist_ok)
+        self.archive.edits.add_dir(info, exist_ok=exist_ok)
         self.archive.maybe_commit()
 
     @serialized
@@ -109,7 +109,7 @@ class ArchiveWriting(ArchivePart):
         self.archive.require_writable()
         self.archive.require_no_open_writer()
         dirs = list(infos)
-        self.archive.index.upsert_dirs_bulk(dirs)
+        self.archive.edits.upsert_dirs_bulk(dirs)
         self.archive.maybe_commit(len(dirs))
 
     @serialized
@@ -176,14 +176,14 @@ class ArchiveWriting(ArchivePart):
             finfo = BarecatFileInfo(item, mode, uid, gid, mtime_ns)
         if not finfo.path:
             raise IsADirectoryBarecatError("")
-        if file_exist_ok and self.archive.index.lookup_address(finfo.path) is not None:
+        if file_exist_ok and self.archive.index.lookups.lookup_address(finfo.path) is not None:
             return
 
         def record(address: Address, logical_size: int | None) -> None:
             finfo.shard, finfo.offset, finfo.size, finfo.crc32c = address
             if logical_size is not None:
                 finfo.sealed_size, finfo.size = finfo.size, logical_size
-            self.archive.index.add_file(finfo)
+            self.archive.edits.add_file(finfo)
 
         self._append_then_record(
             finfo.path, data, fileobj, _size_hint(fileobj), bufsize, record, compress
@@ -267,8 +267,8 @@ class ArchiveWriting(ArchivePart):
 
         def record(address: Address, logical_size: int | None) -> None:
             if target != old.path:
-                self.archive.index.rename_file(old.path, target)
-            self.archive.index.update_file(
+                self.archive.edits.rename_file(old.path, target)
+            self.archive.edits.update_file(
                 target,
                 *address,
                 new_mtime_ns=new.mtime_ns if new else None,
@@ -353,7 +353,7 @@ class ArchiveWriting(ArchivePart):
                     f.size = size
                 else:
                     f.sealed_size = size
-            self.archive.index.add_files_bulk(infos)
+            self.archive.edits.add_files_bulk(infos)
 
         self.archive.writes.store_batch(datas, record)
         self.archive.maybe_commit(len(infos))
@@ -434,7 +434,7 @@ class ArchiveWriting(ArchivePart):
         self.archive.require_writable()
         self.archive.require_no_open_writer()
         _normalize_paths(infos)
-        self.archive.index.add_files_bulk(infos)
+        self.archive.edits.add_files_bulk(infos)
         self.archive.maybe_commit(len(infos))
 
     def add_by_path(

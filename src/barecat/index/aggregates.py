@@ -1,7 +1,7 @@
 """Queries over every row of the index: whole-archive totals and the storage layout.
 
-`IndexAggregates` extends :class:`~barecat.index.reading.IndexReader` with what
-counts and scans instead of looking one entry up: the numbers of files and directories
+`IndexAggregates`, the base of the lookups part (:class:`~barecat.index.reading.IndexLookups`),
+answers what counts and scans instead of looking one entry up: the numbers of files and directories
 and the total size (from the root's statistics, recounted when they are off), which
 shards are used and where each one's bytes end, the files a shortened shard cuts, byte
 ranges that overlap, and the file stored last. Imports ``entries``, ``exceptions`` and
@@ -12,22 +12,49 @@ from __future__ import annotations
 
 from barecat.entries import BarecatFileInfo
 from barecat.exceptions import FileNotFoundBarecatError
-from barecat.index import query
+from barecat.index import query, treestats
 from barecat.index.connection import select
-from barecat.index.reading import ROOT_TOTAL_SQL, IndexReader
+from barecat.index.errors import guard_public_methods
+from barecat.index.transactions import IndexConnection
 
 _ADDRESSED = "typeof(offset) = 'integer' AND typeof(size) = 'integer'"
 """Rows whose bytes have a place: damaged ones (``query.address_problem``) end nowhere, and
 ``verify`` names them, so they neither move the write position nor overlap anything."""
 
 
-_RECOUNT_SIZE = f"SELECT {query.SIZE_TOTAL} FROM files"
+ROOT_TOTAL_SQL = {
+    column: f"SELECT {column} FROM dirs WHERE path = '' AND NOT EXISTS "
+    "(SELECT 1 FROM config WHERE key = 'use_triggers' AND value_int IS NOT 1) LIMIT 1"
+    for column in ("num_files_tree", "size_tree")
+}
+"""A total from the root's statistics, unless ``use_triggers`` is set to anything but 1
+(as before: a missing row is taken as 1): one statement, all a ``len(bc)`` costs."""
 
 
-class IndexAggregates(IndexReader):
-    """A reader that also answers totals and storage-layout queries over all rows (the
-    number of files, which :class:`~barecat.index.reading.IndexReader` needs itself,
-    is its own)."""
+class IndexAggregates:
+    """Totals and storage-layout queries over all rows, on an index's ``connection``."""
+
+    def __init__(self, connection: IndexConnection) -> None:
+        self.connection = connection
+        self.path = connection.path
+        self._pool = connection.pool
+        self.settled_conn = connection.settled_conn
+        """The connection's :meth:`~IndexConnection.settled_conn` (bound once: a hot path)."""
+
+    def _root_total(self, column: str, recount_sql: str) -> int:
+        """A whole-archive total from the root's statistics (``column`` of
+        :data:`ROOT_TOTAL_SQL`), recounted if they are off (the triggers that keep them
+        are switched off: no row) or damaged (not an integer, or negative)."""
+        conn = self.settled_conn()
+        row = self._pool.one_row(conn, ROOT_TOTAL_SQL[column])
+        if row is not None and type(value := row[0]) is int and value >= 0:
+            return value
+        return int(select(conn, recount_sql).fetchone()[0])
+
+    @property
+    def num_files(self) -> int:
+        """The number of files in the index."""
+        return self._root_total("num_files_tree", "SELECT count(*) FROM files")
 
     @property
     def num_dirs(self) -> int:
@@ -37,7 +64,7 @@ class IndexAggregates(IndexReader):
     @property
     def total_size(self) -> int:
         """The total length in bytes of all files (their contents, unsealed)."""
-        return self._root_total(ROOT_TOTAL_SQL["size_tree"], _RECOUNT_SIZE)
+        return self._root_total("size_tree", f"SELECT {query.SIZE_TOTAL} FROM files")
 
     @property
     def num_used_shards(self) -> int:
@@ -147,6 +174,14 @@ class IndexAggregates(IndexReader):
         )
         return select(self.settled_conn(), sql).fetchone() is not None
 
+    def find_inconsistencies(self) -> list[str]:
+        """Every way the index disagrees with itself, as human-readable lines.
+
+        Returns:
+            The problems found; empty for a consistent index.
+        """
+        return treestats.find_inconsistencies(self.settled_conn())
+
     def get_last_file(self) -> BarecatFileInfo:
         """The file stored last (highest shard, then offset).
 
@@ -158,9 +193,12 @@ class IndexAggregates(IndexReader):
         """
         row = select(
             self.settled_conn(),
-            f"SELECT {self.file_columns} FROM files "
+            f"SELECT {self.connection.file_columns} FROM files "
             "ORDER BY shard DESC, offset DESC, size DESC LIMIT 1",
         ).fetchone()
         if row is None:
             raise FileNotFoundBarecatError("(archive is empty)", "Last file")
         return query.file_from_row(row)
+
+
+guard_public_methods(IndexAggregates, lambda part: part.path)

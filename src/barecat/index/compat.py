@@ -1,395 +1,91 @@
-"""barecat 0.3.1's names on the index: what ``barecat.Index`` (and so ``bc.index``) adds.
+"""barecat 0.3.1's own names on the index: the shapes of their signatures, and the few that
+do more than hand a call to a part.
 
 barecat 0.3.1 code calls its index directly (``bc.index.iter_all_fileinfos()``,
-``bc.index.conn.execute(...)``), so every name it had still works here, each one
-handing over to :class:`~barecat.index.index.CoreIndex` or its ``listing``
-(:class:`~barecat.index.listing.IndexListing`); so does its merge by hand
-(``merge_from_other_barecat``, in ``placed_merge.py``). ``bufsize`` arguments are
-accepted and ignored (queries stream from SQLite). barecat's own code uses the core
-names and the listing object, never these. Imports ``entries`` and ``barecat.index``'s
-own modules.
+``bc.index.conn.execute(...)``), so every name it had still works: most are lines of the
+index's table (``index.py``) that hand the call to a part, ``bufsize`` arguments
+accepted and ignored (queries stream from SQLite) by :class:`Adapted`, typed with the
+0.3.1 signature by one of the protocols here; the functions here are the names that
+combine parts (every directory, then every file; a glob's records), convert (a list of
+a listing), or check (``verify_integrity``); so is its merge by hand
+(``merge_from_other_barecat``, in ``placed_merge.py``). barecat's own code uses the
+parts, never these. Imports ``entries``, ``exceptions`` and ``barecat.index``'s own
+modules.
 """
 
 from __future__ import annotations
 
+import itertools
 import sqlite3
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from barecat.entries import BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo, Order
-from barecat.index import query
-from barecat.index.index import CoreIndex
-from barecat.index.listing import DirItem, FileItem
+from barecat.entries import BarecatEntryInfo, Order
+from barecat.index.forwarding import Forward
+from barecat.index.listing import DirItem
 from barecat.index.placed_merge import merge_placed
 
+if TYPE_CHECKING:
+    from barecat.index.listing import IndexListing
+    from barecat.index.reading import IndexLookups
+    from barecat.index.transactions import IndexConnection
 
-class Index(CoreIndex):
-    """An archive's SQLite index (:class:`CoreIndex`) under barecat 0.3.1's names too."""
+_T_co = TypeVar("_T_co", covariant=True)
 
-    # -- the raw connection ------------------------------------------------------------
 
-    @property
-    def conn(self) -> sqlite3.Connection:
-        """0.3.1's raw connection, for SQL of one's own: :meth:`settled_conn`, so the
-        statistics of a run of single adds are applied when it is handed out and the SQL
-        sees them as 0.3.1's triggers would have left them. Rows are ``sqlite3.Row``."""
-        return self.settled_conn()
+class IndexParts(Protocol):
+    """What these names use of an index: its parts (``index.py``'s classes are such)."""
 
     @property
-    def cursor(self) -> sqlite3.Cursor:
-        """A new cursor on :attr:`conn`."""
-        return self.settled_conn().cursor()
+    def connection(self) -> IndexConnection: ...
+    @property
+    def lookups(self) -> IndexLookups: ...
+    @property
+    def listing(self) -> IndexListing: ...
 
-    # -- lookups and edits of several entries ------------------------------------------
 
-    def lookup_files(self, paths: list[str]) -> list[BarecatFileInfo]:
-        """:meth:`lookup_file` of each path, in order (raises at the first missing one).
+_T = TypeVar("_T")
 
-        Args:
-            paths: the files' paths.
 
-        Returns:
-            Their records, in the order of ``paths``.
+class Ordered(Protocol[_T_co]):
+    """0.3.1's ``iter_all_*``: every entry, in ``order``."""
 
-        Raises:
-            FileNotFoundBarecatError: a path has no file.
-            IsADirectoryBarecatError: a path is a directory.
-        """
-        return [self.lookup_file(p) for p in paths]
+    def __call__(self, order: Order = Order.ANY, bufsize: int | None = None) -> Iterator[_T_co]:
+        """Every entry's record or path, in ``order`` (``bufsize`` ignored)."""
+        ...
 
-    def add_files(self, finfos: Iterable[BarecatFileInfo]) -> None:
-        """:meth:`add_file` of each record, in order (``add_files_bulk`` is all or nothing).
 
-        Args:
-            finfos: the files' records, with paths, metadata and addresses.
+class InDir(Protocol[_T_co]):
+    """0.3.1's ``iter_direct_*``, ``iterdir_*``: the entries directly in a directory."""
 
-        Raises:
-            BarecatError: what :meth:`add_file` raises, at the first refused file (the
-                ones before it stay added).
-        """
-        for f in finfos:
-            self.add_file(f)
-
-    def remove_files(self, items: Iterable[FileItem]) -> None:
-        """:meth:`remove_file` of each item, in order.
-
-        Args:
-            items: the files' paths or records.
-
-        Raises:
-            BarecatError: what :meth:`remove_file` raises, at the first missing file
-                (the ones before it stay removed).
-        """
-        for item in items:
-            self.remove_file(item)
-
-    def verify_integrity(self) -> bool:
-        """True if SQLite's integrity check passes and all directory statistics are right
-        (:meth:`find_inconsistencies` lists what is not).
-
-        Returns:
-            True if no inconsistency is found.
-        """
-        return not self.find_inconsistencies()
-
-    # -- the merge by hand -------------------------------------------------------------
-
-    def merge_from_other_barecat(
-        self,
-        source_path: str,
-        ignore_duplicates: bool = False,
-        prefix: str | None = None,
-        update_treestats: bool = True,
-    ) -> None:
-        """Add another archive's files and directories, its shards already placed after
-        this archive's shards (symlinked or copied, in order): barecat 0.3.1's zero-copy
-        merge by hand. The rows' shard numbers are shifted to where the shards were put.
-
-        Args:
-            source_path: the other archive (base path or index file).
-            ignore_duplicates: skip a file whose path this index has (default: raise).
-            prefix: put everything under this directory.
-            update_treestats: accepted for compatibility; statistics are always kept right.
-
-        Raises:
-            BarecatError: the shards are not in place (nothing is written), or an archive
-                is sealed (use :meth:`barecat.Barecat.merge_from_other_barecat`).
-            FileExistsBarecatError: a path is taken (without ``ignore_duplicates``).
-            MergeConflictBarecatError: a file where this index has a directory, or the
-                reverse (a ``ValueError``, as in barecat 0.3.1).
-        """
-        del update_treestats
-        self._require_writable()
-        merge_placed(self, source_path, prefix or "", ignore_duplicates)
-
-    # -- the whole archive: listing.files, dirs, file_paths, dir_paths -----------------
-
-    def iter_all_fileinfos(
-        self, order: Order = Order.ANY, bufsize: int | None = None
-    ) -> Iterator[BarecatFileInfo]:
-        """``listing.files(order)``: every file's record.
-
-        Args:
-            order: the order they come in.
-            bufsize: ignored (0.3.1's batch size).
-
-        Returns:
-            An iterator of :class:`BarecatFileInfo`.
-        """
-        return self.listing.files(order)
-
-    def iter_all_dirinfos(
-        self, order: Order = Order.ANY, bufsize: int | None = None
-    ) -> Iterator[BarecatDirInfo]:
-        """``listing.dirs(order)``: every directory's record, the root's included.
-
-        Args:
-            order: the order they come in.
-            bufsize: ignored (0.3.1's batch size).
-
-        Returns:
-            An iterator of :class:`BarecatDirInfo`.
-        """
-        return self.listing.dirs(order)
-
-    def iter_all_infos(
-        self, order: Order = Order.ANY, bufsize: int | None = None
-    ) -> Iterator[BarecatEntryInfo]:
-        """Every directory's info record, then every file's.
-
-        Args:
-            order: the order they come in.
-            bufsize: ignored (0.3.1's batch size).
-
-        Returns:
-            An iterator of records.
-        """
-        yield from self.listing.dirs(order)
-        yield from self.listing.files(order)
-
-    def iter_all_filepaths(
-        self, order: Order = Order.ANY, bufsize: int | None = None
-    ) -> Iterator[str]:
-        """``listing.file_paths(order)``: every file's path.
-
-        Args:
-            order: the order they come in.
-            bufsize: ignored (0.3.1's batch size).
-
-        Returns:
-            An iterator of paths.
-        """
-        return self.listing.file_paths(order)
-
-    def iter_all_dirpaths(
-        self, order: Order = Order.ANY, bufsize: int | None = None
-    ) -> Iterator[str]:
-        """``listing.dir_paths(order)``: every directory's path (the root as ``""``).
-
-        Args:
-            order: the order they come in.
-            bufsize: ignored (0.3.1's batch size).
-
-        Returns:
-            An iterator of paths.
-        """
-        return self.listing.dir_paths(order)
-
-    def iter_all_paths(self, order: Order = Order.ANY, bufsize: int | None = None) -> Iterator[str]:
-        """Every directory's path, then every file's.
-
-        Args:
-            order: the order they come in.
-            bufsize: ignored (0.3.1's batch size).
-
-        Returns:
-            An iterator of paths.
-        """
-        yield from self.listing.dir_paths(order)
-        yield from self.listing.file_paths(order)
-
-    # -- one directory: listing.files_in, subdirs_of, entries, names -------------------
-
-    def iter_direct_fileinfos(
+    def __call__(
         self, diritem: DirItem, order: Order = Order.ANY, bufsize: int | None = None
-    ) -> Iterator[BarecatFileInfo]:
-        """``listing.files_in(diritem, order)``: the files directly in a directory
-        (nothing, for a missing one).
+    ) -> Iterator[_T_co]:
+        """The entries of ``diritem`` (``""``: the root), in ``order`` (``bufsize``
+        ignored)."""
+        ...
 
-        Args:
-            diritem: the directory's path or record (``""``: the root).
-            order: the order they come in.
-            bufsize: ignored (0.3.1's batch size).
 
-        Returns:
-            An iterator of :class:`BarecatFileInfo`.
-        """
-        return self.listing.files_in(diritem, order)
+class ListedInDir(Protocol[_T]):
+    """0.3.1's ``list_*``, ``listdir_*``: the entries directly in a directory, a list."""
 
-    def iter_subdir_dirinfos(
-        self, diritem: DirItem, order: Order = Order.ANY, bufsize: int | None = None
-    ) -> Iterator[BarecatDirInfo]:
-        """``listing.subdirs_of(diritem, order)``: the directories directly in a
-        directory (nothing, for a missing one).
+    def __call__(self, diritem: DirItem, order: Order = Order.ANY) -> list[_T]:
+        """The entries of ``diritem`` (``""``: the root), in ``order``."""
+        ...
 
-        Args:
-            diritem: the directory's path or record (``""``: the root).
-            order: the order they come in.
-            bufsize: ignored (0.3.1's batch size).
 
-        Returns:
-            An iterator of :class:`BarecatDirInfo`.
-        """
-        return self.listing.subdirs_of(diritem, order)
+class Walked(Protocol[_T_co]):
+    """0.3.1's ``walk_*``: a subtree, top-down."""
 
-    def list_direct_fileinfos(
-        self, dirpath: str, order: Order = Order.ANY
-    ) -> list[BarecatFileInfo]:
-        """``listing.files_in(dirpath, order)`` as a list (empty for a missing directory).
+    def __call__(self, rootitem: DirItem, bufsize: int = 32) -> Iterator[_T_co]:
+        """Each directory of the subtree of ``rootitem`` (``bufsize`` ignored)."""
+        ...
 
-        Args:
-            dirpath: the directory's path (``""``: the root).
-            order: the order they come in.
 
-        Returns:
-            The file records.
-        """
-        return list(self.listing.files_in(dirpath, order))
+class Globbed(Protocol):
+    """0.3.1's ``iterglob_paths``: ``glob_paths`` one by one."""
 
-    def list_subdir_dirinfos(self, dirpath: str, order: Order = Order.ANY) -> list[BarecatDirInfo]:
-        """``listing.subdirs_of(dirpath, order)`` as a list (empty for a missing directory).
-
-        Args:
-            dirpath: the directory's path (``""``: the root).
-            order: the order they come in.
-
-        Returns:
-            The directory records.
-        """
-        return list(self.listing.subdirs_of(dirpath, order))
-
-    def iterdir_infos(
-        self, diritem: DirItem, order: Order = Order.ANY, bufsize: int | None = None
-    ) -> Iterator[BarecatEntryInfo]:
-        """``listing.entries(diritem, order)``: subdirectories first, then files.
-
-        Args:
-            diritem: the directory's path or record (``""``: the root).
-            order: the order they come in.
-            bufsize: ignored (0.3.1's batch size).
-
-        Returns:
-            An iterator of records.
-        Raises (on the first ``next``):
-            FileNotFoundBarecatError: no such directory.
-            NotADirectoryBarecatError: it is a file.
-        """
-        return self.listing.entries(diritem, order)
-
-    def listdir_infos(self, diritem: DirItem, order: Order = Order.ANY) -> list[BarecatEntryInfo]:
-        """``listing.entries(diritem, order)`` as a list (a missing directory raises here).
-
-        Args:
-            diritem: the directory's path or record (``""``: the root).
-            order: the order they come in.
-
-        Returns:
-            Subdirectory records, then file records.
-        Raises:
-            FileNotFoundBarecatError: no such directory.
-            NotADirectoryBarecatError: it is a file.
-        """
-        return list(self.listing.entries(diritem, order))
-
-    def iterdir_names(
-        self, diritem: DirItem, order: Order = Order.ANY, bufsize: int | None = None
-    ) -> Iterator[str]:
-        """An iterator over ``listing.names(diritem, order)``: subdirectories first.
-
-        Args:
-            diritem: the directory's path or record (``""``: the root).
-            order: the order they come in.
-            bufsize: ignored (0.3.1's batch size).
-
-        Returns:
-            An iterator of names.
-        Raises:
-            FileNotFoundBarecatError: no such directory.
-            NotADirectoryBarecatError: it is a file.
-        """
-        return iter(self.listing.names(diritem, order))
-
-    def listdir_names(self, diritem: DirItem, order: Order = Order.ANY) -> list[str]:
-        """``listing.names(diritem, order)``: subdirectories first, then files.
-
-        Args:
-            diritem: the directory's path or record (``""``: the root).
-            order: the order they come in.
-
-        Returns:
-            The entries' names.
-        Raises:
-            FileNotFoundBarecatError: no such directory.
-            NotADirectoryBarecatError: it is a file.
-        """
-        return self.listing.names(diritem, order)
-
-    # -- trees: listing.walk, walk_names, glob, raw_glob -------------------------------
-
-    def walk_infos(self, rootitem: DirItem, bufsize: int = 32) -> Iterator[query.WalkStep]:
-        """``listing.walk(rootitem)``: (directory, its subdirectories, its files) records
-        for each directory of the subtree, top-down in path order.
-
-        Args:
-            rootitem: the directory to start from (``""``: the root).
-            bufsize: ignored.
-
-        Returns:
-            An iterator of :class:`~barecat.index.query.WalkStep`.
-        Raises (on the first ``next``):
-            FileNotFoundBarecatError: no such directory.
-            NotADirectoryBarecatError: it is a file.
-        """
-        return self.listing.walk(rootitem)
-
-    def walk_names(
-        self, rootitem: DirItem, bufsize: int = 32
-    ) -> Iterator[tuple[str, list[str], list[str]]]:
-        """``listing.walk_names(rootitem)``: ``os.walk``-style names; the root as ``'.'``.
-
-        Args:
-            rootitem: the directory to start from (``""``: the root).
-            bufsize: ignored.
-
-        Returns:
-            An iterator of ``(dirpath, dirnames, filenames)``.
-        Raises (on the first ``next``):
-            FileNotFoundBarecatError: no such directory.
-            NotADirectoryBarecatError: it is a file.
-        """
-        return self.listing.walk_names(rootitem)
-
-    def glob_paths(
-        self,
-        pattern: str,
-        recursive: bool = False,
-        include_hidden: bool = False,
-        only_files: bool = False,
-    ) -> list[str]:
-        """``listing.glob(pattern, recursive, include_hidden, only_files)``: the paths
-        ``glob.glob`` would give on the extracted tree, sorted.
-
-        Args:
-            pattern: a ``glob.glob``-style pattern relative to the root.
-            recursive: let ``**`` match any number of directories.
-            include_hidden: let wildcards match names starting with ``.``.
-            only_files: match files only.
-
-        Returns:
-            The matching paths.
-        """
-        return self.listing.glob(pattern, recursive, include_hidden, only_files)
-
-    def iterglob_paths(
+    def __call__(
         self,
         pattern: str,
         recursive: bool = False,
@@ -397,112 +93,246 @@ class Index(CoreIndex):
         bufsize: int | None = None,
         only_files: bool = False,
     ) -> Iterator[str]:
-        """The paths :meth:`glob_paths` returns, one by one.
+        """The paths ``glob_paths`` gives (``bufsize`` ignored)."""
+        ...
 
-        Args:
-            pattern: a ``glob.glob``-style pattern relative to the root.
-            recursive: let ``**`` match any number of directories.
-            include_hidden: let wildcards match names starting with ``.``.
-            bufsize: ignored (0.3.1's batch size).
-            only_files: match files only.
 
-        Returns:
-            An iterator of paths.
-        """
-        yield from self.listing.glob(pattern, recursive, include_hidden, only_files)
+class RawGlobbed(Protocol[_T_co]):
+    """0.3.1's ``raw_iterglob_paths_multi``: paths matching any SQLite GLOB pattern."""
 
-    def iterglob_infos(
-        self,
-        pattern: str,
-        recursive: bool = False,
-        include_hidden: bool = False,
-        bufsize: int | None = None,
-        only_files: bool = False,
-    ) -> Iterator[BarecatEntryInfo]:
-        """Like :meth:`iterglob_paths`, with each match's info record.
-
-        Args:
-            pattern: a ``glob.glob``-style pattern relative to the root.
-            recursive: let ``**`` match any number of directories.
-            include_hidden: let wildcards match names starting with ``.``.
-            bufsize: ignored (0.3.1's batch size).
-            only_files: match files only.
-
-        Returns:
-            An iterator of records.
-        """
-        for path in self.listing.glob(pattern, recursive, include_hidden, only_files):
-            yield self.lookup(path)
-
-    def raw_iterglob_paths_multi(
+    def __call__(
         self,
         patterns: list[str],
         order: Order = Order.ANY,
         only_files: bool = False,
         bufsize: int | None = None,
-    ) -> Iterator[str]:
-        """``listing.raw_glob(patterns, order, only_files)``: paths matching any pattern
-        under SQLite's GLOB, directories first.
+    ) -> Iterator[_T_co]:
+        """Paths matching any of ``patterns``, directories first (``bufsize`` ignored)."""
+        ...
 
-        Args:
-            patterns: SQLite GLOB patterns over whole paths (``*`` crosses ``/``).
-            order: the order they come in.
-            only_files: match files only.
-            bufsize: ignored (0.3.1's batch size).
 
-        Returns:
-            An iterator of paths.
-        """
-        return self.listing.raw_glob(patterns, order, only_files)
+class RawGlobbedInfos(Protocol):
+    """0.3.1's ``raw_iterglob_infos``: records matching an SQLite GLOB pattern."""
 
-    def raw_iterglob_paths(
-        self,
-        pattern: str,
-        order: Order = Order.ANY,
-        only_files: bool = False,
-        bufsize: int | None = None,
-    ) -> Iterator[str]:
-        """``listing.raw_glob([pattern], order, only_files)``: paths matching under
-        SQLite's GLOB, directories first.
-
-        Args:
-            pattern: an SQLite GLOB pattern over whole paths (``*`` crosses ``/``).
-            order: the order they come in.
-            only_files: match files only.
-            bufsize: ignored (0.3.1's batch size).
-
-        Returns:
-            An iterator of paths.
-        """
-        return self.listing.raw_glob([pattern], order, only_files)
-
-    def raw_glob_paths(self, pattern: str, order: Order = Order.ANY) -> list[str]:
-        """``listing.raw_glob([pattern], order)`` as a list.
-
-        Args:
-            pattern: an SQLite GLOB pattern over whole paths (``*`` crosses ``/``).
-            order: the order they come in.
-
-        Returns:
-            The matching paths, directories first.
-        """
-        return list(self.listing.raw_glob([pattern], order))
-
-    def raw_iterglob_infos(
+    def __call__(
         self, pattern: str, only_files: bool = False, bufsize: int | None = None
     ) -> Iterator[BarecatEntryInfo]:
-        """``listing.raw_glob_infos(pattern, only_files)``: records of the entries matching
-        under SQLite's GLOB, directories first.
-
-        Args:
-            pattern: an SQLite GLOB pattern over whole paths (``*`` crosses ``/``).
-            only_files: match files only.
-            bufsize: ignored (0.3.1's batch size).
-
-        Returns:
-            An iterator of records.
-        """
-        return self.listing.raw_glob_infos(pattern, only_files)
+        """Records of the entries matching ``pattern``, directories first (``bufsize``
+        ignored)."""
+        ...
 
 
-__all__ = ["Index"]
+class Adapted(Forward[Any, Any]):
+    """A table entry for a 0.3.1 name whose signature has a ``bufsize`` the part has not:
+    the part's method, called without it (at position ``bufsize_at``, or by keyword),
+    its result passed through ``then`` (``list``, ``iter``) when given. With ``and_then``,
+    another method of the part, called with the same arguments, follows (0.3.1's
+    ``iter_all_infos``: every directory, then every file). With ``each``, the method is
+    called on each item of the one argument, in order, and the results are a list
+    (``lookup_files``; an edit, ``add_files``, stops at the first item it refuses, and
+    returns :func:`nothing`).
+
+    Args:
+        part: the attribute of the index that holds the part.
+        name: the part's method.
+        bufsize_at: the position of ``bufsize`` among the 0.3.1 arguments (None: none).
+        then: applied to the result.
+        and_then: the part's method whose results follow.
+        each: call the method on each item of the argument.
+    """
+
+    __slots__ = ("and_then", "bufsize_at", "each", "then")
+
+    def __init__(
+        self,
+        part: str,
+        name: str,
+        bufsize_at: int | None = None,
+        then: Callable[[Any], Any] | None = None,
+        and_then: str | None = None,
+        each: bool = False,
+    ) -> None:
+        super().__init__(part, name)
+        self.each = each
+        self.bufsize_at = bufsize_at
+        self.then = then
+        self.and_then = and_then
+
+    def __get__(self, obj: Any, owner: Any = None) -> Any:
+        if obj is None:
+            return self
+        method = super().__get__(obj, owner)
+        at, then = self.bufsize_at, self.then
+        if self.each:
+            return lambda items: _then([method(item) for item in items], then)
+        following = (
+            None if self.and_then is None else getattr(getattr(obj, self.part), self.and_then)
+        )
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            if at is not None:
+                kwargs.pop("bufsize", None)
+                args = args[:at] + args[at + 1 :]
+            result = method(*args, **kwargs)
+            if following is not None:
+                result = itertools.chain(result, following(*args, **kwargs))
+            return _then(result, then)
+
+        return call
+
+
+def _then(result: Any, then: Callable[[Any], Any] | None) -> Any:
+    return result if then is None else then(result)
+
+
+def nothing(result: object) -> None:
+    """What an edit applied to each item returns (0.3.1's ``add_files``): nothing.
+
+    Args:
+        result: the list of each edit's result, dropped.
+    """
+
+
+def conn(index: IndexParts) -> sqlite3.Connection:
+    """0.3.1's raw connection, for SQL of one's own: the settled connection, so the
+    statistics of a run of single adds are applied when it is handed out and the SQL sees
+    them as 0.3.1's triggers would have left them. Rows are ``sqlite3.Row``.
+
+    Args:
+        index: the index.
+
+    Returns:
+        The connection.
+    """
+    return index.connection.settled_conn()
+
+
+def cursor(index: IndexParts) -> sqlite3.Cursor:
+    """A new cursor on :func:`conn`.
+
+    Args:
+        index: the index.
+
+    Returns:
+        The cursor.
+    """
+    return index.connection.settled_conn().cursor()
+
+
+def verify_integrity(index: IndexParts) -> bool:
+    """True if SQLite's integrity check passes and all directory statistics are right
+    (``find_inconsistencies`` lists what is not).
+
+    Args:
+        index: the index.
+
+    Returns:
+        True if no inconsistency is found.
+    """
+    return not index.lookups.find_inconsistencies()
+
+
+def merge_from_other_barecat(
+    index: IndexParts,
+    source_path: str,
+    ignore_duplicates: bool = False,
+    prefix: str | None = None,
+    update_treestats: bool = True,
+) -> None:
+    """Add another archive's files and directories, its shards already placed after this
+    archive's shards (symlinked or copied, in order): barecat 0.3.1's zero-copy merge by
+    hand. The rows' shard numbers are shifted to where the shards were put.
+
+    Args:
+        index: the index.
+        source_path: the other archive (base path or index file).
+        ignore_duplicates: skip a file whose path this index has (default: raise).
+        prefix: put everything under this directory.
+        update_treestats: accepted for compatibility; statistics are always kept right.
+
+    Raises:
+        ReadOnlyBarecatError: the index is open read-only.
+        BarecatError: the shards are not in place (nothing is written), or an archive is
+            sealed (use :meth:`barecat.Barecat.merge_from_other_barecat`).
+        FileExistsBarecatError: a path is taken (without ``ignore_duplicates``).
+        MergeConflictBarecatError: a file where this index has a directory, or the
+            reverse (a ``ValueError``, as in barecat 0.3.1).
+    """
+    del update_treestats
+    index.connection.require_writable()
+    merge_placed(index.connection, index.lookups, source_path, prefix or "", ignore_duplicates)
+
+
+def iterglob_infos(
+    index: IndexParts,
+    pattern: str,
+    recursive: bool = False,
+    include_hidden: bool = False,
+    bufsize: int | None = None,
+    only_files: bool = False,
+) -> Iterator[BarecatEntryInfo]:
+    """Like ``iterglob_paths``, with each match's info record.
+
+    Args:
+        index: the index.
+        pattern: a ``glob.glob``-style pattern relative to the root.
+        recursive: let ``**`` match any number of directories.
+        include_hidden: let wildcards match names starting with ``.``.
+        bufsize: ignored (0.3.1's batch size).
+        only_files: match files only.
+
+    Returns:
+        An iterator of records.
+    """
+    for path in index.listing.glob(pattern, recursive, include_hidden, only_files):
+        yield index.lookups.lookup(path)
+
+
+def raw_iterglob_paths(
+    index: IndexParts,
+    pattern: str,
+    order: Order = Order.ANY,
+    only_files: bool = False,
+    bufsize: int | None = None,
+) -> Iterator[str]:
+    """``listing.raw_glob([pattern], order, only_files)``: paths matching under SQLite's
+    GLOB, directories first.
+
+    Args:
+        index: the index.
+        pattern: an SQLite GLOB pattern over whole paths (``*`` crosses ``/``).
+        order: the order they come in.
+        only_files: match files only.
+        bufsize: ignored (0.3.1's batch size).
+
+    Returns:
+        An iterator of paths.
+    """
+    return index.listing.raw_glob([pattern], order, only_files)
+
+
+def raw_glob_paths(index: IndexParts, pattern: str, order: Order = Order.ANY) -> list[str]:
+    """``listing.raw_glob([pattern], order)`` as a list.
+
+    Args:
+        index: the index.
+        pattern: an SQLite GLOB pattern over whole paths (``*`` crosses ``/``).
+        order: the order they come in.
+
+    Returns:
+        The matching paths, directories first.
+    """
+    return list(index.listing.raw_glob([pattern], order))
+
+
+__all__ = [
+    "Adapted",
+    "IndexParts",
+    "Globbed",
+    "InDir",
+    "ListedInDir",
+    "Ordered",
+    "RawGlobbed",
+    "RawGlobbedInfos",
+    "Walked",
+]

@@ -2,11 +2,12 @@
 open index met (damage, a full disk, a directory no longer writable, a lock), and which
 rule an insert broke (a path taken by a directory or a file, a duplicate).
 
-After an index opens, every public method of its classes (``IndexReader`` and its
-subclasses, ``IndexListing``) is guarded (:func:`guard_public_methods`): what SQLite
-raises in it, or while its returned iterator is consumed, leaves as barecat's error
-naming the index file (:func:`index_error`), never as ``sqlite3``'s own or as the
-``UnicodeDecodeError`` that ``sqlite3`` raises for a message that is not UTF-8. Errors
+After an index opens, every public method of its parts (``IndexConnection``,
+``IndexLookups`` and its base, ``IndexListing``, ``IndexEdits`` and its base) is guarded
+(:func:`guard_public_methods`): what SQLite raises in it, or while its returned iterator
+is consumed, leaves as barecat's error naming the index file (:func:`index_error`),
+never as ``sqlite3``'s own or as the ``UnicodeDecodeError`` that ``sqlite3`` raises for
+a message that is not UTF-8. Errors
 of the caller's own making (``sqlite3.ProgrammingError``: a closed connection, a value
 SQLite cannot bind) and changes the index refused (``sqlite3.IntegrityError``) pass
 unchanged. The read hot paths guard themselves inline

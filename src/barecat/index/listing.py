@@ -4,7 +4,7 @@ the plan of a selection's files.
 :class:`IndexListing` is the object an index holds as ``index.listing``: it answers the
 questions that return many entries, each through one index-assisted query (see
 ``query.py``), on the index's settled connection (statistics owed by a run of single adds
-applied first, ``IndexReader.settled_conn``). Its :meth:`~IndexListing.planned` lists the
+applied first, ``IndexConnection.settled_conn``). Its :meth:`~IndexListing.planned` lists the
 files a :class:`~barecat.selection.FileSelection` chooses as typed rows
 (:class:`PlannedRow`: where each file's bytes lie), for readers that read them without
 the index (``archive/planned_reads.py``, the engines of ``integrations/``). barecat
@@ -24,7 +24,7 @@ from typing import NamedTuple, Protocol
 
 from barecat.entries import BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo, Order
 from barecat.exceptions import InvalidPathBarecatError
-from barecat.glob import compile_glob
+from barecat.glob import compile_glob, matching_entries
 from barecat.index import query
 from barecat.index.connection import select
 from barecat.index.errors import FAULTS, guard_public_methods, guards_itself, raise_index_error
@@ -111,7 +111,7 @@ def path_of(item: BarecatEntryInfo | str) -> str:
 
 
 class ListedIndex(Protocol):
-    """What the listing asks of its index (``IndexReader`` is one; it imports this
+    """What the listing asks of its index (``ReadOnlyIndex`` is one; it imports this
     module, so the listing names only what it uses)."""
 
     path: str
@@ -361,30 +361,7 @@ class IndexListing:
             matches.insert(0, compiled.shown(base, True))
         return matches
 
-    def glob_entries(
-        self,
-        pattern: str,
-        recursive: bool = False,
-        include_hidden: bool = False,
-        only_files: bool = False,
-    ) -> list[str]:
-        """The entries :meth:`glob` matches, as archive paths: sorted, each once, without
-        a trailing '/', and without the root (which only ``**`` reaches).
-
-        For callers that act on entries (listing, subsets, fsspec) rather than mirror
-        ``glob.glob``'s spelling.
-
-        Args:
-            pattern: as for :meth:`glob`.
-            recursive: as for :meth:`glob`.
-            include_hidden: as for :meth:`glob`.
-            only_files: leave out directories.
-
-        Returns:
-            The matching entries' normalized paths.
-        """
-        found = self.glob(pattern, recursive, include_hidden, only_files=only_files)
-        return sorted({p.rstrip("/") for p in found} - {""})
+    glob_entries = matching_entries(glob)
 
     # -- raw SQLite GLOB (the reference's raw_* family) --------------------------------
 

@@ -20,16 +20,24 @@ from typing import TYPE_CHECKING
 from barecat.exceptions import BarecatError
 from barecat.index.aggregates import IndexAggregates
 from barecat.index.merging import FAR, Relocation
+from barecat.index.transactions import IndexConnection
 from barecat.layout import base_path, existing_shard_numbers, index_path, shard_path
 from barecat.paths import normalize
 
 if TYPE_CHECKING:
-    from barecat.index.index import CoreIndex
+    from barecat.index.reading import IndexLookups
 
 
-def merge_placed(index: CoreIndex, source_path: str, prefix: str, ignore_duplicates: bool) -> None:
+def merge_placed(
+    db: IndexConnection,
+    lookups: IndexLookups,
+    source_path: str,
+    prefix: str,
+    ignore_duplicates: bool,
+) -> None:
     """Add the rows of the archive at ``source_path`` (its base path or index file) to
-    ``index`` under ``prefix``; see the module's docstring. All or nothing.
+    the index of ``db`` (its connection part) and ``lookups`` under ``prefix``; see the
+    module's docstring. All or nothing.
 
     Raises:
         BarecatError: a sealed archive, or the source's shards are not in place.
@@ -37,9 +45,12 @@ def merge_placed(index: CoreIndex, source_path: str, prefix: str, ignore_duplica
     """
     src_base = base_path(source_path)
     src_index = index_path(src_base)
-    with IndexAggregates(src_index, readonly=True, lookup_table=False) as src:
-        sealed, used = src.sealed, src.used_shards()
-    if sealed or index.sealed:
+    src = IndexConnection(src_index, readonly=True)
+    try:
+        sealed, used = src.sealed, IndexAggregates(src).used_shards()
+    finally:
+        src.close()
+    if sealed or db.sealed:
         raise BarecatError(
             f"Cannot merge the rows of {source_path} by hand: sealed (compressed or "
             "encrypted) archives are merged with Barecat.merge_from_other_barecat or "
@@ -47,23 +58,23 @@ def merge_placed(index: CoreIndex, source_path: str, prefix: str, ignore_duplica
         )
     numbers = existing_shard_numbers(src_base)
     count = max([*numbers, *used], default=-1) + 1
-    offset = _placed_offset(index, src_base, count, set(numbers), set(used))
-    with index.merge_source(src_index, normalize(prefix)) as source:
+    offset = _placed_offset(db.path, lookups, src_base, count, set(numbers), set(used))
+    with db.merge_source(src_index, normalize(prefix)) as source:
         source.select(skip_existing=ignore_duplicates)
         source.check_conflicts()
         moves = [Relocation(i, 0, FAR, FAR, offset + i, 0) for i in range(count)]
         source.insert(moves, source.totals().files)
-        index.commit()
+        db.commit()
 
 
 def _placed_offset(
-    index: CoreIndex, src_base: str, count: int, present: set[int], used: set[int]
+    path: str, lookups: IndexLookups, src_base: str, count: int, present: set[int], used: set[int]
 ) -> int:
     """Where the source's shard 0 was placed: ``count`` shards before this archive's last
     shard file. Raises unless every source shard is there and past our own files."""
-    base = base_path(index.path)
+    base = base_path(path)
     ours = existing_shard_numbers(base)
-    own_end = max(index.used_shards(), default=-1) + 1
+    own_end = max(lookups.used_shards(), default=-1) + 1
     offset = max(ours, default=-1) + 1 - count
     hint = (
         f"place the {count} shards of {src_base} after this archive's, as "

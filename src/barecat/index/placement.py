@@ -14,10 +14,8 @@ import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from barecat.exceptions import ReadOnlyBarecatError
 from barecat.index.connection import select
-from barecat.index.index import CoreIndex
-from barecat.index.reading import IndexReader
+from barecat.index.index import Index, ReadOnlyIndex
 
 AddressKey = tuple[int, int, int]
 """A total order on files by storage place: (shard, offset, rowid)."""
@@ -61,32 +59,35 @@ class Placement:
         return self.offset + self.size
 
 
-def placements_after(index: IndexReader, after: AddressKey, limit: int) -> list[Placement]:
+def placements_after(index: ReadOnlyIndex, after: AddressKey, limit: int) -> list[Placement]:
     """Up to ``limit`` files whose key is above ``after``, in ascending storage order.
 
     ``(shard, offset, -1)`` as ``after`` starts at that address (rowids are positive).
     """
-    rows = select(
-        index.settled_conn(),
-        f"SELECT {_COLUMNS} FROM files WHERE (shard, offset, rowid) > (?, ?, ?) "
-        "ORDER BY shard, offset, rowid LIMIT ?",
-        (*after, limit),
-    ).fetchall()
-    return [Placement(*row) for row in rows]
+    return _placements(index, ">", "", after, limit)
 
 
-def placements_before(index: IndexReader, before: AddressKey, limit: int) -> list[Placement]:
+def placements_before(index: ReadOnlyIndex, before: AddressKey, limit: int) -> list[Placement]:
     """Up to ``limit`` files whose key is below ``before``, in descending storage order."""
+    return _placements(index, "<", " DESC", before, limit)
+
+
+def _placements(
+    index: ReadOnlyIndex, beyond: str, direction: str, key: AddressKey, limit: int
+) -> list[Placement]:
+    """Up to ``limit`` files whose key is ``beyond`` (``<``, ``>``) ``key``, walked in
+    ``direction`` (``""``, ``" DESC"``)."""
+    order = ", ".join(column + direction for column in ("shard", "offset", "rowid"))
     rows = select(
-        index.settled_conn(),
-        f"SELECT {_COLUMNS} FROM files WHERE (shard, offset, rowid) < (?, ?, ?) "
-        "ORDER BY shard DESC, offset DESC, rowid DESC LIMIT ?",
-        (*before, limit),
+        index.connection.settled_conn(),
+        f"SELECT {_COLUMNS} FROM files WHERE (shard, offset, rowid) {beyond} (?, ?, ?) "
+        f"ORDER BY {order} LIMIT ?",
+        (*key, limit),
     ).fetchall()
     return [Placement(*row) for row in rows]
 
 
-def holes(index: IndexReader) -> list[tuple[int, int, int]]:
+def holes(index: ReadOnlyIndex) -> list[tuple[int, int, int]]:
     """(shard, offset, size) of every stretch no file uses, before or between files.
 
     Space after a shard's last file is not included (it has no upper bound here). A
@@ -94,7 +95,7 @@ def holes(index: IndexReader) -> list[tuple[int, int, int]]:
     with a neighbour never make a hole appear.
     """
     rows = select(
-        index.settled_conn(),
+        index.connection.settled_conn(),
         "SELECT shard, prev_end, offset - prev_end FROM ("
         " SELECT shard, offset, ifnull(max(offset + ifnull(size, 0)) OVER ("
         "  PARTITION BY shard ORDER BY offset, rowid"
@@ -104,19 +105,19 @@ def holes(index: IndexReader) -> list[tuple[int, int, int]]:
     return [(int(s), int(o), int(n)) for s, o, n in rows]
 
 
-def shard_ends(index: IndexReader) -> dict[int, int]:
+def shard_ends(index: ReadOnlyIndex) -> dict[int, int]:
     """The logical end (one past the last used byte) of every shard that has files."""
     rows = select(
-        index.settled_conn(),
+        index.connection.settled_conn(),
         "SELECT shard, max(offset + ifnull(size, 0)) FROM files GROUP BY shard",
     ).fetchall()
     return {int(shard): int(end) for shard, end in rows}
 
 
-def end_before(index: IndexReader, shard: int, offset: int) -> int:
+def end_before(index: ReadOnlyIndex, shard: int, offset: int) -> int:
     """One past the last byte used in ``shard`` by files starting below ``offset`` (or 0)."""
     row = select(
-        index.settled_conn(),
+        index.connection.settled_conn(),
         "SELECT max(offset + ifnull(size, 0)) FROM files WHERE shard = ?1 AND offset = "
         "(SELECT max(offset) FROM files WHERE shard = ?1 AND offset < ?2)",
         (shard, offset),
@@ -124,43 +125,43 @@ def end_before(index: IndexReader, shard: int, offset: int) -> int:
     return 0 if row is None or row[0] is None else int(row[0])
 
 
-def largest_file_size(index: IndexReader) -> int:
-    row = select(index.settled_conn(), "SELECT ifnull(max(size), 0) FROM files").fetchone()
+def largest_file_size(index: ReadOnlyIndex) -> int:
+    row = select(
+        index.connection.settled_conn(), "SELECT ifnull(max(size), 0) FROM files"
+    ).fetchone()
     return int(row[0])
 
 
-def set_addresses(index: CoreIndex, moves: Sequence[tuple[int, int, int]]) -> None:
+def set_addresses(index: Index, moves: Sequence[tuple[int, int, int]]) -> None:
     """Point files at new places: ``(rowid, shard, offset)`` each; not committed.
 
     Sizes, paths and checksums stay, so directory statistics are untouched.
     """
-    if index.readonly:
-        raise ReadOnlyBarecatError(f"Archive index {index.path} is open read-only")
+    index.connection.require_writable()
     try:
-        index.settled_conn().executemany(
+        index.connection.settled_conn().executemany(
             "UPDATE files SET shard = ?2, offset = ?3 WHERE rowid = ?1", moves
         )
     except sqlite3.OperationalError as e:
-        raise index._edit_failed(e) from e
+        raise index.connection.edit_failed(e) from e
 
 
-def park_empty_files(index: CoreIndex, shard: int | None = None, beyond: int = -1) -> int:
+def park_empty_files(index: Index, shard: int | None = None, beyond: int = -1) -> int:
     """Point empty files at (0, 0) when they lie past the last byte of data in their
     shard (or in a shard without data), so they never keep a shard or its tail alive.
 
     With ``shard``, only the empty files of that shard past offset ``beyond`` (before
     the shard is cut there). Returns how many were parked; not committed.
     """
-    if index.readonly:
-        raise ReadOnlyBarecatError(f"Archive index {index.path} is open read-only")
+    index.connection.require_writable()
     if shard is not None:
         sql = (
             "UPDATE files SET shard = 0, offset = 0 WHERE ifnull(size, 0) = 0 "
             "AND shard = ? AND offset > ? AND (shard, offset) != (0, 0)"
         )
-        return int(index.settled_conn().execute(sql, (shard, beyond)).rowcount)
+        return int(index.connection.settled_conn().execute(sql, (shard, beyond)).rowcount)
     return int(
-        index.settled_conn()
+        index.connection.settled_conn()
         .execute(
             "WITH ends AS (SELECT shard, max(offset + size) AS e FROM files WHERE size > 0 "
             "GROUP BY shard) "
@@ -172,6 +173,6 @@ def park_empty_files(index: CoreIndex, shard: int | None = None, beyond: int = -
     )
 
 
-def count_empty_files(index: IndexReader) -> int:
+def count_empty_files(index: ReadOnlyIndex) -> int:
     sql = "SELECT count(*) FROM files WHERE ifnull(size, 0) = 0"
-    return int(select(index.settled_conn(), sql).fetchone()[0])
+    return int(select(index.connection.settled_conn(), sql).fetchone()[0])

@@ -1,74 +1,38 @@
-"""The read side of the index: opening, point lookups and storage addresses.
+"""The index's lookups part: point lookups, storage addresses and the lookup table.
 
-:class:`IndexReader` opens (and for a new writable archive, creates) the SQLite index and
-answers questions about single entries: their records, whether they exist, where their
-bytes are (from the lookup table when one is current) and how many files there are.
-:class:`~barecat.index.aggregates.IndexAggregates` extends it with the other totals and
-storage-layout queries over all rows, the queries that list many entries are its
-``listing`` (``listing.py``), and :class:`barecat.index.index.CoreIndex` adds the
-edits. Every query is index-assisted (see ``query.py``). SQL lives only in this
+:class:`IndexLookups` (``index.lookups``) answers questions about single entries: their
+records, whether they exist, where their bytes are (from the lookup table when one is
+current, ``lookup_table.py``, vouched for by ``table_trust.py``); its base
+:class:`~barecat.index.aggregates.IndexAggregates` the totals and storage-layout queries
+over all rows. It queries through the index's connection part (``transactions.py``) and
+edits nothing. Every query is index-assisted (see ``query.py``). SQL lives only in this
 package; imports go down to ``entries``, ``paths`` and ``exceptions``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sqlite3
-from collections.abc import Iterator
-from typing import Any, TypeVar
 
-from barecat.entries import (
-    SHARD_SIZE_UNLIMITED,
-    Address,
-    BarecatDirInfo,
-    BarecatEntryInfo,
-    BarecatFileInfo,
-)
+from barecat.entries import Address, BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo
 from barecat.exceptions import (
     DamagedEntryBarecatError,
     FileNotFoundBarecatError,
     IsADirectoryBarecatError,
     NotADirectoryLookupBarecatError,
 )
-from barecat.index import file_digest, query, schema_check
-from barecat.index.connection import (
-    ConnectionPool,
-    map_pages,
-    roll_back_crashed_transaction,
-    select,
-)
-from barecat.index.errors import (
-    FAULTS,
-    guard_public_methods,
-    guards_itself,
-    open_error,
-    raise_index_error,
-)
-from barecat.index.listing import IndexListing
+from barecat.index import query
+from barecat.index.aggregates import IndexAggregates
+from barecat.index.connection import select
+from barecat.index.errors import FAULTS, guard_public_methods, guards_itself, raise_index_error
 from barecat.index.lookup_table import LookupTable
-from barecat.index.schema import (
-    SEALED_SCHEMA_VERSION_MAJOR,
-    SEALING_KEY,
-    ConfigValue,
-    check_version_and_limit,
-    config_int,
-    make_schema_if_missing,
-    read_config,
-)
 from barecat.index.table_trust import TableTrust, Tagger
-from barecat.layout import archive_not_found, base_path, shards_with_bytes
+from barecat.index.transactions import IndexConnection
 from barecat.paths import ancestors, normalize
 
 _AUTO_TABLE_MIN_LOOKUPS = 10_000
-ROOT_TOTAL_SQL = {
-    column: f"SELECT {column} FROM dirs WHERE path = '' AND NOT EXISTS "
-    "(SELECT 1 FROM config WHERE key = 'use_triggers' AND value_int IS NOT 1) LIMIT 1"
-    for column in ("num_files_tree", "size_tree")
-}
-"""A total from the root's statistics, unless ``use_triggers`` is set to anything but 1
-(as before: a missing row is taken as 1): one statement, all a ``len(bc)`` costs."""
-_NUM_FILES = ROOT_TOTAL_SQL["num_files_tree"]
 _IS_FILE = "SELECT 1 FROM files WHERE path = ? LIMIT 1"
 _IS_DIR = "SELECT 1 FROM dirs WHERE path = ? LIMIT 1"
 _EXISTS = (
@@ -77,40 +41,21 @@ _EXISTS = (
 )  # one statement for both tables: half of what a file query, then a directory one, cost
 
 
-_Reader = TypeVar("_Reader", bound="IndexReader")
+class IndexLookups(IndexAggregates):
+    """The read-only lookups of an index (``index.lookups``), on its ``connection``.
 
+    ``lookup_table``: None (a reader takes up a saved table, or builds one, once enough
+    lookups were made), True (a reader loads or builds one at once; a writer always leaves
+    one saved at close) or False (none is built).
 
-class IndexReader:
-    """Read access to an archive's SQLite index.
-
-    ``path`` is the index file itself. ``readonly`` opens it with SQLite's read-only
-    mode; ``readonly_is_immutable`` additionally tells SQLite nobody else changes the
-    file (no locking at all — fastest for archives on read-only media). A writer makes
-    the schema of an index that holds no archive yet (``created`` says it did), unless
-    the archive's shard files exist: see :func:`~barecat.index.schema.make_schema_if_missing`.
+    Raises:
+        BarecatError: what loading a lookup table at once raises.
     """
 
-    def __init__(
-        self,
-        path: str | os.PathLike[str],
-        shard_size_limit: int | None = None,
-        bufsize: int | None = None,
-        readonly: bool = True,
-        wal: bool = False,
-        readonly_is_immutable: bool = False,
-        threadsafe: bool = False,
-        lookup_table: bool | None = None,
-    ) -> None:
-        self.path = os.fspath(path)
-        self.readonly = readonly
-        self.bufsize = bufsize or 1000
-        self.created = False
-        if readonly and not os.path.isfile(self.path):
-            raise archive_not_found(self.path, "Archive index")
-        self._pool = ConnectionPool(
-            self.path, readonly, readonly and readonly_is_immutable, threadsafe
-        )
-        self._immutable = readonly and readonly_is_immutable
+    def __init__(self, connection: IndexConnection, lookup_table: bool | None = None) -> None:
+        super().__init__(connection)
+        readonly = connection.readonly
+        self._immutable = connection.immutable
         self._table: LookupTable | None = None
         self._trust = TableTrust(self.path)  # (and whether a saved table is to be checked)
         self._index_fd: int | None = None
@@ -119,118 +64,23 @@ class IndexReader:
         self._table_pending = False
         self._keep_table_fresh = not readonly and lookup_table is not False
         self._force_table = not readonly and lookup_table is True
-        try:
-            if readonly and not readonly_is_immutable:
-                roll_back_crashed_transaction(self.path)
-            conn = self._pool.get()
-            # before anything else: no statement of ours may run a trigger or view that
-            # barecat did not make (its first read rolls back a crashed writer's journal);
-            # a writer checks again at commit if the schema cookie moved since
-            self._schema_checked = 0 if readonly else schema_check.schema_version(conn)
-            schema_check.check(conn, self.path)
-            if not readonly:
-                self.created = make_schema_if_missing(
-                    conn,
-                    self.path,
-                    shard_size_limit,
-                    lambda: shards_with_bytes(base_path(self.path)),
-                )
-            self.schema_version, self._limit_at_open = check_version_and_limit(conn, self.path)
-            self._pool.set_up_each("mmap", map_pages)
-            self._read_layout()
-        except FAULTS as e:
-            self._pool.close()
-            raise open_error(self.path, e) from e
-        except BaseException:
-            self._pool.close()
-            raise
-        self.listing = IndexListing(self)
-        """The listing queries (every file, a directory's entries, walk, glob)."""
-        self._finish_opening(conn, shard_size_limit, lookup_table, wal)
-
-    def _finish_opening(
-        self,
-        conn: sqlite3.Connection,
-        shard_size_limit: int | None,
-        lookup_table: bool | None,
-        wal: bool,
-    ) -> None:
-        """An open's last steps, the index readable: a writer's limit stored, the lookup
-        table taken up or planned, WAL mode. If one fails, the connections and the
-        index's descriptor are closed, nothing committed."""
-        try:
-            self._configure(shard_size_limit)
-            if self.readonly and lookup_table:
+        self._files_at_open = 0 if readonly else self.num_files
+        if readonly and lookup_table:
+            try:
                 if not self._load_lookup_table():
                     self.build_lookup_table()
-            elif self.readonly and lookup_table is None:
-                # a saved table is looked for at the first lookup, and mapped and checked
-                # after enough of them (``_take_up_table``): an open that only lists,
-                # globs, counts or reads a file or two never pays for it
-                self._table_pending = True
-            if wal and not self.readonly:
-                conn.execute("PRAGMA journal_mode = WAL")
-        except BaseException:
-            IndexReader.close(self)
-            raise
-
-    def _read_layout(self) -> None:
-        """Which columns file records come from: a sealed archive's hold two sizes.
-        (``check_version`` admits the sealed major only with its ``sealing`` row, and
-        refuses that row under a plain version.)"""
-        self.sealed = self.schema_version[0] == SEALED_SCHEMA_VERSION_MAJOR
-        self.file_columns = query.SEALED_FILE_COLUMNS if self.sealed else query.FILE_COLUMNS
-
-    def sealing_config(self) -> dict[str, ConfigValue]:
-        """The ``sealing*`` config rows (empty for a plain archive).
-
-        Returns:
-            The rows, by key.
-        """
-        return read_config(self.settled_conn(), SEALING_KEY, self.path) if self.sealed else {}
-
-    def stored_file_digest(self) -> str | None:
-        """The digest of the file rows stored in the config.
-
-        Returns:
-            The digest; None when the archive keeps none.
-        """
-        return file_digest.stored(self.settled_conn())
-
-    def file_digest_rows(self) -> Iterator[tuple[object, object, object, object]]:
-        """Every file row's columns the digest covers.
-
-        Returns:
-            An iterator of (path, size, crc32c, logical_size) rows.
-        """
-        return file_digest.covered_rows(self.settled_conn())
-
-    def _configure(self, shard_size_limit: int | None) -> None:
-        """Hook for the editable subclass; reading needs no configuration."""
-
-    @property
-    def conn(self) -> sqlite3.Connection:
-        """This thread's (and this process's) connection, as it is: no statistics are
-        applied first (see :meth:`settled_conn`; ``barecat.Index`` hands that out under
-        this name, as barecat 0.3.1 code expects)."""
-        return self._pool.get()
-
-    def settled_conn(self) -> sqlite3.Connection:
-        """This thread's connection, with every directory statistic right in it: the
-        connection for any query or edit other than file rows by path, and for SQL of
-        one's own. A reader never owes statistics; a writer's run of single adds may
-        (:meth:`barecat.index.transactions.IndexTransactions.settled_conn` applies them)."""
-        return self._pool.get()
-
-    @property
-    def _files_conn(self) -> sqlite3.Connection:
-        """The connection for queries of file rows by path alone, which a writer's
-        statistics still owed (``IndexTransactions._deferred``) do not change: they need not wait.
-        (Not :attr:`conn`, which ``barecat.Index`` settles.)"""
-        return self._pool.get()
+            except BaseException:
+                self.close()
+                raise
+        elif readonly and lookup_table is None:
+            # a saved table is looked for at the first lookup, and mapped and checked
+            # after enough of them (``_take_up_table``): an open that only lists, globs,
+            # counts or reads a file or two never pays for it
+            self._table_pending = True
 
     def close(self) -> None:
-        self._pool.close()
+        """Forget the lookup table and close the index's descriptor (the connection part
+        closes the connections)."""
         self._table = None
         self._trust.forget()
         self._table_pending = False
@@ -238,58 +88,46 @@ class IndexReader:
             os.close(self._index_fd)
             self._index_fd = None
 
-    def __enter__(self: _Reader) -> _Reader:
-        return self
+    def refresh_saved_table(self, optimize: bool) -> None:
+        """Leave the saved lookup table right for the index as this writer leaves it, and
+        with ``optimize`` refresh SQLite's statistics (``PRAGMA optimize``); run by the
+        connection part's ``close``, after its commit.
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+        Rebuilt when the archive is at least half this session's files (a new archive,
+        say), or always with ``lookup_table=True``, so building costs at most about 3 us
+        per file written and the first reader is fast; saved with what vouches for it
+        (``table_trust.py``: a plain archive's config row, committed with the statistics;
+        an encrypted archive's tag, with the key). Otherwise a table that no longer
+        matches is removed, since readers would ignore it anyway. ``lookup_table=False``
+        opts out of building.
 
-    def _config_int(self, key: str, default: int | None = None) -> int | None:
-        row = select(
-            self.settled_conn(), "SELECT value_int FROM config WHERE key = ?", (key,)
-        ).fetchone()
-        return default if row is None else config_int(row[0], key, self.path)
-
-    def _root_total(self, total_sql: str, recount_sql: str) -> int:
-        """A whole-archive total from the root's statistics (``total_sql``, one of
-        :data:`ROOT_TOTAL_SQL`), recounted if they are off (the triggers that keep them
-        are switched off: no row) or damaged (not an integer, or negative)."""
-        conn = self.settled_conn()
-        row = self._pool.one_row(conn, total_sql)
-        if row is not None and type(value := row[0]) is int and value >= 0:
-            return value
-        return int(select(conn, recount_sql).fetchone()[0])
-
-    @property
-    def num_files(self) -> int:
-        """The number of files in the index."""
-        return self._root_total(_NUM_FILES, "SELECT count(*) FROM files")
-
-    def shard_size_limit_at_open(self) -> int:
-        """The shard size limit when the index was opened: a reader's as read with the
-        schema version (one statement for both: every open pays for it); a writer's asked
-        again, since opening may have stored another (``shard_size_limit=`` given).
-
-        Returns:
-            The limit in bytes (``SHARD_SIZE_UNLIMITED`` when none is stored).
+        Args:
+            optimize: the commit changed something: refresh SQLite's statistics.
         """
-        if not self.readonly:
-            return self.shard_size_limit
-        return SHARD_SIZE_UNLIMITED if self._limit_at_open is None else self._limit_at_open
+        conn, path, fd = self.settled_conn(), self._trust.file, self._index_descriptor()
+        analysed = False
 
-    @property
-    def shard_size_limit(self) -> int:
-        value = self._config_int("shard_size_limit")
-        return SHARD_SIZE_UNLIMITED if value is None else value
+        def last_steps(conn: sqlite3.Connection) -> None:  # (the row's commit is the
+            nonlocal analysed  # statistics' too: no commit more than before)
+            if optimize:
+                conn.execute("PRAGMA optimize")
+            analysed = True
+            self.connection.check_schema(conn)
 
-    def __len__(self) -> int:
-        return self.num_files
+        current = LookupTable.load(path, fd) is not None  # (nothing committed since saved)
+        wanted = not current and self._table_wanted()
+        if wanted and self._trust.commit_and_save(conn, fd, last_steps):
+            return
+        if optimize and not analysed:
+            conn.execute("PRAGMA optimize")
+        if not current:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(path)
 
-    def __iter__(self) -> Iterator[str]:
-        return self.listing.file_paths()
-
-    def __contains__(self, path: object) -> bool:
-        return isinstance(path, str) and self.isfile(path)
+    def _table_wanted(self) -> bool:
+        files = self.num_files
+        grown = files >= 2 * self._files_at_open or self._force_table
+        return self._keep_table_fresh and files > 0 and grown
 
     def lookup_file(self, path: str, normalized: bool = False) -> BarecatFileInfo:
         """The record of the file at ``path``.
@@ -309,7 +147,9 @@ class IndexReader:
         if not normalized:
             path = normalize(path)
         row = select(
-            self._files_conn, f"SELECT {self.file_columns} FROM files WHERE path = ?", (path,)
+            self._pool.get(),
+            f"SELECT {self.connection.file_columns} FROM files WHERE path = ?",
+            (path,),
         ).fetchone()
         if row is None:
             if self.isdir(path):
@@ -393,7 +233,7 @@ class IndexReader:
         """
         try:
             row = select(
-                self._files_conn,
+                self._pool.get(),
                 "SELECT shard, offset, size, crc32c FROM files WHERE path = ?",
                 (path,),
             ).fetchone()
@@ -477,7 +317,7 @@ class IndexReader:
         self._table_after = None
         self._table_pending = False
         self._trust.forget()
-        if not self.readonly:
+        if not self.connection.readonly:
             return False
         conn = self.settled_conn()
         table = LookupTable.build(conn, self._index_descriptor())
@@ -598,7 +438,7 @@ class IndexReader:
         Raises:
             InvalidPathBarecatError: ``path`` escapes the archive root.
         """
-        return self._pool.one_row(self._files_conn, _IS_FILE, (normalize(path),)) is not None
+        return self._pool.one_row(self._pool.get(), _IS_FILE, (normalize(path),)) is not None
 
     def isdir(self, path: str) -> bool:
         """Whether a directory is at ``path``.
@@ -627,23 +467,9 @@ class IndexReader:
             InvalidPathBarecatError: ``path`` escapes the archive root.
         """
         path = normalize(path)
-        if self._statistics_owed() and self.isfile(path):
+        if self.connection.statistics_owed() and self.isfile(path):
             return True  # (a file row needs nothing applied; a directory may)
         return self._pool.one_row(self.settled_conn(), _EXISTS, (path,)) is not None
 
-    def _statistics_owed(self) -> bool:
-        """Hook for the editable subclass: whether directory statistics (and directory
-        rows) of a run of single adds are still to be applied; a reader owes none."""
-        return False
 
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        """Every layer's public methods raise barecat's errors, never SQLite's."""
-        super().__init_subclass__(**kwargs)
-        guard_public_methods(cls, _index_path)
-
-
-def _index_path(index: IndexReader) -> str:
-    return index.path
-
-
-guard_public_methods(IndexReader, _index_path)
+guard_public_methods(IndexLookups, lambda part: part.path)

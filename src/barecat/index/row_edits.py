@@ -1,7 +1,7 @@
 """Edits of single rows: files and directories added, updated and removed one by one.
 
-:class:`IndexRowEdits` adds to :class:`~barecat.index.transactions.IndexTransactions`
-the edits that touch one file's or one directory's row (and, in bulk, many files' rows
+:class:`IndexRowEdits`, the base of the edits part (``tree_edits.py``), makes the edits
+that touch one file's or one directory's row (and, in bulk, many files' rows
 at once: ``bulk.py``). Directory statistics follow by the schema's triggers, or for a
 run of files added one by one are owed (``deferred_stats.py``) until the connection is
 next settled. Imports ``entries``, ``exceptions``, ``paths`` and ``barecat.index``'s own
@@ -26,23 +26,35 @@ from barecat.index.connection import open_savepoint, select
 from barecat.index.deferred_stats import DeferredStats
 from barecat.index.errors import (
     FAULTS,
+    guard_public_methods,
     guards_itself,
     integrity_error,
     out_of_range,
     raise_index_error,
 )
 from barecat.index.listing import DirItem, FileItem, path_of
-from barecat.index.transactions import IndexTransactions, reports_full_disk
+from barecat.index.reading import IndexLookups
+from barecat.index.transactions import IndexConnection, reports_full_disk
 from barecat.paths import check_depth, normalize
 
 
-class IndexRowEdits(IndexTransactions):
-    """Rows of single files and directories added, updated and removed."""
+class IndexRowEdits:
+    """Rows of single files and directories added, updated and removed, through an
+    index's ``connection``, with its ``lookups`` to tell what is where."""
+
+    def __init__(self, connection: IndexConnection, lookups: IndexLookups) -> None:
+        self.connection = connection
+        self.lookups = lookups
+        self.path = connection.path
+        self._pool = connection.pool
+        self.settled_conn = connection.settled_conn
+        """The connection's :meth:`~IndexConnection.settled_conn` (bound once: a hot path)."""
 
     @guards_itself
     def add_file(self, finfo: BarecatFileInfo) -> None:
         """Insert a file row; its directories and their statistics follow before the
-        next use of the index (by the triggers, or deferred, see ``_deferred``).
+        next use of the index (by the triggers, or owed by the connection part: see
+        ``deferred_stats.py``).
 
         Args:
             finfo: the file's record, with its path, metadata and address.
@@ -56,36 +68,38 @@ class IndexRowEdits(IndexTransactions):
             NotEnoughSpaceBarecatError: the disk is full.
             OutOfRangeBarecatError: a number of a record is beyond 64 bits.
         """
-        self._require_writable()
+        db = self.connection
+        db.require_writable()
         f = finfo
         check_depth(f.path)
         conn = self._pool.get()
 
         def insert_row() -> None:
             conn.execute(
-                bulk.INSERT_SEALED_FILE if self.sealed else bulk.INSERT_FILE,
-                bulk.file_row(f, self.sealed),
+                bulk.INSERT_SEALED_FILE if db.sealed else bulk.INSERT_FILE,
+                bulk.file_row(f, db.sealed),
             )
 
         try:
-            deferred = self._deferred
+            deferred = db.deferred
             if deferred is not None and deferred.conn is not conn:
                 conn = self.settled_conn()  # (applies or drops what another connection was owed)
                 deferred = None
             if deferred is None and not self._pool.threadsafe:
-                self._adds_in_a_row += 1
-                if self._adds_in_a_row > deferred_stats.ADDS_BEFORE_DEFERRING:
-                    deferred = self._deferred = DeferredStats.begin(conn)
+                db.adds_in_a_row += 1
+                if db.adds_in_a_row > deferred_stats.ADDS_BEFORE_DEFERRING:
+                    deferred = DeferredStats.begin(conn)
+                    db.owe_statistics(deferred)
                     if deferred is None:  # statistics switched off: try again later
-                        self._adds_in_a_row = 0
+                        db.adds_in_a_row = 0
             if deferred is None:
                 insert_row()
             else:
                 deferred.insert(f.path, f.stored_size, insert_row)
         except sqlite3.IntegrityError as e:
-            raise integrity_error(e, f.path, True, self.isfile) from None
+            raise integrity_error(e, f.path, True, self.lookups.isfile) from None
         except sqlite3.OperationalError as e:
-            raise self._edit_failed(e) from e
+            raise db.edit_failed(e) from e
         except FAULTS as e:
             raise_index_error(self.path, e)
         except OverflowError as e:
@@ -105,11 +119,11 @@ class IndexRowEdits(IndexTransactions):
             NotEnoughSpaceBarecatError: the disk is full.
             OutOfRangeBarecatError: a number of a record is beyond 64 bits.
         """
-        self._require_writable()
+        self.connection.require_writable()
         try:
-            bulk.insert_files(self.settled_conn(), finfos, self.sealed)
+            bulk.insert_files(self.settled_conn(), finfos, self.connection.sealed)
         except sqlite3.OperationalError as e:
-            raise self._edit_failed(e) from e
+            raise self.connection.edit_failed(e) from e
         except OverflowError as e:
             raise out_of_range(list(finfos), e) from None
 
@@ -129,7 +143,7 @@ class IndexRowEdits(IndexTransactions):
             NotADirectoryBarecatError: an ancestor of a path is a file.
             InvalidPathBarecatError: a path is too deep.
         """
-        self._require_writable()
+        self.connection.require_writable()
         rows = sorted(
             ((check_depth(d.path), d.mode, d.uid, d.gid, d.mtime_ns) for d in dinfos),
             key=lambda r: r[0],
@@ -142,8 +156,8 @@ class IndexRowEdits(IndexTransactions):
         except sqlite3.IntegrityError as e:
             conn.execute("ROLLBACK TO barecat_dirs")
             conn.execute("RELEASE barecat_dirs")
-            clash = next((r[0] for r in rows if self.isfile(r[0])), rows[0][0])
-            raise integrity_error(e, clash, False, self.isfile) from None
+            clash = next((r[0] for r in rows if self.lookups.isfile(r[0])), rows[0][0])
+            raise integrity_error(e, clash, False, self.lookups.isfile) from None
         except BaseException:
             conn.execute("ROLLBACK TO barecat_dirs")
             conn.execute("RELEASE barecat_dirs")
@@ -166,11 +180,11 @@ class IndexRowEdits(IndexTransactions):
             NotADirectoryBarecatError: an ancestor of the path is a file.
             InvalidPathBarecatError: the path is too deep.
         """
-        self._require_writable()
+        self.connection.require_writable()
         d = dinfo
         check_depth(d.path)
         conn = self.settled_conn()
-        if self.isdir(d.path):
+        if self.lookups.isdir(d.path):
             if not exist_ok and d.path:
                 raise FileExistsBarecatError(d.path, "Directory")
             conn.execute(
@@ -186,7 +200,7 @@ class IndexRowEdits(IndexTransactions):
                 (d.path, d.mode, d.uid, d.gid, d.mtime_ns),
             )
         except sqlite3.IntegrityError as e:
-            raise integrity_error(e, d.path, False, self.isfile) from None
+            raise integrity_error(e, d.path, False, self.lookups.isfile) from None
 
     @reports_full_disk
     def add(self, info: BarecatEntryInfo) -> None:
@@ -245,8 +259,8 @@ class IndexRowEdits(IndexTransactions):
             FileNotFoundBarecatError: no file is at ``path``.
             IsADirectoryBarecatError: a directory is at ``path``.
         """
-        self._require_writable()
-        if new_logical_size is not None and not self.sealed:
+        self.connection.require_writable()
+        if new_logical_size is not None and not self.connection.sealed:
             raise BarecatError("Only a sealed archive stores a logical size apart")
         values = (
             *(new_shard, new_offset, new_size, new_crc32c),
@@ -258,17 +272,17 @@ class IndexRowEdits(IndexTransactions):
         path = normalize(path)
         sql = "UPDATE files SET " + ", ".join(f"{f} = ?" for f, _ in sets) + " WHERE path = ?"
         if self.settled_conn().execute(sql, (*[v for _, v in sets], path)).rowcount == 0:
-            self.lookup_file(path)  # raises the precise error
+            self.lookups.lookup_file(path)  # raises the precise error
 
     def _update_meta(self, path: str, assignments: str, args: tuple[Any, ...]) -> None:
-        self._require_writable()
+        self.connection.require_writable()
         path = normalize(path)
         conn = self.settled_conn()
         for table in ("files", "dirs"):
             sql = f"UPDATE {table} SET {assignments} WHERE path = ?"
             if conn.execute(sql, (*args, path)).rowcount:
                 return
-        raise self.not_found_error(path)
+        raise self.lookups.not_found_error(path)
 
     @reports_full_disk
     def chmod(self, path: str, mode: int) -> None:
@@ -328,10 +342,10 @@ class IndexRowEdits(IndexTransactions):
             FileNotFoundBarecatError: no file is there.
             IsADirectoryBarecatError: a directory is there.
         """
-        self._require_writable()
+        self.connection.require_writable()
         path = path_of(item)
         if self.settled_conn().execute("DELETE FROM files WHERE path = ?", (path,)).rowcount == 0:
-            self.lookup_file(path, normalized=True)
+            self.lookups.lookup_file(path, normalized=True)
 
     @reports_full_disk
     def remove_empty_dir(self, item: DirItem) -> None:
@@ -346,8 +360,8 @@ class IndexRowEdits(IndexTransactions):
             InvalidPathBarecatError: ``item`` is the root.
             DirectoryNotEmptyBarecatError: the directory holds files or directories.
         """
-        self._require_writable()
-        d = self.lookup_dir(path_of(item))
+        self.connection.require_writable()
+        d = self.lookups.lookup_dir(path_of(item))
         if not d.path:
             raise InvalidPathBarecatError("The archive root cannot be removed")
         conn = self.settled_conn()
@@ -359,3 +373,6 @@ class IndexRowEdits(IndexTransactions):
         ).fetchone():
             raise DirectoryNotEmptyBarecatError(d.path)
         conn.execute("DELETE FROM dirs WHERE path = ?", (d.path,))
+
+
+guard_public_methods(IndexRowEdits, lambda part: part.path)

@@ -1,14 +1,17 @@
-"""A writable index's connection and transactions: the base of every edit.
+"""The index's connection part: opening the SQLite file, the settled connection,
+transactions, the blocks that change how a transaction behaves, and closing.
 
-:class:`IndexTransactions` adds to :class:`~barecat.index.aggregates.IndexAggregates` what a
-writer does with its connection as a whole: statistics owed by a run of files added one
-at a time (``deferred_stats.py``) applied by :meth:`~IndexTransactions.settled_conn`,
-which every query and edit but file rows by path calls first; commit and rollback;
-closing, which commits and leaves the saved lookup table right; config values written;
-and the blocks that change how the open transaction behaves: statistics triggers off
-(``no_triggers``, and ``bulk_mode``, which rebuilds the statistics once at its end with
-``treestats.py``), foreign keys off, another index attached (for merges). Imports
-``entries``, ``exceptions``, ``layout`` and ``barecat.index``'s own modules.
+:class:`IndexConnection` is what every other part of an index holds (``index.connection``):
+it opens (and for a new writable archive, creates) the SQLite index and keeps its
+connections (``connection.py``'s pool, one per thread and process); it owes the statistics
+of a run of files added one at a time (``deferred_stats.py``) and applies them in
+:meth:`~IndexConnection.settled_conn`, which every query and edit but file rows by path
+calls first; it commits and rolls back; writes config values; and opens the blocks that
+change how the open transaction behaves: statistics triggers off (``no_triggers``, and
+``bulk_mode``, which rebuilds the statistics once at its end with ``treestats.py``), foreign
+keys off, another index attached (for merges). A read-only one refuses every write with
+:class:`ReadOnlyBarecatError`. Imports ``entries``, ``exceptions``, ``layout`` and
+``barecat.index``'s own modules.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import os
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator
-from typing import Concatenate, ParamSpec, TypeVar
+from typing import Concatenate, ParamSpec, Protocol, TypeVar
 
 from barecat.entries import SHARD_SIZE_UNLIMITED
 from barecat.exceptions import (
@@ -29,15 +32,43 @@ from barecat.exceptions import (
     NotEnoughSpaceBarecatError,
     ReadOnlyBarecatError,
 )
-from barecat.index import merging, schema_check, treestats
-from barecat.index.aggregates import IndexAggregates
-from barecat.index.connection import is_busy, select, sqlite_uri
+from barecat.index import file_digest, merging, query, schema_check, treestats
+from barecat.index.connection import (
+    ConnectionPool,
+    is_busy,
+    map_pages,
+    roll_back_crashed_transaction,
+    select,
+    sqlite_uri,
+)
 from barecat.index.deferred_stats import DeferredStats
-from barecat.index.errors import index_error, out_of_range
-from barecat.index.lookup_table import LookupTable
+from barecat.index.errors import (
+    FAULTS,
+    guard_public_methods,
+    guards_itself,
+    index_error,
+    open_error,
+    out_of_range,
+)
 from barecat.index.merging import MergeSource
+from barecat.index.schema import (
+    SEALED_SCHEMA_VERSION_MAJOR,
+    SEALING_KEY,
+    ConfigValue,
+    check_version_and_limit,
+    config_int,
+    make_schema_if_missing,
+    read_config,
+)
+from barecat.layout import archive_not_found, base_path, shards_with_bytes
 
-_T = TypeVar("_T", bound="IndexTransactions")
+
+class _Edits(Protocol):
+    @property
+    def connection(self) -> IndexConnection: ...
+
+
+_T = TypeVar("_T", bound=_Edits)
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
 
@@ -54,7 +85,7 @@ def reports_full_disk(
 ) -> Callable[Concatenate[_T, _P], _R]:
     """An edit whose SQLite errors are barecat's: a full disk raises
     ``NotEnoughSpaceBarecatError``, and a transaction SQLite rolled back is counted (see
-    :meth:`IndexTransactions._edit_failed`); a number SQLite cannot hold raises
+    :meth:`IndexConnection.edit_failed`); a number SQLite cannot hold raises
     ``OutOfRangeBarecatError`` naming the entry (the edit's first argument)."""
 
     @functools.wraps(method)
@@ -62,38 +93,114 @@ def reports_full_disk(
         try:
             return method(self, *args, **kwargs)
         except sqlite3.OperationalError as e:
-            raise self._edit_failed(e) from e
+            raise self.connection.edit_failed(e) from e
         except OverflowError as e:
             raise out_of_range(args[0] if args else None, e) from None
 
     return edit
 
 
-class IndexTransactions(IndexAggregates):
-    """An index's connection and transactions, for a writer (a read-only one refuses
-    every edit with :class:`ReadOnlyBarecatError`)."""
+class IndexConnection:
+    """An index's SQLite file, its connections and its transactions (``index.connection``).
+
+    ``path`` is the index file itself. ``readonly`` opens it with SQLite's read-only
+    mode; ``immutable`` (read-only only) additionally tells SQLite nobody else changes the
+    file (no locking at all: fastest for archives on read-only media). A writer makes the
+    schema of an index that holds no archive yet (``created`` says it did), unless the
+    archive's shard files exist: see :func:`~barecat.index.schema.make_schema_if_missing`;
+    an explicit ``shard_size_limit`` given when opening an existing archive for writing is
+    stored. ``wal`` puts a writer's journal in WAL mode.
+    """
 
     _deferred: DeferredStats | None = None
     """Statistics owed for files added one by one (``add_file``), applied by
     :meth:`settled_conn`, which every query and edit but file rows by path calls first
     (see ``barecat.index.deferred_stats``)."""
-    _adds_in_a_row = 0
+    adds_in_a_row = 0
+    """Files added one at a time since the connection was last settled."""
     rollbacks = 0
     """How many times the open transaction was rolled back (by :meth:`rollback`, or by
     SQLite after a statement failed, a full disk say): its changes are gone."""
     rolled_back_by: Exception | None = None
     """The error of the latest failure that rolled the transaction back."""
 
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        shard_size_limit: int | None = None,
+        readonly: bool = True,
+        wal: bool = False,
+        immutable: bool = False,
+        threadsafe: bool = False,
+    ) -> None:
+        self.path = os.fspath(path)
+        self.readonly = readonly
+        self.immutable = readonly and immutable
+        self.created = False
+        if readonly and not os.path.isfile(self.path):
+            raise archive_not_found(self.path, "Archive index")
+        self.pool = ConnectionPool(self.path, readonly, self.immutable, threadsafe)
+        self._settling = threading.Lock()
+        """Applies owed statistics once: a writer's queries on its own thread and its
+        background committer's commit may both settle."""
+        try:
+            if readonly and not immutable:
+                roll_back_crashed_transaction(self.path)
+            conn = self.pool.get()
+            # before anything else: no statement of ours may run a trigger or view that
+            # barecat did not make (its first read rolls back a crashed writer's journal);
+            # a writer checks again at commit if the schema cookie moved since
+            self._schema_checked = 0 if readonly else schema_check.schema_version(conn)
+            schema_check.check(conn, self.path)
+            if not readonly:
+                self.created = make_schema_if_missing(
+                    conn,
+                    self.path,
+                    shard_size_limit,
+                    lambda: shards_with_bytes(base_path(self.path)),
+                )
+            self.schema_version, self._limit_at_open = check_version_and_limit(conn, self.path)
+            self.pool.set_up_each("mmap", map_pages)
+            self.read_layout()
+        except FAULTS as e:
+            self.pool.close()
+            raise open_error(self.path, e) from e
+        except BaseException:
+            self.pool.close()
+            raise
+        try:
+            if shard_size_limit is not None and not self.created and not readonly:
+                self.shard_size_limit = shard_size_limit
+            if wal and not readonly:
+                conn.execute("PRAGMA journal_mode = WAL")
+        except BaseException:
+            self.pool.close()
+            raise
+
+    def read_layout(self) -> None:
+        """Which columns file records come from: a sealed archive's hold two sizes.
+        (``check_version`` admits the sealed major only with its ``sealing`` row, and
+        refuses that row under a plain version.)"""
+        self.sealed = self.schema_version[0] == SEALED_SCHEMA_VERSION_MAJOR
+        self.file_columns = query.SEALED_FILE_COLUMNS if self.sealed else query.FILE_COLUMNS
+
+    @property
+    def conn(self) -> sqlite3.Connection:
+        """This thread's (and this process's) connection, as it is: no statistics are
+        applied first (see :meth:`settled_conn`; ``barecat.Index`` hands that out under
+        this name, as barecat 0.3.1 code expects)."""
+        return self.pool.get()
+
     def settled_conn(self) -> sqlite3.Connection:
         """This thread's connection, with any statistics still owed applied first (the
         explicit step before every query or edit but file rows by path, and before SQL
-        of one's own); it also ends a run of single adds.
+        of one's own); it also ends a run of single adds. A reader never owes any.
 
         Returns:
             The connection.
         """
-        conn = self._pool.get()
-        self._adds_in_a_row = 0
+        conn = self.pool.get()
+        self.adds_in_a_row = 0
         if self._deferred is not None:
             with self._settling:
                 deferred = self._deferred
@@ -104,7 +211,34 @@ class IndexTransactions(IndexAggregates):
                     self._deferred = None
         return conn
 
-    def _edit_failed(self, e: sqlite3.OperationalError, say_lost: bool = True) -> Exception:
+    @guards_itself
+    def statistics_owed(self) -> bool:
+        """Whether directory statistics (and directory rows) of a run of single adds are
+        still to be applied.
+
+        Returns:
+            True while some are owed.
+        """
+        return self._deferred is not None
+
+    @guards_itself
+    def owe_statistics(self, deferred: DeferredStats | None) -> None:
+        """Owe (or, with None, stop owing) the statistics of a run of single adds, to be
+        applied by :meth:`settled_conn`.
+
+        Args:
+            deferred: what is owed, on this thread's connection.
+        """
+        self._deferred = deferred
+
+    @property
+    @guards_itself
+    def deferred(self) -> DeferredStats | None:
+        """What is owed (see :meth:`owe_statistics`)."""
+        return self._deferred
+
+    @guards_itself
+    def edit_failed(self, e: sqlite3.OperationalError, say_lost: bool = True) -> Exception:
         """What an edit's SQLite error becomes: barecat's error naming the index
         (``index_error``: a full disk is ``NotEnoughSpaceBarecatError``, a directory no
         longer writable ``ReadOnlyBarecatError``...). When SQLite rolled the whole
@@ -112,7 +246,7 @@ class IndexTransactions(IndexAggregates):
         dropped and the rollback counted, so the writer knows its uncommitted changes are
         gone."""
         error: Exception = index_error(self.path, e)
-        if not self._pool.get().in_transaction:
+        if not self.pool.get().in_transaction:
             if say_lost and isinstance(error, NotEnoughSpaceBarecatError):
                 error = NotEnoughSpaceBarecatError(
                     f"{error}; SQLite rolled the open transaction back: the changes since the "
@@ -126,88 +260,51 @@ class IndexTransactions(IndexAggregates):
         self.rollbacks += 1
         self.rolled_back_by = why
 
-    def _statistics_owed(self) -> bool:
-        return self._deferred is not None
-
-    def _configure(self, shard_size_limit: int | None) -> None:
-        """An explicit limit given when opening an existing archive for writing is stored."""
-        self._settling = threading.Lock()
-        """Applies owed statistics once: a writer's queries on its own thread and its
-        background committer's commit may both settle."""
-        if shard_size_limit is not None and not self.created and not self.readonly:
-            self.shard_size_limit = shard_size_limit
-        self._files_at_open = 0 if self.readonly else self.num_files
-
-    def _check_schema(self, conn: sqlite3.Connection) -> None:
+    def check_schema(self, conn: sqlite3.Connection) -> None:
         """Before a commit: refuse (the caller rolls back) if an object barecat did not
-        make appeared since the schema was last checked (``schema_check.changed_since``)."""
+        make appeared since the schema was last checked (``schema_check.changed_since``).
+
+        Args:
+            conn: the connection about to commit.
+
+        Raises:
+            ForeignSchemaBarecatError: such an object appeared.
+        """
         self._schema_checked = schema_check.changed_since(conn, self._schema_checked, self.path)
 
-    def close(self) -> None:
-        """Commit (a writer), leave the saved lookup table right for what was written,
-        and close the database. Errors while committing are swallowed: what was not
-        committed is lost.
+    def close(self, before_closing: Callable[[bool], None] | None = None) -> None:
+        """Commit (a writer), run ``before_closing`` (the lookups part leaves the saved
+        lookup table right for what was written), and close the connections. Errors while
+        committing are swallowed: what was not committed is lost.
+
+        Args:
+            before_closing: called after a writer's commit, unless it was refused, with
+                whether the commit changed anything (so SQLite's statistics are to be
+                refreshed); its SQLite, file and barecat errors are swallowed.
 
         Raises:
             ForeignSchemaBarecatError: a schema object barecat did not make appeared
                 while the index was open: nothing since the last commit was committed.
         """
         refused: ForeignSchemaBarecatError | None = None
-        optimize = False
+        changed = False
         if not self.readonly:
             with contextlib.suppress(sqlite3.Error):
                 conn = self.settled_conn()
                 try:
-                    self._check_schema(conn)
+                    self.check_schema(conn)
                 except ForeignSchemaBarecatError as e:
                     refused = e
                     self.rollback()
                 else:
                     conn.commit()
-                    optimize = conn.total_changes > 0  # (else the file stays byte for byte)
-            if refused is None:  # (a schema object planted since: no table, rolled back)
+                    changed = conn.total_changes > 0  # (else the file stays byte for byte)
+            if refused is None and before_closing is not None:  # (planted: rolled back)
                 with contextlib.suppress(sqlite3.Error, OSError, BarecatError):
-                    self._refresh_lookup_table(optimize)
-        super().close()
+                    before_closing(changed)
+        self.pool.close()
         if refused is not None:
             raise refused
-
-    def _refresh_lookup_table(self, optimize: bool) -> None:
-        """Leave the saved lookup table right for the index as this writer leaves it, and
-        with ``optimize`` refresh SQLite's statistics (``PRAGMA optimize``).
-
-        Rebuilt when the archive is at least half this session's files (a new archive,
-        say), or always with ``lookup_table=True``, so building costs at most about 3 us
-        per file written and the first reader is fast; saved with what vouches for it
-        (``table_trust.py``: a plain archive's config row, committed with the statistics;
-        an encrypted archive's tag, with the key). Otherwise a table that no longer
-        matches is removed, since readers would ignore it anyway. ``lookup_table=False``
-        opts out of building.
-        """
-        conn, path, fd = self.settled_conn(), self._trust.file, self._index_descriptor()
-        analysed = False
-
-        def last_steps(conn: sqlite3.Connection) -> None:  # (the row's commit is the
-            nonlocal analysed  # statistics' too: no commit more than before)
-            if optimize:
-                conn.execute("PRAGMA optimize")
-            analysed = True
-            self._check_schema(conn)
-
-        current = LookupTable.load(path, fd) is not None  # (nothing committed since saved)
-        wanted = not current and self._table_wanted()
-        if wanted and self._trust.commit_and_save(conn, fd, last_steps):
-            return
-        if optimize and not analysed:
-            conn.execute("PRAGMA optimize")
-        if not current:
-            with contextlib.suppress(FileNotFoundError):
-                os.remove(path)
-
-    def _table_wanted(self) -> bool:
-        files = self.num_files
-        grown = files >= 2 * self._files_at_open or self._force_table
-        return self._keep_table_fresh and files > 0 and grown
 
     @property
     def shard_size_limit(self) -> int:
@@ -218,7 +315,7 @@ class IndexTransactions(IndexAggregates):
 
     @shard_size_limit.setter
     def shard_size_limit(self, value: int) -> None:
-        self._require_writable()
+        self.require_writable()
         self._set_config_int("shard_size_limit", value)
         self.settled_conn().commit()
 
@@ -237,25 +334,31 @@ class IndexTransactions(IndexAggregates):
         try:
             conn = self.settled_conn()
             try:
-                self._check_schema(conn)
+                self.check_schema(conn)
             except ForeignSchemaBarecatError:
                 self.rollback()
                 raise
             conn.commit()
         except sqlite3.OperationalError as e:
-            if is_busy(e) and self._pool.get().in_transaction:
+            if is_busy(e) and self.pool.get().in_transaction:
                 raise ArchiveLockedBarecatError(
                     f"{self.path} is locked by another program ({e}); the changes are "
                     "not committed yet: commit again when it is done"
                 ) from e
-            raise self._edit_failed(e, say_lost=False) from e  # (the archive says what)
+            raise self.edit_failed(e, say_lost=False) from e  # (the archive says what)
 
     def rollback(self) -> None:
         """Drop what was changed since the last commit."""
         self._transaction_lost(None)
-        self._pool.get().rollback()
+        self.pool.get().rollback()
 
-    def _require_writable(self) -> None:
+    @guards_itself
+    def require_writable(self) -> None:
+        """Refuse a write to a read-only index.
+
+        Raises:
+            ReadOnlyBarecatError: the index is open read-only.
+        """
         if self.readonly:
             raise ReadOnlyBarecatError(f"Archive index {self.path} is open read-only")
 
@@ -279,7 +382,7 @@ class IndexTransactions(IndexAggregates):
         Raises:
             ReadOnlyBarecatError: the index is open read-only.
         """
-        self._require_writable()
+        self.require_writable()
         before = self._config_int("use_triggers", 1)
         self._set_config_int("use_triggers", 0)
         try:
@@ -310,7 +413,7 @@ class IndexTransactions(IndexAggregates):
         Raises:
             ReadOnlyBarecatError: the index is open read-only.
         """
-        self._require_writable()
+        self.require_writable()
         dropped = _SECONDARY_INDEXES if drop_indexes else {}
         for name in dropped:
             self.settled_conn().execute(f"DROP INDEX IF EXISTS {name}")
@@ -370,7 +473,7 @@ class IndexTransactions(IndexAggregates):
         Raises:
             ReadOnlyBarecatError: the index is open read-only.
         """
-        self._require_writable()
+        self.require_writable()
         self.commit()
         with self.attached_database(path, merging.SCHEMA):
             source = MergeSource(self.settled_conn(), prefix, self.sealed)
@@ -393,3 +496,52 @@ class IndexTransactions(IndexAggregates):
             yield
         finally:
             self.settled_conn().execute(f"PRAGMA foreign_keys = {'ON' if before else 'OFF'}")
+
+    def shard_size_limit_at_open(self) -> int:
+        """The shard size limit when the index was opened: a reader's as read with the
+        schema version (one statement for both: every open pays for it); a writer's asked
+        again, since opening may have stored another (``shard_size_limit=`` given).
+
+        Returns:
+            The limit in bytes (``SHARD_SIZE_UNLIMITED`` when none is stored).
+        """
+        if not self.readonly:
+            return self.shard_size_limit
+        return SHARD_SIZE_UNLIMITED if self._limit_at_open is None else self._limit_at_open
+
+    def sealing_config(self) -> dict[str, ConfigValue]:
+        """The ``sealing*`` config rows (empty for a plain archive).
+
+        Returns:
+            The rows, by key.
+        """
+        return read_config(self.settled_conn(), SEALING_KEY, self.path) if self.sealed else {}
+
+    def stored_file_digest(self) -> str | None:
+        """The digest of the file rows stored in the config.
+
+        Returns:
+            The digest; None when the archive keeps none.
+        """
+        return file_digest.stored(self.settled_conn())
+
+    def file_digest_rows(self) -> Iterator[tuple[object, object, object, object]]:
+        """Every file row's columns the digest covers.
+
+        Returns:
+            An iterator of (path, size, crc32c, logical_size) rows.
+        """
+        return file_digest.covered_rows(self.settled_conn())
+
+    def optimize(self) -> None:
+        """Let SQLite refresh its query planner statistics (``PRAGMA optimize``)."""
+        self.settled_conn().execute("PRAGMA optimize")
+
+    def _config_int(self, key: str, default: int | None = None) -> int | None:
+        row = select(
+            self.settled_conn(), "SELECT value_int FROM config WHERE key = ?", (key,)
+        ).fetchone()
+        return default if row is None else config_int(row[0], key, self.path)
+
+
+guard_public_methods(IndexConnection, lambda connection: connection.path)

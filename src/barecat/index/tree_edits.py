@@ -1,11 +1,13 @@
-"""Edits of whole subtrees: renames of files and directories, removal of a directory
-and everything below it.
+"""The index's edits part: edits of whole subtrees, and of the index as a whole.
 
-:class:`IndexTreeEdits` adds to :class:`~barecat.index.row_edits.IndexRowEdits` the
-edits that move or remove many rows by path range. A directory's subtree moves with a
-few set-based updates, the statistics triggers off and the totals of its old and new
-ancestors shifted instead (``treestats.py``). Imports ``entries``, ``exceptions``,
-``paths`` and ``barecat.index``'s own modules.
+:class:`IndexEdits` (``index.edits``, only on a writable :class:`~barecat.index.Index`)
+adds to :class:`~barecat.index.row_edits.IndexRowEdits` (single rows) the edits that
+move or remove many rows by path range (renames of files and directories, removal of a
+directory and everything below it), and those of the index as a whole: its sealing
+settings, the digest of its file rows, its directory rows and statistics rebuilt. A
+directory's subtree moves with a few set-based updates, the statistics triggers off and
+the totals of its old and new ancestors shifted instead (``treestats.py``). Imports
+``entries``, ``exceptions``, ``paths`` and ``barecat.index``'s own modules.
 """
 
 from __future__ import annotations
@@ -14,21 +16,34 @@ from collections.abc import Sequence
 
 from barecat.entries import BarecatEntryInfo
 from barecat.exceptions import (
+    BarecatError,
     FileExistsBarecatError,
     InvalidPathBarecatError,
     IsADirectoryBarecatError,
     NotADirectoryBarecatError,
 )
-from barecat.index import query, treestats
+from barecat.index import file_digest, query, treestats
 from barecat.index.connection import open_savepoint
+from barecat.index.errors import guard_public_methods
 from barecat.index.listing import DirItem, FileItem, path_of
 from barecat.index.row_edits import IndexRowEdits
+from barecat.index.schema import (
+    SEALING_KEY,
+    ConfigValue,
+    check_version,
+    enable_sealing,
+    write_config,
+)
 from barecat.index.transactions import reports_full_disk
 from barecat.paths import ancestors, check_depth, is_within, normalize, subtree_bounds
 
 
-class IndexTreeEdits(IndexRowEdits):
-    """Renames, and subtrees removed."""
+class IndexEdits(IndexRowEdits):
+    """Every edit of an index: single rows (the base), renames, subtrees removed, and the
+    index as a whole."""
+
+    file_digest_kept = False
+    """True once edits of file rows update the stored digest (``keep_file_digest``)."""
 
     @reports_full_disk
     def remove_recursively(self, item: DirItem) -> None:
@@ -41,12 +56,12 @@ class IndexTreeEdits(IndexRowEdits):
             ReadOnlyBarecatError: the index is open read-only.
             FileNotFoundBarecatError: no directory is there.
         """
-        self._require_writable()
-        d = self.lookup_dir(path_of(item))
+        self.connection.require_writable()
+        d = self.lookups.lookup_dir(path_of(item))
         where, args = query.subtree_where(d.path)
         conn = self.settled_conn()
         stats = treestats.subtree_totals(conn, d.path)
-        with self.no_triggers():
+        with self.connection.no_triggers():
             conn.execute(f"DELETE FROM files{where}", args)
             conn.execute(f"DELETE FROM dirs{where or ' WHERE parent IS NOT NULL'}", args)
             if d.path:
@@ -76,7 +91,7 @@ class IndexTreeEdits(IndexRowEdits):
             ReadOnlyBarecatError: the index is open read-only.
             BarecatError: what :meth:`rename` raises.
         """
-        self._require_writable()
+        self.connection.require_writable()
         conn = self.settled_conn()
         open_savepoint(conn, "barecat_rename")
         try:
@@ -102,39 +117,31 @@ class IndexTreeEdits(IndexRowEdits):
             allow_overwrite: replace a file, or an empty directory, at the new path.
 
         Raises:
-            ReadOnlyBarecatError: the index is open read-only.
             FileNotFoundBarecatError: nothing is at the old path.
-            FileExistsBarecatError: something is at the new path (without
-                ``allow_overwrite``).
-            IsADirectoryBarecatError: a file would replace a directory.
-            NotADirectoryBarecatError: a directory would replace a file, or an ancestor
-                of the new path is a file.
-            InvalidPathBarecatError: the root is moved or replaced, a directory is moved
-                into itself, or a path gets too deep.
-            DirectoryNotEmptyBarecatError: a directory would replace a non-empty one.
+            BarecatError: what :meth:`rename_file` or :meth:`rename_dir` raises.
         """
         path = path_of(old)
-        if self.isdir(path):
+        if self.lookups.isdir(path):
             self.rename_dir(path, new, allow_overwrite)
         else:
             self.rename_file(path, new, allow_overwrite)
 
     def _prepare_target(self, new: str, allow_overwrite: bool, moving_dir: bool) -> None:
         check_depth(new)
-        if self.isdir(new):
+        if self.lookups.isdir(new):
             if not moving_dir:
                 raise IsADirectoryBarecatError(new)
             if not allow_overwrite:
                 raise FileExistsBarecatError(new, "Directory")
             self.remove_empty_dir(new)
-        elif self.isfile(new):
+        elif self.lookups.isfile(new):
             if moving_dir:
                 raise NotADirectoryBarecatError(f"Not a directory: {new}")
             if not allow_overwrite:
                 raise FileExistsBarecatError(new)
             self.remove_file(new)
         for a in ancestors(new):
-            if self.isfile(a):
+            if self.lookups.isfile(a):
                 raise NotADirectoryBarecatError(f"A parent of {new!r} is a file")
 
     @reports_full_disk
@@ -155,9 +162,9 @@ class IndexTreeEdits(IndexRowEdits):
             NotADirectoryBarecatError: an ancestor of the new path is a file.
             InvalidPathBarecatError: the new path is too deep.
         """
-        self._require_writable()
+        self.connection.require_writable()
         old_path, new_path = path_of(old), normalize(new)
-        self.lookup_file(old_path, normalized=True)
+        self.lookups.lookup_file(old_path, normalized=True)
         if old_path == new_path:
             return
         self._prepare_target(new_path, allow_overwrite, moving_dir=False)
@@ -186,8 +193,8 @@ class IndexTreeEdits(IndexRowEdits):
                 into itself, or a path gets too deep.
             DirectoryNotEmptyBarecatError: a directory would replace a non-empty one.
         """
-        self._require_writable()
-        d = self.lookup_dir(path_of(old))
+        self.connection.require_writable()
+        d = self.lookups.lookup_dir(path_of(old))
         new_path = normalize(new)
         if not d.path or not new_path:
             raise InvalidPathBarecatError("The archive root cannot be renamed or replaced")
@@ -203,7 +210,7 @@ class IndexTreeEdits(IndexRowEdits):
         n_files, size = treestats.subtree_totals(conn, d.path)
         lo, hi = subtree_bounds(d.path)
         cut = len(d.path) + 1
-        with self.no_triggers():
+        with self.connection.no_triggers():
             treestats.adjust_ancestors(conn, d.path, -n_files, -size, subdir_delta=-1)
             for table in ("files", "dirs"):
                 conn.execute(
@@ -213,3 +220,75 @@ class IndexTreeEdits(IndexRowEdits):
             conn.execute("UPDATE dirs SET path = ? WHERE path = ?", (new_path, d.path))
             treestats.ensure_ancestors(conn, new_path)
             treestats.adjust_ancestors(conn, new_path, n_files, size, subdir_delta=1)
+
+    def enable_sealing(self, records: dict[str, ConfigValue]) -> None:
+        """Make this empty archive a sealed one, described by the ``sealing*`` ``records``
+        (see ``schema.enable_sealing``); committed at once.
+
+        Args:
+            records: the sealing settings, as config rows.
+
+        Raises:
+            ReadOnlyBarecatError: the index is open read-only.
+            SchemaVersionBarecatError: the archive already holds files.
+        """
+        db = self.connection
+        db.require_writable()
+        db.commit()
+        conn = self.settled_conn()
+        enable_sealing(conn, {SEALING_KEY: "1", **records})
+        db.schema_version = check_version(conn, self.path)
+        db.read_layout()
+
+    def update_sealing_config(self, records: dict[str, ConfigValue]) -> None:
+        """Replace ``sealing*`` config rows (a new wrapped key, say); committed at once.
+
+        Args:
+            records: the rows to write, each key starting with ``sealing``.
+
+        Raises:
+            ReadOnlyBarecatError: the index is open read-only.
+            BarecatError: the archive is not sealed, or a key is not a sealing one.
+        """
+        self.connection.require_writable()
+        if not self.connection.sealed or any(not k.startswith(SEALING_KEY) for k in records):
+            raise BarecatError("Only a sealed archive's sealing settings can be updated")
+        conn = self.settled_conn()
+        with conn:
+            write_config(conn, records)
+
+    def keep_file_digest(self, step: file_digest.Step | None) -> None:
+        """Keep the encrypted archive's digest of its file rows (``file_digest``) with
+        ``step`` on every connection of this index; None refuses the edits it covers.
+
+        Args:
+            step: the digest's step function, or None.
+
+        Raises:
+            ReadOnlyBarecatError: the index is open read-only.
+        """
+        self.connection.require_writable()
+        self._pool.set_up_each("file_digest", lambda conn: file_digest.install(conn, step))
+        self.file_digest_kept = step is not None
+
+    def update_dirs(self) -> None:
+        """Create every directory that a file or directory implies but that has no row.
+
+        Raises:
+            ReadOnlyBarecatError: the index is open read-only.
+        """
+        self.connection.require_writable()
+        treestats.insert_missing_dirs(self.settled_conn())
+
+    def update_treestats(self) -> None:
+        """Recompute every directory's statistics from the files (after bulk loads).
+
+        Raises:
+            ReadOnlyBarecatError: the index is open read-only.
+        """
+        self.connection.require_writable()
+        with self.connection.no_triggers():
+            treestats.rewrite_treestats(self.settled_conn())
+
+
+guard_public_methods(IndexEdits, lambda part: part.path)

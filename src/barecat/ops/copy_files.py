@@ -28,8 +28,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from barecat.exceptions import BarecatError, BarecatIntegrityError, FileTooLargeBarecatError
-from barecat.index import Index
-from barecat.index.aggregates import IndexAggregates
+from barecat.index import Index, ReadOnlyIndex
 from barecat.index.merging import FAR, MergeSource, Relocation, SourceTotals
 from barecat.ops.writing import WriteSession
 from barecat.sealing.settings import SealingSettings
@@ -41,7 +40,7 @@ ProgressCallback = Callable[[int, int], None]
 SealLike = Callable[[SealingSettings], None]
 """Makes the empty plain target sealed like the source (the archive's ``seal_like``):
 for an encrypted source, with the passphrase the target's index digest needs."""
-CheckSource = Callable[[IndexAggregates, SealingSettings], None]
+CheckSource = Callable[[ReadOnlyIndex, SealingSettings], None]
 """Raises unless an encrypted source's file rows match its own index digest, when the
 key is at hand (the archive's ``check_source_rows``): the rows are copied as they are,
 and the target's digest then follows them, so a row put back in the source must be
@@ -70,7 +69,7 @@ class CopyStats:
 def copy_files_from(
     index: Index,
     sharder: Sharder,
-    src_index: IndexAggregates,
+    src_index: ReadOnlyIndex,
     src_sharder: ShardReader,
     *,
     files: Iterable[str] | None = None,
@@ -103,7 +102,7 @@ def copy_files_from(
     sharder.sync()  # merge_source commits what the caller wrote: its bytes go first
     start = writes.mark()
     first_new_shard = sharder.num_shards
-    with index.merge_source(src_index.path, prefix) as source:
+    with index.connection.merge_source(src_index.connection.path, prefix) as source:
         source.select(files, dirs, skip_existing)
         source.check_conflicts()
         totals = source.totals()
@@ -123,7 +122,7 @@ def copy_files_from(
             if on_progress is not None and totals.skipped:
                 on_progress(totals.skipped, 0)
         except BaseException:
-            index.rollback()
+            index.connection.rollback()
             if link or move:
                 sharder.remove_shards_from(first_new_shard)
             writes.roll_back(start)
@@ -133,7 +132,7 @@ def copy_files_from(
 
 def _match_sealing(
     index: Index,
-    src_index: IndexAggregates,
+    src_index: ReadOnlyIndex,
     prefix: str,
     seal_like: SealLike | None,
     check_source: CheckSource | None,
@@ -145,26 +144,33 @@ def _match_sealing(
     source = sealing_settings(src_index)
     target = sealing_settings(index)
     taken = source if target is None else None  # the sealing an empty plain target takes
-    if taken is not None and index.num_files:
+    if taken is not None and index.lookups.num_files:
         kind = "encrypted" if taken.encrypted else "compressed"
         raise BarecatError(
-            f"{src_index.path}: its files are {kind}, and {index.path} is a plain archive "
-            "with files; copy them into a sealed archive or a new one"
+            f"{src_index.connection.path}: its files are {kind}, and "
+            f"{index.connection.path} is a plain archive with files; copy them into a sealed "
+            "archive or a new one"
         )
     if taken is not None and taken.encrypted and seal_like is None:
-        raise BarecatError(_NEEDS_KEY.format(index.path))
+        raise BarecatError(_NEEDS_KEY.format(index.connection.path))
     like = target or taken
     why = None if like is None else like.can_take_bytes_from(source, prefix)
     if why is not None:
-        raise BarecatError(f"Cannot copy {src_index.path} into {index.path}: {why}")
-    if taken is None and index.stored_file_digest() is not None and not index.file_digest_kept:
-        raise BarecatError(_NEEDS_KEY.format(index.path))
+        raise BarecatError(
+            f"Cannot copy {src_index.connection.path} into {index.connection.path}: {why}"
+        )
+    if (
+        taken is None
+        and index.connection.stored_file_digest() is not None
+        and not index.edits.file_digest_kept
+    ):
+        raise BarecatError(_NEEDS_KEY.format(index.connection.path))
     if check_source is not None and source is not None and source.encrypted:
         check_source(src_index, source)
     if taken is not None and seal_like is not None:
         seal_like(taken)
     elif taken is not None:
-        index.enable_sealing(taken.to_config())
+        index.edits.enable_sealing(taken.to_config())
 
 
 _NEEDS_KEY = (
@@ -173,15 +179,19 @@ _NEEDS_KEY = (
 )
 
 
-def sealing_settings(index: IndexAggregates) -> SealingSettings | None:
+def sealing_settings(index: ReadOnlyIndex) -> SealingSettings | None:
     """The archive's sealing, or None for a plain archive."""
-    return SealingSettings.from_config(index.sealing_config()) if index.sealed else None
+    return (
+        SealingSettings.from_config(index.connection.sealing_config())
+        if index.connection.sealed
+        else None
+    )
 
 
-def _refuse_same_archive(index: Index, src_index: IndexAggregates) -> None:
+def _refuse_same_archive(index: Index, src_index: ReadOnlyIndex) -> None:
     with contextlib.suppress(OSError):
-        if os.path.samefile(index.path, src_index.path):
-            raise BarecatError(f"Cannot merge archive {index.path} into itself")
+        if os.path.samefile(index.connection.path, src_index.connection.path):
+            raise BarecatError(f"Cannot merge archive {index.connection.path} into itself")
 
 
 def _check_fits(source: MergeSource, totals: SourceTotals, limit: int) -> None:
@@ -274,12 +284,12 @@ def _bounded(relocations: list[Relocation]) -> list[Relocation]:
 
 
 def _link_shards(
-    src_index: IndexAggregates, src_sharder: ShardReader, sharder: Sharder, move: bool = False
+    src_index: ReadOnlyIndex, src_sharder: ShardReader, sharder: Sharder, move: bool = False
 ) -> list[Relocation]:
     """Give each source shard a new number in the target as a symlink to it, or (``move``)
     the shard itself, renamed (an empty file of the target's own where the source has a
     gap in its numbering)."""
-    used = set(src_index.used_shards())
+    used = set(src_index.lookups.used_shards())
     count = max(src_sharder.num_shards, max(used, default=-1) + 1)
     missing = [i for i in used if not src_sharder.shard_exists(i)]
     if missing:

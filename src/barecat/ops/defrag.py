@@ -23,7 +23,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from barecat.index import Index
+from barecat.index import Index, ReadOnlyIndex
 from barecat.index.placement import (
     Placement,
     end_before,
@@ -88,7 +88,7 @@ class Fragmentation:
         return max(0, self.physical_size - self.data_size)
 
 
-def fragmentation(index: Index, sharder: ShardReader) -> Fragmentation:
+def fragmentation(index: ReadOnlyIndex, sharder: ShardReader) -> Fragmentation:
     """Measure holes and slack without changing anything."""
     gaps = [size for _, _, size in holes(index)]
     ends = shard_ends(index)
@@ -97,7 +97,7 @@ def fragmentation(index: Index, sharder: ShardReader) -> Fragmentation:
     )
     return Fragmentation(
         physical_size=sharder.total_physical_size_stat,
-        data_size=index.total_size,
+        data_size=index.lookups.total_size,
         shards=sharder.num_shards,
         holes=len(gaps),
         hole_bytes=sum(gaps),
@@ -123,7 +123,7 @@ def defrag(
     )
     limit = sharder.shard_size_limit
     # a file above the limit (set lower by hand) keeps its own shard rather than failing
-    capacity = max(index.shard_size_limit, largest_file_size(index))
+    capacity = max(index.connection.shard_size_limit, largest_file_size(index))
     sharder.shard_size_limit = capacity
     try:
         if quick:

@@ -77,7 +77,7 @@ def merge_archives(
         src_index, src_sharder = open_source(source)
         try:
             if on_input is not None:
-                on_input(source, src_index.num_files)
+                on_input(source, src_index.lookups.num_files)
             selection = select_entries(src_index, pattern, path_filter)
             stats = subset_archive(
                 src_index,

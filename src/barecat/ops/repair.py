@@ -54,25 +54,25 @@ def repair(
     ``drop_bad`` remove from the index) files whose bytes are missing or corrupt."""
     result = RepairResult()
     result.bytes_truncated = _cut_unreferenced_tails(index, sharder)
-    if not sharder.guarded and index.has_shared_ranges():
+    if not sharder.guarded and index.lookups.has_shared_ranges():
         sharder.add_guard()
         result.guarded = True
-    before = index.find_inconsistencies()
+    before = index.lookups.find_inconsistencies()
     if before:
-        index.update_dirs()
-        index.update_treestats()
+        index.edits.update_dirs()
+        index.edits.update_treestats()
         result.stats_fixed = before
     report: VerifyReport = verify_archive(index, sharder, on_file=on_file, workers=workers)
     result.bad_files, result.reasons = report.bad_files, report.reasons
     if drop_bad and report.bad_files:
         for path in report.bad_files:
-            index.remove_file(path)
+            index.edits.remove_file(path)
         result.dropped = list(report.bad_files)
     sharder.sync()
-    index.commit()
-    result.remaining_problems = index.find_inconsistencies()
+    index.connection.commit()
+    result.remaining_problems = index.lookups.find_inconsistencies()
     result.remaining_problems += [
-        f"bytes of {b!r} overlap those of {a!r}" for a, b in index.find_overlaps()
+        f"bytes of {b!r} overlap those of {a!r}" for a, b in index.lookups.find_overlaps()
     ]
     return result
 
@@ -82,7 +82,7 @@ def _cut_unreferenced_tails(index: Index, sharder: Sharder) -> int:
     for shard in range(sharder.num_shards):
         if not sharder.shard_exists(shard) or sharder.is_foreign(shard):
             continue  # another archive's shard (merge --symlink) is never cut from here
-        end = index.logical_shard_end(shard)
+        end = index.lookups.logical_shard_end(shard)
         size = sharder.physical_shard_end(shard)
         if size > end:
             sharder.truncate_shard(shard, end)

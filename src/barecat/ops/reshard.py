@@ -55,7 +55,7 @@ def reshard(
             f"A file of {largest} bytes does not fit in shards of {shard_size_limit} bytes"
         )
     started = time.monotonic()
-    old = index.shard_size_limit
+    old = index.connection.shard_size_limit
     result = ReshardResult(
         physical_size_before=sharder.total_physical_size_stat,
         shards_before=sharder.num_shards,
@@ -63,7 +63,7 @@ def reshard(
         new_limit=shard_size_limit,
     )
     if shard_size_limit >= old:
-        index.shard_size_limit = shard_size_limit
+        index.connection.shard_size_limit = shard_size_limit
     sharder.shard_size_limit = shard_size_limit
     try:
         compactor = Compactor(index, sharder, shard_size_limit, on_progress=on_progress)
@@ -71,8 +71,8 @@ def reshard(
         finish(index, sharder, on_progress)
     except BaseException:
         resync_after_failure(index, sharder)
-        sharder.shard_size_limit = index.shard_size_limit
+        sharder.shard_size_limit = index.connection.shard_size_limit
         raise
-    index.shard_size_limit = shard_size_limit
+    index.connection.shard_size_limit = shard_size_limit
     record_outcome(result, compactor.tally, sharder, started)
     return result

@@ -133,7 +133,7 @@ def cut_shard(index: Index, sharder: Sharder, shard: int, end: int) -> None:
     """Truncate ``shard`` at ``end``, past which no committed non-empty file lies; empty
     files there are parked first, so every row stays within its shard's bytes."""
     if park_empty_files(index, shard, end):
-        index.commit()
+        index.connection.commit()
     if sharder.physical_shard_end(shard) > end:
         sharder.truncate_shard(shard, end)
 
@@ -147,7 +147,7 @@ def finish(index: Index, sharder: Sharder, on_progress: OnProgress | None) -> No
     """
     guarded = sharder.guarded
     if park_empty_files(index):
-        index.commit()
+        index.connection.commit()
     if on_progress is not None and (empties := count_empty_files(index)):
         on_progress(empties, 0)
     ends = shard_ends(index)
@@ -166,7 +166,7 @@ def finish(index: Index, sharder: Sharder, on_progress: OnProgress | None) -> No
 
 def resync_after_failure(index: Index, sharder: Sharder) -> None:
     """Drop an unfinished round's index changes; append after the last committed file."""
-    index.rollback()
+    index.connection.rollback()
     WriteSession(index, sharder).resync(shard_ends(index))
 
 
@@ -174,7 +174,7 @@ def require_movable(index: Index, sharder: Sharder, what: str) -> None:
     """Moving files needs an index and shards open for writing, not append-only, and no
     shard linked to a file the archive does not own (``merge --symlink``, ``convert
     --wrap``): packing would write into it."""
-    if index.readonly or sharder.readonly:
+    if index.connection.readonly or sharder.readonly:
         raise ReadOnlyBarecatError(f"Cannot {what}: the archive is open read-only")
     if sharder.append_only:
         raise BarecatError(f"Cannot {what}: the archive is open append-only")

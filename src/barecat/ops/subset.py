@@ -19,8 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from barecat.glob import PathFilter, directory_pattern
-from barecat.index import Index
-from barecat.index.aggregates import IndexAggregates
+from barecat.index import Index, ReadOnlyIndex
 from barecat.ops.copy_files import (
     CheckSource,
     CopyStats,
@@ -43,7 +42,7 @@ class Selection:
 
 
 def select_entries(
-    index: IndexAggregates, pattern: str | None = None, path_filter: PathFilter | None = None
+    index: ReadOnlyIndex, pattern: str | None = None, path_filter: PathFilter | None = None
 ) -> Selection | None:
     """The entries a glob ``pattern`` or a ``path_filter`` chooses; None: everything.
 
@@ -55,7 +54,7 @@ def select_entries(
 
 
 def selected_entries(
-    index: IndexAggregates,
+    index: ReadOnlyIndex,
     selection: FileSelection | None,
     path_filter: PathFilter | None = None,
 ) -> Selection | None:
@@ -103,7 +102,7 @@ def selected_entries(
 
 
 def subset_archive(
-    src_index: IndexAggregates,
+    src_index: ReadOnlyIndex,
     src_sharder: ShardReader,
     index: Index,
     sharder: Sharder,

@@ -200,10 +200,10 @@ def _check_new_index(path: str, report: BuildReport, version: tuple[int, int]) -
     """Open the new index as any reader would and insist it is consistent and holds
     every file of the old one."""
     with Index(path, readonly=True, lookup_table=False) as index:
-        problems = index.find_inconsistencies()
-        if index.schema_version != CURRENT_VERSION:
-            problems.append(f"the result has {format_version(index.schema_version)}")
-        got = (index.num_files, index.total_size)
+        problems = index.lookups.find_inconsistencies()
+        if index.connection.schema_version != CURRENT_VERSION:
+            problems.append(f"the result has {format_version(index.connection.schema_version)}")
+        got = (index.lookups.num_files, index.lookups.total_size)
         want = (report.old_num_files, report.old_total_size)
         if got != want:
             problems.append(f"(files, bytes) = {got} where the old index has {want}")

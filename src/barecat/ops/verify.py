@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 from barecat.entries import BarecatFileInfo, Order
 from barecat.exceptions import BarecatError, FileNotFoundBarecatError
-from barecat.index import Index
+from barecat.index import ReadOnlyIndex
 from barecat.index.query import row_problem
 from barecat.shards.reading import ShardReader
 
@@ -58,7 +58,7 @@ class VerifyReport:
 
 
 def verify_archive(
-    index: Index,
+    index: ReadOnlyIndex,
     sharder: ShardReader,
     quick: bool = False,
     on_file: OnFile | None = None,
@@ -66,12 +66,12 @@ def verify_archive(
 ) -> VerifyReport:
     """Everything that can be checked (``quick``: all but the bytes of files before the
     last one). ``workers`` > 1 checksums address-ordered runs of files in parallel."""
-    report = VerifyReport(index_problems=index.find_inconsistencies())
-    for earlier, path in index.find_overlaps():
+    report = VerifyReport(index_problems=index.lookups.find_inconsistencies())
+    for earlier, path in index.lookups.find_overlaps():
         report.index_problems.append(f"bytes of {path!r} overlap those of {earlier!r}")
     if quick:
         try:
-            files = [index.get_last_file()]
+            files = [index.lookups.get_last_file()]
         except FileNotFoundBarecatError:
             files = []
     else:
@@ -87,14 +87,14 @@ def verify_archive(
     return report
 
 
-def _check_shard_ends(index: Index, sharder: ShardReader, report: VerifyReport) -> None:
+def _check_shard_ends(index: ReadOnlyIndex, sharder: ShardReader, report: VerifyReport) -> None:
     """Name the files of missing shards, and those reaching past a shard's end."""
-    for shard in index.used_shards():
+    for shard in index.lookups.used_shards():
         if sharder.shard_exists(shard):
             end, reason = sharder.physical_shard_end(shard), "its shard file is cut short"
         else:
             end, reason = 0, "its shard file is missing"
-        for path in index.files_ending_beyond(shard, end):
+        for path in index.lookups.files_ending_beyond(shard, end):
             report.flag(path, reason)
 
 

@@ -75,17 +75,17 @@ class WriteSession:
             last = max(ends, default=0)
             end = ends.get(last, 0)
         else:
-            last = max(self.sharder.num_shards - 1, self.index.num_used_shards - 1, 0)
+            last = max(self.sharder.num_shards - 1, self.index.lookups.num_used_shards - 1, 0)
             if self.sharder.is_guard(last):  # (nothing in it: append after the last used)
-                last = max(self.index.num_used_shards - 1, 0)
-            end = self.index.logical_shard_end(last)
+                last = max(self.index.lookups.num_used_shards - 1, 0)
+            end = self.index.lookups.logical_shard_end(last)
         writable = not self.sharder.is_foreign(last)
         self._move(*going_on((last, end), writable, self.sharder.num_shards))
 
     def indexed_end(self) -> Position:
         """Where the files the index holds end (the end of the last shard it uses)."""
-        used = self.index.num_used_shards
-        return (used - 1, self.index.logical_shard_end(used - 1)) if used else (0, 0)
+        used = self.index.lookups.num_used_shards
+        return (used - 1, self.index.lookups.logical_shard_end(used - 1)) if used else (0, 0)
 
     def skip_shards_from(self, first: int) -> None:
         """Shards from ``first`` on were just linked or adopted whole: never append into
@@ -140,7 +140,7 @@ class WriteSession:
         self.sharder.sync(shards)
         if new_shards:
             self.sharder.sync_directory()
-        self.index.commit()
+        self.index.connection.commit()
 
     # -- room ----------------------------------------------------------------------------
 
