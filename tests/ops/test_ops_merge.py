@@ -494,7 +494,7 @@ def test_a_subset_takes_the_file_selection_the_engines_take(make_archive: Make) 
         with barecat.Barecat(out, readonly=False) as o:
             o.take_subset(s, by_where)
     assert check(out) == {"a/y.bin": b"2" * 300, "b/c/z.bin": b"3" * 400}
-    signature = "(index: 'IndexAggregates', pattern: 'str | None' = None, "
+    signature = "(index: 'ReadOnlyIndex', pattern: 'str | None' = None, "
     signature += "path_filter: 'PathFilter | None' = None) -> 'Selection | None'"
     assert str(inspect.signature(select_entries)) == signature  # unchanged
     assert str(inspect.signature(barecat.Barecat.select_entries)) == (
