@@ -10,10 +10,11 @@ on a writable :class:`Index` only, ``edits``
 (:class:`~barecat.index.tree_edits.IndexEdits`). A :class:`ReadOnlyIndex` has no
 ``edits``, so that mypy refuses a write through one; ``Index(path, readonly=True)``
 (barecat 0.3.1's read-only index) has them, and each refuses at run time. barecat's own
-code calls the parts (``index.edits.add_file(...)``); every older name (``index.add_file``,
-barecat 0.3.1's, in ``compat.py``) stays on the index as one line of the table below,
-forwarded to its part (``forwarding.py``). Imports ``entries`` and ``barecat.index``'s own
-modules.
+code calls the parts (``index.edits.add_file(...)``). A name on the index itself
+(``index.add_file``: the older names and barecat 0.3.1's, those of ``compat.py`` too) is one
+line of the table below, forwarded to its part (``forwarding.py``): a new method of a part
+that users should reach as ``index.NAME`` gets its line there. Imports ``entries`` and
+``barecat.index``'s own modules.
 """
 
 from __future__ import annotations
