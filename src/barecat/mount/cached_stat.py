@@ -10,10 +10,12 @@ process: an unmount right after a reader finished failed whenever it came then. 
 walk is ``openat2`` with ``RESOLVE_CACHED`` (it fails with EAGAIN instead of asking
 anyone) and the attributes are ``statx`` with ``AT_STATX_DONT_SYNC`` (the ones the
 kernel holds), so the mount is held for a few microseconds of the kernel's own work and
-never waits for a request. The three calls (open, statx, close) are made holding the
-interpreter lock: none of them can wait for anything, and a thread switch between them
-(another thread serving a request) would hold the walk's descriptor, and so the mount,
-for milliseconds: an unmount then failed with EBUSY now and then on a loaded machine.
+never waits for a request. Still, ``umount`` fails with EBUSY while any walk is under
+way, however short, so the read-ahead worker walks only while a reader holds the mount
+anyway (see ``barecat.mount.readahead``). The three calls (open, statx, close) are made
+holding the interpreter lock: none of them can wait for anything, and a thread switch
+between them (another thread serving a request) would hold the walk's descriptor for
+milliseconds, and with it the serving thread that waits for the walk.
 
 Linux 5.12 or newer and glibc's ``statx``; elsewhere :func:`cached_stat` raises
 ``OSError`` (ENOSYS), and read-ahead turns itself off. Imports only the standard library.
