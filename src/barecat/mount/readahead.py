@@ -268,10 +268,12 @@ class ReadAhead:
         self._seen: queue.SimpleQueue[tuple[str | _Check, threading.Event] | None] = (
             queue.SimpleQueue()
         )
-        self._lenders = 0
-        """Serving threads inside a reported read, waiting for the worker's walks."""
+        self._lent: list[str] = []
+        """The files of the reported reads whose serving threads wait for the worker."""
+        self._storing: str | None = None
+        """The file the worker hands the kernel now (which waits for a read of it)."""
         self._walking = threading.Lock()
-        """Held by each walk, and to change ``_lenders`` (so none outlives its lender)."""
+        """Held by each walk, and to change ``_lent`` and ``_storing``."""
         self._runs: dict[str, _Run] = {}
         """The worker's runs, the most recently read last."""
         self._device = -1
@@ -305,18 +307,23 @@ class ReadAhead:
         """Hand a read to the worker (logged before it can be taken, so a log shows each
         report ahead of the worker's idle line that counts it), and lend it this read's
         hold on the mount: wait, the read unanswered, until it took the report and walked
-        to the files it queued (``LENT_FOR`` at most)."""
+        to the files it queued (``LENT_FOR`` at most). Not where the worker is storing this
+        very file: the kernel waits for this read to end before it takes the bytes."""
         if self._traced:
             log.debug("read-ahead report queued: %s", seen if isinstance(seen, str) else seen[1])
+        path = seen if isinstance(seen, str) else seen[1]
         walked = threading.Event()
-        with self._walking:
-            self._lenders += 1
-        try:
-            self._seen.put((seen, walked))
-            walked.wait(LENT_FOR)
-        finally:
-            with self._walking:  # (after the walk under way, if any)
-                self._lenders -= 1
+        with self._walking:  # (not for a file being stored: that waits for this read)
+            lent = path != self._storing
+            if lent:
+                self._lent.append(path)
+        self._seen.put((seen, walked))
+        if lent:
+            try:
+                walked.wait(LENT_FOR)
+            finally:
+                with self._walking:  # (after the walk under way, if any)
+                    self._lent.remove(path)
 
     def close(self) -> None:
         """Stop the worker (after the unmount, so nothing it waits for can hang; no
@@ -377,7 +384,7 @@ class ReadAhead:
             OSError: As ``cached_stat``.
         """
         with self._walking:
-            if not self._lenders:
+            if not self._lent:
                 raise _UnlentError
             return cached_stat(path)
 
@@ -504,12 +511,23 @@ class ReadAhead:
         return st.ino
 
     def _store(self, job: _Job) -> None:
+        """Hand a file to the kernel, unless its read is under way (the serving thread of
+        that read waits for the worker, and the kernel waits for the read to end)."""
+        path = job.info.path
         try:
             data = self._archive.read(job.info)  # checked whole; a damaged file is not stored
         except (BarecatError, OSError) as e:
-            log.debug("read-ahead skips %s: %s", job.info.path, e)
+            log.debug("read-ahead skips %s: %s", path, e)
             return
-        self._cache.store(job.node or 0, data)
+        with self._walking:
+            if path in self._lent:
+                return
+            self._storing = path
+        try:
+            self._cache.store(job.node or 0, data)
+        finally:
+            with self._walking:
+                self._storing = None
 
 
 def start_read_ahead(mountpoint: str, archive: ReadableArchive) -> ReadAhead | None:
