@@ -426,6 +426,35 @@ def test_a_mount_reading_ahead_unmounts_at_once(tmp_path: Path) -> None:
     assert _asked_by(tmp_path / "mnt.log", threads) == []
 
 
+def test_read_ahead_walks_the_mount_only_while_the_read_that_queued_files_is_open(
+    tmp_path: Path,
+) -> None:
+    """Any walk on the mount makes ``umount`` fail with EBUSY, so the worker finds the
+    node ids of a window before the read that fetched it is answered (the reader holds
+    the mount then): with the mount detached (``fusermount3 -u -z``) as soon as that read
+    returned, its directory kept open, every file of the window it fetched is stored (a
+    worker walking after the read found none of them: the mount was gone)."""
+    archive = str(tmp_path / "r.barecat")
+    files = _numbered_files(archive, 300)
+    mnt = tmp_path / "mnt"
+    with served(archive, mnt, "--debug") as server:
+        names = sorted(os.listdir(mnt / "d"))  # (their names, with attributes, in the kernel)
+        _read_in_turn(mnt, ["d/000.bin", "d/001.bin", "d/002.bin", "d/010.bin"], files)
+        directory = os.open(mnt / "d", os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            assert (mnt / "d/042.bin").read_bytes() == files["d/042.bin"]  # (window 170-299)
+            subprocess.run(["fusermount3", "-u", "-z", str(mnt)], check=True)
+            wait_for(lambda: _read_ahead_idle(tmp_path / "mnt.log"), "the read-ahead worker")
+            before = _requests(tmp_path / "mnt.log")[0].count("READ")
+            for name in names[171:]:  # (170: the window's marker)
+                with open(os.open(name, os.O_RDONLY, dir_fd=directory), "rb") as f:
+                    assert f.read() == files[f"d/{name}"], name
+            assert _requests(tmp_path / "mnt.log")[0].count("READ") == before
+        finally:
+            os.close(directory)  # (the detached mount ends with it)
+        assert server.wait(timeout=30) == 0
+
+
 def test_read_ahead_never_asks_its_own_server_for_names(tmp_path: Path) -> None:
     """Files read by name, their directory never listed: the worker stores those whose
     names the kernel holds, and skips the others rather than look them up (a lookup by

@@ -10,10 +10,12 @@ process: an unmount right after a reader finished failed whenever it came then. 
 walk is ``openat2`` with ``RESOLVE_CACHED`` (it fails with EAGAIN instead of asking
 anyone) and the attributes are ``statx`` with ``AT_STATX_DONT_SYNC`` (the ones the
 kernel holds), so the mount is held for a few microseconds of the kernel's own work and
-never waits for a request. The three calls (open, statx, close) are made holding the
-interpreter lock: none of them can wait for anything, and a thread switch between them
-(another thread serving a request) would hold the walk's descriptor, and so the mount,
-for milliseconds: an unmount then failed with EBUSY now and then on a loaded machine.
+never waits for a request. Still, ``umount`` fails with EBUSY while any walk is under
+way, however short, so the read-ahead worker walks only while a reader holds the mount
+anyway (see ``barecat.mount.readahead``). The three calls (open, statx, close) are made
+holding the interpreter lock: none of them can wait for anything, and a thread switch
+between them (another thread serving a request) would hold the walk's descriptor for
+milliseconds, and with it the serving thread that waits for the walk.
 
 Linux 5.12 or newer and glibc's ``statx``; elsewhere :func:`cached_stat` raises
 ``OSError`` (ENOSYS), and read-ahead turns itself off. Imports only the standard library.
@@ -81,6 +83,12 @@ _libc = ctypes.PyDLL(None, use_errno=True)  # (calls keep the interpreter lock: 
 _libc.syscall.restype = ctypes.c_long
 _statx = getattr(_libc, "statx", None)
 _close = _libc.close
+_HOW = _OpenHow(O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, 0, RESOLVE_CACHED | RESOLVE_NO_MAGICLINKS)
+_OPEN_ARGS = (ctypes.c_long(SYS_OPENAT2), ctypes.c_int(AT_FDCWD))
+_HOW_ARGS = (ctypes.byref(_HOW), ctypes.c_size_t(ctypes.sizeof(_HOW)))
+"""The arguments of every walk but its path, made once (read only by the calls: a walk
+costs 5 µs instead of 10)."""
+_STATX_FLAGS = AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW | AT_STATX_DONT_SYNC
 
 
 def cached_stat(path: str) -> CachedStat | None:
@@ -101,19 +109,16 @@ def cached_stat(path: str) -> CachedStat | None:
     """
     if _statx is None:
         raise OSError(errno.ENOSYS, "statx is not available")
-    how = _OpenHow(O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, 0, RESOLVE_CACHED | RESOLVE_NO_MAGICLINKS)
-    size = ctypes.c_size_t(ctypes.sizeof(how))
-    args = (ctypes.c_int(AT_FDCWD), os.fsencode(path), ctypes.byref(how), size)
+    encoded = os.fsencode(path)
     buf = _Statx()
-    flags = AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW | AT_STATX_DONT_SYNC
     # from here to the close, nothing but the three calls (the descriptor holds the mount)
-    fd = _libc.syscall(ctypes.c_long(SYS_OPENAT2), *args)
+    fd = _libc.syscall(*_OPEN_ARGS, encoded, *_HOW_ARGS)
     if fd < 0:
         code = ctypes.get_errno()
         if code == errno.EAGAIN:
             return None
         raise OSError(code, os.strerror(code), path)
-    failed = _statx(fd, b"", flags, STATX_BASIC_STATS, ctypes.byref(buf)) != 0
+    failed = _statx(fd, b"", _STATX_FLAGS, STATX_BASIC_STATS, ctypes.byref(buf)) != 0
     code = ctypes.get_errno() if failed else 0
     _close(fd)
     if failed:

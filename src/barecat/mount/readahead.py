@@ -26,12 +26,17 @@ The notification names the kernel's node id of the file. libfuse's high-level AP
 not expose it, but reports it as every file's inode number (``st_ino``) unless the
 ``use_ino`` option is given, which barecat's mounts never do; the worker checks that the
 mount's root says 1, the root's node id, and does nothing otherwise. It takes each file's
-attributes by its full path (a descriptor held on the mount would make unmounting fail)
-from the kernel's caches only (``barecat.mount.cached_stat``): the worker never sends its
-own server a request, so it never holds the mount while waiting for one, and an unmount
-right after a read succeeds. A file whose name the kernel does not hold (dropped under
-memory pressure, or listed without attributes: ``--plain-listings``) is not stored, nor
-one whose device, size or type disagrees.
+attributes by its full path from the kernel's caches only (``barecat.mount.cached_stat``),
+so it never sends its own server a request. Any walk on the mount holds it (for a few
+microseconds) and ``umount`` fails with EBUSY while one does, so the worker walks only
+while a reader is sure to hold the mount too: while a serving thread is inside a read
+that reported to it, not yet answered (the reader waits for that read, its file open).
+That thread waits until the worker has taken its report and walked to the files it
+queued (``LENT_FOR`` at most; files not walked by then wait for the next report), so no
+walk outlives the reads a reader made, and ``fusermount3 -u`` right after a reader stopped
+unmounts. A file whose name the kernel does not hold (dropped under memory pressure, or
+listed without attributes: ``--plain-listings``) is not stored, nor one whose device, size
+or type disagrees.
 
 With debug logging on (``barecat mount -f --debug``) the serving threads log each read
 they hand to the worker, and the worker logs each time it has taken every one and stored
@@ -59,7 +64,7 @@ import mfusepy
 from barecat.archive.readable import ReadableArchive
 from barecat.entries import BarecatFileInfo
 from barecat.exceptions import BarecatError
-from barecat.mount.cached_stat import cached_stat
+from barecat.mount.cached_stat import CachedStat, cached_stat
 
 FIRST_WINDOW = 8
 """Files fetched once two consecutive files were read."""
@@ -81,6 +86,8 @@ MAX_DOUBTS = 6
 """After this many failed checks, one read in 64 of a directory's is checked."""
 OVERTAKEN_GAP = 3
 """Files the worker leaves to a reader that caught up with it, to get ahead again."""
+LENT_FOR = 0.2
+"""Seconds a serving thread that reported a read waits for the worker's walks."""
 FUSE_ROOT_ID = 1
 
 log = logging.getLogger(__name__)
@@ -180,6 +187,21 @@ class _Probe:
 
 
 @dataclass(slots=True)
+class _Job:
+    """A file to store: its number in its run, and its node id once the worker walked to
+    it (None before; 0 where it cannot be stored: the kernel does not hold its name, or
+    it is not this file)."""
+
+    number: int
+    info: BarecatFileInfo
+    node: int | None = None
+
+
+class _UnlentError(Exception):
+    """No serving thread lends the worker a reader's hold on the mount: walks wait."""
+
+
+@dataclass(slots=True)
 class _Run:
     """A directory read file after file: ``at`` numbers the files fetched ahead, in
     listing order, from the read that started the run."""
@@ -195,9 +217,7 @@ class _Run:
     """Number of the furthest file read."""
     size: int = GROWTH * FIRST_WINDOW
     """Files in the next window."""
-    pending: collections.deque[tuple[int, BarecatFileInfo]] = field(
-        default_factory=collections.deque
-    )
+    pending: collections.deque[_Job] = field(default_factory=collections.deque)
     """Files to store, in order."""
 
     def number(self, files: list[BarecatFileInfo]) -> list[tuple[int, BarecatFileInfo]]:
@@ -217,8 +237,8 @@ class _Run:
         storing each file as it is being read (which waits for that read)."""
         self.reached = max(self.reached, number)
         pending = self.pending
-        if pending and pending[0][0] <= number + 1:  # (the worker would store it too late)
-            while pending and pending[0][0] <= number + OVERTAKEN_GAP:
+        if pending and pending[0].number <= number + 1:  # (the worker would store it too late)
+            while pending and pending[0].number <= number + OVERTAKEN_GAP:
                 pending.popleft()
 
 
@@ -245,7 +265,15 @@ class ReadAhead:
         self._probes: dict[str, _Probe] = {}
         self._following: set[str] = set()
         """Directories the worker has a run for (it adds and removes them)."""
-        self._seen: queue.SimpleQueue[str | _Check | None] = queue.SimpleQueue()
+        self._seen: queue.SimpleQueue[tuple[str | _Check, threading.Event] | None] = (
+            queue.SimpleQueue()
+        )
+        self._lent: list[str] = []
+        """The files of the reported reads whose serving threads wait for the worker."""
+        self._storing: str | None = None
+        """The file the worker hands the kernel now (which waits for a read of it)."""
+        self._walking = threading.Lock()
+        """Held by each walk, and to change ``_lent`` and ``_storing``."""
         self._runs: dict[str, _Run] = {}
         """The worker's runs, the most recently read last."""
         self._device = -1
@@ -277,13 +305,29 @@ class ReadAhead:
 
     def _report(self, seen: str | _Check) -> None:
         """Hand a read to the worker (logged before it can be taken, so a log shows each
-        report ahead of the worker's idle line that counts it)."""
+        report ahead of the worker's idle line that counts it), and lend it this read's
+        hold on the mount: wait, the read unanswered, until it took the report and walked
+        to the files it queued (``LENT_FOR`` at most). Not where the worker is storing this
+        very file: the kernel waits for this read to end before it takes the bytes."""
         if self._traced:
             log.debug("read-ahead report queued: %s", seen if isinstance(seen, str) else seen[1])
-        self._seen.put(seen)
+        path = seen if isinstance(seen, str) else seen[1]
+        walked = threading.Event()
+        with self._walking:  # (not for a file being stored: that waits for this read)
+            lent = path != self._storing
+            if lent:
+                self._lent.append(path)
+        self._seen.put((seen, walked))
+        if lent:
+            try:
+                walked.wait(LENT_FOR)
+            finally:
+                with self._walking:  # (after the walk under way, if any)
+                    self._lent.remove(path)
 
     def close(self) -> None:
-        """Stop the worker (after the unmount, so nothing it waits for can hang)."""
+        """Stop the worker (after the unmount, so nothing it waits for can hang; no
+        serving thread is left to lend it a hold on the mount)."""
         self._seen.put(None)
         self._thread.join(timeout=5)
 
@@ -292,15 +336,22 @@ class ReadAhead:
     def _work(self) -> None:
         """Take each report; while none waits, store the next file. Where files cannot be
         stored, reports are only taken (and counted)."""
-        serving = self._serves_node_ids()
+        serving: bool | None = None  # (unknown until a report lends a hold on the mount)
         taken = 0
         while True:
-            seen = self._seen.get()  # (blocks while there is nothing to store)
-            if seen is None:
+            item = self._seen.get()  # (blocks while there is nothing to store)
+            if item is None:
                 return
+            seen, walked = item
             taken += 1
-            if serving:
-                self._guarded(self._take, seen)
+            try:
+                if serving is None:
+                    serving = self._serves_node_ids()
+                if serving:
+                    self._guarded(self._take, seen)
+                    self._guarded(self._walk_to_pending, None)
+            finally:
+                walked.set()  # (the reporting thread answers its read)
             while serving and self._seen.empty():  # every reported read taken
                 job = self._next_job()
                 if job is None:
@@ -324,11 +375,27 @@ class ReadAhead:
         except Exception:
             log.exception("read-ahead: a step on %r failed", arg)
 
-    def _serves_node_ids(self) -> bool:
+    def _walk(self, path: str) -> CachedStat | None:
+        """``cached_stat`` of a path on the mount, made only while a serving thread lends
+        a reader's hold on it (see the module doc).
+
+        Raises:
+            _UnlentError: No serving thread lends one now.
+            OSError: As ``cached_stat``.
+        """
+        with self._walking:
+            if not self._lent:
+                raise _UnlentError
+            return cached_stat(path)
+
+    def _serves_node_ids(self) -> bool | None:
         """Whether files can be stored: the mount's root has node id 1 as its inode number,
-        read from the kernel's cache (asking the server would wait for ``init`` to end)."""
+        read from the kernel's cache (asking the server would wait for ``init`` to end);
+        None while no report lends a hold on the mount."""
         try:
-            root = cached_stat(self._mountpoint)
+            root = self._walk(self._mountpoint)
+        except _UnlentError:
+            return None
         except OSError as e:
             log.info("read-ahead is off: %s", e)
             return False
@@ -338,12 +405,27 @@ class ReadAhead:
         self._device = root.dev
         return True
 
-    def _next_job(self) -> BarecatFileInfo | None:
-        """The next file to store, of the directory read most recently."""
+    def _next_job(self) -> _Job | None:
+        """The next file to store, of the directory read most recently (of those walked
+        to: a run whose next file was not waits for the next report)."""
         for run in reversed(self._runs.values()):
-            if run.pending:
-                return run.pending.popleft()[1]
+            pending = run.pending
+            while pending and pending[0].node == 0:
+                pending.popleft()
+            if pending and pending[0].node is not None:
+                return pending.popleft()
         return None
+
+    def _walk_to_pending(self, _: None) -> None:
+        """Find the node id of each file queued and not yet walked to, the directory read
+        most recently first, while the reporting thread lends its hold on the mount."""
+        for run in reversed(self._runs.values()):
+            for job in run.pending:
+                if job.node is None:
+                    try:
+                        job.node = self._node_of(job.info)
+                    except _UnlentError:
+                        return
 
     def _check(self, before: str, path: str, probe: _Probe) -> None:
         """Start a run if ``path`` is the file after ``before`` in its directory."""
@@ -409,20 +491,43 @@ class ReadAhead:
             if run.marker < 0:
                 run.marker = number
             elif (info.size or 0) <= LARGEST_STORED:
-                run.pending.append((number, info))
+                run.pending.append(_Job(number, info))
 
-    def _store(self, info: BarecatFileInfo) -> None:
-        try:  # (by its full path: a descriptor held on the mount would block unmounting)
-            st = cached_stat(f"{self._mountpoint}/{info.path}")
-            if st is None:
-                return  # (the kernel does not hold its name: asking would hold the mount)
-            if st.dev != self._device or st.size != info.size or not stat.S_ISREG(st.mode):
-                return  # (something else mounted over this mount, or not this file)
-            data = self._archive.read(info)  # checked whole; a damaged file is not stored
-        except (BarecatError, OSError) as e:
+    def _node_of(self, info: BarecatFileInfo) -> int:
+        """The file's node id, or 0 where it cannot be stored.
+
+        Raises:
+            _UnlentError: No serving thread lends a hold on the mount now.
+        """
+        try:  # (by its full path: a descriptor kept on the mount would block unmounting)
+            st = self._walk(f"{self._mountpoint}/{info.path}")
+        except OSError as e:
             log.debug("read-ahead skips %s: %s", info.path, e)
+            return 0
+        if st is None:
+            return 0  # (the kernel does not hold its name: asking would hold the mount)
+        if st.dev != self._device or st.size != info.size or not stat.S_ISREG(st.mode):
+            return 0  # (something else mounted over this mount, or not this file)
+        return st.ino
+
+    def _store(self, job: _Job) -> None:
+        """Hand a file to the kernel, unless its read is under way (the serving thread of
+        that read waits for the worker, and the kernel waits for the read to end)."""
+        path = job.info.path
+        try:
+            data = self._archive.read(job.info)  # checked whole; a damaged file is not stored
+        except (BarecatError, OSError) as e:
+            log.debug("read-ahead skips %s: %s", path, e)
             return
-        self._cache.store(st.ino, data)
+        with self._walking:
+            if path in self._lent:
+                return
+            self._storing = path
+        try:
+            self._cache.store(job.node or 0, data)
+        finally:
+            with self._walking:
+                self._storing = None
 
 
 def start_read_ahead(mountpoint: str, archive: ReadableArchive) -> ReadAhead | None:
