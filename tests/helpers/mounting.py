@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import subprocess
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
 
+import barecat
 from barecat.exceptions import BarecatError
 from barecat.mount import check_fuse, is_mounted
 from helpers import BARECAT, wait_for
@@ -56,3 +58,21 @@ def served(archive: str | Sequence[str], mountpoint: Path, *extra: str,
         except subprocess.TimeoutExpired:
             server.kill()
             raise
+
+
+def logged_requests(log: Path) -> tuple[list[str], int]:
+    """The requests the kernel sent a ``--debug`` server, and how many files the server
+    stored in the kernel's cache unasked (libfuse logs each as a notification, code 4)."""
+    text = log.read_text()
+    return re.findall(r"opcode: ([A-Z]+)", text), text.count("NOTIFY: code=4 ")
+
+
+def numbered_files(
+    archive: str, count: int, folder: str = "d/", **options: str
+) -> dict[str, bytes]:
+    """Files ``{folder}000.bin``, ... of distinct sizes and random bytes, stored in a new
+    archive at ``archive`` (``options`` passed to it); returns them by path."""
+    files = {f"{folder}{i:03d}.bin": os.urandom(1500 + 97 * i) for i in range(count)}
+    with barecat.Barecat(archive, readonly=False, **options) as bc:  # type: ignore[arg-type]
+        bc.add_many(files.items())
+    return files
