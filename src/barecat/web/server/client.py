@@ -29,10 +29,8 @@ from urllib.parse import quote, urlsplit
 
 from barecat.exceptions import MissingDependencyBarecatError
 
-try:
+with MissingDependencyBarecatError.when_missing("HttpBarecat needs httpx", "server"):
     import httpx
-except ImportError as e:
-    raise MissingDependencyBarecatError("HttpBarecat needs httpx", "server", e) from e
 
 from barecat.archive.readable import ReadableArchive
 from barecat.checksum import crc32c

@@ -11,15 +11,13 @@ from barecat.archive import Barecat, Passphrase
 from barecat.exceptions import BarecatError, MissingDependencyBarecatError
 from barecat.layout import base_path
 
-try:
+with MissingDependencyBarecatError.when_missing(
+    "Serving archives needs Starlette and uvicorn", "server"
+):
     import uvicorn  # noqa: F401 (serve_asgi's, imported there on use: named here if missing)
 
     from barecat.web.asgi_serving import DEFAULT_TIMEOUTS, Timeouts, is_loopback, serve_asgi
     from barecat.web.server.app import DEFAULT_LIMITS, Limits, create_app
-except ImportError as e:
-    raise MissingDependencyBarecatError(
-        "Serving archives needs Starlette and uvicorn", "server", e
-    ) from e
 
 
 def archive_name(path: str) -> str:

@@ -13,14 +13,12 @@ from collections.abc import Callable, Sequence
 from barecat.archive.readable import ReadableArchive
 from barecat.exceptions import MissingDependencyBarecatError
 
-try:
+with MissingDependencyBarecatError.when_missing(
+    "The image viewer needs Starlette and uvicorn", "viewer"
+):
     import uvicorn  # noqa: F401 (serve_asgi's, imported there on use: named here if missing)
 
     from barecat.web.asgi_serving import serve_asgi
-except ImportError as e:
-    raise MissingDependencyBarecatError(
-        "The image viewer needs Starlette and uvicorn", "viewer", e
-    ) from e
 
 
 def serve_viewer(
