@@ -223,6 +223,11 @@ class RemoteStorageBarecatError(_OSBarecatError):
     errno_code = _errno.EIO
 
 
+class RemoteModeBarecatError(BarecatError, ValueError):
+    """An unknown reader mode for a remote archive (``remote_mode=``,
+    ``BARECAT_REMOTE_MODE``)."""
+
+
 class SchemaVersionBarecatError(BarecatError):
     """The index uses a schema this version cannot read or write safely."""
 
@@ -357,6 +362,7 @@ __all__ = [
     "OutOfRangeBarecatError",
     "PathTypeBarecatError",
     "ReadOnlyBarecatError",
+    "RemoteModeBarecatError",
     "RemoteStorageBarecatError",
     "SchemaVersionBarecatError",
     "install_hint",

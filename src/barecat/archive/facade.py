@@ -68,11 +68,17 @@ class Barecat(MutableMapping[str, bytes]):
     with ``lookup_table=True``, save it at close. ``lookup_table=False`` neither uses nor
     writes one.
 
-    ``path`` may be an fsspec URL (``s3://bucket/ds.barecat``; ``storage_options`` as for
-    fsspec): such an archive opens read-only, its index copied once into ``cache_dir``
-    (default ``~/.cache/barecat``, or ``$BARECAT_CACHE_DIR``) and refreshed when the
-    store's version of it changes, its files read by ranged requests through a block
-    cache there (``block_cache=False``: no shard bytes kept on disk).
+    ``path`` may be an fsspec URL (``s3://bucket/ds.barecat``, ``https://host/ds.barecat``;
+    ``storage_options`` as for fsspec): such an archive opens read-only, its files read by
+    ranged requests through a block cache in ``cache_dir`` (default ``~/.cache/barecat``,
+    or ``$BARECAT_CACHE_DIR``; ``block_cache=False``: no shard bytes kept on disk). How
+    its index is read is ``remote_mode`` (else ``$BARECAT_REMOTE_MODE``, else ``"auto"``):
+    ``"download"`` copies it once into ``cache_dir`` (refreshed when the store's version
+    changes); ``"lazy"`` reads only the pages it needs, by ranged requests, keeping at most
+    ``page_cache`` bytes of them in memory (default 64 MiB, or ``$BARECAT_PAGE_CACHE``);
+    ``"hydrate"`` reads lazily while downloading the index in the background, then
+    locally; ``"auto"`` is lazy for an archive made ready by ``barecat publish`` and
+    download otherwise (see docs/object-storage-and-serving.md).
 
     ``auto_codec=True`` (deprecated, as in 0.3.x; so is :meth:`register_codec`): the dict
     API (``bc[path]``, ``get``, ``items``, ...) encodes and decodes values by extension
@@ -130,6 +136,8 @@ class Barecat(MutableMapping[str, bytes]):
         cache_dir: str | None = None,
         block_cache: bool = True,
         read_concurrency: int = DEFAULT_READ_CONCURRENCY,
+        remote_mode: str | None = None,
+        page_cache: int | str | None = None,
     ) -> None:
         self._archive = archive = OpenArchive(
             path,
@@ -152,6 +160,8 @@ class Barecat(MutableMapping[str, bytes]):
             cache_dir=cache_dir,
             block_cache=block_cache,
             read_concurrency=read_concurrency,
+            remote_mode=remote_mode,
+            page_cache=page_cache,
         )
         self._reading = ArchiveReading(archive)
         self._inspecting = ArchiveInspection(archive)
@@ -514,9 +524,7 @@ class Barecat(MutableMapping[str, bytes]):
     def _remote_state(self) -> dict[str, Any]:
         if not self._archive.remote:
             return {}
-        storage_options, cache_dir, block_cache = self._archive.remote_options
-        return {"storage_options": storage_options, "cache_dir": cache_dir,
-                "block_cache": block_cache}  # fmt: skip
+        return dict(self._archive.remote_options)
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         data_key = state.pop("data_key", None)

@@ -17,6 +17,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
+from barecat.archive.lazy_remote import open_remote_halves, resolve_mode
 from barecat.entries import parse_size
 from barecat.exceptions import FileNotFoundBarecatError
 from barecat.index import ReadOnlyIndex
@@ -34,6 +35,7 @@ from barecat.objectstore import (
     trim_cache,
     url_protocol,
 )
+from barecat.objectstore.page_cache import PageCache, page_cache_bytes
 from barecat.shards.objectstore import ObjectStoreSharder
 
 CACHE_LIMIT_ENV = "BARECAT_CACHE_LIMIT"
@@ -60,8 +62,19 @@ def open_objectstore_halves(
     block_cache: bool,
     threadsafe: bool,
     lookup_table: bool | None,
+    remote_mode: str | None = None,
+    page_cache: int | str | None = None,
 ) -> tuple[ReadOnlyIndex, ObjectStoreSharder]:
-    """The index (a cached local copy) and the shards of the remote archive at ``url``."""
+    """The index and the shards of the remote archive at ``url``, read in the reader mode
+    ``remote_mode`` (see ``lazy_remote.py``; download mode: a cached local copy of the
+    index).
+
+    Raises:
+        RemoteModeBarecatError: an unknown mode.
+        FileNotFoundBarecatError: no archive at ``url``.
+        RemoteStorageBarecatError: the store failed, or an object changed while open.
+    """
+    mode = resolve_mode(remote_mode)
     protocol = url_protocol(url)
     assert protocol is not None
     store = ObjectStore(protocol, storage_options)
@@ -69,6 +82,25 @@ def open_objectstore_halves(
     limit = os.environ.get(CACHE_LIMIT_ENV)
     if limit:
         trim_cache(cache.root, parse_size(limit), keep=cache.directory)
+
+    def download() -> tuple[ReadOnlyIndex, ObjectStoreSharder]:
+        return _download_halves(url, store, cache, block_cache, threadsafe, lookup_table)
+
+    return open_remote_halves(
+        url, store, cache, mode, PageCache(page_cache_bytes(page_cache)), block_cache,
+        threadsafe, download,
+    )  # fmt: skip
+
+
+def _download_halves(
+    url: str,
+    store: ObjectStore,
+    cache: ArchiveCache,
+    block_cache: bool,
+    threadsafe: bool,
+    lookup_table: bool | None,
+) -> tuple[ReadOnlyIndex, ObjectStoreSharder]:
+    """Download mode: the index a cached local copy, each shard looked up once."""
     local_index = cache.copy_of(store, _find_index(store, url))
     index = ReadOnlyIndex(
         local_index,

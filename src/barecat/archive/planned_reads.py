@@ -244,7 +244,7 @@ def planned_reader(archive: OpenArchive) -> PlannedReader:
             state.digest.require_trusted(archive.path)
         s = state.settings
         sealing = (s.codec, s.level, s.block_size, key, s.dictionary or None)
-    storage_options = archive.remote_options[0] if archive.remote else None
+    storage_options = archive.remote_options["storage_options"] if archive.remote else None
     location = archive.path if archive.remote else os.path.abspath(archive.path)
     num_shards = archive.index.lookups.num_used_shards
     return PlannedReader(location, archive.remote, num_shards, storage_options, sealing)

@@ -206,6 +206,8 @@ class OpenArchive:
         cache_dir: str | None,
         block_cache: bool,
         read_concurrency: int = DEFAULT_READ_CONCURRENCY,
+        remote_mode: str | None = None,
+        page_cache: int | str | None = None,
     ) -> None:
         self.closed = False
         self.reads: list[None] = []
@@ -217,7 +219,14 @@ class OpenArchive:
         self.read_concurrency = read_concurrency
         self.remote = is_remote_url(path)
         self.path = os.fspath(path) if self.remote else base_path(local_path_of(path))
-        self.remote_options = (storage_options, cache_dir, block_cache)
+        self.remote_options: dict[str, Any] = {
+            "storage_options": storage_options,
+            "cache_dir": cache_dir,
+            "block_cache": block_cache,
+            "remote_mode": remote_mode,
+            "page_cache": page_cache,
+        }
+        """How a remote archive was opened (its keywords to ``Barecat``), to reopen it."""
         self.readonly = readonly
         self.threadsafe = threadsafe
         self.write_lock: threading.RLock | None = None if readonly else threading.RLock()
@@ -268,8 +277,9 @@ class OpenArchive:
             from barecat.archive.objectstore import open_objectstore_halves
 
             self.index, self.sharder = open_objectstore_halves(
-                self.path, storage_options, cache_dir, block_cache, threadsafe, lookup_table
-            )
+                self.path, storage_options, cache_dir, block_cache, threadsafe, lookup_table,
+                remote_mode, page_cache,
+            )  # fmt: skip
             self.edits = self._edits_of(self.index)
         else:
             self._open_local(limit, overwrite, exist_ok, wal, lookup_table,

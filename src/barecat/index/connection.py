@@ -190,8 +190,18 @@ class ConnectionPool:
     call. A thread that ends leaves its connection to the next thread given its identity
     (connections are made with ``check_same_thread=False`` for this)."""
 
-    def __init__(self, path: str, readonly: bool, immutable: bool, threadsafe: bool) -> None:
+    def __init__(
+        self,
+        path: str,
+        readonly: bool,
+        immutable: bool,
+        threadsafe: bool,
+        opener: Callable[[], sqlite3.Connection] | None = None,
+    ) -> None:
         self.path = path
+        self._opener = opener
+        """Opens a connection instead of :func:`connect` (a remote index's, through
+        ``remote_pages.py``)."""
         self.readonly = readonly
         self.immutable = immutable
         self.threadsafe = threadsafe
@@ -258,7 +268,10 @@ class ConnectionPool:
         return cursor.execute(sql, args).fetchone()  # type: ignore[no-any-return]
 
     def _open(self) -> sqlite3.Connection:
-        conn = connect(self.path, self.readonly, self.immutable, self.threadsafe)
+        if self._opener is not None:
+            conn = self._opener()
+        else:
+            conn = connect(self.path, self.readonly, self.immutable, self.threadsafe)
         with self._lock:
             self._all.append(conn)
             setups = list(self._setups.values())

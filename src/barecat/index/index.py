@@ -31,6 +31,7 @@ from barecat.index.compat import Adapted
 from barecat.index.forwarding import Forward, to
 from barecat.index.listing import FileItem, IndexListing
 from barecat.index.reading import IndexLookups
+from barecat.index.remote_pages import RemotePages
 from barecat.index.transactions import IndexConnection
 from barecat.index.tree_edits import IndexEdits
 
@@ -61,6 +62,8 @@ class ReadOnlyIndex:
         threadsafe: one connection per thread (a reader), usable from any thread (a
             writer's).
         lookup_table: see :class:`~barecat.index.reading.IndexLookups`.
+        pages: read the index lazily from these remote pages (``path`` is then its URL,
+            for messages; see ``remote_pages.py``); read-only.
 
     Raises:
         FileNotFoundBarecatError: a read-only index's file does not exist.
@@ -81,12 +84,13 @@ class ReadOnlyIndex:
         readonly_is_immutable: bool = False,
         threadsafe: bool = False,
         lookup_table: bool | None = None,
+        pages: RemotePages | None = None,
     ) -> None:
         if not readonly and not self.editable:
             raise BarecatError(f"{path}: a ReadOnlyIndex opens read-only (an Index writes)")
         self.bufsize = bufsize or 1000
         self.connection = IndexConnection(
-            path, shard_size_limit, readonly, wal, readonly_is_immutable, threadsafe
+            path, shard_size_limit, readonly, wal, readonly_is_immutable, threadsafe, pages
         )
         try:
             self.lookups = IndexLookups(self.connection, lookup_table)

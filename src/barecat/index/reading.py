@@ -15,6 +15,7 @@ import contextlib
 import json
 import os
 import sqlite3
+from typing import Protocol
 
 from barecat.entries import Address, BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo
 from barecat.exceptions import (
@@ -33,6 +34,20 @@ from barecat.index.transactions import IndexConnection
 from barecat.paths import ancestors, normalize
 
 _AUTO_TABLE_MIN_LOOKUPS = 10_000
+
+
+class FileLookup(Protocol):
+    """Answers where files are for a whole index, finally (see
+    :meth:`IndexLookups.answer_files_from`)."""
+
+    def find(self, path: str) -> Address | None:
+        """The address of the file at the normalized ``path``; None: no file there."""
+        ...
+
+    def find_many(self, paths: list[str]) -> list[tuple[int, Address]]:
+        """(position, address) per path that is a file, sorted by address."""
+        ...
+
 _IS_FILE = "SELECT 1 FROM files WHERE path = ? LIMIT 1"
 _IS_DIR = "SELECT 1 FROM dirs WHERE path = ? LIMIT 1"
 _EXISTS = (
@@ -57,6 +72,7 @@ class IndexLookups(IndexAggregates):
         readonly = connection.readonly
         self._immutable = connection.immutable
         self._table: LookupTable | None = None
+        self._authority: FileLookup | None = None
         self._trust = TableTrust(self.path)  # (and whether a saved table is to be checked)
         self._index_fd: int | None = None
         self._lookups = 0
@@ -77,6 +93,19 @@ class IndexLookups(IndexAggregates):
             # after enough of them (``_take_up_table``): an open that only lists, globs,
             # counts or reads a file or two never pays for it
             self._table_pending = True
+
+    def answer_files_from(self, authority: FileLookup | None) -> None:
+        """Have ``authority`` answer every lookup of a file's address (and whether a file
+        is there) instead of SQLite and the lookup table: a remote index's sidecar, whose
+        answer, found or not, is final (``archive/lazy_remote.py`` checks it is fresh).
+
+        Args:
+            authority: answers for every file row of this index; None: SQLite answers
+                from now on (a remote index whose pages became local), never a table.
+        """
+        self._authority = authority
+        self._table_pending = False
+        self._table_after = None
 
     def close(self) -> None:
         """Forget the lookup table and close the index's descriptor (the connection part
@@ -206,6 +235,8 @@ class IndexLookups(IndexAggregates):
             else:
                 self._table = None
                 self._lookups = 0
+        elif self._authority is not None:
+            return self._authority.find(path)
         elif self._table_pending:
             self._take_up_table()
             return self.lookup_address(path)
@@ -342,6 +373,8 @@ class IndexLookups(IndexAggregates):
         Raises:
             DamagedEntryBarecatError: a file's row cannot address bytes.
         """
+        if self._authority is not None:
+            return self._authority.find_many(paths)
         if self._table_pending:
             self._take_up_table()
         if self._trust.saved and self._table_after is not None:
@@ -438,6 +471,8 @@ class IndexLookups(IndexAggregates):
         Raises:
             InvalidPathBarecatError: ``path`` escapes the archive root.
         """
+        if self._authority is not None:
+            return self._authority.find(normalize(path)) is not None
         return self._pool.one_row(self._pool.get(), _IS_FILE, (normalize(path),)) is not None
 
     def isdir(self, path: str) -> bool:

@@ -32,7 +32,7 @@ from barecat.exceptions import (
     NotEnoughSpaceBarecatError,
     ReadOnlyBarecatError,
 )
-from barecat.index import file_digest, merging, query, schema_check, treestats
+from barecat.index import file_digest, merging, query, remote_pages, schema_check, treestats
 from barecat.index.connection import (
     ConnectionPool,
     is_busy,
@@ -51,6 +51,7 @@ from barecat.index.errors import (
     out_of_range,
 )
 from barecat.index.merging import MergeSource
+from barecat.index.remote_pages import RemotePages
 from barecat.index.schema import (
     SEALED_SCHEMA_VERSION_MAJOR,
     SEALING_KEY,
@@ -132,19 +133,27 @@ class IndexConnection:
         wal: bool = False,
         immutable: bool = False,
         threadsafe: bool = False,
+        pages: RemotePages | None = None,
     ) -> None:
         self.path = os.fspath(path)
-        self.readonly = readonly
-        self.immutable = readonly and immutable
+        self.readonly = readonly = readonly or pages is not None
+        self.immutable = readonly and (immutable or pages is not None)
         self.created = False
-        if readonly and not os.path.isfile(self.path):
+        self.remote = pages
+        """The pages of a remote index read lazily (``remote_pages.py``), else None."""
+        self._remote_name: str | None = None
+        opener = None
+        if pages is not None:
+            self._remote_name = name = remote_pages.register(pages)
+            opener = functools.partial(remote_pages.connect, name)
+        elif readonly and not os.path.isfile(self.path):
             raise archive_not_found(self.path, "Archive index")
-        self.pool = ConnectionPool(self.path, readonly, self.immutable, threadsafe)
+        self.pool = ConnectionPool(self.path, readonly, self.immutable, threadsafe, opener)
         self._settling = threading.Lock()
         """Applies owed statistics once: a writer's queries on its own thread and its
         background committer's commit may both settle."""
         try:
-            if readonly and not immutable:
+            if readonly and not self.immutable:
                 roll_back_crashed_transaction(self.path)
             conn = self.pool.get()
             # before anything else: no statement of ours may run a trigger or view that
@@ -163,10 +172,10 @@ class IndexConnection:
             self.pool.set_up_each("mmap", map_pages)
             self.read_layout()
         except FAULTS as e:
-            self.pool.close()
+            self._close_pool()
             raise open_error(self.path, e) from e
         except BaseException:
-            self.pool.close()
+            self._close_pool()
             raise
         try:
             if shard_size_limit is not None and not self.created and not readonly:
@@ -174,8 +183,13 @@ class IndexConnection:
             if wal and not readonly:
                 conn.execute("PRAGMA journal_mode = WAL")
         except BaseException:
-            self.pool.close()
+            self._close_pool()
             raise
+
+    def _close_pool(self) -> None:
+        self.pool.close()
+        if self._remote_name is not None:
+            remote_pages.unregister(self._remote_name)
 
     def read_layout(self) -> None:
         """Which columns file records come from: a sealed archive's hold two sizes.
@@ -302,7 +316,7 @@ class IndexConnection:
             if refused is None and before_closing is not None:  # (planted: rolled back)
                 with contextlib.suppress(sqlite3.Error, OSError, BarecatError):
                     before_closing(changed)
-        self.pool.close()
+        self._close_pool()
         if refused is not None:
             raise refused
 

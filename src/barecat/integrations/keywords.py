@@ -34,10 +34,10 @@ class ReaderKeywords(TypedDict, total=False):
     """What an engine reader reads: which files (``pattern``, ``where``, ``params``,
     ``columns``, ``group_by_stem``: the fields of :class:`FileSelection`, each as its
     attribute says) and the archive's key and options (``passphrase``,
-    ``storage_options``, ``cache_dir``: :class:`ArchiveLocation`'s). The passphrase is
-    used where the plan is made (the driver, Dask's client): the read tasks get the data
-    key, never the passphrase; ``cache_dir`` is where that side keeps a remote
-    archive's index copy."""
+    ``storage_options``, ``cache_dir``, ``remote_mode``: :class:`ArchiveLocation`'s).
+    The passphrase is used where the plan is made (the driver, Dask's client): the read
+    tasks get the data key, never the passphrase; ``cache_dir`` is where that side keeps
+    a remote archive's index copy."""
 
     pattern: str | None
     where: str | None
@@ -47,6 +47,7 @@ class ReaderKeywords(TypedDict, total=False):
     passphrase: Passphrase | None
     storage_options: dict[str, Any] | None
     cache_dir: str | None
+    remote_mode: str | None
 
 
 class WriterKeywords(TypedDict, total=False):
@@ -67,7 +68,7 @@ class WriterKeywords(TypedDict, total=False):
     storage_options: dict[str, Any] | None
 
 
-_LOCATION = ("passphrase", "storage_options", "cache_dir")
+_LOCATION = ("passphrase", "storage_options", "cache_dir", "remote_mode")
 """The location's fields a reader takes as keywords (its path is the first argument)."""
 
 

@@ -20,7 +20,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from barecat.archive import Barecat, Passphrase
+from barecat.archive.lazy_remote import MODE_ENV
 from barecat.selection import FileSelection
+
+ENGINE_MODE = "hydrate"
+"""The reader mode of a remote archive for the engines and the PyTorch dataset, which
+list every file and then read many: start at once, be local soon."""
 
 
 @dataclass(frozen=True)
@@ -32,12 +37,17 @@ class ArchiveLocation:
         passphrase: an encrypted archive's passphrase (or a function giving it).
         storage_options: fsspec's options for a URL (credentials, endpoint).
         cache_dir: where a remote archive's index copy is kept.
+        remote_mode: how a remote archive's index is read (``Barecat``'s
+            ``remote_mode``); None: ``$BARECAT_REMOTE_MODE``, else ``"hydrate"`` (a
+            published archive is read at once while its index downloads in the
+            background, then locally; an unpublished one is downloaded first).
     """
 
     path: str
     passphrase: Passphrase | None = field(default=None, repr=False)
     storage_options: dict[str, Any] | None = None
     cache_dir: str | None = None
+    remote_mode: str | None = None
 
     @classmethod
     def of(
@@ -46,11 +56,12 @@ class ArchiveLocation:
         passphrase: Passphrase | None = None,
         storage_options: dict[str, Any] | None = None,
         cache_dir: str | None = None,
+        remote_mode: str | None = None,
     ) -> ArchiveLocation:
         """The location a function's arguments make (a location given stays as it is)."""
         if isinstance(path, ArchiveLocation):
             return path
-        return cls(os.fspath(path), passphrase, storage_options, cache_dir)
+        return cls(os.fspath(path), passphrase, storage_options, cache_dir, remote_mode)
 
     def open(self, *, lookup_table: bool | None = None) -> Barecat:
         """The archive, opened read-only with this location's key and options.
@@ -73,6 +84,7 @@ class ArchiveLocation:
             storage_options=self.storage_options,
             cache_dir=self.cache_dir,
             lookup_table=lookup_table,
+            remote_mode=self.remote_mode or os.environ.get(MODE_ENV) or ENGINE_MODE,
         )
 
 

@@ -100,6 +100,11 @@ class ArchiveCache:
         name = f"{_object_name(obj.url)}-{_digest(obj.version + layout)}"
         return os.path.join(self.directory, name)
 
+    def path_of(self, obj: ObjectVersion) -> str:
+        """Where the whole copy of this version of the object is kept (see
+        :meth:`copy_of`; a background download puts it there too)."""
+        return self._path_of(obj)
+
     def _forget_other_versions(self, keep_path: str, obj: ObjectVersion) -> None:
         keep = os.path.basename(keep_path)
         pattern = re.compile(

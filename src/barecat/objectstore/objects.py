@@ -8,7 +8,7 @@ and every answer comes from the cache. Imports the ``remote`` package's own modu
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from barecat.objectstore.block_cache import BlockCache
 from barecat.objectstore.location import ObjectStore, ObjectVersion
@@ -18,11 +18,18 @@ class StoredObject:
     """Ranged, coalesced, optionally cached reads of ``version`` through ``store``."""
 
     def __init__(
-        self, store: ObjectStore, version: ObjectVersion, cache: BlockCache | None = None
+        self,
+        store: ObjectStore,
+        version: ObjectVersion,
+        cache: BlockCache | None = None,
+        fetch: Callable[[Sequence[tuple[int, int]]], list[bytes]] | None = None,
     ) -> None:
         self.store = store
         self.version = version
         self.cache = cache
+        self._fetch = fetch or (lambda spans: store.fetch_ranges(version.url, spans))
+        """Fetches byte ranges, one request each, sent together: the store's, or a
+        pinned object's (``pinned.py``), which refuses bytes of another version."""
 
     @property
     def size(self) -> int:
@@ -67,7 +74,7 @@ class StoredObject:
             else:
                 runs.append((b, b))
         spans = [cache.block_span(first, last) for first, last in runs]
-        datas = self.store.fetch_ranges(self.version.url, spans)
+        datas = self._fetch(spans)
         for (first, _), data in zip(runs, datas, strict=True):
             cache.store(first, data)
 
@@ -82,7 +89,7 @@ class StoredObject:
             else:
                 spans.append([start, end, k, k])
         wanted = [(s[0], s[1]) for s in spans if s[1] > s[0]]
-        fetched = iter(self.store.fetch_ranges(self.version.url, wanted))
+        fetched = iter(self._fetch(wanted))
         out = [b""] * len(ranges)
         for start, end, first, last in spans:
             data = next(fetched) if end > start else b""

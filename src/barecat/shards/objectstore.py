@@ -12,6 +12,8 @@ first time it is read. Imports ``objectstore``, ``entries`` and ``exceptions``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from barecat.checksum import crc32c
 from barecat.entries import Address
 from barecat.exceptions import BarecatIntegrityError, FileNotFoundBarecatError
@@ -37,8 +39,12 @@ class ObjectStoreSharder(ShardReader):
         cache: ArchiveCache | None,
         block_size: int = DEFAULT_BLOCK_SIZE,
         max_gap: int = DEFAULT_MAX_GAP,
+        shard_objects: Callable[[int], StoredObject] | None = None,
     ) -> None:
         self.store = store
+        self._shard_objects = shard_objects
+        """Makes shard ``i``'s object without asking the store (a published archive's
+        sizes are in its sidecar); None: each is looked up the first time it is read."""
         self.cache = cache
         self.block_size = block_size
         self.max_gap = max_gap
@@ -54,6 +60,10 @@ class ObjectStoreSharder(ShardReader):
         return self._per_shard(self._objects, shard, self._open_object)
 
     def _open_object(self, shard: int) -> StoredObject:
+        if self._shard_objects is not None:
+            if shard >= self._num_shards:
+                raise self.missing_shard_error(shard)
+            return self._shard_objects(shard)
         try:
             version = self.store.describe(self.get_shard_path(shard))
         except FileNotFoundBarecatError:

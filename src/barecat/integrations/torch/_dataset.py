@@ -142,6 +142,8 @@ class BarecatDataset(Dataset[Any]):
         passphrase: an encrypted archive's passphrase.
         storage_options: fsspec options for a URL.
         cache_dir: where a remote archive's index is copied.
+        remote_mode: how a remote archive's index is read (default: ``"hydrate"``, see
+            :class:`~barecat.integrations.selection.ArchiveLocation`).
         file_batches: ``__getitems__`` (a DataLoader batch) returns a :class:`FileBatch`:
             the files' bytes, CRC-checked, in one uint8 tensor (shared memory in a
             worker), with ``paths`` and ``targets`` (with ``target_fn``); pass
@@ -180,13 +182,16 @@ class BarecatDataset(Dataset[Any]):
         storage_options: dict[str, Any] | None = None,
         cache_dir: str | None = None,
         file_batches: bool = False,
+        remote_mode: str | None = None,
     ) -> None:
         if file_batches and (decode is not False or transform is not None or group_by_stem):
             raise ValueError(
                 "file_batches gives the files' bytes: decode them from the batch, or drop "
                 "file_batches to decode in the workers"
             )
-        self.location = ArchiveLocation.of(archive, passphrase, storage_options, cache_dir)
+        self.location = ArchiveLocation.of(
+            archive, passphrase, storage_options, cache_dir, remote_mode
+        )
         self.file_batches = file_batches
         self.group_by_stem = group_by_stem
         self.form = ItemForm.of(
