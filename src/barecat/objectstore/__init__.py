@@ -1,6 +1,8 @@
 """Archives on object storage and other fsspec filesystems: the store, ranged and
-coalesced reads, and the local cache (index copy, shard blocks). The archive and shard
-layers build remote archives from these; this package knows no archive layout."""
+coalesced reads, pinned reads (one version per open, retried, ``Range`` checked), the
+local cache (index copy, shard blocks) and the in-memory page cache. The archive, index
+and shard layers build remote archives from these; this package knows no archive
+layout."""
 
 from barecat.lazy_exports import TYPE_CHECKING, lazy_exports
 
@@ -15,6 +17,8 @@ if TYPE_CHECKING:
         url_protocol,
     )
     from barecat.objectstore.objects import StoredObject
+    from barecat.objectstore.page_cache import PageCache, page_cache_bytes
+    from barecat.objectstore.pinned import PinnedObject, Retries, read_many
 else:  # imported on first use
     __getattr__, __dir__ = lazy_exports(
         __name__,
@@ -29,6 +33,8 @@ else:  # imported on first use
                 "url_protocol",
             ],
             "barecat.objectstore.objects": ["StoredObject"],
+            "barecat.objectstore.page_cache": ["PageCache", "page_cache_bytes"],
+            "barecat.objectstore.pinned": ["PinnedObject", "Retries", "read_many"],
         },
     )
 
@@ -36,11 +42,16 @@ __all__ = [
     "ArchiveCache",
     "ObjectStore",
     "ObjectVersion",
+    "PageCache",
+    "PinnedObject",
+    "Retries",
     "StoredObject",
     "TransferStats",
     "default_cache_root",
     "is_remote_url",
     "local_path_of",
+    "page_cache_bytes",
+    "read_many",
     "trim_cache",
     "url_protocol",
 ]
