@@ -31,6 +31,8 @@ from barecat.exceptions import BarecatError, FileNotFoundBarecatError, ReadOnlyB
 
 OLD_INDEX_SUFFIX = "-sqlite-index"
 LOOKUP_TABLE_SUFFIX = "-lookup"
+SIDECAR_SUFFIX = "-sidecar"
+"""A published archive's sidecar (``barecat publish``, ``index/sidecar.py``)."""
 SHARD_INFIX = "-shard-"
 SHARD_DIGITS = 5
 
@@ -55,6 +57,12 @@ def lookup_table_path(index: str) -> str:
     """Where readers keep the lookup table of the index file ``index`` (a cache that only
     speeds up reads; see ``index/lookup_table.py``)."""
     return index + LOOKUP_TABLE_SUFFIX
+
+
+def sidecar_path(base: str) -> str:
+    """Where ``barecat publish`` puts the sidecar of the archive at ``base``: the pages
+    and the lookup buckets a remote reader fetches instead of searching the index."""
+    return base + SIDECAR_SUFFIX
 
 
 def shard_path(base: str, number: int) -> str:
