@@ -174,11 +174,11 @@ def is_sqlite_file(path: str | os.PathLike[str]) -> bool:
 
 def archive_files(path: str | os.PathLike[str]) -> list[str]:
     """Every on-disk file that belongs to the archive (index, its journals and lookup
-    table, shards)."""
+    table, sidecar, shards)."""
     base = base_path(path)
     idx = index_path(base)
     files = [idx] + [idx + s for s in ("-journal", "-wal", "-shm", LOOKUP_TABLE_SUFFIX)]
-    files += shard_files(base)
+    files += [sidecar_path(base), *shard_files(base)]
     return [f for f in files if os.path.lexists(f)]
 
 

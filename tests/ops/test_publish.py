@@ -20,7 +20,7 @@ from barecat.exceptions import (
 )
 from barecat.index.publishing import census, plain_connection, read_layout
 from barecat.index.sidecar import is_fresh, read_head
-from barecat.layout import sidecar_path
+from barecat.layout import remove_archive, sidecar_path
 from barecat.ops.publish import publish
 from helpers import PASSPHRASE, Run
 from helpers.reference import reference_env, reference_python
@@ -172,3 +172,17 @@ def test_barecat_031_reads_and_writes_a_published_archive(archive: str) -> None:
     assert not again.already_published and is_fresh(archive, sidecar_path(archive))
     assert again.files_checked == len(now)
     assert run_reference(READ_ALL, archive).split()[0] == str(len(now))
+
+
+def test_the_sidecar_goes_with_its_archive(archive: str, tmp_path: Path, run: Run) -> None:
+    """Replaced (create -f) or removed, an archive takes its sidecar with it: no stale
+    sidecar is left beside a new archive of the same name."""
+    publish(archive)
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "x").write_bytes(b"new")
+    code, _, err = run("create", "-f", "-C", str(tmp_path / "src"), archive, "x")
+    assert (code, err) == (0, "")
+    assert not os.path.exists(sidecar_path(archive))
+    publish(archive)
+    remove_archive(archive)
+    assert os.listdir(tmp_path) == ["src"]
