@@ -226,3 +226,14 @@ def test_a_sidecar_survives_a_copy_to_another_name(published: str, tmp_path: Pat
     for suffix in ("", "-sidecar"):
         shutil.copyfile(published + suffix, copy + suffix)
     assert is_fresh(copy, sidecar_path(copy))
+
+
+def test_buckets_average_32_kib_and_the_directory_fits_the_first_request() -> None:
+    """k: buckets of at most 32 KiB on average, or up to 64 KiB rather than a directory
+    past 2**14 buckets (128 KiB, in the reader's first 256 KiB with the eager pages)."""
+    from barecat.index.sidecar import _bucket_bits
+
+    assert [_bucket_bits(n) for n in (0, 32768, 32769, 4_500_000)] == [0, 0, 1, 8]
+    assert _bucket_bits(10_000_000 * (30 + 15)) == 14  # 10M files of 30-byte paths
+    assert _bucket_bits(10_000_000 * (60 + 15)) == 14  # of 60-byte paths: 46 KiB buckets
+    assert _bucket_bits(30_000_000 * (60 + 15)) == 16

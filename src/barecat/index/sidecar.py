@@ -50,7 +50,11 @@ from barecat.layout import (
 )
 
 BUCKET_TARGET = 32 << 10
-"""The average bucket size aimed at (a bucket is one ranged request)."""
+"""The average bucket size aimed at (a bucket is one ranged request)..."""
+HEAD_BUCKET_BITS = 14
+"""... unless that takes more than 2**14 buckets, whose directory (128 KiB) and the eager
+pages fill most of a reader's first request (``HEAD_GUESS``): then buckets of up to
+twice the size, before the directory grows again."""
 _ENTRY_OVERHEAD = 14  # a NUL and the columns of a typical entry, for choosing k
 _EAGER_TABLES = ("config", "sqlite_stat1")
 _SCHEMA_NAMES = ("sqlite_schema", "sqlite_master")
@@ -263,8 +267,16 @@ def _page(fd: int, number: int, page_size: int, where: str) -> bytes:
 
 
 def _bucket_bits(total_bytes: int) -> int:
-    """k such that 2**k buckets hold ``total_bytes`` in buckets of about 32 KiB or less."""
-    return max(0, -(-total_bytes // BUCKET_TARGET) - 1).bit_length()
+    """k such that 2**k buckets hold ``total_bytes`` in buckets of 32 KiB or less on
+    average, or of 64 KiB or less where 32 KiB would take more than 2**14 buckets."""
+    bits = _bits_for(total_bytes, BUCKET_TARGET)
+    if bits > HEAD_BUCKET_BITS:
+        bits = max(HEAD_BUCKET_BITS, _bits_for(total_bytes, 2 * BUCKET_TARGET))
+    return bits
+
+
+def _bits_for(total_bytes: int, bucket_size: int) -> int:
+    return max(0, -(-total_bytes // bucket_size) - 1).bit_length()
 
 
 def _write_buckets(
