@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     )
     from barecat.index import Index
     from barecat.legacy_api import exists, get_cached_reader, open, read_index, remove, write_index
+    from barecat.ops.publish import PublishSummary, publish
     from barecat.shards import (
         BarecatFileObject,
         BarecatReadOnlyFileObject,
@@ -104,6 +105,7 @@ else:  # imported on first use: the face loads nothing up front
                 "write_index",
             ],
             "barecat.web.server.client": ["HttpBarecat", "RemoteBarecat"],
+            "barecat.ops.publish": ["PublishSummary", "publish"],
             "barecat.shards": [
                 "BarecatFileObject",
                 "BarecatReadOnlyFileObject",
@@ -167,6 +169,7 @@ __all__ = [
     "NotStoredBarecatError",
     "OutOfRangeBarecatError",
     "PathTypeBarecatError",
+    "PublishSummary",
     "ReadOnlyBarecatError",
     "ReadableArchive",
     "SchemaVersionBarecatError",
@@ -182,6 +185,7 @@ __all__ = [
     "merge",
     "merge_symlink",
     "open",
+    "publish",
     "read_index",
     "remove",
     "write_index",

@@ -31,6 +31,8 @@ from barecat.exceptions import BarecatError, FileNotFoundBarecatError, ReadOnlyB
 
 OLD_INDEX_SUFFIX = "-sqlite-index"
 LOOKUP_TABLE_SUFFIX = "-lookup"
+SIDECAR_SUFFIX = "-sidecar"
+"""A published archive's sidecar (``barecat publish``, ``index/sidecar.py``)."""
 SHARD_INFIX = "-shard-"
 SHARD_DIGITS = 5
 
@@ -55,6 +57,12 @@ def lookup_table_path(index: str) -> str:
     """Where readers keep the lookup table of the index file ``index`` (a cache that only
     speeds up reads; see ``index/lookup_table.py``)."""
     return index + LOOKUP_TABLE_SUFFIX
+
+
+def sidecar_path(base: str) -> str:
+    """Where ``barecat publish`` puts the sidecar of the archive at ``base``: the pages
+    and the lookup buckets a remote reader fetches instead of searching the index."""
+    return base + SIDECAR_SUFFIX
 
 
 def shard_path(base: str, number: int) -> str:
@@ -166,11 +174,11 @@ def is_sqlite_file(path: str | os.PathLike[str]) -> bool:
 
 def archive_files(path: str | os.PathLike[str]) -> list[str]:
     """Every on-disk file that belongs to the archive (index, its journals and lookup
-    table, shards)."""
+    table, sidecar, shards)."""
     base = base_path(path)
     idx = index_path(base)
     files = [idx] + [idx + s for s in ("-journal", "-wal", "-shm", LOOKUP_TABLE_SUFFIX)]
-    files += shard_files(base)
+    files += [sidecar_path(base), *shard_files(base)]
     return [f for f in files if os.path.lexists(f)]
 
 

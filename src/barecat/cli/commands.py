@@ -82,6 +82,11 @@ COMMANDS: tuple[Command, ...] = (
     Command(
         "serve", "serve", "Serve archives over HTTP (files with Range and ETag, listings, batches)"
     ),
+    Command(
+        "publish",
+        "publish",
+        "Prepare an archive for reading from object storage or a web server (no index download)",
+    ),
     Command("completion-script", "completion", "Print the path of the shell completion script"),
     Command("__complete", "completion", HIDDEN),
 )

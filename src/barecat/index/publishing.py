@@ -1,0 +1,155 @@
+"""An index's page layout, and rewriting it into the layout a published archive has.
+
+A published index (``barecat publish``, ``ops/publish.py``) is read by remote readers a
+page at a time, so it is laid out for that: 64 KiB pages (a 10-million-file index keeps
+its size, and its interior b-tree pages come to about 1 MB), a rollback journal (a WAL
+would hold committed pages outside the file), and vacuumed (no free pages, each b-tree
+written afresh in order). :func:`read_layout` tells what an index has; :func:`rewrite`
+gets it there with SQLite's own ``VACUUM``, checking that every row survived. The
+caller holds barecat's writer lock (``connection.writers_locked_out``). Imports
+``index.connection``, ``index.schema`` and ``exceptions``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import sqlite3
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from barecat.exceptions import (
+    ArchiveLockedBarecatError,
+    BarecatIntegrityError,
+    ReadOnlyBarecatError,
+    SchemaVersionBarecatError,
+)
+from barecat.index.connection import is_busy, select, sqlite_uri
+from barecat.index.schema import (
+    SCHEMA_VERSION_MAJOR,
+    SCHEMA_VERSION_MINOR,
+    SEALED_SCHEMA_VERSION_MAJOR,
+    read_version,
+)
+
+PUBLISHED_PAGE_SIZE = 65536
+"""The page size of a published index."""
+_BUSY_TIMEOUT = 5.0
+_TABLES = ("files", "dirs", "config")
+
+
+@dataclass(frozen=True, slots=True)
+class IndexLayout:
+    """How an index is laid out on disk: what publishing looks at."""
+
+    page_size: int
+    page_count: int
+    journal_mode: str
+    free_pages: int
+    has_wal: bool
+
+    @property
+    def published(self) -> bool:
+        """64 KiB pages, a rollback journal, no write-ahead log, no free page."""
+        return (
+            self.page_size == PUBLISHED_PAGE_SIZE
+            and self.journal_mode == "delete"
+            and not self.has_wal
+            and self.free_pages == 0
+        )
+
+
+def read_layout(path: str) -> IndexLayout:
+    """The layout of the index at ``path``, which must be a plain schema-0.3 index.
+
+    Raises:
+        SchemaVersionBarecatError: an encrypted archive (publishing would give remote
+            readers addresses its index digest does not vouch for) or an older schema
+            (``barecat upgrade`` first).
+    """
+    with plain_connection(path, "ro") as conn:
+        version = read_version(conn, path)
+        if version[0] == SEALED_SCHEMA_VERSION_MAJOR:
+            raise SchemaVersionBarecatError(
+                f"{path} is an encrypted archive: publishing it is not supported (a "
+                "sidecar would answer lookups that its index digest does not vouch for)"
+            )
+        if version != (SCHEMA_VERSION_MAJOR, SCHEMA_VERSION_MINOR):
+            raise SchemaVersionBarecatError(
+                f"{path} is at schema {version[0]}.{version[1]}; run 'barecat upgrade' first"
+            )
+        (page_size,) = select(conn, "PRAGMA page_size").fetchone()
+        (page_count,) = select(conn, "PRAGMA page_count").fetchone()
+        (journal,) = select(conn, "PRAGMA journal_mode").fetchone()
+        (free,) = select(conn, "PRAGMA freelist_count").fetchone()
+    wal = path + "-wal"
+    has_wal = os.path.exists(wal) and os.path.getsize(wal) > 0
+    return IndexLayout(page_size, page_count, str(journal).lower(), free, has_wal)
+
+
+def rewrite(path: str) -> None:
+    """Give the index at ``path`` the published layout: checkpoint a WAL, switch to a
+    rollback journal, 64 KiB pages, ``VACUUM``; then check that every row is there as
+    before (counts of each table and a digest of every row, in path order).
+
+    Raises:
+        ReadOnlyBarecatError: the index cannot be written.
+        ArchiveLockedBarecatError: another program is writing it.
+        BarecatIntegrityError: rows differ after the rewrite (never seen: SQLite's VACUUM
+            copies every row).
+    """
+    with plain_connection(path, "rw") as conn:
+        try:
+            select(conn, "PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+            select(conn, "PRAGMA journal_mode = DELETE").fetchall()
+            before = census(conn)
+            conn.execute(f"PRAGMA page_size = {PUBLISHED_PAGE_SIZE}")
+            conn.execute("VACUUM")
+        except sqlite3.OperationalError as e:
+            if is_busy(e):
+                raise ArchiveLockedBarecatError(
+                    f"Archive index {path} is being written by another program; close it "
+                    "before publishing"
+                ) from e
+            if "readonly" in str(e):
+                raise ReadOnlyBarecatError(f"{path} cannot be written: {e}") from e
+            raise
+        after = census(conn)
+    if after != before:
+        raise BarecatIntegrityError(
+            f"{path}: the rows differ after VACUUM ({before[0]} before, {after[0]} after)"
+        )
+
+
+def census(conn: sqlite3.Connection) -> tuple[tuple[int, ...], str]:
+    """Row counts of the index's tables and a SHA-256 of all their rows in key order."""
+    digest = hashlib.sha256()
+    counts = []
+    for table, key in zip(_TABLES, ("path", "path", "key"), strict=True):
+        n = 0
+        rows = select(conn, f"SELECT * FROM {table} ORDER BY {key}")
+        while batch := rows.fetchmany(8192):  # (repr of a batch: one call, not one a row)
+            digest.update(repr(batch).encode("utf-8", "surrogateescape"))
+            n += len(batch)
+        counts.append(n)
+    return tuple(counts), digest.hexdigest()
+
+
+@contextlib.contextmanager
+def plain_connection(path: str, mode: str) -> Iterator[sqlite3.Connection]:
+    """A connection to the index at ``path`` (``mode`` ro or rw) outside any transaction,
+    with none of barecat's pragmas or triggers, reading paths as the lookup table and the
+    sidecar encode them (undecodable bytes kept by ``surrogateescape``)."""
+    conn = sqlite3.connect(
+        sqlite_uri(path, mode), uri=True, timeout=_BUSY_TIMEOUT, isolation_level=None
+    )
+    conn.text_factory = _text
+    try:
+        yield conn
+    finally:
+        conn.close()
+
+
+def _text(data: bytes) -> str:
+    return data.decode("utf-8", "surrogateescape")

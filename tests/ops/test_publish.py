@@ -1,0 +1,188 @@
+"""``barecat publish``: the index laid out for remote reading with every row kept, the
+sidecar built and checked, nothing changed when run again, and an archive that barecat
+0.3.1 still reads and writes."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import barecat
+from barecat.exceptions import (
+    ArchiveLockedBarecatError,
+    FileNotFoundBarecatError,
+    InvalidPathBarecatError,
+    SchemaVersionBarecatError,
+)
+from barecat.index.publishing import census, plain_connection, read_layout
+from barecat.index.sidecar import is_fresh, read_head
+from barecat.layout import remove_archive, sidecar_path
+from barecat.ops.publish import publish
+from helpers import PASSPHRASE, Run
+from helpers.reference import reference_env, reference_python
+
+ALL = {f"dir{i % 9}/sub{i % 4}/f{i}.txt": b"%d " % i * (i % 40) for i in range(1500)}
+FILES = {p: data for i, (p, data) in enumerate(ALL.items()) if i % 5}
+"""What the archive holds: every fifth file of ALL was deleted."""
+
+
+@pytest.fixture
+def archive(tmp_path: Path) -> str:
+    path = str(tmp_path / "photos.barecat")
+    with barecat.Barecat(path, readonly=False) as bc:
+        for p, data in ALL.items():
+            bc[p] = data
+        for p in ALL.keys() - FILES.keys():  # free pages and holes for VACUUM to squeeze out
+            del bc[p]
+    return path
+
+
+def rows(path: str) -> tuple[tuple[int, ...], str]:
+    with plain_connection(path, "ro") as conn:
+        return census(conn)
+
+
+def test_publish_rewrites_the_index_keeping_every_row(archive: str) -> None:
+    before = rows(archive)
+    assert read_layout(archive).page_size == 4096
+    summary = publish(archive)
+    layout = read_layout(archive)
+    assert (layout.page_size, layout.journal_mode, layout.free_pages) == (65536, "delete", 0)
+    assert summary.rewritten and not summary.already_published
+    assert rows(archive) == before
+    assert summary.sidecar is not None and summary.files_checked == len(FILES)
+    assert summary.sidecar.total_bytes == os.path.getsize(sidecar_path(archive))
+    with barecat.Barecat(archive) as bc:
+        assert dict(bc.items()) == FILES
+
+
+def test_a_second_publish_changes_no_byte(archive: str, run: Run) -> None:
+    publish(archive)
+    index, sidecar = Path(archive), Path(sidecar_path(archive))
+    state = (index.read_bytes(), index.stat().st_mtime_ns, sidecar.read_bytes())
+    state += (sidecar.stat().st_mtime_ns,)
+    code, out, err = run("publish", archive)
+    assert (code, err) == (0, "")
+    assert "already published" in out and "nothing changed" in out
+    assert (index.read_bytes(), index.stat().st_mtime_ns, sidecar.read_bytes()) == state[:3]
+    assert sidecar.stat().st_mtime_ns == state[3]
+
+
+def test_a_damaged_sidecar_is_built_again(archive: str) -> None:
+    publish(archive)
+    sidecar = Path(sidecar_path(archive))
+    good = sidecar.read_bytes()
+    damaged = bytearray(good)
+    damaged[-10] ^= 1  # in the last bucket: the head still matches the index
+    sidecar.write_bytes(damaged)
+    assert is_fresh(archive, str(sidecar))
+    summary = publish(archive)
+    assert not summary.already_published and not summary.rewritten
+    assert sidecar.read_bytes() == good  # the build is deterministic
+
+
+def test_the_cli_says_what_it_did(archive: str, run: Run) -> None:
+    code, out, err = run("publish", archive)
+    assert (code, err) == (0, "")
+    assert "index rewritten: 4 KiB pages" in out and "-> 64 KiB pages" in out
+    for part in ("head", "interior", "buckets", f"{len(FILES)} files"):
+        assert part in out
+    assert out.splitlines()[-1].startswith(f"Published {archive} in ")
+
+
+def test_publish_refuses_urls_missing_sealed_and_locked_archives(
+    archive: str, tmp_path: Path, run: Run
+) -> None:
+    with pytest.raises(InvalidPathBarecatError, match="local archive; publish it before"):
+        publish("s3://bucket/photos.barecat")
+    code, _, err = run("publish", "s3://bucket/photos.barecat")
+    assert code == 1 and "publish it before uploading" in err
+    with pytest.raises(FileNotFoundBarecatError):
+        publish(str(tmp_path / "nope"))
+    sealed = str(tmp_path / "sealed.barecat")
+    with barecat.Barecat(sealed, readonly=False, passphrase=PASSPHRASE) as bc:
+        bc["a"] = b"secret"
+    with pytest.raises(SchemaVersionBarecatError, match="encrypted archive: publishing"):
+        publish(sealed)
+    assert not os.path.exists(sidecar_path(sealed))
+    with (
+        barecat.Barecat(archive, readonly=False),
+        pytest.raises(ArchiveLockedBarecatError, match="close it before publishing"),
+    ):
+        publish(archive)
+    assert not os.path.exists(sidecar_path(archive))
+
+
+def test_a_wal_index_is_checkpointed_and_published(archive: str) -> None:
+    conn = sqlite3.connect(archive)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("UPDATE files SET mode = 420 WHERE path = 'dir1/sub1/f1.txt'")
+    conn.commit()
+    conn.close()  # (the last connection checkpoints: keep the WAL with a second one)
+    before = rows(archive)
+    summary = publish(archive)
+    assert summary.layout_before.journal_mode == "wal" and summary.rewritten
+    assert rows(archive) == before and read_layout(archive).journal_mode == "delete"
+
+
+def run_reference(snippet: str, *args: str) -> str:
+    done = subprocess.run(
+        [reference_python(), "-I", "-c", snippet, *args],
+        capture_output=True,
+        text=True,
+        env=reference_env(),
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+READ_ALL = """
+import barecat, sys, hashlib
+with barecat.Barecat(sys.argv[1]) as bc:
+    print(len(bc), hashlib.sha256(repr(sorted(bc.items())).encode()).hexdigest())
+"""
+WRITE = """
+import barecat, sys
+with barecat.Barecat(sys.argv[1], readonly=False) as bc:
+    bc["new/from-0.3.1"] = b"written by 0.3.1"
+    del bc["dir1/sub1/f1.txt"]
+"""
+
+
+def test_barecat_031_reads_and_writes_a_published_archive(archive: str) -> None:
+    import hashlib
+
+    publish(archive)
+    expected = hashlib.sha256(repr(sorted(FILES.items())).encode()).hexdigest()
+    assert run_reference(READ_ALL, archive).split() == [str(len(FILES)), expected]
+    head = read_head(sidecar_path(archive))
+    run_reference(WRITE, archive)
+    index = Path(archive).read_bytes()
+    assert not head.matches(index[:100], len(index))
+    assert not is_fresh(archive, sidecar_path(archive))
+    now = {**FILES, "new/from-0.3.1": b"written by 0.3.1"}
+    del now["dir1/sub1/f1.txt"]
+    with barecat.Barecat(archive) as bc:
+        assert dict(bc.items()) == now  # read through SQLite, the sidecar unused
+    again = publish(archive)
+    assert not again.already_published and is_fresh(archive, sidecar_path(archive))
+    assert again.files_checked == len(now)
+    assert run_reference(READ_ALL, archive).split()[0] == str(len(now))
+
+
+def test_the_sidecar_goes_with_its_archive(archive: str, tmp_path: Path, run: Run) -> None:
+    """Replaced (create -f) or removed, an archive takes its sidecar with it: no stale
+    sidecar is left beside a new archive of the same name."""
+    publish(archive)
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "x").write_bytes(b"new")
+    code, _, err = run("create", "-f", "-C", str(tmp_path / "src"), archive, "x")
+    assert (code, err) == (0, "")
+    assert not os.path.exists(sidecar_path(archive))
+    publish(archive)
+    remove_archive(archive)
+    assert os.listdir(tmp_path) == ["src"]
