@@ -223,6 +223,11 @@ class RemoteStorageBarecatError(_OSBarecatError):
     errno_code = _errno.EIO
 
 
+class RangeIgnoredBarecatError(RemoteStorageBarecatError):
+    """A web server answered a request for some bytes of an object with all of them: it
+    ignores ``Range``, so nothing can be read from it lazily (only downloaded whole)."""
+
+
 class RemoteModeBarecatError(BarecatError, ValueError):
     """An unknown reader mode for a remote archive (``remote_mode=``,
     ``BARECAT_REMOTE_MODE``)."""
@@ -362,6 +367,7 @@ __all__ = [
     "OutOfRangeBarecatError",
     "PathTypeBarecatError",
     "ReadOnlyBarecatError",
+    "RangeIgnoredBarecatError",
     "RemoteModeBarecatError",
     "RemoteStorageBarecatError",
     "SchemaVersionBarecatError",

@@ -83,6 +83,11 @@ class StaticServer:
         with self._changed:
             self._failures.extend([status] * n)
 
+    def clear_failures(self) -> None:
+        """Forget the failures :meth:`fail_next` still has queued."""
+        with self._changed:
+            self._failures.clear()
+
     def gather(self, n: int, timeout: float = 30) -> None:
         """Hold each of the next ``n`` requests until all ``n`` have arrived; if they
         never do (the client sends them one by one), ``barrier_broken`` is set and they

@@ -130,7 +130,7 @@ def test_pages_once_fetched_are_served_from_the_cache(archive: str) -> None:
 
 
 def test_a_bounded_cache_keeps_answers_exact(archive: str) -> None:
-    remote, source = _remote(archive, cache_bytes=2 * PAGE)
+    remote, _ = _remote(archive, cache_bytes=2 * PAGE)
     with remote, ReadOnlyIndex(archive) as local:
         for i in range(0, 20_000, 997):
             path = f"d{i // 500:03d}/f{i:06d}.txt"
@@ -141,7 +141,7 @@ def test_a_failed_fetch_raises_its_own_error(archive: str) -> None:
     remote, source = _remote(archive)
     with remote:
         source.fail = RemoteStorageBarecatError("Could not read s3://bucket/a.barecat: boom")
-        with pytest.raises(RemoteStorageBarecatError, match="s3://bucket/a.barecat"):
+        with pytest.raises(RemoteStorageBarecatError, match=r"s3://bucket/a\.barecat"):
             remote.lookup_file("d038/f019000.txt")
         source.fail = None
         assert remote.lookup_file("d038/f019000.txt").path == "d038/f019000.txt"

@@ -69,7 +69,10 @@ def remote(fs: Any, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str,
 
 
 def open_remote(url: str, server: S3Server, cache: Path, **options: Any) -> barecat.Barecat:
+    """The archive at ``url`` in download mode (what this file tests; lazy reads are
+    ``test_lazy_remote.py``'s)."""
     options.setdefault("storage_options", server.options())
+    options.setdefault("remote_mode", "download")
     return barecat.Barecat(url, cache_dir=str(cache), **options)
 
 

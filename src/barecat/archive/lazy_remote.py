@@ -42,11 +42,11 @@ from barecat.entries import Address
 from barecat.exceptions import FileNotFoundBarecatError, RemoteModeBarecatError
 from barecat.index import ReadOnlyIndex
 from barecat.index.remote_pages import RemotePages
-from barecat.index.sidecar import HEAD_GUESS, SidecarHead
+from barecat.index.sidecar_format import HEAD_GUESS, SidecarHead
 from barecat.layout import OLD_INDEX_SUFFIX, SIDECAR_SUFFIX, shard_path
 from barecat.objectstore import ArchiveCache, ObjectStore, ObjectVersion, StoredObject
 from barecat.objectstore.page_cache import PageCache
-from barecat.objectstore.pinned import PinnedObject, fetch_first
+from barecat.objectstore.pinned import PinnedObject, read_many
 from barecat.shards.objectstore import DEFAULT_BLOCK_SIZE, ObjectStoreSharder
 
 MODES = ("auto", "download", "lazy", "hydrate")
@@ -138,6 +138,7 @@ class HydratingSource:
         self.failure: BaseException | None = None
         """What stopped the background download (reads went on remotely)."""
         self._lock_fd: int | None = None
+        self._done = threading.Event()
         self._watching = False
         self._look_again = 0.0
         self.on_local: Callable[[], None] | None = None
@@ -192,6 +193,20 @@ class HydratingSource:
         self._watching = False
         if self.on_local is not None:
             self.on_local()
+        self._done.set()
+
+    def wait_until_local(self, timeout: float | None = None) -> bool:
+        """Wait for the background download to finish (or fail); True once reads are
+        local. A download this process does not run (another's) is looked for at each
+        read, not here.
+
+        Raises:
+            BaseException: what stopped the download.
+        """
+        self._done.wait(timeout)
+        if self.failure is not None:
+            raise self.failure
+        return self.local
 
     def _download(self) -> None:
         assert self.local_path is not None
@@ -217,6 +232,7 @@ class HydratingSource:
             self._use(self.local_path)
         except BaseException as e:  # (reads go on remotely; the failure is kept)
             self.failure = e
+            self._done.set()
         finally:
             with contextlib.suppress(FileNotFoundError):
                 os.remove(partial)
@@ -237,18 +253,18 @@ def _first_round(store: ObjectStore, url: str) -> _Opened:
     """Pin the index and read its header, and read the sidecar's head, in one round."""
     index = PinnedObject(store, url)
     sidecar = PinnedObject(store, url + SIDECAR_SUFFIX)
-    header, head_bytes = fetch_first([(index, 0, HEADER_BYTES), (sidecar, 0, HEAD_GUESS)])
+    header, head_bytes = read_many(
+        [(index, 0, HEADER_BYTES), (sidecar, 0, HEAD_GUESS)], missing_ok=True
+    )
     index_url = url
     if isinstance(header, FileNotFoundBarecatError):
         index_url = url + OLD_INDEX_SUFFIX  # (barecat 0.3.1's older naming)
         index = PinnedObject(store, index_url)
         try:
-            (header,) = fetch_first([(index, 0, HEADER_BYTES)])
+            header = index.read(0, HEADER_BYTES)
         except FileNotFoundBarecatError:
             raise FileNotFoundBarecatError(url, "Archive") from None
-        if isinstance(header, BaseException):
-            raise FileNotFoundBarecatError(url, "Archive") from None
-    if isinstance(head_bytes, BaseException):
+    if isinstance(head_bytes, FileNotFoundBarecatError):
         return _Opened(index_url, index, header, None, None)
     head = _parse_head(head_bytes, sidecar)
     if not head.matches(header, index.size):
@@ -283,16 +299,17 @@ def open_remote_halves(
     page_cache: PageCache,
     block_cache: bool,
     threadsafe: bool,
-    download: Callable[[], tuple[ReadOnlyIndex, ObjectStoreSharder]],
+    download: Callable[[ObjectVersion | None], tuple[ReadOnlyIndex, ObjectStoreSharder]],
 ) -> tuple[ReadOnlyIndex, ObjectStoreSharder]:
     """The index and shards of the remote archive at ``url``, read in ``mode``
-    (``download`` is how the download mode opens, for ``auto`` on an unpublished archive).
+    (``download`` is how the download mode opens, for ``auto`` on an unpublished archive;
+    given the index's version when a request already pinned it).
     """
     if mode == "download":
-        return download()
-    opened = _first_round(store, url)
+        return download(None)
+    opened = _first_round(store, url)  # (a server that ignores Range fails here, clearly)
     if opened.head is None and mode != "lazy":  # (unpublished: lazy only when asked)
-        return download()
+        return download(opened.index.version)
     source = HydratingSource(
         opened.index,
         _hydrated_path(cache, opened) if mode == "hydrate" else None,
@@ -321,8 +338,7 @@ def open_remote_halves(
 
 
 def _hydrated_path(cache: ArchiveCache, opened: _Opened) -> str:
-    version = ObjectVersion(opened.index_url, opened.index.size, opened.index.validator)
-    return cache.path_of(version)
+    return cache.path_of(opened.index.version)
 
 
 def _sharder(
@@ -347,7 +363,7 @@ def _sharder(
         version = ObjectVersion(shard_url, head.shard_sizes[number], f"published:{identity}")
         blocks = cache.blocks_of(version, DEFAULT_BLOCK_SIZE) if block_cache else None
         pinned = PinnedObject(store, shard_url)
-        return StoredObject(store, version, blocks, fetch=pinned.read_ranges)
+        return StoredObject(store, version, blocks, pinned)
 
     return ObjectStoreSharder(
         url, store, len(head.shard_sizes), cache if block_cache else None,

@@ -83,8 +83,9 @@ def open_objectstore_halves(
     if limit:
         trim_cache(cache.root, parse_size(limit), keep=cache.directory)
 
-    def download() -> tuple[ReadOnlyIndex, ObjectStoreSharder]:
-        return _download_halves(url, store, cache, block_cache, threadsafe, lookup_table)
+    def download(version: ObjectVersion | None) -> tuple[ReadOnlyIndex, ObjectStoreSharder]:
+        version = version or _find_index(store, url)
+        return _download_halves(url, store, cache, version, block_cache, threadsafe, lookup_table)
 
     return open_remote_halves(
         url, store, cache, mode, PageCache(page_cache_bytes(page_cache)), block_cache,
@@ -96,12 +97,14 @@ def _download_halves(
     url: str,
     store: ObjectStore,
     cache: ArchiveCache,
+    version: ObjectVersion,
     block_cache: bool,
     threadsafe: bool,
     lookup_table: bool | None,
 ) -> tuple[ReadOnlyIndex, ObjectStoreSharder]:
-    """Download mode: the index a cached local copy, each shard looked up once."""
-    local_index = cache.copy_of(store, _find_index(store, url))
+    """Download mode: the index (this version of it) a cached local copy, each shard
+    looked up once."""
+    local_index = cache.copy_of(store, version)
     index = ReadOnlyIndex(
         local_index,
         readonly=True,

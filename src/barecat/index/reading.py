@@ -48,6 +48,7 @@ class FileLookup(Protocol):
         """(position, address) per path that is a file, sorted by address."""
         ...
 
+
 _IS_FILE = "SELECT 1 FROM files WHERE path = ? LIMIT 1"
 _IS_DIR = "SELECT 1 FROM dirs WHERE path = ? LIMIT 1"
 _EXISTS = (

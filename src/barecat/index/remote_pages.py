@@ -69,7 +69,8 @@ class RemotePages:
         self.source = source
         self.page_size = page_size
         self._known = dict(known)
-        self._cache = cache
+        self.cache = cache
+        """Pages fetched before (bounded; a remote archive's lookup buckets share it)."""
         self._more_known = more_known
         self._more_lock = threading.Lock()
         self.fetched = 0
@@ -100,8 +101,11 @@ class RemotePages:
         data = self._known.get(number)
         if data is not None:
             return data
+        if getattr(self.source, "local", False):  # (a hydrated copy: no cache needed)
+            start = (number - 1) * self.page_size
+            return self.source.read(start, min(start + self.page_size, self.size))
         key = (id(self), number)
-        data = self._cache.get(key)
+        data = self.cache.get(key)
         if data is not None:
             return data
         if self._more_known is not None:
@@ -124,9 +128,9 @@ class RemotePages:
         data = self.source.read(start, min(start + count * page_size, self.size))
         self.fetched += 1
         for i in range(1, -(-len(data) // page_size)):
-            self._cache.put((id(self), number + i), data[i * page_size : (i + 1) * page_size])
+            self.cache.put((id(self), number + i), data[i * page_size : (i + 1) * page_size])
         page = data[:page_size]
-        self._cache.put((id(self), number), page)
+        self.cache.put((id(self), number), page)
         return page
 
     def close(self) -> None:
@@ -202,11 +206,11 @@ def _registered_vfs() -> None:
         return
     import apsw
 
-    class RemoteVFS(apsw.VFS):  # type: ignore[misc]
+    class RemoteVFS(apsw.VFS):
         def __init__(self) -> None:
             super().__init__(VFS_NAME, "")
 
-        def xOpen(self, name: Any, flags: Any) -> _File:  # noqa: N802 (apsw's names)
+        def xOpen(self, name: Any, flags: Any) -> Any:  # noqa: N802 (apsw's names)
             key = name.filename() if hasattr(name, "filename") else str(name)
             with _files_lock:
                 pages = _files.get(key)

@@ -22,7 +22,7 @@ import os
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator
-from typing import Concatenate, ParamSpec, Protocol, TypeVar
+from typing import Concatenate, ParamSpec, Protocol, TypeVar, cast
 
 from barecat.entries import SHARD_SIZE_UNLIMITED
 from barecat.exceptions import (
@@ -145,7 +145,10 @@ class IndexConnection:
         opener = None
         if pages is not None:
             self._remote_name = name = remote_pages.register(pages)
-            opener = functools.partial(remote_pages.connect, name)
+            # (an apsw connection that speaks sqlite3's interface: see remote_pages.py)
+            opener = cast(
+                Callable[[], sqlite3.Connection], functools.partial(remote_pages.connect, name)
+            )
         elif readonly and not os.path.isfile(self.path):
             raise archive_not_found(self.path, "Archive index")
         self.pool = ConnectionPool(self.path, readonly, self.immutable, threadsafe, opener)

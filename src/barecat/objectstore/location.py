@@ -57,6 +57,9 @@ class TransferStats:
     requests: int = 0
     bytes_fetched: int = 0
     bytes_sent: int = 0
+    rounds: int = 0
+    """Round trips: batches of requests sent together, each batch one round trip when
+    nothing fails (a retry's wait is not counted as another)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,11 +103,12 @@ class ObjectStore:
             self._fs_pid = os.getpid()
         return self._fs
 
-    def _count(self, requests: int, received: int, sent: int = 0) -> None:
+    def _count(self, requests: int, received: int, sent: int = 0, rounds: int = 1) -> None:
         with self._lock:
             self.stats.requests += requests
             self.stats.bytes_fetched += received
             self.stats.bytes_sent += sent
+            self.stats.rounds += rounds
 
     def describe(self, url: str) -> ObjectVersion:
         """Size and version of the object at ``url`` (one metadata request)."""
@@ -122,26 +126,33 @@ class ObjectStore:
     def fetch_ranges(self, url: str, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
         """The bytes ``[start, end)`` of each range of ``url``, one request each, sent
         together (concurrently where the filesystem is asynchronous)."""
-        if not ranges:
+        return self.fetch_spans([(url, start, end) for start, end in ranges])
+
+    def fetch_spans(self, spans: Sequence[tuple[str, int, int]]) -> list[bytes]:
+        """The bytes ``[start, end)`` of each ``(url, start, end)``, whatever objects they
+        read: one request each, sent together (one round trip where the filesystem is
+        asynchronous)."""
+        if not spans:
             return []
-        starts = [r[0] for r in ranges]
-        ends = [r[1] for r in ranges]
+        urls = [s[0] for s in spans]
+        starts = [s[1] for s in spans]
+        ends = [s[2] for s in spans]
         try:
-            if len(ranges) == 1:
-                parts: list[Any] = [self.filesystem.cat_file(url, start=starts[0], end=ends[0])]
+            if len(spans) == 1:
+                parts: list[Any] = [self.filesystem.cat_file(urls[0], start=starts[0], end=ends[0])]
             else:
-                parts = self.filesystem.cat_ranges(
-                    [url] * len(ranges), starts, ends, on_error="return"
-                )
+                parts = self.filesystem.cat_ranges(urls, starts, ends, on_error="return")
         except FileNotFoundError:
-            raise FileNotFoundBarecatError(url, "Remote object") from None
+            raise FileNotFoundBarecatError(urls[0], "Remote object") from None
         except Exception as e:
-            raise _failure(f"Could not read {url}", e) from e
-        for part in parts:
+            raise _failure(f"Could not read {urls[0]}", e) from e
+        for url, part in zip(urls, parts, strict=True):
+            if isinstance(part, FileNotFoundError):
+                raise FileNotFoundBarecatError(url, "Remote object")
             if isinstance(part, BaseException):
                 raise _failure(f"Could not read {url}", part) from part
-        self._count(len(ranges), sum(len(p) for p in parts))
-        for (start, end), part in zip(ranges, parts, strict=True):
+        self._count(len(spans), sum(len(p) for p in parts))
+        for (url, start, end), part in zip(spans, parts, strict=True):
             if len(part) != end - start:
                 raise RemoteStorageBarecatError(
                     f"{url} answered {len(part)} bytes for range {start}-{end}: the object is "

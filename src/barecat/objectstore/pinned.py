@@ -185,13 +185,13 @@ class PinnedObject:
             try:
                 reply = await get(fs, self.url, start, end, expected)
             except TransientError as e:
-                self.store._count(1, 0)
+                self.store._count(1, 0, rounds=0)
                 failure = e
                 continue
             except BaseException:
-                self.store._count(1, 0)
+                self.store._count(1, 0, rounds=0)
                 raise
-            self.store._count(reply.requests, len(reply.data))
+            self.store._count(reply.requests, len(reply.data), rounds=0)
             self._accept(reply.pin)
             return reply.data
         raise RemoteStorageBarecatError(
@@ -256,6 +256,8 @@ def read_many(
         for i, result in zip(members, fsspec.asyn.sync(loop, gather), strict=True):
             results[i] = result
 
+    for store in {id(obj.store): obj.store for obj, _, _ in reads}.values():
+        store._count(0, 0, rounds=1)  # (all of a call's requests go out together)
     if len(groups) == 1:
         run(*next(iter(groups.values())))
     else:

@@ -14,7 +14,11 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from barecat.exceptions import FileNotFoundBarecatError, RemoteStorageBarecatError
+from barecat.exceptions import (
+    FileNotFoundBarecatError,
+    RangeIgnoredBarecatError,
+    RemoteStorageBarecatError,
+)
 from barecat.objectstore.location import _version_of
 
 _CONTENT_RANGE = re.compile(r"^\s*bytes\s+(\d+)-(\d+)/(\d+)\s*$", re.IGNORECASE)
@@ -80,7 +84,7 @@ def _ranged_size(
     if status == 200:
         if start == 0 and length is not None and length <= end:
             return length
-        raise RemoteStorageBarecatError(
+        raise RangeIgnoredBarecatError(
             f"{url}: the server ignores Range requests (it answered a request for bytes "
             f"{start}-{end - 1} with the whole object); read it with remote_mode='download'"
         )

@@ -18,6 +18,7 @@ from barecat.checksum import crc32c
 from barecat.entries import Address
 from barecat.exceptions import BarecatIntegrityError, FileNotFoundBarecatError
 from barecat.objectstore import ArchiveCache, ObjectStore, StoredObject
+from barecat.objectstore.objects import read_together
 from barecat.shards.reading import ShardReader
 
 DEFAULT_BLOCK_SIZE = 64 << 10
@@ -116,19 +117,19 @@ class ObjectStoreSharder(ShardReader):
         return obj
 
     def read_many(self, located: list[tuple[int, Address]], max_gap: int = 0) -> list[bytes]:
-        """As :meth:`Sharder.read_many`, each shard's ranges in one round of requests."""
+        """As :meth:`Sharder.read_many`: every shard's ranges in one round of requests."""
         out: list[bytes] = [b""] * len(located)
         by_shard: dict[int, list[tuple[int, int, int, int | None]]] = {}
         for pos, (shard, offset, size, crc) in located:
             by_shard.setdefault(shard, []).append((pos, offset, size, crc))
+        batches = []
         for shard, entries in by_shard.items():
             last = max(entries, key=lambda e: e[1] + e[2])
             obj = self._within(shard, last[1], last[2])
-            datas = obj.read_ranges(
-                [(offset, offset + size) for _, offset, size, _ in entries],
-                max(max_gap, self.max_gap),
-            )
-            for (pos, offset, _, crc), data in zip(entries, datas, strict=True):
+            batches.append((obj, [(offset, offset + size) for _, offset, size, _ in entries]))
+        datas = read_together(batches, max(max_gap, self.max_gap))
+        for (shard, entries), shard_datas in zip(by_shard.items(), datas, strict=True):
+            for (pos, offset, _, crc), data in zip(entries, shard_datas, strict=True):
                 out[pos] = self._checked(shard, offset, data, crc)
         return out
 
