@@ -19,6 +19,7 @@ import pytest
 import barecat
 from barecat.exceptions import RangeIgnoredBarecatError, RemoteStorageBarecatError
 from barecat.index.sidecar import read_head
+from helpers.published import FILES, archive_files, content, make_published, path_of
 from helpers.s3 import Bucket, S3Server
 from helpers.static_http import StaticServer
 
@@ -26,33 +27,14 @@ pytest.importorskip("apsw", reason="the remote extra (apsw) is not installed")
 pytest.importorskip("s3fs", reason="the remote extra (fsspec + s3fs) is not installed")
 pytest.importorskip("moto.server", reason="moto[server] (a local S3 server) is not installed")
 
-FILES = 100_000
 MB = 1_000_000
 _copies = itertools.count()
-
-
-def content(i: int) -> bytes:
-    return f"file {i}\n".encode() * (1 + i % 7)
-
-
-def path_of(i: int) -> str:
-    return f"train/c{i % 100:03d}/img_{i:06d}.jpg"
 
 
 @pytest.fixture(scope="module")
 def published(tmp_path_factory: pytest.TempPathFactory) -> str:
     """A local archive of 100,000 small files, published for lazy reads."""
-    path = str(tmp_path_factory.mktemp("published") / "ds.barecat")
-    with barecat.Barecat(path, readonly=False, shard_size_limit="400K") as bc:
-        bc.add_many((path_of(i), content(i)) for i in range(FILES))
-    barecat.publish(path)
-    return path
-
-
-def archive_files(base: str) -> list[str]:
-    """The files to upload: index, shards and sidecar (never the local lookup table)."""
-    folder, name = os.path.split(base)
-    return sorted(n for n in os.listdir(folder) if n.startswith(name) and not n.endswith("-lookup"))
+    return make_published(str(tmp_path_factory.mktemp("published") / "ds.barecat"))
 
 
 class Place:

@@ -19,6 +19,7 @@ and the archive layer.
 from __future__ import annotations
 
 import io
+import re
 from typing import Any
 
 from barecat.exceptions import (
@@ -42,6 +43,9 @@ from barecat.archive import Barecat
 from barecat.archive.readable import ReadableArchive
 from barecat.entries import BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo
 from barecat.paths import normalize
+
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:/+")
+"""A URL's scheme and its slashes (``http://``, or ``http:/`` as fsspec may pass it)."""
 
 
 class BarecatFileSystem(_Layer):  # type: ignore[misc]
@@ -109,7 +113,8 @@ class BarecatFileSystem(_Layer):  # type: ignore[misc]
         text = str(path)
         if text.startswith("barecat://"):
             text = text[len("barecat://") :]
-        return text.split("::", 1)[0].strip("/")
+        # (an http:// archive's paths come as given, or with the slashes run together)
+        return _SCHEME.sub("", text.split("::", 1)[0]).strip("/")
 
     def _record(self, info: BarecatEntryInfo) -> dict[str, Any]:
         common = {"mode": info.mode, "uid": info.uid, "gid": info.gid,
