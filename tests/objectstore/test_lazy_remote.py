@@ -17,7 +17,12 @@ from typing import Any
 import pytest
 
 import barecat
-from barecat.exceptions import RangeIgnoredBarecatError, RemoteStorageBarecatError
+from barecat.exceptions import (
+    BarecatIntegrityError,
+    RangeIgnoredBarecatError,
+    RemoteStorageBarecatError,
+    WrongPassphraseBarecatError,
+)
 from barecat.index.sidecar import read_head
 from helpers.published import FILES, archive_files, content, make_published, path_of
 from helpers.s3 import Bucket, S3Server
@@ -327,3 +332,31 @@ def test_the_older_index_name_is_read_lazily_too(
     url = place.put(str(old / "ds.barecat"), f"old{next(_copies)}.barecat")
     with place.open(url, tmp_path / "cache", remote_mode="lazy") as bc:
         assert bc[path_of(3)] == content(3)
+
+
+def test_an_encrypted_archive_reads_lazily_only_what_its_key_authenticates(
+    place: Place, tmp_path: Path
+) -> None:
+    pytest.importorskip("cryptography", reason="the sealing extra is not installed")
+    local = str(tmp_path / "sealed" / "s.barecat")
+    files = {f"d{i % 3}/{i}.bin": os.urandom(100 + i) for i in range(60)}
+    with barecat.Barecat(local, readonly=False, passphrase="pw", compression="zstd") as bc:
+        bc.add_many(files.items())
+    url = place.put(local, f"sealed{next(_copies)}.barecat")
+    with place.open(url, tmp_path / "c1", remote_mode="lazy", passphrase="pw") as bc:
+        assert bc.encrypted
+        assert bc.get_many(sorted(files)) == [files[p] for p in sorted(files)]
+    with pytest.raises(WrongPassphraseBarecatError):
+        place.open(url, tmp_path / "c2", remote_mode="lazy", passphrase="wrong")["d0/0.bin"]
+    # someone without the key points one file's row at another file's bytes
+    tampered = str(tmp_path / "tampered.barecat")
+    shutil.copy(local, tampered)
+    conn = sqlite3.connect(tampered)
+    (b_offset,) = conn.execute("SELECT offset FROM files WHERE path = 'd1/1.bin'").fetchone()
+    conn.execute("UPDATE files SET offset = ? WHERE path = 'd0/0.bin'", (b_offset,))
+    conn.commit()
+    conn.close()
+    place.replace(tampered, url)
+    bc = place.open(url, tmp_path / "c3", remote_mode="lazy", passphrase="pw")
+    with bc, pytest.raises(BarecatIntegrityError):
+        bc["d0/0.bin"]
