@@ -188,7 +188,7 @@ def test_a_replaced_object_is_an_error_never_a_mix(backend: Backend, same_size: 
     with pytest.raises(RemoteStorageBarecatError, match="changed while open") as e:
         obj.read(1000, 2000)
     assert backend.url("blob") in str(e.value)
-    # If-Match: the server refused (412) and sent none of the new version's bytes
+    # judged from the headers (a 412, or the new ETag): none of the new bytes were read
     assert backend.store.stats.bytes_fetched == fetched
     with pytest.raises(RemoteStorageBarecatError, match="changed while open"):
         obj.read_ranges([(0, 10), (5000, 6000)])
@@ -263,6 +263,16 @@ def test_failures_worth_retrying_are_retried(web: StaticServer, status: int) -> 
     assert backend.pinned("blob").read(10, 20) == DATA[10:20]
     assert web.count("GET") == 3
     assert backend.store.stats.requests - before == 3
+
+
+def test_a_request_answered_with_silence_is_retried(web: StaticServer) -> None:
+    backend = http_backend(web)
+    backend.put("blob", DATA)
+    web.stall_next(1)
+    obj = backend.pinned("blob", Retries(attempts=4, first_delay=0.001, stall_timeout=0.3))
+    assert obj.read(10, 20) == DATA[10:20]
+    web.release()
+    assert sorted(r.status for r in web.requests("GET")) == [0, 206]
 
 
 def test_retries_are_bounded_and_the_error_names_the_url(web: StaticServer) -> None:
@@ -358,3 +368,19 @@ def test_a_pinned_object_is_shared_by_threads(web: StaticServer) -> None:
     with ThreadPoolExecutor(8) as pool:
         assert all(pool.map(read, batches))
     assert len({r.if_match for r in web.requests("GET") if r.if_match}) == 1
+
+
+def test_a_download_is_of_the_pinned_version(backend: Backend, tmp_path: Path) -> None:
+    big = random.Random(3).randbytes(1_000_003)
+    backend.put("big", big)
+    obj = backend.pinned("big")
+    before = backend.store.stats.requests
+    assert obj.download(str(tmp_path / "copy"), chunk_size=128 << 10, parallel=3) == len(big)
+    assert (tmp_path / "copy").read_bytes() == big
+    assert backend.store.stats.requests - before == 1 + 8  # the pin, then 8 ranges
+    backend.put("big", big[::-1])
+    with pytest.raises(RemoteStorageBarecatError, match="changed while open"):
+        obj.download(str(tmp_path / "copy2"), chunk_size=128 << 10)
+    backend.put("empty", b"")
+    assert backend.pinned("empty").download(str(tmp_path / "copy3")) == 0
+    assert (tmp_path / "copy3").read_bytes() == b""
