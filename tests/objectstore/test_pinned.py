@@ -5,6 +5,7 @@ request per range all in flight at once, the version pinned at the first answer,
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import random
 from collections.abc import Callable, Iterator
@@ -384,3 +385,42 @@ def test_a_download_is_of_the_pinned_version(backend: Backend, tmp_path: Path) -
     backend.put("empty", b"")
     assert backend.pinned("empty").download(str(tmp_path / "copy3")) == 0
     assert (tmp_path / "copy3").read_bytes() == b""
+
+
+def _read_in_child(obj: PinnedObject, out: Any) -> None:
+    try:
+        out.put(obj.read(100, 200))
+    except BaseException as e:  # the parent reports it
+        out.put(e)
+
+
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
+@pytest.mark.parametrize("name", ["s3", "http"])
+def test_a_forked_child_reads_the_version_its_parent_pinned(
+    request: pytest.FixtureRequest, name: str
+) -> None:
+    """A DataLoader worker: forked after the parent's first reads (its event loop and
+    sessions belong to the parent), it reads through the same object, with the pin."""
+    if "fork" not in multiprocessing.get_all_start_methods():
+        pytest.skip("this platform cannot fork")
+    backend = (
+        s3_backend(request.getfixturevalue("bucket"))
+        if name == "s3"
+        else http_backend(request.getfixturevalue("web"))
+    )
+    backend.put("forked", DATA)
+    obj = backend.pinned("forked")
+    assert obj.read(0, 10) == DATA[:10]
+    context = multiprocessing.get_context("fork")
+    out = context.Queue()
+    child = context.Process(target=_read_in_child, args=(obj, out))
+    child.start()
+    assert out.get(timeout=60) == DATA[100:200]
+    child.join(timeout=60)
+    assert child.exitcode == 0
+    backend.put("forked", DATA[::-1])
+    child = context.Process(target=_read_in_child, args=(obj, out))
+    child.start()
+    got = out.get(timeout=60)
+    child.join(timeout=60)
+    assert isinstance(got, RemoteStorageBarecatError) and "changed while open" in str(got)
