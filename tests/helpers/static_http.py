@@ -18,6 +18,7 @@ import contextlib
 import email.utils
 import os
 import re
+import socket
 import sys
 import threading
 import time
@@ -172,6 +173,7 @@ class StaticServer:
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
+    request_queue_size = 1024  # (5 by default: hundreds of connections at once lose SYNs)
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         """A client that hung up (as a reader refusing a body does) is no error; others
@@ -184,6 +186,11 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_state: StaticServer
     timeout = 30  # an idle keep-alive connection's thread ends after this
+
+    def setup(self) -> None:
+        super().setup()
+        # as nginx's tcp_nodelay: the body does not wait for the ACK of the headers
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def log_message(self, format: str, *args: Any) -> None:  # quiet
         pass
