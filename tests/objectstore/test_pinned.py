@@ -18,6 +18,7 @@ import pytest
 from barecat.exceptions import FileNotFoundBarecatError, RemoteStorageBarecatError
 from barecat.objectstore import ObjectStore
 from barecat.objectstore.pinned import PinnedObject, Retries, read_many
+from helpers.gathering_proxy import GatheringProxy
 from helpers.s3 import Bucket, S3Server
 from helpers.static_http import StaticServer, etag_of
 
@@ -151,6 +152,31 @@ def test_every_range_is_one_request_all_sent_at_once(web: StaticServer) -> None:
     assert backend.store.stats.requests - before[0] == len(wanted)
     assert backend.store.stats.bytes_fetched - before[1] == 700 * len(wanted)
     assert web.count("GET") == 1 + len(wanted)
+
+
+def test_hundreds_of_http_ranges_are_in_flight_at_once(web: StaticServer) -> None:
+    """More ranges than aiohttp's 100 connections a session keeps unless told."""
+    backend = http_backend(web)
+    backend.put("blob", DATA)
+    obj = backend.pinned("blob")
+    obj.pin()
+    wanted = [(i * 1000, i * 1000 + 10) for i in range(256)]
+    web.gather(len(wanted), timeout=10)
+    assert obj.read_ranges(wanted) == [DATA[s:e] for s, e in wanted]
+    assert not web.barrier_broken
+
+
+def test_hundreds_of_s3_ranges_are_in_flight_at_once(s3_server: S3Server, bucket: Bucket) -> None:
+    """More ranges than botocore's 10 connections a client keeps unless told."""
+    bucket.fs.pipe_file(f"{bucket.name}/many", DATA)
+    with GatheringProxy(s3_server.port) as proxy:
+        store = ObjectStore("s3", {**bucket.options, "endpoint_url": proxy.endpoint})
+        obj = PinnedObject(store, bucket.url("many"), FAST)
+        obj.pin()
+        wanted = [(i * 1000, i * 1000 + 10) for i in range(64)]
+        proxy.gather(len(wanted), timeout=10)
+        assert obj.read_ranges(wanted) == [DATA[s:e] for s, e in wanted]
+        assert not proxy.barrier_broken
 
 
 def test_reads_of_several_objects_go_out_together(web: StaticServer) -> None:
