@@ -14,10 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
 
 from barecat.exceptions import FileNotFoundBarecatError, RemoteStorageBarecatError
-from barecat.objectstore import ObjectStore
+from barecat.objectstore import ObjectStore, range_requests
 from barecat.objectstore.pinned import PinnedObject, Retries, read_many
+from helpers.fuzzing import fuzz_settings
 from helpers.gathering_proxy import GatheringProxy
 from helpers.s3 import Bucket, S3Server
 from helpers.static_http import StaticServer, etag_of
@@ -450,3 +453,37 @@ def test_a_forked_child_reads_the_version_its_parent_pinned(
     got = out.get(timeout=60)
     child.join(timeout=60)
     assert isinstance(got, RemoteStorageBarecatError) and "changed while open" in str(got)
+
+
+@pytest.mark.fuzz
+@fuzz_settings(300)
+@example(start=5, length=1, status=206, header="bytes 5-4/5", content_length=None)
+@given(
+    start=st.integers(0, 1 << 40),
+    length=st.integers(1, 1 << 30),
+    status=st.sampled_from([200, 206]),
+    header=st.one_of(
+        st.none(),
+        st.text(max_size=40),
+        st.tuples(st.integers(0, 1 << 41), st.integers(0, 1 << 41), st.integers(0, 1 << 41)).map(
+            lambda t: f"bytes {t[0]}-{t[1]}/{t[2]}"
+        ),
+    ),
+    content_length=st.one_of(st.none(), st.integers(0, 1 << 41)),
+)
+def test_any_range_header_is_a_size_that_fits_or_a_clear_error(
+    start: int, length: int, status: int, header: str | None, content_length: int | None
+) -> None:
+    """Content-Range and Content-Length come from the network: whatever they say, the
+    reader gets the object's size, consistent with the range asked for, or the error."""
+    end = start + length
+    try:
+        size = range_requests._ranged_size("u", start, end, status, header, content_length)
+    except RemoteStorageBarecatError as e:
+        assert str(e).startswith("u")
+        return
+    assert size >= 0
+    if status == 206:
+        assert start < size  # the answer holds the first byte asked for
+    else:
+        assert start == 0 and size == content_length and size <= end

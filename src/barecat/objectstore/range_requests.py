@@ -91,7 +91,7 @@ def _ranged_size(
             f"({content_range!r})"
         )
     first, last, size = (int(g) for g in m.groups())
-    if first != start or last != min(end, size) - 1:
+    if first != start or last != min(end, size) - 1 or last < first:
         raise RemoteStorageBarecatError(
             f"{url}: asked for bytes {start}-{end - 1}, the server answered {first}-{last}/{size}"
         )
