@@ -359,6 +359,14 @@ def test_a_stopped_s3_server_is_an_error_naming_the_url() -> None:
     assert store.stats.requests - before == 4
 
 
+def test_what_the_s3_client_refuses_is_an_error_naming_the_url(bucket: Bucket) -> None:
+    store = ObjectStore("s3", bucket.options)
+    with pytest.raises(RemoteStorageBarecatError, match="Invalid bucket name") as e:
+        PinnedObject(store, "s3://bad bucket/x", FAST).read(0, 10)
+    assert "s3://bad bucket/x" in str(e.value)
+    assert store.stats.requests == 1  # not retried
+
+
 def test_a_missing_object_is_file_not_found(backend: Backend) -> None:
     obj = backend.pinned("no-such-object")
     with pytest.raises(FileNotFoundError, match="no-such-object") as e:

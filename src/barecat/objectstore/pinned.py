@@ -27,7 +27,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Literal, overload
 
-from barecat.exceptions import FileNotFoundBarecatError, RemoteStorageBarecatError
+from barecat.exceptions import (
+    BarecatError,
+    FileNotFoundBarecatError,
+    RemoteStorageBarecatError,
+)
 from barecat.objectstore.location import ObjectStore, ObjectVersion
 from barecat.objectstore.range_requests import (
     Pin,
@@ -218,9 +222,14 @@ class PinnedObject:
                 self.store._count(1, 0)
                 failure = e
                 continue
-            except BaseException:
+            except BarecatError:
                 self.store._count(1, 0)
                 raise
+            except Exception as e:  # the client refused (no credentials, a bad name...)
+                self.store._count(1, 0)
+                raise RemoteStorageBarecatError(
+                    f"Could not read {self.url}: {type(e).__name__}: {e}"
+                ) from e
             self.store._count(reply.requests, len(reply.data))
             self._accept(reply.pin)
             return reply.data
