@@ -7,8 +7,9 @@ strong ETag made of the file's size and mtime_ns, and ``If-Match`` answered 412 
 differs. Knobs: ``ignore_range`` (answer 200 with the whole file), ``fail_next(n,
 status)``, ``delay`` (seconds before each answer), ``gather(n)`` (the next ``n``
 requests wait until all ``n`` have arrived: proof they were in flight at once),
-``ignore_if_match`` (as servers that never check it) and ``weak_etags`` (``W/"..."``, as
-servers that compress give).
+``ignore_if_match`` (as servers that never check it), ``weak_etags`` (``W/"..."``, as
+servers that compress give) and ``stall_next(n)`` (the next ``n`` requests get no answer
+until ``release()``).
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import contextlib
 import email.utils
 import os
 import re
+import socket
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -61,11 +64,12 @@ class StaticServer:
         self._changed = threading.Condition()
         self._failures: list[int] = []
         self._in_flight = 0
+        self._stalls = 0
+        self._released = threading.Event()
         self._barrier: threading.Barrier | None = None
         self.barrier_broken = False
         handler = type("Handler", (_Handler,), {"server_state": self})
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self._httpd.daemon_threads = True
+        self._httpd = _Server(("127.0.0.1", 0), handler)
         self.url = f"http://127.0.0.1:{self._httpd.server_address[1]}"
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
 
@@ -74,6 +78,7 @@ class StaticServer:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self.release()
         self._httpd.shutdown()
         self._httpd.server_close()
         self._thread.join()
@@ -87,6 +92,16 @@ class StaticServer:
         """Forget the failures :meth:`fail_next` still has queued."""
         with self._changed:
             self._failures.clear()
+
+    def stall_next(self, n: int) -> None:
+        """Answer nothing to the next ``n`` requests until :meth:`release` (then they
+        are dropped unanswered, logged with status 0)."""
+        with self._changed:
+            self._stalls += n
+
+    def release(self) -> None:
+        """Let the stalled requests go."""
+        self._released.set()
 
     def gather(self, n: int, timeout: float = 30) -> None:
         """Hold each of the next ``n`` requests until all ``n`` have arrived; if they
@@ -132,6 +147,14 @@ class StaticServer:
             self.log.append(entry)
             self._changed.notify_all()
 
+    def _stalled(self) -> bool:
+        with self._changed:
+            if not self._stalls:
+                return False
+            self._stalls -= 1
+        self._released.wait()
+        return True
+
     def _next_failure(self) -> int | None:
         with self._changed:
             return self._failures.pop(0) if self._failures else None
@@ -153,10 +176,26 @@ class StaticServer:
             return False
 
 
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 1024  # (5 by default: hundreds of connections at once lose SYNs)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that hung up (as a reader refusing a body does) is no error; others
+        are printed as the standard server does."""
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_state: StaticServer
     timeout = 30  # an idle keep-alive connection's thread ends after this
+
+    def setup(self) -> None:
+        super().setup()
+        # as nginx's tcp_nodelay: the body does not wait for the ACK of the headers
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def log_message(self, format: str, *args: Any) -> None:  # quiet
         pass
@@ -177,6 +216,10 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             if state.delay:
                 time.sleep(state.delay)
+            if state._stalled():
+                self.close_connection = True
+                status = 0
+                return
             if not state._wait_at_barrier():
                 status = self._empty(500)
                 return

@@ -5,6 +5,7 @@ request per range all in flight at once, the version pinned at the first answer,
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import random
 from collections.abc import Callable, Iterator
@@ -13,10 +14,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
 
 from barecat.exceptions import FileNotFoundBarecatError, RemoteStorageBarecatError
-from barecat.objectstore import ObjectStore
+from barecat.objectstore import ObjectStore, range_requests
 from barecat.objectstore.pinned import PinnedObject, Retries, read_many
+from helpers.fuzzing import fuzz_settings
+from helpers.gathering_proxy import GatheringProxy
 from helpers.s3 import Bucket, S3Server
 from helpers.static_http import StaticServer, etag_of
 
@@ -152,6 +157,31 @@ def test_every_range_is_one_request_all_sent_at_once(web: StaticServer) -> None:
     assert web.count("GET") == 1 + len(wanted)
 
 
+def test_hundreds_of_http_ranges_are_in_flight_at_once(web: StaticServer) -> None:
+    """More ranges than aiohttp's 100 connections a session keeps unless told."""
+    backend = http_backend(web)
+    backend.put("blob", DATA)
+    obj = backend.pinned("blob")
+    obj.pin()
+    wanted = [(i * 1000, i * 1000 + 10) for i in range(256)]
+    web.gather(len(wanted), timeout=10)
+    assert obj.read_ranges(wanted) == [DATA[s:e] for s, e in wanted]
+    assert not web.barrier_broken
+
+
+def test_hundreds_of_s3_ranges_are_in_flight_at_once(s3_server: S3Server, bucket: Bucket) -> None:
+    """More ranges than botocore's 10 connections a client keeps unless told."""
+    bucket.fs.pipe_file(f"{bucket.name}/many", DATA)
+    with GatheringProxy(s3_server.port) as proxy:
+        store = ObjectStore("s3", {**bucket.options, "endpoint_url": proxy.endpoint})
+        obj = PinnedObject(store, bucket.url("many"), FAST)
+        obj.pin()
+        wanted = [(i * 1000, i * 1000 + 10) for i in range(64)]
+        proxy.gather(len(wanted), timeout=10)
+        assert obj.read_ranges(wanted) == [DATA[s:e] for s, e in wanted]
+        assert not proxy.barrier_broken
+
+
 def test_reads_of_several_objects_go_out_together(web: StaticServer) -> None:
     backend = http_backend(web)
     backend.put("index", DATA[:5000])
@@ -188,7 +218,7 @@ def test_a_replaced_object_is_an_error_never_a_mix(backend: Backend, same_size: 
     with pytest.raises(RemoteStorageBarecatError, match="changed while open") as e:
         obj.read(1000, 2000)
     assert backend.url("blob") in str(e.value)
-    # If-Match: the server refused (412) and sent none of the new version's bytes
+    # judged from the headers (a 412, or the new ETag): none of the new bytes were read
     assert backend.store.stats.bytes_fetched == fetched
     with pytest.raises(RemoteStorageBarecatError, match="changed while open"):
         obj.read_ranges([(0, 10), (5000, 6000)])
@@ -265,6 +295,17 @@ def test_failures_worth_retrying_are_retried(web: StaticServer, status: int) -> 
     assert backend.store.stats.requests - before == 3
 
 
+def test_a_request_answered_with_silence_is_retried(web: StaticServer) -> None:
+    backend = http_backend(web)
+    backend.put("blob", DATA)
+    web.stall_next(1)
+    obj = backend.pinned("blob", Retries(attempts=4, first_delay=0.001, stall_timeout=1.0))
+    assert obj.read(10, 20) == DATA[10:20]
+    web.release()
+    statuses = [r.status for r in web.requests("GET")]
+    assert statuses.count(0) == 1 and 206 in statuses  # (a loaded machine may need a third)
+
+
 def test_retries_are_bounded_and_the_error_names_the_url(web: StaticServer) -> None:
     backend = http_backend(web)
     backend.put("blob", DATA)
@@ -318,6 +359,14 @@ def test_a_stopped_s3_server_is_an_error_naming_the_url() -> None:
     assert store.stats.requests - before == 4
 
 
+def test_what_the_s3_client_refuses_is_an_error_naming_the_url(bucket: Bucket) -> None:
+    store = ObjectStore("s3", bucket.options)
+    with pytest.raises(RemoteStorageBarecatError, match="Invalid bucket name") as e:
+        PinnedObject(store, "s3://bad bucket/x", FAST).read(0, 10)
+    assert "s3://bad bucket/x" in str(e.value)
+    assert store.stats.requests == 1  # not retried
+
+
 def test_a_missing_object_is_file_not_found(backend: Backend) -> None:
     obj = backend.pinned("no-such-object")
     with pytest.raises(FileNotFoundError, match="no-such-object") as e:
@@ -358,3 +407,92 @@ def test_a_pinned_object_is_shared_by_threads(web: StaticServer) -> None:
     with ThreadPoolExecutor(8) as pool:
         assert all(pool.map(read, batches))
     assert len({r.if_match for r in web.requests("GET") if r.if_match}) == 1
+
+
+def test_a_download_is_of_the_pinned_version(backend: Backend, tmp_path: Path) -> None:
+    big = random.Random(3).randbytes(1_000_003)
+    backend.put("big", big)
+    obj = backend.pinned("big")
+    before = backend.store.stats.requests
+    assert obj.download(str(tmp_path / "copy"), chunk_size=128 << 10, parallel=3) == len(big)
+    assert (tmp_path / "copy").read_bytes() == big
+    assert backend.store.stats.requests - before == 1 + 8  # the pin, then 8 ranges
+    backend.put("big", big[::-1])
+    with pytest.raises(RemoteStorageBarecatError, match="changed while open"):
+        obj.download(str(tmp_path / "copy2"), chunk_size=128 << 10)
+    backend.put("empty", b"")
+    assert backend.pinned("empty").download(str(tmp_path / "copy3")) == 0
+    assert (tmp_path / "copy3").read_bytes() == b""
+
+
+def _read_in_child(obj: PinnedObject, out: Any) -> None:
+    try:
+        out.put(obj.read(100, 200))
+    except BaseException as e:  # the parent reports it
+        out.put(e)
+
+
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
+@pytest.mark.parametrize("name", ["s3", "http"])
+def test_a_forked_child_reads_the_version_its_parent_pinned(
+    request: pytest.FixtureRequest, name: str
+) -> None:
+    """A DataLoader worker: forked after the parent's first reads (its event loop and
+    sessions belong to the parent), it reads through the same object, with the pin."""
+    if "fork" not in multiprocessing.get_all_start_methods():
+        pytest.skip("this platform cannot fork")
+    backend = (
+        s3_backend(request.getfixturevalue("bucket"))
+        if name == "s3"
+        else http_backend(request.getfixturevalue("web"))
+    )
+    backend.put("forked", DATA)
+    obj = backend.pinned("forked")
+    assert obj.read(0, 10) == DATA[:10]
+    context = multiprocessing.get_context("fork")
+    out = context.Queue()
+    child = context.Process(target=_read_in_child, args=(obj, out))
+    child.start()
+    assert out.get(timeout=60) == DATA[100:200]
+    child.join(timeout=60)
+    assert child.exitcode == 0
+    backend.put("forked", DATA[::-1])
+    child = context.Process(target=_read_in_child, args=(obj, out))
+    child.start()
+    got = out.get(timeout=60)
+    child.join(timeout=60)
+    assert isinstance(got, RemoteStorageBarecatError) and "changed while open" in str(got)
+
+
+@pytest.mark.fuzz
+@fuzz_settings(300)
+@example(start=5, length=1, status=206, header="bytes 5-4/5", content_length=None)
+@given(
+    start=st.integers(0, 1 << 40),
+    length=st.integers(1, 1 << 30),
+    status=st.sampled_from([200, 206]),
+    header=st.one_of(
+        st.none(),
+        st.text(max_size=40),
+        st.tuples(st.integers(0, 1 << 41), st.integers(0, 1 << 41), st.integers(0, 1 << 41)).map(
+            lambda t: f"bytes {t[0]}-{t[1]}/{t[2]}"
+        ),
+    ),
+    content_length=st.one_of(st.none(), st.integers(0, 1 << 41)),
+)
+def test_any_range_header_is_a_size_that_fits_or_a_clear_error(
+    start: int, length: int, status: int, header: str | None, content_length: int | None
+) -> None:
+    """Content-Range and Content-Length come from the network: whatever they say, the
+    reader gets the object's size, consistent with the range asked for, or the error."""
+    end = start + length
+    try:
+        size = range_requests._ranged_size("u", start, end, status, header, content_length)
+    except RemoteStorageBarecatError as e:
+        assert str(e).startswith("u")
+        return
+    assert size >= 0
+    if status == 206:
+        assert start < size  # the answer holds the first byte asked for
+    else:
+        assert start == 0 and size == content_length and size <= end

@@ -212,20 +212,11 @@ class HydratingSource:
         assert self.local_path is not None
         partial = f"{self.local_path}.part-{os.getpid()}"
         try:
-            os.makedirs(os.path.dirname(partial), exist_ok=True)
-            fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+            if self.remote.download(partial, HYDRATE_CHUNK, stopped=self._stop.is_set) < 0:
+                return
+            fd = os.open(partial, os.O_RDONLY | os.O_CLOEXEC)
             try:
-                spans = [
-                    (s, min(s + HYDRATE_CHUNK, self.size))
-                    for s in range(0, self.size, HYDRATE_CHUNK)
-                ]
-                for i in range(0, len(spans), 4):
-                    if self._stop.is_set():
-                        return
-                    group = spans[i : i + 4]
-                    for (start, _), data in zip(group, self.remote.read_ranges(group), strict=True):
-                        os.pwrite(fd, data, start)
-                os.fsync(fd)
+                os.fsync(fd)  # (a copy renamed into place is whole, even after a crash)
             finally:
                 os.close(fd)
             os.replace(partial, self.local_path)

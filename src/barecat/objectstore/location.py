@@ -94,7 +94,8 @@ class ObjectStore:
                     f"s3fs): {install_hint('remote')}"
                 ) from e
             try:
-                self._fs = fsspec.filesystem(self.protocol, **self.storage_options)
+                options = _with_room_for_rounds(self.protocol, self.storage_options)
+                self._fs = fsspec.filesystem(self.protocol, **options)
             except ImportError as e:
                 raise RemoteStorageBarecatError(
                     f"fsspec has no driver installed for {self.protocol}:// ({e}); for S3: "
@@ -224,6 +225,38 @@ class ObjectStore:
             raise _failure(f"Could not list {url}*", e) from e
         prefix = f"{self.protocol}://"
         return sorted(f if "://" in f else prefix + f for f in found)
+
+
+PARALLEL_CONNECTIONS = 256
+"""Connections to a store kept open at once, unless the storage options say otherwise:
+botocore keeps 10 and aiohttp 100, which would send a round of 256 ranged requests
+(``get_many`` of 256 files) in 26 or 3 waves rather than at once."""
+
+
+def _with_room_for_rounds(protocol: str, options: dict[str, Any]) -> dict[str, Any]:
+    """``options`` with :data:`PARALLEL_CONNECTIONS` where they set no limit of their own
+    (S3: ``config_kwargs["max_pool_connections"]``; HTTP(S): aiohttp's connector)."""
+    options = dict(options)
+    if protocol in ("s3", "s3a"):
+        config = dict(options.get("config_kwargs") or {})
+        config.setdefault("max_pool_connections", PARALLEL_CONNECTIONS)
+        options["config_kwargs"] = config
+    elif (
+        protocol in ("http", "https")
+        and "get_client" not in options
+        and "connector" not in (options.get("client_kwargs") or {})
+    ):
+        options["get_client"] = _http_session
+    return options
+
+
+async def _http_session(**kwargs: Any) -> Any:
+    """fsspec's HTTP session (``get_client``), with room for :data:`PARALLEL_CONNECTIONS`
+    (made on the filesystem's event loop, as the connector must be)."""
+    import aiohttp
+
+    connector = aiohttp.TCPConnector(limit=PARALLEL_CONNECTIONS)
+    return aiohttp.ClientSession(connector=connector, **kwargs)
 
 
 def _version_of(info: dict[str, Any]) -> str:

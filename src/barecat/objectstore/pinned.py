@@ -19,6 +19,7 @@ at pin time and a change shows only as a changed size. Requests and bytes are co
 from __future__ import annotations
 
 import asyncio
+import os
 import random
 import threading
 from collections.abc import Awaitable, Callable, Sequence
@@ -26,7 +27,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Literal, overload
 
-from barecat.exceptions import FileNotFoundBarecatError, RemoteStorageBarecatError
+from barecat.exceptions import (
+    BarecatError,
+    FileNotFoundBarecatError,
+    RemoteStorageBarecatError,
+)
 from barecat.objectstore.location import ObjectStore, ObjectVersion
 from barecat.objectstore.range_requests import (
     Pin,
@@ -45,10 +50,14 @@ _HTTP = ("http", "https")
 class Retries:
     """How often a failed request is tried again: ``attempts`` in all (so
     ``attempts - 1`` retries), waiting ``first_delay`` seconds before the second, doubling
-    each time, each wait multiplied by a random factor in [0.5, 1.5)."""
+    each time, each wait multiplied by a random factor in [0.5, 1.5). An HTTP(S) request
+    that connects or receives nothing for ``stall_timeout`` seconds has failed (unless
+    the storage options set aiohttp's ``timeout``); on S3, botocore's ``read_timeout``
+    and ``connect_timeout`` (``config_kwargs``) say it."""
 
     attempts: int = 4
     first_delay: float = 0.05
+    stall_timeout: float = 60.0
 
     def delay(self, attempt: int) -> float:
         """Seconds to wait after failed attempt number ``attempt`` (0 for the first)."""
@@ -137,6 +146,41 @@ class PinnedObject:
         non-empty range, all sent at once, no coalescing. Raises as :meth:`read`."""
         return read_many([(self, start, end) for start, end in ranges])
 
+    def download(
+        self,
+        local_path: str,
+        chunk_size: int = 8 << 20,
+        parallel: int = 4,
+        stopped: Callable[[], bool] | None = None,
+    ) -> int:
+        """Write the pinned version to ``local_path`` (created or truncated), in ranges
+        of ``chunk_size`` bytes, ``parallel`` at a time (memory: their product), each sent
+        with ``If-Match``: the file holds exactly the version pinned, or this raises.
+        The caller names the file (a temporary name, renamed when this returns).
+        ``stopped`` is asked before each round of requests: True ends the download
+        there, the file incomplete.
+
+        Returns:
+            The object's size (the bytes written), or -1 when stopped.
+
+        Raises:
+            FileNotFoundBarecatError: there is no object at the URL.
+            RemoteStorageBarecatError: as :meth:`read`; the file is then incomplete.
+        """
+        size = self.size
+        spans = [(s, min(s + chunk_size, size)) for s in range(0, size, chunk_size)]
+        fd = os.open(local_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+        try:
+            for i in range(0, len(spans), max(parallel, 1)):
+                if stopped is not None and stopped():
+                    return -1
+                window = spans[i : i + max(parallel, 1)]
+                for (start, _), data in zip(window, self.read_ranges(window), strict=True):
+                    os.pwrite(fd, data, start)
+        finally:
+            os.close(fd)
+        return size
+
     # --- inside read_many ----------------------------------------------------------------
 
     def _accept(self, pin: Pin) -> Pin:
@@ -183,14 +227,19 @@ class PinnedObject:
                 await asyncio.sleep(self.retries.delay(attempt - 1))
             expected = self._pin
             try:
-                reply = await get(fs, self.url, start, end, expected)
+                reply = await get(fs, self.url, start, end, expected, self.retries.stall_timeout)
             except TransientError as e:
                 self.store._count(1, 0, rounds=0)
                 failure = e
                 continue
-            except BaseException:
+            except BarecatError:
                 self.store._count(1, 0, rounds=0)
                 raise
+            except Exception as e:  # the client refused (no credentials, a bad name...)
+                self.store._count(1, 0, rounds=0)
+                raise RemoteStorageBarecatError(
+                    f"Could not read {self.url}: {type(e).__name__}: {e}"
+                ) from e
             self.store._count(reply.requests, len(reply.data), rounds=0)
             self._accept(reply.pin)
             return reply.data

@@ -95,7 +95,7 @@ def _ranged_size(
             f"({content_range!r})"
         )
     first, last, size = (int(g) for g in m.groups())
-    if first != start or last != min(end, size) - 1:
+    if first != start or last != min(end, size) - 1 or last < first:
         raise RemoteStorageBarecatError(
             f"{url}: asked for bytes {start}-{end - 1}, the server answered {first}-{last}/{size}"
         )
@@ -127,11 +127,14 @@ def _status_failure(url: str, status: int, reason: str) -> Exception:
 # --- S3 -------------------------------------------------------------------------------------
 
 
-async def s3_get(fs: Any, url: str, start: int, end: int, expected: Pin | None) -> Reply:
+async def s3_get(
+    fs: Any, url: str, start: int, end: int, expected: Pin | None, stall: float
+) -> Reply:
     """GET bytes ``[start, end)`` (``end > start``) of the S3 object ``url`` through the
     s3fs filesystem ``fs`` (its credentials, endpoint, ``requester_pays`` and SSE-C
     settings), sending ``If-Match`` when ``expected`` has an ETag. Runs on ``fs.loop``.
-    botocore's own retries (``config_kwargs``) happen inside this one call."""
+    botocore's own retries and timeouts (``config_kwargs``: ``retries``,
+    ``read_timeout``) apply inside this one call, so ``stall`` is not used."""
     boto = _botocore()
     bucket, key, version_id = fs.split_path(url)
     params: dict[str, Any] = {"Bucket": bucket, "Key": key, "Range": f"bytes={start}-{end - 1}"}
@@ -212,15 +215,20 @@ def _s3_transient_errors() -> tuple[type[BaseException], ...]:
 # --- HTTP(S) --------------------------------------------------------------------------------
 
 
-async def http_get(fs: Any, url: str, start: int, end: int, expected: Pin | None) -> Reply:
+async def http_get(
+    fs: Any, url: str, start: int, end: int, expected: Pin | None, stall: float
+) -> Reply:
     """GET bytes ``[start, end)`` (``end > start``) of ``url`` through fsspec's
     HTTPFileSystem ``fs`` (its aiohttp session: ``client_kwargs``; its request options:
     ``headers`` and the like), sending ``If-Match`` when ``expected`` has a strong ETag.
     A body the server would not send as asked (ignored ``Range``) is never read: the
-    connection is closed. Runs on ``fs.loop``."""
+    connection is closed. Unless the storage options set a ``timeout``, connecting or
+    receiving nothing for ``stall`` seconds fails the request. Runs on ``fs.loop``."""
     import aiohttp
 
     options = dict(fs.kwargs)
+    if "timeout" not in options and "timeout" not in fs.client_kwargs:
+        options["timeout"] = aiohttp.ClientTimeout(total=None, sock_connect=stall, sock_read=stall)
     headers = dict(options.pop("headers", None) or {})
     headers.update({"Range": f"bytes={start}-{end - 1}", "Accept-Encoding": "identity"})
     if expected is not None and expected.etag:
