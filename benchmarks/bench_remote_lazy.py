@@ -20,6 +20,14 @@ directory:
 4. ``listdir`` of one directory and a ``glob`` selecting one other directory, on the same
    open archive, in directories the reads above did not touch: requests, bytes.
 
+The reader's storage options are s3fs's defaults unless ``--max-connections`` says
+otherwise: botocore keeps at most 10 connections, so at most 10 requests are in flight
+at once and a batch of 256 ranged reads takes at least 26 round trips. Every open uses
+the S3 client fsspec keeps for these options (made by a warm-up that opens a small
+archive once in each mode), as a process's second open would; what a new client costs
+before its first request (botocore's setup) is measured apart (``--cold-client``: a new
+one for every open).
+
 The peers' other way: every file as an S3 object, listed with ListObjectsV2 (1,000 keys a
 page, one page after another): ``--list-keys`` (100,000) empty objects are listed through
 the proxy and the time per page is extrapolated to N keys (stated as such).
@@ -29,7 +37,7 @@ Until ``barecat publish`` and ``remote_mode=`` exist, the lazy rows say so and a
 out.
 
     python benchmarks/bench_remote_lazy.py [--files 1000000,10000000] [--work DIR]
-        [--delay 0.020] [--json PATH] [--modes download,lazy]
+        [--delay 0.020] [--json PATH] [--modes download,lazy] [--max-connections 256]
 """
 
 from __future__ import annotations
@@ -39,6 +47,7 @@ import json
 import os
 import platform
 import random
+import shutil
 import statistics
 import subprocess
 import sys
@@ -58,6 +67,7 @@ from helpers.s3 import S3Server, upload  # noqa: E402
 from slow_proxy import Request, SlowProxy, waves  # noqa: E402
 
 PER_DIR = 1000
+WARM_UP_FILES = 1000
 _BLOB = random.Random(0).randbytes(2048)
 
 
@@ -79,7 +89,8 @@ def build(archive: str, n: int) -> float:
 
 
 def publish(archive: str) -> tuple[float | None, str]:
-    """``barecat publish ARCHIVE``: (seconds, "") or (None, why it was not published)."""
+    """``barecat publish ARCHIVE``: (seconds, what it printed) or (None, why it was not
+    published)."""
     start = time.perf_counter()
     env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
     done = subprocess.run(
@@ -91,7 +102,7 @@ def publish(archive: str) -> tuple[float | None, str]:
     if done.returncode != 0:
         lines = (done.stderr or done.stdout).strip().splitlines() or ["no message"]
         return None, f"barecat publish failed (exit {done.returncode}): {lines[-1]}"
-    return time.perf_counter() - start, ""
+    return time.perf_counter() - start, done.stdout.strip()
 
 
 def prepared(work: Path, n: int) -> dict[str, Any]:
@@ -108,7 +119,10 @@ def prepared(work: Path, n: int) -> dict[str, Any]:
         info = {"archive": archive, "build_s": build(archive, n), "reused": False}
         stamp.write_text(json.dumps(info))
     if info.get("publish_s") is None:
-        info["publish_s"], info["unpublished"] = publish(archive)
+        print(f"publishing {archive}", flush=True)
+        info["publish_s"], said = publish(archive)
+        info.pop("unpublished", None)
+        info["publish_said" if info["publish_s"] else "unpublished"] = said
         stamp.write_text(json.dumps(info))
     sizes = {p.name: p.stat().st_size for p in folder.iterdir() if p.name.startswith("data.")}
     info["index_bytes"] = sizes.get("data.barecat", 0)
@@ -204,6 +218,7 @@ def measure_mode(
         result["glob"] = {**tally.done(), "entries": len(globbed)}
     finally:
         bc.close()
+        shutil.rmtree(cache, ignore_errors=True)
     result["wrong_bytes"] = wrong
     return result
 
@@ -260,6 +275,19 @@ def main() -> int:
     parser.add_argument("--further", type=int, default=100)
     parser.add_argument("--batch", type=int, default=256)
     parser.add_argument("--list-keys", type=int, default=5000)
+    parser.add_argument(
+        "--max-connections",
+        type=int,
+        default=0,
+        help="the reader's S3 connection pool (botocore's max_pool_connections; 0: its "
+        "default, 10, which caps the requests in flight at once)",
+    )
+    parser.add_argument(
+        "--cold-client",
+        action="store_true",
+        help="a new S3 client for every open (default: fsspec's cached one, made by the "
+        "warm-up; the cost of a new one is measured apart)",
+    )
     parser.add_argument("--json", help="also write the figures here")
     args = parser.parse_args()
     os.makedirs(args.work, exist_ok=True)
@@ -275,7 +303,14 @@ def main() -> int:
     try:
         with SlowProxy("127.0.0.1", server.port, delay=args.delay) as proxy:
             options = {**server.options(), "endpoint_url": proxy.endpoint}
-            options["skip_instance_cache"] = True
+            options["skip_instance_cache"] = args.cold_client
+            if args.max_connections:
+                pool = {"max_pool_connections": args.max_connections}
+                options["config_kwargs"] = {**options["config_kwargs"], **pool}
+            report["reader_options"] = {
+                k: v for k, v in options.items() if k not in ("key", "secret")
+            }
+            warm_up(server, proxy, options, args)
             for n in sizes:
                 report["sizes"].append(measure_size(n, server, proxy, options, args))
                 print_size(report["sizes"][-1], args.delay)
@@ -289,10 +324,9 @@ def main() -> int:
     return 0
 
 
-def measure_size(
-    n: int, server: S3Server, proxy: SlowProxy, options: dict[str, Any], args: Any
-) -> dict[str, Any]:
-    """Build or reuse, publish, upload and measure each mode for one size."""
+def staged(n: int, server: S3Server, args: Any) -> tuple[dict[str, Any], str]:
+    """The archive of ``n`` files built, published and put on the store (straight to the
+    server, not through the proxy): what :func:`prepared` says, and its URL."""
     import s3fs
 
     info = prepared(Path(args.work), n)
@@ -302,19 +336,76 @@ def measure_size(
     start = time.perf_counter()
     upload(direct, info["archive"], f"{bucket}/data.barecat")
     info["upload_s"] = time.perf_counter() - start
-    url = f"s3://{bucket}/data.barecat"
+    return info, f"s3://{bucket}/data.barecat"
+
+
+def unstaged(url: str, server: S3Server) -> None:
+    import s3fs
+
+    direct = s3fs.S3FileSystem(**server.options(), skip_instance_cache=True)
+    direct.rm(url.split("/")[2], recursive=True)
+
+
+def why_not(mode: str, info: dict[str, Any], error: TypeError | None = None) -> str | None:
+    """Why ``mode`` cannot be measured (no ``barecat publish``, no ``remote_mode``)."""
+    if error is not None:
+        if "remote_mode" not in str(error):
+            raise error
+        return f"Barecat has no remote_mode yet ({error})"
+    if mode != "download" and info.get("publish_s") is None:
+        return str(info["unpublished"])
+    return None
+
+
+def warm_up(server: S3Server, proxy: SlowProxy, options: dict[str, Any], args: Any) -> None:
+    """Open a small archive once in each mode, so that what a process does once (imports,
+    first clients) is not counted in the first mode measured."""
+    info, url = staged(WARM_UP_FILES, server, args)
+    for mode in args.modes.split(","):
+        if why_not(mode, info) is None:
+            cache = tempfile.mkdtemp(prefix="warm-up-", dir=args.work)
+            try:
+                with open_archive(url, mode, options, cache) as bc:
+                    bc[path_of(0)]
+            except TypeError as e:
+                why_not(mode, info, e)
+            finally:
+                shutil.rmtree(cache, ignore_errors=True)
+    unstaged(url, server)
+
+
+def measure_floor(url: str, options: dict[str, Any], proxy: SlowProxy) -> dict[str, Any]:
+    """One request (HEAD of the index) with a client that made one before, and the first
+    request of a new client (what making an S3 client costs a process)."""
+    import s3fs
+
+    tally = Tally(proxy)
+    client = s3fs.S3FileSystem(**{**options, "skip_instance_cache": True})
+    client.info(url)
+    floor = {"new_client": tally.done()}
+    tally = Tally(proxy)
+    client.info(url)
+    floor["client"] = tally.done()
+    return floor
+
+
+def measure_size(
+    n: int, server: S3Server, proxy: SlowProxy, options: dict[str, Any], args: Any
+) -> dict[str, Any]:
+    """Build or reuse, publish, upload and measure each mode for one size."""
+    info, url = staged(n, server, args)
+    info["floor"] = measure_floor(url, options, proxy)
     info["modes"] = {}
     for mode in args.modes.split(","):
-        if mode != "download" and info.get("publish_s") is None:
-            info["modes"][mode] = {"unavailable": info["unpublished"]}
-            continue
+        why = why_not(mode, info)
         try:
-            info["modes"][mode] = measure_mode(url, mode, n, options, proxy, args)
+            if why is None:
+                info["modes"][mode] = measure_mode(url, mode, n, options, proxy, args)
         except TypeError as e:
-            if "remote_mode" not in str(e):
-                raise
-            info["modes"][mode] = {"unavailable": f"Barecat has no remote_mode yet ({e})"}
-    direct.rm(bucket, recursive=True)
+            why = why_not(mode, info, e)
+        if why is not None:
+            info["modes"][mode] = {"unavailable": why}
+    unstaged(url, server)
     return info
 
 
@@ -355,6 +446,11 @@ def print_size(info: dict[str, Any], delay: float) -> None:
     )
     for row in _rows(info):
         print(row)
+    floor = info["floor"]
+    print(
+        f"  one request (HEAD): {floor['client']['seconds']:.3f} s; the first of a new S3"
+        f" client: {floor['new_client']['seconds']:.3f} s"
+    )
     modes = info["modes"]
     if "first" in modes.get("download", {}) and "first" in modes.get("lazy", {}):
         ratio = modes["download"]["first"]["seconds"] / modes["lazy"]["first"]["seconds"]
