@@ -276,12 +276,18 @@ def measure_listing(server: S3Server, proxy: SlowProxy, keys: int) -> dict[str, 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--files", default="1000000,10000000", help="sizes N, comma-separated")
-    parser.add_argument("--work", default=os.path.join(tempfile.gettempdir(), "bench-remote-lazy"))
+    parser.add_argument(
+        "--work",
+        default=os.path.join(tempfile.gettempdir(), "bench-remote-lazy"),
+        help="where built archives are kept and reused (default: %(default)s)",
+    )
     parser.add_argument("--delay", type=float, default=0.020, help="seconds added per request")
-    parser.add_argument("--modes", default="download,lazy")
-    parser.add_argument("--further", type=int, default=100)
-    parser.add_argument("--batch", type=int, default=256)
-    parser.add_argument("--list-keys", type=int, default=5000)
+    parser.add_argument("--modes", default="download,lazy", help="reader modes, in order")
+    parser.add_argument("--further", type=int, default=100, help="random files read one by one")
+    parser.add_argument("--batch", type=int, default=256, help="files of the get_many")
+    parser.add_argument(
+        "--list-keys", type=int, default=5000, help="S3 objects listed for the peers' way (0: none)"
+    )
     parser.add_argument(
         "--max-connections",
         type=int,
