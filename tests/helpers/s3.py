@@ -21,9 +21,11 @@ def free_port() -> int:
 
 
 class S3Server:
-    """moto's S3 server as its own process; ``stop`` and ``start`` to test outages."""
+    """moto's S3 server as its own process; ``stop`` and ``start`` to test outages.
+    ``command`` replaces the program (its arguments ``-H 127.0.0.1 -p PORT`` follow)."""
 
-    def __init__(self) -> None:
+    def __init__(self, command: list[str] | None = None) -> None:
+        self.command = command
         self.port = free_port()
         self.endpoint = f"http://127.0.0.1:{self.port}"
         self.process: subprocess.Popen[bytes] | None = None
@@ -31,6 +33,7 @@ class S3Server:
     def start(self) -> None:
         exe = Path(sys.executable).with_name("moto_server")
         command = [str(exe)] if exe.exists() else [sys.executable, "-m", "moto.server"]
+        command = self.command or command
         self.process = subprocess.Popen(
             [*command, "-H", "127.0.0.1", "-p", str(self.port)],
             stdout=subprocess.DEVNULL,
