@@ -25,7 +25,13 @@ from barecat.exceptions import (
     ReadOnlyBarecatError,
     SchemaVersionBarecatError,
 )
-from barecat.index.connection import is_busy, select, sqlite_uri
+from barecat.index.connection import (
+    is_busy,
+    roll_back_crashed_transaction,
+    select,
+    sqlite_uri,
+)
+from barecat.index.errors import FAULTS, raise_index_error
 from barecat.index.schema import (
     SCHEMA_VERSION_MAJOR,
     SCHEMA_VERSION_MINOR,
@@ -61,19 +67,23 @@ class IndexLayout:
 
 
 def read_layout(path: str) -> IndexLayout:
-    """The layout of the index at ``path``, which must be a plain schema-0.3 index.
+    """The layout of the index at ``path``, which must be a plain schema-0.3 index; a
+    crashed writer's hot journal is rolled back first.
 
     Raises:
-        SchemaVersionBarecatError: an encrypted archive (publishing would give remote
-            readers addresses its index digest does not vouch for) or an older schema
-            (``barecat upgrade`` first).
+        SchemaVersionBarecatError: a sealed archive (for an encrypted one, publishing
+            would give remote readers addresses its index digest does not vouch for;
+            compressed-only ones are refused too, until remote readers unseal) or an
+            older schema (``barecat upgrade`` first).
     """
+    roll_back_crashed_transaction(path)  # (a read-only connection cannot)
     with plain_connection(path, "ro") as conn:
         version = read_version(conn, path)
         if version[0] == SEALED_SCHEMA_VERSION_MAJOR:
             raise SchemaVersionBarecatError(
-                f"{path} is an encrypted archive: publishing it is not supported (a "
-                "sidecar would answer lookups that its index digest does not vouch for)"
+                f"{path} is a sealed archive (schema {version[0]}.{version[1]}: compressed "
+                "and/or encrypted): publishing it is not supported yet (a sidecar would "
+                "answer lookups that an encrypted archive's index digest does not vouch for)"
             )
         if version != (SCHEMA_VERSION_MAJOR, SCHEMA_VERSION_MINOR):
             raise SchemaVersionBarecatError(
@@ -140,13 +150,16 @@ def census(conn: sqlite3.Connection) -> tuple[tuple[int, ...], str]:
 def plain_connection(path: str, mode: str) -> Iterator[sqlite3.Connection]:
     """A connection to the index at ``path`` (``mode`` ro or rw) outside any transaction,
     with none of barecat's pragmas or triggers, reading paths as the lookup table and the
-    sidecar encode them (undecodable bytes kept by ``surrogateescape``)."""
+    sidecar encode them (undecodable bytes kept by ``surrogateescape``). SQLite's errors
+    in the block are raised as barecat's, naming the index (``errors.py``)."""
     conn = sqlite3.connect(
         sqlite_uri(path, mode), uri=True, timeout=_BUSY_TIMEOUT, isolation_level=None
     )
     conn.text_factory = _text
     try:
         yield conn
+    except FAULTS as e:
+        raise_index_error(path, e)
     finally:
         conn.close()
 

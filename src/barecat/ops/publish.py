@@ -68,7 +68,7 @@ def publish(path: str | os.PathLike[str]) -> PublishSummary:
         InvalidPathBarecatError: ``path`` is a URL: publish before uploading.
         FileNotFoundBarecatError: no archive at ``path``.
         ArchiveLockedBarecatError: a writer has it open.
-        SchemaVersionBarecatError: an encrypted archive, or an older schema.
+        SchemaVersionBarecatError: a sealed archive, or an older schema.
         DamagedIndexBarecatError: a file row no sidecar can hold.
         BarecatIntegrityError: the sidecar built disagrees with the index (never seen).
     """
