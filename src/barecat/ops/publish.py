@@ -87,37 +87,25 @@ def publish(path: str | os.PathLike[str]) -> PublishSummary:
         layout = read_layout(index)
         size_before = os.path.getsize(index)
         kept = _checked(index, sidecar) if layout.published and is_fresh(index, sidecar) else None
-        if kept is not None:
-            return PublishSummary(
-                index_path=index,
-                sidecar_path=sidecar,
-                already_published=True,
-                rewritten=False,
-                layout_before=layout,
-                index_size_before=size_before,
-                index_size=size_before,
-                sidecar=None,
-                sidecar_size=os.path.getsize(sidecar),
-                files_checked=kept,
-                seconds=time.monotonic() - started,
-            )
-        if not layout.published:
-            rewrite(index)
-        built = build_sidecar(index, sidecar)
-        checked = check_sidecar(index, sidecar)
-    return PublishSummary(
-        index_path=index,
-        sidecar_path=sidecar,
-        already_published=False,
-        rewritten=not layout.published,
-        layout_before=layout,
-        index_size_before=size_before,
-        index_size=built.index_size,
-        sidecar=built,
-        sidecar_size=built.total_bytes,
-        files_checked=checked,
-        seconds=time.monotonic() - started,
-    )
+        built = None
+        if kept is None:
+            if not layout.published:
+                rewrite(index)
+            built = build_sidecar(index, sidecar)
+        checked = kept if kept is not None else check_sidecar(index, sidecar)
+        return PublishSummary(
+            index_path=index,
+            sidecar_path=sidecar,
+            already_published=built is None,
+            rewritten=not layout.published,
+            layout_before=layout,
+            index_size_before=size_before,
+            index_size=os.path.getsize(index),
+            sidecar=built,
+            sidecar_size=os.path.getsize(sidecar),
+            files_checked=checked,
+            seconds=time.monotonic() - started,
+        )
 
 
 def _checked(index: str, sidecar: str) -> int | None:
