@@ -19,13 +19,15 @@ from barecat.exceptions import (
     ArchiveLockedBarecatError,
     FileNotFoundBarecatError,
     InvalidPathBarecatError,
+    NotEnoughSpaceBarecatError,
     SchemaVersionBarecatError,
 )
-from barecat.index.publishing import census, plain_connection, read_layout
+from barecat.index.publishing import census, plain_connection, read_layout, rewrite
 from barecat.index.sidecar import is_fresh, read_head
 from barecat.layout import remove_archive, sidecar_path
 from barecat.ops.publish import publish
 from helpers import PASSPHRASE, Run
+from helpers.disks import fill, small_tmpfs
 from helpers.reference import reference_env, reference_python
 
 ALL = {f"dir{i % 9}/sub{i % 4}/f{i}.txt": b"%d " % i * (i % 40) for i in range(1500)}
@@ -218,3 +220,27 @@ def test_a_damaged_index_is_a_barecat_error_naming_it(archive: str, tmp_path: Pa
     Path(archive).write_bytes(data)
     with pytest.raises(barecat.BarecatError, match=re.escape(archive)):
         publish(archive)
+
+
+def test_a_full_disk_leaves_the_archive_as_it_was(tmp_path: Path) -> None:
+    """Out of space in the VACUUM's journal or in the sidecar, publish fails naming the
+    full disk; the index keeps its rows (and its layout when VACUUM failed), no sidecar or
+    temporary file is left, and once there is room it publishes."""
+    with small_tmpfs(tmp_path, "8m") as disk:
+        path = str(disk / "photos.barecat")
+        with barecat.Barecat(path, readonly=False) as bc:
+            bc.add_many(ALL.items())
+        before = rows(path)
+        filler = fill(disk)
+        with pytest.raises(NotEnoughSpaceBarecatError, match=r"[Dd]isk full"):
+            publish(path)
+        assert rows(path) == before and read_layout(path).page_size == 4096
+        filler.unlink()
+        rewrite(path)  # the index in the published layout: only the sidecar is left to write
+        filler = fill(disk)
+        with pytest.raises(NotEnoughSpaceBarecatError, match=r"while writing .*-sidecar"):
+            publish(path)
+        assert rows(path) == before
+        assert not [name for name in os.listdir(disk) if "sidecar" in name]
+        filler.unlink()
+        assert publish(path).files_checked == len(ALL)

@@ -15,6 +15,7 @@ into place. Imports ``index.connection``, ``index.publishing``, ``index.sidecar_
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import random
 import sqlite3
@@ -26,7 +27,12 @@ from dataclasses import dataclass
 from typing import BinaryIO
 
 from barecat.checksum import crc32c
-from barecat.exceptions import BarecatError, BarecatIntegrityError, DamagedIndexBarecatError
+from barecat.exceptions import (
+    BarecatError,
+    BarecatIntegrityError,
+    DamagedIndexBarecatError,
+    NotEnoughSpaceBarecatError,
+)
 from barecat.index.connection import roll_back_crashed_transaction, select
 from barecat.index.publishing import plain_connection
 from barecat.index.sidecar_format import (
@@ -123,6 +129,8 @@ def build_sidecar(index_path: str, sidecar_path: str) -> SidecarSummary:
 
     Raises:
         BarecatError: the index is in WAL mode.
+        NotEnoughSpaceBarecatError: the disk filled up (no sidecar is left, nor a
+            temporary file).
         DamagedIndexBarecatError: a file row no sidecar can hold (not a path, a negative
             or non-integer place, a CRC32C out of range, a NUL byte in its path).
     """
@@ -132,9 +140,11 @@ def build_sidecar(index_path: str, sidecar_path: str) -> SidecarSummary:
         with _reading(index_path) as (conn, fd):
             summary = _write(conn, fd, index_path, temp, sidecar_path)
         os.replace(temp, sidecar_path)
-    except BaseException:
+    except BaseException as e:
         with contextlib.suppress(FileNotFoundError):
             os.remove(temp)
+        if isinstance(e, OSError) and e.errno == errno.ENOSPC:
+            raise NotEnoughSpaceBarecatError(f"Disk full while writing {sidecar_path}") from e
         raise
     _sync_folder(sidecar_path)
     return summary
