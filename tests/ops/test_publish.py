@@ -28,6 +28,7 @@ from barecat.layout import remove_archive, sidecar_path
 from barecat.ops.publish import publish
 from helpers import PASSPHRASE, Run
 from helpers.disks import fill, small_tmpfs
+from helpers.killing import appeared, barecat_with, contents, grown, hidden_leftovers, kill_at
 from helpers.reference import reference_env, reference_python
 
 ALL = {f"dir{i % 9}/sub{i % 4}/f{i}.txt": b"%d " % i * (i % 40) for i in range(1500)}
@@ -244,3 +245,33 @@ def test_a_full_disk_leaves_the_archive_as_it_was(tmp_path: Path) -> None:
         assert not [name for name in os.listdir(disk) if "sidecar" in name]
         filler.unlink()
         assert publish(path).files_checked == len(ALL)
+
+
+MANY = {f"d{i % 50}/f{i:06d}": b"%d" % i for i in range(30_000)}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("moment", ["vacuum", "sidecar-written", "sidecar-checked"])
+def test_a_publish_killed_at_any_moment_loses_nothing(tmp_path: Path, moment: str) -> None:
+    """SIGKILLed while VACUUM writes its journal, while the sidecar is written under its
+    temporary name, or while it is checked after its rename: the archive reads every file
+    as before, and the next publish finishes the work and leaves no temporary file."""
+    path = str(tmp_path / "big.barecat")
+    with barecat.Barecat(path, readonly=False) as bc:
+        bc.add_many(MANY.items())
+    before = rows(path)
+    sidecar = sidecar_path(path)
+    states = {
+        "vacuum": grown(path + "-journal", 1),
+        "sidecar-written": appeared(
+            lambda child: f"{tmp_path}/.big.barecat-sidecar.partial-{child.pid}"
+        ),
+        "sidecar-checked": appeared(sidecar),
+    }
+    killed = kill_at([*barecat_with(""), "publish", path], states[moment])
+    assert killed.cut_short, "the publish ended before the moment to kill it"
+    assert contents(path) == MANY and rows(path) == before
+    summary = publish(path)
+    assert summary.files_checked == len(MANY) and is_fresh(path, sidecar)
+    assert hidden_leftovers(str(tmp_path)) == []
+    assert contents(path) == MANY
