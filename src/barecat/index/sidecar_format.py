@@ -57,8 +57,9 @@ from barecat.exceptions import BarecatIntegrityError
 MAGIC = b"BCSIDECR"
 VERSION = 1
 HEAD_GUESS = 256 << 10
-"""A reader's first request for a sidecar is ``[0, HEAD_GUESS)``: the whole head of any
-archive up to tens of millions of files (the rest, if any, in a second request)."""
+"""A reader's first request for a sidecar is ``[0, HEAD_GUESS)``: the whole head of an
+archive of up to about 1 GiB of rows (some 15 million files; ``sidecar.py`` keeps the
+directory at 2**14 buckets until then), the rest of a larger head in a second request."""
 INDEX_HEADER_SIZE = 100
 """SQLite's database header: the bytes of the index a sidecar records and compares."""
 FIXED_HEADER = struct.Struct("<8sIIQQIIQQQQQQQQI4x100s4x")
