@@ -66,7 +66,8 @@ _EAGER_TABLES = ("config", "sqlite_stat1")
 _SCHEMA_NAMES = ("sqlite_schema", "sqlite_master")
 _KEY_FUNCTION = "barecat_sidecar_key"
 _ROWS = (
-    f"SELECT {_KEY_FUNCTION}(path) AS k, path, shard, offset, size, crc32c FROM files "
+    f"SELECT {_KEY_FUNCTION}(CAST(path AS BLOB)) AS k, path, shard, offset, size, crc32c "
+    "FROM files "
     "ORDER BY k, path"
 )
 _SAMPLED = 97  # the checker looks up every 97th path through SidecarHead.find
@@ -339,13 +340,12 @@ def _entry(
     )
 
 
-def _sort_key(path: object) -> int:
-    """The path's hash, as SQLite's signed 64-bit integer in the same order."""
-    if isinstance(path, str):
-        path = encode_path(path)
-    if not isinstance(path, bytes):
-        return 0  # (a damaged row: refused by _entry)
-    return path_hash(path) - (1 << 63)
+def _sort_key(key: object) -> int:
+    """The hash of a path's bytes (given as a blob: bytes that are not UTF-8 reach no
+    decoder), as SQLite's signed 64-bit integer in the same order."""
+    if not isinstance(key, bytes):
+        return 0  # (a NULL path: refused by _entry)
+    return path_hash(key) - (1 << 63)
 
 
 def _sync_folder(path: str) -> None:
