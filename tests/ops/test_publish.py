@@ -275,3 +275,32 @@ def test_a_publish_killed_at_any_moment_loses_nothing(tmp_path: Path, moment: st
     assert summary.files_checked == len(MANY) and is_fresh(path, sidecar)
     assert hidden_leftovers(str(tmp_path)) == []
     assert contents(path) == MANY
+
+
+def test_no_other_program_writes_between_the_counts_and_vacuum(
+    archive: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another program's commit (barecat 0.3.1 takes no barecat lock) waits for the
+    rewrite: its write, tried as the rows are first counted, finds the index locked."""
+    from barecat.index import publishing
+
+    tried: list[str] = []
+    real_census = publishing.census
+
+    def census_meanwhile_written(conn: sqlite3.Connection) -> tuple[tuple[int, ...], str]:
+        if not tried:
+            other = sqlite3.connect(archive, timeout=0)
+            try:
+                other.execute("DELETE FROM files WHERE path = 'dir1/sub1/f1.txt'")
+                other.commit()
+                tried.append("written")
+            except sqlite3.OperationalError as e:
+                tried.append(str(e))
+            finally:
+                other.close()
+        return real_census(conn)
+
+    monkeypatch.setattr(publishing, "census", census_meanwhile_written)
+    before = rows(archive)
+    rewrite(archive)
+    assert tried == ["database is locked"] and rows(archive) == before

@@ -101,7 +101,9 @@ def read_layout(path: str) -> IndexLayout:
 def rewrite(path: str) -> None:
     """Give the index at ``path`` the published layout: checkpoint a WAL, switch to a
     rollback journal, 64 KiB pages, ``VACUUM``; then check that every row is there as
-    before (counts of each table and a digest of every row, in path order).
+    before (counts of each table and a digest of every row, in path order). SQLite's
+    exclusive lock is held from before the first count to after the last, so no other
+    program reads or writes the index meanwhile.
 
     Raises:
         ReadOnlyBarecatError: the index cannot be written.
@@ -113,6 +115,11 @@ def rewrite(path: str) -> None:
         try:
             select(conn, "PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
             select(conn, "PRAGMA journal_mode = DELETE").fetchall()
+            # SQLite's EXCLUSIVE lock, taken now and kept until the connection closes:
+            # no other program (barecat 0.3.1) commits between the census and VACUUM
+            select(conn, "PRAGMA locking_mode = EXCLUSIVE").fetchall()
+            conn.execute("BEGIN EXCLUSIVE")
+            conn.execute("COMMIT")
             before = census(conn)
             conn.execute(f"PRAGMA page_size = {PUBLISHED_PAGE_SIZE}")
             conn.execute("VACUUM")
