@@ -304,3 +304,30 @@ def test_no_other_program_writes_between_the_counts_and_vacuum(
     before = rows(archive)
     rewrite(archive)
     assert tried == ["database is locked"] and rows(archive) == before
+
+
+def test_no_other_program_commits_between_the_build_and_its_check(
+    archive: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A commit tried between the sidecar's build and its check (barecat 0.3.1 takes no
+    barecat lock) finds the index locked, so the check sees the state built from."""
+    from barecat.ops import publish as publishing_op
+
+    tried: list[str] = []
+    real_check = publishing_op.check_sidecar
+
+    def check_meanwhile_written(index: str, sidecar: str) -> int:
+        other = sqlite3.connect(archive, timeout=0)
+        try:
+            other.execute("DELETE FROM files WHERE path = 'dir1/sub1/f1.txt'")
+            other.commit()
+            tried.append("written")
+        except sqlite3.OperationalError as e:
+            tried.append(str(e))
+        finally:
+            other.close()
+        return real_check(index, sidecar)
+
+    monkeypatch.setattr(publishing_op, "check_sidecar", check_meanwhile_written)
+    assert publish(archive).files_checked == len(FILES)
+    assert tried == ["database is locked"] and is_fresh(archive, sidecar_path(archive))

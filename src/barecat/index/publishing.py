@@ -139,6 +139,19 @@ def rewrite(path: str) -> None:
         )
 
 
+@contextlib.contextmanager
+def commits_held_off(path: str) -> Iterator[None]:
+    """Hold a read transaction on the index at ``path`` for the block: SQLite's SHARED
+    lock, which lets other readers in but no other program's commit (barecat 0.3.1's
+    writers wait, or fail as busy), so what is built from the index in the block and
+    checked against it later in the block sees one state of it."""
+    with plain_connection(path, "ro") as conn:
+        conn.execute("BEGIN")
+        select(conn, "SELECT count(*) FROM sqlite_master").fetchone()  # takes SHARED
+        yield
+        conn.execute("COMMIT")
+
+
 def census(conn: sqlite3.Connection) -> tuple[tuple[int, ...], str]:
     """Row counts of the index's tables and a SHA-256 of all their rows in key order."""
     digest = hashlib.sha256()

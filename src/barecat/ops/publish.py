@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from barecat.exceptions import BarecatIntegrityError, InvalidPathBarecatError
 from barecat.index.connection import writers_locked_out
-from barecat.index.publishing import IndexLayout, read_layout, rewrite
+from barecat.index.publishing import IndexLayout, commits_held_off, read_layout, rewrite
 from barecat.index.sidecar import (
     SidecarSummary,
     build_sidecar,
@@ -91,8 +91,9 @@ def publish(path: str | os.PathLike[str]) -> PublishSummary:
         if kept is None:
             if not layout.published:
                 rewrite(index)
-            built = build_sidecar(index, sidecar)
-        checked = kept if kept is not None else check_sidecar(index, sidecar)
+            with commits_held_off(index):  # (the check must see the state built from)
+                built = build_sidecar(index, sidecar)
+                kept = check_sidecar(index, sidecar)
         return PublishSummary(
             index_path=index,
             sidecar_path=sidecar,
@@ -103,7 +104,7 @@ def publish(path: str | os.PathLike[str]) -> PublishSummary:
             index_size=os.path.getsize(index),
             sidecar=built,
             sidecar_size=os.path.getsize(sidecar),
-            files_checked=checked,
+            files_checked=kept,
             seconds=time.monotonic() - started,
         )
 
