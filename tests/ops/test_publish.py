@@ -331,3 +331,19 @@ def test_no_other_program_commits_between_the_build_and_its_check(
     monkeypatch.setattr(publishing_op, "check_sidecar", check_meanwhile_written)
     assert publish(archive).files_checked == len(FILES)
     assert tried == ["database is locked"] and is_fresh(archive, sidecar_path(archive))
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        "UPDATE files SET mode = 1 WHERE path = 'dir1/sub1/f1.txt'",
+        "UPDATE files SET path = 'dir1/sub1/f1.txT' WHERE path = 'dir1/sub1/f1.txt'",
+        "UPDATE dirs SET num_files = num_files + 1 WHERE path = 'dir1'",
+        "UPDATE config SET value_int = 7 WHERE key = 'use_triggers'",
+    ],
+)
+def test_the_row_check_sees_any_changed_value(archive: str, change: str) -> None:
+    before = rows(archive)
+    with sqlite3.connect(archive) as conn:
+        conn.execute(change)
+    assert rows(archive) != before and rows(archive)[0] == before[0]

@@ -43,6 +43,8 @@ PUBLISHED_PAGE_SIZE = 65536
 """The page size of a published index."""
 _BUSY_TIMEOUT = 5.0
 _TABLES = ("files", "dirs", "config")
+_COLUMNS = "SELECT * FROM pragma_table_xinfo(?)"
+"""A table's columns; ``hidden`` is not 0 for a generated one (``parent``: not stored)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,16 +155,26 @@ def commits_held_off(path: str) -> Iterator[None]:
 
 
 def census(conn: sqlite3.Connection) -> tuple[tuple[int, ...], str]:
-    """Row counts of the index's tables and a SHA-256 of all their rows in key order."""
+    """Row counts of the index's tables and a SHA-256 of all their rows (their stored
+    columns, text as its bytes) in key order."""
     digest = hashlib.sha256()
     counts = []
-    for table, key in zip(_TABLES, ("path", "path", "key"), strict=True):
-        n = 0
-        rows = select(conn, f"SELECT * FROM {table} ORDER BY {key}")
-        while batch := rows.fetchmany(8192):  # (repr of a batch: one call, not one a row)
-            digest.update(repr(batch).encode("utf-8", "surrogateescape"))
-            n += len(batch)
-        counts.append(n)
+    stored = {
+        table: [c for _, c, _, _, _, _, hidden in select(conn, _COLUMNS, (table,)) if not hidden]
+        for table in _TABLES
+    }
+    factory, conn.text_factory = conn.text_factory, bytes  # (text as stored, no decoding)
+    try:
+        for table, key in zip(_TABLES, ("path", "path", "key"), strict=True):
+            columns = ", ".join(stored[table])
+            rows = select(conn, f"SELECT {columns} FROM {table} ORDER BY {key}")
+            n = 0
+            while batch := rows.fetchmany(8192):  # (repr of a batch: one call, not one a row)
+                digest.update(repr(batch).encode())
+                n += len(batch)
+            counts.append(n)
+    finally:
+        conn.text_factory = factory
     return tuple(counts), digest.hexdigest()
 
 

@@ -43,7 +43,6 @@ from barecat.index.sidecar_format import (
     SidecarHead,
     encode_bucket,
     encode_pages,
-    encode_path,
     pack_fixed_header,
     path_hash,
 )
@@ -65,10 +64,10 @@ _ENTRY_OVERHEAD = 14  # a NUL and the columns of a typical entry, for choosing k
 _EAGER_TABLES = ("config", "sqlite_stat1")
 _SCHEMA_NAMES = ("sqlite_schema", "sqlite_master")
 _KEY_FUNCTION = "barecat_sidecar_key"
-_ROWS = (
-    f"SELECT {_KEY_FUNCTION}(CAST(path AS BLOB)) AS k, path, shard, offset, size, crc32c "
-    "FROM files "
-    "ORDER BY k, path"
+_ROWS = (  # (a path as its bytes, as stored: no decoding and encoding again, row by row)
+    f"SELECT {_KEY_FUNCTION}(CAST(path AS BLOB)) AS k, "
+    "CASE WHEN typeof(path) = 'text' THEN CAST(path AS BLOB) END, shard, offset, size, crc32c "
+    "FROM files ORDER BY k, path"
 )
 _SAMPLED = 97  # the checker looks up every 97th path through SidecarHead.find
 Entry = tuple[bytes, int, int, int, int | None]
@@ -323,8 +322,8 @@ def _entry(
 ) -> Entry:
     """A file row as a bucket entry, or the error naming it when no sidecar can hold it."""
     if (
-        type(path) is str
-        and "\0" not in path
+        type(path) is bytes
+        and b"\0" not in path
         and type(shard) is int
         and type(offset) is int
         and type(size) is int
@@ -332,10 +331,11 @@ def _entry(
         and min(shard, offset, size) >= 0
         and (crc is None or 0 <= crc < 1 << 32)
     ):
-        return encode_path(path), shard, offset, size, crc
+        return path, shard, offset, size, crc
+    shown = path.decode("utf-8", "surrogateescape") if isinstance(path, bytes) else path
     raise DamagedIndexBarecatError(
         where,
-        f"file row {path!r} (shard {shard!r}, offset {offset!r}, size {size!r}, crc32c "
+        f"file row {shown!r} (shard {shard!r}, offset {offset!r}, size {size!r}, crc32c "
         f"{crc!r}) cannot be published; see 'barecat verify' and 'barecat repair'",
     )
 
