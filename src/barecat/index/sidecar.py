@@ -43,6 +43,7 @@ from barecat.index.sidecar_format import (
     SidecarHead,
     encode_bucket,
     encode_pages,
+    encode_path,
     pack_fixed_header,
     path_hash,
 )
@@ -69,7 +70,7 @@ _ROWS = (  # (a path as its bytes, as stored: no decoding and encoding again, ro
     "CASE WHEN typeof(path) = 'text' THEN CAST(path AS BLOB) END, shard, offset, size, crc32c "
     "FROM files ORDER BY k, path"
 )
-_SAMPLED = 97  # the checker looks up every 97th path through SidecarHead.find
+_SAMPLED = 97  # the checker looks up every 97th path (and one a bucket) through find
 Entry = tuple[bytes, int, int, int, int | None]
 __all__ = [
     "HEAD_GUESS",
@@ -403,7 +404,8 @@ def _check_rows(
             pending = next(rows, None)
         if [(key, tuple(address)) for key, address in stored.entries()] != expected:
             raise _disagrees(where, f"bucket {b} does not hold the index's rows that hash to it")
-        for key, address in expected[chosen.randrange(_SAMPLED) :: _SAMPLED]:
+        first = chosen.randrange(min(_SAMPLED, len(expected))) if expected else 0
+        for key, address in expected[first::_SAMPLED]:  # (one a bucket at least)
             _check_lookups(conn, head, sidecar_fd, key, address, bucket)
         checked += len(expected)
     if pending is not None or checked != head.num_files:
@@ -425,7 +427,9 @@ def _check_lookups(
     if head.find(path, bucket) != address:
         raise _disagrees(head.where, f"{path!r} is not found where the index has it")
     absent = path + "~"
-    while select(conn, "SELECT 1 FROM files WHERE path = ?", (absent,)).fetchone():
+    while select(
+        conn, "SELECT 1 FROM files WHERE path = CAST(? AS TEXT)", (encode_path(absent),)
+    ).fetchone():  # (bound as bytes: a path that is no UTF-8 is asked as stored)
         absent += "~"
     start, end = head.bucket_span(absent)
     if head.find(absent, os.pread(sidecar_fd, end - start, start)) is not None:
