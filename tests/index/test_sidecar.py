@@ -256,3 +256,23 @@ def test_a_path_whose_bytes_are_not_utf8_is_published_and_found(tmp_path: Path) 
     head = read_head(sidecar_path(path))
     odd = "d0/\udc80\udcff"
     assert head.find(odd, data[slice(*head.bucket_span(odd))]) == sql_addresses(path)[odd]
+
+
+def test_the_eager_pages_hold_config_and_sqlite_stat1(tmp_path: Path) -> None:
+    """Page 1 (the schema), and every page of config and of ANALYZE's sqlite_stat1: what
+    SQLite reads at every open and to plan every query."""
+    path = str(tmp_path / "a.barecat")
+    index_only(path, 2000)
+    with sqlite3.connect(path) as conn:
+        conn.execute("ANALYZE")
+    publish(path)
+    head = read_head(sidecar_path(path))
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as conn:
+        wanted = {
+            n
+            for (n,) in conn.execute(
+                "SELECT pageno FROM dbstat WHERE name IN (SELECT name FROM sqlite_master "
+                "WHERE tbl_name IN ('config', 'sqlite_stat1'))"
+            )
+        }
+    assert len(wanted) >= 2 and set(head.eager_pages) == wanted | {1}
