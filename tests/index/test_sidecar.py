@@ -52,7 +52,9 @@ def index_only(path: str, n: int) -> None:
 
 
 def sql_addresses(path: str) -> dict[str, Address]:
+    """Every file's address as SQLite has it (bytes that are not UTF-8 as surrogates)."""
     with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as conn:
+        conn.text_factory = lambda b: b.decode("utf-8", "surrogateescape")
         rows = conn.execute("SELECT path, shard, offset, size, crc32c FROM files").fetchall()
     return {p: Address(*rest) for p, *rest in rows}
 
@@ -237,3 +239,40 @@ def test_buckets_average_32_kib_and_the_directory_fits_the_first_request() -> No
     assert _bucket_bits(10_000_000 * (30 + 15)) == 14  # 10M files of 30-byte paths
     assert _bucket_bits(10_000_000 * (60 + 15)) == 14  # of 60-byte paths: 46 KiB buckets
     assert _bucket_bits(30_000_000 * (60 + 15)) == 16
+
+
+def test_a_path_whose_bytes_are_not_utf8_is_published_and_found(tmp_path: Path) -> None:
+    """A row of bytes that are not UTF-8 (0.3.1 or a damaged index can hold one) is hashed
+    as bytes and found by its surrogateescape spelling, as the lookup table finds it."""
+    path = str(tmp_path / "a.barecat")
+    index_only(path, 1)  # (one row: publish's check looks it up, absent neighbour too)
+    with sqlite3.connect(path) as conn:
+        conn.execute(
+            "UPDATE files SET path = CAST(x'64302f80ff' AS TEXT) WHERE path = ?",
+            ("d0/s0/file-000000.bin",),
+        )
+    publish(path)
+    data = Path(sidecar_path(path)).read_bytes()
+    head = read_head(sidecar_path(path))
+    odd = "d0/\udc80\udcff"
+    assert head.find(odd, data[slice(*head.bucket_span(odd))]) == sql_addresses(path)[odd]
+
+
+def test_the_eager_pages_hold_config_and_sqlite_stat1(tmp_path: Path) -> None:
+    """Page 1 (the schema), and every page of config and of ANALYZE's sqlite_stat1: what
+    SQLite reads at every open and to plan every query."""
+    path = str(tmp_path / "a.barecat")
+    index_only(path, 2000)
+    with sqlite3.connect(path) as conn:
+        conn.execute("ANALYZE")
+    publish(path)
+    head = read_head(sidecar_path(path))
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as conn:
+        wanted = {
+            n
+            for (n,) in conn.execute(
+                "SELECT pageno FROM dbstat WHERE name IN (SELECT name FROM sqlite_master "
+                "WHERE tbl_name IN ('config', 'sqlite_stat1'))"
+            )
+        }
+    assert len(wanted) >= 2 and set(head.eager_pages) == wanted | {1}

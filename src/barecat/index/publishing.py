@@ -25,7 +25,13 @@ from barecat.exceptions import (
     ReadOnlyBarecatError,
     SchemaVersionBarecatError,
 )
-from barecat.index.connection import is_busy, select, sqlite_uri
+from barecat.index.connection import (
+    is_busy,
+    roll_back_crashed_transaction,
+    select,
+    sqlite_uri,
+)
+from barecat.index.errors import FAULTS, raise_index_error
 from barecat.index.schema import (
     SCHEMA_VERSION_MAJOR,
     SCHEMA_VERSION_MINOR,
@@ -37,6 +43,8 @@ PUBLISHED_PAGE_SIZE = 65536
 """The page size of a published index."""
 _BUSY_TIMEOUT = 5.0
 _TABLES = ("files", "dirs", "config")
+_COLUMNS = "SELECT * FROM pragma_table_xinfo(?)"
+"""A table's columns; ``hidden`` is not 0 for a generated one (``parent``: not stored)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,19 +69,23 @@ class IndexLayout:
 
 
 def read_layout(path: str) -> IndexLayout:
-    """The layout of the index at ``path``, which must be a plain schema-0.3 index.
+    """The layout of the index at ``path``, which must be a plain schema-0.3 index; a
+    crashed writer's hot journal is rolled back first.
 
     Raises:
-        SchemaVersionBarecatError: an encrypted archive (publishing would give remote
-            readers addresses its index digest does not vouch for) or an older schema
-            (``barecat upgrade`` first).
+        SchemaVersionBarecatError: a sealed archive (for an encrypted one, publishing
+            would give remote readers addresses its index digest does not vouch for;
+            compressed-only ones are refused too, until remote readers unseal) or an
+            older schema (``barecat upgrade`` first).
     """
+    roll_back_crashed_transaction(path)  # (a read-only connection cannot)
     with plain_connection(path, "ro") as conn:
         version = read_version(conn, path)
         if version[0] == SEALED_SCHEMA_VERSION_MAJOR:
             raise SchemaVersionBarecatError(
-                f"{path} is an encrypted archive: publishing it is not supported (a "
-                "sidecar would answer lookups that its index digest does not vouch for)"
+                f"{path} is a sealed archive (schema {version[0]}.{version[1]}: compressed "
+                "and/or encrypted): publishing it is not supported yet (a sidecar would "
+                "answer lookups that an encrypted archive's index digest does not vouch for)"
             )
         if version != (SCHEMA_VERSION_MAJOR, SCHEMA_VERSION_MINOR):
             raise SchemaVersionBarecatError(
@@ -91,7 +103,9 @@ def read_layout(path: str) -> IndexLayout:
 def rewrite(path: str) -> None:
     """Give the index at ``path`` the published layout: checkpoint a WAL, switch to a
     rollback journal, 64 KiB pages, ``VACUUM``; then check that every row is there as
-    before (counts of each table and a digest of every row, in path order).
+    before (counts of each table and a digest of every row, in path order). SQLite's
+    exclusive lock is held from before the first count to after the last, so no other
+    program reads or writes the index meanwhile.
 
     Raises:
         ReadOnlyBarecatError: the index cannot be written.
@@ -103,6 +117,11 @@ def rewrite(path: str) -> None:
         try:
             select(conn, "PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
             select(conn, "PRAGMA journal_mode = DELETE").fetchall()
+            # SQLite's EXCLUSIVE lock, taken now and kept until the connection closes:
+            # no other program (barecat 0.3.1) commits between the census and VACUUM
+            select(conn, "PRAGMA locking_mode = EXCLUSIVE").fetchall()
+            conn.execute("BEGIN EXCLUSIVE")
+            conn.execute("COMMIT")
             before = census(conn)
             conn.execute(f"PRAGMA page_size = {PUBLISHED_PAGE_SIZE}")
             conn.execute("VACUUM")
@@ -122,17 +141,40 @@ def rewrite(path: str) -> None:
         )
 
 
+@contextlib.contextmanager
+def commits_held_off(path: str) -> Iterator[None]:
+    """Hold a read transaction on the index at ``path`` for the block: SQLite's SHARED
+    lock, which lets other readers in but no other program's commit (barecat 0.3.1's
+    writers wait, or fail as busy), so what is built from the index in the block and
+    checked against it later in the block sees one state of it."""
+    with plain_connection(path, "ro") as conn:
+        conn.execute("BEGIN")
+        select(conn, "SELECT count(*) FROM sqlite_master").fetchone()  # takes SHARED
+        yield
+        conn.execute("COMMIT")
+
+
 def census(conn: sqlite3.Connection) -> tuple[tuple[int, ...], str]:
-    """Row counts of the index's tables and a SHA-256 of all their rows in key order."""
+    """Row counts of the index's tables and a SHA-256 of all their rows (their stored
+    columns, text as its bytes) in key order."""
     digest = hashlib.sha256()
     counts = []
-    for table, key in zip(_TABLES, ("path", "path", "key"), strict=True):
-        n = 0
-        rows = select(conn, f"SELECT * FROM {table} ORDER BY {key}")
-        while batch := rows.fetchmany(8192):  # (repr of a batch: one call, not one a row)
-            digest.update(repr(batch).encode("utf-8", "surrogateescape"))
-            n += len(batch)
-        counts.append(n)
+    stored = {
+        table: [c for _, c, _, _, _, _, hidden in select(conn, _COLUMNS, (table,)) if not hidden]
+        for table in _TABLES
+    }
+    factory, conn.text_factory = conn.text_factory, bytes  # (text as stored, no decoding)
+    try:
+        for table, key in zip(_TABLES, ("path", "path", "key"), strict=True):
+            columns = ", ".join(stored[table])
+            rows = select(conn, f"SELECT {columns} FROM {table} ORDER BY {key}")
+            n = 0
+            while batch := rows.fetchmany(8192):  # (repr of a batch: one call, not one a row)
+                digest.update(repr(batch).encode())
+                n += len(batch)
+            counts.append(n)
+    finally:
+        conn.text_factory = factory
     return tuple(counts), digest.hexdigest()
 
 
@@ -140,13 +182,16 @@ def census(conn: sqlite3.Connection) -> tuple[tuple[int, ...], str]:
 def plain_connection(path: str, mode: str) -> Iterator[sqlite3.Connection]:
     """A connection to the index at ``path`` (``mode`` ro or rw) outside any transaction,
     with none of barecat's pragmas or triggers, reading paths as the lookup table and the
-    sidecar encode them (undecodable bytes kept by ``surrogateescape``)."""
+    sidecar encode them (undecodable bytes kept by ``surrogateescape``). SQLite's errors
+    in the block are raised as barecat's, naming the index (``errors.py``)."""
     conn = sqlite3.connect(
         sqlite_uri(path, mode), uri=True, timeout=_BUSY_TIMEOUT, isolation_level=None
     )
     conn.text_factory = _text
     try:
         yield conn
+    except FAULTS as e:
+        raise_index_error(path, e)
     finally:
         conn.close()
 

@@ -15,6 +15,7 @@ into place. Imports ``index.connection``, ``index.publishing``, ``index.sidecar_
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import random
 import sqlite3
@@ -26,7 +27,12 @@ from dataclasses import dataclass
 from typing import BinaryIO
 
 from barecat.checksum import crc32c
-from barecat.exceptions import BarecatError, BarecatIntegrityError, DamagedIndexBarecatError
+from barecat.exceptions import (
+    BarecatError,
+    BarecatIntegrityError,
+    DamagedIndexBarecatError,
+    NotEnoughSpaceBarecatError,
+)
 from barecat.index.connection import roll_back_crashed_transaction, select
 from barecat.index.publishing import plain_connection
 from barecat.index.sidecar_format import (
@@ -59,11 +65,12 @@ _ENTRY_OVERHEAD = 14  # a NUL and the columns of a typical entry, for choosing k
 _EAGER_TABLES = ("config", "sqlite_stat1")
 _SCHEMA_NAMES = ("sqlite_schema", "sqlite_master")
 _KEY_FUNCTION = "barecat_sidecar_key"
-_ROWS = (
-    f"SELECT {_KEY_FUNCTION}(path) AS k, path, shard, offset, size, crc32c FROM files "
-    "ORDER BY k, path"
+_ROWS = (  # (a path as its bytes, as stored: no decoding and encoding again, row by row)
+    f"SELECT {_KEY_FUNCTION}(CAST(path AS BLOB)) AS k, "
+    "CASE WHEN typeof(path) = 'text' THEN CAST(path AS BLOB) END, shard, offset, size, crc32c "
+    "FROM files ORDER BY k, path"
 )
-_SAMPLED = 97  # the checker looks up every 97th path through SidecarHead.find
+_SAMPLED = 97  # the checker looks up every 97th path (and one a bucket) through find
 Entry = tuple[bytes, int, int, int, int | None]
 __all__ = [
     "HEAD_GUESS",
@@ -123,6 +130,8 @@ def build_sidecar(index_path: str, sidecar_path: str) -> SidecarSummary:
 
     Raises:
         BarecatError: the index is in WAL mode.
+        NotEnoughSpaceBarecatError: the disk filled up (no sidecar is left, nor a
+            temporary file).
         DamagedIndexBarecatError: a file row no sidecar can hold (not a path, a negative
             or non-integer place, a CRC32C out of range, a NUL byte in its path).
     """
@@ -132,9 +141,11 @@ def build_sidecar(index_path: str, sidecar_path: str) -> SidecarSummary:
         with _reading(index_path) as (conn, fd):
             summary = _write(conn, fd, index_path, temp, sidecar_path)
         os.replace(temp, sidecar_path)
-    except BaseException:
+    except BaseException as e:
         with contextlib.suppress(FileNotFoundError):
             os.remove(temp)
+        if isinstance(e, OSError) and e.errno == errno.ENOSPC:
+            raise NotEnoughSpaceBarecatError(f"Disk full while writing {sidecar_path}") from e
         raise
     _sync_folder(sidecar_path)
     return summary
@@ -312,8 +323,8 @@ def _entry(
 ) -> Entry:
     """A file row as a bucket entry, or the error naming it when no sidecar can hold it."""
     if (
-        type(path) is str
-        and "\0" not in path
+        type(path) is bytes
+        and b"\0" not in path
         and type(shard) is int
         and type(offset) is int
         and type(size) is int
@@ -321,21 +332,21 @@ def _entry(
         and min(shard, offset, size) >= 0
         and (crc is None or 0 <= crc < 1 << 32)
     ):
-        return encode_path(path), shard, offset, size, crc
+        return path, shard, offset, size, crc
+    shown = path.decode("utf-8", "surrogateescape") if isinstance(path, bytes) else path
     raise DamagedIndexBarecatError(
         where,
-        f"file row {path!r} (shard {shard!r}, offset {offset!r}, size {size!r}, crc32c "
+        f"file row {shown!r} (shard {shard!r}, offset {offset!r}, size {size!r}, crc32c "
         f"{crc!r}) cannot be published; see 'barecat verify' and 'barecat repair'",
     )
 
 
-def _sort_key(path: object) -> int:
-    """The path's hash, as SQLite's signed 64-bit integer in the same order."""
-    if isinstance(path, str):
-        path = encode_path(path)
-    if not isinstance(path, bytes):
-        return 0  # (a damaged row: refused by _entry)
-    return path_hash(path) - (1 << 63)
+def _sort_key(key: object) -> int:
+    """The hash of a path's bytes (given as a blob: bytes that are not UTF-8 reach no
+    decoder), as SQLite's signed 64-bit integer in the same order."""
+    if not isinstance(key, bytes):
+        return 0  # (a NULL path: refused by _entry)
+    return path_hash(key) - (1 << 63)
 
 
 def _sync_folder(path: str) -> None:
@@ -393,7 +404,8 @@ def _check_rows(
             pending = next(rows, None)
         if [(key, tuple(address)) for key, address in stored.entries()] != expected:
             raise _disagrees(where, f"bucket {b} does not hold the index's rows that hash to it")
-        for key, address in expected[chosen.randrange(_SAMPLED) :: _SAMPLED]:
+        first = chosen.randrange(min(_SAMPLED, len(expected))) if expected else 0
+        for key, address in expected[first::_SAMPLED]:  # (one a bucket at least)
             _check_lookups(conn, head, sidecar_fd, key, address, bucket)
         checked += len(expected)
     if pending is not None or checked != head.num_files:
@@ -415,7 +427,9 @@ def _check_lookups(
     if head.find(path, bucket) != address:
         raise _disagrees(head.where, f"{path!r} is not found where the index has it")
     absent = path + "~"
-    while select(conn, "SELECT 1 FROM files WHERE path = ?", (absent,)).fetchone():
+    while select(
+        conn, "SELECT 1 FROM files WHERE path = CAST(? AS TEXT)", (encode_path(absent),)
+    ).fetchone():  # (bound as bytes: a path that is no UTF-8 is asked as stored)
         absent += "~"
     start, end = head.bucket_span(absent)
     if head.find(absent, os.pread(sidecar_fd, end - start, start)) is not None:

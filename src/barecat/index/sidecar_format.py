@@ -57,8 +57,9 @@ from barecat.exceptions import BarecatIntegrityError
 MAGIC = b"BCSIDECR"
 VERSION = 1
 HEAD_GUESS = 256 << 10
-"""A reader's first request for a sidecar is ``[0, HEAD_GUESS)``: the whole head of any
-archive up to tens of millions of files (the rest, if any, in a second request)."""
+"""A reader's first request for a sidecar is ``[0, HEAD_GUESS)``: the whole head of an
+archive of up to about 1 GiB of rows (some 15 million files; ``sidecar.py`` keeps the
+directory at 2**14 buckets until then), the rest of a larger head in a second request."""
 INDEX_HEADER_SIZE = 100
 """SQLite's database header: the bytes of the index a sidecar records and compares."""
 FIXED_HEADER = struct.Struct("<8sIIQQIIQQQQQQQQI4x100s4x")
@@ -150,22 +151,10 @@ class SidecarHead:
         view = memoryview(data)[:head_size]
         if crc32c(view[:-4]) != _U32.unpack_from(view, head_size - 4)[0]:
             raise _damaged(where, "its head fails its CRC32C")
-        shards_at = FIXED_HEADER.size
-        num_buckets = 1 << bits
-        if (
-            bits > _MAX_BUCKET_BITS
-            or page_size < 512
-            or page_size > 65536
-            or page_size & (page_size - 1)
-            or index_size % page_size
-            or directory != shards_at + 8 * num_shards
-            or eager_at != directory + 8 * (num_buckets + 1)
-            or head_size != eager_at + eager_len + 4
-            or interior_at != head_size
-            or buckets_at != interior_at + interior_len
-        ):
+        if not _consistent(fixed):
             raise _damaged(where, "its head is inconsistent")
-        shard_sizes = list(struct.unpack_from(f"<{num_shards}Q", view, shards_at))
+        num_buckets = 1 << bits
+        shard_sizes = list(struct.unpack_from(f"<{num_shards}Q", view, FIXED_HEADER.size))
         buckets = array("Q")
         buckets.frombytes(view[directory:eager_at])
         if sys.byteorder == "big":
@@ -391,6 +380,23 @@ def _fixed(data: bytes, where: str) -> tuple[Any, ...]:
     if fields[3] < FIXED_HEADER.size + 4:
         raise _damaged(where, "its head is inconsistent")
     return fields
+
+
+def _consistent(fixed: tuple[Any, ...]) -> bool:
+    """Whether the fixed header's sizes and offsets agree (parts back to back, in order)."""
+    (_, _, bits, head_size, index_size, page_size, num_shards, _) = fixed[:8]
+    (directory, eager_at, eager_len, interior_at, interior_len, buckets_at) = fixed[8:14]
+    return (
+        bits <= _MAX_BUCKET_BITS
+        and 512 <= page_size <= 65536
+        and not page_size & (page_size - 1)
+        and not index_size % page_size
+        and directory == FIXED_HEADER.size + 8 * num_shards
+        and eager_at == directory + 8 * ((1 << bits) + 1)
+        and head_size == eager_at + eager_len + 4
+        and interior_at == head_size
+        and buckets_at == interior_at + interior_len
+    )
 
 
 def _pages(blob: bytes, page_size: int, index_size: int, where: str) -> dict[int, bytes]:

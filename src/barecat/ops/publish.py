@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from barecat.exceptions import BarecatIntegrityError, InvalidPathBarecatError
 from barecat.index.connection import writers_locked_out
-from barecat.index.publishing import IndexLayout, read_layout, rewrite
+from barecat.index.publishing import IndexLayout, commits_held_off, read_layout, rewrite
 from barecat.index.sidecar import (
     SidecarSummary,
     build_sidecar,
@@ -68,7 +68,7 @@ def publish(path: str | os.PathLike[str]) -> PublishSummary:
         InvalidPathBarecatError: ``path`` is a URL: publish before uploading.
         FileNotFoundBarecatError: no archive at ``path``.
         ArchiveLockedBarecatError: a writer has it open.
-        SchemaVersionBarecatError: an encrypted archive, or an older schema.
+        SchemaVersionBarecatError: a sealed archive, or an older schema.
         DamagedIndexBarecatError: a file row no sidecar can hold.
         BarecatIntegrityError: the sidecar built disagrees with the index (never seen).
     """
@@ -87,37 +87,26 @@ def publish(path: str | os.PathLike[str]) -> PublishSummary:
         layout = read_layout(index)
         size_before = os.path.getsize(index)
         kept = _checked(index, sidecar) if layout.published and is_fresh(index, sidecar) else None
-        if kept is not None:
-            return PublishSummary(
-                index_path=index,
-                sidecar_path=sidecar,
-                already_published=True,
-                rewritten=False,
-                layout_before=layout,
-                index_size_before=size_before,
-                index_size=size_before,
-                sidecar=None,
-                sidecar_size=os.path.getsize(sidecar),
-                files_checked=kept,
-                seconds=time.monotonic() - started,
-            )
-        if not layout.published:
-            rewrite(index)
-        built = build_sidecar(index, sidecar)
-        checked = check_sidecar(index, sidecar)
-    return PublishSummary(
-        index_path=index,
-        sidecar_path=sidecar,
-        already_published=False,
-        rewritten=not layout.published,
-        layout_before=layout,
-        index_size_before=size_before,
-        index_size=built.index_size,
-        sidecar=built,
-        sidecar_size=built.total_bytes,
-        files_checked=checked,
-        seconds=time.monotonic() - started,
-    )
+        built = None
+        if kept is None:
+            if not layout.published:
+                rewrite(index)
+            with commits_held_off(index):  # (the check must see the state built from)
+                built = build_sidecar(index, sidecar)
+                kept = check_sidecar(index, sidecar)
+        return PublishSummary(
+            index_path=index,
+            sidecar_path=sidecar,
+            already_published=built is None,
+            rewritten=not layout.published,
+            layout_before=layout,
+            index_size_before=size_before,
+            index_size=os.path.getsize(index),
+            sidecar=built,
+            sidecar_size=os.path.getsize(sidecar),
+            files_checked=kept,
+            seconds=time.monotonic() - started,
+        )
 
 
 def _checked(index: str, sidecar: str) -> int | None:
