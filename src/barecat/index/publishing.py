@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import secrets
 import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -139,6 +140,21 @@ def rewrite(path: str) -> None:
         raise BarecatIntegrityError(
             f"{path}: the rows differ after VACUUM ({before[0]} before, {after[0]} after)"
         )
+
+
+def stamp(path: str) -> int:
+    """Write a new random number into the index's header (SQLite's ``user_version``,
+    which neither barecat nor barecat 0.3.1 uses otherwise), so that the header a sidecar
+    records is this index's alone: another index, even one built the same way to the same
+    size and change counter, has a header of its own (a chance of 1 in 2**31 to share it).
+
+    Returns:
+        The number written.
+    """
+    number = secrets.randbelow(2**31 - 1) + 1
+    with plain_connection(path, "rw") as conn:
+        conn.execute(f"PRAGMA user_version = {number}")
+    return number
 
 
 @contextlib.contextmanager

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from barecat.exceptions import BarecatIntegrityError, InvalidPathBarecatError
 from barecat.index.connection import writers_locked_out
-from barecat.index.publishing import IndexLayout, commits_held_off, read_layout, rewrite
+from barecat.index.publishing import IndexLayout, commits_held_off, read_layout, rewrite, stamp
 from barecat.index.sidecar import (
     SidecarSummary,
     build_sidecar,
@@ -91,6 +91,7 @@ def publish(path: str | os.PathLike[str]) -> PublishSummary:
         if kept is None:
             if not layout.published:
                 rewrite(index)
+            stamp(index)  # (the header the sidecar records: this index's own)
             with commits_held_off(index):  # (the check must see the state built from)
                 built = build_sidecar(index, sidecar)
                 kept = check_sidecar(index, sidecar)
