@@ -54,6 +54,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import traceback
 from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
@@ -402,6 +403,8 @@ def warm_up(server: S3Server, proxy: SlowProxy, options: dict[str, Any], args: A
                     bc[path_of(0)]
             except TypeError as e:
                 why_not(mode, info, e)
+            except Exception:  # (the measurement says how the mode fails)
+                pass
             finally:
                 shutil.rmtree(cache, ignore_errors=True)
     unstaged(url, server)
@@ -437,6 +440,9 @@ def measure_size(
                 info["modes"][mode] = measure_mode(url, mode, n, options, proxy, args)
         except TypeError as e:
             why = why_not(mode, info, e)
+        except Exception as e:  # a failing mode is a figure too: said, and the rest is run
+            traceback.print_exc()
+            why = f"failed: {type(e).__name__}: {e}"
         if why is not None:
             info["modes"][mode] = {"unavailable": why}
     unstaged(url, server)
