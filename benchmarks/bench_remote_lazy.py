@@ -54,9 +54,11 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+import traceback
+from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "src"))
@@ -245,20 +247,21 @@ def _per_file(tallies: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def measure_listing(server: S3Server, proxy: SlowProxy, keys: int) -> dict[str, Any]:
-    """ListObjectsV2 of ``keys`` empty objects through the proxy, page after page."""
+def measure_listing(
+    server: S3Server, proxy: SlowProxy, options: dict[str, Any], args: Any
+) -> dict[str, Any]:
+    """ListObjectsV2 of ``--list-keys`` empty objects through the proxy, page after page."""
     import s3fs
 
-    direct = s3fs.S3FileSystem(**server.options(), skip_instance_cache=True)
+    keys = args.list_keys
+    direct = direct_client(server)
     direct.mkdir("listing")
     names = [f"listing/train/c{i // PER_DIR:05d}/img_{i:08d}.jpg" for i in range(keys)]
     start = time.perf_counter()
     for at in range(0, keys, 10_000):
         direct.pipe({name: b"" for name in names[at : at + 10_000]})
     put_s = time.perf_counter() - start
-    slow = s3fs.S3FileSystem(
-        **{**server.options(), "endpoint_url": proxy.endpoint}, skip_instance_cache=True
-    )
+    slow = s3fs.S3FileSystem(**{**options, "skip_instance_cache": True})
     tally = Tally(proxy)
     found = slow.find("listing/")
     done = tally.done()
@@ -311,6 +314,25 @@ def main() -> int:
         "delay_s": args.delay,
         "sizes": [],
     }
+    for n in sizes:
+        report["sizes"].append(on_new_store(args, report, partial(measure_size, n)))
+        print_size(report["sizes"][-1], args.delay)
+    if args.list_keys:
+        report["listing"] = on_new_store(args, report, measure_listing)
+        print_listing(report["listing"], sizes, args.delay)
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=1) + "\n")
+    return 0
+
+
+T = TypeVar("T")
+
+
+def on_new_store(
+    args: Any, report: dict[str, Any], work: Callable[[S3Server, SlowProxy, Any, Any], T]
+) -> T:
+    """``work(server, proxy, reader_options, args)`` on a moto server of its own (moto
+    keeps what it was sent in memory: a new one for each size) behind a new proxy."""
     server = S3Server([sys.executable, str(REPO / "benchmarks" / "moto_ranged.py")])
     server.start()
     try:
@@ -321,30 +343,30 @@ def main() -> int:
                 pool = {"max_pool_connections": args.max_connections}
                 options["config_kwargs"] = {**options["config_kwargs"], **pool}
             report["reader_options"] = {
-                k: v for k, v in options.items() if k not in ("key", "secret")
+                k: v for k, v in options.items() if k not in ("key", "secret", "endpoint_url")
             }
-            warm_up(server, proxy, options, args)
-            for n in sizes:
-                report["sizes"].append(measure_size(n, server, proxy, options, args))
-                print_size(report["sizes"][-1], args.delay)
-            if args.list_keys:
-                report["listing"] = measure_listing(server, proxy, args.list_keys)
-                print_listing(report["listing"], sizes)
+            return work(server, proxy, options, args)
     finally:
         server.stop()
-    if args.json:
-        Path(args.json).write_text(json.dumps(report, indent=1) + "\n")
-    return 0
+
+
+def direct_client(server: S3Server) -> Any:
+    """An S3 client talking to the server itself, not through the proxy, patient with
+    moto's slow answers to big uploads (it joins a multipart upload's parts in memory)."""
+    import s3fs
+
+    options = server.options()
+    config = {**options["config_kwargs"], "read_timeout": 900}
+    return s3fs.S3FileSystem(**{**options, "config_kwargs": config}, skip_instance_cache=True)
 
 
 def staged(n: int, server: S3Server, args: Any) -> tuple[dict[str, Any], str]:
     """The archive of ``n`` files built, published and put on the store (straight to the
     server, not through the proxy): what :func:`prepared` says, and its URL."""
-    import s3fs
 
     info = prepared(Path(args.work), n)
     bucket = f"n{n}"
-    direct = s3fs.S3FileSystem(**server.options(), skip_instance_cache=True)
+    direct = direct_client(server)
     direct.mkdir(bucket)
     start = time.perf_counter()
     upload(direct, info["archive"], f"{bucket}/data.barecat")
@@ -353,9 +375,8 @@ def staged(n: int, server: S3Server, args: Any) -> tuple[dict[str, Any], str]:
 
 
 def unstaged(url: str, server: S3Server) -> None:
-    import s3fs
 
-    direct = s3fs.S3FileSystem(**server.options(), skip_instance_cache=True)
+    direct = direct_client(server)
     direct.rm(url.split("/")[2], recursive=True)
 
 
@@ -382,6 +403,8 @@ def warm_up(server: S3Server, proxy: SlowProxy, options: dict[str, Any], args: A
                     bc[path_of(0)]
             except TypeError as e:
                 why_not(mode, info, e)
+            except Exception:  # (the measurement says how the mode fails)
+                pass
             finally:
                 shutil.rmtree(cache, ignore_errors=True)
     unstaged(url, server)
@@ -406,6 +429,7 @@ def measure_size(
     n: int, server: S3Server, proxy: SlowProxy, options: dict[str, Any], args: Any
 ) -> dict[str, Any]:
     """Build or reuse, publish, upload and measure each mode for one size."""
+    warm_up(server, proxy, options, args)
     info, url = staged(n, server, args)
     info["floor"] = measure_floor(url, options, proxy)
     info["modes"] = {}
@@ -416,6 +440,9 @@ def measure_size(
                 info["modes"][mode] = measure_mode(url, mode, n, options, proxy, args)
         except TypeError as e:
             why = why_not(mode, info, e)
+        except Exception as e:  # a failing mode is a figure too: said, and the rest is run
+            traceback.print_exc()
+            why = f"failed: {type(e).__name__}: {e}"
         if why is not None:
             info["modes"][mode] = {"unavailable": why}
     unstaged(url, server)
@@ -471,7 +498,7 @@ def print_size(info: dict[str, Any], delay: float) -> None:
         print(f"  first byte: lazy {ratio:,.1f}x sooner than download")
 
 
-def print_listing(listing: dict[str, Any], sizes: list[int]) -> None:
+def print_listing(listing: dict[str, Any], sizes: list[int], delay: float) -> None:
     per_page = listing["seconds_per_page"]
     print(
         f"\nS3 LIST of {listing['keys']:,} keys through the proxy: {listing['requests']} "
@@ -480,7 +507,7 @@ def print_listing(listing: dict[str, Any], sizes: list[int]) -> None:
     for n in sizes:
         print(
             f"  extrapolated to {n:,} keys ({-(-n // 1000):,} pages, one after another): "
-            f"{n / 1000 * per_page:,.0f} s"
+            f"{n / 1000 * per_page:,.0f} s (the delay alone: {n / 1000 * delay:,.0f} s)"
         )
 
 
