@@ -285,7 +285,13 @@ def main() -> int:
         help="where built archives are kept and reused (default: %(default)s)",
     )
     parser.add_argument("--delay", type=float, default=0.020, help="seconds added per request")
-    parser.add_argument("--modes", default="download,lazy", help="reader modes, in order")
+    parser.add_argument(
+        "--bandwidth-mbit",
+        type=float,
+        default=0.0,
+        help="the link the answers share, in Mbit/s (0: no limit, loopback's speed)",
+    )
+    parser.add_argument("--modes", default="download,lazy,hydrate", help="reader modes, in order")
     parser.add_argument("--further", type=int, default=100, help="random files read one by one")
     parser.add_argument("--batch", type=int, default=256, help="files of the get_many")
     parser.add_argument(
@@ -312,11 +318,12 @@ def main() -> int:
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs",
         "python": platform.python_version(),
         "delay_s": args.delay,
+        "bandwidth_mbit": args.bandwidth_mbit,
         "sizes": [],
     }
     for n in sizes:
         report["sizes"].append(on_new_store(args, report, partial(measure_size, n)))
-        print_size(report["sizes"][-1], args.delay)
+        print_size(report["sizes"][-1], args.delay, args.bandwidth_mbit)
     if args.list_keys:
         report["listing"] = on_new_store(args, report, measure_listing)
         print_listing(report["listing"], sizes, args.delay)
@@ -336,7 +343,8 @@ def on_new_store(
     server = S3Server([sys.executable, str(REPO / "benchmarks" / "moto_ranged.py")])
     server.start()
     try:
-        with SlowProxy("127.0.0.1", server.port, delay=args.delay) as proxy:
+        link = args.bandwidth_mbit * 1e6 / 8
+        with SlowProxy("127.0.0.1", server.port, delay=args.delay, bandwidth=link) as proxy:
             options = {**server.options(), "endpoint_url": proxy.endpoint}
             options["skip_instance_cache"] = args.cold_client
             if args.max_connections:
@@ -466,7 +474,7 @@ def _rows(info: dict[str, Any]) -> Iterator[str]:
         )
 
 
-def print_size(info: dict[str, Any], delay: float) -> None:
+def print_size(info: dict[str, Any], delay: float, bandwidth_mbit: float = 0.0) -> None:
     n = info["archive"]
     print(
         f"\n{os.path.basename(os.path.dirname(n))}: index {info['index_bytes'] / 1e6:,.1f} MB,"
@@ -476,6 +484,7 @@ def print_size(info: dict[str, Any], delay: float) -> None:
         + ("-" if info.get("publish_s") is None else f"{info['publish_s']:.1f} s")
         + (f" (checked {info['publish_check_s']:.1f} s)" if info.get("publish_check_s") else "")
         + f", upload {info['upload_s']:.1f} s; {delay * 1e3:.0f} ms per request"
+        + (f", a {bandwidth_mbit:,.0f} Mbit/s link" if bandwidth_mbit else "")
     )
     print(
         "            open + first file          further file       get_many"

@@ -8,7 +8,9 @@ does not count as an answer); such a chunk is held ``delay`` seconds before it i
 on, and what the client sends after it on that connection queues behind it. A request's
 body, sent in more chunks, is not held again, and responses are passed on at once. So
 each HTTP request on a keep-alive connection costs one ``delay`` more, as a store
-``delay`` away would make it; requests on different connections wait side by side.
+``delay`` away would make it; requests on different connections wait side by side. With
+``bandwidth``, answers share a link of that many bytes a second (all connections
+together, as one machine's network): each chunk waits its turn on it.
 
 Counted: connections accepted; per request its connection, the time its first byte came
 (``time.monotonic``, comparable across processes on Linux), its request line, the time
@@ -79,9 +81,11 @@ def waves(requests: list[Request]) -> int:
 class _Proxy:
     """The proxy's own process: the asyncio server and its records."""
 
-    def __init__(self, host: str, port: int, delay: float) -> None:
+    def __init__(self, host: str, port: int, delay: float, bandwidth: float = 0.0) -> None:
         self.target = (host, port)
         self.delay = delay
+        self.bandwidth = bandwidth
+        self.link_free_at = 0.0  # when the shared link has sent what it was given
         self.connections = 0
         self.requests: list[Request] = []
         self.serving: set[asyncio.Task[None]] = set()  # (a task nothing refers to is lost)
@@ -126,6 +130,8 @@ class _Proxy:
                     request.received += len(chunk)
                 if _CONTINUE.match(chunk) is None:
                     answered[0] = True
+                if self.bandwidth:
+                    await asyncio.sleep(self.link_time(len(chunk)))
                 client_w.write(chunk)
                 await client_w.drain()
             client_w.close()
@@ -137,6 +143,13 @@ class _Proxy:
         finally:
             server_w.close()
             client_w.close()
+
+    def link_time(self, size: int) -> float:
+        """Seconds until ``size`` more bytes are through the shared link (``bandwidth``
+        bytes a second for all connections together, as one machine's network)."""
+        now = time.monotonic()
+        self.link_free_at = max(self.link_free_at, now) + size / self.bandwidth
+        return self.link_free_at - now
 
     def answer(self, command: str) -> object:
         word, _, arg = command.partition(" ")
@@ -165,9 +178,9 @@ async def _answer(proxy: _Proxy, command: str) -> object:
     return proxy.answer(command)
 
 
-def _run(target: str, delay: float, port: int) -> None:
+def _run(target: str, delay: float, port: int, bandwidth: float) -> None:
     host, _, target_port = target.rpartition(":")
-    proxy = _Proxy(host, int(target_port), delay)
+    proxy = _Proxy(host, int(target_port), delay, bandwidth)
     loop = asyncio.new_event_loop()
     server = loop.run_until_complete(asyncio.start_server(proxy.serve, "127.0.0.1", port))
     print(f"listening {server.sockets[0].getsockname()[1]}", flush=True)
@@ -182,11 +195,13 @@ class SlowProxy:
     Args:
         host, port: the server the proxy passes requests to.
         delay: seconds each request is held.
+        bandwidth: bytes a second the answers of all connections share (0: no limit).
     """
 
-    def __init__(self, host: str, port: int, delay: float = 0.020) -> None:
+    def __init__(self, host: str, port: int, delay: float = 0.020, bandwidth: float = 0.0) -> None:
         self.target = f"{host}:{port}"
         self.delay = delay
+        self.bandwidth = bandwidth
         self.port = 0
         self._process: subprocess.Popen[str] | None = None
 
@@ -197,7 +212,7 @@ class SlowProxy:
     def start(self) -> None:
         command = [sys.executable, str(Path(__file__).resolve()), "--target", self.target]
         self._process = subprocess.Popen(
-            [*command, "--delay", str(self.delay)],
+            [*command, "--delay", str(self.delay), "--bandwidth", str(self.bandwidth)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -256,5 +271,6 @@ if __name__ == "__main__":
     parser.add_argument("--target", required=True, help="HOST:PORT of the server")
     parser.add_argument("--delay", type=float, default=0.020)
     parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--bandwidth", type=float, default=0.0, help="bytes/s, shared (0: any)")
     args = parser.parse_args()
-    _run(args.target, args.delay, args.port)
+    _run(args.target, args.delay, args.port, args.bandwidth)

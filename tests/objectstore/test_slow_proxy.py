@@ -84,6 +84,22 @@ def test_each_request_of_a_keep_alive_connection_waits_once_and_bytes_pass_exact
     assert all(r.answered is not None and r.answered - r.start >= DELAY for r in seen)
 
 
+def test_answers_share_the_link_at_its_bandwidth_and_pass_exactly(echo_port: int) -> None:
+    body = os.urandom(1 << 20)
+    rate = 4 << 20  # bytes a second: the answer takes at least a quarter of a second
+    with SlowProxy("127.0.0.1", echo_port, delay=0.0, bandwidth=rate) as proxy:
+        connection = http.client.HTTPConnection("127.0.0.1", proxy.port)
+        try:
+            start = time.monotonic()
+            connection.request("POST", "/big", body=body)
+            answer = connection.getresponse().read()
+            took = time.monotonic() - start
+        finally:
+            connection.close()
+    assert answer == body
+    assert took >= len(body) / rate  # (a lower bound: never met by a faster machine)
+
+
 def test_a_mark_counts_from_there(echo_port: int) -> None:
     with SlowProxy("127.0.0.1", echo_port, delay=0.0) as proxy:
         connection = http.client.HTTPConnection("127.0.0.1", proxy.port)
