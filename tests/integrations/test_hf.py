@@ -310,3 +310,23 @@ def test_without_datasets_the_error_names_the_extra() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode != 0
     assert "pip install '.[hf]' in a checkout of barecat (the 'hf' extra)" in done.stderr
+
+
+def test_a_published_archive_on_a_web_server_streams_rows_lazily(tmp_path: Path) -> None:
+    from helpers.published import archive_files, content, make_published, path_of
+    from helpers.static_http import StaticServer
+
+    local = make_published(str(tmp_path / "local" / "ds.barecat"), 2000)
+    root = tmp_path / "www"
+    root.mkdir()
+    for name in archive_files(local):
+        os.link(os.path.join(os.path.dirname(local), name), root / name)
+    with StaticServer(str(root)) as server:
+        url = f"{server.url}/ds.barecat"
+        rows = iterable_dataset(url, pattern="train/c00*/**", cache_dir=str(tmp_path / "c"),
+                                remote_mode="lazy")  # fmt: skip
+        assert {r["path"]: r["bytes"] for r in rows} == {
+            path_of(i): content(i) for i in range(2000) if i % 100 < 10
+        }
+        index_size = os.path.getsize(local)
+        assert all(r.sent < index_size for r in server.requests() if r.path == "/ds.barecat")

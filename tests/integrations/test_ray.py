@@ -648,3 +648,27 @@ def test_each_tasks_output_stays_whole(cluster: None, tmp_path: Path) -> None:
     ds = read_barecat(path, chunk_bytes=16 << 10).materialize()
     assert ds.num_blocks() == len(planned) < 200
     assert by_path(ds.take_all()) == files
+
+
+def test_a_published_archive_on_a_web_server_reads_without_its_index_downloaded(
+    cluster: None, tmp_path: Path
+) -> None:
+    from helpers.published import archive_files, content, make_published, path_of
+    from helpers.static_http import StaticServer
+
+    local = make_published(str(tmp_path / "local" / "ds.barecat"), 3000)
+    root = tmp_path / "www"
+    root.mkdir()
+    for name in archive_files(local):
+        os.link(os.path.join(os.path.dirname(local), name), root / name)
+    wanted = {path_of(i): content(i) for i in range(3000) if 10 <= i % 100 < 20}
+    with StaticServer(str(root)) as server:
+        url = f"{server.url}/ds.barecat"
+        for mode in (None, "lazy"):  # (None: the engines' default, hydrate)
+            since = len(server.requests())
+            rows = read_barecat(url, pattern="train/c01*/**", cache_dir=str(tmp_path / str(mode)),
+                                remote_mode=mode).take_all()  # fmt: skip
+            assert by_path(rows) == wanted
+        index_size = os.path.getsize(local)
+        lazy_answers = server.requests()[since:]
+        assert all(r.sent < index_size for r in lazy_answers if r.path == "/ds.barecat")
