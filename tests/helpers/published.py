@@ -32,3 +32,13 @@ def archive_files(base: str) -> list[str]:
     lookup table)."""
     folder, name = os.path.split(base)
     return sorted(n for n in os.listdir(folder) if n.startswith(name) and not n.endswith("-lookup"))
+
+
+def put_in_folder(base: str, folder: str, name: str | None = None) -> str:
+    """Hard-link the archive at ``base`` into ``folder`` (as a web server's), as ``name``
+    (default: its own); returns the new base path."""
+    own = os.path.basename(base)
+    target = os.path.join(folder, name or own)
+    for entry in archive_files(base):
+        os.link(os.path.join(os.path.dirname(base), entry), target + entry[len(own) :])
+    return target

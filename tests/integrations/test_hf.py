@@ -313,14 +313,13 @@ def test_without_datasets_the_error_names_the_extra() -> None:
 
 
 def test_a_published_archive_on_a_web_server_streams_rows_lazily(tmp_path: Path) -> None:
-    from helpers.published import archive_files, content, make_published, path_of
+    from helpers.published import content, make_published, path_of, put_in_folder
     from helpers.static_http import StaticServer
 
     local = make_published(str(tmp_path / "local" / "ds.barecat"), 2000)
     root = tmp_path / "www"
     root.mkdir()
-    for name in archive_files(local):
-        os.link(os.path.join(os.path.dirname(local), name), root / name)
+    put_in_folder(local, str(root))
     with StaticServer(str(root)) as server:
         url = f"{server.url}/ds.barecat"
         rows = iterable_dataset(url, pattern="train/c00*/**", cache_dir=str(tmp_path / "c"),

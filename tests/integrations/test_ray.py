@@ -653,14 +653,13 @@ def test_each_tasks_output_stays_whole(cluster: None, tmp_path: Path) -> None:
 def test_a_published_archive_on_a_web_server_reads_without_its_index_downloaded(
     cluster: None, tmp_path: Path
 ) -> None:
-    from helpers.published import archive_files, content, make_published, path_of
+    from helpers.published import content, make_published, path_of, put_in_folder
     from helpers.static_http import StaticServer
 
     local = make_published(str(tmp_path / "local" / "ds.barecat"), 3000)
     root = tmp_path / "www"
     root.mkdir()
-    for name in archive_files(local):
-        os.link(os.path.join(os.path.dirname(local), name), root / name)
+    put_in_folder(local, str(root))
     wanted = {path_of(i): content(i) for i in range(3000) if 10 <= i % 100 < 20}
     with StaticServer(str(root)) as server:
         url = f"{server.url}/ds.barecat"

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import pickle
-import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -16,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import barecat
-from helpers.published import archive_files, content, make_published, path_of
+from helpers.published import content, make_published, path_of, put_in_folder
 from helpers.static_http import StaticServer
 
 pytest.importorskip("apsw", reason="the remote extra (apsw) is not installed")
@@ -31,8 +30,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[StaticServe
     """(the server, the archive's URL there, the index's size)."""
     local = make_published(str(tmp_path_factory.mktemp("local") / "ds.barecat"), FILES)
     root = tmp_path_factory.mktemp("www")
-    for name in archive_files(local):
-        shutil.copy(os.path.join(os.path.dirname(local), name), root / name)
+    put_in_folder(local, str(root))
     with StaticServer(str(root)) as server:
         yield server, f"{server.url}/ds.barecat", os.path.getsize(local)
 

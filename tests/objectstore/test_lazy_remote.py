@@ -24,7 +24,14 @@ from barecat.exceptions import (
     WrongPassphraseBarecatError,
 )
 from barecat.index.sidecar import read_head
-from helpers.published import FILES, archive_files, content, make_published, path_of
+from helpers.published import (
+    FILES,
+    archive_files,
+    content,
+    make_published,
+    path_of,
+    put_in_folder,
+)
 from helpers.s3 import Bucket, S3Server
 from helpers.static_http import StaticServer
 
@@ -89,10 +96,7 @@ class WebPlace(Place):
         self.root = root
 
     def put(self, base: str, name: str) -> str:
-        folder = os.path.dirname(base)
-        for entry in archive_files(base):
-            suffix = entry[len(os.path.basename(base)) :]
-            shutil.copy(os.path.join(folder, entry), self.root / (name + suffix))
+        put_in_folder(base, str(self.root), name)
         return f"{self.server.url}/{name}"
 
     def replace(self, local: str, url: str) -> None:

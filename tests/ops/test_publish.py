@@ -299,6 +299,20 @@ def test_a_publish_killed_at_any_moment_loses_nothing(tmp_path: Path, moment: st
     assert contents(path) == MANY
 
 
+def commit_from_another_program(archive: str) -> str:
+    """A deletion committed by a plain SQLite connection that does not wait for locks
+    (as barecat 0.3.1's, which takes no barecat lock): "written", or SQLite's error."""
+    other = sqlite3.connect(archive, timeout=0)
+    try:
+        other.execute("DELETE FROM files WHERE path = 'dir1/sub1/f1.txt'")
+        other.commit()
+        return "written"
+    except sqlite3.OperationalError as e:
+        return str(e)
+    finally:
+        other.close()
+
+
 def test_no_other_program_writes_between_the_counts_and_vacuum(
     archive: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -311,15 +325,7 @@ def test_no_other_program_writes_between_the_counts_and_vacuum(
 
     def census_meanwhile_written(conn: sqlite3.Connection) -> tuple[tuple[int, ...], str]:
         if not tried:
-            other = sqlite3.connect(archive, timeout=0)
-            try:
-                other.execute("DELETE FROM files WHERE path = 'dir1/sub1/f1.txt'")
-                other.commit()
-                tried.append("written")
-            except sqlite3.OperationalError as e:
-                tried.append(str(e))
-            finally:
-                other.close()
+            tried.append(commit_from_another_program(archive))
         return real_census(conn)
 
     monkeypatch.setattr(publishing, "census", census_meanwhile_written)
@@ -339,15 +345,7 @@ def test_no_other_program_commits_between_the_build_and_its_check(
     real_check = publishing_op.check_sidecar
 
     def check_meanwhile_written(index: str, sidecar: str) -> int:
-        other = sqlite3.connect(archive, timeout=0)
-        try:
-            other.execute("DELETE FROM files WHERE path = 'dir1/sub1/f1.txt'")
-            other.commit()
-            tried.append("written")
-        except sqlite3.OperationalError as e:
-            tried.append(str(e))
-        finally:
-            other.close()
+        tried.append(commit_from_another_program(archive))
         return real_check(index, sidecar)
 
     monkeypatch.setattr(publishing_op, "check_sidecar", check_meanwhile_written)
