@@ -364,3 +364,31 @@ def test_an_encrypted_archive_reads_lazily_only_what_its_key_authenticates(
     bc = place.open(url, tmp_path / "c3", remote_mode="lazy", passphrase="pw")
     with bc, pytest.raises(BarecatIntegrityError):
         bc["d0/0.bin"]
+
+
+def test_hydrating_a_new_version_deletes_the_copy_of_the_old(
+    web_place: WebPlace, published: str, tmp_path: Path
+) -> None:
+    url = web_place.put(published, f"ds{next(_copies)}.barecat")
+    cache = tmp_path / "cache"
+    with web_place.open(url, cache, remote_mode="hydrate") as bc:
+        assert bc.index.connection.remote.source.wait_until_local()  # type: ignore[union-attr]
+    index_size = os.path.getsize(published)
+    first = [p for p in _all_files(cache) if os.path.getsize(p) == index_size]
+    assert len(first) == 1
+    changed = str(tmp_path / "changed" / "ds.barecat")
+    os.makedirs(os.path.dirname(changed))
+    for name in archive_files(published):
+        shutil.copy(
+            os.path.join(os.path.dirname(published), name), changed + name[len("ds.barecat") :]
+        )
+    with barecat.Barecat(changed, readonly=False) as writer:
+        del writer[path_of(9)]
+    barecat.publish(changed)  # (a new version, published: hydrated, not downloaded)
+    web_place.replace(changed, url)
+    web_place.replace(changed + "-sidecar", url + "-sidecar")
+    with web_place.open(url, cache, remote_mode="hydrate") as bc:
+        assert path_of(9) not in bc
+        assert bc.index.connection.remote.source.wait_until_local()  # type: ignore[union-attr]
+    assert not os.path.exists(first[0])
+    assert len([p for p in _all_files(cache) if os.path.getsize(p) == index_size]) == 1

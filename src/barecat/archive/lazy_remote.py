@@ -143,6 +143,8 @@ class HydratingSource:
         self._look_again = 0.0
         self.on_local: Callable[[], None] | None = None
         """Called once reads are local (the lookups then go to SQLite)."""
+        self.on_copied: Callable[[], None] | None = None
+        """Called once this process's download is in place (older copies are deleted)."""
 
     @property
     def size(self) -> int:
@@ -220,6 +222,8 @@ class HydratingSource:
             finally:
                 os.close(fd)
             os.replace(partial, self.local_path)
+            if self.on_copied is not None:
+                self.on_copied()
             self._use(self.local_path)
         except BaseException as e:  # (reads go on remotely; the failure is kept)
             self.failure = e
@@ -303,8 +307,11 @@ def open_remote_halves(
         return download(opened.index.version)
     source = HydratingSource(
         opened.index,
-        _hydrated_path(cache, opened) if mode == "hydrate" else None,
+        cache.path_of(opened.index.version) if mode == "hydrate" else None,
     )
+    if source.local_path is not None:
+        copy = source.local_path
+        source.on_copied = lambda: cache.forget_other_versions(copy, opened.index.version)
     head = opened.head
     known: Mapping[int, bytes] = head.eager_pages if head is not None else {}
     more = None
@@ -326,10 +333,6 @@ def open_remote_halves(
         index.close()
         raise
     return index, sharder
-
-
-def _hydrated_path(cache: ArchiveCache, opened: _Opened) -> str:
-    return cache.path_of(opened.index.version)
 
 
 def _sharder(

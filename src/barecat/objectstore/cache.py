@@ -105,7 +105,9 @@ class ArchiveCache:
         :meth:`copy_of`; a background download puts it there too)."""
         return self._path_of(obj)
 
-    def _forget_other_versions(self, keep_path: str, obj: ObjectVersion) -> None:
+    def forget_other_versions(self, keep_path: str, obj: ObjectVersion) -> None:
+        """Delete the copies and block caches of other versions of ``obj`` (processes
+        still reading them keep their open files)."""
         keep = os.path.basename(keep_path)
         pattern = re.compile(
             re.escape(_object_name(obj.url)) + rf"-[0-9a-f]{{{_DIGEST_CHARS}}}(\.map|-lookup)?$"
@@ -136,7 +138,7 @@ class ArchiveCache:
         finally:
             with contextlib.suppress(FileNotFoundError):
                 os.remove(partial)
-        self._forget_other_versions(path, obj)
+        self.forget_other_versions(path, obj)
         return path
 
     def _remove_abandoned_downloads(self, path: str) -> None:
@@ -152,7 +154,7 @@ class ArchiveCache:
         fresh = not os.path.exists(path)
         cache = BlockCache(path, obj.size, block_size)
         if fresh:
-            self._forget_other_versions(path, obj)
+            self.forget_other_versions(path, obj)
         return cache
 
 
