@@ -58,6 +58,10 @@ def test_the_command_line_lists_finds_cats_and_extracts_without_downloading(
     assert listed.stdout.decode().split() == sorted(
         os.path.basename(path_of(i)) for i in range(7, FILES, 100)
     )
+    found = subprocess.run([*CLI, "find", url, "train/c009", "-name", "img_001*.jpg"],
+                           env=env, capture_output=True)  # fmt: skip
+    assert found.returncode == 0, found.stderr
+    assert sorted(found.stdout.decode().split()) == [path_of(i) for i in range(1009, 2000, 100)]
     cat = subprocess.run([*CLI, "cat", url, path_of(1234)], env=env, capture_output=True)
     assert cat.returncode == 0 and cat.stdout == content(1234)
     out = tmp_path / "out"
