@@ -1,13 +1,13 @@
-"""Opening the two halves of an archive that lives on object storage (``s3://``, or any
-fsspec URL): the index as a local copy, the shards as ranged reads; and making an
-archive there (:func:`publish_archive`: shards first, copied on the store's side or
-uploaded, index last).
+"""Opening the two halves of an archive that lives on object storage (``s3://``, ``https://``
+or any fsspec URL), in the reader mode asked for (``lazy_remote.py`` owns the modes and
+the lazy ones); and making an archive there (:func:`publish_archive`: shards first,
+copied on the store's side or uploaded, index last).
 
-The index is downloaded once into the cache directory and reused for as long as the
-store reports the same version of it (the ETag on S3), so opening costs one metadata
-request when nothing changed. The copy is opened immutable: SQLite takes no locks and
-reads it like any local index, the lookup table included. Imports ``index``, ``shards``,
-``remote`` and ``layout``.
+In download mode the index is downloaded once into the cache directory and reused for
+as long as the store reports the same version of it (the ETag on S3), so opening costs
+one metadata request when nothing changed. The copy is opened immutable: SQLite takes
+no locks and reads it like any local index, the lookup table included. The shards are
+ranged reads in every mode. Imports ``index``, ``shards``, ``objectstore`` and ``layout``.
 """
 
 from __future__ import annotations
