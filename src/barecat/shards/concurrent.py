@@ -146,7 +146,16 @@ class ReadPool:
         return may_wait() if may_wait is not None else None
 
     def run_as(self, fans_out: bool | None, count: int, task: Callable[[int], None]) -> None:
-        """:meth:`run` as :meth:`fans_out` decided it (``fans_out``: its answer)."""
+        """:meth:`run` as :meth:`fans_out` decided it.
+
+        Args:
+            fans_out: what :meth:`fans_out` answered for this batch.
+            count: how many tasks.
+            task: does the ``k``-th read (and stores its result itself).
+
+        Raises:
+            Exception: as :meth:`run`.
+        """
         if fans_out is False:
             for k in range(count):
                 task(k)
@@ -157,9 +166,10 @@ class ReadPool:
 
     def _until_a_read_waits(self, count: int, task: Callable[[int], None]) -> int | None:
         """Run tasks on the calling thread until one waits: took over ``waiting_read_ns``
-        and slept meanwhile (where the system counts sleeps; a sleep of a quicker read
-        since the last slow one counts too); returns the next one's number (None when
-        none waited: the batch is done)."""
+        and the thread slept since the batch began (where the system counts sleeps,
+        asked only after a slow read: a sleep of a quicker read counts too, as storage
+        that made one read wait); returns the next one's number (None when none waited:
+        the batch is done)."""
         clock, limit = time.perf_counter_ns, self.waiting_read_ns
         slept = sleeps_so_far()
         for k in range(count):
