@@ -12,6 +12,7 @@ import os
 import random
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import cast
 
@@ -177,6 +178,36 @@ def test_a_batch_fans_out_when_its_reads_wait(storage_says: bool | None) -> None
         pool.waiting_read_ns = 10**10  # (none takes 10 s, however loaded the machine)
         pool.run(20, lambda k: ran_on.__setitem__(k, threading.current_thread().name))
         assert set(ran_on.values()) == {caller}
+    finally:
+        pool.close()
+
+
+def test_a_batch_read_in_spans_fans_out_when_a_read_waits() -> None:
+    """The calling thread's reads in spans (one loop each) where the storage cannot
+    tell: a read that waits still fans the rest of the batch out."""
+    if sleeps_so_far() is None:
+        pytest.skip("this system does not count a thread's sleeps")
+    pool = ReadPool(4, waiting_read_ns=1_000_000)
+    try:
+        other_ran, ran_on = threading.Event(), {}  # type: ignore[var-annotated]
+        spans: list[tuple[int, int]] = []
+
+        def in_spans(task: Callable[[int], None]) -> Callable[[int, int], None]:
+            def span(a: int, b: int) -> None:
+                spans.append((a, b))
+                for k in range(a, b):
+                    task(k)
+
+            return span
+
+        task = _recording(0, other_ran, ran_on)
+        pool.run_as(None, 20, task, in_spans(task))
+        assert sorted(ran_on) == list(range(20)) and other_ran.is_set()
+        assert spans == [(0, 1)]  # (read 0 waited: the rest went to the threads)
+        spans.clear()
+        quick = _recording(None, threading.Event(), {})  # (no read waits)
+        pool.run_as(None, 20, quick, in_spans(quick))
+        assert spans == [(0, 1), (1, 3), (3, 7), (7, 15), (15, 20)]  # (all on the caller)
     finally:
         pool.close()
 

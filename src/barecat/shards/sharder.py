@@ -188,9 +188,9 @@ class Sharder(ShardReader):
         return out
 
     def _read_each(self, addresses: list[Address]) -> list[bytes]:
-        """Each address read and checked on its own, in the order given; in one plain
-        loop when the read pool keeps the batch on the calling thread (as it does when
-        the page cache answers: no task per read), else on the pool's threads."""
+        """Each address read and checked on its own, in the order given; in plain loops
+        while the read pool keeps the batch on the calling thread (as it does when the
+        page cache answers: no task per read), else on the pool's threads."""
         read, count = self.read_from_address, len(addresses)
         first = addresses[0] if addresses else None
         fans_out = self.read_pool.fans_out(count, self._would_wait(first))
@@ -201,7 +201,10 @@ class Sharder(ShardReader):
         def read_one(k: int) -> None:
             out[k] = read(*addresses[k])
 
-        self.read_pool.run_as(fans_out, count, read_one)
+        def read_span(a: int, b: int) -> None:
+            out[a:b] = [read(*address) for address in addresses[a:b]]
+
+        self.read_pool.run_as(fans_out, count, read_one, read_span)
         return out
 
     def run_reads(
