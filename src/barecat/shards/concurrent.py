@@ -178,7 +178,7 @@ class ReadPool:
             return
         if fans_out:
             first: int | None = 0
-        elif span is not None and sleeps_so_far() is not None:
+        elif span is not None and _RUSAGE_THREAD is not None:  # (sleeps are counted)
             first = self._until_a_span_waits(count, span)
         else:
             first = self._until_a_read_waits(count, task)
