@@ -25,6 +25,18 @@ fresh worker process so that no way inherits another's heap:
 CPU time (``time.process_time``: user + system, what other load on the machine changes
 least), per file, best of R passes; the result's bytes are dropped as they come, as a
 loader hands them on. Prints each way and its ratio to ``getitem``; asserts nothing.
+
+    ./run bench-batch --harnesses [--workdir DIR] [--rounds R]
+
+instead puts ``[bc[p] for p in batch]`` beside ``bc.get_many(batch)`` (random batches of
+B over every file, a fresh shuffle each pass) in the two orders where ``get_many`` once
+measured slower than the loop (issue 37), for two mixes: N files of 1-64 KiB and 5N
+records of 64 B-1 KiB. ``interleaved``: a first pass over every file, then R rounds of
+loop, get_many; ``alternating``: no first pass, 3 rounds of loop, get_many. Each harness
+and mix runs in a fresh process; CPU µs a file, the least of the rounds, and the ratio
+``get_many / loop``, and how many read threads the batches made (0: every batch stayed on
+the calling thread). A ``--workdir`` on a tmpfs (``/dev/shm``) measures the filesystem
+that cannot tell a cached read (see ``shards/concurrent.py``).
 """
 
 from __future__ import annotations
@@ -39,6 +51,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -59,7 +72,7 @@ OURS = (
 REFERENCE = ("getitem", "read")
 
 
-def make_archive(path: str, files: int) -> None:
+def make_archive(path: str, files: int, low: int = 1024, high: int = 65536) -> None:
     import barecat
 
     rng = random.Random(0)
@@ -67,7 +80,72 @@ def make_archive(path: str, files: int) -> None:
     with barecat.Barecat(path, readonly=False, overwrite=True) as bc:
         for i in range(files):
             name = classes[rng.randrange(len(classes))]
-            bc[f"train/{name}/{name}_{i:07d}.jpg"] = rng.randbytes(rng.randint(1024, 65536))
+            bc[f"train/{name}/{name}_{i:07d}.jpg"] = rng.randbytes(rng.randint(low, high))
+
+
+HARNESSES = ("interleaved", "alternating")
+MIXES = (("1-64 KiB files", 1, 1024, 65536), ("64 B-1 KiB records", 5, 64, 1024))
+"""(label, files as a multiple of ``--files``, least and most bytes a file)."""
+
+
+def harness_worker(archive: str, harness: str, batch: int, rounds: int) -> dict[str, float]:
+    """CPU µs a file of the loop and of ``get_many``, the least of the rounds, in the
+    order ``harness`` says (see the module doc), and the read threads made."""
+    import barecat
+
+    with barecat.Barecat(archive) as bc:
+        paths = sorted(bc.index.iter_all_filepaths())
+        rng = random.Random(1)
+
+        def timed(read: Callable[[list[str]], list[bytes]]) -> float:
+            shuffled = paths[:]
+            rng.shuffle(shuffled)
+            batches = [shuffled[i : i + batch] for i in range(0, len(shuffled), batch)]
+            start = time.process_time()
+            for b in batches:
+                got = read(b)
+            del got
+            return (time.process_time() - start) / len(paths) * 1e6
+
+        if harness == "interleaved":
+            for p in paths:
+                bc[p]
+        else:
+            rounds = 3
+        loop, many = float("inf"), float("inf")
+        for _ in range(rounds):
+            loop = min(loop, timed(lambda b: [bc[p] for p in b]))
+            many = min(many, timed(bc.get_many))
+        threads = [t for t in threading.enumerate() if t.name.startswith("barecat-read")]
+    return {"loop": loop, "get_many": many, "read_threads": len(threads)}
+
+
+def harnesses(args: argparse.Namespace, workdir: str) -> None:
+    """Both harnesses on both mixes (see the module doc): print and save the figures."""
+    figures: dict[str, dict[str, dict[str, float]]] = {}
+    env = {**os.environ, "PYTHONPATH": os.path.join(REPO, "src")}
+    sys.path.insert(0, os.path.join(REPO, "src"))
+    for label, times, low, high in MIXES:
+        files = args.files * times
+        archive = os.path.join(workdir, f"orders-{files}-{low}-{high}.barecat")
+        if not os.path.exists(archive):
+            make_archive(archive, files, low, high)
+        for harness in HARNESSES:
+            command = [sys.executable, os.path.abspath(__file__), "--harness-worker"]
+            command += [archive, harness, "--batch", str(args.batch)]
+            command += ["--rounds", str(args.rounds)]
+            out = subprocess.run(command, env=env, check=True, capture_output=True, text=True)
+            figures.setdefault(label, {})[harness] = json.loads(out.stdout)
+    print(f"loop of bc[path] against get_many of {args.batch}, CPU µs a file (least of rounds)")
+    for label, by_harness in figures.items():
+        for harness, got in by_harness.items():
+            ratio = got["get_many"] / got["loop"]
+            print(
+                f"  {label:20s} {harness:12s} loop {got['loop']:6.2f}"
+                f"  get_many {got['get_many']:6.2f}  {ratio:5.2f}x"
+                f"  read threads {got['read_threads']:.0f}"
+            )
+    save_result("batch-orders", {"files": args.files, "batch": args.batch, "figures": figures})
 
 
 def worker(archive: str, way: str, batch: int, repeats: int) -> float:
@@ -195,14 +273,24 @@ def main() -> None:
     p.add_argument("--batch", type=int, default=256)
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--workdir", help="keep the archive here (reused when it exists)")
+    p.add_argument("--harnesses", action="store_true", help="loop and get_many, two orders")
+    p.add_argument("--rounds", type=int, default=5, help="interleaved rounds (--harnesses)")
     p.add_argument("--worker", nargs=2, metavar=("ARCHIVE", "WAY"), help=argparse.SUPPRESS)
+    p.add_argument("--harness-worker", nargs=2, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.worker:
         print(worker(args.worker[0], args.worker[1], args.batch, args.repeats))
         return
+    if args.harness_worker:
+        archive, harness = args.harness_worker
+        print(json.dumps(harness_worker(archive, harness, args.batch, args.rounds)))
+        return
     workdir = args.workdir or tempfile.mkdtemp(prefix="bench-batch-")
     archive = os.path.join(workdir, f"batch-{args.files}.barecat")
     try:
+        if args.harnesses:
+            harnesses(args, workdir)
+            return
         if not os.path.exists(archive):
             sys.path.insert(0, os.path.join(REPO, "src"))
             make_archive(archive, args.files)

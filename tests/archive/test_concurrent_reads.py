@@ -12,6 +12,8 @@ import os
 import random
 import threading
 import time
+from collections.abc import Callable
+from pathlib import Path
 from typing import cast
 
 import pytest
@@ -19,9 +21,10 @@ import pytest
 import barecat
 from barecat.exceptions import BarecatIntegrityError
 from barecat.shards import Sharder
-from barecat.shards.concurrent import ReadPool, read_would_wait
+from barecat.shards.concurrent import ReadPool, read_would_wait, sleeps_so_far
 from helpers import PASSPHRASE
 from helpers.damaging import damage
+from helpers.disks import small_tmpfs
 
 FILES = {f"d{i % 7}/{i:04d}.bin": random.Random(i).randbytes(i * 13 % 3000) for i in range(300)}
 WANTED = [*random.Random(1).sample(sorted(FILES), 200), "d1/0001.bin", "d0/0000.bin"]
@@ -177,6 +180,87 @@ def test_a_batch_fans_out_when_its_reads_wait(storage_says: bool | None) -> None
         assert set(ran_on.values()) == {caller}
     finally:
         pool.close()
+
+
+def test_a_batch_read_in_spans_fans_out_when_a_read_waits() -> None:
+    """The calling thread's reads in spans (one loop each) where the storage cannot
+    tell: a read that waits still fans the rest of the batch out."""
+    if sleeps_so_far() is None:
+        pytest.skip("this system does not count a thread's sleeps")
+    pool = ReadPool(4, waiting_read_ns=1_000_000)
+    try:
+        other_ran, ran_on = threading.Event(), {}  # type: ignore[var-annotated]
+        spans: list[tuple[int, int]] = []
+
+        def in_spans(task: Callable[[int], None]) -> Callable[[int, int], None]:
+            def span(a: int, b: int) -> None:
+                spans.append((a, b))
+                for k in range(a, b):
+                    task(k)
+
+            return span
+
+        task = _recording(0, other_ran, ran_on)
+        pool.run_as(None, 20, task, in_spans(task))
+        assert sorted(ran_on) == list(range(20)) and other_ran.is_set()
+        assert spans == [(0, 1)]  # (read 0 waited: the rest went to the threads)
+        spans.clear()
+        quick = _recording(None, threading.Event(), {})  # (no read waits)
+        pool.run_as(None, 20, quick, in_spans(quick))
+        assert spans == [(0, 1), (1, 3), (3, 7), (7, 15), (15, 20)]  # (all on the caller)
+    finally:
+        pool.close()
+
+
+def _busy(ns: int) -> None:
+    """Runs (never sleeps) for ``ns`` nanoseconds: a read that is slow without waiting,
+    as a copy into new memory, or one whose CPU went to other processes, is."""
+    until = time.perf_counter_ns() + ns
+    while time.perf_counter_ns() < until:
+        pass
+
+
+def test_a_slow_read_that_did_not_wait_keeps_the_batch_on_the_calling_thread() -> None:
+    if sleeps_so_far() is None:
+        pytest.skip("this system does not count a thread's sleeps")
+    caller = threading.current_thread().name
+    pool = ReadPool(4, waiting_read_ns=1_000)  # (each read below takes 20 µs)
+    ran_on: dict[int, str] = {}
+
+    def task(k: int) -> None:
+        ran_on[k] = threading.current_thread().name
+        _busy(20_000)
+
+    try:
+        pool.run(20, task, lambda: None)  # (the storage cannot tell: the reads' times do)
+        assert sorted(ran_on) == list(range(20)) and set(ran_on.values()) == {caller}
+        assert not read_threads()  # (none was even made)
+    finally:
+        pool.close()
+
+
+def test_a_batch_from_a_tmpfs_stays_on_the_calling_thread(tmp_path: Path) -> None:
+    """tmpfs cannot tell a cached read (no ``RWF_NOWAIT``), and every read of it is
+    answered from memory: however long one takes, the batch is not fanned out."""
+    if sleeps_so_far() is None:
+        pytest.skip("this system does not count a thread's sleeps")
+    with small_tmpfs(tmp_path, "8m") as disk:
+        path = str(disk / "a.barecat")
+        with barecat.Barecat(path, readonly=False) as bc:
+            for p, data in FILES.items():
+                bc[p] = data
+        with barecat.Barecat(path) as bc:
+            sharder = cast(Sharder, bc.sharder)
+            fd = os.open(sharder.get_shard_path(0), os.O_RDONLY)
+            try:
+                if read_would_wait(fd, 0) is not None:
+                    pytest.skip("this tmpfs tells a cached read (RWF_NOWAIT)")
+            finally:
+                os.close(fd)
+            sharder.read_pool.waiting_read_ns = 1  # (every read takes longer than 1 ns)
+            assert bc.get_many(WANTED, max_gap=0) == [FILES[p] for p in WANTED]
+            assert bc.get_many(WANTED) == [FILES[p] for p in WANTED]  # (neighbours too)
+            assert not read_threads()
 
 
 def dropped_from_cache(path: str) -> None:

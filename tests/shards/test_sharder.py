@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import os
+import random
 from pathlib import Path
 
 import pytest
@@ -197,6 +198,34 @@ def test_remove_shards_from_removes_links_not_their_targets(tmp_path: Path) -> N
 
 
 # -- reads -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("max_gap", [0, 8, 4096])
+def test_a_batch_reads_what_a_loop_reads_in_request_order(tmp_path: Path, max_gap: int) -> None:
+    """Batches of lone files and of runs of neighbours (and empty files) mixed, in every
+    order: each file's bytes at its position, as a loop of single reads has them, and
+    a damaged file raised (the archive's ``get_many`` finds the first requested)."""
+    rng = random.Random(7)
+    with Sharder(str(tmp_path / "raw"), readonly=False) as sh:
+        stored = []
+        for i in range(60):
+            data = rng.randbytes(rng.choice([0, 3, 40, 900]))
+            stored.append((sh.add(data=data), data))
+            if i % 7 == 0:
+                sh.add(data=bytes(rng.choice([4, 20, 5000])))  # a gap no file owns
+        for _ in range(40):
+            picked = rng.sample(stored, rng.randint(2, 30))
+            located = sorted(enumerate(a for a, _ in picked), key=lambda pa: pa[1][:2])
+            assert sh.read_many(located, max_gap) == [data for _, data in picked]
+            damaged = sorted(rng.sample(range(len(picked)), 2))
+            bad = [(pos, Address(*a[:3], a.crc32c ^ 1) if pos in damaged and a.size else a)
+                   for pos, a in located]  # fmt: skip
+            named = {f"at offset {picked[p][0].offset} " for p in damaged if picked[p][0].size}
+            if not named:
+                continue
+            with pytest.raises(BarecatIntegrityError) as raised:
+                sh.read_many(bad, max_gap)
+            assert any(n in str(raised.value) for n in named)
 
 
 def test_reads_check_their_bytes(tmp_path: Path) -> None:

@@ -19,30 +19,42 @@ Run = tuple[int, int, int]
 def runs_of(located: list[tuple[int, Address]], max_gap: int) -> list[Run]:
     """``located`` (``(position, address)`` pairs sorted by address) cut into runs read
     together: neighbours at most ``max_gap`` apart in one shard, spanning at most
-    :data:`SPAN`."""
-    runs = []
-    i, count = 0, len(located)
-    while i < count:
-        shard, start, size, _ = located[i][1]
-        end = start + size
-        j = i + 1
-        while j < count:
-            s2, o2, n2, _ = located[j][1]
-            if s2 != shard or o2 - end > max_gap or o2 + n2 - start > SPAN:
-                break
-            if n2:  # (an empty file needs no bytes: its offset may even be past the end)
-                end = max(end, o2 + n2)
-            j += 1
-        runs.append((i, j, end))
-        i = j
+    :data:`SPAN`. One pass, each address unpacked once."""
+    runs: list[Run] = []
+    if not located:
+        return runs
+    i = 0
+    shard, start, size, _ = located[0][1]
+    end = start + size
+    for j in range(1, len(located)):
+        s2, o2, n2, _ = located[j][1]
+        if s2 != shard or o2 - end > max_gap or o2 + n2 - start > SPAN:
+            runs.append((i, j, end))
+            i, shard, start, end = j, s2, o2, o2 + n2
+        elif n2:  # (an empty file needs no bytes: its offset may even be past the end)
+            end = max(end, o2 + n2)
+    runs.append((i, len(located), end))
     return runs
 
 
 def in_request_order(runs: list[Run], located: list[tuple[int, Address]]) -> list[Run]:
-    """``runs`` by the first requested position each of them holds."""
-    if len(runs) == len(located):  # (no neighbours: each run is one file)
-        return [runs[k] for _, k in sorted((pos, k) for k, (pos, _) in enumerate(located))]
-    return sorted(runs, key=lambda run: min(pos for pos, _ in located[run[0] : run[1]]))
+    """``runs`` by the first requested position each of them holds, when the positions
+    of ``located`` are ``0`` to ``len(located) - 1``, each once (as a batch's are):
+    each run placed at its first position, not sorted."""
+    slots: list[Run | None] = [None] * len(located)
+    for run in runs:
+        i, j, _ = run
+        slots[located[i][0] if j == i + 1 else min(pos for pos, _ in located[i:j])] = run
+    return [run for run in slots if run is not None]
 
 
-__all__ = ["SPAN", "Run", "in_request_order", "runs_of"]
+def by_position(located: list[tuple[int, Address]]) -> list[Address]:
+    """The addresses of ``located`` in request order, when its positions are ``0`` to
+    ``len(located) - 1``, each once (as a batch's are): placed, not sorted."""
+    addresses = [located[0][1]] * len(located) if located else []
+    for pos, address in located:
+        addresses[pos] = address
+    return addresses
+
+
+__all__ = ["SPAN", "Run", "by_position", "in_request_order", "runs_of"]

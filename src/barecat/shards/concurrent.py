@@ -15,8 +15,11 @@ decides at its start: when the storage can tell whether its first read would wai
 (``RWF_NOWAIT`` on Linux's local filesystems: :func:`read_would_wait`, asked through
 the caller's ``may_wait``) it fans out from the start or not at all; otherwise (tmpfs,
 FUSE, NFS) it starts on the calling thread and fans out from its first read that took
-longer than :data:`WAITING_READ_NS`, which a read answered from memory hardly ever does
-and a read from a network filesystem nearly always does.
+longer than :data:`WAITING_READ_NS` and in that time slept (the thread's voluntary context
+switches, ``RUSAGE_THREAD``, where the system counts them): a read from a network
+filesystem sleeps while it waits, where a read answered from memory that took as long did
+not wait but ran (a copy into new memory, or the CPU given to other processes on a loaded
+machine), and threads would only add the GIL's hand-overs to it.
 
 A batch's result does not depend on any of this: each task writes its own slot, and
 when reads fail the error raised is the one the same reads made one after another would
@@ -28,6 +31,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import resource
 import threading
 import time
 from collections.abc import Callable
@@ -51,7 +55,21 @@ batch fans out to the threads. Copying and checking 64 KiB from the page cache t
 200 µs to milliseconds."""
 
 
+SPAN_READS = 32
+"""The most reads the calling thread makes in one go before it asks whether its thread
+slept (where the storage cannot tell a cached read): a system call per 32 reads."""
+
 _RWF_NOWAIT: int | None = getattr(os, "RWF_NOWAIT", None)
+_RUSAGE_THREAD: int | None = getattr(resource, "RUSAGE_THREAD", None)
+
+
+def sleeps_so_far() -> int | None:
+    """How many times the calling thread has slept so far (its voluntary context
+    switches: a read that waited for its storage slept), or None where the system does
+    not count them per thread."""
+    if _RUSAGE_THREAD is None:
+        return None
+    return resource.getrusage(_RUSAGE_THREAD).ru_nvcsw
 
 
 def read_would_wait(fd: int, offset: int) -> bool | None:
@@ -107,32 +125,100 @@ class ReadPool:
             Exception: what the lowest-numbered failing task raised (the first a loop
                 would have met); the tasks after it may not have run.
         """
-        threads = min(self.workers, count)
-        if threads < 2 or count < MIN_CONCURRENT_READS:
-            for k in range(count):
-                task(k)
-            return
-        first: int | None = 0
-        if self.waiting_read_ns > 0:
-            waits = may_wait() if may_wait is not None else None
-            if waits is None:  # (the storage cannot tell: the reads' times do)
-                first = self._until_a_read_waits(count, task)
-            elif not waits:
-                first = None
+        self.run_as(self.fans_out(count, may_wait), count, task)
+
+    def fans_out(
+        self, count: int, may_wait: Callable[[], bool | None] | None = None
+    ) -> bool | None:
+        """How a batch of ``count`` reads runs (see the module doc), decided before its
+        first read.
+
+        Args:
+            count: how many reads.
+            may_wait: whether the first read would wait for its storage (None: it
+                cannot tell); asked at most once, only for a batch large enough.
+
+        Returns:
+            False: on the calling thread alone; True: on the threads from the first
+            read; None: on the calling thread until a read waits (the storage cannot
+            tell).
+        """
+        if min(self.workers, count) < 2 or count < MIN_CONCURRENT_READS:
+            return False
+        if self.waiting_read_ns <= 0:
+            return True
+        return may_wait() if may_wait is not None else None
+
+    def run_as(
+        self,
+        fans_out: bool | None,
+        count: int,
+        task: Callable[[int], None],
+        span: Callable[[int, int], None] | None = None,
+    ) -> None:
+        """:meth:`run` as :meth:`fans_out` decided it.
+
+        Args:
+            fans_out: what :meth:`fans_out` answered for this batch.
+            count: how many tasks.
+            task: does the ``k``-th read (and stores its result itself).
+            span: ``span(a, b)`` does tasks ``a`` to ``b - 1`` in order, as one loop
+                on the calling thread (quicker than a call of ``task`` each); None: task
+                by task.
+
+        Raises:
+            Exception: as :meth:`run`.
+        """
+        if fans_out is False:
+            if span is not None:
+                span(0, count)
+            else:
                 for k in range(count):
                     task(k)
+            return
+        if fans_out:
+            first: int | None = 0
+        elif span is not None and _RUSAGE_THREAD is not None:  # (sleeps are counted)
+            first = self._until_a_span_waits(count, span)
+        else:
+            first = self._until_a_read_waits(count, task)
         if first is not None and first < count:
-            self._fan_out(first, count, min(threads, count - first), task)
+            self._fan_out(first, count, min(self.workers, count - first), task)
 
     def _until_a_read_waits(self, count: int, task: Callable[[int], None]) -> int | None:
-        """Run tasks on the calling thread until one waits; returns the next one's number
-        (None when none waited: the batch is done)."""
+        """Run tasks on the calling thread until one waits: took over ``waiting_read_ns``
+        and the thread slept since the batch began (where the system counts sleeps,
+        asked only after a slow read: a sleep of a quicker read counts too, as storage
+        that made one read wait); returns the next one's number (None when none waited:
+        the batch is done)."""
         clock, limit = time.perf_counter_ns, self.waiting_read_ns
+        slept = sleeps_so_far()
         for k in range(count):
             started = clock()
             task(k)
             if clock() - started > limit:
-                return k + 1
+                if slept is None:
+                    return k + 1
+                now = sleeps_so_far()
+                if now != slept:
+                    return k + 1
+        return None
+
+    def _until_a_span_waits(self, count: int, span: Callable[[int, int], None]) -> int | None:
+        """As :meth:`_until_a_read_waits`, where sleeps are counted: the reads in spans of
+        1, 2, 4 ... :data:`SPAN_READS` on the calling thread, until a span took over
+        ``waiting_read_ns`` and the thread slept since the batch began (a read that
+        waits does both at the first read, as before; page-cache reads never sleep)."""
+        clock, limit = time.perf_counter_ns, self.waiting_read_ns
+        slept = sleeps_so_far()
+        a, size = 0, 1
+        while a < count:
+            b = min(count, a + size)
+            started = clock()
+            span(a, b)
+            if clock() - started > limit and sleeps_so_far() != slept:
+                return b
+            a, size = b, min(2 * size, SPAN_READS)
         return None
 
     def _fan_out(self, first: int, count: int, threads: int, task: Callable[[int], None]) -> None:
@@ -185,6 +271,8 @@ __all__ = [
     "DEFAULT_READ_CONCURRENCY",
     "MIN_CONCURRENT_READS",
     "WAITING_READ_NS",
+    "SPAN_READS",
     "ReadPool",
     "read_would_wait",
+    "sleeps_so_far",
 ]

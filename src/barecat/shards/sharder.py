@@ -29,7 +29,7 @@ from barecat.exceptions import (
     ReadOnlyBarecatError,
 )
 from barecat.layout import existing_shard_numbers
-from barecat.shards.coalescing import SPAN, in_request_order, runs_of
+from barecat.shards.coalescing import SPAN, by_position, in_request_order, runs_of
 from barecat.shards.concurrent import DEFAULT_READ_CONCURRENCY, ReadPool, read_would_wait
 from barecat.shards.copy import copy_range
 from barecat.shards.guard import is_guard, make_guard, replace_guard_with_file, replace_with_guard
@@ -164,8 +164,11 @@ class Sharder(ShardReader):
         if len(located) == 1:  # (a batch of one: a read of one)
             shard, offset, size, crc = located[0][1]
             return [self.read_from_address(shard, offset, size, crc)]
+        runs = runs_of(located, max_gap)
+        if len(runs) == len(located):  # no neighbours (files picked at random): a read each
+            return self._read_each(by_position(located))
         out: list[bytes] = [b""] * len(located)
-        runs = in_request_order(runs_of(located, max_gap), located)
+        runs = in_request_order(runs, located)
 
         def read_run(k: int) -> None:
             i, j, end = runs[k]
@@ -182,6 +185,26 @@ class Sharder(ShardReader):
 
         first = located[runs[0][0]][1] if runs else None
         self.read_pool.run(len(runs), read_run, self._would_wait(first))
+        return out
+
+    def _read_each(self, addresses: list[Address]) -> list[bytes]:
+        """Each address read and checked on its own, in the order given; in plain loops
+        while the read pool keeps the batch on the calling thread (as it does when the
+        page cache answers: no task per read), else on the pool's threads."""
+        read, count = self.read_from_address, len(addresses)
+        first = addresses[0] if addresses else None
+        fans_out = self.read_pool.fans_out(count, self._would_wait(first))
+        if fans_out is False:
+            return [read(*address) for address in addresses]
+        out: list[bytes] = [b""] * count
+
+        def read_one(k: int) -> None:
+            out[k] = read(*addresses[k])
+
+        def read_span(a: int, b: int) -> None:
+            out[a:b] = [read(*address) for address in addresses[a:b]]
+
+        self.read_pool.run_as(fans_out, count, read_one, read_span)
         return out
 
     def run_reads(
