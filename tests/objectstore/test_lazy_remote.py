@@ -5,6 +5,7 @@ server, every request the server saw."""
 
 from __future__ import annotations
 
+import fcntl
 import itertools
 import os
 import random
@@ -392,3 +393,26 @@ def test_hydrating_a_new_version_deletes_the_copy_of_the_old(
         assert bc.index.connection.remote.source.wait_until_local()  # type: ignore[union-attr]
     assert not os.path.exists(first[0])
     assert len([p for p in _all_files(cache) if os.path.getsize(p) == index_size]) == 1
+
+
+def test_a_hydrating_reader_takes_the_download_over_from_a_process_that_left_it(
+    web_place: WebPlace, published: str, tmp_path: Path
+) -> None:
+    from barecat.objectstore import ArchiveCache, ObjectStore
+
+    url = web_place.put(published, f"ds{next(_copies)}.barecat")
+    cache = tmp_path / "cache"
+    copy = ArchiveCache(str(cache), url).path_of(ObjectStore("http").describe(url))
+    os.makedirs(os.path.dirname(copy), exist_ok=True)
+    other = os.open(copy + ".lock", os.O_RDWR | os.O_CREAT)  # another reader's download
+    fcntl.flock(other, fcntl.LOCK_EX)
+    try:
+        bc = web_place.open(url, cache, remote_mode="hydrate")
+        source = bc.index.connection.remote.source  # type: ignore[union-attr]
+        assert not source.wait_until_local(timeout=0)  # (the other one downloads)
+    finally:
+        os.close(other)  # ...and ends without finishing
+    with bc:
+        assert source.wait_until_local(timeout=120)
+        assert os.path.getsize(copy) == os.path.getsize(published)
+        assert bc[path_of(5)] == content(5)

@@ -42,7 +42,7 @@ from barecat.entries import Address
 from barecat.exceptions import FileNotFoundBarecatError, RemoteModeBarecatError
 from barecat.index import ReadOnlyIndex
 from barecat.index.remote_pages import RemotePages
-from barecat.index.sidecar_format import HEAD_GUESS, SidecarHead
+from barecat.index.sidecar_format import HEAD_GUESS, INDEX_HEADER_SIZE, SidecarHead
 from barecat.layout import OLD_INDEX_SUFFIX, SIDECAR_SUFFIX, shard_path
 from barecat.objectstore import ArchiveCache, ObjectStore, ObjectVersion, StoredObject
 from barecat.objectstore.page_cache import PageCache
@@ -52,8 +52,6 @@ from barecat.shards.objectstore import DEFAULT_BLOCK_SIZE, ObjectStoreSharder
 MODES = ("auto", "download", "lazy", "hydrate")
 """The reader modes of a remote archive (see the module doc)."""
 MODE_ENV = "BARECAT_REMOTE_MODE"
-HEADER_BYTES = 100
-"""SQLite's file header: a reader compares it with the one the sidecar was made from."""
 LOOK_AGAIN_SECONDS = 1.0
 """How often a hydrating reader whose copy another process downloads looks for it."""
 HYDRATE_CHUNK = 8 << 20
@@ -78,7 +76,6 @@ class _Opened:
     """What the first round of requests found: the index (pinned) and its header, and
     the sidecar's head if it is there and fresh."""
 
-    index_url: str
     index: PinnedObject
     header: bytes
     sidecar: PinnedObject | None
@@ -155,11 +152,9 @@ class HydratingSource:
         return self._fd is not None
 
     def read(self, start: int, end: int) -> bytes:
+        if self._watching and time.monotonic() >= self._look_again:
+            self._look()
         fd = self._fd
-        if fd is None and self._watching and time.monotonic() >= self._look_again:
-            self._look_again = time.monotonic() + LOOK_AGAIN_SECONDS
-            self._use_if_complete()
-            fd = self._fd
         if fd is not None:
             return os.pread(fd, end - start, start)
         return self.remote.read(start, end)
@@ -167,18 +162,31 @@ class HydratingSource:
     def start(self) -> None:
         """Use the local copy if it is complete; else download it in the background,
         unless another process (a DataLoader worker's sibling) already is: then look for
-        its copy now and then, and switch to it once complete."""
-        if self.local_path is None or self._thread is not None or self._use_if_complete():
+        its copy now and then (at reads, and in :meth:`wait_until_local`), switch to it
+        once complete, and take the download over if that process ended without it."""
+        if self.local_path is None or self._thread is not None:
             return
         os.makedirs(os.path.dirname(self.local_path), exist_ok=True)
         self._lock_fd = os.open(self.local_path + ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC)
+        self._look()
+
+    def _look(self) -> None:
+        """Use the copy if it is complete, else download it if no other process is."""
+        assert self.local_path is not None and self._lock_fd is not None
+        self._look_again = time.monotonic() + LOOK_AGAIN_SECONDS
+        if self._use_if_complete():
+            return
         try:
             fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             self._watching = True
             return
-        self._thread = threading.Thread(target=self._download, name="barecat-hydrate", daemon=True)
-        self._thread.start()
+        self._watching = False
+        if not self._use_if_complete():  # (the other process may have just finished)
+            self._thread = threading.Thread(
+                target=self._download, name="barecat-hydrate", daemon=True
+            )
+            self._thread.start()
 
     def _use_if_complete(self) -> bool:
         assert self.local_path is not None
@@ -198,14 +206,27 @@ class HydratingSource:
         self._done.set()
 
     def wait_until_local(self, timeout: float | None = None) -> bool:
-        """Wait for the background download to finish (or fail); True once reads are
-        local. A download this process does not run (another's) is looked for at each
-        read, not here.
+        """Wait until reads are local: this process's download finished (or failed), or
+        another process's copy is complete (looked for now and then, and taken over if
+        that process ended without it).
+
+        Args:
+            timeout: seconds to wait at most (None: as long as it takes).
+
+        Returns:
+            True once reads are local (False: not hydrating, or the time ran out).
 
         Raises:
-            BaseException: what stopped the download.
+            BaseException: what stopped this process's download.
         """
-        self._done.wait(timeout)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.local_path is not None and not self._done.is_set():
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                break
+            step = LOOK_AGAIN_SECONDS if left is None else min(left, LOOK_AGAIN_SECONDS)
+            if not self._done.wait(step) and self._watching:
+                self._look()
         if self.failure is not None:
             raise self.failure
         return self.local
@@ -249,18 +270,16 @@ def _first_round(store: ObjectStore, url: str) -> _Opened:
     index = PinnedObject(store, url)
     sidecar = PinnedObject(store, url + SIDECAR_SUFFIX)
     header, head_bytes = read_many(
-        [(index, 0, HEADER_BYTES), (sidecar, 0, HEAD_GUESS)], missing_ok=True
+        [(index, 0, INDEX_HEADER_SIZE), (sidecar, 0, HEAD_GUESS)], missing_ok=True
     )
-    index_url = url
     if isinstance(header, FileNotFoundBarecatError):
-        index_url = url + OLD_INDEX_SUFFIX  # (barecat 0.3.1's older naming)
-        index = PinnedObject(store, index_url)
+        index = PinnedObject(store, url + OLD_INDEX_SUFFIX)  # (barecat 0.3.1's older naming)
         try:
-            header = index.read(0, HEADER_BYTES)
+            header = index.read(0, INDEX_HEADER_SIZE)
         except FileNotFoundBarecatError:
             raise FileNotFoundBarecatError(url, "Archive") from None
     if isinstance(head_bytes, FileNotFoundBarecatError):
-        return _Opened(index_url, index, header, None, None)
+        return _Opened(index, header, None, None)
     head = _parse_head(head_bytes, sidecar)
     if not head.matches(header, index.size):
         warnings.warn(
@@ -268,8 +287,8 @@ def _first_round(store: ObjectStore, url: str) -> _Opened:
             "`barecat publish`): it is not used; publish the archive again",
             stacklevel=4,
         )
-        return _Opened(index_url, index, header, None, None)
-    return _Opened(index_url, index, header, sidecar, head)
+        return _Opened(index, header, None, None)
+    return _Opened(index, header, sidecar, head)
 
 
 def _parse_head(first: bytes, sidecar: PinnedObject) -> SidecarHead:

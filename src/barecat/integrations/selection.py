@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from barecat.archive import Barecat, Passphrase
-from barecat.archive.lazy_remote import MODE_ENV
+from barecat.archive.lazy_remote import resolve_mode
 from barecat.selection import FileSelection
 
 ENGINE_MODE = "hydrate"
@@ -84,7 +84,7 @@ class ArchiveLocation:
             storage_options=self.storage_options,
             cache_dir=self.cache_dir,
             lookup_table=lookup_table,
-            remote_mode=self.remote_mode or os.environ.get(MODE_ENV) or ENGINE_MODE,
+            remote_mode=resolve_mode(self.remote_mode, ENGINE_MODE),
         )
 
 
