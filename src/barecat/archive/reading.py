@@ -436,7 +436,12 @@ def read_item(archive: OpenArchive, path: str) -> bytes:
     reads.append(None)
     try:
         normalized = normalize(path)
-        addr = archive.index.lookups.lookup_address(normalized)
+        lookups = archive.index.lookups
+        if archive.sealing is None and (table := lookups.current_table()) is not None:
+            data = table.get(normalized, archive.sharder.open_descriptors)  # (one kernel
+            if data is not None:  # call: probe, read, CRC; else the careful path below)
+                return data
+        addr = lookups.lookup_address(normalized)
         if addr is None:
             raise KeyError(path)
         try:

@@ -50,6 +50,7 @@ import xxhash
 
 from barecat.entries import Address
 from barecat.index.connection import select
+from barecat.kernels import AddressTable
 
 _new = tuple.__new__  # an Address without NamedTuple's Python-level __new__ (the hot path)
 _Slots = Union["array[int]", memoryview]
@@ -145,6 +146,7 @@ class LookupTable:
         self._capacity = len(self._slots) // _WORDS
         self._paths = paths
         self._paths_start = paths_start
+        self._kernel = AddressTable(self._slots, paths, paths_start, _hash64, Address)
         self.content = content
         """The SHA-256 of the contents the file says it holds (None: a table built here)."""
         self.tag = tag
@@ -314,43 +316,14 @@ class LookupTable:
 
     def find(self, path: str) -> Address | None:
         """(shard, offset, size, crc32c) of ``path``, or None when SQLite must answer."""
-        key = path.encode("utf-8", "surrogateescape")  # (inlined: the hot path)
-        h = _hash64(key) or 1
-        slots, end = self._slots, len(self._slots)
-        i = ((h * self._capacity) >> 64) * _WORDS
-        while (current := slots[i]) != _EMPTY:
-            if current == h:
-                ref = slots[i + 2]
-                start = self._paths_start + (ref >> _LENGTH_BITS)
-                if self._paths[start : start + (ref & _LENGTH_MASK)] == key:
-                    break
-            i += _WORDS
-            if i == end:
-                i = self._probe_from_the_top(h, key)
-                if i < 0:
-                    return None
-                break
-        else:
-            return None
-        word, size_crc = slots[i + 1], slots[i + 3]
-        offset, size = word & _OFFSET_MASK, size_crc & _MAX_U32
-        return _new(Address, (word >> _OFFSET_BITS, offset, size, size_crc >> 32))
+        return self._kernel.find(path)  # type: ignore[no-any-return]
 
-    def _probe_from_the_top(self, h: int, key: bytes) -> int:
-        """The slot of ``key`` for a probe that reached the table's end: on from slot 0,
-        up to the slot the probe started at, so no probe visits a slot twice (a table
-        without an empty slot is damaged, but ends every probe). -1: not there."""
-        slots, paths, paths_start = self._slots, self._paths, self._paths_start
-        for i in range(0, ((h * self._capacity) >> 64) * _WORDS, _WORDS):
-            current = slots[i]
-            if current == _EMPTY:
-                return -1
-            if current == h:
-                ref = slots[i + 2]
-                start = paths_start + (ref >> _LENGTH_BITS)
-                if paths[start : start + (ref & _LENGTH_MASK)] == key:
-                    return i
-        return -1
+    def get(self, path: str, fds: dict[int, int]) -> bytes | None:
+        """The CRC-checked bytes of the file at ``path``, read from ``fds[shard]`` in one
+        kernel call (the whole of a warm ``bc[path]``), or None when the caller's careful
+        path must answer: the table does not hold the path, no descriptor is open for its
+        shard, or the read is short, fails or does not match its CRC."""
+        return self._kernel.get(path, fds)
 
     def has_empty_slot(self) -> bool:
         """Whether some slot is empty, as in every table built here (a table without one is
@@ -370,41 +343,10 @@ class LookupTable:
         return False
 
     def find_many(self, paths: list[str]) -> list[tuple[int, Address]] | None:
-        """(position in ``paths``, address) of every path, sorted by address; None as soon
-        as one path is not in the table (SQLite must answer for the batch). ``find`` in
-        one loop, the table's attributes looked up once, sorted on the slot's
-        ``shard << 48 | offset`` word."""
-        slots, end, capacity = self._slots, len(self._slots), self._capacity
-        paths_bytes, paths_start = self._paths, self._paths_start
-        hash64, new, address = _hash64, _new, Address
-        places: list[int] = []
-        found: list[Address] = []
-        for path in paths:
-            key = path.encode("utf-8", "surrogateescape")
-            h = hash64(key) or 1
-            i = ((h * capacity) >> 64) * _WORDS
-            while True:
-                current = slots[i]
-                if current == h:
-                    ref = slots[i + 2]
-                    start = paths_start + (ref >> _LENGTH_BITS)
-                    if paths_bytes[start : start + (ref & _LENGTH_MASK)] == key:
-                        break
-                elif current == _EMPTY:
-                    return None
-                i += _WORDS
-                if i == end:
-                    i = self._probe_from_the_top(h, key)
-                    if i < 0:
-                        return None
-                    break
-            word, size_crc = slots[i + 1], slots[i + 3]
-            places.append(word)
-            found.append(
-                new(address, (word >> _OFFSET_BITS, word & _OFFSET_MASK, size_crc & _MAX_U32,
-                              size_crc >> 32))
-            )  # fmt: skip
-        return [(pos, found[pos]) for pos in sorted(range(len(places)), key=places.__getitem__)]
+        """(position in ``paths``, address) of every path, sorted by address (ties in
+        request order); None as soon as one path is not in the table (SQLite must answer
+        for the batch)."""
+        return self._kernel.find_many(paths)
 
     def __len__(self) -> int:
         return self._count

@@ -248,6 +248,17 @@ class IndexLookups(IndexAggregates):
                 return self.lookup_address(path)
         return self.lookup_address_in_sqlite(path)
 
+    def current_table(self) -> LookupTable | None:
+        """The lookup table, while it answers for the index as it is now (for a caller
+        that reads through it in one call, :meth:`LookupTable.get`); None otherwise,
+        and :meth:`lookup_address` decides.
+
+        Returns:
+            The table or None.
+        """
+        table = self._table
+        return table if table is not None and (self._immutable or table.is_current()) else None
+
     @guards_itself
     def lookup_address_in_sqlite(self, path: str) -> Address | None:
         """As :meth:`lookup_address`, always from SQLite: the second opinion when bytes

@@ -41,6 +41,9 @@ class ShardReader(abc.ABC):
         self.path = path
         """The archive's base name (a path, or the URL of an archive on object storage)."""
         self._lock = threading.Lock()
+        self.open_descriptors: dict[int, int] = {}
+        """The open descriptor of each local shard read so far (none on object storage):
+        for the kernels that read a file in one call (``barecat.kernels``)."""
 
     def get_shard_path(self, i_shard: int) -> str:
         """The name of shard ``i_shard`` (``PATH-shard-NNNNN``)."""

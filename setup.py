@@ -1,0 +1,56 @@
+"""Builds barecat's one compiled module, ``barecat.kernels._compiled``, where a C compiler
+is found; everything else is in pyproject.toml.
+
+The extension is optional: without a compiler (or where it fails to build) the install
+goes on with the pure-Python kernels, and says so. On Python 3.11 and later it is built
+on the stable ABI (the buffer protocol joined it in 3.11), so one wheel (``cp311-abi3``)
+serves every later Python; on 3.10 it is built for 3.10 alone.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+
+LIMITED = sys.version_info >= (3, 11)
+
+
+class OptionalBuildExt(build_ext):
+    """build_ext that says which path the install took, and goes on without the module."""
+
+    def run(self) -> None:
+        try:
+            super().run()
+        except Exception as e:
+            self._say(f"no compiled core ({e}); barecat installs its pure-Python kernels")
+        else:
+            self._say("compiled core built (barecat.kernels._compiled)")
+
+    def build_extension(self, ext: Extension) -> None:
+        try:
+            super().build_extension(ext)
+        except Exception as e:
+            self._say(f"the compiled core did not build ({e}); barecat installs its "
+                      "pure-Python kernels")  # fmt: skip
+
+    @staticmethod
+    def _say(line: str) -> None:
+        print(f"barecat: {line}", file=sys.stderr)
+
+
+setup(
+    ext_modules=[
+        Extension(
+            "barecat.kernels._compiled",
+            ["src/barecat/kernels/_compiled.c"],
+            py_limited_api=LIMITED,
+            define_macros=[("Py_LIMITED_API", "0x030B0000")] if LIMITED else [],
+            extra_compile_args=["-O2"] if sys.platform != "win32" else [],
+            optional=True,
+        )
+    ],
+    cmdclass={"build_ext": OptionalBuildExt},
+    options={"bdist_wheel": {"py_limited_api": "cp311"}} if LIMITED else {},
+)

@@ -1,0 +1,70 @@
+"""The per-file kernels of reads: CRC32C, a checked pread (one and a batch), and the
+lookup table's probe and whole get; compiled where the extension was built, else the
+pure-Python reference.
+
+Which one runs is decided here, once, at import: the compiled module
+(``barecat.kernels._compiled``, built by ``pip install`` where a C compiler is found)
+unless ``BARECAT_PUREPYTHON=1`` is set or it is not installed; :data:`IMPLEMENTATION`
+and :data:`WHY` say which and why (``barecat --version`` shows them). Both answer the
+same for every input (``python.py`` documents the contract and is the reference; the fuzz
+tests compare them): the checked bytes, or None where the caller's careful path must
+answer. The kernels decide nothing: the callers in ``shards/`` and ``index/`` own every
+rule. Imports nothing of barecat but its own two halves.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+from barecat.kernels import python as _python
+
+_module: Any
+if os.environ.get("BARECAT_PUREPYTHON", "") not in ("", "0"):
+    _module, IMPLEMENTATION, WHY = _python, "python", "BARECAT_PUREPYTHON is set"
+else:
+    try:
+        from barecat.kernels import _compiled as _module  # type: ignore[attr-defined,no-redef]
+
+        IMPLEMENTATION, WHY = "compiled", "built at install"
+    except ImportError as e:  # (no compiler at install, or a platform it does not build on)
+        _module, IMPLEMENTATION, WHY = (
+            _python,
+            "python",
+            f"the compiled core is not installed ({e})",
+        )
+
+crc32c: Callable[..., int] = _module.crc32c
+read_checked: Callable[[int, int, int, int | None], bytes | None] = _module.read_checked
+read_each: Callable[[dict[int, int], list[Any]], list[bytes | None]] = _module.read_each
+AddressTable: type[_python.AddressTable] = _module.AddressTable
+CRC32C_INSTRUCTIONS: str = _module.CRC32C_INSTRUCTIONS
+"""What computes CRC32C: ``sse4.2``, ``armv8-crc``, ``portable`` (compiled) or
+``crc32c package`` (Python)."""
+SPAN = _python.SPAN
+
+
+def describe() -> str:
+    """One line saying which kernels run and why (for ``--version`` and bug reports).
+
+    Returns:
+        E.g. ``compiled core (CRC32C: sse4.2)`` or ``pure Python (BARECAT_PUREPYTHON is
+        set)``.
+    """
+    if IMPLEMENTATION == "compiled":
+        return f"compiled core (CRC32C: {CRC32C_INSTRUCTIONS})"
+    return f"pure Python ({WHY})"
+
+
+__all__ = [
+    "CRC32C_INSTRUCTIONS",
+    "IMPLEMENTATION",
+    "SPAN",
+    "WHY",
+    "AddressTable",
+    "crc32c",
+    "describe",
+    "read_checked",
+    "read_each",
+]

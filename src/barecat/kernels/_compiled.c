@@ -1,0 +1,786 @@
+/* barecat's compiled kernels: the same functions as barecat/kernels/python.py (the
+ * reference), for the per-file loops where the interpreter is the limit.
+ *
+ * - crc32c(data, value=0): CRC32C with the CPU's instruction (SSE4.2 on x86-64, the CRC
+ *   extension on ARMv8) in three interleaved streams, or slicing-by-8 tables where the
+ *   CPU has neither;
+ * - read_checked(fd, offset, size, crc): one pread plus its CRC check;
+ * - read_each(fds, addresses): the same for a batch, the lock released once;
+ * - AddressTable: the lookup table's probe (find, find_many) and a whole get.
+ *
+ * The kernels never decide anything and never raise for what they read: whatever is not
+ * clean (a short read, a CRC mismatch, an error of the system, a size over 16 MiB, an
+ * address the table cannot hold) is answered with None, and the Python caller takes its
+ * careful path, which raises the right error. Only wrong argument types raise
+ * (TypeError, ValueError, OverflowError), and MemoryError.
+ *
+ * Built on the stable ABI (Py_LIMITED_API, 3.11: the buffer protocol) where the Python
+ * building it allows, so one wheel serves every later Python.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define BARECAT_X86 1
+#include <cpuid.h>
+#include <nmmintrin.h>
+#elif defined(__aarch64__) && (defined(__GNUC__) || defined(__clang__))
+#define BARECAT_ARM 1
+#include <arm_acle.h>
+#if defined(__linux__)
+#include <sys/auxv.h>
+#ifndef HWCAP_CRC32
+#define HWCAP_CRC32 (1 << 7)
+#endif
+#endif
+#endif
+
+#define SPAN ((Py_ssize_t)16 << 20) /* larger reads are the careful path's (it checks the shard's size first) */
+#define WORDS 4                     /* u64 words a slot: hash, shard|offset, path ref, crc|size */
+#define OFFSET_BITS 48
+#define OFFSET_MASK ((UINT64_C(1) << OFFSET_BITS) - 1)
+#define LENGTH_BITS 24
+#define LENGTH_MASK ((UINT64_C(1) << LENGTH_BITS) - 1)
+#define LONG_BLOCK 4096  /* bytes a stream, in the three-stream loop */
+#define SHORT_BLOCK 256
+
+/* ---------------------------------------------------------------- CRC32C -------- */
+
+static uint32_t crc_table[8][256];
+static uint32_t shift_long[4][256];  /* the register after LONG_BLOCK zero bytes */
+static uint32_t shift_short[4][256]; /* ... after SHORT_BLOCK zero bytes */
+static int have_hardware;
+
+static inline uint64_t load64(const unsigned char *p) {
+    uint64_t v;
+    memcpy(&v, p, 8);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    v = __builtin_bswap64(v);
+#endif
+    return v;
+}
+
+/* The register (not inverted) after the bytes p[0:n], portable: slicing by 8. */
+static uint32_t crc_portable(uint32_t s, const unsigned char *p, size_t n) {
+    while (n && ((uintptr_t)p & 7)) {
+        s = crc_table[0][(s ^ *p++) & 0xff] ^ (s >> 8);
+        n--;
+    }
+    while (n >= 8) {
+        uint64_t w = load64(p) ^ s;
+        s = crc_table[7][w & 0xff] ^ crc_table[6][(w >> 8) & 0xff] ^
+            crc_table[5][(w >> 16) & 0xff] ^ crc_table[4][(w >> 24) & 0xff] ^
+            crc_table[3][(w >> 32) & 0xff] ^ crc_table[2][(w >> 40) & 0xff] ^
+            crc_table[1][(w >> 48) & 0xff] ^ crc_table[0][w >> 56];
+        p += 8;
+        n -= 8;
+    }
+    while (n--) {
+        s = crc_table[0][(s ^ *p++) & 0xff] ^ (s >> 8);
+    }
+    return s;
+}
+
+static uint32_t zeros(uint32_t s, size_t n) {
+    while (n--) {
+        s = crc_table[0][s & 0xff] ^ (s >> 8);
+    }
+    return s;
+}
+
+/* t[i][b] = the register after n zero bytes from b << 8i: linear in the register, so
+ * built from the images of its 32 bits. */
+static void build_shift(uint32_t t[4][256], size_t n) {
+    uint32_t basis[32];
+    for (int k = 0; k < 32; k++) {
+        basis[k] = zeros((uint32_t)1 << k, n);
+    }
+    for (int i = 0; i < 4; i++) {
+        for (uint32_t b = 0; b < 256; b++) {
+            uint32_t v = b << (8 * i), x = 0;
+            for (int k = 0; k < 32; k++) {
+                if (v >> k & 1) {
+                    x ^= basis[k];
+                }
+            }
+            t[i][b] = x;
+        }
+    }
+}
+
+static inline uint32_t shifted(uint32_t t[4][256], uint32_t s) {
+    return t[0][s & 0xff] ^ t[1][(s >> 8) & 0xff] ^ t[2][(s >> 16) & 0xff] ^ t[3][s >> 24];
+}
+
+static void build_tables(void) {
+    for (uint32_t n = 0; n < 256; n++) {
+        uint32_t c = n;
+        for (int k = 0; k < 8; k++) {
+            c = c & 1 ? (c >> 1) ^ 0x82F63B78u : c >> 1;
+        }
+        crc_table[0][n] = c;
+    }
+    for (uint32_t n = 0; n < 256; n++) {
+        for (int k = 1; k < 8; k++) {
+            crc_table[k][n] = (crc_table[k - 1][n] >> 8) ^ crc_table[0][crc_table[k - 1][n] & 0xff];
+        }
+    }
+    build_shift(shift_long, LONG_BLOCK);
+    build_shift(shift_short, SHORT_BLOCK);
+}
+
+#if defined(BARECAT_X86)
+#define HW_TARGET __attribute__((target("sse4.2")))
+#define HW_CRC64(s, w) ((uint32_t)_mm_crc32_u64((s), (w)))
+#define HW_CRC8(s, b) _mm_crc32_u8((s), (b))
+#elif defined(BARECAT_ARM)
+#if defined(__clang__)
+#define HW_TARGET __attribute__((target("crc")))
+#else
+#define HW_TARGET __attribute__((target("+crc")))
+#endif
+#define HW_CRC64(s, w) __crc32cd((s), (w))
+#define HW_CRC8(s, b) __crc32cb((s), (b))
+#endif
+
+#ifdef HW_TARGET
+/* Three streams of `block` bytes each, run side by side (the instruction's latency is
+ * three times its throughput), then joined: the register of A|B|C is
+ * shift(shift(a) ^ b) ^ c, where shift feeds `block` zero bytes. */
+#define THREE_STREAMS(block, table)                                                  \
+    while (n >= 3 * (block)) {                                                       \
+        uint32_t s1 = 0, s2 = 0;                                                     \
+        for (size_t i = 0; i < (block); i += 8) {                                    \
+            s = HW_CRC64(s, load64(p + i));                                          \
+            s1 = HW_CRC64(s1, load64(p + (block) + i));                              \
+            s2 = HW_CRC64(s2, load64(p + 2 * (block) + i));                          \
+        }                                                                            \
+        s = shifted(table, shifted(table, s) ^ s1) ^ s2;                             \
+        p += 3 * (block);                                                            \
+        n -= 3 * (block);                                                            \
+    }
+
+HW_TARGET static uint32_t crc_hardware(uint32_t s, const unsigned char *p, size_t n) {
+    while (n && ((uintptr_t)p & 7)) {
+        s = HW_CRC8(s, *p++);
+        n--;
+    }
+    THREE_STREAMS(LONG_BLOCK, shift_long)
+    THREE_STREAMS(SHORT_BLOCK, shift_short)
+    while (n >= 8) {
+        s = HW_CRC64(s, load64(p));
+        p += 8;
+        n -= 8;
+    }
+    while (n--) {
+        s = HW_CRC8(s, *p++);
+    }
+    return s;
+}
+#endif
+
+static int detect_hardware(void) {
+#if defined(BARECAT_X86)
+    unsigned int a, b, c, d;
+    return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_SSE4_2);
+#elif defined(BARECAT_ARM) && defined(__linux__)
+    return (getauxval(AT_HWCAP) & HWCAP_CRC32) != 0;
+#elif defined(BARECAT_ARM) && defined(__APPLE__)
+    return 1; /* every Apple ARM CPU has the CRC extension */
+#else
+    return 0;
+#endif
+}
+
+/* The finished CRC32C of p[0:n] continuing from the finished `value`. */
+static uint32_t crc32c_of(uint32_t value, const unsigned char *p, size_t n) {
+    uint32_t s = ~value;
+#ifdef HW_TARGET
+    if (have_hardware) {
+        return ~crc_hardware(s, p, n);
+    }
+#endif
+    return ~crc_portable(s, p, n);
+}
+
+#define RELEASE_ABOVE 32768 /* bytes; below, releasing the lock costs more than the CRC */
+
+static PyObject *k_crc32c(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
+                          PyObject *kwnames) {
+    (void)module;
+    PyObject *value_obj = nargs == 2 ? args[1] : NULL;
+    Py_ssize_t nkw = kwnames == NULL ? 0 : PyTuple_Size(kwnames);
+    if (nkw == 1 && nargs == 1) {
+        PyObject *is_value = PyUnicode_FromString("value");
+        int same = is_value == NULL ? -1 : PyObject_RichCompareBool(PyTuple_GetItem(kwnames, 0), is_value, Py_EQ);
+        Py_XDECREF(is_value);
+        if (same < 0) {
+            return NULL;
+        }
+        value_obj = same ? args[1] : NULL;
+        nkw = same ? 0 : 1;
+    }
+    if (nargs < 1 || nargs > 2 || nkw != 0) {
+        PyErr_SetString(PyExc_TypeError, "crc32c(data, value=0)");
+        return NULL;
+    }
+    unsigned long value = 0;
+    if (value_obj != NULL) {
+        value = PyLong_AsUnsignedLongMask(value_obj);
+        if (value == (unsigned long)-1 && PyErr_Occurred()) {
+            return NULL;
+        }
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) {
+        return NULL;
+    }
+    uint32_t crc;
+    if (view.len >= RELEASE_ABOVE) {
+        Py_BEGIN_ALLOW_THREADS
+        crc = crc32c_of((uint32_t)value, view.buf, (size_t)view.len);
+        Py_END_ALLOW_THREADS
+    } else {
+        crc = crc32c_of((uint32_t)value, view.buf, (size_t)view.len);
+    }
+    PyBuffer_Release(&view);
+    return PyLong_FromUnsignedLong(crc);
+}
+
+/* ------------------------------------------------------------------ reads -------- */
+
+/* Fill buf[0:size] from fd at offset; 0 when all of it came and (if crc >= 0) its CRC
+ * matches, else -1. Called without the lock. */
+static int pread_checked(int fd, char *buf, Py_ssize_t size, long long offset, long long crc) {
+    Py_ssize_t got = 0;
+    while (got < size) {
+        ssize_t r = pread(fd, buf + got, (size_t)(size - got), (off_t)(offset + got));
+        if (r < 0 && errno == EINTR) {
+            continue;
+        }
+        if (r <= 0) {
+            return -1;
+        }
+        got += r;
+    }
+    return crc < 0 || crc32c_of(0, (const unsigned char *)buf, (size_t)size) == (uint32_t)crc ? 0 : -1;
+}
+
+/* The CRC argument: -1 for None (no check), -2 for what no CRC32C can be (never matches). */
+static long long crc_argument(PyObject *o) {
+    if (o == Py_None) {
+        return -1;
+    }
+    long long v = PyLong_AsLongLong(o);
+    if (v == -1 && PyErr_Occurred()) {
+        if (!PyErr_ExceptionMatches(PyExc_OverflowError)) {
+            return -3;
+        }
+        PyErr_Clear();
+        return -2;
+    }
+    return v < 0 || v > 0xFFFFFFFFLL ? -2 : v;
+}
+
+/* Whether an address can be read here: sizes 0..SPAN at offsets >= 0. */
+static int readable(long long offset, Py_ssize_t size) {
+    return offset >= 0 && size >= 0 && size <= SPAN && offset <= INT64_MAX - size;
+}
+
+/* bytes of one checked read, or None (see the file's head). */
+static PyObject *one_read(int fd, long long offset, Py_ssize_t size, long long crc) {
+    if (crc == -2 || !readable(offset, size) || fd < 0) {
+        Py_RETURN_NONE;
+    }
+    if (size == 0) {
+        if (crc > 0) {
+            Py_RETURN_NONE;
+        }
+        return PyBytes_FromStringAndSize(NULL, 0);
+    }
+    PyObject *out = PyBytes_FromStringAndSize(NULL, size);
+    if (out == NULL) {
+        return NULL;
+    }
+    char *buf = PyBytes_AsString(out);
+    int bad;
+    Py_BEGIN_ALLOW_THREADS
+    bad = pread_checked(fd, buf, size, offset, crc);
+    Py_END_ALLOW_THREADS
+    if (bad) {
+        Py_DECREF(out);
+        Py_RETURN_NONE;
+    }
+    return out;
+}
+
+static int int_argument(PyObject *o, long long *out) {
+    *out = PyLong_AsLongLong(o);
+    if (*out == -1 && PyErr_Occurred()) {
+        if (!PyErr_ExceptionMatches(PyExc_OverflowError)) {
+            return -1;
+        }
+        PyErr_Clear();
+        *out = -1; /* out of range: no address there */
+    }
+    return 0;
+}
+
+static PyObject *k_read_checked(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "read_checked(fd, offset, size, crc)");
+        return NULL;
+    }
+    long long fd, offset, size, crc;
+    if (int_argument(args[0], &fd) || int_argument(args[1], &offset) ||
+        int_argument(args[2], &size) || (crc = crc_argument(args[3])) == -3) {
+        return NULL;
+    }
+    if (fd > INT32_MAX || size > SPAN) {
+        Py_RETURN_NONE;
+    }
+    return one_read((int)fd, offset, (Py_ssize_t)size, crc);
+}
+
+/* One address of a batch, unpacked; fd -1 where the shard has none open. */
+typedef struct {
+    int fd;
+    long long offset;
+    Py_ssize_t size;
+    long long crc;
+    char *buf;
+} Planned;
+
+static int plan_one(PyObject *fds, PyObject *address, Planned *p) {
+    if (!PyTuple_Check(address) || PyTuple_Size(address) != 4) {
+        PyErr_SetString(PyExc_TypeError, "an address is a tuple (shard, offset, size, crc32c)");
+        return -1;
+    }
+    long long fd = -1, offset, size;
+    PyObject *got = PyDict_GetItemWithError(fds, PyTuple_GetItem(address, 0));
+    if (got == NULL && PyErr_Occurred()) {
+        return -1;
+    }
+    if (got != NULL && int_argument(got, &fd)) {
+        return -1;
+    }
+    if (int_argument(PyTuple_GetItem(address, 1), &offset) ||
+        int_argument(PyTuple_GetItem(address, 2), &size) ||
+        (p->crc = crc_argument(PyTuple_GetItem(address, 3))) == -3) {
+        return -1;
+    }
+    int ok = fd >= 0 && fd <= INT32_MAX && p->crc != -2 && size <= SPAN &&
+             readable(offset, (Py_ssize_t)size) && !(size == 0 && p->crc > 0);
+    p->fd = ok ? (int)fd : -1;
+    p->offset = offset;
+    p->size = ok ? (Py_ssize_t)size : 0;
+    p->buf = NULL;
+    return 0;
+}
+
+static PyObject *k_read_each(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 2 || !PyDict_Check(args[0]) || !PyList_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "read_each(fds: dict, addresses: list)");
+        return NULL;
+    }
+    PyObject *fds = args[0], *addresses = args[1];
+    Py_ssize_t count = PyList_Size(addresses);
+    Planned *plan = PyMem_Calloc((size_t)(count ? count : 1), sizeof(Planned));
+    PyObject *out = PyList_New(count);
+    if (plan == NULL || out == NULL) {
+        PyMem_Free(plan);
+        Py_XDECREF(out);
+        return PyErr_NoMemory();
+    }
+    Py_ssize_t total = 0;
+    for (Py_ssize_t k = 0; k < count; k++) { /* bytes made in request order (see sharder) */
+        Planned *p = &plan[k];
+        if (plan_one(fds, PyList_GetItem(addresses, k), p)) {
+            goto fail;
+        }
+        PyObject *item = p->fd < 0 ? Py_NewRef(Py_None) : PyBytes_FromStringAndSize(NULL, p->size);
+        if (item == NULL) {
+            goto fail;
+        }
+        PyList_SetItem(out, k, item);
+        p->buf = p->fd < 0 ? NULL : PyBytes_AsString(item);
+        total += p->size;
+    }
+    int bad_any = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t k = 0; k < count; k++) {
+        Planned *p = &plan[k];
+        if (p->buf != NULL && p->size > 0 && pread_checked(p->fd, p->buf, p->size, p->offset, p->crc)) {
+            p->fd = -1; /* the careful path's */
+            bad_any = 1;
+        }
+    }
+    Py_END_ALLOW_THREADS
+    (void)total;
+    if (bad_any) {
+        for (Py_ssize_t k = 0; k < count; k++) {
+            if (plan[k].fd < 0 && plan[k].buf != NULL) {
+                PyList_SetItem(out, k, Py_NewRef(Py_None));
+            }
+        }
+    }
+    PyMem_Free(plan);
+    return out;
+fail:
+    PyMem_Free(plan);
+    Py_DECREF(out);
+    return NULL;
+}
+
+/* ------------------------------------------------------------ the lookup table -------- */
+
+typedef struct {
+    PyObject_HEAD
+    Py_buffer slots; /* u64 words, WORDS a slot */
+    Py_buffer paths;
+    Py_ssize_t paths_start;
+    uint64_t capacity;
+    PyObject *hash;    /* xxh3_64_intdigest */
+    PyObject *address; /* the Address type */
+} Table;
+
+static int table_init(PyObject *self_obj, PyObject *args, PyObject *kwargs) {
+    Table *self = (Table *)self_obj;
+    PyObject *slots, *paths, *hash, *address;
+    Py_ssize_t paths_start;
+    if (kwargs != NULL && PyDict_Size(kwargs) != 0) {
+        PyErr_SetString(PyExc_TypeError, "AddressTable takes positional arguments only");
+        return -1;
+    }
+    if (!PyArg_ParseTuple(args, "OOnOO", &slots, &paths, &paths_start, &hash, &address)) {
+        return -1;
+    }
+    if (self->slots.obj != NULL || self->paths.obj != NULL) {
+        PyErr_SetString(PyExc_TypeError, "AddressTable is initialized once");
+        return -1;
+    }
+    if (PyObject_GetBuffer(slots, &self->slots, PyBUF_SIMPLE) < 0) {
+        return -1;
+    }
+    if (PyObject_GetBuffer(paths, &self->paths, PyBUF_SIMPLE) < 0) {
+        return -1;
+    }
+    Py_ssize_t slot_bytes = 8 * WORDS;
+    if (self->slots.len < slot_bytes || self->slots.len % slot_bytes != 0 || paths_start < 0 ||
+        paths_start > self->paths.len || ((uintptr_t)self->slots.buf & 7) != 0) {
+        PyErr_SetString(PyExc_ValueError, "not a lookup table: slots or paths out of shape");
+        return -1;
+    }
+    if (!PyType_Check(address) || !PyType_IsSubtype((PyTypeObject *)address, &PyTuple_Type)) {
+        PyErr_SetString(PyExc_TypeError, "the address type is a tuple subtype");
+        return -1;
+    }
+    self->capacity = (uint64_t)(self->slots.len / slot_bytes);
+    self->paths_start = paths_start;
+    self->hash = Py_NewRef(hash);
+    self->address = Py_NewRef(address);
+    return 0;
+}
+
+static void table_dealloc(PyObject *self_obj) {
+    Table *self = (Table *)self_obj;
+    if (self->slots.obj != NULL) {
+        PyBuffer_Release(&self->slots);
+    }
+    if (self->paths.obj != NULL) {
+        PyBuffer_Release(&self->paths);
+    }
+    Py_XDECREF(self->hash);
+    Py_XDECREF(self->address);
+    PyTypeObject *type = Py_TYPE(self_obj);
+    freefunc free_self = (freefunc)PyType_GetSlot(type, Py_tp_free);
+    free_self(self_obj);
+    Py_DECREF(type);
+}
+
+/* The UTF-8 (surrogates escaped) of a str path, as a new bytes object. */
+static PyObject *key_of(PyObject *path) {
+    if (!PyUnicode_Check(path)) {
+        PyErr_SetString(PyExc_TypeError, "a path is a str");
+        return NULL;
+    }
+    return PyUnicode_AsEncodedString(path, "utf-8", "surrogateescape");
+}
+
+/* (h * capacity) >> 64: the slot a hash starts at ("fastrange"). */
+static inline uint64_t high_product(uint64_t a, uint64_t b) {
+#if defined(__SIZEOF_INT128__)
+    return (uint64_t)(((unsigned __int128)a * b) >> 64);
+#else
+    uint64_t a0 = a & 0xFFFFFFFFu, a1 = a >> 32, b0 = b & 0xFFFFFFFFu, b1 = b >> 32;
+    uint64_t mid = (a0 * b0 >> 32) + (a1 * b0 & 0xFFFFFFFFu) + a0 * b1;
+    return a1 * b1 + (a1 * b0 >> 32) + (mid >> 32);
+#endif
+}
+
+/* The slot's first word index holding `key` (hash `h`), or -1. Each slot is visited at
+ * most once, so even a table without an empty slot ends every probe. */
+static Py_ssize_t probe(Table *self, const char *key, Py_ssize_t len, uint64_t h) {
+    const uint64_t *slots = self->slots.buf;
+    const char *paths = (const char *)self->paths.buf;
+    Py_ssize_t paths_len = self->paths.len;
+    uint64_t capacity = self->capacity;
+    uint64_t i = high_product(h, capacity);
+    for (uint64_t visited = 0; visited < capacity; visited++) {
+        uint64_t current = slots[i * WORDS];
+        if (current == 0) {
+            return -1;
+        }
+        if (current == h) {
+            uint64_t ref = slots[i * WORDS + 2];
+            uint64_t start = (uint64_t)self->paths_start + (ref >> LENGTH_BITS);
+            uint64_t n = ref & LENGTH_MASK;
+            /* (a path reaching past the end is cut there, as Python's slicing cuts it) */
+            uint64_t avail = start >= (uint64_t)paths_len ? 0 : (uint64_t)paths_len - start;
+            if (n > avail) {
+                n = avail;
+            }
+            if (n == (uint64_t)len && (n == 0 || memcmp(paths + start, key, (size_t)n) == 0)) {
+                return (Py_ssize_t)(i * WORDS);
+            }
+        }
+        if (++i == capacity) {
+            i = 0;
+        }
+    }
+    return -1;
+}
+
+/* The slot of a path: -1 not there, -2 an error set. */
+static Py_ssize_t slot_of(Table *self, PyObject *path) {
+    PyObject *key = key_of(path);
+    if (key == NULL) {
+        return -2;
+    }
+    PyObject *hashed = PyObject_CallFunctionObjArgs(self->hash, key, NULL);
+    if (hashed == NULL) {
+        Py_DECREF(key);
+        return -2;
+    }
+    uint64_t h = PyLong_AsUnsignedLongLongMask(hashed);
+    Py_DECREF(hashed);
+    if (h == (uint64_t)-1 && PyErr_Occurred()) {
+        Py_DECREF(key);
+        return -2;
+    }
+    char *bytes;
+    Py_ssize_t len;
+    PyBytes_AsStringAndSize(key, &bytes, &len);
+    Py_ssize_t at = probe(self, bytes, len, h ? h : 1);
+    Py_DECREF(key);
+    return at;
+}
+
+static newfunc tuple_new; /* tuple's own tp_new: makes an Address without a Python call */
+
+static PyObject *address_at(Table *self, Py_ssize_t at) {
+    const uint64_t *slots = self->slots.buf;
+    uint64_t word = slots[at + 1], size_crc = slots[at + 3];
+    PyObject *f[4] = {
+        PyLong_FromUnsignedLongLong(word >> OFFSET_BITS),
+        PyLong_FromUnsignedLongLong(word & OFFSET_MASK),
+        PyLong_FromUnsignedLongLong(size_crc & 0xFFFFFFFFu),
+        PyLong_FromUnsignedLongLong(size_crc >> 32),
+    };
+    PyObject *fields = NULL, *args = NULL, *out = NULL;
+    if (f[0] && f[1] && f[2] && f[3]) {
+        fields = PyTuple_Pack(4, f[0], f[1], f[2], f[3]);
+    }
+    if (fields != NULL) {
+        args = PyTuple_Pack(1, fields);
+    }
+    if (args != NULL) {
+        out = tuple_new((PyTypeObject *)self->address, args, NULL);
+    }
+    for (int k = 0; k < 4; k++) {
+        Py_XDECREF(f[k]);
+    }
+    Py_XDECREF(fields);
+    Py_XDECREF(args);
+    return out;
+}
+
+static PyObject *table_find(PyObject *self_obj, PyObject *path) {
+    Table *self = (Table *)self_obj;
+    Py_ssize_t at = slot_of(self, path);
+    if (at == -2) {
+        return NULL;
+    }
+    if (at < 0) {
+        Py_RETURN_NONE;
+    }
+    return address_at(self, at);
+}
+
+typedef struct {
+    uint64_t word;
+    Py_ssize_t pos;
+    Py_ssize_t at;
+} Found;
+
+static int by_word(const void *a, const void *b) {
+    const Found *x = a, *y = b;
+    if (x->word != y->word) {
+        return x->word < y->word ? -1 : 1;
+    }
+    return x->pos < y->pos ? -1 : x->pos > y->pos; /* (a stable sort's order) */
+}
+
+static PyObject *table_find_many(PyObject *self_obj, PyObject *paths) {
+    Table *self = (Table *)self_obj;
+    if (!PyList_Check(paths)) {
+        PyErr_SetString(PyExc_TypeError, "find_many takes a list of paths");
+        return NULL;
+    }
+    Py_ssize_t count = PyList_Size(paths);
+    Found *found = PyMem_Calloc((size_t)(count ? count : 1), sizeof(Found));
+    if (found == NULL) {
+        return PyErr_NoMemory();
+    }
+    const uint64_t *slots = self->slots.buf;
+    for (Py_ssize_t k = 0; k < count; k++) {
+        Py_ssize_t at = slot_of(self, PyList_GetItem(paths, k));
+        if (at < 0) {
+            PyMem_Free(found);
+            if (at == -2) {
+                return NULL;
+            }
+            Py_RETURN_NONE;
+        }
+        found[k].word = slots[at + 1];
+        found[k].pos = k;
+        found[k].at = at;
+    }
+    qsort(found, (size_t)count, sizeof(Found), by_word);
+    PyObject *out = PyList_New(count);
+    for (Py_ssize_t k = 0; out != NULL && k < count; k++) {
+        PyObject *address = address_at(self, found[k].at);
+        PyObject *pair = address == NULL ? NULL : Py_BuildValue("(nN)", found[k].pos, address);
+        if (pair == NULL) {
+            Py_CLEAR(out);
+            break;
+        }
+        PyList_SetItem(out, k, pair);
+    }
+    PyMem_Free(found);
+    return out;
+}
+
+/* get(path, fds): the file's checked bytes, or None for the careful path. */
+static PyObject *table_get(PyObject *self_obj, PyObject *const *args, Py_ssize_t nargs) {
+    Table *self = (Table *)self_obj;
+    if (nargs != 2 || !PyDict_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "get(path, fds: dict)");
+        return NULL;
+    }
+    Py_ssize_t at = slot_of(self, args[0]);
+    if (at == -2) {
+        return NULL;
+    }
+    if (at < 0) {
+        Py_RETURN_NONE;
+    }
+    const uint64_t *slots = self->slots.buf;
+    uint64_t word = slots[at + 1], size_crc = slots[at + 3];
+    PyObject *shard = PyLong_FromUnsignedLongLong(word >> OFFSET_BITS);
+    if (shard == NULL) {
+        return NULL;
+    }
+    PyObject *fd_obj = PyDict_GetItemWithError(args[1], shard);
+    Py_DECREF(shard);
+    long long fd;
+    if (fd_obj == NULL) {
+        if (PyErr_Occurred()) {
+            return NULL;
+        }
+        Py_RETURN_NONE;
+    }
+    if (int_argument(fd_obj, &fd)) {
+        return NULL;
+    }
+    if (fd > INT32_MAX) {
+        Py_RETURN_NONE;
+    }
+    return one_read((int)fd, (long long)(word & OFFSET_MASK), (Py_ssize_t)(size_crc & 0xFFFFFFFFu),
+                    (long long)(size_crc >> 32));
+}
+
+static PyMethodDef table_methods[] = {
+    {"find", (PyCFunction)table_find, METH_O,
+     "find(path): the Address of a path, or None when the table does not hold it."},
+    {"find_many", (PyCFunction)table_find_many, METH_O,
+     "find_many(paths): [(position, Address)] sorted by address, or None if one is missing."},
+    {"get", (PyCFunction)(void (*)(void))table_get, METH_FASTCALL,
+     "get(path, fds): the file's CRC-checked bytes, or None for the careful path."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyType_Slot table_slots[] = {
+    {Py_tp_init, (void *)table_init},
+    {Py_tp_dealloc, (void *)table_dealloc},
+    {Py_tp_methods, table_methods},
+    {Py_tp_doc, "AddressTable(slots, paths, paths_start, hash, address): the lookup "
+                "table's probe over its slot words and path bytes."},
+    {Py_tp_new, (void *)PyType_GenericNew},
+    {0, NULL},
+};
+
+static PyType_Spec table_spec = {
+    "barecat.kernels._compiled.AddressTable", sizeof(Table), 0, Py_TPFLAGS_DEFAULT, table_slots,
+};
+
+/* ------------------------------------------------------------------ module -------- */
+
+static PyMethodDef module_methods[] = {
+    {"crc32c", (PyCFunction)(void (*)(void))k_crc32c, METH_FASTCALL | METH_KEYWORDS,
+     "crc32c(data, value=0): the CRC32C of a bytes-like object, continuing from value."},
+    {"read_checked", (PyCFunction)(void (*)(void))k_read_checked, METH_FASTCALL,
+     "read_checked(fd, offset, size, crc): the bytes, checked, or None for the careful path."},
+    {"read_each", (PyCFunction)(void (*)(void))k_read_each, METH_FASTCALL,
+     "read_each(fds, addresses): read_checked of each address, its fd by shard."},
+    {NULL, NULL, 0, NULL},
+};
+
+static int module_exec(PyObject *module) {
+    build_tables();
+    tuple_new = (newfunc)PyType_GetSlot(&PyTuple_Type, Py_tp_new);
+    have_hardware = detect_hardware();
+    PyObject *type = PyType_FromSpec(&table_spec);
+    if (type == NULL || PyModule_AddObject(module, "AddressTable", type) < 0) {
+        Py_XDECREF(type);
+        return -1;
+    }
+    const char *crc = have_hardware ?
+#if defined(BARECAT_X86)
+        "sse4.2"
+#else
+        "armv8-crc"
+#endif
+        : "portable";
+    return PyModule_AddStringConstant(module, "CRC32C_INSTRUCTIONS", crc);
+}
+
+static PyModuleDef_Slot module_slots[] = {
+    {Py_mod_exec, (void *)module_exec},
+    {0, NULL},
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT, "_compiled", "barecat's compiled kernels (see barecat/kernels).",
+    0, module_methods, module_slots, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__compiled(void) { return PyModuleDef_Init(&module_def); }

@@ -1,0 +1,301 @@
+"""The kernels in pure Python: the reference that ``_compiled.c`` implements again.
+
+Each function answers exactly what its compiled twin answers, for every input (the fuzz
+tests compare them): the checked bytes, or None where the caller's careful path must
+answer (a short read, a CRC mismatch, an error of the system, a size over 16 MiB, a shard
+with no open descriptor, an address no table slot can hold). They decide nothing and
+raise only for arguments of the wrong type. CRC32C is the ``crc32c`` package's C
+function, loaded without running the package's own start-up: its ``__init__`` looks its
+version up in the installed packages' metadata and imports its command line, 20-45 ms
+that every fresh process checking one file would pay, where its extension loads in half
+a millisecond (a later ``import crc32c`` takes it from ``sys.modules``). Imports nothing
+of barecat.
+"""
+
+from __future__ import annotations
+
+import importlib.machinery
+import importlib.util
+import operator
+import os
+import sys
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
+SPAN = 16 << 20
+"""Reads above this size are the careful path's (it checks the shard's size first)."""
+_WORDS = 4  # u64 words a slot: hash, shard << 48 | offset, path start << 24 | length,
+# CRC << 32 | size (the layout is barecat/index/lookup_table.py's)
+_OFFSET_BITS = 48
+_OFFSET_MASK = (1 << _OFFSET_BITS) - 1
+_LENGTH_BITS = 24
+_LENGTH_MASK = (1 << _LENGTH_BITS) - 1
+_MAX_U32 = (1 << 32) - 1
+_MAX_FD = (1 << 31) - 1
+_MAX_I64 = (1 << 63) - 1
+_new = tuple.__new__  # an address without a NamedTuple's Python-level __new__
+
+
+def _crc32c_module() -> ModuleType:
+    """The module holding ``crc32c``: the package's extension alone, or the package."""
+    name = "crc32c._crc32c"
+    loaded = sys.modules.get(name)
+    if loaded is not None:
+        return loaded
+    try:
+        package = importlib.util.find_spec("crc32c")
+        for folder in (package.submodule_search_locations or []) if package else []:
+            for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+                path = os.path.join(folder, "_crc32c" + suffix)
+                if not os.path.exists(path):
+                    continue
+                spec = importlib.util.spec_from_file_location(name, path)
+                if spec is None or spec.loader is None:
+                    continue
+                module = importlib.util.module_from_spec(spec)
+                spec.loader.exec_module(module)
+                sys.modules[name] = module
+                return module
+    except (ImportError, OSError):
+        pass
+    import crc32c as whole_package
+
+    return whole_package
+
+
+crc32c: Callable[..., int] = _crc32c_module().crc32c
+"""``crc32c(data, value=0)``: the CRC32C of a bytes-like ``data``, continuing from
+``value``."""
+
+
+def _crc_of(crc: Any) -> int:
+    """The CRC to check against: -1 for none (None), -2 for what no CRC32C can be."""
+    if crc is None:
+        return -1
+    value = operator.index(crc)
+    return value if 0 <= value <= _MAX_U32 else -2
+
+
+def _int_of(value: Any) -> int:
+    return operator.index(value)
+
+
+def _pread_checked(fd: int, offset: int, size: int, crc: int) -> bytes | None:
+    parts, got = [], 0
+    while got < size:
+        try:
+            chunk = os.pread(fd, size - got, offset + got)
+        except OSError:
+            return None
+        if not chunk:
+            return None
+        parts.append(chunk)
+        got += len(chunk)
+    data = parts[0] if len(parts) == 1 else b"".join(parts)
+    return data if crc == -1 or crc32c(data) == crc else None
+
+
+def _one_read(fd: int, offset: int, size: int, crc: int) -> bytes | None:
+    if (
+        crc == -2
+        or not 0 <= fd <= _MAX_FD
+        or not 0 <= size <= SPAN
+        or not 0 <= offset <= _MAX_I64 - size
+    ):
+        return None
+    if size == 0:
+        return None if crc > 0 else b""
+    return _pread_checked(fd, offset, size, crc)
+
+
+def read_checked(fd: int, offset: int, size: int, crc: int | None) -> bytes | None:
+    """The ``size`` bytes at ``offset`` of ``fd``, if all of them came and match ``crc``
+    (None: not checked).
+
+    Args:
+        fd: an open descriptor.
+        offset: where the bytes start.
+        size: how many (over 16 MiB: the careful path's).
+        crc: their CRC32C, or None.
+
+    Returns:
+        The bytes, or None for the careful path.
+    """
+    return _one_read(_int_of(fd), _int_of(offset), _int_of(size), _crc_of(crc))
+
+
+def read_each(fds: dict[int, int], addresses: list[Any]) -> list[bytes | None]:
+    """:func:`read_checked` of each ``(shard, offset, size, crc32c)``, its descriptor
+    ``fds[shard]`` (None where the shard has none open).
+
+    Args:
+        fds: the open descriptor of each shard.
+        addresses: the addresses, in the order their bytes are wanted.
+
+    Returns:
+        Each address's bytes or None, in order.
+
+    Raises:
+        TypeError: ``fds`` is not a dict, ``addresses`` not a list, an address not a
+            4-tuple.
+    """
+    if not isinstance(fds, dict) or not isinstance(addresses, list):
+        raise TypeError("read_each(fds: dict, addresses: list)")
+    planned = []
+    for address in addresses:
+        if not isinstance(address, tuple) or len(address) != 4:
+            raise TypeError("an address is a tuple (shard, offset, size, crc32c)")
+        shard, offset, size, crc = address
+        fd = fds.get(shard)
+        planned.append((-1 if fd is None else _int_of(fd), _int_of(offset), _int_of(size),
+                        _crc_of(crc)))  # fmt: skip
+    return [_one_read(*p) for p in planned]
+
+
+class AddressTable:
+    """The lookup table's probe over its slot words and path bytes (the layout is
+    ``barecat/index/lookup_table.py``'s).
+
+    Args:
+        slots: the slots, 4 u64 words each, 8-byte aligned.
+        paths: the paths' bytes.
+        paths_start: where the paths start in ``paths``.
+        hash: the paths' 64-bit hash (xxh3).
+        address: the type of the addresses answered (a tuple subtype).
+
+    Raises:
+        ValueError: the slots or paths are out of shape.
+        TypeError: ``address`` is not a tuple subtype.
+    """
+
+    def __init__(
+        self,
+        slots: Any,
+        paths: Any,
+        paths_start: int,
+        hash: Callable[[bytes], int],
+        address: type,
+    ) -> None:
+        view = memoryview(slots).cast("B")
+        size = len(view)
+        if size < 8 * _WORDS or size % (8 * _WORDS) or not 0 <= paths_start <= len(paths):
+            raise ValueError("not a lookup table: slots or paths out of shape")
+        if not (isinstance(address, type) and issubclass(address, tuple)):
+            raise TypeError("the address type is a tuple subtype")
+        self._slots = view.cast("Q")
+        self._capacity = len(self._slots) // _WORDS
+        self._paths = paths
+        self._paths_start = paths_start
+        self._hash = hash
+        self._address = address
+
+    def _slot(self, path: str) -> int:
+        """The first word index of ``path``'s slot, or -1. A probe visits each slot at
+        most once, so even a table without an empty slot ends every probe."""
+        if path.__class__ is not str and not isinstance(path, str):
+            raise TypeError("a path is a str")
+        key = path.encode("utf-8", "surrogateescape")
+        h = self._hash(key) or 1
+        slots, capacity = self._slots, self._capacity
+        i = ((h * capacity) >> 64) * _WORDS
+        current = slots[i]
+        if current == h:  # (the common case, checked before the loop's set-up)
+            ref = slots[i + 2]
+            start = self._paths_start + (ref >> _LENGTH_BITS)
+            if self._paths[start : start + (ref & _LENGTH_MASK)] == key:
+                return i
+        elif current == 0:
+            return -1
+        paths, start0, end = self._paths, self._paths_start, capacity * _WORDS
+        for _ in range(capacity - 1):
+            i += _WORDS
+            if i == end:
+                i = 0
+            current = slots[i]
+            if current == 0:
+                return -1
+            if current == h:
+                ref = slots[i + 2]
+                start = start0 + (ref >> _LENGTH_BITS)
+                if paths[start : start + (ref & _LENGTH_MASK)] == key:
+                    return i
+        return -1
+
+    def find(self, path: str) -> Any:
+        """The address of ``path``.
+
+        Args:
+            path: a normalized path.
+
+        Returns:
+            Its address, or None when the table does not hold it.
+
+        Raises:
+            TypeError: ``path`` is not a str.
+        """
+        i = self._slot(path)
+        if i < 0:
+            return None
+        word, size_crc = self._slots[i + 1], self._slots[i + 3]
+        return _new(self._address, (word >> _OFFSET_BITS, word & _OFFSET_MASK,
+                                    size_crc & _MAX_U32, size_crc >> 32))  # fmt: skip
+
+    def find_many(self, paths: list[str]) -> list[tuple[int, Any]] | None:
+        """The address of every path, sorted by address.
+
+        Args:
+            paths: normalized paths.
+
+        Returns:
+            (position in ``paths``, address) pairs, sorted on the slot's
+            ``shard << 48 | offset`` word, ties in request order; None as soon as one
+            path is not in the table.
+
+        Raises:
+            TypeError: ``paths`` is not a list, or holds what is not a str.
+        """
+        if not isinstance(paths, list):
+            raise TypeError("find_many takes a list of paths")
+        slot, slots, address = self._slot, self._slots, self._address
+        words, found = [], []
+        for path in paths:
+            i = slot(path)
+            if i < 0:
+                return None
+            word, size_crc = slots[i + 1], slots[i + 3]
+            words.append(word)
+            found.append(_new(address, (word >> _OFFSET_BITS, word & _OFFSET_MASK,
+                                        size_crc & _MAX_U32, size_crc >> 32)))  # fmt: skip
+        return [(pos, found[pos]) for pos in sorted(range(len(words)), key=words.__getitem__)]
+
+    def get(self, path: str, fds: dict[int, int]) -> bytes | None:
+        """The bytes of the file at ``path``, read from ``fds[shard]`` and checked.
+
+        Args:
+            path: a normalized path.
+            fds: the open descriptor of each shard.
+
+        Returns:
+            The bytes, or None for the careful path (not in the table, no descriptor
+            open for its shard, or what :func:`read_checked` does not answer).
+
+        Raises:
+            TypeError: ``path`` is not a str, or ``fds`` not a dict.
+        """
+        if not isinstance(fds, dict):
+            raise TypeError("get(path, fds: dict)")
+        i = self._slot(path)
+        if i < 0:
+            return None
+        word, size_crc = self._slots[i + 1], self._slots[i + 3]
+        fd = fds.get(word >> _OFFSET_BITS)
+        if fd is None:
+            return None
+        return _one_read(_int_of(fd), word & _OFFSET_MASK, size_crc & _MAX_U32, size_crc >> 32)
+
+
+CRC32C_INSTRUCTIONS = "crc32c package"
+"""What computes CRC32C here."""
+
+__all__ = ["CRC32C_INSTRUCTIONS", "SPAN", "AddressTable", "crc32c", "read_checked", "read_each"]
