@@ -435,12 +435,12 @@ def read_item(archive: OpenArchive, path: str) -> bytes:
     reads = archive.reads  # a read in progress, which close waits for (state.reading)
     reads.append(None)
     try:
-        normalized = normalize(path)
         lookups = archive.index.lookups
-        if archive.sealing is None and (table := lookups.current_table()) is not None:
-            data = table.get(normalized, archive.sharder.open_descriptors)  # (one kernel
-            if data is not None:  # call: probe, read, CRC; else the careful path below)
+        if (table := lookups.table) is not None and archive.sealing is None:
+            data = table.get(path, archive.sharder.open_descriptors)  # (one kernel call:
+            if data is not None:  # probe, read, CRC; else the careful path below)
                 return data
+        normalized = normalize(path)
         addr = lookups.lookup_address(normalized)
         if addr is None:
             raise KeyError(path)

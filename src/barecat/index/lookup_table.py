@@ -51,6 +51,7 @@ import xxhash
 from barecat.entries import Address
 from barecat.index.connection import select
 from barecat.kernels import AddressTable
+from barecat.kernels import python as python_kernels
 
 _new = tuple.__new__  # an Address without NamedTuple's Python-level __new__ (the hot path)
 _Slots = Union["array[int]", memoryview]
@@ -146,7 +147,7 @@ class LookupTable:
         self._capacity = len(self._slots) // _WORDS
         self._paths = paths
         self._paths_start = paths_start
-        self._kernel = AddressTable(self._slots, paths, paths_start, _hash64, Address)
+        self._kernel = self._probe()
         self.content = content
         """The SHA-256 of the contents the file says it holds (None: a table built here)."""
         self.tag = tag
@@ -208,6 +209,13 @@ class LookupTable:
         committed the row vouching for it after building it)."""
         self.identity = identity
         self.counter = identity[3]
+        self._kernel = self._probe()
+
+    def _probe(self) -> python_kernels.AddressTable:
+        """The kernel that answers from the slots, while the index's change counter is
+        this table's."""
+        return AddressTable(self._slots, self._paths, self._paths_start, _hash64, Address,
+                            self._header, self.counter)  # fmt: skip
 
     @property
     def nbytes(self) -> int:
@@ -321,8 +329,9 @@ class LookupTable:
     def get(self, path: str, fds: dict[int, int]) -> bytes | None:
         """The CRC-checked bytes of the file at ``path``, read from ``fds[shard]`` in one
         kernel call (the whole of a warm ``bc[path]``), or None when the caller's careful
-        path must answer: the table does not hold the path, no descriptor is open for its
-        shard, or the read is short, fails or does not match its CRC."""
+        path must answer: a commit since the table was made, a path not surely normal,
+        one the table does not hold, no descriptor open for its shard, or a read that is
+        short, fails or does not match its CRC (``barecat.kernels``)."""
         return self._kernel.get(path, fds)
 
     def has_empty_slot(self) -> bool:

@@ -248,16 +248,12 @@ class IndexLookups(IndexAggregates):
                 return self.lookup_address(path)
         return self.lookup_address_in_sqlite(path)
 
-    def current_table(self) -> LookupTable | None:
-        """The lookup table, while it answers for the index as it is now (for a caller
-        that reads through it in one call, :meth:`LookupTable.get`); None otherwise,
-        and :meth:`lookup_address` decides.
-
-        Returns:
-            The table or None.
-        """
-        table = self._table
-        return table if table is not None and (self._immutable or table.is_current()) else None
+    @property
+    def table(self) -> LookupTable | None:
+        """The lookup table taken up, if any, for a caller that reads through it in one
+        call (:meth:`LookupTable.get`, which answers only while the table is current);
+        :meth:`lookup_address` decides everything else."""
+        return self._table
 
     @guards_itself
     def lookup_address_in_sqlite(self, path: str) -> Address | None:

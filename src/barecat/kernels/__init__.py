@@ -39,6 +39,7 @@ crc32c: Callable[..., int] = _module.crc32c
 read_checked: Callable[[int, int, int, int | None], bytes | None] = _module.read_checked
 read_each: Callable[[dict[int, int], list[Any]], list[bytes | None]] = _module.read_each
 AddressTable: type[_python.AddressTable] = _module.AddressTable
+canonical: Callable[[object], bool] = _module.canonical
 CRC32C_INSTRUCTIONS: str = _module.CRC32C_INSTRUCTIONS
 """What computes CRC32C: ``sse4.2``, ``armv8-crc``, ``portable`` (compiled) or
 ``crc32c package`` (Python)."""
@@ -63,6 +64,7 @@ __all__ = [
     "SPAN",
     "WHY",
     "AddressTable",
+    "canonical",
     "crc32c",
     "describe",
     "read_checked",

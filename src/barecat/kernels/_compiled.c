@@ -446,6 +446,8 @@ typedef struct {
     PyObject_HEAD
     Py_buffer slots; /* u64 words, WORDS a slot */
     Py_buffer paths;
+    Py_buffer header;  /* the index's first bytes (obj NULL: no check) */
+    char counter[4];   /* its change counter (bytes 24-27) when the table was made */
     Py_ssize_t paths_start;
     uint64_t capacity;
     PyObject *hash;    /* xxh3_64_intdigest */
@@ -454,13 +456,14 @@ typedef struct {
 
 static int table_init(PyObject *self_obj, PyObject *args, PyObject *kwargs) {
     Table *self = (Table *)self_obj;
-    PyObject *slots, *paths, *hash, *address;
+    PyObject *slots, *paths, *hash, *address, *header = Py_None, *counter = Py_None;
     Py_ssize_t paths_start;
     if (kwargs != NULL && PyDict_Size(kwargs) != 0) {
         PyErr_SetString(PyExc_TypeError, "AddressTable takes positional arguments only");
         return -1;
     }
-    if (!PyArg_ParseTuple(args, "OOnOO", &slots, &paths, &paths_start, &hash, &address)) {
+    if (!PyArg_ParseTuple(args, "OOnOO|OO", &slots, &paths, &paths_start, &hash, &address, &header,
+                          &counter)) {
         return -1;
     }
     if (self->slots.obj != NULL || self->paths.obj != NULL) {
@@ -483,6 +486,22 @@ static int table_init(PyObject *self_obj, PyObject *args, PyObject *kwargs) {
         PyErr_SetString(PyExc_TypeError, "the address type is a tuple subtype");
         return -1;
     }
+    if (header != Py_None) {
+        char *c;
+        Py_ssize_t n;
+        if (!PyBytes_Check(counter) || PyBytes_AsStringAndSize(counter, &c, &n) < 0 || n != 4) {
+            PyErr_SetString(PyExc_TypeError, "the counter is 4 bytes");
+            return -1;
+        }
+        if (PyObject_GetBuffer(header, &self->header, PyBUF_SIMPLE) < 0) {
+            return -1;
+        }
+        if (self->header.len < 28) {
+            PyErr_SetString(PyExc_ValueError, "the index header has 28 bytes or more");
+            return -1;
+        }
+        memcpy(self->counter, c, 4);
+    }
     self->capacity = (uint64_t)(self->slots.len / slot_bytes);
     self->paths_start = paths_start;
     self->hash = Py_NewRef(hash);
@@ -498,21 +517,15 @@ static void table_dealloc(PyObject *self_obj) {
     if (self->paths.obj != NULL) {
         PyBuffer_Release(&self->paths);
     }
+    if (self->header.obj != NULL) {
+        PyBuffer_Release(&self->header);
+    }
     Py_XDECREF(self->hash);
     Py_XDECREF(self->address);
     PyTypeObject *type = Py_TYPE(self_obj);
     freefunc free_self = (freefunc)PyType_GetSlot(type, Py_tp_free);
     free_self(self_obj);
     Py_DECREF(type);
-}
-
-/* The UTF-8 (surrogates escaped) of a str path, as a new bytes object. */
-static PyObject *key_of(PyObject *path) {
-    if (!PyUnicode_Check(path)) {
-        PyErr_SetString(PyExc_TypeError, "a path is a str");
-        return NULL;
-    }
-    return PyUnicode_AsEncodedString(path, "utf-8", "surrogateescape");
 }
 
 /* (h * capacity) >> 64: the slot a hash starts at ("fastrange"). */
@@ -559,27 +572,40 @@ static Py_ssize_t probe(Table *self, const char *key, Py_ssize_t len, uint64_t h
     return -1;
 }
 
-/* The slot of a path: -1 not there, -2 an error set. */
-static Py_ssize_t slot_of(Table *self, PyObject *path) {
-    PyObject *key = key_of(path);
+/* The slot of the key p[0:len]: -1 not there, -2 an error set (by the hash). */
+static Py_ssize_t slot_of_key(Table *self, const char *p, Py_ssize_t len) {
+    PyObject *key = PyBytes_FromStringAndSize(p, len);
     if (key == NULL) {
         return -2;
     }
     PyObject *hashed = PyObject_CallFunctionObjArgs(self->hash, key, NULL);
+    Py_DECREF(key);
     if (hashed == NULL) {
-        Py_DECREF(key);
         return -2;
     }
     uint64_t h = PyLong_AsUnsignedLongLongMask(hashed);
     Py_DECREF(hashed);
     if (h == (uint64_t)-1 && PyErr_Occurred()) {
-        Py_DECREF(key);
+        return -2;
+    }
+    return probe(self, p, len, h ? h : 1);
+}
+
+/* The slot of a path (any str, encoded with surrogates escaped): -1 not there, -2 an
+ * error set. */
+static Py_ssize_t slot_of(Table *self, PyObject *path) {
+    if (!PyUnicode_Check(path)) {
+        PyErr_SetString(PyExc_TypeError, "a path is a str");
+        return -2;
+    }
+    PyObject *key = PyUnicode_AsEncodedString(path, "utf-8", "surrogateescape");
+    if (key == NULL) {
         return -2;
     }
     char *bytes;
     Py_ssize_t len;
     PyBytes_AsStringAndSize(key, &bytes, &len);
-    Py_ssize_t at = probe(self, bytes, len, h ? h : 1);
+    Py_ssize_t at = slot_of_key(self, bytes, len);
     Py_DECREF(key);
     return at;
 }
@@ -679,6 +705,32 @@ static PyObject *table_find_many(PyObject *self_obj, PyObject *paths) {
     return out;
 }
 
+/* Whether a path is surely in normal form (barecat.paths.normalize gives it back as it
+ * is): a str (not a subclass), UTF-8 without lone surrogates, not empty, not starting with
+ * '/' or '.', not ending with '/', without "//", "/." or NUL. Others are the careful
+ * path's (which normalizes them). */
+static const char *canonical(PyObject *path, Py_ssize_t *len) {
+    if (!PyUnicode_CheckExact(path)) {
+        return NULL;
+    }
+    const char *p = PyUnicode_AsUTF8AndSize(path, len);
+    if (p == NULL) {
+        PyErr_Clear(); /* (lone surrogates: not UTF-8) */
+        return NULL;
+    }
+    Py_ssize_t n = *len;
+    if (n == 0 || p[0] == '/' || p[0] == '.' || p[n - 1] == '/' || memchr(p, 0, (size_t)n)) {
+        return NULL;
+    }
+    for (const char *s = memchr(p, '/', (size_t)n); s != NULL;
+         s = memchr(s + 1, '/', (size_t)(p + n - s - 1))) {
+        if (s[1] == '/' || s[1] == '.') { /* (s < p + n - 1: the last byte is not '/') */
+            return NULL;
+        }
+    }
+    return p;
+}
+
 /* get(path, fds): the file's checked bytes, or None for the careful path. */
 static PyObject *table_get(PyObject *self_obj, PyObject *const *args, Py_ssize_t nargs) {
     Table *self = (Table *)self_obj;
@@ -686,7 +738,15 @@ static PyObject *table_get(PyObject *self_obj, PyObject *const *args, Py_ssize_t
         PyErr_SetString(PyExc_TypeError, "get(path, fds: dict)");
         return NULL;
     }
-    Py_ssize_t at = slot_of(self, args[0]);
+    if (self->header.obj != NULL && memcmp((const char *)self->header.buf + 24, self->counter, 4)) {
+        Py_RETURN_NONE; /* a commit since: the table no longer answers */
+    }
+    Py_ssize_t len;
+    const char *key = canonical(args[0], &len);
+    if (key == NULL) {
+        Py_RETURN_NONE;
+    }
+    Py_ssize_t at = slot_of_key(self, key, len);
     if (at == -2) {
         return NULL;
     }
@@ -732,8 +792,8 @@ static PyType_Slot table_slots[] = {
     {Py_tp_init, (void *)table_init},
     {Py_tp_dealloc, (void *)table_dealloc},
     {Py_tp_methods, table_methods},
-    {Py_tp_doc, "AddressTable(slots, paths, paths_start, hash, address): the lookup "
-                "table's probe over its slot words and path bytes."},
+    {Py_tp_doc, "AddressTable(slots, paths, paths_start, hash, address, header=None, "
+                "counter=None): the lookup table's probe over its slot words and path bytes."},
     {Py_tp_new, (void *)PyType_GenericNew},
     {0, NULL},
 };
@@ -742,11 +802,19 @@ static PyType_Spec table_spec = {
     "barecat.kernels._compiled.AddressTable", sizeof(Table), 0, Py_TPFLAGS_DEFAULT, table_slots,
 };
 
+static PyObject *k_canonical(PyObject *module, PyObject *path) {
+    (void)module;
+    Py_ssize_t len;
+    return PyBool_FromLong(canonical(path, &len) != NULL);
+}
+
 /* ------------------------------------------------------------------ module -------- */
 
 static PyMethodDef module_methods[] = {
     {"crc32c", (PyCFunction)(void (*)(void))k_crc32c, METH_FASTCALL | METH_KEYWORDS,
      "crc32c(data, value=0): the CRC32C of a bytes-like object, continuing from value."},
+    {"canonical", (PyCFunction)k_canonical, METH_O,
+     "canonical(path): whether path is surely in normal form (see barecat/kernels/python.py)."},
     {"read_checked", (PyCFunction)(void (*)(void))k_read_checked, METH_FASTCALL,
      "read_checked(fd, offset, size, crc): the bytes, checked, or None for the careful path."},
     {"read_each", (PyCFunction)(void (*)(void))k_read_each, METH_FASTCALL,

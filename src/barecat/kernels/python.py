@@ -163,10 +163,13 @@ class AddressTable:
         paths_start: where the paths start in ``paths``.
         hash: the paths' 64-bit hash (xxh3).
         address: the type of the addresses answered (a tuple subtype).
+        header: the index's first bytes (28 or more), or None: then :meth:`get` answers
+            only while bytes 24-27 (SQLite's change counter) are ``counter``.
+        counter: the change counter the table was made for (4 bytes).
 
     Raises:
-        ValueError: the slots or paths are out of shape.
-        TypeError: ``address`` is not a tuple subtype.
+        ValueError: the slots or paths are out of shape, or the header too short.
+        TypeError: ``address`` is not a tuple subtype, or ``counter`` not 4 bytes.
     """
 
     def __init__(
@@ -176,6 +179,8 @@ class AddressTable:
         paths_start: int,
         hash: Callable[[bytes], int],
         address: type,
+        header: Any = None,
+        counter: bytes | None = None,
     ) -> None:
         view = memoryview(slots).cast("B")
         size = len(view)
@@ -183,6 +188,13 @@ class AddressTable:
             raise ValueError("not a lookup table: slots or paths out of shape")
         if not (isinstance(address, type) and issubclass(address, tuple)):
             raise TypeError("the address type is a tuple subtype")
+        if header is not None:
+            if not isinstance(counter, bytes) or len(counter) != 4:
+                raise TypeError("the counter is 4 bytes")
+            if len(header) < 28:
+                raise ValueError("the index header has 28 bytes or more")
+        self._header = header
+        self._counter = counter
         self._slots = view.cast("Q")
         self._capacity = len(self._slots) // _WORDS
         self._paths = paths
@@ -273,18 +285,24 @@ class AddressTable:
         """The bytes of the file at ``path``, read from ``fds[shard]`` and checked.
 
         Args:
-            path: a normalized path.
+            path: a path as a caller gave it.
             fds: the open descriptor of each shard.
 
         Returns:
-            The bytes, or None for the careful path (not in the table, no descriptor
-            open for its shard, or what :func:`read_checked` does not answer).
+            The bytes, or None for the careful path: the index changed since the table
+            was made (its change counter moved), ``path`` is not surely normal
+            (:func:`canonical`), the table does not hold it, no descriptor is open for its
+            shard, or :func:`read_checked` does not answer.
 
         Raises:
-            TypeError: ``path`` is not a str, or ``fds`` not a dict.
+            TypeError: ``fds`` is not a dict.
         """
         if not isinstance(fds, dict):
             raise TypeError("get(path, fds: dict)")
+        if self._header is not None and self._header[24:28] != self._counter:
+            return None
+        if not canonical(path):
+            return None
         i = self._slot(path)
         if i < 0:
             return None
@@ -295,7 +313,41 @@ class AddressTable:
         return _one_read(_int_of(fd), word & _OFFSET_MASK, size_crc & _MAX_U32, size_crc >> 32)
 
 
+def canonical(path: object) -> bool:
+    """Whether ``path`` is surely in normal form (``barecat.paths.normalize`` gives it
+    back unchanged): a ``str`` (not a subclass) that UTF-8 encodes (no lone surrogates),
+    not empty, not starting with ``/`` or ``.``, not ending with ``/``, without ``//``,
+    ``/.`` or NUL. Other paths may be normal too; they are the careful path's.
+
+    Args:
+        path: what a caller asked for.
+
+    Returns:
+        True if it is surely normal.
+    """
+    if path.__class__ is not str:
+        return False
+    p: str = path
+    if not p or p[0] in "/." or p[-1] == "/" or "//" in p or "/." in p or "\x00" in p:
+        return False
+    if p.isascii():
+        return True
+    try:
+        p.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 CRC32C_INSTRUCTIONS = "crc32c package"
 """What computes CRC32C here."""
 
-__all__ = ["CRC32C_INSTRUCTIONS", "SPAN", "AddressTable", "crc32c", "read_checked", "read_each"]
+__all__ = [
+    "CRC32C_INSTRUCTIONS",
+    "SPAN",
+    "AddressTable",
+    "canonical",
+    "crc32c",
+    "read_checked",
+    "read_each",
+]
