@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 import barecat
+import barecat.kernels
 from helpers import BIN, Run
 from helpers.killing import start_with_one_page_stdout
 from helpers.reference import made_by_reference
@@ -226,7 +227,9 @@ def test_help_version_and_usage_errors(run: Run) -> None:
     code, out, _ = run("--help")
     assert code == 0 and "create" in out and "extract" in out
     code, out, _ = run("--version")
-    assert code == 0 and out.strip() == f"barecat {barecat.__version__}"
+    first, kernels = out.splitlines()  # the version as 0.3.1 prints it, then the kernels
+    assert code == 0 and first == f"barecat {barecat.__version__}"
+    assert kernels == barecat.kernels.describe()
     code, out, _ = run("create", "--help")
     assert code == 0 and "examples:" in out and "--shard-size-limit" in out
     assert run()[0] == 2

@@ -35,6 +35,17 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+class _Version(argparse.Action):
+    """``--version``: the version, then which kernels run (compiled or pure Python, and
+    why), asked only when the option is given."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
+        from barecat import kernels  # (only here: start-up loads no more than it needs)
+
+        sys.stdout.write(f"{PROG} {__version__}\n{kernels.describe()}\n")
+        parser.exit()
+
+
 def build_parser(
     modules: Iterable[str] = COMMAND_MODULES, *, list_the_rest: bool = False
 ) -> argparse.ArgumentParser:
@@ -55,7 +66,12 @@ def build_parser(
         "barecat archives (an SQLite index plus raw shard files).",
         epilog=f"Run '{PROG} COMMAND --help' for a command's options and examples.",
     )
-    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
+    parser.add_argument(
+        "--version",
+        action=_Version,
+        nargs=0,
+        help="show the version and which kernels run, and exit",
+    )
     sub = parser.add_subparsers(
         title="commands", dest="command", metavar="COMMAND", parser_class=CommandParser
     )
