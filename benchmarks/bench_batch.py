@@ -37,6 +37,15 @@ and mix runs in a fresh process; CPU µs a file, the least of the rounds, and th
 ``get_many / loop``, and how many read threads the batches made (0: every batch stayed on
 the calling thread). A ``--workdir`` on a tmpfs (``/dev/shm``) measures the filesystem
 that cannot tell a cached read (see ``shards/concurrent.py``).
+
+    ./run bench-batch --kernels [--workdir DIR] [--repeats R]
+
+puts the two kernel paths side by side (``barecat.kernels``: compiled, and the pure-Python
+reference under ``BARECAT_PUREPYTHON=1``) on the same two mixes, warm, each way in a
+fresh process, twice in alternation: a loop of ``bc[path]`` (CRC-verified) against LMDB's
+``txn.get`` of the same files (no checksum), and ``get_many`` of B against the floor, a
+compiled pread + CRC32C loop over addresses taken from a dict beforehand (the compiled
+``read_each`` of each batch's addresses: no lookup, no Python a file).
 """
 
 from __future__ import annotations
@@ -146,6 +155,110 @@ def harnesses(args: argparse.Namespace, workdir: str) -> None:
                 f"  read threads {got['read_threads']:.0f}"
             )
     save_result("batch-orders", {"files": args.files, "batch": args.batch, "figures": figures})
+
+
+KERNEL_WAYS = ("bc[path]", "get_many", "floor: compiled pread + CRC", "lmdb txn.get")
+KERNEL_PATHS = (("compiled", "0"), ("python", "1"))
+"""(label, BARECAT_PUREPYTHON): the two paths of ``--kernels``."""
+
+
+def make_lmdb(archive: str, where: str) -> None:
+    """An LMDB database at ``where`` holding every file of ``archive`` by path."""
+    import lmdb
+
+    import barecat
+
+    with (
+        barecat.Barecat(archive) as bc,
+        lmdb.open(where, map_size=1 << 34) as env,
+        env.begin(write=True) as txn,
+    ):
+        for path in bc.index.iter_all_filepaths():
+            txn.put(path.encode(), bc[path])
+
+
+def kernels_worker(archive: str, way: str, batch: int, repeats: int) -> float:
+    """µs of CPU a file for a ``--kernels`` way, best of ``repeats`` passes."""
+    import barecat
+
+    with barecat.Barecat(archive, lookup_table=True) as bc:
+        paths = sorted(bc.index.iter_all_filepaths())
+        random.Random(1).shuffle(paths)
+        batches = [paths[i : i + batch] for i in range(0, len(paths), batch)]
+        if way == "bc[path]":
+
+            def one_pass() -> None:
+                for p in paths:
+                    len(bc[p])
+        elif way == "get_many":
+
+            def one_pass() -> None:
+                for b in batches:
+                    for data in bc.get_many(b):
+                        len(data)
+        elif way.startswith("floor"):
+            from barecat.kernels import _compiled  # type: ignore[attr-defined]
+
+            where = {paths[pos]: address for pos, address in bc.index.locate_many(paths)}
+            fds = {i: os.open(bc.sharder.get_shard_path(i), os.O_RDONLY)
+                   for i in range(bc.sharder.num_shards)}  # fmt: skip
+
+            def one_pass() -> None:
+                for b in batches:
+                    for data in _compiled.read_each(fds, [where[p] for p in b]):
+                        len(data)
+        else:
+            import lmdb
+
+            env = lmdb.open(archive + "-lmdb", readonly=True, lock=False)
+            txn = env.begin()
+
+            def one_pass() -> None:
+                get = txn.get
+                for p in paths:
+                    len(get(p.encode()))
+
+        return best_pass(one_pass, repeats) / len(paths) * 1e6
+
+
+def kernels(args: argparse.Namespace, workdir: str) -> None:
+    """Both kernel paths on both mixes (see the module doc): print and save the figures."""
+    sys.path.insert(0, os.path.join(REPO, "src"))
+    figures: dict[str, dict[str, float]] = {}
+    for label, times, low, high in MIXES:
+        files = args.files * times
+        archive = os.path.join(workdir, f"orders-{files}-{low}-{high}.barecat")
+        if not os.path.exists(archive):
+            make_archive(archive, files, low, high)
+        if not os.path.exists(archive + "-lmdb"):
+            make_lmdb(archive, archive + "-lmdb")
+        got = figures.setdefault(label, {})
+        for _ in range(2):  # every way once, then again: the best of each
+            for kernel, pure in KERNEL_PATHS:
+                for way in KERNEL_WAYS:
+                    if kernel == "python" and way in KERNEL_WAYS[2:]:
+                        continue  # (the floor and LMDB are the same on both paths)
+                    env = {**os.environ, "PYTHONPATH": os.path.join(REPO, "src"),
+                           "BARECAT_PUREPYTHON": pure}  # fmt: skip
+                    command = [sys.executable, os.path.abspath(__file__), "--kernels-worker"]
+                    command += [archive, way, "--batch", str(args.batch)]
+                    command += ["--repeats", str(args.repeats)]
+                    out = subprocess.run(command, env=env, check=True, capture_output=True,
+                                         text=True)  # fmt: skip
+                    key = way if way in KERNEL_WAYS[2:] else f"{way} ({kernel})"
+                    got[key] = min(got.get(key, float("inf")), float(out.stdout))
+    print(f"the kernels, compiled and pure Python; batches of {args.batch}; CPU µs a file")
+    for label, got in figures.items():
+        lmdb_us, floor_us = got["lmdb txn.get"], got["floor: compiled pread + CRC"]
+        print(f"  {label}")
+        for key, us in got.items():
+            against = ""
+            if key.startswith("bc[path]"):
+                against = f"   {us / lmdb_us:5.2f}x LMDB txn.get"
+            elif key.startswith("get_many"):
+                against = f"   {us / floor_us:5.2f}x the floor"
+            print(f"    {key:30s} {us:7.2f}{against}")
+    save_result("kernels", {"files": args.files, "batch": args.batch, "figures": figures})
 
 
 def worker(archive: str, way: str, batch: int, repeats: int) -> float:
@@ -277,7 +390,12 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=5, help="interleaved rounds (--harnesses)")
     p.add_argument("--worker", nargs=2, metavar=("ARCHIVE", "WAY"), help=argparse.SUPPRESS)
     p.add_argument("--harness-worker", nargs=2, help=argparse.SUPPRESS)
+    p.add_argument("--kernels", action="store_true", help="compiled and pure-Python kernels")
+    p.add_argument("--kernels-worker", nargs=2, help=argparse.SUPPRESS)
     args = p.parse_args()
+    if args.kernels_worker:
+        print(kernels_worker(*args.kernels_worker, args.batch, args.repeats))
+        return
     if args.worker:
         print(worker(args.worker[0], args.worker[1], args.batch, args.repeats))
         return
@@ -290,6 +408,9 @@ def main() -> None:
     try:
         if args.harnesses:
             harnesses(args, workdir)
+            return
+        if args.kernels:
+            kernels(args, workdir)
             return
         if not os.path.exists(archive):
             sys.path.insert(0, os.path.join(REPO, "src"))

@@ -160,21 +160,34 @@ class ArchiveReading(ArchivePart):
         reads = archive.reads  # a read in progress, which close waits for (state.reading)
         reads.append(None)
         try:
-            wanted = normalize_many(list(paths))
-            try:
-                return self._read_located(
-                    wanted, archive.index.lookups.locate_many(wanted), max_gap
-                )
-            except BarecatIntegrityError:  # the lookup table may be what is damaged: ask SQLite
-                located = archive.index.lookups.locate_many_in_sqlite(wanted)
-                try:
-                    return self._read_located(wanted, located, max_gap)
-                except BarecatIntegrityError:
-                    for pos, address in sorted(located):  # which file is damaged, the first
-                        _read_checked(archive, wanted[pos], address)
-                    raise
+            asked = list(paths)
+            if (table := archive.index.lookups.table) is None or archive.sealing is not None:
+                return self._get_many_carefully(asked, max_gap)
+            got = table.get_many(asked, archive.sharder.open_descriptors)  # (one kernel call
+            if None in got:  # for a warm batch; what it did not answer, the careful path)
+                missing = [k for k, data in enumerate(got) if data is None]
+                rest = self._get_many_carefully([asked[k] for k in missing], max_gap)
+                for k, data in zip(missing, rest, strict=True):
+                    got[k] = data
+            return got  # type: ignore[return-value]  # (no None left)
         finally:
             del reads[-1]
+
+    def _get_many_carefully(self, paths: list[str], max_gap: int) -> list[bytes]:
+        """:meth:`get_many` through the index's lookups and the shards' batch reads
+        (coalesced, on the read pool's threads when they wait), raising what fails."""
+        archive = self.archive
+        wanted = normalize_many(paths)
+        try:
+            return self._read_located(wanted, archive.index.lookups.locate_many(wanted), max_gap)
+        except BarecatIntegrityError:  # the lookup table may be what is damaged: ask SQLite
+            located = archive.index.lookups.locate_many_in_sqlite(wanted)
+            try:
+                return self._read_located(wanted, located, max_gap)
+            except BarecatIntegrityError:
+                for pos, address in sorted(located):  # which file is damaged, the first
+                    _read_checked(archive, wanted[pos], address)
+                raise
 
     def _read_located(
         self, wanted: list[str], located: list[tuple[int, Address]], max_gap: int

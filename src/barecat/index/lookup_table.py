@@ -351,6 +351,13 @@ class LookupTable:
                 return True
         return False
 
+    def get_many(self, paths: list[str], fds: dict[int, int]) -> list[bytes | None]:
+        """:meth:`get` of each path in one kernel call, the reads in request order and
+        stopped at one that would wait for its storage (where ``RWF_NOWAIT`` tells, or
+        that took over 100 µs and slept): it and the rest are None, for the caller's
+        careful path, which reads them on its threads."""
+        return self._kernel.get_many(paths, fds)
+
     def find_many(self, paths: list[str]) -> list[tuple[int, Address]] | None:
         """(position in ``paths``, address) of every path, sorted by address (ties in
         request order); None as soon as one path is not in the table (SQLite must answer

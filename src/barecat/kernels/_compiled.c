@@ -24,6 +24,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -385,10 +388,127 @@ static int plan_one(PyObject *fds, PyObject *address, Planned *p) {
     return 0;
 }
 
+#define WAITING_READ_NS 100000 /* a read that took longer and slept waited (shards/concurrent.py) */
+
+static long long now_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+
+/* The calling thread's sleeps so far (voluntary context switches), -1 where not counted. */
+static long sleeps_so_far(void) {
+#ifdef RUSAGE_THREAD
+    struct rusage usage;
+    if (getrusage(RUSAGE_THREAD, &usage) == 0) {
+        return usage.ru_nvcsw;
+    }
+#endif
+    return -1;
+}
+
+/* One planned read that stops a batch when its storage would wait: 1 if the storage
+ * would wait (the read not made, where RWF_NOWAIT tells), else 0 with p->fd -1 where
+ * the read failed. *nowait: 1 while RWF_NOWAIT is answered (else 0: timed reads). */
+static int read_or_wait(Planned *p, int *nowait, long slept_at_start) {
+    Py_ssize_t got = 0;
+#ifdef RWF_NOWAIT
+    if (*nowait) {
+        struct iovec v = {p->buf, (size_t)p->size};
+        ssize_t r;
+        do {
+            r = preadv2(p->fd, &v, 1, (off_t)p->offset, RWF_NOWAIT);
+        } while (r < 0 && errno == EINTR);
+        if (r < 0 && errno == EAGAIN) {
+            return 1;
+        }
+        if (r < 0 && (errno == EOPNOTSUPP || errno == EINVAL || errno == ENOSYS)) {
+            *nowait = 0;
+        } else if (r < 0) {
+            p->fd = -1;
+            return 0;
+        } else {
+            got = r;
+        }
+    }
+#else
+    *nowait = 0;
+#endif
+    long long started = *nowait ? 0 : now_ns();
+    if (got < p->size &&
+        pread_checked(p->fd, p->buf + got, p->size - got, p->offset + got, -1) != 0) {
+        p->fd = -1;
+    } else if (p->crc >= 0 && crc32c_of(0, (const unsigned char *)p->buf, (size_t)p->size) != (uint32_t)p->crc) {
+        p->fd = -1;
+    }
+    if (!*nowait && now_ns() - started > WAITING_READ_NS &&
+        (slept_at_start < 0 || sleeps_so_far() != slept_at_start)) {
+        return 2; /* made, and it waited: the batch stops after it */
+    }
+    return 0;
+}
+
+/* Make the planned reads without the lock, in order; returns how many were made (count,
+ * or fewer when stop_on_wait and a read waited: see read_or_wait). Failed reads get fd -1. */
+static Py_ssize_t run_planned(Planned *plan, Py_ssize_t count, int stop_on_wait) {
+    Py_ssize_t made = count;
+    Py_BEGIN_ALLOW_THREADS
+    int nowait = 1;
+    long slept = stop_on_wait ? sleeps_so_far() : -1;
+    for (Py_ssize_t k = 0; k < count; k++) {
+        Planned *p = &plan[k];
+        if (p->buf == NULL || p->size == 0) {
+            continue;
+        }
+        if (!stop_on_wait) {
+            if (pread_checked(p->fd, p->buf, p->size, p->offset, p->crc)) {
+                p->fd = -1;
+            }
+            continue;
+        }
+        int waited = read_or_wait(p, &nowait, slept);
+        if (waited) {
+            made = waited == 1 ? k : k + 1;
+            break;
+        }
+    }
+    Py_END_ALLOW_THREADS
+    return made;
+}
+
+/* The list of a batch's results: bytes for each read made and clean, None for the rest. */
+static PyObject *finish_planned(Planned *plan, Py_ssize_t count, Py_ssize_t made, PyObject *out) {
+    for (Py_ssize_t k = 0; k < count; k++) {
+        if (plan[k].buf != NULL && (plan[k].fd < 0 || k >= made)) {
+            PyList_SetItem(out, k, Py_NewRef(Py_None));
+        }
+    }
+    PyMem_Free(plan);
+    return out;
+}
+
+/* The bytes objects of a plan, made in request order (see shards/sharder.py), in `out`. */
+static int allocate_planned(Planned *plan, Py_ssize_t count, PyObject *out) {
+    for (Py_ssize_t k = 0; k < count; k++) {
+        Planned *p = &plan[k];
+        PyObject *item = p->fd < 0 ? Py_NewRef(Py_None) : PyBytes_FromStringAndSize(NULL, p->size);
+        if (item == NULL) {
+            return -1;
+        }
+        PyList_SetItem(out, k, item);
+        p->buf = p->fd < 0 ? NULL : PyBytes_AsString(item);
+    }
+    return 0;
+}
+
 static PyObject *k_read_each(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
-    if (nargs != 2 || !PyDict_Check(args[0]) || !PyList_Check(args[1])) {
-        PyErr_SetString(PyExc_TypeError, "read_each(fds: dict, addresses: list)");
+    if (nargs < 2 || nargs > 3 || !PyDict_Check(args[0]) || !PyList_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "read_each(fds: dict, addresses: list, stop_on_wait=False)");
+        return NULL;
+    }
+    int stop_on_wait = nargs == 3 ? PyObject_IsTrue(args[2]) : 0;
+    if (stop_on_wait < 0) {
         return NULL;
     }
     PyObject *fds = args[0], *addresses = args[1];
@@ -400,40 +520,15 @@ static PyObject *k_read_each(PyObject *module, PyObject *const *args, Py_ssize_t
         Py_XDECREF(out);
         return PyErr_NoMemory();
     }
-    Py_ssize_t total = 0;
-    for (Py_ssize_t k = 0; k < count; k++) { /* bytes made in request order (see sharder) */
-        Planned *p = &plan[k];
-        if (plan_one(fds, PyList_GetItem(addresses, k), p)) {
-            goto fail;
-        }
-        PyObject *item = p->fd < 0 ? Py_NewRef(Py_None) : PyBytes_FromStringAndSize(NULL, p->size);
-        if (item == NULL) {
-            goto fail;
-        }
-        PyList_SetItem(out, k, item);
-        p->buf = p->fd < 0 ? NULL : PyBytes_AsString(item);
-        total += p->size;
-    }
-    int bad_any = 0;
-    Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t k = 0; k < count; k++) {
-        Planned *p = &plan[k];
-        if (p->buf != NULL && p->size > 0 && pread_checked(p->fd, p->buf, p->size, p->offset, p->crc)) {
-            p->fd = -1; /* the careful path's */
-            bad_any = 1;
+        if (plan_one(fds, PyList_GetItem(addresses, k), &plan[k])) {
+            goto fail;
         }
     }
-    Py_END_ALLOW_THREADS
-    (void)total;
-    if (bad_any) {
-        for (Py_ssize_t k = 0; k < count; k++) {
-            if (plan[k].fd < 0 && plan[k].buf != NULL) {
-                PyList_SetItem(out, k, Py_NewRef(Py_None));
-            }
-        }
+    if (allocate_planned(plan, count, out) < 0) {
+        goto fail;
     }
-    PyMem_Free(plan);
-    return out;
+    return finish_planned(plan, count, run_planned(plan, count, stop_on_wait), out);
 fail:
     PyMem_Free(plan);
     Py_DECREF(out);
@@ -731,6 +826,86 @@ static const char *canonical(PyObject *path, Py_ssize_t *len) {
     return p;
 }
 
+/* Whether a commit moved the index's change counter since the table was made. */
+static int stale(Table *self) {
+    return self->header.obj != NULL &&
+           memcmp((const char *)self->header.buf + 24, self->counter, 4) != 0;
+}
+
+/* The plan of one path of get_many: fd -1 (None) unless surely normal, held, and its
+ * shard open; 0, or -1 with an error set. */
+static int plan_path(Table *self, PyObject *path, PyObject *fds, Planned *p) {
+    p->fd = -1;
+    p->buf = NULL;
+    p->size = 0;
+    Py_ssize_t len;
+    const char *key = canonical(path, &len);
+    if (key == NULL) {
+        return 0;
+    }
+    Py_ssize_t at = slot_of_key(self, key, len);
+    if (at < 0) {
+        return at == -2 ? -1 : 0;
+    }
+    const uint64_t *slots = self->slots.buf;
+    uint64_t word = slots[at + 1], size_crc = slots[at + 3];
+    PyObject *shard = PyLong_FromUnsignedLongLong(word >> OFFSET_BITS);
+    if (shard == NULL) {
+        return -1;
+    }
+    PyObject *fd_obj = PyDict_GetItemWithError(fds, shard);
+    Py_DECREF(shard);
+    long long fd;
+    if (fd_obj == NULL) {
+        return PyErr_Occurred() ? -1 : 0;
+    }
+    if (int_argument(fd_obj, &fd)) {
+        return -1;
+    }
+    p->offset = (long long)(word & OFFSET_MASK);
+    p->crc = (long long)(size_crc >> 32);
+    Py_ssize_t size = (Py_ssize_t)(size_crc & 0xFFFFFFFFu);
+    if (fd >= 0 && fd <= INT32_MAX && readable(p->offset, size) && !(size == 0 && p->crc > 0)) {
+        p->fd = (int)fd;
+        p->size = size;
+    }
+    return 0;
+}
+
+/* get_many(paths, fds): get of each path, reads in request order with the lock let go
+ * once, stopping at a read that would wait (the rest None: the careful path's). */
+static PyObject *table_get_many(PyObject *self_obj, PyObject *const *args, Py_ssize_t nargs) {
+    Table *self = (Table *)self_obj;
+    if (nargs != 2 || !PyList_Check(args[0]) || !PyDict_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "get_many(paths: list, fds: dict)");
+        return NULL;
+    }
+    Py_ssize_t count = PyList_Size(args[0]);
+    int moved = stale(self);
+    Planned *plan = PyMem_Calloc((size_t)(count ? count : 1), sizeof(Planned));
+    PyObject *out = PyList_New(count);
+    if (plan == NULL || out == NULL) {
+        PyMem_Free(plan);
+        Py_XDECREF(out);
+        return PyErr_NoMemory();
+    }
+    for (Py_ssize_t k = 0; k < count; k++) {
+        if (moved) {
+            plan[k].fd = -1;
+        } else if (plan_path(self, PyList_GetItem(args[0], k), args[1], &plan[k]) < 0) {
+            goto fail;
+        }
+    }
+    if (allocate_planned(plan, count, out) < 0) {
+        goto fail;
+    }
+    return finish_planned(plan, count, run_planned(plan, count, 1), out);
+fail:
+    PyMem_Free(plan);
+    Py_DECREF(out);
+    return NULL;
+}
+
 /* get(path, fds): the file's checked bytes, or None for the careful path. */
 static PyObject *table_get(PyObject *self_obj, PyObject *const *args, Py_ssize_t nargs) {
     Table *self = (Table *)self_obj;
@@ -738,44 +913,17 @@ static PyObject *table_get(PyObject *self_obj, PyObject *const *args, Py_ssize_t
         PyErr_SetString(PyExc_TypeError, "get(path, fds: dict)");
         return NULL;
     }
-    if (self->header.obj != NULL && memcmp((const char *)self->header.buf + 24, self->counter, 4)) {
-        Py_RETURN_NONE; /* a commit since: the table no longer answers */
-    }
-    Py_ssize_t len;
-    const char *key = canonical(args[0], &len);
-    if (key == NULL) {
+    Planned p;
+    if (stale(self)) {
         Py_RETURN_NONE;
     }
-    Py_ssize_t at = slot_of_key(self, key, len);
-    if (at == -2) {
+    if (plan_path(self, args[0], args[1], &p) < 0) {
         return NULL;
     }
-    if (at < 0) {
+    if (p.fd < 0) {
         Py_RETURN_NONE;
     }
-    const uint64_t *slots = self->slots.buf;
-    uint64_t word = slots[at + 1], size_crc = slots[at + 3];
-    PyObject *shard = PyLong_FromUnsignedLongLong(word >> OFFSET_BITS);
-    if (shard == NULL) {
-        return NULL;
-    }
-    PyObject *fd_obj = PyDict_GetItemWithError(args[1], shard);
-    Py_DECREF(shard);
-    long long fd;
-    if (fd_obj == NULL) {
-        if (PyErr_Occurred()) {
-            return NULL;
-        }
-        Py_RETURN_NONE;
-    }
-    if (int_argument(fd_obj, &fd)) {
-        return NULL;
-    }
-    if (fd > INT32_MAX) {
-        Py_RETURN_NONE;
-    }
-    return one_read((int)fd, (long long)(word & OFFSET_MASK), (Py_ssize_t)(size_crc & 0xFFFFFFFFu),
-                    (long long)(size_crc >> 32));
+    return one_read(p.fd, p.offset, p.size, p.crc);
 }
 
 static PyMethodDef table_methods[] = {
@@ -785,6 +933,8 @@ static PyMethodDef table_methods[] = {
      "find_many(paths): [(position, Address)] sorted by address, or None if one is missing."},
     {"get", (PyCFunction)(void (*)(void))table_get, METH_FASTCALL,
      "get(path, fds): the file's CRC-checked bytes, or None for the careful path."},
+    {"get_many", (PyCFunction)(void (*)(void))table_get_many, METH_FASTCALL,
+     "get_many(paths, fds): get of each, in order, stopping where a read would wait."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -14,11 +14,14 @@ of barecat.
 
 from __future__ import annotations
 
+import errno
 import importlib.machinery
 import importlib.util
 import operator
 import os
+import resource
 import sys
+import time
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
@@ -35,6 +38,10 @@ _MAX_U32 = (1 << 32) - 1
 _MAX_FD = (1 << 31) - 1
 _MAX_I64 = (1 << 63) - 1
 _new = tuple.__new__  # an address without a NamedTuple's Python-level __new__
+_RWF_NOWAIT: int | None = getattr(os, "RWF_NOWAIT", None)
+_RUSAGE_THREAD: int | None = getattr(resource, "RUSAGE_THREAD", None)
+_NO_NOWAIT = (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS)
+_WAITING_READ_NS = 100_000  # (shards/concurrent.py's WAITING_READ_NS)
 
 
 def _crc32c_module() -> ModuleType:
@@ -97,16 +104,10 @@ def _pread_checked(fd: int, offset: int, size: int, crc: int) -> bytes | None:
 
 
 def _one_read(fd: int, offset: int, size: int, crc: int) -> bytes | None:
-    if (
-        crc == -2
-        or not 0 <= fd <= _MAX_FD
-        or not 0 <= size <= SPAN
-        or not 0 <= offset <= _MAX_I64 - size
-    ):
+    fd, offset, size, crc = _plan(fd, offset, size, crc)
+    if fd < 0:
         return None
-    if size == 0:
-        return None if crc > 0 else b""
-    return _pread_checked(fd, offset, size, crc)
+    return b"" if size == 0 else _pread_checked(fd, offset, size, crc)
 
 
 def read_checked(fd: int, offset: int, size: int, crc: int | None) -> bytes | None:
@@ -125,13 +126,17 @@ def read_checked(fd: int, offset: int, size: int, crc: int | None) -> bytes | No
     return _one_read(_int_of(fd), _int_of(offset), _int_of(size), _crc_of(crc))
 
 
-def read_each(fds: dict[int, int], addresses: list[Any]) -> list[bytes | None]:
+def read_each(
+    fds: dict[int, int], addresses: list[Any], stop_on_wait: bool = False
+) -> list[bytes | None]:
     """:func:`read_checked` of each ``(shard, offset, size, crc32c)``, its descriptor
     ``fds[shard]`` (None where the shard has none open).
 
     Args:
         fds: the open descriptor of each shard.
         addresses: the addresses, in the order their bytes are wanted.
+        stop_on_wait: stop at the first read whose storage would wait (see
+            :func:`_read_planned`); it and the rest are None.
 
     Returns:
         Each address's bytes or None, in order.
@@ -141,16 +146,78 @@ def read_each(fds: dict[int, int], addresses: list[Any]) -> list[bytes | None]:
             4-tuple.
     """
     if not isinstance(fds, dict) or not isinstance(addresses, list):
-        raise TypeError("read_each(fds: dict, addresses: list)")
+        raise TypeError("read_each(fds: dict, addresses: list, stop_on_wait=False)")
     planned = []
     for address in addresses:
         if not isinstance(address, tuple) or len(address) != 4:
             raise TypeError("an address is a tuple (shard, offset, size, crc32c)")
         shard, offset, size, crc = address
         fd = fds.get(shard)
-        planned.append((-1 if fd is None else _int_of(fd), _int_of(offset), _int_of(size),
-                        _crc_of(crc)))  # fmt: skip
-    return [_one_read(*p) for p in planned]
+        planned.append(_plan(-1 if fd is None else _int_of(fd), _int_of(offset),
+                             _int_of(size), _crc_of(crc)))  # fmt: skip
+    return _read_planned(planned, bool(stop_on_wait))
+
+
+_NOT_READ = (-1, 0, 0, -1)
+"""The plan of an address not read here (None)."""
+
+
+def _plan(fd: int, offset: int, size: int, crc: int) -> tuple[int, int, int, int]:
+    """(fd, offset, size, crc) of a read to make, or :data:`_NOT_READ`."""
+    if crc == -2 or not 0 <= fd <= _MAX_FD or not 0 <= size <= SPAN:
+        return _NOT_READ
+    if not 0 <= offset <= _MAX_I64 - size or (size == 0 and crc > 0):
+        return _NOT_READ
+    return fd, offset, size, crc
+
+
+def _read_planned(
+    planned: list[tuple[int, int, int, int]], stop_on_wait: bool
+) -> list[bytes | None]:
+    """The planned reads made in order. With ``stop_on_wait``, a read stops the batch
+    (it and the rest None) where ``RWF_NOWAIT`` says it would wait for its storage;
+    where the storage cannot tell, a read that took over 100 µs while the thread slept
+    (or took that long where sleeps are not counted) is kept and the rest are None: the
+    caller's careful path reads them on its threads (``shards/concurrent.py``)."""
+    out: list[bytes | None] = []
+    nowait = _RWF_NOWAIT is not None
+    slept = _sleeps_so_far() if stop_on_wait else None
+    for k, (fd, offset, size, crc) in enumerate(planned):
+        if fd < 0 or size == 0:
+            out.append(None if fd < 0 else b"")
+            continue
+        if not stop_on_wait:
+            out.append(_pread_checked(fd, offset, size, crc))
+            continue
+        got = b""
+        if nowait:
+            buffer = bytearray(size)
+            try:
+                got = bytes(buffer[: os.preadv(fd, [buffer], offset, _RWF_NOWAIT)])  # type: ignore[arg-type]
+            except BlockingIOError:
+                return out + [None] * (len(planned) - k)
+            except OSError as e:
+                if e.errno not in _NO_NOWAIT:
+                    out.append(None)
+                    continue
+                nowait = False
+        started = time.perf_counter_ns()
+        rest = (
+            _pread_checked(fd, offset + len(got), size - len(got), -1) if len(got) < size else b""
+        )
+        data = None if rest is None else got + rest
+        out.append(None if data is None or (crc >= 0 and crc32c(data) != crc) else data)
+        waited = not nowait and time.perf_counter_ns() - started > _WAITING_READ_NS
+        if waited and (slept is None or _sleeps_so_far() != slept):
+            return out + [None] * (len(planned) - k - 1)
+    return out
+
+
+def _sleeps_so_far() -> int | None:
+    """The calling thread's sleeps (voluntary context switches), None where not counted."""
+    if _RUSAGE_THREAD is None:
+        return None
+    return resource.getrusage(_RUSAGE_THREAD).ru_nvcsw
 
 
 class AddressTable:
@@ -299,18 +366,50 @@ class AddressTable:
         """
         if not isinstance(fds, dict):
             raise TypeError("get(path, fds: dict)")
-        if self._header is not None and self._header[24:28] != self._counter:
+        if self._stale():
             return None
+        fd, offset, size, crc = self._plan_path(path, fds)
+        if fd < 0:
+            return None
+        return b"" if size == 0 else _pread_checked(fd, offset, size, crc)
+
+    def get_many(self, paths: list[str], fds: dict[int, int]) -> list[bytes | None]:
+        """:meth:`get` of each path, the reads made in request order and stopped where
+        one would wait for its storage (see :func:`_read_planned`).
+
+        Args:
+            paths: paths as a caller gave them.
+            fds: the open descriptor of each shard.
+
+        Returns:
+            Each path's bytes, or None for the careful path.
+
+        Raises:
+            TypeError: ``paths`` is not a list, or ``fds`` not a dict.
+        """
+        if not isinstance(paths, list) or not isinstance(fds, dict):
+            raise TypeError("get_many(paths: list, fds: dict)")
+        if self._stale():
+            return [None] * len(paths)
+        return _read_planned([self._plan_path(p, fds) for p in paths], True)
+
+    def _stale(self) -> bool:
+        """Whether a commit moved the index's change counter since the table was made."""
+        return self._header is not None and self._header[24:28] != self._counter
+
+    def _plan_path(self, path: object, fds: dict[int, int]) -> tuple[int, int, int, int]:
+        """The read of ``path``'s bytes, or :data:`_NOT_READ` (not surely normal, not
+        held, or its shard not open)."""
         if not canonical(path):
-            return None
-        i = self._slot(path)
+            return _NOT_READ
+        i = self._slot(path)  # type: ignore[arg-type]
         if i < 0:
-            return None
+            return _NOT_READ
         word, size_crc = self._slots[i + 1], self._slots[i + 3]
         fd = fds.get(word >> _OFFSET_BITS)
         if fd is None:
-            return None
-        return _one_read(_int_of(fd), word & _OFFSET_MASK, size_crc & _MAX_U32, size_crc >> 32)
+            return _NOT_READ
+        return _plan(_int_of(fd), word & _OFFSET_MASK, size_crc & _MAX_U32, size_crc >> 32)
 
 
 def canonical(path: object) -> bool:
