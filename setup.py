@@ -12,6 +12,7 @@ wheel holds the built module, not its C source (the sdist holds that).
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 
 from setuptools import Extension, setup
@@ -29,7 +30,7 @@ class OptionalBuildExt(build_ext):
         try:
             super().run()
         except Exception as e:  # before any extension: e.g. no compiler could be set up
-            self._failure = str(e)
+            self._failure = self._reason(e)
         if self._failure is None:
             self._say("compiled core built (barecat.kernels._compiled)")
             return
@@ -37,14 +38,22 @@ class OptionalBuildExt(build_ext):
             stale = self.get_ext_fullpath(ext.name)
             if os.path.exists(stale):
                 os.remove(stale)
-        self._say(f"no compiled core ({self._failure}); barecat installs its pure-Python "
-                  "kernels")  # fmt: skip
+        self._say(f"no compiled core ({self._failure}); barecat installs its pure-Python kernels")
 
     def build_extension(self, ext: Extension) -> None:
         try:
             super().build_extension(ext)
         except Exception as e:  # the compiler is missing, or failed on this platform
-            self._failure = " ".join(str(e).split()) or type(e).__name__
+            self._failure = self._reason(e)
+
+    @staticmethod
+    def _reason(e: Exception) -> str:
+        """Why the build failed, in a few words (the compiler printed its own errors)."""
+        cause = e.args[0] if e.args and isinstance(e.args[0], Exception) else e
+        if isinstance(cause, subprocess.CalledProcessError):  # (a CompileError wraps it)
+            cmd = cause.cmd if isinstance(cause.cmd, (list, tuple)) else str(cause.cmd).split()
+            return f"{cmd[0]} exited with status {cause.returncode}"
+        return " ".join(str(cause).split()) or type(cause).__name__
 
     @staticmethod
     def _say(line: str) -> None:
