@@ -14,6 +14,7 @@ rule. Imports nothing of barecat but its own two halves.
 
 from __future__ import annotations
 
+import importlib
 import os
 from collections.abc import Callable
 from typing import Any
@@ -25,7 +26,7 @@ if os.environ.get("BARECAT_PUREPYTHON", "") not in ("", "0"):
     _module, IMPLEMENTATION, WHY = _python, "python", "BARECAT_PUREPYTHON is set"
 else:
     try:
-        from barecat.kernels import _compiled as _module  # type: ignore[attr-defined,no-redef]
+        _module = importlib.import_module("barecat.kernels._compiled")
 
         IMPLEMENTATION, WHY = "compiled", "built at install"
     except ImportError as e:  # (no compiler at install, or a platform it does not build on)
