@@ -10,6 +10,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import random
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -25,6 +26,11 @@ from barecat.shards.concurrent import ReadPool, read_would_wait, sleeps_so_far
 from helpers import PASSPHRASE
 from helpers.damaging import damage
 from helpers.disks import small_tmpfs
+from helpers.mounting import FUSE_PROBLEM
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+
+from bench_latency import delayed_mount, through_mount
 
 FILES = {f"d{i % 7}/{i:04d}.bin": random.Random(i).randbytes(i * 13 % 3000) for i in range(300)}
 WANTED = [*random.Random(1).sample(sorted(FILES), 200), "d1/0001.bin", "d0/0000.bin"]
@@ -292,3 +298,32 @@ def test_a_cold_shard_fans_out_from_the_first_read(make_archive) -> None:  # typ
         cast(Sharder, bc.sharder).read_pool.waiting_read_ns = 10**10  # (no read times out)
         assert bc.get_many(WANTED, max_gap=0) == [FILES[p] for p in WANTED]
         assert read_threads()
+    with barecat.Barecat(path, lookup_table=True) as bc:  # through the kernel's get_many:
+        assert bc[WANTED[0]] == FILES[WANTED[0]]  # (the shard open, the table up)
+        dropped_from_cache(f"{path}-shard-00000")  # its first read would wait: it stops
+        # there and the careful path reads the rest (on threads if its own probe still
+        # finds them cold: the kernel's probe started the readahead, which may warm them)
+        assert bc.get_many(WANTED, max_gap=0) == [FILES[p] for p in WANTED]
+
+
+@pytest.mark.skipif(bool(FUSE_PROBLEM), reason=FUSE_PROBLEM or "FUSE runs here")
+def test_a_warm_batch_read_by_the_kernel_fans_out_where_reads_wait(tmp_path: Path) -> None:
+    # The shards behind a FUSE filesystem that sleeps 2 ms in every read and cannot tell a
+    # cached read (no RWF_NOWAIT): the kernel's get_many (the lookup table up, the shard
+    # open) stops after its first read, which slept, and leaves the rest to the careful
+    # path, which reads them on the pool's threads, as it would without the kernel.
+    source, mounted = tmp_path / "source", tmp_path / "mounted"
+    source.mkdir()
+    mounted.mkdir()
+    path = str(source / "slow.barecat")
+    with barecat.Barecat(path, readonly=False) as bc:
+        for name, data in FILES.items():
+            bc[name] = data
+    with delayed_mount(source, mounted, delay_ms=2, threads=8):
+        local = through_mount(path, mounted, tmp_path / "local")
+        with barecat.Barecat(local, lookup_table=True, read_concurrency=8) as bc:
+            assert bc[WANTED[0]] == FILES[WANTED[0]]  # (the careful path opens the shard)
+            assert bc.index.lookup_table_size == len(FILES)
+            assert not read_threads()
+            assert bc.get_many(WANTED, max_gap=0) == [FILES[p] for p in WANTED]
+            assert read_threads()
