@@ -50,10 +50,9 @@ import xxhash
 
 from barecat.entries import Address
 from barecat.index.connection import select
-from barecat.kernels import AddressTable
+from barecat.kernels import AddressTable, fill_table
 from barecat.kernels import python as python_kernels
 
-_new = tuple.__new__  # an Address without NamedTuple's Python-level __new__ (the hot path)
 _Slots = Union["array[int]", memoryview]
 _Paths = bytearray | mmap.mmap
 _MAGIC = b"BCLOOKUP"
@@ -70,17 +69,9 @@ CONFIG_KEY = "lookup_table"
 """The config row that vouches for a saved table: the hex SHA-256 of its contents
 (``value_text``) and the index's change counter after the commit that wrote the row
 (``value_int``)."""
-_WORDS = 4  # u64 words a slot: hash, shard << 48 | offset, path start << 24 | length,
-# CRC << 32 | size
+_WORDS = python_kernels.SLOT_WORDS  # (the slot's layout: barecat/kernels/python.py)
 _SLOT_SIZE = 8 * _WORDS
-_OFFSET_BITS = 48
-_OFFSET_MASK = (1 << _OFFSET_BITS) - 1
-_MAX_SHARD = (1 << (64 - _OFFSET_BITS)) - 1
-_LENGTH_BITS = 24  # a path reference: start in the path bytes << 24 | length
-_LENGTH_MASK = (1 << _LENGTH_BITS) - 1
-_MAX_PATH_START = (1 << (64 - _LENGTH_BITS)) - 1
-_MAX_U32 = (1 << 32) - 1
-_EMPTY = 0
+_BUILD_ROWS = 1 << 14  # rows handed to the kernel at a time while building
 _hash64 = xxhash.xxh3_64_intdigest
 
 
@@ -102,25 +93,6 @@ def identity_now(index_fd: int) -> tuple[int, int, int, bytes] | None:
     or None where the counter cannot be trusted (WAL)."""
     counter = change_counter(index_fd)
     return None if counter is None else _identity(index_fd, counter)
-
-
-def _encode(path: str) -> bytes:
-    return path.encode("utf-8", "surrogateescape")
-
-
-def _storable(shard: object, offset: object, size: object, crc: object) -> bool:
-    """True if the row's address fits a slot: integers, a CRC32C, under 4 GiB, 2**48 bytes
-    into a shard numbered below 2**16 (stricter than well formed: damaged rows never fit)."""
-    return (
-        type(shard) is int
-        and type(offset) is int
-        and type(size) is int
-        and type(crc) is int
-        and 0 <= shard <= _MAX_SHARD
-        and 0 <= offset <= _OFFSET_MASK
-        and 0 <= size <= _MAX_U32
-        and 0 <= crc <= _MAX_U32
-    )
 
 
 class LookupTable:
@@ -166,28 +138,13 @@ class LookupTable:
         (count,) = select(conn, "SELECT count(*) FROM files").fetchone()
         capacity = count * 4 // 3 + 1  # load factor <= 0.75; any size: slots by fastrange
         slots = array("Q", [0]) * (_WORDS * capacity)
-        end = len(slots)
         paths = bytearray()
         stored = 0
         rows = select(conn, "SELECT path, shard, offset, size, crc32c FROM files")
-        for path, shard, offset, size, crc in rows:
-            if type(path) is not str or not _storable(shard, offset, size, crc):
-                continue
-            key = _encode(path)
-            if len(key) > _LENGTH_MASK or len(paths) > _MAX_PATH_START:
-                continue
-            if stored == capacity:  # more rows than counted: a damaged index, no table
+        while chunk := rows.fetchmany(_BUILD_ROWS):  # (the kernel stores what a slot can hold)
+            stored = fill_table(slots, paths, chunk, _hash64, stored)
+            if stored < 0:  # more rows than counted: a damaged index, no table
                 return None
-            h = _hash64(key) or 1  # 0 marks an empty slot
-            i = ((h * capacity) >> 64) * _WORDS
-            while slots[i] != _EMPTY:  # equal hashes sit side by side: the paths tell them
-                i = i + _WORDS if i + _WORDS < end else 0  # apart
-            slots[i] = h
-            slots[i + 1] = (shard << _OFFSET_BITS) | offset
-            slots[i + 2] = (len(paths) << _LENGTH_BITS) | len(key)
-            slots[i + 3] = (crc << 32) | size
-            paths += key
-            stored += 1
         return cls(index_fd, identity, stored, slots, paths)
 
     def content_hash(self) -> bytes:

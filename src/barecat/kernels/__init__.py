@@ -41,6 +41,9 @@ read_checked: Callable[[int, int, int, int | None], bytes | None] = _module.read
 read_each: Callable[[dict[int, int], list[Any]], list[bytes | None]] = _module.read_each
 AddressTable: type[_python.AddressTable] = _module.AddressTable
 canonical: Callable[[object], bool] = _module.canonical
+fill_table: Callable[[Any, bytearray, list[Any], Callable[[bytes], int], int], int] = (
+    _module.fill_table
+)
 CRC32C_INSTRUCTIONS: str = _module.CRC32C_INSTRUCTIONS
 """What computes CRC32C: ``sse4.2``, ``armv8-crc``, ``portable`` (compiled) or
 ``crc32c package`` (Python)."""
@@ -68,6 +71,7 @@ __all__ = [
     "canonical",
     "crc32c",
     "describe",
+    "fill_table",
     "read_checked",
     "read_each",
 ]

@@ -952,6 +952,114 @@ static PyType_Spec table_spec = {
     "barecat.kernels._compiled.AddressTable", sizeof(Table), 0, Py_TPFLAGS_DEFAULT, table_slots,
 };
 
+/* ------------------------------------------------------------ building a table -------- */
+
+#define MAX_SHARD ((UINT64_C(1) << (64 - OFFSET_BITS)) - 1)
+#define MAX_PATH_START ((UINT64_C(1) << (64 - LENGTH_BITS)) - 1)
+
+/* An exact int (not bool, not a subclass) in 0..most, into *out; 0 when it is not. */
+static int word_of(PyObject *o, uint64_t most, uint64_t *out) {
+    if (!PyLong_CheckExact(o)) {
+        return 0;
+    }
+    int overflow;
+    long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+    if (overflow || v < 0 || (uint64_t)v > most) {
+        PyErr_Clear();
+        return 0;
+    }
+    *out = (uint64_t)v;
+    return 1;
+}
+
+/* fill_table(slots, paths, rows, hash, stored): see python.py. */
+static PyObject *k_fill_table(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 5 || !PyByteArray_Check(args[1]) || !PyList_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "fill_table(slots, paths: bytearray, rows: list, hash, stored)");
+        return NULL;
+    }
+    Py_ssize_t stored = PyLong_AsSsize_t(args[4]);
+    if (stored == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_WRITABLE) < 0) {
+        return NULL;
+    }
+    if (view.len < 8 * WORDS || view.len % (8 * WORDS) != 0 || ((uintptr_t)view.buf & 7) != 0) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "not a lookup table: slots out of shape");
+        return NULL;
+    }
+    uint64_t *slots = view.buf;
+    uint64_t capacity = (uint64_t)(view.len / (8 * WORDS));
+    PyObject *paths = args[1], *rows = args[2], *hash = args[3];
+    Py_ssize_t count = PyList_Size(rows);
+    for (Py_ssize_t k = 0; k < count; k++) {
+        PyObject *row = PyList_GetItem(rows, k);
+        if (!PyTuple_Check(row) || PyTuple_Size(row) != 5) {
+            PyBuffer_Release(&view);
+            PyErr_SetString(PyExc_TypeError, "a row is (path, shard, offset, size, crc32c)");
+            return NULL;
+        }
+        PyObject *path = PyTuple_GetItem(row, 0);
+        uint64_t shard, offset, size, crc;
+        if (!PyUnicode_CheckExact(path) || !word_of(PyTuple_GetItem(row, 1), MAX_SHARD, &shard) ||
+            !word_of(PyTuple_GetItem(row, 2), OFFSET_MASK, &offset) ||
+            !word_of(PyTuple_GetItem(row, 3), 0xFFFFFFFFu, &size) ||
+            !word_of(PyTuple_GetItem(row, 4), 0xFFFFFFFFu, &crc)) {
+            continue; /* (the table does not hold it: SQLite answers) */
+        }
+        PyObject *key = PyUnicode_AsEncodedString(path, "utf-8", "surrogateescape");
+        if (key == NULL) {
+            PyBuffer_Release(&view);
+            return NULL;
+        }
+        char *bytes;
+        Py_ssize_t len;
+        PyBytes_AsStringAndSize(key, &bytes, &len);
+        Py_ssize_t start = PyByteArray_Size(paths);
+        if ((uint64_t)len > LENGTH_MASK || (uint64_t)start > MAX_PATH_START) {
+            Py_DECREF(key);
+            continue;
+        }
+        if ((uint64_t)stored == capacity) { /* more rows than counted: a damaged index */
+            Py_DECREF(key);
+            PyBuffer_Release(&view);
+            return PyLong_FromLong(-1);
+        }
+        PyObject *hashed = PyObject_CallFunctionObjArgs(hash, key, NULL);
+        uint64_t h = hashed == NULL ? 0 : PyLong_AsUnsignedLongLongMask(hashed);
+        Py_XDECREF(hashed);
+        if (hashed == NULL || (h == (uint64_t)-1 && PyErr_Occurred()) ||
+            PyByteArray_Resize(paths, start + len) < 0) {
+            Py_DECREF(key);
+            PyBuffer_Release(&view);
+            return NULL;
+        }
+        memcpy(PyByteArray_AsString(paths) + start, bytes, (size_t)len);
+        Py_DECREF(key);
+        h = h ? h : 1; /* 0 marks an empty slot */
+        uint64_t i = high_product(h, capacity), visited = 0;
+        while (slots[i * WORDS] != 0 && ++visited < capacity) { /* equal hashes sit side by
+                                                                     side: paths tell them apart */
+            i = i + 1 < capacity ? i + 1 : 0;
+        }
+        if (slots[i * WORDS] != 0) { /* no empty slot: not a table being built */
+            PyBuffer_Release(&view);
+            return PyLong_FromLong(-1);
+        }
+        slots[i * WORDS] = h;
+        slots[i * WORDS + 1] = shard << OFFSET_BITS | offset;
+        slots[i * WORDS + 2] = (uint64_t)start << LENGTH_BITS | (uint64_t)len;
+        slots[i * WORDS + 3] = crc << 32 | size;
+        stored++;
+    }
+    PyBuffer_Release(&view);
+    return PyLong_FromSsize_t(stored);
+}
+
 static PyObject *k_canonical(PyObject *module, PyObject *path) {
     (void)module;
     Py_ssize_t len;
@@ -965,6 +1073,8 @@ static PyMethodDef module_methods[] = {
      "crc32c(data, value=0): the CRC32C of a bytes-like object, continuing from value."},
     {"canonical", (PyCFunction)k_canonical, METH_O,
      "canonical(path): whether path is surely in normal form (see barecat/kernels/python.py)."},
+    {"fill_table", (PyCFunction)(void (*)(void))k_fill_table, METH_FASTCALL,
+     "fill_table(slots, paths, rows, hash, stored): store rows in a lookup table being built."},
     {"read_checked", (PyCFunction)(void (*)(void))k_read_checked, METH_FASTCALL,
      "read_checked(fd, offset, size, crc): the bytes, checked, or None for the careful path."},
     {"read_each", (PyCFunction)(void (*)(void))k_read_each, METH_FASTCALL,

@@ -28,8 +28,10 @@ from typing import Any
 
 SPAN = 16 << 20
 """Reads above this size are the careful path's (it checks the shard's size first)."""
-_WORDS = 4  # u64 words a slot: hash, shard << 48 | offset, path start << 24 | length,
-# CRC << 32 | size (the layout is barecat/index/lookup_table.py's)
+SLOT_WORDS = 4
+"""u64 words a lookup-table slot: the path's xxh3 hash (0: empty), shard << 48 | offset,
+path start << 24 | length, CRC << 32 | size (barecat/index/lookup_table.py says why)."""
+_WORDS = SLOT_WORDS
 _OFFSET_BITS = 48
 _OFFSET_MASK = (1 << _OFFSET_BITS) - 1
 _LENGTH_BITS = 24
@@ -412,6 +414,75 @@ class AddressTable:
         return _plan(_int_of(fd), word & _OFFSET_MASK, size_crc & _MAX_U32, size_crc >> 32)
 
 
+_MAX_SHARD = (1 << (64 - _OFFSET_BITS)) - 1
+_MAX_PATH_START = (1 << (64 - _LENGTH_BITS)) - 1
+
+
+def fill_table(
+    slots: Any, paths: bytearray, rows: list[Any], hash: Callable[[bytes], int], stored: int
+) -> int:
+    """Store rows of the ``files`` table in a lookup table being built (the layout is
+    ``barecat/index/lookup_table.py``'s): each row whose address a slot can hold (exact
+    ints: a shard below 2**16, an offset below 2**48, a size and a CRC32C below 2**32; a
+    ``str`` path of under 2**24 bytes) gets a slot, and its path's bytes go at the end of
+    ``paths``. Rows that do not fit are left to SQLite.
+
+    Args:
+        slots: the slots, writable, 4 u64 words each, zeros where empty.
+        paths: the paths' bytes so far.
+        rows: ``(path, shard, offset, size, crc32c)`` tuples.
+        hash: the paths' 64-bit hash (xxh3).
+        stored: how many rows the table holds so far.
+
+    Returns:
+        How many it holds now; -1 when a row finds no empty slot (more rows than the
+        table was made for: a damaged index, no table).
+
+    Raises:
+        TypeError: ``paths`` is not a bytearray, ``rows`` not a list, a row not a 5-tuple.
+        ValueError: the slots are out of shape.
+    """
+    if not isinstance(paths, bytearray) or not isinstance(rows, list):
+        raise TypeError("fill_table(slots, paths: bytearray, rows: list, hash, stored)")
+    view = memoryview(slots).cast("B")
+    if len(view) < 8 * _WORDS or len(view) % (8 * _WORDS):
+        raise ValueError("not a lookup table: slots out of shape")
+    words = view.cast("Q")
+    capacity = len(words) // _WORDS
+    for row in rows:
+        if not isinstance(row, tuple) or len(row) != 5:
+            raise TypeError("a row is (path, shard, offset, size, crc32c)")
+        path, shard, offset, size, crc = row
+        if path.__class__ is not str or not (
+            shard.__class__ is int and 0 <= shard <= _MAX_SHARD
+            and offset.__class__ is int and 0 <= offset <= _OFFSET_MASK
+            and size.__class__ is int and 0 <= size <= _MAX_U32
+            and crc.__class__ is int and 0 <= crc <= _MAX_U32
+        ):  # fmt: skip
+            continue
+        key = path.encode("utf-8", "surrogateescape")
+        if len(key) > _LENGTH_MASK or len(paths) > _MAX_PATH_START:
+            continue
+        if stored == capacity:
+            return -1
+        h = hash(key) or 1  # 0 marks an empty slot
+        start = len(paths)
+        paths += key
+        i = ((h * capacity) >> 64) * _WORDS
+        for _ in range(capacity):  # equal hashes sit side by side: paths tell them apart
+            if words[i] == 0:
+                break
+            i = i + _WORDS if i + _WORDS < capacity * _WORDS else 0
+        else:
+            return -1
+        words[i] = h
+        words[i + 1] = (shard << _OFFSET_BITS) | offset
+        words[i + 2] = (start << _LENGTH_BITS) | len(key)
+        words[i + 3] = (crc << 32) | size
+        stored += 1
+    return stored
+
+
 def canonical(path: object) -> bool:
     """Whether ``path`` is surely in normal form (``barecat.paths.normalize`` gives it
     back unchanged): a ``str`` (not a subclass) that UTF-8 encodes (no lone surrogates),
@@ -443,10 +514,12 @@ CRC32C_INSTRUCTIONS = "crc32c package"
 
 __all__ = [
     "CRC32C_INSTRUCTIONS",
+    "SLOT_WORDS",
     "SPAN",
     "AddressTable",
     "canonical",
     "crc32c",
+    "fill_table",
     "read_checked",
     "read_each",
 ]
