@@ -5,7 +5,9 @@ Copies two real small-file trees once, to a RAM disk (``/dev/shm``) and to disk:
 - ``stdlib``: the Python standard library of the interpreter running this (about 50,700
   files, 8,700 directories);
 - ``usr-share``: ``/usr/share`` (links kept), bounded to ``--share-files`` files in path
-  order when it is bigger.
+  order when it is bigger;
+- ``tiny``: ``--tiny-files`` generated records of 64 B-1 KiB (200,000 by default, a
+  thousand to a directory), for the rate of ``create`` on tiny files (files a minute).
 
 Then times whole commands, as users run them, in interleaved rounds (every command once
 per round, the order rotated each round), page cache warm:
@@ -13,7 +15,8 @@ per round, the order rotated each round), page cache warm:
 - ``tar cf`` of the tree, and ``tar cf`` followed by ``sync`` of the tar file: ``barecat
   create`` fsyncs its shards and index before it returns (its durability rule), ``tar``
   does not, so the synced tar is the like-for-like figure and the plain one the user's;
-- ``barecat create -q`` (the default: two reader threads);
+- ``barecat create -q`` (the default: two reader threads), and again on the pure-Python
+  kernels (``BARECAT_PUREPYTHON=1``: ``create (pure Python)``, likewise ``extract``);
 - ``tar xf`` of the tar and ``barecat extract -q`` of the archive into a fresh directory
   (neither syncs); both restore owners when run as root, as they do by default, and
   both make links that point outside the target (``--allow-outside-links``, which tar
@@ -37,7 +40,7 @@ JSON goes to ``bench-results/``. On disk, run it with no mass deletion on that f
 system in the minutes before (see ``fresh_dir``): extractions would pay for it.
 
     python benchmarks/bench_smallfiles.py [--rounds R] [--where ram,disk]
-        [--trees stdlib,usr-share] [--share-files N] [--ram DIR] [--disk DIR]
+        [--trees stdlib,usr-share,tiny] [--share-files N] [--tiny-files N] [--ram DIR] [--disk DIR]
         [--before OTHER_CHECKOUT/src]
 """
 
@@ -48,6 +51,7 @@ import functools
 import json
 import os
 import platform
+import random
 import resource
 import shutil
 import statistics
@@ -98,8 +102,27 @@ def copy_tree(source: str, dest: str, limit: int | None) -> tuple[int, int]:
     return files, nbytes
 
 
+GENERATED = "generated"
+"""The source of a tree that is made here (``tiny``), not copied."""
+
+
+def generate_tiny(dest: str, files: int) -> tuple[int, int]:
+    """``files`` records of 64 B-1 KiB of random bytes, a thousand to a directory."""
+    rng, nbytes = random.Random(0), 0
+    for i in range(files):
+        folder = os.path.join(dest, f"d{i // 1000:04d}")
+        if i % 1000 == 0:
+            os.makedirs(folder, exist_ok=True)
+        data = rng.randbytes(rng.randint(64, 1024))
+        with open(os.path.join(folder, f"r{i:07d}.bin"), "wb") as f:
+            f.write(data)
+        nbytes += len(data)
+    return files, nbytes
+
+
 def ensure_tree(base: str, name: str, source: str, limit: int | None) -> dict[str, object]:
-    """The copy of ``source`` at ``base/name`` (made once; a marker says it is complete)."""
+    """The copy of ``source`` at ``base/name`` (made once; a marker says it is complete);
+    for :data:`GENERATED`, ``limit`` records made by :func:`generate_tiny`."""
     root = os.path.join(base, name)
     marker = os.path.join(base, f".{name}.complete")
     if os.path.exists(marker):
@@ -108,7 +131,10 @@ def ensure_tree(base: str, name: str, source: str, limit: int | None) -> dict[st
         return info
     shutil.rmtree(root, ignore_errors=True)
     os.makedirs(base, exist_ok=True)
-    files, nbytes = copy_tree(source, root, limit)
+    if source == GENERATED:
+        files, nbytes = generate_tiny(root, limit or 0)
+    else:
+        files, nbytes = copy_tree(source, root, limit)
     dirs = sum(len(d) for _, d, _ in os.walk(root)) + 1
     info = {"root": root, "source": source, "files": files, "bytes": nbytes, "dirs": dirs}
     with open(marker, "w") as f:
@@ -332,6 +358,9 @@ def bench_place(
             "floor: file reads": (reads_floor(root, work), None, None),
             "floor: walk": (walk_floor(root), None, None),
         }
+        pure_env = {**os.environ, "BARECAT_PUREPYTHON": "1"}
+        commands["create (pure Python)"] = (create, functools.partial(remove_archive, archive),
+                                            pure_env)  # fmt: skip
         if old_env is not None:
             commands["create (before)"] = (
                 create,
@@ -355,6 +384,7 @@ def bench_place(
                 None,
             ),
         }
+        commands["extract (pure Python)"] = (extract, fresh_dir(out_bc, aside), pure_env)
         if old_env is not None:
             commands["extract (before)"] = (extract, fresh_dir(out_bc, aside), old_env)
         extracted = interleaved(commands, rounds)
@@ -409,6 +439,8 @@ def render(place: str, name: str, r: dict[str, dict[str, dict[str, float]]]) -> 
                 f"  {'floors, one walk':<20} {both['wall']:>8.2f} {both['cpu']:>8.2f} "
                 f"{_ratio(both, base, 'wall'):>9} {_ratio(both, base, 'cpu'):>8}"
             )
+            per_minute = int(tree["files"]) / ours["wall"] * 60  # type: ignore[index]
+            lines.append(f"  {'create, files a minute':<20} {per_minute:>17,.0f} (wall)")
     return "\n".join(lines)
 
 
@@ -435,8 +467,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--where", default="ram,disk", help="ram, disk or both (comma-separated)")
-    p.add_argument("--trees", default="stdlib,usr-share")
+    p.add_argument("--trees", default="stdlib,usr-share,tiny")
     p.add_argument("--share-files", type=int, default=60_000, help="bound on /usr/share's files")
+    p.add_argument("--tiny-files", type=int, default=200_000, help="records of the tiny tree")
     p.add_argument("--ram", default="/dev/shm/barecat-bench-smallfiles")
     p.add_argument("--disk", default="/var/tmp/barecat-bench-smallfiles")
     p.add_argument(
@@ -447,7 +480,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    available = {"stdlib": (stdlib_source(), None), "usr-share": ("/usr/share", args.share_files)}
+    available = {
+        "stdlib": (stdlib_source(), None),
+        "usr-share": ("/usr/share", args.share_files),
+        "tiny": (GENERATED, args.tiny_files),
+    }
     trees = {t: available[t] for t in args.trees.split(",")}
     places = {"ram": args.ram, "disk": args.disk}
     result: dict[str, object] = {

@@ -501,6 +501,42 @@ static int allocate_planned(Planned *plan, Py_ssize_t count, PyObject *out) {
     return 0;
 }
 
+/* Plans the k-th read of a batch (0, or -1 with an error set). */
+typedef int (*planner)(void *context, Py_ssize_t k, Planned *p);
+
+/* The results of a batch of `count` planned reads (see finish_planned). */
+static PyObject *read_batch(Py_ssize_t count, planner plan_k, void *context, int stop_on_wait) {
+    Planned *plan = PyMem_Calloc((size_t)(count ? count : 1), sizeof(Planned));
+    PyObject *out = PyList_New(count);
+    if (plan == NULL || out == NULL) {
+        PyMem_Free(plan);
+        Py_XDECREF(out);
+        return PyErr_NoMemory();
+    }
+    for (Py_ssize_t k = 0; k < count; k++) {
+        if (plan_k(context, k, &plan[k]) < 0) {
+            PyMem_Free(plan);
+            Py_DECREF(out);
+            return NULL;
+        }
+    }
+    if (allocate_planned(plan, count, out) < 0) {
+        PyMem_Free(plan);
+        Py_DECREF(out);
+        return NULL;
+    }
+    return finish_planned(plan, count, run_planned(plan, count, stop_on_wait), out);
+}
+
+typedef struct {
+    PyObject *fds, *addresses;
+} Addresses;
+
+static int plan_address(void *context, Py_ssize_t k, Planned *p) {
+    Addresses *c = context;
+    return plan_one(c->fds, PyList_GetItem(c->addresses, k), p);
+}
+
 static PyObject *k_read_each(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
     if (nargs < 2 || nargs > 3 || !PyDict_Check(args[0]) || !PyList_Check(args[1])) {
@@ -511,28 +547,8 @@ static PyObject *k_read_each(PyObject *module, PyObject *const *args, Py_ssize_t
     if (stop_on_wait < 0) {
         return NULL;
     }
-    PyObject *fds = args[0], *addresses = args[1];
-    Py_ssize_t count = PyList_Size(addresses);
-    Planned *plan = PyMem_Calloc((size_t)(count ? count : 1), sizeof(Planned));
-    PyObject *out = PyList_New(count);
-    if (plan == NULL || out == NULL) {
-        PyMem_Free(plan);
-        Py_XDECREF(out);
-        return PyErr_NoMemory();
-    }
-    for (Py_ssize_t k = 0; k < count; k++) {
-        if (plan_one(fds, PyList_GetItem(addresses, k), &plan[k])) {
-            goto fail;
-        }
-    }
-    if (allocate_planned(plan, count, out) < 0) {
-        goto fail;
-    }
-    return finish_planned(plan, count, run_planned(plan, count, stop_on_wait), out);
-fail:
-    PyMem_Free(plan);
-    Py_DECREF(out);
-    return NULL;
+    Addresses context = {args[0], args[1]};
+    return read_batch(PyList_Size(args[1]), plan_address, &context, stop_on_wait);
 }
 
 /* ------------------------------------------------------------ the lookup table -------- */
@@ -872,6 +888,21 @@ static int plan_path(Table *self, PyObject *path, PyObject *fds, Planned *p) {
     return 0;
 }
 
+typedef struct {
+    Table *self;
+    PyObject *paths, *fds;
+    int moved;
+} Paths;
+
+static int plan_of_path(void *context, Py_ssize_t k, Planned *p) {
+    Paths *c = context;
+    if (c->moved) {
+        p->fd = -1;
+        return 0;
+    }
+    return plan_path(c->self, PyList_GetItem(c->paths, k), c->fds, p);
+}
+
 /* get_many(paths, fds): get of each path, reads in request order with the lock let go
  * once, stopping at a read that would wait (the rest None: the careful path's). */
 static PyObject *table_get_many(PyObject *self_obj, PyObject *const *args, Py_ssize_t nargs) {
@@ -880,30 +911,8 @@ static PyObject *table_get_many(PyObject *self_obj, PyObject *const *args, Py_ss
         PyErr_SetString(PyExc_TypeError, "get_many(paths: list, fds: dict)");
         return NULL;
     }
-    Py_ssize_t count = PyList_Size(args[0]);
-    int moved = stale(self);
-    Planned *plan = PyMem_Calloc((size_t)(count ? count : 1), sizeof(Planned));
-    PyObject *out = PyList_New(count);
-    if (plan == NULL || out == NULL) {
-        PyMem_Free(plan);
-        Py_XDECREF(out);
-        return PyErr_NoMemory();
-    }
-    for (Py_ssize_t k = 0; k < count; k++) {
-        if (moved) {
-            plan[k].fd = -1;
-        } else if (plan_path(self, PyList_GetItem(args[0], k), args[1], &plan[k]) < 0) {
-            goto fail;
-        }
-    }
-    if (allocate_planned(plan, count, out) < 0) {
-        goto fail;
-    }
-    return finish_planned(plan, count, run_planned(plan, count, 1), out);
-fail:
-    PyMem_Free(plan);
-    Py_DECREF(out);
-    return NULL;
+    Paths context = {self, args[0], args[1], stale(self)};
+    return read_batch(PyList_Size(args[0]), plan_of_path, &context, 1);
 }
 
 /* get(path, fds): the file's checked bytes, or None for the careful path. */
