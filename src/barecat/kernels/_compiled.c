@@ -1022,6 +1022,10 @@ static PyObject *k_fill_table(PyObject *module, PyObject *const *args, Py_ssize_
         }
         PyObject *key = PyUnicode_AsEncodedString(path, "utf-8", "surrogateescape");
         if (key == NULL) {
+            if (PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) {
+                PyErr_Clear(); /* (a surrogate no byte stands for: SQLite answers) */
+                continue;
+            }
             PyBuffer_Release(&view);
             return NULL;
         }

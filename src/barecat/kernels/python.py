@@ -460,7 +460,10 @@ def fill_table(
             and crc.__class__ is int and 0 <= crc <= _MAX_U32
         ):  # fmt: skip
             continue
-        key = path.encode("utf-8", "surrogateescape")
+        try:
+            key = path.encode("utf-8", "surrogateescape")
+        except UnicodeEncodeError:  # (a surrogate no byte stands for: SQLite answers)
+            continue
         if len(key) > _LENGTH_MASK or len(paths) > _MAX_PATH_START:
             continue
         if stored == capacity:
