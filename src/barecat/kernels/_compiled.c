@@ -3,7 +3,7 @@
  *
  * - crc32c(data, value=0): CRC32C with the CPU's instruction (SSE4.2 on x86-64, the CRC
  *   extension on ARMv8) in three interleaved streams, or slicing-by-8 tables where the
- *   CPU has neither;
+ *   CPU has neither (_crc32c_portable: the tables always, for the tests);
  * - read_checked(fd, offset, size, crc): one pread plus its CRC check;
  * - read_each(fds, addresses): the same for a batch, the lock released once;
  * - AddressTable: the lookup table's probe (find, find_many) and a whole get.
@@ -209,11 +209,16 @@ static uint32_t crc32c_of(uint32_t value, const unsigned char *p, size_t n) {
     return ~crc_portable(s, p, n);
 }
 
+/* The same with the tables alone, whatever the CPU (for the tests of that path). */
+static uint32_t crc32c_portable_of(uint32_t value, const unsigned char *p, size_t n) {
+    return ~crc_portable(~value, p, n);
+}
+
 #define RELEASE_ABOVE 32768 /* bytes; below, releasing the lock costs more than the CRC */
 
-static PyObject *k_crc32c(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
-                          PyObject *kwnames) {
-    (void)module;
+/* crc32c(data, value=0) computed by `of`. */
+static PyObject *crc_call(uint32_t (*of)(uint32_t, const unsigned char *, size_t),
+                          PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
     PyObject *value_obj = nargs == 2 ? args[1] : NULL;
     Py_ssize_t nkw = kwnames == NULL ? 0 : PyTuple_Size(kwnames);
     if (nkw == 1 && nargs == 1) {
@@ -244,13 +249,25 @@ static PyObject *k_crc32c(PyObject *module, PyObject *const *args, Py_ssize_t na
     uint32_t crc;
     if (view.len >= RELEASE_ABOVE) {
         Py_BEGIN_ALLOW_THREADS
-        crc = crc32c_of((uint32_t)value, view.buf, (size_t)view.len);
+        crc = of((uint32_t)value, view.buf, (size_t)view.len);
         Py_END_ALLOW_THREADS
     } else {
-        crc = crc32c_of((uint32_t)value, view.buf, (size_t)view.len);
+        crc = of((uint32_t)value, view.buf, (size_t)view.len);
     }
     PyBuffer_Release(&view);
     return PyLong_FromUnsignedLong(crc);
+}
+
+static PyObject *k_crc32c(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
+                          PyObject *kwnames) {
+    (void)module;
+    return crc_call(crc32c_of, args, nargs, kwnames);
+}
+
+static PyObject *k_crc32c_portable(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
+                                   PyObject *kwnames) {
+    (void)module;
+    return crc_call(crc32c_portable_of, args, nargs, kwnames);
 }
 
 /* ------------------------------------------------------------------ reads -------- */
@@ -813,6 +830,10 @@ static PyObject *k_canonical(PyObject *module, PyObject *path) {
 static PyMethodDef module_methods[] = {
     {"crc32c", (PyCFunction)(void (*)(void))k_crc32c, METH_FASTCALL | METH_KEYWORDS,
      "crc32c(data, value=0): the CRC32C of a bytes-like object, continuing from value."},
+    {"_crc32c_portable", (PyCFunction)(void (*)(void))k_crc32c_portable,
+     METH_FASTCALL | METH_KEYWORDS,
+     "_crc32c_portable(data, value=0): crc32c with the portable tables whatever the CPU has "
+     "(for the tests of the path CPUs without a CRC instruction take)."},
     {"canonical", (PyCFunction)k_canonical, METH_O,
      "canonical(path): whether path is surely in normal form (see barecat/kernels/python.py)."},
     {"read_checked", (PyCFunction)(void (*)(void))k_read_checked, METH_FASTCALL,
