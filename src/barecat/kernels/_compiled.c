@@ -385,7 +385,7 @@ static int plan_one(PyObject *fds, PyObject *address, Planned *p) {
     if (got == NULL && PyErr_Occurred()) {
         return -1;
     }
-    if (got != NULL && int_argument(got, &fd)) {
+    if (got != NULL && got != Py_None && int_argument(got, &fd)) { /* (None: none open) */
         return -1;
     }
     if (int_argument(PyTuple_GetItem(address, 1), &offset) ||
@@ -473,15 +473,26 @@ typedef struct {
 
 static int table_init(PyObject *self_obj, PyObject *args, PyObject *kwargs) {
     Table *self = (Table *)self_obj;
-    PyObject *slots, *paths, *hash, *address, *header = Py_None, *counter = Py_None;
-    Py_ssize_t paths_start;
+    PyObject *slots, *paths, *start, *hash, *address, *header = Py_None, *counter = Py_None;
     if (kwargs != NULL && PyDict_Size(kwargs) != 0) {
         PyErr_SetString(PyExc_TypeError, "AddressTable takes positional arguments only");
         return -1;
     }
-    if (!PyArg_ParseTuple(args, "OOnOO|OO", &slots, &paths, &paths_start, &hash, &address, &header,
+    if (!PyArg_ParseTuple(args, "OOOOO|OO", &slots, &paths, &start, &hash, &address, &header,
                           &counter)) {
         return -1;
+    }
+    PyObject *start_int = PyNumber_Index(start); /* (TypeError for what is not an int) */
+    if (start_int == NULL) {
+        return -1;
+    }
+    Py_ssize_t paths_start = PyLong_AsSsize_t(start_int);
+    Py_DECREF(start_int);
+    if (paths_start == -1 && PyErr_Occurred()) {
+        if (!PyErr_ExceptionMatches(PyExc_OverflowError)) {
+            return -1;
+        }
+        PyErr_Clear(); /* (past any buffer: out of shape, below) */
     }
     if (self->slots.obj != NULL || self->paths.obj != NULL) {
         PyErr_SetString(PyExc_TypeError, "AddressTable is initialized once");
@@ -779,7 +790,7 @@ static PyObject *table_get(PyObject *self_obj, PyObject *const *args, Py_ssize_t
     PyObject *fd_obj = PyDict_GetItemWithError(args[1], shard);
     Py_DECREF(shard);
     long long fd;
-    if (fd_obj == NULL) {
+    if (fd_obj == NULL || fd_obj == Py_None) { /* (None: none open) */
         if (PyErr_Occurred()) {
             return NULL;
         }

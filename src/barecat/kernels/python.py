@@ -169,7 +169,9 @@ class AddressTable:
 
     Raises:
         ValueError: the slots or paths are out of shape, or the header too short.
-        TypeError: ``address`` is not a tuple subtype, or ``counter`` not 4 bytes.
+        TypeError: ``address`` is not a tuple subtype, ``counter`` not 4 bytes,
+            ``paths_start`` not an int, or ``slots``, ``paths`` or ``header`` not
+            bytes-like.
     """
 
     def __init__(
@@ -184,6 +186,9 @@ class AddressTable:
     ) -> None:
         view = memoryview(slots).cast("B")
         size = len(view)
+        paths_start = operator.index(paths_start)
+        with memoryview(paths):  # (bytes-like, as the compiled one reads it)
+            pass
         if size < 8 * _WORDS or size % (8 * _WORDS) or not 0 <= paths_start <= len(paths):
             raise ValueError("not a lookup table: slots or paths out of shape")
         if not (isinstance(address, type) and issubclass(address, tuple)):
@@ -191,6 +196,8 @@ class AddressTable:
         if header is not None:
             if not isinstance(counter, bytes) or len(counter) != 4:
                 raise TypeError("the counter is 4 bytes")
+            with memoryview(header):
+                pass
             if len(header) < 28:
                 raise ValueError("the index header has 28 bytes or more")
         self._header = header
