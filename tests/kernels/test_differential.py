@@ -9,6 +9,7 @@ not, and paths with surrogates, NUL, '/', '.' and non-ASCII text.
 
 from __future__ import annotations
 
+import ctypes
 import mmap
 import os
 import tempfile
@@ -65,6 +66,19 @@ def same(ours: Any, theirs: Any, name: str, *args: Any) -> tuple[str, Any]:
     want, got = outcome(ours, name, args), outcome(theirs, name, args)
     assert got == want
     return want
+
+
+def test_the_build_under_test(compiled: ModuleType) -> None:
+    """Under tools/asan_kernels.py, the compiled kernels tested are its build: the file
+    BARECAT_KERNELS_SO names, instrumented, with the sanitizer's runtime in the process."""
+    so = os.environ.get("BARECAT_KERNELS_SO")
+    if not so:
+        pytest.skip("BARECAT_KERNELS_SO is not set: the in-place build is under test")
+    assert os.path.samefile(compiled.__file__, so)
+    if os.environ.get("BARECAT_KERNELS_ASAN") == "1":
+        with open(so, "rb") as f:
+            assert b"__asan_report_load8" in f.read()  # (instrumented loads)
+        assert hasattr(ctypes.CDLL(None), "__asan_init")  # (the runtime is loaded)
 
 
 # ---------------------------------------------------------------- descriptors --------
