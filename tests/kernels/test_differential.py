@@ -251,6 +251,106 @@ def test_read_each(
     same(python, compiled, "read_each", *args)
 
 
+class Meddler:
+    """A shard, field or descriptor whose ``__hash__`` and ``__index__`` change the list
+    of the call they are in, while it runs."""
+
+    def __init__(self, value: int, victim: list[Any], action: str) -> None:
+        self.value, self.victim, self.action = value, victim, action
+
+    def meddle(self) -> None:
+        if self.action == "clear":
+            self.victim.clear()
+        elif self.action == "append":
+            self.victim.append(self.victim[0] if self.victim else None)
+        elif self.action == "pop" and self.victim:
+            self.victim.pop()
+        elif self.action == "replace" and self.victim:
+            self.victim[:] = [None] * len(self.victim)
+
+    def __hash__(self) -> int:
+        self.meddle()
+        return hash(self.value)
+
+    def __eq__(self, other: object) -> bool:
+        return other == self.value
+
+    def __index__(self) -> int:
+        self.meddle()
+        return self.value
+
+
+MEDDLING = ["clear", "append", "pop", "replace"]
+PLACES = ["shard", "offset", "size", "crc", "fd"]
+
+
+def meddled_batch(
+    place: str, action: str, descriptors: Descriptors
+) -> tuple[dict[Any, Any], list[Any]]:
+    """A batch of reads with a meddler at ``place``, changing the batch's list."""
+    addresses: list[Any] = []
+    fds: dict[Any, Any] = {0: descriptors.by_kind["file"]}
+    fields: list[Any] = [0, 10, 20, crc32c_package.crc32c(CONTENT[10:30])]
+    if place == "fd":
+        fds[0] = Meddler(descriptors.by_kind["file"], addresses, action)
+    else:
+        fields[PLACES.index(place)] = Meddler(fields[PLACES.index(place)], addresses, action)
+    addresses += [(0, 0, 5, None), tuple(fields)] + [(0, k, 5, None) for k in range(6)]
+    return fds, addresses
+
+
+@pytest.mark.parametrize("place", PLACES)
+@pytest.mark.parametrize("action", MEDDLING)
+def test_read_each_batch_changed_while_read(
+    python: ModuleType, compiled: ModuleType, descriptors: Descriptors, place: str, action: str
+) -> None:
+    """What an address's parts run cannot change the batch being read: each module
+    reads the list as it was at the call (the compiled one read freed memory, or
+    crashed, once)."""
+    want = outcome(python, "read_each", meddled_batch(place, action, descriptors))
+    got = outcome(compiled, "read_each", meddled_batch(place, action, descriptors))
+    assert got == want
+    assert want[0] == "ok"
+    assert len(want[1]) == 8
+
+
+@pytest.mark.parametrize("action", MEDDLING)
+def test_find_many_list_changed_by_the_hash(
+    python: ModuleType, compiled: ModuleType, action: str
+) -> None:
+    """A hash that changes the list of paths being found cannot change the batch either."""
+    keys = [f"k{n}".encode() for n in range(6)]
+    answers = []
+    for kernels in (python, compiled):
+        asked: list[Any] = [key.decode() for key in keys]
+        meddler = Meddler(0, asked, action)
+
+        def hash64(key: bytes, meddler: Meddler = meddler) -> int:
+            meddler.meddle()
+            return xxhash.xxh3_64_intdigest(key)
+
+        table = table_of(kernels, keys, hash64)
+        answers.append(outcome(table, "find_many", (asked,)))
+    assert answers[0] == answers[1]
+    assert answers[0][0] == "ok"
+
+
+def table_of(kernels: ModuleType, keys: list[bytes], hash64: Any) -> Any:
+    """A full table of ``keys``, placed by their xxh3 (each at shard 0, offset its slot,
+    size 1), probed with ``hash64``."""
+    capacity = len(keys)
+    slots = [0] * (capacity * WORDS)
+    paths = b""
+    for key in keys:
+        h = xxhash.xxh3_64_intdigest(key) or 1
+        i = (h * capacity) >> 64
+        while slots[i * WORDS]:
+            i = (i + 1) % capacity
+        slots[i * WORDS : i * WORDS + 4] = [h, i, len(paths) << 24 | len(key), i << 32 | 1]
+        paths += key
+    return kernels.AddressTable(array("Q", slots), paths, 0, hash64, Address)
+
+
 # ------------------------------------------------------------------ the table --------
 
 WORDS = 4

@@ -408,13 +408,19 @@ static PyObject *k_read_each(PyObject *module, PyObject *const *args, Py_ssize_t
         PyErr_SetString(PyExc_TypeError, "read_each(fds: dict, addresses: list)");
         return NULL;
     }
-    PyObject *fds = args[0], *addresses = args[1];
+    /* The batch as it is now (a new list): what reading an address runs (a shard's
+     * __hash__, a field's __index__) can change the caller's list, not this one. */
+    PyObject *fds = args[0], *addresses = PyList_GetSlice(args[1], 0, PY_SSIZE_T_MAX);
+    if (addresses == NULL) {
+        return NULL;
+    }
     Py_ssize_t count = PyList_Size(addresses);
     Planned *plan = PyMem_Calloc((size_t)(count ? count : 1), sizeof(Planned));
     PyObject *out = PyList_New(count);
     if (plan == NULL || out == NULL) {
         PyMem_Free(plan);
         Py_XDECREF(out);
+        Py_DECREF(addresses);
         return PyErr_NoMemory();
     }
     Py_ssize_t total = 0;
@@ -450,10 +456,12 @@ static PyObject *k_read_each(PyObject *module, PyObject *const *args, Py_ssize_t
         }
     }
     PyMem_Free(plan);
+    Py_DECREF(addresses);
     return out;
 fail:
     PyMem_Free(plan);
     Py_DECREF(out);
+    Py_DECREF(addresses);
     return NULL;
 }
 
@@ -693,15 +701,20 @@ static int by_word(const void *a, const void *b) {
     return x->pos < y->pos ? -1 : x->pos > y->pos; /* (a stable sort's order) */
 }
 
-static PyObject *table_find_many(PyObject *self_obj, PyObject *paths) {
+static PyObject *table_find_many(PyObject *self_obj, PyObject *asked) {
     Table *self = (Table *)self_obj;
-    if (!PyList_Check(paths)) {
+    if (!PyList_Check(asked)) {
         PyErr_SetString(PyExc_TypeError, "find_many takes a list of paths");
+        return NULL;
+    }
+    PyObject *paths = PyList_GetSlice(asked, 0, PY_SSIZE_T_MAX); /* (the hash cannot change it) */
+    if (paths == NULL) {
         return NULL;
     }
     Py_ssize_t count = PyList_Size(paths);
     Found *found = PyMem_Calloc((size_t)(count ? count : 1), sizeof(Found));
     if (found == NULL) {
+        Py_DECREF(paths);
         return PyErr_NoMemory();
     }
     const uint64_t *slots = self->slots.buf;
@@ -709,6 +722,7 @@ static PyObject *table_find_many(PyObject *self_obj, PyObject *paths) {
         Py_ssize_t at = slot_of(self, PyList_GetItem(paths, k));
         if (at < 0) {
             PyMem_Free(found);
+            Py_DECREF(paths);
             if (at == -2) {
                 return NULL;
             }
@@ -730,6 +744,7 @@ static PyObject *table_find_many(PyObject *self_obj, PyObject *paths) {
         PyList_SetItem(out, k, pair);
     }
     PyMem_Free(found);
+    Py_DECREF(paths);
     return out;
 }
 

@@ -131,7 +131,8 @@ def read_each(fds: dict[int, int], addresses: list[Any]) -> list[bytes | None]:
 
     Args:
         fds: the open descriptor of each shard.
-        addresses: the addresses, in the order their bytes are wanted.
+        addresses: the addresses, in the order their bytes are wanted (the list as it
+            is at the call: what reading its items runs cannot change the batch).
 
     Returns:
         Each address's bytes or None, in order.
@@ -143,7 +144,7 @@ def read_each(fds: dict[int, int], addresses: list[Any]) -> list[bytes | None]:
     if not isinstance(fds, dict) or not isinstance(addresses, list):
         raise TypeError("read_each(fds: dict, addresses: list)")
     planned = []
-    for address in addresses:
+    for address in addresses[:]:  # (the batch as it is now: see the compiled one)
         if not isinstance(address, tuple) or len(address) != 4:
             raise TypeError("an address is a tuple (shard, offset, size, crc32c)")
         shard, offset, size, crc = address
@@ -264,7 +265,7 @@ class AddressTable:
         """The address of every path, sorted by address.
 
         Args:
-            paths: normalized paths.
+            paths: normalized paths (the list as it is at the call).
 
         Returns:
             (position in ``paths``, address) pairs, sorted on the slot's
@@ -278,7 +279,7 @@ class AddressTable:
             raise TypeError("find_many takes a list of paths")
         slot, slots, address = self._slot, self._slots, self._address
         words, found = [], []
-        for path in paths:
+        for path in paths[:]:  # (the batch as it is now: see the compiled one)
             i = slot(path)
             if i < 0:
                 return None
