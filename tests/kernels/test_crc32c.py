@@ -122,6 +122,8 @@ def test_value_is_taken_modulo_2_32(compiled_crc: Callable[..., int], python: Mo
         ((b"x",), {"seed": 1}),
         ((b"x",), {"value": 1, "seed": 2}),
         ((b"x", 1), {"value": 1}),
+        ((b"x",), {"data": b"y"}),
+        ((), {"value": 1}),
         ((b"x",), {"value": "1"}),
         ((b"x",), {"value": 1.5}),
         ((None,), {}),
@@ -137,6 +139,16 @@ def test_wrong_arguments_raise_typeerror(
     for function in (python.crc32c, compiled_crc):
         with pytest.raises(TypeError):
             function(*args, **kwargs)
+
+
+def test_arguments_by_name(crc: Callable[..., int]) -> None:
+    """``data`` and ``value`` may be given by name, in any order (as the crc32c package
+    takes them; the compiled one once refused ``data=``)."""
+    want = expected(b"123456789", 7)
+    assert crc(data=b"123456789", value=7) == want
+    assert crc(value=7, data=b"123456789") == want
+    assert crc(b"123456789", value=7) == want
+    assert crc(data=b"123456789") == VECTORS[4][1]
 
 
 def test_instructions_named(compiled: ModuleType) -> None:

@@ -12,7 +12,9 @@ from __future__ import annotations
 import ctypes
 import mmap
 import os
+import sys
 import tempfile
+import time
 from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -536,6 +538,46 @@ def test_shard_with_none_for_descriptor(
     want = [CONTENT[:4], None]
     assert python.read_each({0: file, 1: None}, addresses) == want
     assert compiled.read_each({0: file, 1: None}, addresses) == want
+
+
+class Renamed(tuple):  # type: ignore[type-arg]
+    """A tuple subtype with a ``__new__`` of its own (which the tables do not call)."""
+
+    def __new__(cls, *fields: int) -> Renamed:
+        raise AssertionError("not called: addresses are made as tuples")
+
+
+@pytest.mark.parametrize(
+    "address",
+    [Address, tuple, Renamed, os.stat_result, time.struct_time, type(sys.version_info)],
+    ids=lambda t: t.__name__,
+)
+def test_address_types(
+    python: ModuleType, compiled: ModuleType, descriptors: Descriptors, address: type
+) -> None:
+    """Any tuple subtype may be the address type, and answers the same in both; one that
+    tuple.__new__ refuses to make (a struct sequence, whose hidden fields a bare tuple
+    lacks) raises TypeError at each address made, in both (the compiled one made such
+    bare tuples, and reading their fields crashed it)."""
+    key = b"a/b"
+    size_crc = crc32c_package.crc32c(CONTENT[5:8]) << 32 | 3
+    args = (array("Q", [xxhash.xxh3_64_intdigest(key) or 1, 5, len(key), size_crc]), key, 0,
+            xxhash.xxh3_64_intdigest, address)  # fmt: skip
+    ours, theirs = python.AddressTable(*args), compiled.AddressTable(*args)
+    found = same(ours, theirs, "find", "a/b")
+    same(ours, theirs, "find_many", ["a/b", "a/b"])
+    same(ours, theirs, "find", "a/c")
+    assert same(ours, theirs, "get", "a/b", {0: descriptors.by_kind["file"]}) == (
+        "ok",
+        CONTENT[5:8],
+    )
+    if found[0] == "ok":
+        assert found[1] == (address, (0, 5, 3, size_crc >> 32))
+        made = theirs.find("a/b")
+        assert [*made] == [0, 5, 3, size_crc >> 32] and repr(made)
+    else:
+        assert found == ("raised", TypeError)
+        assert address in (os.stat_result, time.struct_time, type(sys.version_info))
 
 
 # ------------------------------------------------------------------ canonical --------

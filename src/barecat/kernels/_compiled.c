@@ -216,23 +216,36 @@ static uint32_t crc32c_portable_of(uint32_t value, const unsigned char *p, size_
 
 #define RELEASE_ABOVE 32768 /* bytes; below, releasing the lock costs more than the CRC */
 
+/* The arguments of crc32c(data, value=0), by position or by name (as the crc32c
+ * package takes them): 0, or -1 with a TypeError set. */
+static int crc_arguments(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+                         PyObject **data, PyObject **value) {
+    *data = nargs >= 1 ? args[0] : NULL;
+    *value = nargs >= 2 ? args[1] : NULL;
+    Py_ssize_t nkw = kwnames == NULL ? 0 : PyTuple_Size(kwnames);
+    for (Py_ssize_t k = 0; k < nkw && nargs <= 2; k++) {
+        PyObject *name = PyTuple_GetItem(kwnames, k);
+        PyObject **slot = PyUnicode_CompareWithASCIIString(name, "data") == 0    ? data
+                          : PyUnicode_CompareWithASCIIString(name, "value") == 0 ? value
+                                                                                 : NULL;
+        if (slot == NULL || *slot != NULL) {
+            nargs = 3; /* (unknown, or given twice) */
+            break;
+        }
+        *slot = args[nargs + k];
+    }
+    if (nargs > 2 || *data == NULL) {
+        PyErr_SetString(PyExc_TypeError, "crc32c(data, value=0)");
+        return -1;
+    }
+    return 0;
+}
+
 /* crc32c(data, value=0) computed by `of`. */
 static PyObject *crc_call(uint32_t (*of)(uint32_t, const unsigned char *, size_t),
                           PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
-    PyObject *value_obj = nargs == 2 ? args[1] : NULL;
-    Py_ssize_t nkw = kwnames == NULL ? 0 : PyTuple_Size(kwnames);
-    if (nkw == 1 && nargs == 1) {
-        PyObject *is_value = PyUnicode_FromString("value");
-        int same = is_value == NULL ? -1 : PyObject_RichCompareBool(PyTuple_GetItem(kwnames, 0), is_value, Py_EQ);
-        Py_XDECREF(is_value);
-        if (same < 0) {
-            return NULL;
-        }
-        value_obj = same ? args[1] : NULL;
-        nkw = same ? 0 : 1;
-    }
-    if (nargs < 1 || nargs > 2 || nkw != 0) {
-        PyErr_SetString(PyExc_TypeError, "crc32c(data, value=0)");
+    PyObject *data, *value_obj;
+    if (crc_arguments(args, nargs, kwnames, &data, &value_obj) < 0) {
         return NULL;
     }
     unsigned long value = 0;
@@ -243,7 +256,7 @@ static PyObject *crc_call(uint32_t (*of)(uint32_t, const unsigned char *, size_t
         }
     }
     Py_buffer view;
-    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) {
+    if (PyObject_GetBuffer(data, &view, PyBUF_SIMPLE) < 0) {
         return NULL;
     }
     uint32_t crc;
@@ -477,7 +490,25 @@ typedef struct {
     uint64_t capacity;
     PyObject *hash;    /* xxh3_64_intdigest */
     PyObject *address; /* the Address type */
+    int address_unsafe; /* tuple.__new__ refuses it (see tuple_new_refuses) */
 } Table;
+
+/* Whether Python's tuple.__new__ refuses to make a `type` (a struct sequence such as
+ * os.stat_result: made as a bare tuple, its hidden fields would be read past its end);
+ * the reference makes its addresses with tuple.__new__, so it raises TypeError for
+ * each address of such a type: so does address_at. -1 with an error set. */
+static int tuple_new_refuses(PyObject *type) {
+    PyObject *made = PyObject_CallMethod((PyObject *)&PyTuple_Type, "__new__", "O()", type);
+    if (made != NULL) {
+        Py_DECREF(made);
+        return 0;
+    }
+    if (!PyErr_ExceptionMatches(PyExc_TypeError)) {
+        return -1;
+    }
+    PyErr_Clear();
+    return 1;
+}
 
 static int table_init(PyObject *self_obj, PyObject *args, PyObject *kwargs) {
     Table *self = (Table *)self_obj;
@@ -537,6 +568,9 @@ static int table_init(PyObject *self_obj, PyObject *args, PyObject *kwargs) {
             return -1;
         }
         memcpy(self->counter, c, 4);
+    }
+    if ((self->address_unsafe = tuple_new_refuses(address)) < 0) {
+        return -1;
     }
     self->capacity = (uint64_t)(self->slots.len / slot_bytes);
     self->paths_start = paths_start;
@@ -664,7 +698,9 @@ static PyObject *address_at(Table *self, Py_ssize_t at) {
     if (fields != NULL) {
         args = PyTuple_Pack(1, fields);
     }
-    if (args != NULL) {
+    if (args != NULL && self->address_unsafe) { /* (raises the reference's TypeError) */
+        out = PyObject_CallMethod((PyObject *)&PyTuple_Type, "__new__", "OO", self->address, fields);
+    } else if (args != NULL) {
         out = tuple_new((PyTypeObject *)self->address, args, NULL);
     }
     for (int k = 0; k < 4; k++) {
