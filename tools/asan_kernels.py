@@ -16,9 +16,9 @@ test is that file, instrumented, with the sanitizer's runtime in the process
 build out of the process. The run fails if pytest fails or a sanitizer reports anything
 (its reports go to files, shown at the end: pytest captures a test's stderr).
 Arguments go to pytest. ``./run fuzz`` runs it with ``BARECAT_FUZZ=1`` (many examples
-a fuzz test)::
+a fuzz test), skipped where no compiler with ASan is found (``--if-available``)::
 
-    PYTHONPATH=src .venv/bin/python tools/asan_kernels.py [pytest args]
+    .venv/bin/python tools/asan_kernels.py [--if-available] [pytest args]
 """
 
 from __future__ import annotations
@@ -61,16 +61,18 @@ def build(folder: str) -> str:
     return target
 
 
-def runtime() -> str:
-    """The compiler's AddressSanitizer runtime library (for LD_PRELOAD)."""
-    path = subprocess.run([compiler(), "-print-file-name=libasan.so"], check=True,
-                          capture_output=True, text=True).stdout.strip()  # fmt: skip
-    if not os.path.isabs(path) or not os.path.exists(path):
-        raise SystemExit(f"asan_kernels: {compiler()} has no libasan.so ({path!r})")
-    return path
+def runtime() -> str | None:
+    """The compiler's AddressSanitizer runtime library (for LD_PRELOAD), or None where
+    there is no such compiler or it has none."""
+    try:
+        path = subprocess.run([compiler(), "-print-file-name=libasan.so"], check=True,
+                              capture_output=True, text=True).stdout.strip()  # fmt: skip
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return path if os.path.isabs(path) and os.path.exists(path) else None
 
 
-def run_tests(so: str, pytest_args: list[str], folder: str) -> int:
+def run_tests(so: str, asan: str, pytest_args: list[str], folder: str) -> int:
     """pytest of tests/kernels against ``so`` under the sanitizers: 0 if it passed and
     no sanitizer said anything. The sanitizers write their reports to files in
     ``folder`` (pytest captures the test's stderr, and a process a sanitizer stops
@@ -78,7 +80,7 @@ def run_tests(so: str, pytest_args: list[str], folder: str) -> int:
     logs = os.path.join(folder, "report")
     env = {
         **os.environ,
-        "LD_PRELOAD": runtime(),
+        "LD_PRELOAD": asan,
         "ASAN_OPTIONS": f"detect_leaks=0:halt_on_error=1:log_path={logs}",
         "UBSAN_OPTIONS": f"halt_on_error=1:print_stacktrace=1:log_path={logs}",
         "BARECAT_KERNELS_SO": so,
@@ -113,10 +115,18 @@ def run_tests(so: str, pytest_args: list[str], folder: str) -> int:
 
 
 def main(argv: list[str]) -> int:
+    """Build, then run the tests; ``--if-available`` first: where the compiler or its
+    ASan runtime is missing, say so and succeed (else that fails the run)."""
+    optional = argv[:1] == ["--if-available"]
+    asan = runtime()
+    if asan is None:
+        print(f"asan_kernels: no {compiler()} with libasan.so here: the sanitizer run "
+              f"{'is skipped' if optional else 'cannot be done'}", file=sys.stderr)  # fmt: skip
+        return 0 if optional else 2
     with tempfile.TemporaryDirectory(prefix="barecat-asan-") as folder:
         so = build(folder)
         print(f"asan_kernels: built {so}", flush=True)
-        return run_tests(so, argv, folder)
+        return run_tests(so, asan, argv[1:] if optional else argv, folder)
 
 
 if __name__ == "__main__":
