@@ -37,7 +37,7 @@ def test_the_kernels_this_run_expects_are_the_ones_running() -> None:
     if expected is None:
         pytest.skip("BARECAT_EXPECT_KERNELS is set by ./run test (compiled, then python)")
     compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
-    if expected == "compiled" and barecat.kernels.IMPLEMENTATION != expected and not compiler:
+    if expected == "compiled" and expected != barecat.kernels.IMPLEMENTATION and not compiler:
         pytest.skip(f"no C compiler here, so no compiled core: {barecat.kernels.WHY}")
     assert expected == barecat.kernels.IMPLEMENTATION, barecat.kernels.WHY
 

@@ -3,7 +3,7 @@
  *
  * - crc32c(data, value=0): CRC32C with the CPU's instruction (SSE4.2 on x86-64, the CRC
  *   extension on ARMv8) in three interleaved streams, or slicing-by-8 tables where the
- *   CPU has neither;
+ *   CPU has neither (_crc32c_portable: the tables always, for the tests);
  * - read_checked(fd, offset, size, crc): one pread plus its CRC check;
  * - read_each(fds, addresses): the same for a batch, the lock released once;
  * - AddressTable: the lookup table's probe (find, find_many) and a whole get.
@@ -212,25 +212,43 @@ static uint32_t crc32c_of(uint32_t value, const unsigned char *p, size_t n) {
     return ~crc_portable(s, p, n);
 }
 
+/* The same with the tables alone, whatever the CPU (for the tests of that path). */
+static uint32_t crc32c_portable_of(uint32_t value, const unsigned char *p, size_t n) {
+    return ~crc_portable(~value, p, n);
+}
+
 #define RELEASE_ABOVE 32768 /* bytes; below, releasing the lock costs more than the CRC */
 
-static PyObject *k_crc32c(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
-                          PyObject *kwnames) {
-    (void)module;
-    PyObject *value_obj = nargs == 2 ? args[1] : NULL;
+/* The arguments of crc32c(data, value=0), by position or by name (as the crc32c
+ * package takes them): 0, or -1 with a TypeError set. */
+static int crc_arguments(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+                         PyObject **data, PyObject **value) {
+    *data = nargs >= 1 ? args[0] : NULL;
+    *value = nargs >= 2 ? args[1] : NULL;
     Py_ssize_t nkw = kwnames == NULL ? 0 : PyTuple_Size(kwnames);
-    if (nkw == 1 && nargs == 1) {
-        PyObject *is_value = PyUnicode_FromString("value");
-        int same = is_value == NULL ? -1 : PyObject_RichCompareBool(PyTuple_GetItem(kwnames, 0), is_value, Py_EQ);
-        Py_XDECREF(is_value);
-        if (same < 0) {
-            return NULL;
+    for (Py_ssize_t k = 0; k < nkw && nargs <= 2; k++) {
+        PyObject *name = PyTuple_GetItem(kwnames, k);
+        PyObject **slot = PyUnicode_CompareWithASCIIString(name, "data") == 0    ? data
+                          : PyUnicode_CompareWithASCIIString(name, "value") == 0 ? value
+                                                                                 : NULL;
+        if (slot == NULL || *slot != NULL) {
+            nargs = 3; /* (unknown, or given twice) */
+            break;
         }
-        value_obj = same ? args[1] : NULL;
-        nkw = same ? 0 : 1;
+        *slot = args[nargs + k];
     }
-    if (nargs < 1 || nargs > 2 || nkw != 0) {
+    if (nargs > 2 || *data == NULL) {
         PyErr_SetString(PyExc_TypeError, "crc32c(data, value=0)");
+        return -1;
+    }
+    return 0;
+}
+
+/* crc32c(data, value=0) computed by `of`. */
+static PyObject *crc_call(uint32_t (*of)(uint32_t, const unsigned char *, size_t),
+                          PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+    PyObject *data, *value_obj;
+    if (crc_arguments(args, nargs, kwnames, &data, &value_obj) < 0) {
         return NULL;
     }
     unsigned long value = 0;
@@ -241,19 +259,31 @@ static PyObject *k_crc32c(PyObject *module, PyObject *const *args, Py_ssize_t na
         }
     }
     Py_buffer view;
-    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) {
+    if (PyObject_GetBuffer(data, &view, PyBUF_SIMPLE) < 0) {
         return NULL;
     }
     uint32_t crc;
     if (view.len >= RELEASE_ABOVE) {
         Py_BEGIN_ALLOW_THREADS
-        crc = crc32c_of((uint32_t)value, view.buf, (size_t)view.len);
+        crc = of((uint32_t)value, view.buf, (size_t)view.len);
         Py_END_ALLOW_THREADS
     } else {
-        crc = crc32c_of((uint32_t)value, view.buf, (size_t)view.len);
+        crc = of((uint32_t)value, view.buf, (size_t)view.len);
     }
     PyBuffer_Release(&view);
     return PyLong_FromUnsignedLong(crc);
+}
+
+static PyObject *k_crc32c(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
+                          PyObject *kwnames) {
+    (void)module;
+    return crc_call(crc32c_of, args, nargs, kwnames);
+}
+
+static PyObject *k_crc32c_portable(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
+                                   PyObject *kwnames) {
+    (void)module;
+    return crc_call(crc32c_portable_of, args, nargs, kwnames);
 }
 
 /* ------------------------------------------------------------------ reads -------- */
@@ -371,7 +401,7 @@ static int plan_one(PyObject *fds, PyObject *address, Planned *p) {
     if (got == NULL && PyErr_Occurred()) {
         return -1;
     }
-    if (got != NULL && int_argument(got, &fd)) {
+    if (got != NULL && got != Py_None && int_argument(got, &fd)) { /* (None: none open) */
         return -1;
     }
     if (int_argument(PyTuple_GetItem(address, 1), &offset) ||
@@ -501,25 +531,36 @@ static int allocate_planned(Planned *plan, Py_ssize_t count, PyObject *out) {
     return 0;
 }
 
-/* Plans the k-th read of a batch (0, or -1 with an error set). */
-typedef int (*planner)(void *context, Py_ssize_t k, Planned *p);
+/* Plans the read of one item of a batch (0, or -1 with an error set). */
+typedef int (*planner)(void *context, PyObject *item, Planned *p);
 
-/* The results of a batch of `count` planned reads (see finish_planned). */
-static PyObject *read_batch(Py_ssize_t count, planner plan_k, void *context, int stop_on_wait) {
+/* The results of reading each item of the list `items` as `plan_item` plans it (see
+ * finish_planned). The batch is the list as it is at the call (a copy): what planning an
+ * item runs (a shard's __hash__, a field's __index__) may change the caller's list, not
+ * this one. */
+static PyObject *read_batch(PyObject *items, planner plan_item, void *context, int stop_on_wait) {
+    PyObject *batch = PyList_GetSlice(items, 0, PY_SSIZE_T_MAX);
+    if (batch == NULL) {
+        return NULL;
+    }
+    Py_ssize_t count = PyList_Size(batch);
     Planned *plan = PyMem_Calloc((size_t)(count ? count : 1), sizeof(Planned));
     PyObject *out = PyList_New(count);
     if (plan == NULL || out == NULL) {
         PyMem_Free(plan);
         Py_XDECREF(out);
+        Py_DECREF(batch);
         return PyErr_NoMemory();
     }
     for (Py_ssize_t k = 0; k < count; k++) {
-        if (plan_k(context, k, &plan[k]) < 0) {
+        if (plan_item(context, PyList_GetItem(batch, k), &plan[k]) < 0) {
             PyMem_Free(plan);
             Py_DECREF(out);
+            Py_DECREF(batch);
             return NULL;
         }
     }
+    Py_DECREF(batch);
     if (allocate_planned(plan, count, out) < 0) {
         PyMem_Free(plan);
         Py_DECREF(out);
@@ -528,13 +569,8 @@ static PyObject *read_batch(Py_ssize_t count, planner plan_k, void *context, int
     return finish_planned(plan, count, run_planned(plan, count, stop_on_wait), out);
 }
 
-typedef struct {
-    PyObject *fds, *addresses;
-} Addresses;
-
-static int plan_address(void *context, Py_ssize_t k, Planned *p) {
-    Addresses *c = context;
-    return plan_one(c->fds, PyList_GetItem(c->addresses, k), p);
+static int plan_address(void *fds, PyObject *address, Planned *p) {
+    return plan_one(fds, address, p);
 }
 
 static PyObject *k_read_each(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
@@ -547,8 +583,7 @@ static PyObject *k_read_each(PyObject *module, PyObject *const *args, Py_ssize_t
     if (stop_on_wait < 0) {
         return NULL;
     }
-    Addresses context = {args[0], args[1]};
-    return read_batch(PyList_Size(args[1]), plan_address, &context, stop_on_wait);
+    return read_batch(args[1], plan_address, args[0], stop_on_wait);
 }
 
 /* ------------------------------------------------------------ the lookup table -------- */
@@ -563,19 +598,48 @@ typedef struct {
     uint64_t capacity;
     PyObject *hash;    /* xxh3_64_intdigest */
     PyObject *address; /* the Address type */
+    int address_unsafe; /* tuple.__new__ refuses it (see tuple_new_refuses) */
 } Table;
+
+/* Whether Python's tuple.__new__ refuses to make a `type` (a struct sequence such as
+ * os.stat_result: made as a bare tuple, its hidden fields would be read past its end);
+ * the reference makes its addresses with tuple.__new__, so it raises TypeError for
+ * each address of such a type: so does address_at. -1 with an error set. */
+static int tuple_new_refuses(PyObject *type) {
+    PyObject *made = PyObject_CallMethod((PyObject *)&PyTuple_Type, "__new__", "O()", type);
+    if (made != NULL) {
+        Py_DECREF(made);
+        return 0;
+    }
+    if (!PyErr_ExceptionMatches(PyExc_TypeError)) {
+        return -1;
+    }
+    PyErr_Clear();
+    return 1;
+}
 
 static int table_init(PyObject *self_obj, PyObject *args, PyObject *kwargs) {
     Table *self = (Table *)self_obj;
-    PyObject *slots, *paths, *hash, *address, *header = Py_None, *counter = Py_None;
-    Py_ssize_t paths_start;
+    PyObject *slots, *paths, *start, *hash, *address, *header = Py_None, *counter = Py_None;
     if (kwargs != NULL && PyDict_Size(kwargs) != 0) {
         PyErr_SetString(PyExc_TypeError, "AddressTable takes positional arguments only");
         return -1;
     }
-    if (!PyArg_ParseTuple(args, "OOnOO|OO", &slots, &paths, &paths_start, &hash, &address, &header,
+    if (!PyArg_ParseTuple(args, "OOOOO|OO", &slots, &paths, &start, &hash, &address, &header,
                           &counter)) {
         return -1;
+    }
+    PyObject *start_int = PyNumber_Index(start); /* (TypeError for what is not an int) */
+    if (start_int == NULL) {
+        return -1;
+    }
+    Py_ssize_t paths_start = PyLong_AsSsize_t(start_int);
+    Py_DECREF(start_int);
+    if (paths_start == -1 && PyErr_Occurred()) {
+        if (!PyErr_ExceptionMatches(PyExc_OverflowError)) {
+            return -1;
+        }
+        PyErr_Clear(); /* (past any buffer: out of shape, below) */
     }
     if (self->slots.obj != NULL || self->paths.obj != NULL) {
         PyErr_SetString(PyExc_TypeError, "AddressTable is initialized once");
@@ -612,6 +676,9 @@ static int table_init(PyObject *self_obj, PyObject *args, PyObject *kwargs) {
             return -1;
         }
         memcpy(self->counter, c, 4);
+    }
+    if ((self->address_unsafe = tuple_new_refuses(address)) < 0) {
+        return -1;
     }
     self->capacity = (uint64_t)(self->slots.len / slot_bytes);
     self->paths_start = paths_start;
@@ -739,7 +806,9 @@ static PyObject *address_at(Table *self, Py_ssize_t at) {
     if (fields != NULL) {
         args = PyTuple_Pack(1, fields);
     }
-    if (args != NULL) {
+    if (args != NULL && self->address_unsafe) { /* (raises the reference's TypeError) */
+        out = PyObject_CallMethod((PyObject *)&PyTuple_Type, "__new__", "OO", self->address, fields);
+    } else if (args != NULL) {
         out = tuple_new((PyTypeObject *)self->address, args, NULL);
     }
     for (int k = 0; k < 4; k++) {
@@ -776,15 +845,20 @@ static int by_word(const void *a, const void *b) {
     return x->pos < y->pos ? -1 : x->pos > y->pos; /* (a stable sort's order) */
 }
 
-static PyObject *table_find_many(PyObject *self_obj, PyObject *paths) {
+static PyObject *table_find_many(PyObject *self_obj, PyObject *asked) {
     Table *self = (Table *)self_obj;
-    if (!PyList_Check(paths)) {
+    if (!PyList_Check(asked)) {
         PyErr_SetString(PyExc_TypeError, "find_many takes a list of paths");
+        return NULL;
+    }
+    PyObject *paths = PyList_GetSlice(asked, 0, PY_SSIZE_T_MAX); /* (the hash cannot change it) */
+    if (paths == NULL) {
         return NULL;
     }
     Py_ssize_t count = PyList_Size(paths);
     Found *found = PyMem_Calloc((size_t)(count ? count : 1), sizeof(Found));
     if (found == NULL) {
+        Py_DECREF(paths);
         return PyErr_NoMemory();
     }
     const uint64_t *slots = self->slots.buf;
@@ -792,6 +866,7 @@ static PyObject *table_find_many(PyObject *self_obj, PyObject *paths) {
         Py_ssize_t at = slot_of(self, PyList_GetItem(paths, k));
         if (at < 0) {
             PyMem_Free(found);
+            Py_DECREF(paths);
             if (at == -2) {
                 return NULL;
             }
@@ -813,6 +888,7 @@ static PyObject *table_find_many(PyObject *self_obj, PyObject *paths) {
         PyList_SetItem(out, k, pair);
     }
     PyMem_Free(found);
+    Py_DECREF(paths);
     return out;
 }
 
@@ -872,7 +948,7 @@ static int plan_path(Table *self, PyObject *path, PyObject *fds, Planned *p) {
     PyObject *fd_obj = PyDict_GetItemWithError(fds, shard);
     Py_DECREF(shard);
     long long fd;
-    if (fd_obj == NULL) {
+    if (fd_obj == NULL || fd_obj == Py_None) { /* (None: none open) */
         return PyErr_Occurred() ? -1 : 0;
     }
     if (int_argument(fd_obj, &fd)) {
@@ -890,17 +966,17 @@ static int plan_path(Table *self, PyObject *path, PyObject *fds, Planned *p) {
 
 typedef struct {
     Table *self;
-    PyObject *paths, *fds;
+    PyObject *fds;
     int moved;
 } Paths;
 
-static int plan_of_path(void *context, Py_ssize_t k, Planned *p) {
+static int plan_of_path(void *context, PyObject *path, Planned *p) {
     Paths *c = context;
     if (c->moved) {
         p->fd = -1;
         return 0;
     }
-    return plan_path(c->self, PyList_GetItem(c->paths, k), c->fds, p);
+    return plan_path(c->self, path, c->fds, p);
 }
 
 /* get_many(paths, fds): get of each path, reads in request order with the lock let go
@@ -911,8 +987,8 @@ static PyObject *table_get_many(PyObject *self_obj, PyObject *const *args, Py_ss
         PyErr_SetString(PyExc_TypeError, "get_many(paths: list, fds: dict)");
         return NULL;
     }
-    Paths context = {self, args[0], args[1], stale(self)};
-    return read_batch(PyList_Size(args[0]), plan_of_path, &context, 1);
+    Paths context = {self, args[1], stale(self)};
+    return read_batch(args[0], plan_of_path, &context, 1);
 }
 
 /* get(path, fds): the file's checked bytes, or None for the careful path. */
@@ -1084,6 +1160,10 @@ static PyObject *k_canonical(PyObject *module, PyObject *path) {
 static PyMethodDef module_methods[] = {
     {"crc32c", (PyCFunction)(void (*)(void))k_crc32c, METH_FASTCALL | METH_KEYWORDS,
      "crc32c(data, value=0): the CRC32C of a bytes-like object, continuing from value."},
+    {"_crc32c_portable", (PyCFunction)(void (*)(void))k_crc32c_portable,
+     METH_FASTCALL | METH_KEYWORDS,
+     "_crc32c_portable(data, value=0): crc32c with the portable tables whatever the CPU has "
+     "(for the tests of the path CPUs without a CRC instruction take)."},
     {"canonical", (PyCFunction)k_canonical, METH_O,
      "canonical(path): whether path is surely in normal form (see barecat/kernels/python.py)."},
     {"fill_table", (PyCFunction)(void (*)(void))k_fill_table, METH_FASTCALL,

@@ -136,7 +136,8 @@ def read_each(
 
     Args:
         fds: the open descriptor of each shard.
-        addresses: the addresses, in the order their bytes are wanted.
+        addresses: the addresses, in the order their bytes are wanted (the list as it
+            is at the call: what reading its items runs cannot change the batch).
         stop_on_wait: stop at the first read whose storage would wait (see
             :func:`_read_planned`); it and the rest are None.
 
@@ -150,7 +151,7 @@ def read_each(
     if not isinstance(fds, dict) or not isinstance(addresses, list):
         raise TypeError("read_each(fds: dict, addresses: list, stop_on_wait=False)")
     planned = []
-    for address in addresses:
+    for address in addresses[:]:  # (the batch as it is now: see the compiled one)
         if not isinstance(address, tuple) or len(address) != 4:
             raise TypeError("an address is a tuple (shard, offset, size, crc32c)")
         shard, offset, size, crc = address
@@ -238,7 +239,9 @@ class AddressTable:
 
     Raises:
         ValueError: the slots or paths are out of shape, or the header too short.
-        TypeError: ``address`` is not a tuple subtype, or ``counter`` not 4 bytes.
+        TypeError: ``address`` is not a tuple subtype, ``counter`` not 4 bytes,
+            ``paths_start`` not an int, or ``slots``, ``paths`` or ``header`` not
+            bytes-like.
     """
 
     def __init__(
@@ -253,6 +256,9 @@ class AddressTable:
     ) -> None:
         view = memoryview(slots).cast("B")
         size = len(view)
+        paths_start = operator.index(paths_start)
+        with memoryview(paths):  # (bytes-like, as the compiled one reads it)
+            pass
         if size < 8 * _WORDS or size % (8 * _WORDS) or not 0 <= paths_start <= len(paths):
             raise ValueError("not a lookup table: slots or paths out of shape")
         if not (isinstance(address, type) and issubclass(address, tuple)):
@@ -260,6 +266,8 @@ class AddressTable:
         if header is not None:
             if not isinstance(counter, bytes) or len(counter) != 4:
                 raise TypeError("the counter is 4 bytes")
+            with memoryview(header):
+                pass
             if len(header) < 28:
                 raise ValueError("the index header has 28 bytes or more")
         self._header = header
@@ -326,7 +334,7 @@ class AddressTable:
         """The address of every path, sorted by address.
 
         Args:
-            paths: normalized paths.
+            paths: normalized paths (the list as it is at the call).
 
         Returns:
             (position in ``paths``, address) pairs, sorted on the slot's
@@ -340,7 +348,7 @@ class AddressTable:
             raise TypeError("find_many takes a list of paths")
         slot, slots, address = self._slot, self._slots, self._address
         words, found = [], []
-        for path in paths:
+        for path in paths[:]:  # (the batch as it is now: see the compiled one)
             i = slot(path)
             if i < 0:
                 return None
@@ -393,7 +401,7 @@ class AddressTable:
             raise TypeError("get_many(paths: list, fds: dict)")
         if self._stale():
             return [None] * len(paths)
-        return _read_planned([self._plan_path(p, fds) for p in paths], True)
+        return _read_planned([self._plan_path(p, fds) for p in paths[:]], True)
 
     def _stale(self) -> bool:
         """Whether a commit moved the index's change counter since the table was made."""
