@@ -1171,7 +1171,8 @@ static PyMethodDef module_methods[] = {
     {"read_checked", (PyCFunction)(void (*)(void))k_read_checked, METH_FASTCALL,
      "read_checked(fd, offset, size, crc): the bytes, checked, or None for the careful path."},
     {"read_each", (PyCFunction)(void (*)(void))k_read_each, METH_FASTCALL,
-     "read_each(fds, addresses): read_checked of each address, its fd by shard."},
+     "read_each(fds, addresses, stop_on_wait=False): read_checked of each address, its fd "
+     "by shard; with stop_on_wait, None from a read that would wait on."},
     {NULL, NULL, 0, NULL},
 };
 
