@@ -27,7 +27,9 @@ from types import ModuleType
 from typing import Any
 
 SPAN = 16 << 20
-"""Reads above this size are the careful path's (it checks the shard's size first)."""
+"""The largest single read: reads above it are the careful path's (it checks the shard's
+size first), and ``shards/coalescing.py`` joins neighbours up to it (``_compiled.c``
+holds the same number)."""
 SLOT_WORDS = 4
 """u64 words a lookup-table slot: the path's xxh3 hash (0: empty), shard << 48 | offset,
 path start << 24 | length, CRC << 32 | size (barecat/index/lookup_table.py says why)."""

@@ -2,15 +2,13 @@
 storage (at most ``max_gap`` bytes apart, spanning at most :data:`SPAN`) share one read,
 and the reads are made in the order the caller asked for the files (see
 ``Sharder.read_many`` for why). Pure: plans over addresses, reads nothing. Imports
-``entries`` only.
+``entries`` and the kernels' read limit.
 """
 
 from __future__ import annotations
 
 from barecat.entries import Address
-
-SPAN = 16 << 20
-"""The largest single read when coalescing neighbours."""
+from barecat.kernels import SPAN  # (the largest single read: a run's, and the kernels')
 
 Run = tuple[int, int, int]
 """``(i, j, end)``: ``located[i:j]`` read together, from the first one's offset to ``end``."""
