@@ -84,9 +84,8 @@ def run_extract(args: argparse.Namespace) -> int:
         shown = shown_on(sys.stdout, tar_escaped)
         with Progress("extract", total, wants_progress(args.quiet)) as progress:
 
-            def on_file(info: BarecatFileInfo) -> None:
-                if args.verbose:  # (above the bar, which advance may draw)
-                    progress.print_lines([shown(info.path) + "\n"], sys.stdout.writelines)
+            def on_file(info: BarecatFileInfo) -> None:  # (above the bar, which advance may draw)
+                progress.print_lines([shown(info.path) + "\n"], sys.stdout.writelines)
                 progress.advance(1, 0 if info.is_symlink_entry else info.size or 0)
 
             try:
@@ -97,7 +96,8 @@ def run_extract(args: argparse.Namespace) -> int:
                     path_filter=path_filter,
                     allow_outside_links=args.allow_outside_links,
                     restore_owners=False if args.no_same_owner else None,
-                    on_file=on_file,
+                    on_file=on_file if args.verbose else None,
+                    on_files=progress.advance,  # (without -v, no record per file is made)
                 )
             except KeyboardInterrupt:
                 raise Interrupted(_how_to_go_on(args, whole=total is not None)) from None

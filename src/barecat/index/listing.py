@@ -163,6 +163,20 @@ class IndexListing:
         """Every file's info record, in ``order``."""
         return query.iter_files(self._conn, self._file_columns, order)
 
+    def file_rows(self, order: Order = Order.ANY) -> list[tuple[object, ...]]:
+        """Every file's row as SQLite gives it, in ``order``: the columns of a record
+        (``query.FILE_COLUMNS``; ``query.file_from_row`` makes one), for loops over
+        every file that need no record of most (extraction's kernel). Plain archives
+        only: a sealed archive's rows need their key.
+
+        Raises:
+            ValueError: the archive is a sealed one.
+        """
+        if self._index.sealed:
+            raise ValueError("a sealed archive's rows are read as records")
+        sql = f"SELECT {query.FILE_COLUMNS} FROM files" + query.order_clause(order, True)
+        return select(self._conn, sql).fetchall()
+
     def dirs(self, order: Order = Order.ANY) -> Iterator[BarecatDirInfo]:
         """Every directory's info record (the root's included), in ``order``."""
         return query.iter_dirs(self._conn, order)

@@ -1,15 +1,16 @@
-"""The per-file kernels of reads: CRC32C, a checked pread (one and a batch), and the
-lookup table's probe and whole get; compiled where the extension was built, else the
-pure-Python reference.
+"""The per-file kernels: CRC32C, a checked pread (one and a batch), the lookup table's
+probe and whole get, and extraction's loop writing plain files; compiled where the
+extension was built, else the pure-Python reference.
 
 Which one runs is decided here, once, at import: the compiled module
 (``barecat.kernels._compiled``, built by ``pip install`` where a C compiler is found)
 unless ``BARECAT_PUREPYTHON=1`` is set or it is not installed; :data:`IMPLEMENTATION`
 and :data:`WHY` say which and why (``barecat --version`` shows them). Both answer the
-same for every input (``python.py`` documents the contract and is the reference; the fuzz
-tests compare them): the checked bytes, or None where the caller's careful path must
-answer. The kernels decide nothing: the callers in ``shards/`` and ``index/`` own every
-rule. Imports nothing of barecat but its own two halves.
+same for every input (``python.py`` and ``python_writes.py`` document the contract and are
+the reference; the fuzz tests compare them): the checked bytes, or None (a row handed
+back) where the caller's careful path must answer. The kernels decide nothing: the
+callers in ``shards/``, ``index/`` and ``transfer/`` own every rule. Imports nothing of
+barecat but its own parts.
 """
 
 from __future__ import annotations
@@ -20,21 +21,26 @@ from collections.abc import Callable
 from typing import Any
 
 from barecat.kernels import python as _python
+from barecat.kernels import python_writes as _python_writes
 
 _module: Any
+_writes: Any
 if os.environ.get("BARECAT_PUREPYTHON", "") not in ("", "0"):
     _module, IMPLEMENTATION, WHY = _python, "python", "BARECAT_PUREPYTHON is set"
+    _writes = _python_writes
 else:
     try:
         _module = importlib.import_module("barecat.kernels._compiled")
 
         IMPLEMENTATION, WHY = "compiled", "built at install"
+        _writes = _module
     except ImportError as e:  # (no compiler at install, or a platform it does not build on)
         _module, IMPLEMENTATION, WHY = (
             _python,
             "python",
             f"the compiled core is not installed ({e})",
         )
+        _writes = _python_writes
 
 crc32c: Callable[..., int] = _module.crc32c
 read_checked: Callable[[int, int, int, int | None], bytes | None] = _module.read_checked
@@ -44,6 +50,11 @@ canonical: Callable[[object], bool] = _module.canonical
 fill_table: Callable[[Any, bytearray, list[Any], Callable[[bytes], int], int], int] = (
     _module.fill_table
 )
+write_files: Callable[
+    [int, dict[int, int], list[Any], bytearray, int, int, dict[str, int], int | None],
+    tuple[list[int], int, int],
+] = _writes.write_files
+ROW_COLUMNS = _python_writes.ROW_COLUMNS
 CRC32C_INSTRUCTIONS: str = _module.CRC32C_INSTRUCTIONS
 """What computes CRC32C: ``sse4.2``, ``armv8-crc``, ``portable`` (compiled) or
 ``crc32c package`` (Python)."""
@@ -65,6 +76,7 @@ def describe() -> str:
 __all__ = [
     "CRC32C_INSTRUCTIONS",
     "IMPLEMENTATION",
+    "ROW_COLUMNS",
     "SPAN",
     "WHY",
     "AddressTable",
@@ -74,4 +86,5 @@ __all__ = [
     "fill_table",
     "read_checked",
     "read_each",
+    "write_files",
 ]

@@ -21,10 +21,12 @@
 #include <Python.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
@@ -1155,6 +1157,365 @@ static PyObject *k_canonical(PyObject *module, PyObject *path) {
     return PyBool_FromLong(canonical(path, &len) != NULL);
 }
 
+/* ------------------------------------------------------------- writing files -------- */
+/* write_files: the extraction's per-file loop (barecat/kernels/python_writes.py is the
+ * reference and says what it owns). The rows are unpacked with the lock held; then every
+ * read, check and system call runs with it released; then the rows handed back are named. */
+
+#define ROW_COLUMNS 9
+#define MAX_FD 0x7FFFFFFFLL
+#define MAX_U32 0xFFFFFFFFLL
+
+typedef struct {
+    const char *path;    /* UTF-8, NUL-terminated (the str's own), or NULL: hand it back */
+    int fd;              /* of its shard */
+    long long shard;
+    long long offset;
+    Py_ssize_t size;
+    uint32_t crc;
+    unsigned int bits;   /* asked of open */
+    long long wanted;    /* fchmod to this after, or -1 */
+    long long uid, gid;  /* fchown to these, or -1 */
+    long long mtime_ns;
+    int has_mtime;
+} Row;
+
+/* An exact int (not bool, not a subclass) in low..high, into *out. */
+static int exact_in(PyObject *o, long long low, long long high, long long *out) {
+    if (!PyLong_CheckExact(o)) {
+        return 0;
+    }
+    int overflow;
+    long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+    if (overflow || (v == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        return 0;
+    }
+    if (v < low || v > high) {
+        return 0;
+    }
+    *out = v;
+    return 1;
+}
+
+/* The place (shard, offset) of a row, 1 if both are exact ints (compared as objects). */
+static int same_place(PyObject *a, PyObject *b) {
+    PyObject *sa = PyTuple_GetItem(a, 1), *oa = PyTuple_GetItem(a, 2);
+    PyObject *sb = PyTuple_GetItem(b, 1), *ob = PyTuple_GetItem(b, 2);
+    if (!PyLong_CheckExact(sa) || !PyLong_CheckExact(oa) || !PyLong_CheckExact(sb) ||
+        !PyLong_CheckExact(ob)) {
+        return 0;
+    }
+    int s = PyObject_RichCompareBool(sa, sb, Py_EQ);
+    int o = s == 1 ? PyObject_RichCompareBool(oa, ob, Py_EQ) : s;
+    if (o < 0) {
+        PyErr_Clear();
+        return 0;
+    }
+    return o;
+}
+
+/* What dirs holds for the directory of `path`: the group files get there, -2 for what is
+ * no such group, -4 when dirs does not hold it (not made safe: hand it back), -3 for an
+ * error. `cached` keeps the last directory looked up (its UTF-8 bytes and answer). */
+typedef struct {
+    const char *parent;
+    Py_ssize_t len;
+    long long gid;
+} GroupCache;
+
+static long long group_of(PyObject *groups, PyObject *path, const char *p, Py_ssize_t n,
+                          GroupCache *cached) {
+    const char *slash = NULL;
+    for (Py_ssize_t i = n; i > 0; i--) {
+        if (p[i - 1] == '/') {
+            slash = p + i - 1;
+            break;
+        }
+    }
+    Py_ssize_t len = slash == NULL ? 0 : slash - p;
+    if (cached->parent != NULL && cached->len == len && memcmp(cached->parent, p, (size_t)len) == 0) {
+        return cached->gid;
+    }
+    PyObject *key;
+    if (slash == NULL) {
+        key = PyUnicode_FromStringAndSize("", 0);
+    } else {
+        Py_ssize_t chars = PyUnicode_GetLength(path);
+        Py_ssize_t at = PyUnicode_FindChar(path, '/', 0, chars, -1);
+        key = at < 0 ? NULL : PyUnicode_Substring(path, 0, at);
+    }
+    if (key == NULL) {
+        return -3;
+    }
+    PyObject *got = PyDict_GetItemWithError(groups, key);
+    Py_DECREF(key);
+    if (got == NULL && PyErr_Occurred()) {
+        return -3;
+    }
+    long long gid = -4;
+    if (got != NULL && !exact_in(got, 0, MAX_U32, &gid)) {
+        gid = -2;
+    }
+    cached->parent = p;
+    cached->len = len;
+    cached->gid = gid;
+    return gid;
+}
+
+/* Unpack row k for writing (r->path NULL: hand it back); -1 with an error set. */
+static int plan_row(PyObject *rows, Py_ssize_t k, PyObject *fds, long long limit,
+                    long long umask, long long euid, PyObject *dirs, GroupCache *cache,
+                    Row *r) {
+    PyObject *row = PyTuple_GetItem(rows, k);
+    Py_ssize_t count = PyTuple_Size(rows), n;
+    long long size, crc, mode = -1, uid = -1, gid = -1, fd;
+    PyObject *o_mode = PyTuple_GetItem(row, 5), *o_uid = PyTuple_GetItem(row, 6),
+             *o_gid = PyTuple_GetItem(row, 7), *o_mtime = PyTuple_GetItem(row, 8);
+    r->path = NULL;
+    const char *p = canonical(PyTuple_GetItem(row, 0), &n);
+    if (p == NULL || !exact_in(PyTuple_GetItem(row, 1), 0, INT64_MAX, &r->shard) ||
+        !exact_in(PyTuple_GetItem(row, 2), 0, INT64_MAX, &r->offset) ||
+        !exact_in(PyTuple_GetItem(row, 3), 0, limit - 1, &size) ||
+        !exact_in(PyTuple_GetItem(row, 4), 0, MAX_U32, &crc) ||
+        (o_mode != Py_None && (!exact_in(o_mode, 0, MAX_U32, &mode) || S_ISLNK(mode))) ||
+        (o_uid != Py_None && !exact_in(o_uid, 0, MAX_U32 - 1, &uid)) ||
+        (o_gid != Py_None && !exact_in(o_gid, 0, MAX_U32 - 1, &gid)) ||
+        (o_mtime != Py_None && !exact_in(o_mtime, INT64_MIN, INT64_MAX, &r->mtime_ns))) {
+        return 0;
+    }
+    if ((k > 0 && same_place(row, PyTuple_GetItem(rows, k - 1))) ||
+        (k + 1 < count && same_place(row, PyTuple_GetItem(rows, k + 1)))) {
+        return 0; /* a hard link stored once: the caller's */
+    }
+    long long there = group_of(dirs, PyTuple_GetItem(row, 0), p, n, cache);
+    if (there == -3) {
+        return -1;
+    }
+    if (there == -4) {
+        return 0;
+    }
+    PyObject *got = PyDict_GetItemWithError(fds, PyTuple_GetItem(row, 1));
+    if (got == NULL) {
+        return PyErr_Occurred() ? -1 : 0;
+    }
+    if (!exact_in(got, 0, MAX_FD, &fd)) {
+        return 0;
+    }
+    r->fd = (int)fd;
+    r->size = (Py_ssize_t)size;
+    r->crc = (uint32_t)crc;
+    r->has_mtime = o_mtime != Py_None;
+    r->bits = mode < 0 ? 0666 : (unsigned int)(mode & 0777);
+    long long wanted = mode < 0 ? (0666 & ~umask) : (mode & 07777);
+    r->wanted = wanted != (long long)(r->bits & ~(unsigned int)umask) ? wanted : -1;
+    r->uid = r->gid = -1;
+    if (euid >= 0 && uid >= 0 && gid >= 0) {
+        if (uid != euid || gid != there) {
+            r->uid = uid;
+            r->gid = gid;
+        }
+    }
+    r->path = p;
+    return 0;
+}
+
+/* Remove what write_one created for a row it then failed to finish. */
+static void remove_made(int root, const char *path, int fd) {
+    if (fd >= 0) {
+        close(fd);
+    }
+    unlinkat(root, path, 0);
+}
+
+/* Create, write, own, chmod, touch and close one file; 0, or -1 (nothing left of it). */
+static int write_one(int root, const Row *r, const char *data) {
+    int fd;
+    do {
+        fd = openat(root, r->path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, r->bits);
+    } while (fd < 0 && errno == EINTR);
+    if (fd < 0) {
+        return -1;
+    }
+    for (Py_ssize_t done = 0; done < r->size;) {
+        ssize_t wrote = write(fd, data + done, (size_t)(r->size - done));
+        if (wrote < 0 && errno == EINTR) {
+            continue;
+        }
+        if (wrote <= 0) {
+            remove_made(root, r->path, fd);
+            return -1;
+        }
+        done += wrote;
+    }
+    int bad = (r->uid >= 0 && fchown(fd, (uid_t)r->uid, (gid_t)r->gid) != 0) ||
+              (r->wanted >= 0 && fchmod(fd, (mode_t)r->wanted) != 0);
+    if (!bad && r->has_mtime) {
+        long long sec = r->mtime_ns / 1000000000, nsec = r->mtime_ns % 1000000000;
+        if (nsec < 0) { /* (floor division, as Python's) */
+            sec -= 1;
+            nsec += 1000000000;
+        }
+        struct timespec times[2] = {{(time_t)sec, (long)nsec}, {(time_t)sec, (long)nsec}};
+        bad = futimens(fd, times) != 0;
+    }
+    if (bad) {
+        remove_made(root, r->path, fd);
+        return -1;
+    }
+    if (close(fd) != 0) {
+        remove_made(root, r->path, -1);
+        return -1;
+    }
+    return 0;
+}
+
+typedef struct {
+    long long shard; /* what the buffer holds: shard -1 for nothing */
+    long long start, end;
+} Held;
+
+/* A planned row's bytes, checked, from the buffer (a run read anew where needed), or NULL. */
+static const char *row_bytes(const Row *r, char *buf, Py_ssize_t room, Held *held) {
+    if (r->size == 0) {
+        return r->crc == 0 ? buf : NULL;
+    }
+    if (held->shard != r->shard || !(held->start <= r->offset && r->offset <= held->end - r->size)) {
+        if (r->offset > INT64_MAX - room) {
+            return NULL;
+        }
+        ssize_t got;
+        do {
+            got = pread(r->fd, buf, (size_t)room, (off_t)r->offset);
+        } while (got < 0 && errno == EINTR);
+        if (got < 0) {
+            held->shard = -1;
+            return NULL;
+        }
+        held->shard = r->shard;
+        held->start = r->offset;
+        held->end = r->offset + got;
+        if (held->end - r->size < r->offset) {
+            return NULL;
+        }
+    }
+    const char *data = buf + (r->offset - held->start);
+    return crc32c_of(0, (const unsigned char *)data, (size_t)r->size) == r->crc ? data : NULL;
+}
+
+/* The arguments' checks, in the order python_writes.py makes them; 0 or -1 (error set). */
+static int write_arguments(PyObject *const *args, Py_ssize_t nargs, long long *numbers,
+                           long long *euid) {
+    if (nargs != 8) {
+        PyErr_SetString(PyExc_TypeError, "write_files(root, fds, rows, buffer, limit, umask, dirs, euid)");
+        return -1;
+    }
+    if (!PyDict_Check(args[1]) || !PyList_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "write_files(root, fds: dict, rows: list, buffer, limit, umask, dirs, euid)");
+        return -1;
+    }
+    if (!PyByteArray_Check(args[3])) {
+        PyErr_SetString(PyExc_TypeError, "buffer: a bytearray");
+        return -1;
+    }
+    if (!PyDict_Check(args[6])) {
+        PyErr_SetString(PyExc_TypeError, "dirs: a dict");
+        return -1;
+    }
+    const int at[3] = {0, 4, 5};
+    const long long most[3] = {MAX_FD, INT64_MAX, 07777};
+    for (int i = 0; i < 3; i++) {
+        if (!PyLong_CheckExact(args[at[i]])) {
+            PyErr_SetString(PyExc_TypeError, "root, limit and umask are ints");
+            return -1;
+        }
+        if (!exact_in(args[at[i]], 0, most[i], &numbers[i])) {
+            PyErr_SetString(PyExc_ValueError, "root, limit or umask out of range");
+            return -1;
+        }
+    }
+    if (args[7] != Py_None && !exact_in(args[7], 0, MAX_U32, euid)) {
+        PyErr_SetString(PyExc_ValueError, "euid: None or an int in 0..2**32-1");
+        return -1;
+    }
+    return 0;
+}
+
+/* write_files(root, fds, rows, buffer, limit, umask, dirs, euid): see python_writes.py. */
+static PyObject *k_write_files(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    long long numbers[3], euid = -1;
+    if (write_arguments(args, nargs, numbers, &euid) < 0) {
+        return NULL;
+    }
+    PyObject *rows = PySequence_Tuple(args[2]); /* (held: the list may change meanwhile) */
+    if (rows == NULL) {
+        return NULL;
+    }
+    Py_ssize_t count = PyTuple_Size(rows);
+    for (Py_ssize_t k = 0; k < count; k++) {
+        PyObject *row = PyTuple_GetItem(rows, k);
+        if (!PyTuple_Check(row) || PyTuple_Size(row) != ROW_COLUMNS) {
+            Py_DECREF(rows);
+            PyErr_SetString(PyExc_TypeError, "a row is (path, shard, offset, size, crc32c, mode, uid, gid, mtime_ns)");
+            return NULL;
+        }
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[3], &view, PyBUF_WRITABLE) < 0) { /* (no resize meanwhile) */
+        Py_DECREF(rows);
+        return NULL;
+    }
+    int root = (int)numbers[0];
+    long long limit = numbers[1] < (long long)view.len + 1 ? numbers[1] : (long long)view.len + 1;
+    Row *plan = PyMem_Calloc((size_t)(count ? count : 1), sizeof(Row));
+    char *done = PyMem_Calloc((size_t)(count ? count : 1), 1);
+    PyObject *left = NULL;
+    if (plan == NULL || done == NULL) {
+        PyErr_NoMemory();
+        goto finish;
+    }
+    GroupCache cache = {NULL, 0, 0};
+    for (Py_ssize_t k = 0; k < count; k++) {
+        if (plan_row(rows, k, args[1], limit, numbers[2], euid, args[6], &cache, &plan[k]) < 0) {
+            goto finish;
+        }
+    }
+    long long files = 0, written = 0;
+    Py_BEGIN_ALLOW_THREADS
+    Held held = {-1, 0, 0};
+    for (Py_ssize_t k = 0; k < count; k++) {
+        const Row *r = &plan[k];
+        const char *data = r->path == NULL ? NULL : row_bytes(r, view.buf, view.len, &held);
+        if (data != NULL && write_one(root, r, data) == 0) {
+            done[k] = 1;
+            files++;
+            written += r->size;
+        }
+    }
+    Py_END_ALLOW_THREADS
+    left = PyList_New(0);
+    for (Py_ssize_t k = 0; left != NULL && k < count; k++) {
+        if (!done[k]) {
+            PyObject *index = PyLong_FromSsize_t(k);
+            if (index == NULL || PyList_Append(left, index) < 0) {
+                Py_CLEAR(left);
+            }
+            Py_XDECREF(index);
+        }
+    }
+    if (left != NULL) {
+        PyObject *out = Py_BuildValue("(NLL)", left, files, written);
+        left = out;
+    }
+finish:
+    PyMem_Free(plan);
+    PyMem_Free(done);
+    PyBuffer_Release(&view);
+    Py_DECREF(rows);
+    return left;
+}
+
 /* ------------------------------------------------------------------ module -------- */
 
 static PyMethodDef module_methods[] = {
@@ -1170,6 +1531,9 @@ static PyMethodDef module_methods[] = {
      "fill_table(slots, paths, rows, hash, stored): store rows in a lookup table being built."},
     {"read_checked", (PyCFunction)(void (*)(void))k_read_checked, METH_FASTCALL,
      "read_checked(fd, offset, size, crc): the bytes, checked, or None for the careful path."},
+    {"write_files", (PyCFunction)(void (*)(void))k_write_files, METH_FASTCALL,
+     "write_files(root, fds, rows, buffer, limit, umask, dirs, euid): the plain files among "
+     "rows written below root; (left, files, bytes) (see barecat/kernels/python_writes.py)."},
     {"read_each", (PyCFunction)(void (*)(void))k_read_each, METH_FASTCALL,
      "read_each(fds, addresses, stop_on_wait=False): read_checked of each address, its fd "
      "by shard; with stop_on_wait, None from a read that would wait on."},

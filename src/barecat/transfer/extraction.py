@@ -37,6 +37,7 @@ from barecat.entries import BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo, O
 from barecat.exceptions import BarecatError, InvalidPathBarecatError, NotADirectoryBarecatError
 from barecat.glob import PathFilter
 from barecat.paths import is_within, join
+from barecat.transfer.kernel_extraction import kernel_rows, odd_paths, write_plain_files
 from barecat.transfer.link_walk import outside_link_error
 from barecat.transfer.sparse import SparseWriter, write_all
 from barecat.transfer.symlink_making import make_links
@@ -185,7 +186,7 @@ class DirectoryWriter:
                 return
         self.created_dirs.add(dest)
         if self.owners:  # a new directory has its parent's group rule (no stat of its own)
-            self.file_gids[dest] = self._files_gid(parent)
+            self.file_gids[dest] = self.files_gid(parent)
         self.safe_dirs.add(dest)
 
     def destination(self, path: str) -> str:
@@ -312,7 +313,7 @@ class DirectoryWriter:
                 self.owners
                 and uid is not None
                 and gid is not None
-                and (not fresh or uid != self.euid or gid != self._files_gid(_parent(dest)))
+                and (not fresh or uid != self.euid or gid != self.files_gid(_parent(dest)))
             ):
                 os.fchown(fd, uid, gid)
             wanted = 0o666 & ~umask if mode is None else mode & 0o7777
@@ -361,7 +362,7 @@ class DirectoryWriter:
             return os.open(dest, _NEW_FLAGS, bits), True
         return os.open(dest, _CREATE_FLAGS, 0o600), False
 
-    def _files_gid(self, directory: str) -> int:
+    def files_gid(self, directory: str) -> int:
         """The group a file created in ``directory`` gets: the directory's if that is
         setgid, else the process's effective group."""
         gid = self.file_gids.get(directory)
@@ -448,6 +449,7 @@ def extract_to_directory(
     restore_owners: bool | None = None,
     on_file: Callable[[BarecatFileInfo], None] | None = None,
     relative_to: str = "",
+    on_files: Callable[[int, int], None] | None = None,
 ) -> ExtractResult:
     """Write the archive's entries (all, or those under ``paths``) below ``target_directory``.
 
@@ -462,6 +464,10 @@ def extract_to_directory(
         relative_to: an archive directory whose contents become those of
             ``target_directory`` (``a/b/c`` lands at ``c`` for ``a/b``); only entries
             under it are extracted (default: the root, entries at their full paths).
+        on_files: called with a count of files (links included) and their bytes as they
+            are written, a few thousand at a time where the compiled kernel writes them
+            (progress without a record per file; ``on_file`` names each, and costs the
+            kernel: with it, every file takes the careful path).
 
     Returns:
         Counts, and what was not written: an entry that fails (damaged bytes, a name the
@@ -490,13 +496,26 @@ def extract_to_directory(
 
     everything = paths is None and path_filter is None and not base
     dirs = [d for d in bc.iter_dirinfos(Order.PATH) if everything or selected(d.path, True)]
-    files = [f for f in bc.iter_fileinfos(Order.ADDRESS) if everything or selected(f.path, False)]
+    rows = kernel_rows(bc) if everything and on_file is None else None
     # every destination checked (a hostile archive refused) before anything is written
     dir_dests = [ex.destination(d.path) for d in dirs]
-    file_dests = [ex.destination(f.path) for f in files]
+    if rows is None:
+        files = [
+            f for f in bc.iter_fileinfos(Order.ADDRESS) if everything or selected(f.path, False)
+        ]
+        file_dests = [ex.destination(f.path) for f in files]
+    else:
+        for k in odd_paths(rows):  # (the others surely lie below the target)
+            ex.destination(cast(str, rows[k][0]))
     _make_target(root, target_directory)
     for d, dest in zip(dirs, dir_dests, strict=True):
         ex.attempt(d.path, functools.partial(ex.ensure_dir, dest))
+    if on_file is None and on_files is not None:
+        on_file = functools.partial(_count_one, on_files)
+    if rows is not None:  # the plain files by the kernel; the rest as below
+        dests = dict(zip((d.path for d in dirs), dir_dests, strict=True))
+        files = write_plain_files(ex, dests, rows, on_files, bytearray(COPY_CHUNK))
+        file_dests = [ex.destination(f.path) for f in files]
     links = [f.is_symlink_entry for f in files]
     plain = [(f, dest) for f, dest, link in zip(files, file_dests, links, strict=True) if not link]
     keys = _hard_link_keys([f for f, _ in plain])
@@ -518,6 +537,11 @@ def extract_to_directory(
     ex.make_links(linked, None if on_file is None else lambda k: on_file(linked[k][0]))
     ex.restore_directories(dirs)
     return ex.result
+
+
+def _count_one(on_files: Callable[[int, int], None], f: BarecatFileInfo) -> None:
+    """``on_files`` told of one file or link written by the careful path."""
+    on_files(1, 0 if f.is_symlink_entry else f.size or 0)
 
 
 def _make_target(root: str, given: str) -> None:

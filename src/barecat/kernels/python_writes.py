@@ -1,0 +1,232 @@
+"""The extraction's per-file loop in pure Python: the reference ``_compiled.c``'s
+``write_files`` implements again.
+
+``write_files`` writes plain files of a plain archive, given their index rows in storage
+order, below a directory: each file's bytes read (runs of neighbours in one read), checked
+against their CRC32C, then the file created (never replacing anything), written, given its
+owner, permission bits and mtime, and closed. It decides nothing: every row that is not
+the plain case, and every row whose reading or writing fails at any step, is handed back
+untouched (a file this loop created is removed again), for the caller's careful path,
+which owns every rule of extraction (``barecat/transfer/extraction.py``) and names what
+failed. Both twins answer the same for every input (the fuzz tests compare them) and
+raise only for arguments of the wrong type. Imports nothing of barecat but its sibling.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+from typing import Any, cast
+
+from barecat.kernels.python import canonical, crc32c
+
+ROW_COLUMNS = 9
+"""A row is ``(path, shard, offset, size, crc32c, mode, uid, gid, mtime_ns)``, the index's
+file columns in their order (``barecat/index/query.py``'s ``FILE_COLUMNS``)."""
+_NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+_MAX_U32 = (1 << 32) - 1
+_MAX_ID = _MAX_U32 - 1  # ((uid_t)-1 means "leave it": not an owner)
+_MAX_I64 = (1 << 63) - 1
+_MAX_FD = (1 << 31) - 1
+_MIN_I64 = -(1 << 63)
+_NOWHERE = object()
+
+
+def _exact(value: Any, low: int, high: int) -> bool:
+    """Whether ``value`` is an int (not a bool, not a subclass) in ``low..high``."""
+    return type(value) is int and low <= value <= high
+
+
+def _plain(row: tuple[Any, ...], limit: int) -> bool:
+    """Whether a row is the plain case this loop writes: a path surely in normal form, a
+    place and a size below ``limit``, a CRC32C, and metadata in the ranges the system
+    calls take (no symbolic link: the caller makes those)."""
+    path, shard, offset, size, crc, mode, uid, gid, mtime_ns = row
+    return (
+        canonical(path)
+        and _exact(shard, 0, _MAX_I64)
+        and _exact(offset, 0, _MAX_I64)
+        and _exact(size, 0, limit - 1)
+        and _exact(crc, 0, _MAX_U32)
+        and (mode is None or (_exact(mode, 0, _MAX_U32) and not stat.S_ISLNK(mode)))
+        and (uid is None or _exact(uid, 0, _MAX_ID))
+        and (gid is None or _exact(gid, 0, _MAX_ID))
+        and (mtime_ns is None or _exact(mtime_ns, _MIN_I64, _MAX_I64))
+    )
+
+
+def _parent(path: str) -> str:
+    """The archive path of the directory of ``path`` (a path in normal form)."""
+    return path[: path.rfind("/")] if "/" in path else ""
+
+
+def _place(row: tuple[Any, ...]) -> tuple[int, int] | None:
+    shard, offset = row[1], row[2]
+    return (shard, offset) if type(shard) is int and type(offset) is int else None
+
+
+def _shared(rows: list[tuple[Any, ...]], k: int) -> bool:
+    """Whether row ``k`` has the place of a neighbour (a hard link stored once: the
+    caller's)."""
+    here = _place(rows[k])
+    return here is not None and (
+        (k > 0 and _place(rows[k - 1]) == here)
+        or (k + 1 < len(rows) and _place(rows[k + 1]) == here)
+    )
+
+
+def _check_arguments(
+    root: Any, fds: Any, rows: Any, buffer: Any, limit: Any, umask: Any, dirs: Any, euid: Any
+) -> memoryview:
+    """The arguments' types and ranges (TypeError, ValueError), every row's shape
+    included, before anything is written; the buffer's view."""
+    if not isinstance(fds, dict) or not isinstance(rows, list):
+        raise TypeError(
+            "write_files(root, fds: dict, rows: list, buffer, limit, umask, dirs, euid)"
+        )
+    if not isinstance(buffer, bytearray):
+        raise TypeError("buffer: a bytearray")
+    if not isinstance(dirs, dict):
+        raise TypeError("dirs: a dict")
+    for value, most in ((root, _MAX_FD), (limit, _MAX_I64), (umask, 0o7777)):
+        if type(value) is not int:
+            raise TypeError("root, limit and umask are ints")
+        if not 0 <= value <= most:
+            raise ValueError("root, limit or umask out of range")
+    if euid is not None and not _exact(euid, 0, _MAX_U32):
+        raise ValueError("euid: None or an int in 0..2**32-1")
+    for row in rows:
+        if not isinstance(row, tuple) or len(row) != ROW_COLUMNS:
+            raise TypeError(
+                "a row is (path, shard, offset, size, crc32c, mode, uid, gid, mtime_ns)"
+            )
+    return memoryview(buffer)
+
+
+def write_files(
+    root: int,
+    fds: dict[int, int],
+    rows: list[tuple[Any, ...]],
+    buffer: bytearray,
+    limit: int,
+    umask: int,
+    dirs: dict[str, int],
+    euid: int | None,
+) -> tuple[list[int], int, int]:
+    """Write the plain files among ``rows`` below the directory ``root``.
+
+    Args:
+        root: a descriptor of the target directory; paths are opened relative to it.
+        fds: per shard number, a descriptor to read it (a shard not in it: its rows are
+            handed back).
+        rows: index rows (:data:`ROW_COLUMNS`), in storage order.
+        buffer: where runs of neighbouring files are read, one read a run.
+        limit: files of this size or more are handed back (the caller writes them with
+            holes, in bounded memory); so are those that do not fit ``buffer``.
+        umask: the process's umask (what ``open`` takes from the bits asked for).
+        dirs: the directories made safe to write in (archive paths, ``''`` for the
+            root), each giving the group a file created there gets; a file whose
+            directory is not among them is handed back.
+        euid: None to leave owners as created; else the effective uid: a file is given
+            its row's owner where that differs from the one it got.
+
+    Returns:
+        ``(left, files, written)``: the indices of the rows not written, in order (each
+        left as it was: nothing created for it), and the count and bytes of those written.
+
+    Raises:
+        TypeError: an argument of the wrong type, or a row that is no 9-tuple.
+        ValueError: ``root``, ``limit``, ``umask`` or ``euid`` out of range.
+        Both before anything is written.
+    """
+    view = _check_arguments(root, fds, rows, buffer, limit, umask, dirs, euid)
+    limit = min(limit, len(view) + 1)
+    left: list[int] = []
+    files = written = 0
+    run = (-1, 0, 0)  # shard, start, end of what the buffer holds
+    for k, row in enumerate(rows):
+        data = None
+        there: Any = _NOWHERE
+        if _plain(row, limit) and not _shared(rows, k):
+            there = dirs.get(_parent(row[0]), _NOWHERE)
+        if there is not _NOWHERE:
+            data, run = _data(fds, row, view, run)
+        if data is None or not _write(root, row, data, umask, there, euid):
+            left.append(k)
+            continue
+        files += 1
+        written += len(data)
+    return left, files, written
+
+
+def _data(
+    fds: dict[int, int], row: tuple[Any, ...], view: memoryview, run: tuple[int, int, int]
+) -> tuple[memoryview | None, tuple[int, int, int]]:
+    """A plain row's bytes, checked (None: hand it back), and what the buffer holds now."""
+    _, shard, offset, size, crc = row[:5]
+    fd = fds.get(shard)
+    if not _exact(fd, 0, _MAX_FD):
+        return None, run
+    if size == 0:
+        return (view[:0] if crc == 0 else None), run
+    held, start, end = run
+    if held != shard or not start <= offset <= end - size:
+        if offset > _MAX_I64 - len(view):
+            return None, run
+        try:
+            got = os.preadv(cast(int, fd), [view], offset)
+        except OSError:
+            return None, (-1, 0, 0)
+        held, start, end = run = (shard, offset, offset + got)
+        if end - size < offset:
+            return None, run
+    data = view[offset - start : offset - start + size]
+    return (data if crc32c(data) == crc else None), run
+
+
+def _write(
+    root: int, row: tuple[Any, ...], data: memoryview, umask: int, group: Any, euid: int | None
+) -> bool:
+    """Create, write, own, chmod, touch and close one file (``group``: the one it gets
+    where it is created); on any failure remove what was created and say False."""
+    path, _, _, _, _, mode, uid, gid, mtime_ns = row
+    name = path.encode()
+    bits = 0o666 if mode is None else mode & 0o777
+    try:
+        fd = os.open(name, _NEW, bits, dir_fd=root)
+    except OSError:
+        return False
+    try:
+        done = 0
+        while done < len(data):
+            wrote = os.write(fd, data[done:])
+            if wrote <= 0:  # (no room and no error: not written)
+                raise OSError("nothing written")
+            done += wrote
+        owned = euid is not None and uid is not None and gid is not None
+        if owned and (uid != euid or not _exact(group, 0, _MAX_U32) or gid != group):
+            os.fchown(fd, uid, gid)
+        wanted = 0o666 & ~umask if mode is None else mode & 0o7777
+        if wanted != bits & ~umask:
+            os.fchmod(fd, wanted)
+        if mtime_ns is not None:
+            os.utime(fd, ns=(mtime_ns, mtime_ns))
+    except OSError:
+        _remove(root, name, fd)
+        return False
+    try:
+        os.close(fd)
+    except OSError:
+        _remove(root, name, None)
+        return False
+    return True
+
+
+def _remove(root: int, name: bytes, fd: int | None) -> None:
+    """Remove a file this loop created and failed to finish (and close it)."""
+    if fd is not None:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    with contextlib.suppress(OSError):
+        os.unlink(name, dir_fd=root)

@@ -1,0 +1,111 @@
+"""Extraction's fast path: the plain files of a whole plain archive written by the
+compiled kernel (:func:`barecat.kernels.write_files`), a few thousand rows a call, straight
+from the index's rows, with no record made per file.
+
+The kernel writes only the plain case (a path surely in normal form, in a directory the
+writer made safe, a file under :data:`~barecat.transfer.sparse.SPARSE_MIN` whose bytes
+match their CRC32C, created where nothing was) and hands every other row back, untouched;
+this module turns those into records for :mod:`barecat.transfer.extraction`'s careful
+path, which owns every rule (links, hard links, holes, what is in the way, failures and
+how they are named). The same rows give the same tree either way.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import Callable
+from itertools import compress
+from operator import itemgetter, not_
+from typing import TYPE_CHECKING, cast
+
+from barecat import kernels
+from barecat.archive import Barecat
+from barecat.entries import BarecatFileInfo, Order
+from barecat.exceptions import BarecatError
+from barecat.index.query import file_from_row
+from barecat.shards.sharder import Sharder
+from barecat.transfer.sparse import SPARSE_MIN
+
+if TYPE_CHECKING:
+    from barecat.transfer.extraction import DirectoryWriter
+
+_KERNEL_BATCH = 8192
+"""Rows a call of the kernel writes (progress is told and an interrupt taken between)."""
+
+
+def kernel_rows(bc: Barecat) -> list[tuple[object, ...]] | None:
+    """Every file's index row, in storage order, where the kernel can write the plain
+    files of this archive: a plain archive with local shards, on a system whose file
+    names are UTF-8 (the kernel names files with the path's UTF-8 bytes). Else None."""
+    if bc.sealed or sys.getfilesystemencoding() != "utf-8" or not hasattr(bc.sharder, "descriptor"):
+        return None
+    return bc.index.listing.file_rows(Order.ADDRESS)
+
+
+def odd_paths(rows: list[tuple[object, ...]]) -> list[int]:
+    """The rows whose path is not surely in normal form (the kernel hands those back)."""
+    return list(
+        compress(range(len(rows)), map(not_, map(kernels.canonical, map(itemgetter(0), rows))))
+    )
+
+
+def write_plain_files(
+    ex: DirectoryWriter,
+    dir_dests: dict[str, str],
+    rows: list[tuple[object, ...]],
+    on_files: Callable[[int, int], None] | None,
+    buffer: bytearray,
+) -> list[BarecatFileInfo]:
+    """Write the plain files among ``rows`` (every file's, in storage order) with the
+    kernel (``barecat.kernels.write_files``), into the directories of ``dir_dests`` (archive
+    path: destination) made safe; the records of the rows it hands back, for the careful
+    path, which owns every rule (links, hard links, what is in the way, failures).
+    ``buffer`` holds a run of neighbouring files read at once."""
+    safe = {
+        path: ex.files_gid(dest) if ex.owners else 0
+        for path, dest in dir_dests.items()
+        if dest in ex.safe_dirs
+    }
+    fds = _shard_descriptors(ex.bc)
+    euid = ex.euid if ex.owners else None
+    left: list[int] = []
+    root = os.open(ex.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        start = 0
+        while start < len(rows):
+            end = _batch_end(rows, start)
+            back, files, written = kernels.write_files(
+                root, fds, rows[start:end], buffer, SPARSE_MIN, ex.umask, safe, euid
+            )
+            ex.result.files += files
+            ex.result.bytes += written
+            left.extend(start + k for k in back)
+            if on_files is not None and files:
+                on_files(files, written)
+            start = end
+    finally:
+        os.close(root)
+    return [file_from_row(rows[k]) for k in left]
+
+
+def _batch_end(rows: list[tuple[object, ...]], start: int) -> int:
+    """Where the kernel's batch from ``start`` ends: after :data:`_KERNEL_BATCH` rows, moved
+    on past rows at the place of the last (a hard link's names go in one batch, where the
+    kernel sees them together and hands them back)."""
+    end = min(start + _KERNEL_BATCH, len(rows))
+    while end < len(rows) and rows[end][1:3] == rows[end - 1][1:3]:
+        end += 1
+    return end
+
+
+def _shard_descriptors(bc: Barecat) -> dict[int, int]:
+    """An open descriptor of each shard there is (a missing one's rows are handed back, and
+    the careful path names it)."""
+    sharder = cast(Sharder, bc.sharder)
+    fds: dict[int, int] = {}
+    for shard in range(sharder.num_shards):
+        with contextlib.suppress(BarecatError, OSError):
+            fds[shard] = sharder.descriptor(shard)
+    return fds
