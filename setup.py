@@ -6,7 +6,8 @@ goes on with the pure-Python kernels, and says so in one line on stderr (``pip i
 -v`` shows it; ``barecat.kernels.describe()`` says it after the install). On Python 3.11
 and later it is built on the stable ABI (the buffer protocol joined it in 3.11), so one
 wheel (``cp311-abi3``) serves every later Python; on 3.10 it is built for 3.10 alone. The
-wheel holds the built module, not its C source (the sdist holds that).
+wheel holds the built module, not its C source (``_compiled.c`` and the header it includes,
+``crc32c.h``: the sdist holds those).
 """
 
 from __future__ import annotations
@@ -65,6 +66,7 @@ setup(
         Extension(
             "barecat.kernels._compiled",
             ["src/barecat/kernels/_compiled.c"],
+            depends=["src/barecat/kernels/crc32c.h"],  # (rebuilt when it changes; in the sdist)
             py_limited_api=LIMITED,
             define_macros=[("Py_LIMITED_API", "0x030B0000")] if LIMITED else [],
             extra_compile_args=["-O2"] if sys.platform != "win32" else [],
@@ -72,6 +74,6 @@ setup(
         )
     ],
     cmdclass={"build_ext": OptionalBuildExt},
-    exclude_package_data={"barecat.kernels": ["*.c"]},
+    exclude_package_data={"barecat.kernels": ["*.c", "*.h"]},
     options={"bdist_wheel": {"py_limited_api": "cp311"}} if LIMITED else {},
 )

@@ -11,32 +11,9 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-import crc32c as crc32c_package
 import pytest
 
-# RFC 3720 (iSCSI), appendix B.4, and the check value of the CRC catalogue
-VECTORS = [
-    (bytes(32), 0x8A9136AA),
-    (b"\xff" * 32, 0x62A8AB43),
-    (bytes(range(32)), 0x46DD794E),
-    (bytes(range(31, -1, -1)), 0x113FDB5C),
-    (b"123456789", 0xE3069283),
-    (b"", 0),
-]
-LONG_BLOCK, SHORT_BLOCK = 4096, 256  # bytes a stream in _compiled.c's two loops
-BOUNDARIES = sorted(
-    {
-        n + d
-        for k in (1, 2, 3)
-        for n in (3 * LONG_BLOCK * k, 3 * SHORT_BLOCK * k)
-        for d in (-1, 0, 1)
-    }
-    | {3 * LONG_BLOCK + 3 * SHORT_BLOCK + 7, 32767, 32768, 32769, 1 << 20, (1 << 20) + 13}
-)
-
-
-def expected(data: Any, value: int = 0) -> int:
-    return int(crc32c_package.crc32c(bytes(data), value))
+from helpers.crc_vectors import BOUNDARIES, LONG_BLOCK, VECTOR_NAMES, VECTORS, expected
 
 
 @pytest.fixture(params=["crc32c", "_crc32c_portable"])
@@ -60,7 +37,7 @@ def crc(request: pytest.FixtureRequest, python: ModuleType) -> Callable[..., int
 @pytest.mark.parametrize(
     ("data", "want"),
     VECTORS,
-    ids=["zeros", "ones", "ascending", "descending", "123456789", "empty"],
+    ids=VECTOR_NAMES,
 )
 def test_vectors(crc: Callable[..., int], data: bytes, want: int) -> None:
     assert crc(data) == want

@@ -207,7 +207,7 @@ def test_pip_wheel_makes_one_wheel_for_this_abi(built: tuple[Path, str, Path]) -
     suffix = ".abi3.so" if LIMITED else sysconfig.get_config_var("EXT_SUFFIX")
     names = set(zipfile.ZipFile(wheel).namelist())
     assert {f"barecat/kernels/_compiled{suffix}", "barecat/py.typed"} <= names
-    assert not [n for n in names if n.endswith(".c")]
+    assert not [n for n in names if n.endswith((".c", ".h"))]
     assert len(_lines(log, BUILT)) == 1 and not _lines(log, NOT_BUILT), log
 
 
@@ -254,7 +254,8 @@ def test_sdist_holds_the_c_source_and_builds_it(tmp_path: Path) -> None:
     top = name.removesuffix(".tar.gz")
     with tarfile.open(sdist) as tar:
         names = set(tar.getnames())
-    for needed in ("setup.py", "pyproject.toml", "src/barecat/kernels/_compiled.c"):
+    kernels = "src/barecat/kernels"
+    for needed in ("setup.py", "pyproject.toml", f"{kernels}/_compiled.c", f"{kernels}/crc32c.h"):
         assert f"{top}/{needed}" in names
     bin_dir = _venv(sys.executable, tmp_path / "venv")
     log = _run([str(bin_dir / "python"), "-m", "pip", "install", "-v", str(sdist)], env)
