@@ -21,26 +21,24 @@ from collections.abc import Callable
 from typing import Any
 
 from barecat.kernels import python as _python
-from barecat.kernels import python_writes as _python_writes
 
 _module: Any
-_writes: Any
 if os.environ.get("BARECAT_PUREPYTHON", "") not in ("", "0"):
     _module, IMPLEMENTATION, WHY = _python, "python", "BARECAT_PUREPYTHON is set"
-    _writes = _python_writes
 else:
     try:
         _module = importlib.import_module("barecat.kernels._compiled")
-
         IMPLEMENTATION, WHY = "compiled", "built at install"
-        _writes = _module
     except ImportError as e:  # (no compiler at install, or a platform it does not build on)
         _module, IMPLEMENTATION, WHY = (
             _python,
             "python",
             f"the compiled core is not installed ({e})",
         )
-        _writes = _python_writes
+if IMPLEMENTATION == "compiled":
+    _writes: Any = _module
+else:  # (imported only here: a compiled process has no need of it)
+    from barecat.kernels import python_writes as _writes
 
 crc32c: Callable[..., int] = _module.crc32c
 read_checked: Callable[[int, int, int, int | None], bytes | None] = _module.read_checked
@@ -54,7 +52,6 @@ write_files: Callable[
     [int, dict[int, int], list[Any], bytearray, int, int, dict[str, int], int | None],
     tuple[list[int], int, int],
 ] = _writes.write_files
-ROW_COLUMNS = _python_writes.ROW_COLUMNS
 CRC32C_INSTRUCTIONS: str = _module.CRC32C_INSTRUCTIONS
 """What computes CRC32C: ``sse4.2``, ``armv8-crc``, ``portable`` (compiled) or
 ``crc32c package`` (Python)."""
@@ -76,7 +73,6 @@ def describe() -> str:
 __all__ = [
     "CRC32C_INSTRUCTIONS",
     "IMPLEMENTATION",
-    "ROW_COLUMNS",
     "SPAN",
     "WHY",
     "AddressTable",

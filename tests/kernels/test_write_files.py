@@ -1,0 +1,412 @@
+"""``write_files``, extraction's per-file loop, on both kernel paths: the plain files
+written with their bytes and metadata; every other row handed back with nothing made for
+it (not the plain case, a CRC that does not match, something in the way, a full disk);
+and the compiled twin answering what the Python reference answers, fuzzed with hostile
+rows and arguments, down to the trees they leave.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from types import ModuleType
+from typing import Any
+
+import crc32c as crc32c_package
+import pytest
+from hypothesis import event, given
+from hypothesis import strategies as st
+
+from barecat.kernels import python_writes
+from helpers.fuzzing import fuzz_settings
+
+LIMIT = 64 << 10
+MTIME = 1_700_000_000_123_456_789
+BUFFER = 1 << 20
+
+
+@pytest.fixture(scope="session", params=["python", "compiled"])
+def writer(request: pytest.FixtureRequest) -> ModuleType:
+    """Each twin in turn."""
+    if request.param == "python":
+        return python_writes
+    module: ModuleType = request.getfixturevalue("compiled")
+    return module
+
+
+class Shard:
+    """A shard file of blobs back to back, and rows pointing at them."""
+
+    def __init__(self, folder: str, blobs: list[bytes]) -> None:
+        self.path = os.path.join(folder, "shard")
+        self.places: list[tuple[int, int, int]] = []  # offset, size, crc
+        with open(self.path, "wb") as f:
+            for blob in blobs:
+                self.places.append((f.tell(), len(blob), crc32c_package.crc32c(blob)))
+                f.write(blob)
+        self.fd = os.open(self.path, os.O_RDONLY)
+
+    def row(self, path: Any, k: int, mode: Any = 0o100644, **changes: Any) -> tuple[Any, ...]:
+        offset, size, crc = self.places[k]
+        fields = {"shard": 0, "offset": offset, "size": size, "crc": crc}
+        fields.update(changes)
+        uid, gid = fields.get("uid"), fields.get("gid")
+        mtime = fields.get("mtime", MTIME)
+        return (
+            path,
+            fields["shard"],
+            fields["offset"],
+            fields["size"],
+            fields["crc"],
+            mode,
+            uid,
+            gid,
+            mtime,
+        )
+
+
+@pytest.fixture
+def place(tmp_path: Any) -> Iterator[tuple[str, int, Shard]]:
+    """A target directory (with ``d/`` and ``e/`` in it) open as a descriptor, and a shard
+    of 8 blobs."""
+    target = tmp_path / "out"
+    (target / "d").mkdir(parents=True)
+    (target / "e").mkdir()  # (there, but not among the directories made safe)
+    blobs = [bytes([k]) * (100 + 37 * k) for k in range(8)]
+    shard = Shard(str(tmp_path), blobs)
+    root = os.open(target, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        yield str(target), root, shard
+    finally:
+        os.close(root)
+        os.close(shard.fd)
+
+
+def umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def call(writer: ModuleType, root: int, shard: Shard, rows: list[Any], **kw: Any) -> Any:
+    dirs = kw.pop("dirs", {"": 0, "d": 0})
+    return writer.write_files(
+        root,
+        kw.pop("fds", {0: shard.fd}),
+        rows,
+        bytearray(BUFFER),
+        LIMIT,
+        umask(),
+        dirs,
+        kw.pop("euid", None),
+    )
+
+
+def test_plain_files_are_written_with_their_bytes_and_metadata(
+    writer: ModuleType, place: Any
+) -> None:
+    target, root, shard = place
+    rows = [
+        shard.row("a.bin", 0, mode=0o100640),
+        shard.row("d/b.bin", 1, mode=None),
+        shard.row("d/setuid", 2, mode=0o104755),
+        shard.row("d/old", 3, mtime=-1_500_000_001),
+        ("d/empty", 0, 0, 0, 0, 0o100600, None, None, None),
+    ]
+    left, files, written = call(writer, root, shard, rows)
+    assert (left, files, written) == ([], 5, sum(shard.places[k][1] for k in range(4)))
+    for k, name in enumerate(["a.bin", "d/b.bin", "d/setuid", "d/old"]):
+        with open(os.path.join(target, name), "rb") as f:
+            assert f.read() == bytes([k]) * (100 + 37 * k)
+    st_of = {
+        n: os.stat(os.path.join(target, n))
+        for n in ["a.bin", "d/b.bin", "d/setuid", "d/old", "d/empty"]
+    }
+    assert stat.S_IMODE(st_of["a.bin"].st_mode) == 0o640
+    assert stat.S_IMODE(st_of["d/b.bin"].st_mode) == 0o666 & ~umask()
+    assert stat.S_IMODE(st_of["d/setuid"].st_mode) == 0o4755
+    assert st_of["a.bin"].st_mtime_ns == MTIME
+    assert st_of["d/old"].st_mtime_ns == -1_500_000_001  # (before 1970: seconds floored)
+    assert st_of["d/empty"].st_size == 0
+
+
+HANDED_BACK = {
+    "a link": {"mode": 0o120777},
+    "a path not surely normal": {"path": "./x"},
+    "a hidden name": {"path": "d/.x"},
+    "two slashes": {"path": "d//x"},
+    "not a str": {"path": b"x"},
+    "a directory not made safe": {"path": "e/x"},
+    "size at the limit": {"size": LIMIT},
+    "a CRC that does not match": {"crc": 12345},
+    "no CRC": {"crc": None},
+    "no open shard": {"shard": 9},
+    "an mtime past 64 bits": {"mtime": 1 << 63},
+    "an owner of -1": {"uid": -1, "gid": 0},
+    "a bool for a size": {"size": True},
+    "an offset past the shard": {"offset": 10**9},
+}
+
+
+@pytest.mark.parametrize("case", sorted(HANDED_BACK))
+def test_rows_not_plain_are_handed_back_with_nothing_made(
+    writer: ModuleType, place: Any, case: str
+) -> None:
+    target, root, shard = place
+    changes = dict(HANDED_BACK[case])
+    path = changes.pop("path", "d/x")
+    mode = changes.pop("mode", 0o100644)
+    rows = [shard.row("first", 0), shard.row(path, 1, mode=mode, **changes), shard.row("last", 2)]
+    left, files, _ = call(writer, root, shard, rows)
+    assert (left, files) == ([1], 2)
+    assert sorted(os.listdir(target)) == ["d", "e", "first", "last"]
+    assert os.listdir(os.path.join(target, "e")) == []
+    assert os.listdir(os.path.join(target, "d")) == []
+
+
+def test_names_of_one_stored_file_are_handed_back(writer: ModuleType, place: Any) -> None:
+    """Rows at one place (a hard link stored once) are the careful path's, all of them."""
+    _, root, shard = place
+    rows = [shard.row("a", 0), shard.row("b", 1), shard.row("c", 1), shard.row("d/e", 2)]
+    assert call(writer, root, shard, rows)[0] == [1, 2]
+
+
+def test_what_is_in_the_way_is_left_as_it_is(writer: ModuleType, place: Any, tmp_path: Any) -> None:
+    target, root, shard = place
+    outside = tmp_path / "outside"
+    outside.write_bytes(b"keep")
+    with open(os.path.join(target, "file"), "wb") as f:
+        f.write(b"there")
+    os.symlink(outside, os.path.join(target, "link"))
+    os.mkdir(os.path.join(target, "dir"))
+    rows = [shard.row(name, k) for k, name in enumerate(["file", "link", "dir", "new"])]
+    assert call(writer, root, shard, rows)[:2] == ([0, 1, 2], 1)
+    with open(os.path.join(target, "file"), "rb") as f:
+        assert f.read() == b"there"
+    assert outside.read_bytes() == b"keep"
+    assert os.path.islink(os.path.join(target, "link"))
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving files an owner needs root")
+def test_owners_are_given_where_they_differ(writer: ModuleType, place: Any) -> None:
+    target, root, shard = place
+    rows = [shard.row("theirs", 0, uid=1234, gid=4321), shard.row("d/mine", 1, uid=0, gid=7)]
+    assert call(writer, root, shard, rows, euid=0, dirs={"": 0, "d": 7})[:2] == ([], 2)
+    st_theirs, st_mine = (os.stat(os.path.join(target, n)) for n in ["theirs", "d/mine"])
+    assert (st_theirs.st_uid, st_theirs.st_gid) == (1234, 4321)
+    # "d" gives its files group 7 (as a setgid directory would): nothing to change
+    assert (st_mine.st_uid, st_mine.st_gid) == (0, 0)
+
+
+@contextlib.contextmanager
+def small_tmpfs(size: str) -> Iterator[str]:
+    folder = tempfile.mkdtemp(prefix="barecat-full-")
+    try:
+        done = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", folder], capture_output=True
+        )
+        if done.returncode != 0:
+            pytest.skip(f"cannot mount a tmpfs to fill: {done.stderr.decode().strip()}")
+        try:
+            yield folder
+        finally:
+            subprocess.run(["umount", folder], check=True)
+    finally:
+        os.rmdir(folder)
+
+
+def test_a_full_disk_leaves_no_file_in_part(writer: ModuleType, tmp_path: Any) -> None:
+    """Files that do not fit are handed back and not left behind, partly written; the
+    ones written are whole."""
+    blobs = [bytes([k + 1]) * 60_000 for k in range(40)]  # 2.4 MB into 1 MiB
+    shard = Shard(str(tmp_path), blobs)
+    with small_tmpfs("1m") as target:
+        root = os.open(target, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            rows = [shard.row(f"f{k:02}", k) for k in range(len(blobs))]
+            left, files, written = call(writer, root, shard, rows)
+        finally:
+            os.close(root)
+            os.close(shard.fd)
+        there = sorted(os.listdir(target))
+        assert left and files == len(there) == len(blobs) - len(left)
+        assert there == sorted(f"f{k:02}" for k in range(len(blobs)) if k not in left)
+        for name in there:
+            with open(os.path.join(target, name), "rb") as f:
+                assert f.read() == blobs[int(name[1:])]
+        assert written == 60_000 * files
+
+
+WRONG_ARGUMENTS: dict[str, dict[str, Any]] = {
+    "fds not a dict": {"fds": [3]},
+    "rows not a list": {"rows": ()},
+    "a row too short": {"rows": [("a", 0, 0, 1, 0, None, None, None)]},
+    "a row not a tuple": {"rows": [["a", 0, 0, 1, 0, None, None, None, None]]},
+    "buffer not a bytearray": {"buffer": b"x" * 100},
+    "dirs not a dict": {"dirs": [""]},
+    "root not an int": {"root": "3"},
+    "root negative": {"root": -100},
+    "limit a float": {"limit": 1.5},
+    "umask too big": {"umask": 0o10000},
+    "euid negative": {"euid": -1},
+    "euid a str": {"euid": "0"},
+}
+
+
+@pytest.mark.parametrize("case", sorted(WRONG_ARGUMENTS))
+def test_wrong_arguments_raise_alike_before_anything_is_written(
+    compiled: ModuleType, place: Any, case: str
+) -> None:
+    target, root, shard = place
+    arguments = {
+        "root": root,
+        "fds": {0: shard.fd},
+        "rows": [shard.row("a", 0)],
+        "buffer": bytearray(BUFFER),
+        "limit": LIMIT,
+        "umask": 0o022,
+        "dirs": {"": 0},
+        "euid": None,
+    }
+    arguments.update(WRONG_ARGUMENTS[case])
+    raised = []
+    for twin in (python_writes, compiled):
+        with pytest.raises((TypeError, ValueError)) as info:
+            twin.write_files(*arguments.values())
+        raised.append(info.type)
+    assert raised[0] is raised[1]
+    assert sorted(os.listdir(target)) == ["d", "e"]
+
+
+# ------------------------------------------------------------------- fuzzing --------
+
+PATHS = [
+    "a",
+    "d/b",
+    "d/c",
+    "e/f",
+    "./a",
+    "d/.h",
+    "/abs",
+    "d/",
+    "",
+    "a\x00b",
+    "ü/x",
+    "d/\udcff",
+    7,
+    None,
+]
+SHARDS: list[Any] = [0, 0, 0, 1, 9, -1, True, "0", 2**64]
+
+
+@st.composite
+def hostile_row(draw: Any, blobs: int) -> tuple[Any, ...]:
+    """A row of one of the blobs, most of it right, up to three of its fields hostile."""
+    k = draw(st.integers(0, blobs - 1))
+    offset, size, crc = PLACES[k]
+    row: list[Any] = [
+        draw(st.sampled_from(PATHS[:4])),
+        0,
+        offset,
+        size,
+        crc,
+        0o100644,
+        None,
+        None,
+        MTIME,
+    ]
+    hostile: list[list[Any]] = [
+        PATHS,
+        SHARDS,
+        [offset + 1, -offset - 1, 2**63 - 1, 2**63, None],
+        [0, size + 1, LIMIT - 1, LIMIT, -1, 2**40],
+        [0, crc ^ 1, -1, 2**32, None],
+        [None, 0o120777, 0o40755, 0o107777, -1, 2**32, 1.0],
+        [0, 1234, -1, 2**32 - 1, 2**40],
+        [0, 4321, -2, 2**32],
+        [None, -1, 0, 2**63 - 1, -(2**63), 2**63, 1.5],
+    ]
+    for field in draw(st.lists(st.integers(0, len(row) - 1), max_size=3)):
+        row[field] = draw(st.sampled_from(hostile[field]))
+    return tuple(row)
+
+
+BLOBS = [bytes([k + 1]) * (k * 300 + 5) for k in range(6)]
+PLACES: list[tuple[int, int, int]] = []
+for _blob in BLOBS:
+    _at = sum(p[1] for p in PLACES)
+    PLACES.append((_at, len(_blob), crc32c_package.crc32c(_blob)))
+
+
+def tree(folder: str) -> dict[str, Any]:
+    """Every name below ``folder``: its kind and mode, owner, mtime ("now" for one set
+    as it was made: a directory's, a file's without one) and bytes."""
+    found: dict[str, Any] = {}
+    for at, dirnames, filenames in os.walk(folder):
+        for name in dirnames + filenames:
+            path = os.path.join(at, name)
+            st_ = os.lstat(path)
+            data = None
+            if stat.S_ISREG(st_.st_mode):
+                with open(path, "rb") as f:
+                    data = f.read()
+            found[os.path.relpath(path, folder)] = (
+                st_.st_mode,
+                "now" if abs(st_.st_mtime_ns - time.time_ns()) < 3600 * 10**9 else st_.st_mtime_ns,
+                st_.st_uid,
+                st_.st_gid,
+                data,
+            )
+    return found
+
+
+def outcome(
+    twin: ModuleType, folder: str, shard_fd: int, rows: list[Any], buffer: int, euid: Any
+) -> Any:
+    os.makedirs(os.path.join(folder, "d"))
+    root = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        got = twin.write_files(
+            root,
+            {0: shard_fd, 1: -5, 2**64: shard_fd},
+            rows,
+            bytearray(buffer),
+            LIMIT,
+            0o022,
+            {"": 0, "d": 0, "ü": 3},
+            euid,
+        )
+    except Exception as e:  # (the type is what is compared)
+        got = type(e)
+    finally:
+        os.close(root)
+    return got, tree(folder)
+
+
+@pytest.mark.fuzz
+@fuzz_settings(150)
+@given(
+    rows=st.lists(hostile_row(len(BLOBS)), max_size=12),
+    buffer=st.sampled_from([BUFFER, 700, 0]),
+    euid=st.sampled_from([None, None, 0, 1234]),
+)
+def test_the_compiled_twin_answers_and_writes_what_the_reference_does(
+    compiled: ModuleType, rows: list[Any], buffer: int, euid: Any
+) -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, "shard")
+        with open(path, "wb") as f:
+            f.write(b"".join(BLOBS))
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            want = outcome(python_writes, os.path.join(folder, "python"), fd, rows, buffer, euid)
+            got = outcome(compiled, os.path.join(folder, "compiled"), fd, rows, buffer, euid)
+        finally:
+            os.close(fd)
+    assert got == want
+    event(f"files written: {min(want[0][1], 3) if isinstance(want[0], tuple) else 'raised'}")

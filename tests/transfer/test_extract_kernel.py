@@ -1,0 +1,186 @@
+"""Extraction's fast path (``transfer/kernel_extraction.py``): a whole plain archive's
+plain files written by the kernel (compiled, or its Python twin when the suite runs with
+``BARECAT_PUREPYTHON=1``) leave exactly the tree the careful path leaves (asked for with
+``on_file``, which takes it), with the same counts and failures: links, hard links (also
+where they would straddle the kernel's batches), holes, hidden names, odd metadata,
+things in the way. A hostile index whose file has no directory row cannot get a write
+through a link in the target.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import stat
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import barecat
+from barecat.entries import Order
+from barecat.transfer import extract_to_directory, ingest, kernel_extraction, plan_tree
+
+MTIME = 1_650_000_000_987_654_321
+
+
+def tree(root: Path) -> dict[str, Any]:
+    """Each name below ``root``: kind and mode, mtime (not a directory's), bytes or link
+    target, and which names share its inode."""
+    found: dict[str, Any] = {}
+    inodes: dict[int, list[str]] = {}
+    for at, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            path = os.path.join(at, name)
+            rel = os.path.relpath(path, root)
+            st_ = os.lstat(path)
+            if stat.S_ISREG(st_.st_mode):
+                inodes.setdefault(st_.st_ino, []).append(rel)
+                content: Any = Path(path).read_bytes()
+            else:
+                content = os.readlink(path) if stat.S_ISLNK(st_.st_mode) else None
+            found[rel] = [st_.st_mode, st_.st_mtime_ns, content, st_.st_blocks if content else 0]
+    for names in inodes.values():
+        for name in names:
+            found[name].append(sorted(names))
+    return found
+
+
+def mixed_source(root: Path) -> None:
+    """Plain files in nested directories, empty ones, a hidden name, odd modes, a big
+    file with a hole, hard links, symbolic links, unicode."""
+    (root / "d" / "e").mkdir(parents=True)
+    (root / "empty-dir").mkdir()
+    for k in range(50):
+        (root / "d" / f"f{k:03}").write_bytes(bytes([k]) * (k * 97 % 3000))
+    (root / "d" / "e" / "ü-名前").write_bytes(b"unicode")
+    (root / ".hidden").write_bytes(b"dot")
+    (root / "d" / "setuid").write_bytes(b"s")
+    os.chmod(root / "d" / "setuid", 0o4755)
+    (root / "d" / "private").write_bytes(b"p")
+    os.chmod(root / "d" / "private", 0o600)
+    with open(root / "sparse", "wb") as f:
+        f.write(b"head")
+        f.seek(300_000)
+        f.write(b"tail")
+    (root / "h1").write_bytes(b"linked")
+    os.link(root / "h1", root / "d" / "h2")
+    os.symlink("d/f001", root / "link")
+    os.symlink("../../outside", root / "d" / "escape")
+    for path in root.rglob("*"):
+        os.utime(path, ns=(MTIME, MTIME), follow_symlinks=False)
+
+
+def make_archive(tmp_path: Path) -> str:
+    source = tmp_path / "src"
+    mixed_source(source)
+    archive = str(tmp_path / "a.barecat")
+    with barecat.Barecat(archive, readonly=False) as bc:
+        ingest(bc, plan_tree(str(source)))
+    return archive
+
+
+def extract_both(archive: str, tmp_path: Path, **kw: Any) -> tuple[Any, Any]:
+    """(careful, fast): each extraction's tree and result figures."""
+    done = []
+    for name, on_file in (("careful", lambda f: None), ("fast", None)):
+        out = tmp_path / name
+        with barecat.Barecat(archive) as bc:
+            result = extract_to_directory(bc, str(out), on_file=on_file, **kw)
+        failures = sorted((path, type(e).__name__) for path, e in result.failures)
+        done.append((tree(out), (result.files, result.bytes, result.links, failures)))
+    return done[0], done[1]
+
+
+def test_the_fast_path_leaves_the_careful_paths_tree(tmp_path: Path) -> None:
+    careful, fast = extract_both(make_archive(tmp_path), tmp_path)
+    assert fast == careful
+    assert fast[0]["d/h2"][-1] == ["d/h2", "h1"]  # (one inode: the hard link came back)
+    assert fast[0]["sparse"][3] * 512 < 300_000  # (the hole came back)
+
+
+def test_hard_links_at_the_edge_of_a_batch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Batches that would end between the two names of the file stored once: the batch
+    goes on past them, so the kernel sees both together."""
+    archive = make_archive(tmp_path)
+    with barecat.Barecat(archive) as bc:
+        paths = [row[0] for row in bc.index.listing.file_rows(Order.ADDRESS)]
+    first = min(paths.index("h1"), paths.index("d/h2"))
+    monkeypatch.setattr(kernel_extraction, "_KERNEL_BATCH", first + 1)
+    careful, fast = extract_both(archive, tmp_path)
+    assert fast == careful
+
+
+def test_what_is_in_the_way_is_met_as_on_the_careful_path(tmp_path: Path) -> None:
+    archive = make_archive(tmp_path)
+    for name in ("careful", "fast"):
+        (tmp_path / name / "d").mkdir(parents=True)
+        (tmp_path / name / "d" / "f002").write_bytes(b"old")  # (replaced, as tar does)
+        os.symlink("/nonexistent", tmp_path / name / "d" / "f003")  # (replaced, not followed)
+        (tmp_path / name / "d" / "f004").mkdir()  # (a directory in the way: a failure)
+        (tmp_path / name / "d" / "f004" / "x").write_bytes(b"x")
+        for left in ("d/f004/x", "d/f004"):
+            os.utime(tmp_path / name / left, ns=(MTIME, MTIME))
+    careful, fast = extract_both(archive, tmp_path)
+    assert fast == careful
+    assert fast[1][3] == [("d/f004", "IsADirectoryError")]
+    assert fast[0]["d/f002"][2] == bytes([2]) * 194
+
+
+def test_a_file_without_its_directory_row_is_not_written_through_a_link(tmp_path: Path) -> None:
+    """A hostile index: ``sub``'s row deleted, and ``sub`` a link to outside in the
+    target. The kernel does not write where no directory was made safe; the careful path
+    replaces the link with a directory, as for any directory in the way."""
+    source = tmp_path / "src"
+    (source / "sub").mkdir(parents=True)
+    (source / "sub" / "f").write_bytes(b"inside")
+    archive = str(tmp_path / "a.barecat")
+    with barecat.Barecat(archive, readonly=False) as bc:
+        ingest(bc, plan_tree(str(source)))
+    with sqlite3.connect(archive) as conn:
+        conn.execute("DELETE FROM dirs WHERE path = 'sub'")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    target = tmp_path / "out"
+    target.mkdir()
+    os.symlink(outside, target / "sub")
+    with barecat.Barecat(archive) as bc:
+        result = extract_to_directory(bc, str(target))
+    assert list(outside.iterdir()) == []
+    assert not (target / "sub").is_symlink()
+    assert (target / "sub" / "f").read_bytes() == b"inside"
+    assert result.failures == []
+
+
+def test_progress_is_told_of_every_file_and_byte(tmp_path: Path) -> None:
+    """``on_files`` adds up to what ``on_file`` is called with, a file at a time."""
+    archive = make_archive(tmp_path)
+    one_by_one, told = [0, 0], [0, 0]
+
+    def on_file(f: barecat.BarecatFileInfo) -> None:
+        one_by_one[0] += 1
+        one_by_one[1] += 0 if f.is_symlink_entry else f.size or 0
+
+    def on_files(files: int, nbytes: int) -> None:
+        told[0] += files
+        told[1] += nbytes
+
+    with barecat.Barecat(archive) as bc:
+        extract_to_directory(bc, str(tmp_path / "careful"), on_file=on_file)
+        result = extract_to_directory(bc, str(tmp_path / "fast"), on_files=on_files)
+    assert told == one_by_one
+    assert told[0] == result.files + result.links == 58  # (the link leading out: not made)
+
+
+def test_damaged_bytes_are_a_failure_naming_the_file(tmp_path: Path) -> None:
+    archive = make_archive(tmp_path)
+    with barecat.Barecat(archive) as bc:
+        f = bc.lookup_file("d/f010")
+        shard, offset = bc.sharder.get_shard_path(f.shard), f.offset
+    with open(shard, "r+b") as s:
+        s.seek(offset + 3)
+        s.write(b"\xff")
+    careful, fast = extract_both(archive, tmp_path)
+    assert fast == careful
+    assert fast[1][3] == [("d/f010", "BarecatIntegrityError")]
+    assert "d/f010" not in fast[0]
