@@ -869,15 +869,28 @@ static PyType_Spec table_spec = {
 #define MAX_SHARD ((UINT64_C(1) << (64 - OFFSET_BITS)) - 1)
 #define MAX_PATH_START ((UINT64_C(1) << (64 - LENGTH_BITS)) - 1)
 
-/* An exact int (not bool, not a subclass) in 0..most, into *out; 0 when it is not. */
-static int word_of(PyObject *o, uint64_t most, uint64_t *out) {
+/* An exact int (not bool, not a subclass) in low..high, into *out. */
+static int exact_in(PyObject *o, long long low, long long high, long long *out) {
     if (!PyLong_CheckExact(o)) {
         return 0;
     }
     int overflow;
     long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
-    if (overflow || v < 0 || (uint64_t)v > most) {
+    if (overflow || (v == -1 && PyErr_Occurred())) {
         PyErr_Clear();
+        return 0;
+    }
+    if (v < low || v > high) {
+        return 0;
+    }
+    *out = v;
+    return 1;
+}
+
+/* An exact int in 0..most (below 2**63), into *out; 0 when it is not. */
+static int word_of(PyObject *o, uint64_t most, uint64_t *out) {
+    long long v;
+    if (!exact_in(o, 0, (long long)most, &v)) {
         return 0;
     }
     *out = (uint64_t)v;
@@ -1004,24 +1017,6 @@ typedef struct {
     long long mtime_ns;
     int has_mtime;
 } Row;
-
-/* An exact int (not bool, not a subclass) in low..high, into *out. */
-static int exact_in(PyObject *o, long long low, long long high, long long *out) {
-    if (!PyLong_CheckExact(o)) {
-        return 0;
-    }
-    int overflow;
-    long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
-    if (overflow || (v == -1 && PyErr_Occurred())) {
-        PyErr_Clear();
-        return 0;
-    }
-    if (v < low || v > high) {
-        return 0;
-    }
-    *out = v;
-    return 1;
-}
 
 /* The place (shard, offset) of a row, 1 if both are exact ints (compared as objects). */
 static int same_place(PyObject *a, PyObject *b) {
