@@ -1,5 +1,5 @@
-"""The two kernel modules the tests compare: the pure-Python reference and the compiled
-core.
+"""The kernels the tests compare: the pure-Python reference (``python.py`` and
+``python_writes.py``) and the compiled core.
 
 The compiled one is ``barecat.kernels._compiled`` as built in place, or, when
 ``BARECAT_KERNELS_SO`` names a built extension (``tools/asan_kernels.py`` sets it to its
@@ -18,6 +18,7 @@ from types import ModuleType
 import pytest
 
 from barecat.kernels import python as python_kernels
+from barecat.kernels import python_writes
 
 SO_VARIABLE = "BARECAT_KERNELS_SO"
 NAME = "barecat.kernels._compiled"
@@ -57,10 +58,21 @@ def python() -> ModuleType:
     return python_kernels
 
 
+def _twin(request: pytest.FixtureRequest, reference: ModuleType) -> ModuleType:
+    """The Python ``reference`` or the compiled kernels, by the fixture's parameter."""
+    if request.param == "python":
+        return reference
+    module: ModuleType = request.getfixturevalue("compiled")
+    return module
+
+
 @pytest.fixture(scope="session", params=["python", "compiled"])
 def kernels(request: pytest.FixtureRequest) -> ModuleType:
     """Each kernel module in turn."""
-    if request.param == "python":
-        return python_kernels
-    module: ModuleType = request.getfixturevalue("compiled")
-    return module
+    return _twin(request, python_kernels)
+
+
+@pytest.fixture(scope="session", params=["python", "compiled"])
+def writer(request: pytest.FixtureRequest) -> ModuleType:
+    """Each twin of ``write_files`` in turn (``python_writes.py``, the compiled core)."""
+    return _twin(request, python_writes)

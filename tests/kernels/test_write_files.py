@@ -30,15 +30,6 @@ MTIME = 1_700_000_000_123_456_789
 BUFFER = 1 << 20
 
 
-@pytest.fixture(scope="session", params=["python", "compiled"])
-def writer(request: pytest.FixtureRequest) -> ModuleType:
-    """Each twin in turn."""
-    if request.param == "python":
-        return python_writes
-    module: ModuleType = request.getfixturevalue("compiled")
-    return module
-
-
 class Shard:
     """A shard file of blobs back to back, and rows pointing at them."""
 
