@@ -37,12 +37,12 @@ from barecat.entries import BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo, O
 from barecat.exceptions import BarecatError, InvalidPathBarecatError, NotADirectoryBarecatError
 from barecat.glob import PathFilter
 from barecat.paths import is_within, join
+from barecat.shards.reading import COPY_CHUNK
 from barecat.transfer.kernel_extraction import kernel_rows, odd_paths, write_plain_files
 from barecat.transfer.link_walk import outside_link_error
 from barecat.transfer.sparse import SparseWriter, write_all
 from barecat.transfer.symlink_making import make_links
 
-COPY_CHUNK = 1 << 20
 _CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
 _NEW_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
@@ -513,8 +513,15 @@ def extract_to_directory(
     if on_file is None and on_files is not None:
         on_file = functools.partial(_count_one, on_files)
     if rows is not None:  # the plain files by the kernel; the rest as below
-        dests = dict(zip((d.path for d in dirs), dir_dests, strict=True))
-        files = write_plain_files(ex, dests, rows, on_files, bytearray(COPY_CHUNK))
+        safe = {
+            d.path: ex.files_gid(dest) if ex.owners else 0
+            for d, dest in zip(dirs, dir_dests, strict=True)
+            if dest in ex.safe_dirs
+        }
+        owner = ex.umask, ex.euid if ex.owners else None
+        files, written, nbytes = write_plain_files(bc, root, safe, owner, rows, on_files)
+        ex.result.files += written
+        ex.result.bytes += nbytes
         file_dests = [ex.destination(f.path) for f in files]
     links = [f.is_symlink_entry for f in files]
     plain = [(f, dest) for f, dest, link in zip(files, file_dests, links, strict=True) if not link]

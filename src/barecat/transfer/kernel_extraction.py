@@ -18,18 +18,16 @@ import sys
 from collections.abc import Callable
 from itertools import compress
 from operator import itemgetter, not_
-from typing import TYPE_CHECKING, cast
+from typing import cast
 
 from barecat import kernels
 from barecat.archive import Barecat
 from barecat.entries import BarecatFileInfo, Order
 from barecat.exceptions import BarecatError
 from barecat.index.query import file_from_row
+from barecat.shards.reading import COPY_CHUNK
 from barecat.shards.sharder import Sharder
 from barecat.transfer.sparse import SPARSE_MIN
-
-if TYPE_CHECKING:
-    from barecat.transfer.extraction import DirectoryWriter
 
 _KERNEL_BATCH = 8192
 """Rows a call of the kernel writes (progress is told and an interrupt taken between)."""
@@ -52,42 +50,52 @@ def odd_paths(rows: list[tuple[object, ...]]) -> list[int]:
 
 
 def write_plain_files(
-    ex: DirectoryWriter,
-    dir_dests: dict[str, str],
+    bc: Barecat,
+    root: str,
+    dirs: dict[str, int],
+    owner: tuple[int, int | None],
     rows: list[tuple[object, ...]],
     on_files: Callable[[int, int], None] | None,
-    buffer: bytearray,
-) -> list[BarecatFileInfo]:
-    """Write the plain files among ``rows`` (every file's, in storage order) with the
-    kernel (``barecat.kernels.write_files``), into the directories of ``dir_dests`` (archive
-    path: destination) made safe; the records of the rows it hands back, for the careful
-    path, which owns every rule (links, hard links, what is in the way, failures).
-    ``buffer`` holds a run of neighbouring files read at once."""
-    safe = {
-        path: ex.files_gid(dest) if ex.owners else 0
-        for path, dest in dir_dests.items()
-        if dest in ex.safe_dirs
-    }
-    fds = _shard_descriptors(ex.bc)
-    euid = ex.euid if ex.owners else None
+) -> tuple[list[BarecatFileInfo], int, int]:
+    """Write the plain files among ``rows`` (every file's, in storage order) below ``root``
+    with the kernel (``barecat.kernels.write_files``).
+
+    Args:
+        bc: the archive (plain, its shards local).
+        root: the target directory.
+        dirs: the directories made safe to write in (archive paths), each with the group
+            a file created there gets.
+        owner: the process's umask, and its effective uid where owners are restored
+            (else None).
+        rows: every file's row (``bc.index.listing.file_rows(Order.ADDRESS)``).
+        on_files: told the files and bytes written, a batch at a time.
+
+    Returns:
+        The records of the rows handed back, for the careful path, which owns every rule
+        (links, hard links, what is in the way, failures); the count and bytes of the
+        files written.
+    """
+    fds = _shard_descriptors(bc)
+    buffer = bytearray(COPY_CHUNK)  # (the most bytes of neighbouring files read at once)
+    umask, euid = owner
     left: list[int] = []
-    root = os.open(ex.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    files = written = 0
+    root_fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         start = 0
         while start < len(rows):
             end = _batch_end(rows, start)
-            back, files, written = kernels.write_files(
-                root, fds, rows[start:end], buffer, SPARSE_MIN, ex.umask, safe, euid
+            back, count, size = kernels.write_files(
+                root_fd, fds, rows[start:end], buffer, SPARSE_MIN, umask, dirs, euid
             )
-            ex.result.files += files
-            ex.result.bytes += written
+            files, written = files + count, written + size
             left.extend(start + k for k in back)
-            if on_files is not None and files:
-                on_files(files, written)
+            if on_files is not None and count:
+                on_files(count, size)
             start = end
     finally:
-        os.close(root)
-    return [file_from_row(rows[k]) for k in left]
+        os.close(root_fd)
+    return [file_from_row(rows[k]) for k in left], files, written
 
 
 def _batch_end(rows: list[tuple[object, ...]], start: int) -> int:
