@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from barecat import Barecat, demo
+from helpers.killing import children_take_ctrl_c
 
 
 def test_demo_builds_reads_back_and_reruns_in_place(
@@ -56,7 +57,8 @@ def test_demo_leaves_the_temp_directory_as_it_found_it(tmp_path: Path) -> None:
 
 
 def test_ctrl_c_during_the_demo_removes_its_directory(tmp_path: Path) -> None:
-    running = _demo(tmp_path, "--files", "100000")
+    with children_take_ctrl_c():
+        running = _demo(tmp_path, "--files", "100000")
     made = None
     while made is None and running.poll() is None:  # wait until it has written files
         made = next(tmp_path.glob("barecat-demo-*/tree/*/*/*.jpg"), None)

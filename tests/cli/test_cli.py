@@ -19,7 +19,7 @@ import pytest
 import barecat
 import barecat.kernels
 from helpers import BIN, Run
-from helpers.killing import start_with_one_page_stdout
+from helpers.killing import children_take_ctrl_c, start_with_one_page_stdout
 from helpers.reference import made_by_reference
 from helpers.terminal import on_a_terminal
 from helpers.trees import make_tree, tree_state
@@ -279,13 +279,8 @@ def test_ctrl_c_during_create_keeps_every_reported_file(tmp_path: Path) -> None:
             (src / f"d{d:02}/{i:04}").write_bytes(b"%d-%d" % (d, i) * 50)
     ar = str(tmp_path / "ar")
     argv = [BIN / "barecat", "create", "-v", "-j", "1", "-C", str(src), ar, "."]
-    # Ctrl-C must reach the command even when the tests run where SIGINT is ignored (a
-    # background job of a shell), which a child would inherit: a handler resets at exec.
-    default = signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
+    with children_take_ctrl_c():
         proc, listing = start_with_one_page_stdout(argv, stderr=subprocess.PIPE)
-    finally:
-        signal.signal(signal.SIGINT, default)
     with listing:
         first = listing.readline()  # the first commit is done: files are stored
         proc.send_signal(signal.SIGINT)

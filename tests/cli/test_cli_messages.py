@@ -16,7 +16,7 @@ import pytest
 
 from helpers import BARECAT, BIN, wait_for
 from helpers.damaging import damage
-from helpers.killing import start_with_one_page_stdout
+from helpers.killing import children_take_ctrl_c, start_with_one_page_stdout
 
 
 def barecat(*argv: str, cwd: Path) -> tuple[int, str, str]:
@@ -148,15 +148,10 @@ def test_quick_verify_says_what_it_checked(archive: Path, tmp_path: Path) -> Non
 def interrupted(argv: list[str], cwd: Path) -> tuple[int, str]:
     """Run ``barecat ARGV`` (a ``-v`` listing), send it SIGINT once it listed a stored
     file (not a directory), let it end; returns (exit code, stderr)."""
-    # Ctrl-C must reach the command even when the tests run where SIGINT is ignored (a
-    # background job of a shell), which a child would inherit: a handler resets at exec.
-    default = signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
+    with children_take_ctrl_c():
         proc, listing = start_with_one_page_stdout(
             [BARECAT, *argv], cwd=cwd, stderr=subprocess.PIPE
         )
-    finally:
-        signal.signal(signal.SIGINT, default)
     with listing:
         while (line := listing.readline()).endswith(b"/\n"):
             pass
@@ -276,16 +271,13 @@ def test_ctrl_c_of_convert_says_nothing_was_written(many: Path) -> None:
     """A converted archive appears only when complete: the line says so. The tar comes
     through stdin, held open after its first half, so the Ctrl-C lands mid-way."""
     tar = subprocess.run(["tar", "-cf", "-", "-C", "src", "."], capture_output=True).stdout
-    default = signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
+    with children_take_ctrl_c():
         proc = subprocess.Popen(
             [BARECAT, "convert", "--stdin", "tar", "out.barecat"],
             cwd=many,
             stdin=subprocess.PIPE,
             stderr=subprocess.PIPE,
         )
-    finally:
-        signal.signal(signal.SIGINT, default)
     assert proc.stdin is not None
     proc.stdin.write(tar[: len(tar) // 2])
     proc.stdin.flush()

@@ -11,7 +11,8 @@ commands that build under a temporary name), ``barecat repair`` and then ``barec
 verify`` pass, and every file committed before the kill is there byte for byte;
 :func:`finish` re-runs (or resumes) the command and checks the whole expected content.
 :func:`start_with_one_page_stdout` holds a command at its next page of output, so that a
-signal sent meanwhile (a Ctrl-C) lands in the middle of its run.
+signal sent meanwhile (a Ctrl-C) lands in the middle of its run; commands meant to be
+interrupted start under :func:`children_take_ctrl_c`.
 """
 
 from __future__ import annotations
@@ -251,6 +252,20 @@ def numbered_file(i: int) -> tuple[str, bytes]:
 def hidden_leftovers(folder: str) -> list[str]:
     """Names in ``folder`` that start with a dot: temporary builds left behind."""
     return sorted(name for name in os.listdir(folder) if name.startswith("."))
+
+
+@contextlib.contextmanager
+def children_take_ctrl_c() -> Iterator[None]:
+    """Processes started inside this block take SIGINT as Ctrl-C, even where the tests run
+    with SIGINT ignored (a background job of a shell) or blocked, either of which a child
+    would inherit (a handler, unlike those, is reset to the default at exec)."""
+    default = signal.signal(signal.SIGINT, signal.default_int_handler)
+    blocked = signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+        signal.signal(signal.SIGINT, default)
 
 
 def start_with_one_page_stdout(
