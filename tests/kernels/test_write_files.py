@@ -160,11 +160,69 @@ def test_rows_not_plain_are_handed_back_with_nothing_made(
     assert os.listdir(os.path.join(target, "d")) == []
 
 
-def test_names_of_one_stored_file_are_handed_back(writer: ModuleType, place: Any) -> None:
-    """Rows at one place (a hard link stored once) are the careful path's, all of them."""
-    _, root, shard = place
-    rows = [shard.row("a", 0), shard.row("b", 1), shard.row("c", 1), shard.row("d/e", 2)]
-    assert call(writer, root, shard, rows)[0] == [1, 2]
+def test_names_of_one_stored_file_become_hard_links(writer: ModuleType, place: Any) -> None:
+    """Rows at one place that agree on the file's metadata (a hard link stored once): the
+    file is written once and its other names are links of it, in any directory."""
+    target, root, shard = place
+    rows = [shard.row("a", 0), shard.row("b", 1), shard.row("d/c", 1), shard.row("e2", 1)]
+    rows.append(shard.row("f", 2))
+    size = shard.places[1][1]
+    left, files, written = call(writer, root, shard, rows, dirs={"": 0, "d": 0})
+    assert (left, files) == ([], 5)
+    assert written == shard.places[0][1] + size + shard.places[2][1]  # (its bytes once)
+    b, c, e2 = (os.stat(os.path.join(target, n)) for n in ["b", "d/c", "e2"])
+    assert b.st_ino == c.st_ino == e2.st_ino and b.st_nlink == 3 and b.st_size == size
+
+
+@pytest.mark.parametrize(
+    "second",
+    [{"mode": 0o100600}, {"mtime": MTIME + 1}, {"uid": 5, "gid": 5}, {"path": "d/.hidden"}],
+    ids=["mode", "mtime", "owner", "a name not plain"],
+)
+def test_names_that_differ_are_handed_back_together(
+    writer: ModuleType, place: Any, second: dict[str, Any]
+) -> None:
+    """Rows at one place that are not all names of one file (or one not plain): every row
+    at that place goes to the careful path, which decides, and nothing is made for them."""
+    target, root, shard = place
+    changes = dict(second)
+    path, mode = changes.pop("path", "d/b2"), changes.pop("mode", 0o100644)
+    rows = [shard.row("a", 0), shard.row("b", 1), shard.row(path, 1, mode=mode, **changes)]
+    rows.append(shard.row("c", 2))
+    assert call(writer, root, shard, rows)[:2] == ([1, 2], 2)
+    assert sorted(os.listdir(target)) == ["a", "c", "d", "e"]
+    assert os.listdir(os.path.join(target, "d")) == []
+
+
+def test_empty_files_at_a_files_place_are_files_of_their_own(
+    writer: ModuleType, place: Any
+) -> None:
+    """An empty file takes no room, so its row may have the place of the next file (as
+    ``create`` lays them out); each is written alone, the file and its names as one."""
+    target, root, shard = place
+    offset = shard.places[1][0]
+    empty = ("e0", 0, offset, 0, 0, 0o100600, None, None, MTIME)
+    rows = [empty, shard.row("b", 1), ("d/e1", *empty[1:]), shard.row("b2", 1)]
+    assert call(writer, root, shard, rows)[:3] == ([], 4, shard.places[1][1])
+    e0, e1, b, b2 = (os.stat(os.path.join(target, n)) for n in ["e0", "d/e1", "b", "b2"])
+    assert e0.st_size == e1.st_size == 0 and e0.st_ino != e1.st_ino
+    assert b.st_ino == b2.st_ino != e0.st_ino and stat.S_IMODE(e0.st_mode) == 0o600
+    damaged = ("e2", 0, offset, 0, 7, None, None, None, None)  # (no bytes, yet a CRC)
+    assert call(writer, root, shard, [damaged, shard.row("c", 1)])[:2] == ([0, 1], 0)
+
+
+def test_a_name_in_the_way_leaves_none_of_the_file(writer: ModuleType, place: Any) -> None:
+    """A later name of a file stored once cannot be made (something is there): the file
+    and the names made before it are removed again, and every row at the place goes back."""
+    target, root, shard = place
+    with open(os.path.join(target, "d", "c"), "wb") as f:
+        f.write(b"there")
+    rows = [shard.row("b", 1), shard.row("b2", 1), shard.row("d/c", 1), shard.row("d/c2", 1)]
+    assert call(writer, root, shard, rows)[:2] == ([0, 1, 2, 3], 0)
+    assert sorted(os.listdir(target)) == ["d", "e"]
+    assert os.listdir(os.path.join(target, "d")) == ["c"]
+    with open(os.path.join(target, "d", "c"), "rb") as f:
+        assert f.read() == b"there"
 
 
 def test_what_is_in_the_way_is_left_as_it_is(writer: ModuleType, place: Any, tmp_path: Any) -> None:
@@ -327,6 +385,28 @@ def hostile_row(draw: Any, blobs: int) -> tuple[Any, ...]:
     return tuple(row)
 
 
+@st.composite
+def hostile_rows(draw: Any) -> list[tuple[Any, ...]]:
+    """Up to 8 rows, each maybe after an empty file at its place and followed by other
+    names of its file (a hard link stored once), some of them agreeing on its metadata,
+    some not."""
+    rows: list[tuple[Any, ...]] = []
+    for _ in range(draw(st.integers(0, 8))):
+        row = draw(hostile_row(len(BLOBS)))
+        if draw(st.integers(0, 3)) == 0:  # (an empty file parked at the next one's place)
+            name = draw(st.sampled_from(["e", "d/e", "a"]))
+            rows.append(
+                (name, row[1], row[2], 0, draw(st.sampled_from([0, 0, 1])), None, None, None, None)
+            )
+        rows.append(row)
+        for _ in range(draw(st.sampled_from([0, 0, 1, 2]))):
+            other = [draw(st.sampled_from([*PATHS[:4], "d/x", "y", "ü/z"])), *row[1:]]
+            if draw(st.integers(0, 3)) == 0:  # (one that differs: the careful path's)
+                other[5] = draw(st.sampled_from([None, 0o100600]))
+            rows.append(tuple(other))
+    return rows
+
+
 BLOBS = [bytes([k + 1]) * (k * 300 + 5) for k in range(6)]
 PLACES: list[tuple[int, int, int]] = []
 for _blob in BLOBS:
@@ -336,7 +416,7 @@ for _blob in BLOBS:
 
 def tree(folder: str) -> dict[str, Any]:
     """Every name below ``folder``: its kind and mode, owner, mtime ("now" for one set
-    as it was made: a directory's, a file's without one) and bytes."""
+    as it was made: a directory's, a file's without one), bytes and count of names."""
     found: dict[str, Any] = {}
     for at, dirnames, filenames in os.walk(folder):
         for name in dirnames + filenames:
@@ -352,6 +432,7 @@ def tree(folder: str) -> dict[str, Any]:
                 st_.st_uid,
                 st_.st_gid,
                 data,
+                st_.st_nlink if data is not None else None,
             )
     return found
 
@@ -382,7 +463,7 @@ def outcome(
 @pytest.mark.fuzz
 @fuzz_settings(150)
 @given(
-    rows=st.lists(hostile_row(len(BLOBS)), max_size=12),
+    rows=hostile_rows(),
     buffer=st.sampled_from([BUFFER, 700, 0]),
     euid=st.sampled_from([None, None, 0, 1234]),
 )
@@ -401,3 +482,4 @@ def test_the_compiled_twin_answers_and_writes_what_the_reference_does(
             os.close(fd)
     assert got == want
     event(f"files written: {min(want[0][1], 3) if isinstance(want[0], tuple) else 'raised'}")
+    event(f"hard links made: {any(v[5] and v[5] > 1 for v in want[1].values())}")

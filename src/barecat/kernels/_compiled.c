@@ -1016,6 +1016,8 @@ typedef struct {
     long long uid, gid;  /* fchown to these, or -1 */
     long long mtime_ns;
     int has_mtime;
+    long long mode, row_uid, row_gid; /* as the row has them (-1: None), for names' checks */
+    Py_ssize_t names; /* rows at its place from it (1: alone); 0 for its later names */
 } Row;
 
 /* The place (shard, offset) of a row, 1 if both are exact ints (compared as objects). */
@@ -1088,7 +1090,7 @@ static int plan_row(PyObject *rows, Py_ssize_t k, PyObject *fds, long long limit
                     long long umask, long long euid, PyObject *dirs, GroupCache *cache,
                     Row *r) {
     PyObject *row = PyTuple_GetItem(rows, k);
-    Py_ssize_t count = PyTuple_Size(rows), n;
+    Py_ssize_t n;
     long long size, crc, mode = -1, uid = -1, gid = -1, fd;
     PyObject *o_mode = PyTuple_GetItem(row, 5), *o_uid = PyTuple_GetItem(row, 6),
              *o_gid = PyTuple_GetItem(row, 7), *o_mtime = PyTuple_GetItem(row, 8);
@@ -1103,10 +1105,6 @@ static int plan_row(PyObject *rows, Py_ssize_t k, PyObject *fds, long long limit
         (o_gid != Py_None && !exact_in(o_gid, 0, MAX_U32 - 1, &gid)) ||
         (o_mtime != Py_None && !exact_in(o_mtime, INT64_MIN, INT64_MAX, &r->mtime_ns))) {
         return 0;
-    }
-    if ((k > 0 && same_place(row, PyTuple_GetItem(rows, k - 1))) ||
-        (k + 1 < count && same_place(row, PyTuple_GetItem(rows, k + 1)))) {
-        return 0; /* a hard link stored once: the caller's */
     }
     long long there = group_of(dirs, PyTuple_GetItem(row, 0), p, n, cache);
     if (there == -3) {
@@ -1126,6 +1124,9 @@ static int plan_row(PyObject *rows, Py_ssize_t k, PyObject *fds, long long limit
     r->size = (Py_ssize_t)size;
     r->crc = (uint32_t)crc;
     r->has_mtime = o_mtime != Py_None;
+    r->mode = mode;
+    r->row_uid = uid;
+    r->row_gid = gid;
     r->bits = mode < 0 ? 0666 : (unsigned int)(mode & 0777);
     long long wanted = mode < 0 ? (0666 & ~umask) : (mode & 07777);
     r->wanted = wanted != (long long)(r->bits & ~(unsigned int)umask) ? wanted : -1;
@@ -1223,6 +1224,87 @@ static const char *row_bytes(const Row *r, char *buf, Py_ssize_t room, Held *hel
     return crc32c_of(0, (const unsigned char *)data, (size_t)r->size) == r->crc ? data : NULL;
 }
 
+/* Whether two planned rows with bytes are names of one file: the same size, CRC32C, mode,
+ * owner and mtime (BarecatFileInfo.hard_link_key: one inode cannot hold two). */
+static int one_file(const Row *a, const Row *b) {
+    return a->size == b->size && a->crc == b->crc && a->mode == b->mode &&
+           a->row_uid == b->row_uid && a->row_gid == b->row_gid && a->has_mtime == b->has_mtime &&
+           (!a->has_mtime || a->mtime_ns == b->mtime_ns);
+}
+
+/* Whether the rows plan[k:end], at one place, are the kernel's: all planned, their files
+ * with bytes names of one file, their empty ones with the empty CRC32C (python_writes.py's
+ * _one_file). */
+static int kernels_group(const Row *plan, Py_ssize_t k, Py_ssize_t end) {
+    const Row *stored = NULL;
+    for (Py_ssize_t m = k; m < end; m++) {
+        const Row *r = &plan[m];
+        if (r->path == NULL || (r->size == 0 && r->crc != 0)) {
+            return 0;
+        }
+        if (r->size > 0) {
+            if (stored != NULL && !one_file(stored, r)) {
+                return 0;
+            }
+            stored = stored != NULL ? stored : r;
+        }
+    }
+    return 1;
+}
+
+/* Group the planned rows by place: the first of each group gets how many rows are at its
+ * place, the others 0; a group that is not the kernel's is handed back whole (every
+ * path NULL). */
+static void group_names(PyObject *rows, Row *plan, Py_ssize_t count) {
+    for (Py_ssize_t k = 0; k < count;) {
+        Py_ssize_t end = k + 1;
+        while (end < count && same_place(PyTuple_GetItem(rows, k), PyTuple_GetItem(rows, end))) {
+            end++;
+        }
+        int whole = kernels_group(plan, k, end);
+        for (Py_ssize_t m = k; m < end; m++) {
+            plan[m].names = m == k ? end - k : 0;
+            if (!whole) {
+                plan[m].path = NULL;
+            }
+        }
+        k = end;
+    }
+}
+
+/* The row of a group whose bytes are read: its first file with bytes, else its first. */
+static const Row *stored_row(const Row *plan, Py_ssize_t k) {
+    for (Py_ssize_t m = k; m < k + plan[k].names; m++) {
+        if (plan[m].size > 0) {
+            return &plan[m];
+        }
+    }
+    return &plan[k];
+}
+
+/* Write the rows of the group at k, in order: each empty file, the first file with bytes
+ * (`data`), each later name of it as a hard link; 0, or -1 with every name made removed. */
+static int write_names(int root, const Row *plan, Py_ssize_t k, const char *data) {
+    const char *first = NULL;
+    for (Py_ssize_t m = k; m < k + plan[k].names; m++) {
+        const Row *r = &plan[m];
+        int bad;
+        if (first == NULL || r->size == 0) {
+            bad = write_one(root, r, data);
+            first = !bad && r->size > 0 ? r->path : first;
+        } else {
+            bad = linkat(root, first, root, r->path, 0) != 0;
+        }
+        if (bad) {
+            for (Py_ssize_t made = k; made < m; made++) {
+                unlinkat(root, plan[made].path, 0);
+            }
+            return -1;
+        }
+    }
+    return 0;
+}
+
 /* The arguments' checks, in the order python_writes.py makes them; 0 or -1 (error set). */
 static int write_arguments(PyObject *const *args, Py_ssize_t nargs, long long *numbers,
                            long long *euid) {
@@ -1301,15 +1383,16 @@ static PyObject *k_write_files(PyObject *module, PyObject *const *args, Py_ssize
             goto finish;
         }
     }
+    group_names(rows, plan, count);
     long long files = 0, written = 0;
     Py_BEGIN_ALLOW_THREADS
     Held held = {-1, 0, 0};
-    for (Py_ssize_t k = 0; k < count; k++) {
-        const Row *r = &plan[k];
+    for (Py_ssize_t k = 0; k < count; k += plan[k].names) {
+        const Row *r = stored_row(plan, k);
         const char *data = r->path == NULL ? NULL : row_bytes(r, view.buf, view.len, &held);
-        if (data != NULL && write_one(root, r, data) == 0) {
-            done[k] = 1;
-            files++;
+        if (data != NULL && write_names(root, plan, k, data) == 0) {
+            memset(done + k, 1, (size_t)plan[k].names);
+            files += plan[k].names;
             written += r->size;
         }
     }

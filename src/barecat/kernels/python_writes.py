@@ -4,9 +4,11 @@
 ``write_files`` writes plain files of a plain archive, given their index rows in storage
 order, below a directory: each file's bytes read (runs of neighbours in one read), checked
 against their CRC32C, then the file created (never replacing anything), written, given its
-owner, permission bits and mtime, and closed. It decides nothing: every row that is not
-the plain case, and every row whose reading or writing fails at any step, is handed back
-untouched (a file this loop created is removed again), for the caller's careful path,
+owner, permission bits and mtime, and closed; the other names of a file stored once (rows
+at its place that agree on its metadata) are made hard links of it. It decides nothing:
+every row that is not the plain case, and every row whose reading or writing fails at any
+step (for a file stored once, every row at its place), is handed back untouched (what this
+loop created for it is removed again), for the caller's careful path,
 which owns every rule of extraction (``barecat/transfer/extraction.py``) and names what
 failed. Both twins answer the same for every input (the fuzz tests compare them) and
 raise only for arguments of the wrong type. Imports nothing of barecat but its sibling.
@@ -66,16 +68,6 @@ def _place(row: tuple[Any, ...]) -> tuple[int, int] | None:
     return (shard, offset) if type(shard) is int and type(offset) is int else None
 
 
-def _shared(rows: list[tuple[Any, ...]], k: int) -> bool:
-    """Whether row ``k`` has the place of a neighbour (a hard link stored once: the
-    caller's)."""
-    here = _place(rows[k])
-    return here is not None and (
-        (k > 0 and _place(rows[k - 1]) == here)
-        or (k + 1 < len(rows) and _place(rows[k + 1]) == here)
-    )
-
-
 def _check_arguments(
     root: Any, fds: Any, rows: Any, buffer: Any, limit: Any, umask: Any, dirs: Any, euid: Any
 ) -> memoryview:
@@ -120,7 +112,8 @@ def write_files(
         root: a descriptor of the target directory; paths are opened relative to it.
         fds: per shard number, a descriptor to read it (a shard not in it: its rows are
             handed back).
-        rows: index rows (:data:`ROW_COLUMNS`), in storage order.
+        rows: index rows (:data:`ROW_COLUMNS`), in storage order (the names of a file
+            stored once side by side, as storage order has them).
         buffer: where runs of neighbouring files are read, one read a run.
         limit: files of this size or more are handed back (the caller writes them with
             holes, in bounded memory); so are those that do not fit ``buffer``.
@@ -145,19 +138,76 @@ def write_files(
     left: list[int] = []
     files = written = 0
     run = (-1, 0, 0)  # shard, start, end of what the buffer holds
-    for k, row in enumerate(rows):
+    k = 0
+    while k < len(rows):
+        end = _group_end(rows, k)
+        group = rows[k:end]
+        gids = [
+            dirs.get(_parent(row[0]), _NOWHERE) if _plain(row, limit) else _NOWHERE for row in group
+        ]
         data = None
-        there: Any = _NOWHERE
-        if _plain(row, limit) and not _shared(rows, k):
-            there = dirs.get(_parent(row[0]), _NOWHERE)
-        if there is not _NOWHERE:
-            data, run = _data(fds, row, view, run)
-        if data is None or not _write(root, row, data, umask, there, euid):
-            left.append(k)
-            continue
-        files += 1
-        written += len(data)
+        if _NOWHERE not in gids and _one_file(group):
+            stored = next((row for row in group if row[3]), group[0])
+            data, run = _data(fds, stored, view, run)
+        if data is None or not _write_names(root, group, data, umask, gids, euid):
+            left.extend(range(k, end))
+        else:
+            files += len(group)
+            written += len(data)
+        k = end
     return left, files, written
+
+
+def _group_end(rows: list[tuple[Any, ...]], k: int) -> int:
+    """Past the rows from ``k`` at the place of row ``k`` (the names of a file stored once
+    lie in neighbouring rows, and so may empty files, which take no room); ``k + 1`` for
+    a row alone at its place."""
+    here, end = _place(rows[k]), k + 1
+    while here is not None and end < len(rows) and _place(rows[end]) == here:
+        end += 1
+    return end
+
+
+def _one_file(group: list[tuple[Any, ...]]) -> bool:
+    """Whether the rows at one place are the kernel's: their files with bytes all names of
+    one file (the same size, CRC32C, mode, owner and mtime: ``hard_link_key``, which one
+    inode cannot hold two of), their empty ones with the empty CRC32C. Other groups are
+    the caller's."""
+    stored = [row for row in group if row[3]]
+    empty_ok = all(row[4] == 0 for row in group if not row[3])
+    return empty_ok and all(row[3:] == stored[0][3:] for row in stored)
+
+
+def _write_names(
+    root: int,
+    group: list[tuple[Any, ...]],
+    data: memoryview,
+    umask: int,
+    gids: list[Any],
+    euid: int | None,
+) -> bool:
+    """Write the rows at one place, in order: each empty file, the first file with bytes,
+    and each later name of it as a hard link of that one; if any of that fails, remove
+    every name made and say False."""
+    made: list[bytes] = []
+    first = None
+    for row, gid in zip(group, gids, strict=True):
+        name = row[0].encode()
+        if first is None or not row[3]:
+            done = _write(root, row, data if row[3] else data[:0], umask, gid, euid)
+            first = name if done and row[3] else first
+        else:
+            try:
+                os.link(first, name, src_dir_fd=root, dst_dir_fd=root, follow_symlinks=False)
+                done = True
+            except OSError:
+                done = False
+        if not done:
+            for undone in made:
+                _remove(root, undone, None)
+            return False
+        made.append(name)
+    return True
 
 
 def _data(

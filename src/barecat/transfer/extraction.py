@@ -464,10 +464,10 @@ def extract_to_directory(
         relative_to: an archive directory whose contents become those of
             ``target_directory`` (``a/b/c`` lands at ``c`` for ``a/b``); only entries
             under it are extracted (default: the root, entries at their full paths).
-        on_files: called with a count of files (links included) and their bytes as they
-            are written, a few thousand at a time where the compiled kernel writes them
-            (progress without a record per file; ``on_file`` names each, and costs the
-            kernel: with it, every file takes the careful path).
+        on_files: called with how much the result's ``files + links`` and ``bytes`` grew
+            since its last call, a few thousand files at a time where the kernel writes
+            them, else after each entry (progress without a record per file; ``on_file``
+            names each, and costs the kernel: with it, every file takes the careful path).
 
     Returns:
         Counts, and what was not written: an entry that fails (damaged bytes, a name the
@@ -510,8 +510,6 @@ def extract_to_directory(
     _make_target(root, target_directory)
     for d, dest in zip(dirs, dir_dests, strict=True):
         ex.attempt(d.path, functools.partial(ex.ensure_dir, dest))
-    if on_file is None and on_files is not None:
-        on_file = functools.partial(_count_one, on_files)
     if rows is not None:  # the plain files by the kernel; the rest as below
         safe = {
             d.path: ex.files_gid(dest) if ex.owners else 0
@@ -523,6 +521,8 @@ def extract_to_directory(
         ex.result.files += written
         ex.result.bytes += nbytes
         file_dests = [ex.destination(f.path) for f in files]
+    if on_file is None and on_files is not None:
+        on_file = _told_growth(ex.result, on_files)
     links = [f.is_symlink_entry for f in files]
     plain = [(f, dest) for f, dest, link in zip(files, file_dests, links, strict=True) if not link]
     keys = _hard_link_keys([f for f, _ in plain])
@@ -546,9 +546,19 @@ def extract_to_directory(
     return ex.result
 
 
-def _count_one(on_files: Callable[[int, int], None], f: BarecatFileInfo) -> None:
-    """``on_files`` told of one file or link written by the careful path."""
-    on_files(1, 0 if f.is_symlink_entry else f.size or 0)
+def _told_growth(
+    result: ExtractResult, on_files: Callable[[int, int], None]
+) -> Callable[[BarecatFileInfo], None]:
+    """An ``on_file`` telling ``on_files`` what ``result`` grew by since it last told (a
+    file written, a hard link made: one more file and its bytes, or none)."""
+    told = [result.files + result.links, result.bytes]
+
+    def tell(_: BarecatFileInfo) -> None:
+        files, nbytes = result.files + result.links, result.bytes
+        on_files(files - told[0], nbytes - told[1])
+        told[:] = [files, nbytes]
+
+    return tell
 
 
 def _make_target(root: str, given: str) -> None:
