@@ -141,6 +141,19 @@ def write_files(
     k = 0
     while k < len(rows):
         end = _group_end(rows, k)
+        if end == k + 1:  # (a row alone at its place, the usual case: no lists made)
+            row = rows[k]
+            gid = dirs.get(_parent(row[0]), _NOWHERE) if _plain(row, limit) else _NOWHERE
+            data = None
+            if gid is not _NOWHERE:
+                data, run = _data(fds, row, view, run)
+            if data is None or not _write(root, row, data, umask, gid, euid):
+                left.append(k)
+            else:
+                files += 1
+                written += len(data)
+            k = end
+            continue
         group = rows[k:end]
         gids = [
             dirs.get(_parent(row[0]), _NOWHERE) if _plain(row, limit) else _NOWHERE for row in group
