@@ -4,10 +4,12 @@ from the index's rows, with no record made per file.
 
 The kernel writes only the plain case (a path surely in normal form, in a directory the
 writer made safe, a file under :data:`~barecat.transfer.sparse.SPARSE_MIN` whose bytes
-match their CRC32C, created where nothing was) and hands every other row back, untouched;
-this module turns those into records for :mod:`barecat.transfer.extraction`'s careful
-path, which owns every rule (links, hard links, holes, what is in the way, failures and
-how they are named). The same rows give the same tree either way.
+match their CRC32C, created where nothing was; the other names of a file stored once as
+hard links of it) and hands every other row back, untouched (of rows at one place, all
+or none); this module turns those into records for
+:mod:`barecat.transfer.extraction`'s careful path, which owns every rule (links, hard
+links that differ, holes, what is in the way, failures and how they are named). The same
+rows give the same tree either way.
 """
 
 from __future__ import annotations
@@ -100,8 +102,8 @@ def write_plain_files(
 
 def _batch_end(rows: list[tuple[object, ...]], start: int) -> int:
     """Where the kernel's batch from ``start`` ends: after :data:`_KERNEL_BATCH` rows, moved
-    on past rows at the place of the last (a hard link's names go in one batch, where the
-    kernel sees them together and hands them back)."""
+    on past rows at the place of the last (a file's names go in one batch, where the
+    kernel sees them together)."""
     end = min(start + _KERNEL_BATCH, len(rows))
     while end < len(rows) and rows[end][1:3] == rows[end - 1][1:3]:
         end += 1
