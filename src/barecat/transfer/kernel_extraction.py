@@ -20,7 +20,6 @@ import sys
 from collections.abc import Callable
 from itertools import compress
 from operator import itemgetter, not_
-from typing import cast
 
 from barecat import kernels
 from barecat.archive import Barecat
@@ -39,7 +38,8 @@ def kernel_rows(bc: Barecat) -> list[tuple[object, ...]] | None:
     """Every file's index row, in storage order, where the kernel can write the plain
     files of this archive: a plain archive with local shards, on a system whose file
     names are UTF-8 (the kernel names files with the path's UTF-8 bytes). Else None."""
-    if bc.sealed or sys.getfilesystemencoding() != "utf-8" or not hasattr(bc.sharder, "descriptor"):
+    local = isinstance(bc.sharder, Sharder)  # (shards in files: descriptors to read)
+    if bc.sealed or sys.getfilesystemencoding() != "utf-8" or not local:
         return None
     return bc.index.listing.file_rows(Order.ADDRESS)
 
@@ -113,7 +113,8 @@ def _batch_end(rows: list[tuple[object, ...]], start: int) -> int:
 def _shard_descriptors(bc: Barecat) -> dict[int, int]:
     """An open descriptor of each shard there is (a missing one's rows are handed back, and
     the careful path names it)."""
-    sharder = cast(Sharder, bc.sharder)
+    sharder = bc.sharder
+    assert isinstance(sharder, Sharder)  # (kernel_rows gave rows only for local shards)
     fds: dict[int, int] = {}
     for shard in range(sharder.num_shards):
         with contextlib.suppress(BarecatError, OSError):
