@@ -1,5 +1,5 @@
 """Dask with a real ``distributed.LocalCluster`` (2 worker processes of one thread,
-once per session): archives read into DataFrames (plain and sealed; projection, pattern,
+once per module): archives read into DataFrames (plain and sealed; projection, pattern,
 where) and DataFrames written as archives, with a partition that fails and a path in two
 partitions. No mocks: real archives, real worker processes, real shards."""
 
@@ -60,9 +60,11 @@ def local_cluster(n_workers: int) -> Iterator[Any]:
         yield c
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def client() -> Iterator[Any]:
-    """One local cluster for the session: 2 worker processes, one thread each."""
+    """One local cluster for this module's tests: 2 worker processes, one thread each
+    (not for the session: its client's threads must be gone before a later test forks,
+    as Ray's must, test_ray.py's cluster says why)."""
     with local_cluster(2) as c:
         yield c
 

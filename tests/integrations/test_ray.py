@@ -1,4 +1,4 @@
-"""Ray Data with real Ray: a local cluster (``ray.init(num_cpus=2)``, once per session)
+"""Ray Data with real Ray: a local cluster (``ray.init(num_cpus=2)``, once per module)
 reads archives (plain, sealed, on a local S3 server) and writes them, a write task
 SIGKILLed mid-write included. No mocks: real archives, real tasks, real shards."""
 
@@ -48,9 +48,12 @@ pytestmark = [
 ]
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def cluster() -> Iterator[None]:
-    """One local Ray cluster for the session, on the machine's 2 cores."""
+    """One local Ray cluster for this module's tests, on the machine's 2 cores. Not one
+    for the session: Ray's threads (its garbage-collection thread closes SQLite
+    connections) must be gone before a later test's DataLoader forks its workers, as a
+    worker forked while another thread holds SQLite's memory lock waits for ever."""
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     ray.data.DataContext.get_current().enable_progress_bars = False
     yield
