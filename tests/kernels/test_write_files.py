@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sqlite3
 import stat
 import subprocess
 import tempfile
@@ -23,6 +24,7 @@ from hypothesis import event, given
 from hypothesis import strategies as st
 
 from barecat.kernels import python_writes
+from barecat.transfer.kernel_extraction import ListedRows
 from helpers.fuzzing import fuzz_settings
 
 LIMIT = 64 << 10
@@ -483,3 +485,166 @@ def test_the_compiled_twin_answers_and_writes_what_the_reference_does(
     assert got == want
     event(f"files written: {min(want[0][1], 3) if isinstance(want[0], tuple) else 'raised'}")
     event(f"hard links made: {any(v[5] and v[5] > 1 for v in want[1].values())}")
+
+
+# -- read_rows: every row read by SQLite in the core ---------------------------------------
+
+ROWS_SQL = (
+    "SELECT path, shard, offset, size, crc32c, mode, uid, gid, mtime_ns FROM t ORDER BY rowid"
+)
+
+
+def bindable(value: Any) -> Any:
+    """What SQLite stores of a hostile value: an int past 64 bits as its text, a str
+    with a lone surrogate as the bytes it stands for (a BLOB)."""
+    if type(value) is int and not -(2**63) <= value < 2**63:
+        return str(value)
+    if isinstance(value, str):
+        try:
+            value.encode()
+        except UnicodeEncodeError:
+            return value.encode("utf-8", "surrogateescape")
+    return value
+
+
+def index_file(folder: str, rows: list[tuple[Any, ...]]) -> str:
+    """An SQLite file with a table ``t`` of these rows (columns without a type: each
+    value keeps its own)."""
+    path = os.path.join(folder, "index")
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        conn.execute("CREATE TABLE t (path, shard, offset, size, crc32c, mode, uid, gid, mtime_ns)")
+        conn.executemany(
+            "INSERT INTO t VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [tuple(map(bindable, row)) for row in rows],
+        )
+        conn.commit()
+    return path
+
+
+def listed(index: str) -> ListedRows:
+    """The rows as ``sqlite3`` reads them, written by ``write_files`` (the reference)."""
+    with contextlib.closing(sqlite3.connect(index)) as conn:
+        return ListedRows(conn.execute(ROWS_SQL).fetchall())
+
+
+def rows_outcome(rows: Any, folder: str, shard_fd: int, buffer: int, euid: Any, batch: int) -> Any:
+    """What reading and writing ``rows`` gives: their count, the odd ones, the result,
+    what progress was told, and the tree left."""
+    os.makedirs(os.path.join(folder, "d"))
+    told: list[tuple[int, int]] = []
+    root = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        odd = rows.odd()
+        got = rows.write(
+            root,
+            {0: shard_fd, 1: -5},
+            bytearray(buffer),
+            LIMIT,
+            0o022,
+            {"": 0, "d": 0, "ü": 3},
+            euid,
+            lambda files, nbytes: told.append((files, nbytes)),
+            batch,
+        )
+    finally:
+        os.close(root)
+    return len(rows), odd, got, told, tree(folder)
+
+
+@pytest.mark.fuzz
+@fuzz_settings(150)
+@given(
+    rows=hostile_rows(),
+    buffer=st.sampled_from([BUFFER, 700]),
+    euid=st.sampled_from([None, None, 0, 1234]),
+    batch=st.sampled_from([1, 2, 3, 8192]),
+)
+def test_rows_read_in_the_core_are_what_sqlite3_reads_and_are_written_alike(
+    compiled: ModuleType, rows: list[Any], buffer: int, euid: Any, batch: int
+) -> None:
+    """The same hostile rows (every type SQLite stores: ints, text, blobs, reals, NULL)
+    read by the core's SQLite and through sqlite3: the same odd rows, rows left (as
+    tuples), progress and tree, in batches of every size."""
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, "shard")
+        with open(path, "wb") as f:
+            f.write(b"".join(BLOBS))
+        index = index_file(folder, rows)
+        core = compiled.read_rows(index, ROWS_SQL)
+        assert core is not None
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            by_sqlite3 = listed(index)
+            want = rows_outcome(by_sqlite3, f"{folder}/sqlite3", fd, buffer, euid, batch)
+            got = rows_outcome(core, f"{folder}/core", fd, buffer, euid, batch)
+        finally:
+            os.close(fd)
+    assert got == want
+    event(f"rows left: {min(len(want[2][0]), 3)}")
+
+
+def test_read_rows_answers_none_where_it_cannot_read_them(
+    compiled: ModuleType, tmp_path: Any
+) -> None:
+    """No such file, a statement SQLite refuses or that gives other than nine columns, a
+    name the core cannot pass to SQLite: None (the caller reads the rows itself); the
+    Python twin always answers None; both refuse what is not a str."""
+    index = index_file(str(tmp_path), [("a", 0, 0, 1, 0, None, None, None, None)])
+    assert compiled.read_rows(str(tmp_path / "missing"), ROWS_SQL) is None
+    assert compiled.read_rows(index, "SELECT path FROM t") is None
+    assert compiled.read_rows(index, "SELECT nonsense FROM t") is None
+    assert compiled.read_rows(str(tmp_path / "bad\udcff"), ROWS_SQL) is None
+    assert len(compiled.read_rows(index, ROWS_SQL)) == 1
+    assert python_writes.read_rows(index, ROWS_SQL) is None
+    for twin in (compiled, python_writes):
+        with pytest.raises(TypeError):
+            twin.read_rows(index.encode(), ROWS_SQL)
+
+
+def test_writing_read_rows_refuses_wrong_arguments(compiled: ModuleType, place: Any) -> None:
+    _, root, shard = place
+    rows = compiled.read_rows(index_file(os.path.dirname(shard.path), []), ROWS_SQL)
+    given = [root, {0: shard.fd}, bytearray(BUFFER), LIMIT, umask(), {"": 0}, None, None, 8]
+    for at, wrong, error in [(7, 5, TypeError), (8, 0, ValueError), (1, [], TypeError)]:
+        with pytest.raises(error):
+            rows.write(*given[:at], wrong, *given[at + 1 :])
+    assert rows.write(*given) == ([], 0, 0)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["61ff", "64eda080", "c0af", "64f4908080", "64e282", "e0808f"],
+    ids=["bad-byte", "surrogate", "overlong-slash", "past-10ffff", "cut-short", "overlong-3"],
+)
+def test_text_that_is_not_utf8_raises_as_sqlite3_does(
+    compiled: ModuleType, tmp_path: Any, text: str
+) -> None:
+    """A path stored as text that is not UTF-8 as Python decodes it: sqlite3 raises, and
+    so does the core, instead of naming a file with those bytes."""
+    index = index_file(str(tmp_path), [])
+    with contextlib.closing(sqlite3.connect(index)) as conn:
+        conn.execute(
+            f"INSERT INTO t VALUES (CAST(x'{text}' AS TEXT), 0, 0, 0, 0, NULL, NULL, NULL, NULL)"
+        )
+        conn.commit()
+    with pytest.raises(sqlite3.OperationalError):
+        listed(index)
+    rows = compiled.read_rows(index, ROWS_SQL)
+    with pytest.raises(sqlite3.OperationalError, match="UTF-8"):
+        rows.odd()
+
+
+def test_a_damaged_index_raises_as_sqlite3_does(compiled: ModuleType, tmp_path: Any) -> None:
+    """A page of the table's rows overwritten: sqlite3 and the core's read raise the same
+    error (sqlite3.DatabaseError: the file is malformed)."""
+    rows = [(f"{k:05}" + "x" * 200, 0, 0, 0, 0, None, None, None, None) for k in range(2000)]
+    index = index_file(str(tmp_path), rows)
+    with open(index, "r+b") as f:
+        f.seek(60 * 4096)
+        f.write(b"\xa5" * 4096)
+    with pytest.raises(sqlite3.DatabaseError) as by_sqlite3:
+        listed(index)
+    with pytest.raises(sqlite3.DatabaseError) as by_core:
+        compiled.read_rows(index, ROWS_SQL)
+    assert type(by_core.value) is type(by_sqlite3.value)
+    assert str(by_core.value) == str(by_sqlite3.value)

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 import barecat
+from barecat import kernels
 from barecat.entries import Order
 from barecat.transfer import extract_to_directory, ingest, kernel_extraction, plan_tree
 
@@ -183,3 +184,48 @@ def test_damaged_bytes_are_a_failure_naming_the_file(tmp_path: Path) -> None:
     assert fast == careful
     assert fast[1][3] == [("d/f010", "BarecatIntegrityError")]
     assert "d/f010" not in fast[0]
+
+
+def test_the_core_reads_the_rows_where_it_can(tmp_path: Path) -> None:
+    """A plain archive's rows are read by the core's SQLite (no Python row made), on the
+    compiled kernels; through sqlite3 on the pure-Python ones. The same rows either way."""
+    with barecat.Barecat(make_archive(tmp_path)) as bc:
+        rows = kernel_extraction.kernel_rows(bc)
+        assert rows is not None
+        core = kernels.IMPLEMENTATION == "compiled"
+        assert type(rows).__name__ == ("IndexRows" if core else "ListedRows")
+        listed = bc.index.listing.file_rows(Order.ADDRESS)
+    assert len(rows) == len(listed) == 59
+    assert rows.odd() == kernel_extraction.ListedRows(listed).odd()
+    assert [row[0] for row in rows.odd()] == [".hidden"]  # (the careful path normalizes it)
+
+
+def test_a_writers_files_not_yet_committed_are_extracted(tmp_path: Path) -> None:
+    """Rows only the writer's connection sees (its transaction open) are read through it."""
+    with barecat.Barecat(str(tmp_path / "w.barecat"), readonly=False) as bc:
+        bc["d/x"] = b"x"
+        bc["y"] = b"yy"
+        rows = kernel_extraction.kernel_rows(bc)
+        assert isinstance(rows, kernel_extraction.ListedRows) and len(rows) == 2
+        result = extract_to_directory(bc, str(tmp_path / "out"))
+    assert (result.files, result.failures) == (2, [])
+    assert (tmp_path / "out" / "d" / "x").read_bytes() == b"x"
+
+
+def test_the_index_file_is_the_one_opened_whatever_the_directory_now(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another reader is pointed at the file the archive's connection opened (its path as
+    SQLite resolved it then), not at the name as given, relative to where the process
+    is now."""
+    archive = Path(make_archive(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    with barecat.Barecat(archive.name) as bc:
+        other = tmp_path / "other"
+        other.mkdir()
+        (other / archive.name).write_bytes(b"not this one")
+        monkeypatch.chdir(other)
+        source = bc.index.listing.file_rows_source(Order.ADDRESS)
+    assert source is not None
+    assert os.path.realpath(source[0]) == os.path.realpath(archive)
+    assert source[1].startswith("SELECT path, shard, offset, size, crc32c")

@@ -139,6 +139,7 @@ class ReadOnlyIndex:
     readonly: Forward[Any, bool] = Forward(_DB)
     created: Forward[Any, bool] = Forward(_DB)
     sealed: Forward[Any, bool] = Forward(_DB)
+    remote: Forward[Any, RemotePages | None] = Forward(_DB)
     schema_version: Forward[Any, tuple[int, int]] = Forward(_DB)
     file_columns: Forward[Any, str] = Forward(_DB)
     rollbacks: Forward[Any, int] = Forward(_DB)

@@ -20,7 +20,7 @@ import sqlite3
 import stat
 from collections.abc import Callable, Iterator
 from itertools import repeat
-from typing import NamedTuple, Protocol
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from barecat.entries import BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo, Order
 from barecat.exceptions import InvalidPathBarecatError
@@ -30,6 +30,9 @@ from barecat.index.connection import select
 from barecat.index.errors import FAULTS, guard_public_methods, guards_itself, raise_index_error
 from barecat.paths import normalize, parent, subtree_bounds
 from barecat.selection import FileSelection
+
+if TYPE_CHECKING:
+    from barecat.index.remote_pages import RemotePages
 
 DirItem = BarecatDirInfo | str
 FileItem = BarecatFileInfo | str
@@ -105,6 +108,11 @@ def _chosen_by(selection: FileSelection) -> _Chosen | None:
     return "".join(f" AND {c}" for c in conditions), args, exact
 
 
+def _file_rows_sql(order: Order) -> str:
+    """The statement of every file's row (``query.FILE_COLUMNS``), in ``order``."""
+    return f"SELECT {query.FILE_COLUMNS} FROM files" + query.order_clause(order, True)
+
+
 def path_of(item: BarecatEntryInfo | str) -> str:
     """The normalized path of an info record or a user-given path."""
     return item.path if isinstance(item, BarecatEntryInfo) else normalize(item)
@@ -118,6 +126,8 @@ class ListedIndex(Protocol):
     """The index file's path (named in errors)."""
     sealed: bool
     """Whether the index is a sealed one (its file rows have other columns)."""
+    remote: RemotePages | None
+    """The pages of an index read from afar, else None (a file here)."""
     file_columns: str
     """The columns a file's info record is read from."""
 
@@ -174,8 +184,21 @@ class IndexListing:
         """
         if self._index.sealed:
             raise ValueError("a sealed archive's rows are read as records")
-        sql = f"SELECT {query.FILE_COLUMNS} FROM files" + query.order_clause(order, True)
-        return select(self._conn, sql).fetchall()
+        return select(self._conn, _file_rows_sql(order)).fetchall()
+
+    def file_rows_source(self, order: Order = Order.ANY) -> tuple[str, str] | None:
+        """Where another reader of the index file reads what :meth:`file_rows` gives:
+        the file this connection has open (its absolute path as SQLite resolved it when
+        it opened the file, so a change of directory since does not matter) and the
+        statement. None where only this connection sees those rows: an index read from
+        afar, a sealed one, or one whose writer's transaction is not committed yet."""
+        if self._index.sealed or self._index.remote is not None:
+            return None
+        conn = self._conn
+        if conn.in_transaction:
+            return None
+        files = [row[2] for row in select(conn, "PRAGMA database_list") if row[1] == "main"]
+        return (files[0], _file_rows_sql(order)) if files and files[0] else None
 
     def dirs(self, order: Order = Order.ANY) -> Iterator[BarecatDirInfo]:
         """Every directory's info record (the root's included), in ``order``."""

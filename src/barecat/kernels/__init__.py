@@ -18,7 +18,7 @@ from __future__ import annotations
 import importlib
 import os
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from barecat.kernels import python as _python
 
@@ -58,6 +58,38 @@ CRC32C_INSTRUCTIONS: str = _module.CRC32C_INSTRUCTIONS
 SPAN = _python.SPAN
 
 
+class IndexRows(Protocol):
+    """Rows :func:`read_rows` read in the core (``python_writes.read_rows`` says what
+    they do)."""
+
+    def __len__(self) -> int: ...
+
+    def odd(self) -> list[tuple[Any, ...]]:
+        """The rows whose path is not surely in normal form, in order."""
+        ...
+
+    def write(
+        self,
+        root: int,
+        fds: dict[int, int],
+        buffer: bytearray,
+        limit: int,
+        umask: int,
+        dirs: dict[str, int],
+        euid: int | None,
+        on_files: Callable[[int, int], None] | None,
+        batch: int,
+    ) -> tuple[list[tuple[Any, ...]], int, int]:
+        """``write_files`` over every row, ``batch`` at a time: the rows left, files and
+        bytes."""
+        ...
+
+
+read_rows: Callable[[str, str], IndexRows | None] = _writes.read_rows
+"""Every row of a statement on an index file, read by SQLite in the core, or None (the
+caller then reads them through sqlite3): see ``python_writes.read_rows``."""
+
+
 def describe() -> str:
     """One line saying which kernels run and why (for ``--version`` and bug reports).
 
@@ -76,11 +108,13 @@ __all__ = [
     "SPAN",
     "WHY",
     "AddressTable",
+    "IndexRows",
     "canonical",
     "crc32c",
     "describe",
     "fill_table",
     "read_checked",
     "read_each",
+    "read_rows",
     "write_files",
 ]

@@ -22,9 +22,11 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -719,10 +721,24 @@ static PyObject *table_find_many(PyObject *self_obj, PyObject *asked) {
     return out;
 }
 
+/* Whether n bytes of UTF-8 at p are a path surely in normal form: not empty, not
+ * starting with '/' or '.', not ending with '/', without "//", "/." or NUL. */
+static int canonical_bytes(const char *p, Py_ssize_t n) {
+    if (n == 0 || p[0] == '/' || p[0] == '.' || p[n - 1] == '/' || memchr(p, 0, (size_t)n)) {
+        return 0;
+    }
+    for (const char *s = memchr(p, '/', (size_t)n); s != NULL;
+         s = memchr(s + 1, '/', (size_t)(p + n - s - 1))) {
+        if (s[1] == '/' || s[1] == '.') { /* (s < p + n - 1: the last byte is not '/') */
+            return 0;
+        }
+    }
+    return 1;
+}
+
 /* Whether a path is surely in normal form (barecat.paths.normalize gives it back as it
- * is): a str (not a subclass), UTF-8 without lone surrogates, not empty, not starting with
- * '/' or '.', not ending with '/', without "//", "/." or NUL. Others are the careful
- * path's (which normalizes them). */
+ * is): a str (not a subclass), UTF-8 without lone surrogates, and canonical_bytes. Others
+ * are the careful path's (which normalizes them). Its UTF-8, or NULL. */
 static const char *canonical(PyObject *path, Py_ssize_t *len) {
     if (!PyUnicode_CheckExact(path)) {
         return NULL;
@@ -732,17 +748,7 @@ static const char *canonical(PyObject *path, Py_ssize_t *len) {
         PyErr_Clear(); /* (lone surrogates: not UTF-8) */
         return NULL;
     }
-    Py_ssize_t n = *len;
-    if (n == 0 || p[0] == '/' || p[0] == '.' || p[n - 1] == '/' || memchr(p, 0, (size_t)n)) {
-        return NULL;
-    }
-    for (const char *s = memchr(p, '/', (size_t)n); s != NULL;
-         s = memchr(s + 1, '/', (size_t)(p + n - s - 1))) {
-        if (s[1] == '/' || s[1] == '.') { /* (s < p + n - 1: the last byte is not '/') */
-            return NULL;
-        }
-    }
-    return p;
+    return canonical_bytes(p, *len) ? p : NULL;
 }
 
 /* Whether a commit moved the index's change counter since the table was made. */
@@ -998,14 +1004,45 @@ static PyObject *k_canonical(PyObject *module, PyObject *path) {
 /* ------------------------------------------------------------- writing files -------- */
 /* write_files: the extraction's per-file loop (barecat/kernels/python_writes.py is the
  * reference and says what it owns). The rows are unpacked with the lock held; then every
- * read, check and system call runs with it released; then the rows handed back are named. */
+ * read, check and system call runs with it released; then the rows handed back are named.
+ * write_index_files: the same loop over rows the core reads from the index itself, by
+ * SQLite's C interface (further below). */
 
 #define ROW_COLUMNS 9
 #define MAX_FD 0x7FFFFFFFLL
 #define MAX_U32 0xFFFFFFFFLL
 
+/* A row's values, from a tuple or from SQLite: its path (UTF-8 surely in normal form,
+ * NUL-terminated, or NULL) and, for the columns after it, an int (kind 1, in v), NULL or
+ * None (kind 0), or anything else (kind -1: an int beyond 64 bits included). */
 typedef struct {
-    const char *path;    /* UTF-8, NUL-terminated (the str's own), or NULL: hand it back */
+    const char *path;
+    Py_ssize_t n;
+    signed char kind[ROW_COLUMNS];
+    long long v[ROW_COLUMNS];
+} Values;
+
+enum { C_SHARD = 1, C_OFFSET, C_SIZE, C_CRC, C_MODE, C_UID, C_GID, C_MTIME };
+
+static int is_in(const Values *x, int c, long long low, long long high) {
+    return x->kind[c] == 1 && x->v[c] >= low && x->v[c] <= high;
+}
+
+static int none_or_in(const Values *x, int c, long long low, long long high) {
+    return x->kind[c] == 0 || is_in(x, c, low, high);
+}
+
+/* The values of a 9-tuple of Python objects (the path's UTF-8 is the str's own). */
+static void values_of_tuple(PyObject *row, Values *x) {
+    x->path = canonical(PyTuple_GetItem(row, 0), &x->n);
+    for (int c = 1; c < ROW_COLUMNS; c++) {
+        PyObject *o = PyTuple_GetItem(row, c);
+        x->kind[c] = o == Py_None ? 0 : exact_in(o, INT64_MIN, INT64_MAX, &x->v[c]) ? 1 : -1;
+    }
+}
+
+typedef struct {
+    const char *path;    /* UTF-8, NUL-terminated, or NULL: hand it back */
     int fd;              /* of its shard */
     long long shard;
     long long offset;
@@ -1017,56 +1054,33 @@ typedef struct {
     long long mtime_ns;
     int has_mtime;
     long long mode, row_uid, row_gid; /* as the row has them (-1: None), for names' checks */
+    int placed;                       /* its shard and offset are ints (in place) */
+    long long place_shard, place_offset;
     Py_ssize_t names; /* rows at its place from it (1: alone); 0 for its later names */
 } Row;
 
-/* The place (shard, offset) of a row, 1 if both are exact ints (compared as objects). */
-static int same_place(PyObject *a, PyObject *b) {
-    PyObject *sa = PyTuple_GetItem(a, 1), *oa = PyTuple_GetItem(a, 2);
-    PyObject *sb = PyTuple_GetItem(b, 1), *ob = PyTuple_GetItem(b, 2);
-    if (!PyLong_CheckExact(sa) || !PyLong_CheckExact(oa) || !PyLong_CheckExact(sb) ||
-        !PyLong_CheckExact(ob)) {
-        return 0;
-    }
-    int s = PyObject_RichCompareBool(sa, sb, Py_EQ);
-    int o = s == 1 ? PyObject_RichCompareBool(oa, ob, Py_EQ) : s;
-    if (o < 0) {
-        PyErr_Clear();
-        return 0;
-    }
-    return o;
-}
-
-/* What dirs holds for the directory of `path`: the group files get there, -2 for what is
- * no such group, -4 when dirs does not hold it (not made safe: hand it back), -3 for an
- * error. `cached` keeps the last directory looked up (its UTF-8 bytes and answer). */
+/* What dirs holds for the directory of a path (p, n: its UTF-8): the group files get
+ * there, -2 for what is no such group, -4 when dirs does not hold it (not made safe: hand
+ * it back), -3 for an error. `cached` keeps the last directory looked up (its UTF-8 bytes
+ * and answer). */
 typedef struct {
     const char *parent;
     Py_ssize_t len;
     long long gid;
 } GroupCache;
 
-static long long group_of(PyObject *groups, PyObject *path, const char *p, Py_ssize_t n,
-                          GroupCache *cached) {
-    const char *slash = NULL;
+static long long group_of(PyObject *groups, const char *p, Py_ssize_t n, GroupCache *cached) {
+    Py_ssize_t len = 0;
     for (Py_ssize_t i = n; i > 0; i--) {
         if (p[i - 1] == '/') {
-            slash = p + i - 1;
+            len = i - 1;
             break;
         }
     }
-    Py_ssize_t len = slash == NULL ? 0 : slash - p;
     if (cached->parent != NULL && cached->len == len && memcmp(cached->parent, p, (size_t)len) == 0) {
         return cached->gid;
     }
-    PyObject *key;
-    if (slash == NULL) {
-        key = PyUnicode_FromStringAndSize("", 0);
-    } else {
-        Py_ssize_t chars = PyUnicode_GetLength(path);
-        Py_ssize_t at = PyUnicode_FindChar(path, '/', 0, chars, -1);
-        key = at < 0 ? NULL : PyUnicode_Substring(path, 0, at);
-    }
+    PyObject *key = PyUnicode_DecodeUTF8(p, len, "strict"); /* (p: checked UTF-8) */
     if (key == NULL) {
         return -3;
     }
@@ -1085,62 +1099,91 @@ static long long group_of(PyObject *groups, PyObject *path, const char *p, Py_ss
     return gid;
 }
 
-/* Unpack row k for writing (r->path NULL: hand it back); -1 with an error set. */
-static int plan_row(PyObject *rows, Py_ssize_t k, PyObject *fds, long long limit,
-                    long long umask, long long euid, PyObject *dirs, GroupCache *cache,
-                    Row *r) {
-    PyObject *row = PyTuple_GetItem(rows, k);
-    Py_ssize_t n;
-    long long size, crc, mode = -1, uid = -1, gid = -1, fd;
-    PyObject *o_mode = PyTuple_GetItem(row, 5), *o_uid = PyTuple_GetItem(row, 6),
-             *o_gid = PyTuple_GetItem(row, 7), *o_mtime = PyTuple_GetItem(row, 8);
+/* The descriptor fds holds for a shard: 1 (in *fd), 0 for none that is a descriptor, -1
+ * for an error. `cached` keeps the last shard looked up. */
+typedef struct {
+    long long shard; /* -1: none yet */
+    long long fd;
+} ShardCache;
+
+static int fd_of(PyObject *fds, long long shard, ShardCache *cached, long long *fd) {
+    if (cached->shard != shard) {
+        PyObject *key = PyLong_FromLongLong(shard);
+        if (key == NULL) {
+            return -1;
+        }
+        PyObject *got = PyDict_GetItemWithError(fds, key);
+        Py_DECREF(key);
+        if (got == NULL && PyErr_Occurred()) {
+            return -1;
+        }
+        cached->shard = shard;
+        if (got == NULL || !exact_in(got, 0, MAX_FD, &cached->fd)) {
+            cached->fd = -1;
+        }
+    }
+    *fd = cached->fd;
+    return cached->fd >= 0;
+}
+
+/* What write_files and write_index_files are given besides the rows. */
+typedef struct {
+    PyObject *fds, *dirs;
+    long long limit, umask, euid; /* euid -1: owners left as created */
+    GroupCache groups;
+    ShardCache shards;
+} Plans;
+
+/* Plan a row for writing (r->path NULL: hand it back); -1 with an error set. */
+static int plan_row(const Values *x, Plans *g, Row *r) {
     r->path = NULL;
-    const char *p = canonical(PyTuple_GetItem(row, 0), &n);
-    if (p == NULL || !exact_in(PyTuple_GetItem(row, 1), 0, INT64_MAX, &r->shard) ||
-        !exact_in(PyTuple_GetItem(row, 2), 0, INT64_MAX, &r->offset) ||
-        !exact_in(PyTuple_GetItem(row, 3), 0, limit - 1, &size) ||
-        !exact_in(PyTuple_GetItem(row, 4), 0, MAX_U32, &crc) ||
-        (o_mode != Py_None && (!exact_in(o_mode, 0, MAX_U32, &mode) || S_ISLNK(mode))) ||
-        (o_uid != Py_None && !exact_in(o_uid, 0, MAX_U32 - 1, &uid)) ||
-        (o_gid != Py_None && !exact_in(o_gid, 0, MAX_U32 - 1, &gid)) ||
-        (o_mtime != Py_None && !exact_in(o_mtime, INT64_MIN, INT64_MAX, &r->mtime_ns))) {
+    r->placed = x->kind[C_SHARD] == 1 && x->kind[C_OFFSET] == 1;
+    r->place_shard = x->v[C_SHARD];
+    r->place_offset = x->v[C_OFFSET];
+    if (x->path == NULL || !is_in(x, C_SHARD, 0, INT64_MAX) || !is_in(x, C_OFFSET, 0, INT64_MAX) ||
+        !is_in(x, C_SIZE, 0, g->limit - 1) || !is_in(x, C_CRC, 0, MAX_U32) ||
+        !none_or_in(x, C_MODE, 0, MAX_U32) || (x->kind[C_MODE] == 1 && S_ISLNK(x->v[C_MODE])) ||
+        !none_or_in(x, C_UID, 0, MAX_U32 - 1) || !none_or_in(x, C_GID, 0, MAX_U32 - 1) ||
+        x->kind[C_MTIME] < 0) {
         return 0;
     }
-    long long there = group_of(dirs, PyTuple_GetItem(row, 0), p, n, cache);
+    long long there = group_of(g->dirs, x->path, x->n, &g->groups);
     if (there == -3) {
         return -1;
     }
     if (there == -4) {
         return 0;
     }
-    PyObject *got = PyDict_GetItemWithError(fds, PyTuple_GetItem(row, 1));
-    if (got == NULL) {
-        return PyErr_Occurred() ? -1 : 0;
+    long long fd;
+    int found = fd_of(g->fds, x->v[C_SHARD], &g->shards, &fd);
+    if (found <= 0) {
+        return found;
     }
-    if (!exact_in(got, 0, MAX_FD, &fd)) {
-        return 0;
-    }
+    long long mode = x->kind[C_MODE] ? x->v[C_MODE] : -1;
+    long long uid = x->kind[C_UID] ? x->v[C_UID] : -1, gid = x->kind[C_GID] ? x->v[C_GID] : -1;
     r->fd = (int)fd;
-    r->size = (Py_ssize_t)size;
-    r->crc = (uint32_t)crc;
-    r->has_mtime = o_mtime != Py_None;
+    r->shard = x->v[C_SHARD];
+    r->offset = x->v[C_OFFSET];
+    r->size = (Py_ssize_t)x->v[C_SIZE];
+    r->crc = (uint32_t)x->v[C_CRC];
+    r->has_mtime = x->kind[C_MTIME] == 1;
+    r->mtime_ns = x->v[C_MTIME];
     r->mode = mode;
     r->row_uid = uid;
     r->row_gid = gid;
     r->bits = mode < 0 ? 0666 : (unsigned int)(mode & 0777);
-    long long wanted = mode < 0 ? (0666 & ~umask) : (mode & 07777);
-    r->wanted = wanted != (long long)(r->bits & ~(unsigned int)umask) ? wanted : -1;
+    long long wanted = mode < 0 ? (0666 & ~g->umask) : (mode & 07777);
+    r->wanted = wanted != (long long)(r->bits & ~(unsigned int)g->umask) ? wanted : -1;
     r->uid = r->gid = -1;
-    if (euid >= 0 && uid >= 0 && gid >= 0) {
-        if (uid != euid || gid != there) {
+    if (g->euid >= 0 && uid >= 0 && gid >= 0) {
+        if (uid != g->euid || gid != there) {
             r->uid = uid;
             r->gid = gid;
         }
     }
-    r->path = p;
+    r->path = x->path;
     return 0;
 }
-
 /* Remove what write_one created for a row it then failed to finish. */
 static void remove_made(int root, const char *path, int fd) {
     if (fd >= 0) {
@@ -1255,10 +1298,12 @@ static int kernels_group(const Row *plan, Py_ssize_t k, Py_ssize_t end) {
 /* Group the planned rows by place: the first of each group gets how many rows are at its
  * place, the others 0; a group that is not the kernel's is handed back whole (every
  * path NULL). */
-static void group_names(PyObject *rows, Row *plan, Py_ssize_t count) {
+static void group_names(Row *plan, Py_ssize_t count) {
     for (Py_ssize_t k = 0; k < count;) {
         Py_ssize_t end = k + 1;
-        while (end < count && same_place(PyTuple_GetItem(rows, k), PyTuple_GetItem(rows, end))) {
+        while (end < count && plan[k].placed && plan[end].placed &&
+               plan[end].place_shard == plan[k].place_shard &&
+               plan[end].place_offset == plan[k].place_offset) {
             end++;
         }
         int whole = kernels_group(plan, k, end);
@@ -1305,14 +1350,32 @@ static int write_names(int root, const Row *plan, Py_ssize_t k, const char *data
     return 0;
 }
 
-/* The arguments' checks, in the order python_writes.py makes them; 0 or -1 (error set). */
-static int write_arguments(PyObject *const *args, Py_ssize_t nargs, long long *numbers,
-                           long long *euid) {
-    if (nargs != 8) {
-        PyErr_SetString(PyExc_TypeError, "write_files(root, fds, rows, buffer, limit, umask, dirs, euid)");
-        return -1;
+/* Write the grouped plan's rows, the lock released: done[k] set for each row written;
+ * adds the files written and their bytes. */
+static void write_planned(int root, const Row *plan, Py_ssize_t count, Py_buffer *view,
+                          char *done, long long *files, long long *written) {
+    long long f = 0, w = 0;
+    Py_BEGIN_ALLOW_THREADS
+    Held held = {-1, 0, 0};
+    for (Py_ssize_t k = 0; k < count; k += plan[k].names) {
+        const Row *r = stored_row(plan, k);
+        const char *data = r->path == NULL ? NULL : row_bytes(r, view->buf, view->len, &held);
+        if (data != NULL && write_names(root, plan, k, data) == 0) {
+            memset(done + k, 1, (size_t)plan[k].names);
+            f += plan[k].names;
+            w += r->size;
+        }
     }
-    if (!PyDict_Check(args[1]) || !PyList_Check(args[2])) {
+    Py_END_ALLOW_THREADS
+    *files += f;
+    *written += w;
+}
+
+/* The checks of write_files' arguments (args: root, fds, rows, buffer, limit, umask,
+ * dirs, euid; rows NULL for write_index_files), in the order python_writes.py makes
+ * them; then the plans' settings and the buffer's view. 0, or -1 with an error set. */
+static int write_arguments(PyObject *const *args, Plans *g, Py_buffer *view, int *root) {
+    if (!PyDict_Check(args[1]) || (args[2] != NULL && !PyList_Check(args[2]))) {
         PyErr_SetString(PyExc_TypeError, "write_files(root, fds: dict, rows: list, buffer, limit, umask, dirs, euid)");
         return -1;
     }
@@ -1326,6 +1389,7 @@ static int write_arguments(PyObject *const *args, Py_ssize_t nargs, long long *n
     }
     const int at[3] = {0, 4, 5};
     const long long most[3] = {MAX_FD, INT64_MAX, 07777};
+    long long numbers[3];
     for (int i = 0; i < 3; i++) {
         if (!PyLong_CheckExact(args[at[i]])) {
             PyErr_SetString(PyExc_TypeError, "root, limit and umask are ints");
@@ -1336,22 +1400,45 @@ static int write_arguments(PyObject *const *args, Py_ssize_t nargs, long long *n
             return -1;
         }
     }
-    if (args[7] != Py_None && !exact_in(args[7], 0, MAX_U32, euid)) {
+    g->euid = -1;
+    if (args[7] != Py_None && !exact_in(args[7], 0, MAX_U32, &g->euid)) {
         PyErr_SetString(PyExc_ValueError, "euid: None or an int in 0..2**32-1");
         return -1;
     }
+    if (PyObject_GetBuffer(args[3], view, PyBUF_WRITABLE) < 0) { /* (no resize meanwhile) */
+        return -1;
+    }
+    *root = (int)numbers[0];
+    g->fds = args[1];
+    g->dirs = args[6];
+    g->limit = numbers[1] < (long long)view->len + 1 ? numbers[1] : (long long)view->len + 1;
+    g->umask = numbers[2];
     return 0;
+}
+
+/* The caches of a batch's plans start empty (a callback between batches may change the
+ * dicts they remember). */
+static void fresh_caches(Plans *g) {
+    g->groups.parent = NULL;
+    g->shards.shard = -1;
 }
 
 /* write_files(root, fds, rows, buffer, limit, umask, dirs, euid): see python_writes.py. */
 static PyObject *k_write_files(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
-    long long numbers[3], euid = -1;
-    if (write_arguments(args, nargs, numbers, &euid) < 0) {
+    if (nargs != 8) {
+        PyErr_SetString(PyExc_TypeError, "write_files(root, fds, rows, buffer, limit, umask, dirs, euid)");
+        return NULL;
+    }
+    Plans g;
+    Py_buffer view;
+    int root;
+    if (write_arguments(args, &g, &view, &root) < 0) {
         return NULL;
     }
     PyObject *rows = PySequence_Tuple(args[2]); /* (held: the list may change meanwhile) */
     if (rows == NULL) {
+        PyBuffer_Release(&view);
         return NULL;
     }
     Py_ssize_t count = PyTuple_Size(rows);
@@ -1359,45 +1446,30 @@ static PyObject *k_write_files(PyObject *module, PyObject *const *args, Py_ssize
         PyObject *row = PyTuple_GetItem(rows, k);
         if (!PyTuple_Check(row) || PyTuple_Size(row) != ROW_COLUMNS) {
             Py_DECREF(rows);
+            PyBuffer_Release(&view);
             PyErr_SetString(PyExc_TypeError, "a row is (path, shard, offset, size, crc32c, mode, uid, gid, mtime_ns)");
             return NULL;
         }
     }
-    Py_buffer view;
-    if (PyObject_GetBuffer(args[3], &view, PyBUF_WRITABLE) < 0) { /* (no resize meanwhile) */
-        Py_DECREF(rows);
-        return NULL;
-    }
-    int root = (int)numbers[0];
-    long long limit = numbers[1] < (long long)view.len + 1 ? numbers[1] : (long long)view.len + 1;
+    fresh_caches(&g);
     Row *plan = PyMem_Calloc((size_t)(count ? count : 1), sizeof(Row));
     char *done = PyMem_Calloc((size_t)(count ? count : 1), 1);
-    PyObject *left = NULL;
+    PyObject *out = NULL;
     if (plan == NULL || done == NULL) {
         PyErr_NoMemory();
         goto finish;
     }
-    GroupCache cache = {NULL, 0, 0};
     for (Py_ssize_t k = 0; k < count; k++) {
-        if (plan_row(rows, k, args[1], limit, numbers[2], euid, args[6], &cache, &plan[k]) < 0) {
+        Values x;
+        values_of_tuple(PyTuple_GetItem(rows, k), &x);
+        if (plan_row(&x, &g, &plan[k]) < 0) {
             goto finish;
         }
     }
-    group_names(rows, plan, count);
+    group_names(plan, count);
     long long files = 0, written = 0;
-    Py_BEGIN_ALLOW_THREADS
-    Held held = {-1, 0, 0};
-    for (Py_ssize_t k = 0; k < count; k += plan[k].names) {
-        const Row *r = stored_row(plan, k);
-        const char *data = r->path == NULL ? NULL : row_bytes(r, view.buf, view.len, &held);
-        if (data != NULL && write_names(root, plan, k, data) == 0) {
-            memset(done + k, 1, (size_t)plan[k].names);
-            files += plan[k].names;
-            written += r->size;
-        }
-    }
-    Py_END_ALLOW_THREADS
-    left = PyList_New(0);
+    write_planned(root, plan, count, &view, done, &files, &written);
+    PyObject *left = PyList_New(0);
     for (Py_ssize_t k = 0; left != NULL && k < count; k++) {
         if (!done[k]) {
             PyObject *index = PyLong_FromSsize_t(k);
@@ -1407,16 +1479,522 @@ static PyObject *k_write_files(PyObject *module, PyObject *const *args, Py_ssize
             Py_XDECREF(index);
         }
     }
-    if (left != NULL) {
-        PyObject *out = Py_BuildValue("(NLL)", left, files, written);
-        left = out;
-    }
+    out = left == NULL ? NULL : Py_BuildValue("(NLL)", left, files, written);
 finish:
     PyMem_Free(plan);
     PyMem_Free(done);
     PyBuffer_Release(&view);
     Py_DECREF(rows);
-    return left;
+    return out;
+}
+
+/* ------------------------------------------------- the index's rows, by SQLite -------- */
+/* write_index_files reads the files' rows with SQLite's C interface: the very library
+ * Python's sqlite3 module runs (found through that module's own shared object, so both
+ * share one SQLite and its bookkeeping of the file's locks), its functions looked up once.
+ * Where it cannot be found (a Python whose SQLite is not a shared library, a platform
+ * without dlopen), write_index_files answers None and the caller reads the rows itself. */
+
+typedef struct sqlite3 sqlite3;
+typedef struct sqlite3_stmt sqlite3_stmt;
+#define SQ_OPEN_READONLY 0x00000001
+#define SQ_NOMEM 7
+#define SQ_CORRUPT 11
+#define SQ_NOTADB 26
+#define SQ_ROW 100
+#define SQ_DONE 101
+#define SQ_INTEGER 1
+#define SQ_FLOAT 2
+#define SQ_TEXT 3
+#define SQ_BLOB 4
+#define SQ_NULL 5
+
+static struct {
+    int (*open_v2)(const char *, sqlite3 **, int, const char *);
+    int (*close)(sqlite3 *);
+    int (*busy_timeout)(sqlite3 *, int);
+    int (*prepare_v2)(sqlite3 *, const char *, int, sqlite3_stmt **, const char **);
+    int (*step)(sqlite3_stmt *);
+    int (*finalize)(sqlite3_stmt *);
+    int (*column_count)(sqlite3_stmt *);
+    int (*column_type)(sqlite3_stmt *, int);
+    long long (*column_int64)(sqlite3_stmt *, int);
+    double (*column_double)(sqlite3_stmt *, int);
+    const void *(*column_blob)(sqlite3_stmt *, int);
+    const unsigned char *(*column_text)(sqlite3_stmt *, int);
+    int (*column_bytes)(sqlite3_stmt *, int);
+    const char *(*errmsg)(sqlite3 *);
+} sq;
+static const char *const sq_names[] = {
+    "sqlite3_open_v2", "sqlite3_close", "sqlite3_busy_timeout", "sqlite3_prepare_v2",
+    "sqlite3_step", "sqlite3_finalize", "sqlite3_column_count", "sqlite3_column_type",
+    "sqlite3_column_int64", "sqlite3_column_double", "sqlite3_column_blob",
+    "sqlite3_column_text", "sqlite3_column_bytes", "sqlite3_errmsg",
+};
+static int sq_found; /* 0: not looked for yet; 1: found; -1: not to be had */
+
+/* Whether SQLite's functions are at hand (looked up the first time, the lock held). */
+static int sqlite_at_hand(void) {
+    if (sq_found != 0) {
+        return sq_found > 0;
+    }
+    sq_found = -1;
+    PyObject *module = PyImport_ImportModule("_sqlite3");
+    PyObject *file = module == NULL ? NULL : PyObject_GetAttrString(module, "__file__");
+    const char *path = file != NULL && PyUnicode_Check(file) ? PyUnicode_AsUTF8AndSize(file, NULL) : NULL;
+    void *lib = path == NULL ? NULL : dlopen(path, RTLD_NOW | RTLD_NOLOAD);
+    Py_XDECREF(file);
+    Py_XDECREF(module);
+    PyErr_Clear();
+    if (lib == NULL) {
+        return 0;
+    }
+    void **slot = (void **)&sq;
+    for (size_t i = 0; i < sizeof(sq_names) / sizeof(sq_names[0]); i++) {
+        slot[i] = dlsym(lib, sq_names[i]); /* (the module's own, or a library it needs) */
+        if (slot[i] == NULL) {
+            return 0;
+        }
+    }
+    sq_found = 1;
+    return 1;
+}
+
+/* Every row of a statement, stepped with the lock released into one block of memory: per
+ * row, per column, its SQLite type and value (an int, a double's bits, or where its bytes
+ * start in the arena, each NUL-terminated and preceded by its length). */
+typedef struct {
+    unsigned char type[ROW_COLUMNS];
+    long long v[ROW_COLUMNS];
+} Raw;
+
+typedef struct {
+    Raw *rows;
+    Py_ssize_t count, room;
+    char *arena;
+    size_t used, size;
+    int rc;        /* SQ_DONE, an SQLite error code, or -1 for no memory */
+    char why[200]; /* SQLite's message of an error */
+} Stepped;
+
+static int grow(void **block, size_t *room, size_t need, size_t unit) {
+    if (need <= *room) {
+        return 0;
+    }
+    size_t more = *room ? *room : 1024;
+    while (more < need) {
+        more *= 2;
+    }
+    void *bigger = realloc(*block, more * unit);
+    if (bigger == NULL) {
+        return -1;
+    }
+    *block = bigger;
+    *room = more;
+    return 0;
+}
+
+static void step_all(sqlite3 *db, sqlite3_stmt *st, Stepped *s) {
+    for (;;) {
+        int rc = sq.step(st);
+        if (rc != SQ_ROW) {
+            s->rc = rc;
+            if (rc != SQ_DONE) {
+                snprintf(s->why, sizeof(s->why), "%s", sq.errmsg(db));
+            }
+            return;
+        }
+        size_t room = (size_t)s->room;
+        if (grow((void **)&s->rows, &room, (size_t)s->count + 1, sizeof(Raw)) < 0) {
+            s->rc = -1;
+            return;
+        }
+        s->room = (Py_ssize_t)room;
+        Raw *raw = &s->rows[s->count];
+        for (int c = 0; c < ROW_COLUMNS; c++) {
+            int type = sq.column_type(st, c);
+            raw->type[c] = (unsigned char)type;
+            if (type == SQ_INTEGER) {
+                raw->v[c] = sq.column_int64(st, c);
+            } else if (type == SQ_FLOAT) {
+                double d = sq.column_double(st, c);
+                memcpy(&raw->v[c], &d, sizeof(d));
+            } else if (type == SQ_TEXT || type == SQ_BLOB) {
+                const char *p = type == SQ_TEXT ? (const char *)sq.column_text(st, c)
+                                                : (const char *)sq.column_blob(st, c);
+                long long n = sq.column_bytes(st, c);
+                size_t at = (s->used + 7) & ~(size_t)7; /* (the length aligned) */
+                if (grow((void **)&s->arena, &s->size, at + 8 + (size_t)n + 1, 1) < 0) {
+                    s->rc = -1;
+                    return;
+                }
+                memcpy(s->arena + at, &n, 8);
+                if (n > 0) {
+                    memcpy(s->arena + at + 8, p, (size_t)n);
+                }
+                s->arena[at + 8 + (size_t)n] = 0;
+                s->used = at + 8 + (size_t)n + 1;
+                raw->v[c] = (long long)at;
+            } else {
+                raw->v[c] = 0;
+            }
+        }
+        s->count++;
+    }
+}
+
+/* The bytes (and their length) of a TEXT or BLOB column of a stepped row. */
+static const char *raw_bytes(const Stepped *s, const Raw *raw, int c, Py_ssize_t *n) {
+    long long len;
+    memcpy(&len, s->arena + raw->v[c], 8);
+    *n = (Py_ssize_t)len;
+    return s->arena + raw->v[c] + 8;
+}
+
+/* Whether n bytes are UTF-8 as Python's strict decoder takes it (no overlong forms, no
+ * surrogates, nothing past U+10FFFF). */
+static int utf8_valid(const unsigned char *p, Py_ssize_t n) {
+    Py_ssize_t i = 0;
+    while (i < n) {
+        unsigned char b = p[i];
+        if (b < 0x80) {
+            i++;
+            continue;
+        }
+        int more;
+        unsigned int low = 0x80, high = 0xBF; /* the range of the second byte */
+        if (b >= 0xC2 && b <= 0xDF) {
+            more = 1;
+        } else if (b >= 0xE0 && b <= 0xEF) {
+            more = 2;
+            low = b == 0xE0 ? 0xA0 : 0x80;
+            high = b == 0xED ? 0x9F : 0xBF;
+        } else if (b >= 0xF0 && b <= 0xF4) {
+            more = 3;
+            low = b == 0xF0 ? 0x90 : 0x80;
+            high = b == 0xF4 ? 0x8F : 0xBF;
+        } else {
+            return 0;
+        }
+        if (n - i <= more || p[i + 1] < low || p[i + 1] > high) {
+            return 0;
+        }
+        for (int k = 2; k <= more; k++) {
+            if ((p[i + k] & 0xC0) != 0x80) {
+                return 0;
+            }
+        }
+        i += more + 1;
+    }
+    return 1;
+}
+
+/* The values of a stepped row (its path surely in normal form only if TEXT in UTF-8). */
+static void values_of_raw(const Stepped *s, const Raw *raw, Values *x) {
+    x->path = NULL;
+    if (raw->type[0] == SQ_TEXT) {
+        const char *p = raw_bytes(s, raw, 0, &x->n);
+        if (utf8_valid((const unsigned char *)p, x->n) && canonical_bytes(p, x->n)) {
+            x->path = p;
+        }
+    }
+    for (int c = 1; c < ROW_COLUMNS; c++) {
+        x->kind[c] = raw->type[c] == SQ_INTEGER ? 1 : raw->type[c] == SQ_NULL ? 0 : -1;
+        x->v[c] = raw->v[c];
+    }
+}
+
+/* A stepped row as Python's sqlite3 module gives it: a 9-tuple of int, float, str (text
+ * that is not UTF-8 raises sqlite3.OperationalError, as the module does), bytes or None. */
+static PyObject *raw_tuple(const Stepped *s, const Raw *raw) {
+    PyObject *row = PyTuple_New(ROW_COLUMNS);
+    for (int c = 0; row != NULL && c < ROW_COLUMNS; c++) {
+        PyObject *o;
+        Py_ssize_t n;
+        double d;
+        switch (raw->type[c]) {
+        case SQ_INTEGER:
+            o = PyLong_FromLongLong(raw->v[c]);
+            break;
+        case SQ_FLOAT:
+            memcpy(&d, &raw->v[c], sizeof(d));
+            o = PyFloat_FromDouble(d);
+            break;
+        case SQ_TEXT: {
+            const char *p = raw_bytes(s, raw, c, &n);
+            o = PyUnicode_DecodeUTF8(p, n, "strict");
+            if (o == NULL && PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
+                PyErr_Clear();
+                PyObject *sqlite3 = PyImport_ImportModule("sqlite3");
+                PyObject *error = sqlite3 == NULL ? NULL : PyObject_GetAttrString(sqlite3, "OperationalError");
+                if (error != NULL) {
+                    PyErr_Format(error, "Could not decode to UTF-8 column %d of a file's row", c);
+                }
+                Py_XDECREF(error);
+                Py_XDECREF(sqlite3);
+            }
+            break;
+        }
+        case SQ_BLOB: {
+            const char *p = raw_bytes(s, raw, c, &n);
+            o = PyBytes_FromStringAndSize(p, n);
+            break;
+        }
+        default:
+            o = Py_None;
+            Py_INCREF(o);
+        }
+        if (o == NULL) {
+            Py_CLEAR(row);
+        } else {
+            PyTuple_SetItem(row, c, o);
+        }
+    }
+    return row;
+}
+
+/* Raise SQLite's error as Python's sqlite3 module would: its DatabaseError for a damaged
+ * file, MemoryError, else its OperationalError. */
+static void raise_sqlite(const Stepped *s) {
+    if (s->rc == -1 || s->rc == SQ_NOMEM) {
+        PyErr_NoMemory();
+        return;
+    }
+    PyObject *sqlite3 = PyImport_ImportModule("sqlite3");
+    const char *kind = s->rc == SQ_CORRUPT || s->rc == SQ_NOTADB ? "DatabaseError" : "OperationalError";
+    PyObject *error = sqlite3 == NULL ? NULL : PyObject_GetAttrString(sqlite3, kind);
+    if (error != NULL) {
+        PyErr_SetString(error, s->why);
+    }
+    Py_XDECREF(error);
+    Py_XDECREF(sqlite3);
+}
+
+/* Every row of `sql` on the index at `path`, stepped: 1, 0 where the index or statement
+ * cannot be had this way (opened, prepared, nine columns), -1 with an error set. */
+static int read_index(const char *path, const char *sql, Stepped *s) {
+    sqlite3 *db = NULL;
+    sqlite3_stmt *st = NULL;
+    int had = 0;
+    Py_BEGIN_ALLOW_THREADS
+    if (sq.open_v2(path, &db, SQ_OPEN_READONLY, NULL) == 0 && sq.busy_timeout(db, 5000) == 0 &&
+        sq.prepare_v2(db, sql, -1, &st, NULL) == 0 && st != NULL &&
+        sq.column_count(st) == ROW_COLUMNS) {
+        had = 1;
+        step_all(db, st, s);
+    }
+    if (st != NULL) {
+        sq.finalize(st);
+    }
+    sq.close(db); /* (NULL: nothing done) */
+    Py_END_ALLOW_THREADS
+    if (had && s->rc != SQ_DONE) {
+        raise_sqlite(s);
+        return -1;
+    }
+    return had;
+}
+
+/* Where the batch from `start` ends: `batch` rows on, moved past the rows at the last
+ * one's place (a file's names go in one batch, where they are seen together). */
+static Py_ssize_t batch_end(const Stepped *s, Py_ssize_t start, Py_ssize_t batch) {
+    Py_ssize_t end = s->count - start > batch ? start + batch : s->count;
+    while (end < s->count) {
+        const Raw *a = &s->rows[end - 1], *b = &s->rows[end];
+        if (a->type[1] != SQ_INTEGER || a->type[2] != SQ_INTEGER || b->type[1] != SQ_INTEGER ||
+            b->type[2] != SQ_INTEGER || a->v[1] != b->v[1] || a->v[2] != b->v[2]) {
+            break;
+        }
+        end++;
+    }
+    return end;
+}
+
+/* Write the stepped rows in batches (progress told to on_files between, and an interrupt
+ * taken); the rows not written appended to `left` as tuples. 0, or -1 with an error. */
+static int write_stepped(const Stepped *s, int root, Plans *g, Py_buffer *view,
+                         PyObject *on_files, Py_ssize_t batch, PyObject *left,
+                         long long *files, long long *written) {
+    Py_ssize_t most = s->count < batch ? s->count : batch;
+    Row *plan = NULL;
+    char *done = NULL;
+    int failed = -1;
+    for (Py_ssize_t start = 0; start < s->count;) {
+        Py_ssize_t end = batch_end(s, start, batch), count = end - start;
+        if (count > most || plan == NULL) {
+            most = count > most ? count : most;
+            PyMem_Free(plan);
+            PyMem_Free(done);
+            plan = PyMem_Calloc((size_t)most, sizeof(Row));
+            done = PyMem_Calloc((size_t)most, 1);
+            if (plan == NULL || done == NULL) {
+                PyErr_NoMemory();
+                goto finish;
+            }
+        }
+        memset(done, 0, (size_t)count);
+        fresh_caches(g);
+        for (Py_ssize_t k = 0; k < count; k++) {
+            Values x;
+            values_of_raw(s, &s->rows[start + k], &x);
+            if (plan_row(&x, g, &plan[k]) < 0) {
+                goto finish;
+            }
+        }
+        group_names(plan, count);
+        long long f = 0, w = 0;
+        write_planned(root, plan, count, view, done, &f, &w);
+        *files += f;
+        *written += w;
+        for (Py_ssize_t k = 0; k < count; k++) {
+            if (!done[k]) {
+                PyObject *row = raw_tuple(s, &s->rows[start + k]);
+                int bad = row == NULL || PyList_Append(left, row) < 0;
+                Py_XDECREF(row);
+                if (bad) {
+                    goto finish;
+                }
+            }
+        }
+        if (f > 0 && on_files != Py_None) {
+            PyObject *said = PyObject_CallFunction(on_files, "LL", f, w);
+            if (said == NULL) {
+                goto finish;
+            }
+            Py_DECREF(said);
+        }
+        if (PyErr_CheckSignals() < 0) {
+            goto finish;
+        }
+        start = end;
+    }
+    failed = 0;
+finish:
+    PyMem_Free(plan);
+    PyMem_Free(done);
+    return failed;
+}
+
+/* IndexRows: every file's row, as read_rows stepped them (the arena freed with it). */
+typedef struct {
+    PyObject_HEAD
+    Stepped s;
+} IndexRows;
+
+static PyObject *rows_type; /* IndexRows, made at the module's start */
+
+static void rows_dealloc(PyObject *self_obj) {
+    IndexRows *self = (IndexRows *)self_obj;
+    free(self->s.rows);
+    free(self->s.arena);
+    PyTypeObject *type = Py_TYPE(self_obj);
+    freefunc free_self = (freefunc)PyType_GetSlot(type, Py_tp_free);
+    free_self(self_obj);
+    Py_DECREF(type);
+}
+
+static Py_ssize_t rows_length(PyObject *self_obj) {
+    return ((IndexRows *)self_obj)->s.count;
+}
+
+/* IndexRows.odd(): the rows whose path is not surely in normal form, as tuples, in order. */
+static PyObject *rows_odd(PyObject *self_obj, PyObject *unused) {
+    (void)unused;
+    const Stepped *s = &((IndexRows *)self_obj)->s;
+    PyObject *odd = PyList_New(0);
+    for (Py_ssize_t k = 0; odd != NULL && k < s->count; k++) {
+        Values x;
+        values_of_raw(s, &s->rows[k], &x);
+        if (x.path == NULL) {
+            PyObject *row = raw_tuple(s, &s->rows[k]);
+            if (row == NULL || PyList_Append(odd, row) < 0) {
+                Py_CLEAR(odd);
+            }
+            Py_XDECREF(row);
+        }
+    }
+    return odd;
+}
+
+/* IndexRows.write(root, fds, buffer, limit, umask, dirs, euid, on_files, batch): see
+ * python_writes.py's read_rows. */
+static PyObject *rows_write(PyObject *self_obj, PyObject *const *args, Py_ssize_t nargs) {
+    long long batch;
+    if (nargs != 9 || (args[7] != Py_None && !PyCallable_Check(args[7]))) {
+        PyErr_SetString(PyExc_TypeError, "write(root, fds, buffer, limit, umask, dirs, euid, on_files: callable or None, batch)");
+        return NULL;
+    }
+    if (!exact_in(args[8], 1, PY_SSIZE_T_MAX, &batch)) {
+        PyErr_SetString(PyExc_ValueError, "batch: an int of 1 or more");
+        return NULL;
+    }
+    PyObject *const given[8] = {args[0], args[1], NULL, args[2], args[3], args[4], args[5], args[6]};
+    Plans g;
+    Py_buffer view;
+    int root;
+    if (write_arguments(given, &g, &view, &root) < 0) {
+        return NULL;
+    }
+    PyObject *out = NULL, *left = PyList_New(0);
+    long long files = 0, written = 0;
+    if (left != NULL && write_stepped(&((IndexRows *)self_obj)->s, root, &g, &view, args[7],
+                                      (Py_ssize_t)batch, left, &files, &written) == 0) {
+        out = Py_BuildValue("(OLL)", left, files, written);
+    }
+    Py_XDECREF(left);
+    PyBuffer_Release(&view);
+    return out;
+}
+
+static PyMethodDef rows_methods[] = {
+    {"odd", rows_odd, METH_NOARGS, "odd(): the rows whose path is not surely in normal form."},
+    {"write", (PyCFunction)(void (*)(void))rows_write, METH_FASTCALL,
+     "write(root, fds, buffer, limit, umask, dirs, euid, on_files, batch): write_files over "
+     "every row, batch rows at a time; (left rows, files, bytes)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyType_Slot rows_slots[] = {
+    {Py_tp_dealloc, (void *)rows_dealloc},
+    {Py_tp_methods, rows_methods},
+    {Py_sq_length, (void *)rows_length},
+    {Py_tp_doc, "IndexRows: every row of a statement on an index, read by SQLite in the core "
+                "(read_rows makes them)."},
+    {0, NULL},
+};
+
+static PyType_Spec rows_spec = {
+    "barecat.kernels._compiled.IndexRows", sizeof(IndexRows), 0, Py_TPFLAGS_DEFAULT, rows_slots,
+};
+
+/* read_rows(index, sql): see python_writes.py. */
+static PyObject *k_read_rows(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 2 || !PyUnicode_Check(args[0]) || !PyUnicode_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "read_rows(index: str, sql: str)");
+        return NULL;
+    }
+    const char *path = PyUnicode_AsUTF8AndSize(args[0], NULL);
+    const char *sql = path == NULL ? NULL : PyUnicode_AsUTF8AndSize(args[1], NULL);
+    PyErr_Clear(); /* (what Python cannot encode: the caller reads the rows itself) */
+    if (sql == NULL || !sqlite_at_hand()) {
+        Py_RETURN_NONE;
+    }
+    allocfunc alloc = (allocfunc)PyType_GetSlot((PyTypeObject *)rows_type, Py_tp_alloc);
+    IndexRows *rows = (IndexRows *)alloc((PyTypeObject *)rows_type, 0);
+    if (rows == NULL) {
+        return NULL;
+    }
+    memset(&rows->s, 0, sizeof(rows->s));
+    int had = read_index(path, sql, &rows->s);
+    if (had <= 0) {
+        Py_DECREF(rows);
+        if (had == 0) {
+            Py_RETURN_NONE;
+        }
+        return NULL;
+    }
+    return (PyObject *)rows;
 }
 
 /* ------------------------------------------------------------------ module -------- */
@@ -1437,6 +2015,9 @@ static PyMethodDef module_methods[] = {
     {"write_files", (PyCFunction)(void (*)(void))k_write_files, METH_FASTCALL,
      "write_files(root, fds, rows, buffer, limit, umask, dirs, euid): the plain files among "
      "rows written below root; (left, files, bytes) (see barecat/kernels/python_writes.py)."},
+    {"read_rows", (PyCFunction)(void (*)(void))k_read_rows, METH_FASTCALL,
+     "read_rows(index, sql): every row sql gives on the index file, read by SQLite in the "
+     "core, as IndexRows; None where it cannot (see barecat/kernels/python_writes.py)."},
     {"read_each", (PyCFunction)(void (*)(void))k_read_each, METH_FASTCALL,
      "read_each(fds, addresses, stop_on_wait=False): read_checked of each address, its fd "
      "by shard; with stop_on_wait, None from a read that would wait on."},
@@ -1450,6 +2031,10 @@ static int module_exec(PyObject *module) {
     PyObject *type = PyType_FromSpec(&table_spec);
     if (type == NULL || PyModule_AddObject(module, "AddressTable", type) < 0) {
         Py_XDECREF(type);
+        return -1;
+    }
+    rows_type = PyType_FromSpec(&rows_spec);
+    if (rows_type == NULL || PyModule_AddObjectRef(module, "IndexRows", rows_type) < 0) {
         return -1;
     }
     const char *crc = have_hardware ?

@@ -293,3 +293,35 @@ def _remove(root: int, name: bytes, fd: int | None) -> None:
             os.close(fd)
     with contextlib.suppress(OSError):
         os.unlink(name, dir_fd=root)
+
+
+def read_rows(index: str, sql: str) -> None:
+    """Every row ``sql`` gives on the index file ``index``, read by SQLite inside the
+    compiled core, with no Python object made per row: the core's ``IndexRows``, or None
+    where they cannot be read so. This twin has no SQLite but Python's ``sqlite3``, whose
+    rows are what the core spares, so it always answers None, as the core does where it
+    cannot reach the SQLite library ``sqlite3`` runs, or cannot open the index read-only
+    or prepare ``sql`` (nine columns: :data:`ROW_COLUMNS`). Given None, the caller reads
+    the rows through ``sqlite3`` (meeting any error there) and writes them with
+    :func:`write_files`, which is the reference of what ``IndexRows`` do:
+
+    - ``len(rows)``: how many rows there are;
+    - ``rows.odd()``: the rows whose path is not surely in normal form (as ``sqlite3``
+      gives rows: tuples of int, float, str, bytes or None), in order;
+    - ``rows.write(root, fds, buffer, limit, umask, dirs, euid, on_files, batch)``:
+      :func:`write_files` over every row, ``batch`` rows at a time (moved on past the
+      rows at the last one's place: a file's names go in one batch), ``on_files(files,
+      bytes)`` told after each batch that wrote any, and an interrupt taken between;
+      ``(left, files, written)``, ``left`` the rows not written, as tuples, in order.
+
+    The core reads every row before answering (a damaged index raises the error
+    ``sqlite3`` would: its ``DatabaseError`` or ``OperationalError``, or ``MemoryError``),
+    holding them in one block of memory: about 100 bytes and the path's a row (120 bytes
+    for a path of 17, where ``sqlite3``'s tuples of the same rows take 250).
+
+    Raises:
+        TypeError: ``index`` or ``sql`` is not a str.
+    """
+    if not isinstance(index, str) or not isinstance(sql, str):
+        raise TypeError("read_rows(index: str, sql: str)")
+    return None

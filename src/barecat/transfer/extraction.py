@@ -38,7 +38,7 @@ from barecat.exceptions import BarecatError, InvalidPathBarecatError, NotADirect
 from barecat.glob import PathFilter
 from barecat.paths import is_within, join
 from barecat.shards.reading import COPY_CHUNK
-from barecat.transfer.kernel_extraction import kernel_rows, odd_paths, write_plain_files
+from barecat.transfer.kernel_extraction import kernel_rows, write_plain_files
 from barecat.transfer.link_walk import outside_link_error
 from barecat.transfer.sparse import SparseWriter, write_all
 from barecat.transfer.symlink_making import make_links
@@ -505,8 +505,8 @@ def extract_to_directory(
         ]
         file_dests = [ex.destination(f.path) for f in files]
     else:
-        for k in odd_paths(rows):  # (the others surely lie below the target)
-            ex.destination(cast(str, rows[k][0]))
+        for row in rows.odd():  # (the others surely lie below the target)
+            ex.destination(cast(str, row[0]))
     _make_target(root, target_directory)
     for d, dest in zip(dirs, dir_dests, strict=True):
         ex.attempt(d.path, functools.partial(ex.ensure_dir, dest))

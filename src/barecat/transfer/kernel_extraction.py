@@ -20,6 +20,7 @@ import sys
 from collections.abc import Callable
 from itertools import compress
 from operator import itemgetter, not_
+from typing import Any
 
 from barecat import kernels
 from barecat.archive import Barecat
@@ -34,21 +35,68 @@ _KERNEL_BATCH = 8192
 """Rows a call of the kernel writes (progress is told and an interrupt taken between)."""
 
 
-def kernel_rows(bc: Barecat) -> list[tuple[object, ...]] | None:
+def kernel_rows(bc: Barecat) -> kernels.IndexRows | None:
     """Every file's index row, in storage order, where the kernel can write the plain
     files of this archive: a plain archive with local shards, on a system whose file
-    names are UTF-8 (the kernel names files with the path's UTF-8 bytes). Else None."""
+    names are UTF-8 (the kernel names files with the path's UTF-8 bytes). Else None.
+
+    The rows are read by SQLite inside the core where it can (``kernels.read_rows``: no
+    Python object made per row), else through ``sqlite3`` (:class:`ListedRows`): where
+    the core cannot reach SQLite, on the pure-Python kernels, and where only this
+    process's connection sees the rows (a writer's transaction not committed yet)."""
     local = isinstance(bc.sharder, Sharder)  # (shards in files: descriptors to read)
     if bc.sealed or sys.getfilesystemencoding() != "utf-8" or not local:
         return None
-    return bc.index.listing.file_rows(Order.ADDRESS)
+    source = bc.index.listing.file_rows_source(Order.ADDRESS)
+    rows = None if source is None else kernels.read_rows(*source)
+    return rows if rows is not None else ListedRows(bc.index.listing.file_rows(Order.ADDRESS))
 
 
-def odd_paths(rows: list[tuple[object, ...]]) -> list[int]:
-    """The rows whose path is not surely in normal form (the kernel hands those back)."""
-    return list(
-        compress(range(len(rows)), map(not_, map(kernels.canonical, map(itemgetter(0), rows))))
-    )
+class ListedRows:
+    """Rows read through ``sqlite3``, doing what the core's ``IndexRows`` do (see
+    ``kernels.python_writes.read_rows``) with :func:`barecat.kernels.write_files` over
+    a batch of them at a time."""
+
+    def __init__(self, rows: list[tuple[Any, ...]]) -> None:
+        self._rows = rows
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def odd(self) -> list[tuple[Any, ...]]:
+        """The rows whose path is not surely in normal form (the kernel hands those back)."""
+        canonical = map(kernels.canonical, map(itemgetter(0), self._rows))
+        return list(compress(self._rows, map(not_, canonical)))
+
+    def write(
+        self,
+        root: int,
+        fds: dict[int, int],
+        buffer: bytearray,
+        limit: int,
+        umask: int,
+        dirs: dict[str, int],
+        euid: int | None,
+        on_files: Callable[[int, int], None] | None,
+        batch: int,
+    ) -> tuple[list[tuple[Any, ...]], int, int]:
+        """``write_files`` over every row, ``batch`` at a time: the rows left, and the
+        count and bytes of the files written."""
+        rows = self._rows
+        left: list[tuple[Any, ...]] = []
+        files = written = 0
+        start = 0
+        while start < len(rows):
+            end = _batch_end(rows, start, batch)
+            back, count, size = kernels.write_files(
+                root, fds, rows[start:end], buffer, limit, umask, dirs, euid
+            )
+            files, written = files + count, written + size
+            left.extend(rows[start + k] for k in back)
+            if on_files is not None and count:
+                on_files(count, size)
+            start = end
+        return left, files, written
 
 
 def write_plain_files(
@@ -56,7 +104,7 @@ def write_plain_files(
     root: str,
     dirs: dict[str, int],
     owner: tuple[int, int | None],
-    rows: list[tuple[object, ...]],
+    rows: kernels.IndexRows,
     on_files: Callable[[int, int], None] | None,
 ) -> tuple[list[BarecatFileInfo], int, int]:
     """Write the plain files among ``rows`` (every file's, in storage order) below ``root``
@@ -69,7 +117,7 @@ def write_plain_files(
             a file created there gets.
         owner: the process's umask, and its effective uid where owners are restored
             (else None).
-        rows: every file's row (``bc.index.listing.file_rows(Order.ADDRESS)``).
+        rows: every file's row (:func:`kernel_rows`).
         on_files: told the files and bytes written, a batch at a time.
 
     Returns:
@@ -80,31 +128,21 @@ def write_plain_files(
     fds = _shard_descriptors(bc)
     buffer = bytearray(COPY_CHUNK)  # (the most bytes of neighbouring files read at once)
     umask, euid = owner
-    left: list[int] = []
-    files = written = 0
     root_fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        start = 0
-        while start < len(rows):
-            end = _batch_end(rows, start)
-            back, count, size = kernels.write_files(
-                root_fd, fds, rows[start:end], buffer, SPARSE_MIN, umask, dirs, euid
-            )
-            files, written = files + count, written + size
-            left.extend(start + k for k in back)
-            if on_files is not None and count:
-                on_files(count, size)
-            start = end
+        left, files, written = rows.write(
+            root_fd, fds, buffer, SPARSE_MIN, umask, dirs, euid, on_files, _KERNEL_BATCH
+        )
     finally:
         os.close(root_fd)
-    return [file_from_row(rows[k]) for k in left], files, written
+    return [file_from_row(row) for row in left], files, written
 
 
-def _batch_end(rows: list[tuple[object, ...]], start: int) -> int:
-    """Where the kernel's batch from ``start`` ends: after :data:`_KERNEL_BATCH` rows, moved
-    on past rows at the place of the last (a file's names go in one batch, where the
-    kernel sees them together)."""
-    end = min(start + _KERNEL_BATCH, len(rows))
+def _batch_end(rows: list[tuple[Any, ...]], start: int, batch: int) -> int:
+    """Where the kernel's batch from ``start`` ends: after ``batch`` rows, moved on past
+    rows at the place of the last (a file's names go in one batch, where the kernel sees
+    them together)."""
+    end = min(start + batch, len(rows))
     while end < len(rows) and rows[end][1:3] == rows[end - 1][1:3]:
         end += 1
     return end
