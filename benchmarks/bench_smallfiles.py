@@ -335,16 +335,18 @@ for d in reversed(dirs):
 
 def rows_floor(archive: str) -> list[str]:
     """A process that opens ``archive`` and reads what extraction reads of its index (every
-    directory's record, every file's row as SQLite gives it, in storage order) and nothing
-    else: the part of ``extract`` tar has no counterpart for (tar's member headers lie in
-    the bytes it reads)."""
+    directory's record, every file's row, in storage order, as extraction reads them: by
+    the compiled core's SQLite, or through sqlite3) and nothing else: the part of
+    ``extract`` tar has no counterpart for (tar's member headers lie in the bytes it
+    reads)."""
     script = """
 import sys
 import barecat
 from barecat.entries import Order
+from barecat.transfer.kernel_extraction import kernel_rows
 with barecat.Barecat(sys.argv[1]) as bc:
     dirs = list(bc.iter_dirinfos(Order.PATH))
-    rows = bc.index.listing.file_rows(Order.ADDRESS)
+    rows = kernel_rows(bc)
 """
     return [sys.executable, "-c", script, archive]
 

@@ -648,3 +648,21 @@ def test_a_damaged_index_raises_as_sqlite3_does(compiled: ModuleType, tmp_path: 
         compiled.read_rows(index, ROWS_SQL)
     assert type(by_core.value) is type(by_sqlite3.value)
     assert str(by_core.value) == str(by_sqlite3.value)
+
+
+def test_a_batch_goes_on_past_rows_at_one_place_only_where_the_place_is_ints(
+    compiled: ModuleType, place: Any
+) -> None:
+    """Two rows whose shard is the text '0' at one offset are at no place (not names of
+    one stored file): a batch ending between them ends there, for the core and for the
+    rows sqlite3 reads alike (what progress is told shows where batches end)."""
+    _, _, shard = place
+    rows = [shard.row("a", 0), shard.row("y", 1, shard="0"), shard.row("z", 1, shard="0")]
+    rows += [shard.row("d/b", 2), shard.row("d/c", 3)]
+    index = index_file(os.path.dirname(shard.path), rows)
+    outcomes = []
+    for k, rows_read in enumerate((listed(index), compiled.read_rows(index, ROWS_SQL))):
+        folder = os.path.join(os.path.dirname(shard.path), f"out{k}")
+        outcomes.append(rows_outcome(rows_read, folder, shard.fd, BUFFER, None, 2))
+    assert outcomes[0] == outcomes[1]
+    assert outcomes[0][3] == [(1, 100), (1, 174), (1, 211)]  # ([a, y], [z, d/b], [d/c])

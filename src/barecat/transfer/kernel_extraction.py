@@ -141,11 +141,16 @@ def write_plain_files(
 def _batch_end(rows: list[tuple[Any, ...]], start: int, batch: int) -> int:
     """Where the kernel's batch from ``start`` ends: after ``batch`` rows, moved on past
     rows at the place of the last (a file's names go in one batch, where the kernel sees
-    them together)."""
+    them together; a place is a shard and offset that are ints, as for the kernel)."""
     end = min(start + batch, len(rows))
-    while end < len(rows) and rows[end][1:3] == rows[end - 1][1:3]:
+    while end < len(rows) and _place(rows[end]) == _place(rows[end - 1]) is not None:
         end += 1
     return end
+
+
+def _place(row: tuple[Any, ...]) -> tuple[int, int] | None:
+    shard, offset = row[1], row[2]
+    return (shard, offset) if type(shard) is int and type(offset) is int else None
 
 
 def _shard_descriptors(bc: Barecat) -> dict[int, int]:
