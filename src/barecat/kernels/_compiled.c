@@ -1560,7 +1560,7 @@ static int sqlite_at_hand(void) {
     return 1;
 }
 
-/* Every row of a statement, stepped with the lock released into one block of memory: per
+/* Every row of a statement, stepped with the lock released into memory of its own: per
  * row, per column, its SQLite type and value (an int, a double's bits, or where its bytes
  * start in the arena, each NUL-terminated and preceded by its length). */
 typedef struct {

@@ -316,7 +316,7 @@ def read_rows(index: str, sql: str) -> None:
 
     The core reads every row before answering (a damaged index raises the error
     ``sqlite3`` would: its ``DatabaseError`` or ``OperationalError``, or ``MemoryError``),
-    holding them in one block of memory: about 100 bytes and the path's a row (120 bytes
+    holding them in memory of its own: about 100 bytes and the path's a row (120 bytes
     for a path of 17, where ``sqlite3``'s tuples of the same rows take 250).
 
     Raises:
