@@ -1,6 +1,7 @@
 """The per-file kernels: CRC32C, a checked pread (one and a batch), the lookup table's
-probe and whole get, and extraction's loop writing plain files; compiled where the
-extension was built, else the pure-Python reference.
+probe and whole get, and extraction's loop writing plain files (over index rows the
+compiled core reads itself, by SQLite's C interface); compiled where the extension was
+built, else the pure-Python reference.
 
 Which one runs is decided here, once, at import: the compiled module
 (``barecat.kernels._compiled``, built by ``pip install`` where a C compiler is found)

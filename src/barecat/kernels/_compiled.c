@@ -8,7 +8,10 @@
  *   ARMv8 under emulation);
  * - read_checked(fd, offset, size, crc): one pread plus its CRC check;
  * - read_each(fds, addresses): the same for a batch, the lock released once;
- * - AddressTable: the lookup table's probe (find, find_many) and a whole get.
+ * - AddressTable: the lookup table's probe (find, find_many) and a whole get;
+ * - write_files(...): extraction's loop writing plain files, and read_rows(index, sql):
+ *   every row of a statement read by SQLite's C interface (the library Python's sqlite3
+ *   runs), as IndexRows, whose write() is that loop over them.
  *
  * The kernels never decide anything and never raise for what they read: whatever is not
  * clean (a short read, a CRC mismatch, an error of the system, a size over 16 MiB, an
