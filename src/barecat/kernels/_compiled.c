@@ -1008,8 +1008,8 @@ static PyObject *k_canonical(PyObject *module, PyObject *path) {
 /* write_files: the extraction's per-file loop (barecat/kernels/python_writes.py is the
  * reference and says what it owns). The rows are unpacked with the lock held; then every
  * read, check and system call runs with it released; then the rows handed back are named.
- * write_index_files: the same loop over rows the core reads from the index itself, by
- * SQLite's C interface (further below). */
+ * IndexRows.write: the same loop over rows the core reads from the index itself, by
+ * SQLite's C interface (read_rows, further below). */
 
 #define ROW_COLUMNS 9
 #define MAX_FD 0x7FFFFFFFLL
@@ -1129,7 +1129,7 @@ static int fd_of(PyObject *fds, long long shard, ShardCache *cached, long long *
     return cached->fd >= 0;
 }
 
-/* What write_files and write_index_files are given besides the rows. */
+/* What write_files and IndexRows.write are given besides the rows. */
 typedef struct {
     PyObject *fds, *dirs;
     long long limit, umask, euid; /* euid -1: owners left as created */
@@ -1187,6 +1187,7 @@ static int plan_row(const Values *x, Plans *g, Row *r) {
     r->path = x->path;
     return 0;
 }
+
 /* Remove what write_one created for a row it then failed to finish. */
 static void remove_made(int root, const char *path, int fd) {
     if (fd >= 0) {
@@ -1375,7 +1376,7 @@ static void write_planned(int root, const Row *plan, Py_ssize_t count, Py_buffer
 }
 
 /* The checks of write_files' arguments (args: root, fds, rows, buffer, limit, umask,
- * dirs, euid; rows NULL for write_index_files), in the order python_writes.py makes
+ * dirs, euid; rows NULL for IndexRows.write), in the order python_writes.py makes
  * them; then the plans' settings and the buffer's view. 0, or -1 with an error set. */
 static int write_arguments(PyObject *const *args, Plans *g, Py_buffer *view, int *root) {
     if (!PyDict_Check(args[1]) || (args[2] != NULL && !PyList_Check(args[2]))) {
@@ -1492,11 +1493,11 @@ finish:
 }
 
 /* ------------------------------------------------- the index's rows, by SQLite -------- */
-/* write_index_files reads the files' rows with SQLite's C interface: the very library
+/* read_rows reads the files' rows with SQLite's C interface: the very library
  * Python's sqlite3 module runs (found through that module's own shared object, so both
  * share one SQLite and its bookkeeping of the file's locks), its functions looked up once.
  * Where it cannot be found (a Python whose SQLite is not a shared library, a platform
- * without dlopen), write_index_files answers None and the caller reads the rows itself. */
+ * without dlopen), read_rows answers None and the caller reads the rows itself. */
 
 typedef struct sqlite3 sqlite3;
 typedef struct sqlite3_stmt sqlite3_stmt;
@@ -1573,7 +1574,8 @@ typedef struct {
 
 typedef struct {
     Raw *rows;
-    Py_ssize_t count, room;
+    Py_ssize_t count;
+    size_t room; /* rows the block holds */
     char *arena;
     size_t used, size;
     int rc;        /* SQ_DONE, an SQLite error code, or -1 for no memory */
@@ -1607,12 +1609,10 @@ static void step_all(sqlite3 *db, sqlite3_stmt *st, Stepped *s) {
             }
             return;
         }
-        size_t room = (size_t)s->room;
-        if (grow((void **)&s->rows, &room, (size_t)s->count + 1, sizeof(Raw)) < 0) {
+        if (grow((void **)&s->rows, &s->room, (size_t)s->count + 1, sizeof(Raw)) < 0) {
             s->rc = -1;
             return;
         }
-        s->room = (Py_ssize_t)room;
         Raw *raw = &s->rows[s->count];
         for (int c = 0; c < ROW_COLUMNS; c++) {
             int type = sq.column_type(st, c);
