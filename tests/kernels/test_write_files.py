@@ -1,8 +1,9 @@
 """``write_files``, extraction's per-file loop, on both kernel paths: the plain files
 written with their bytes and metadata; every other row handed back with nothing made for
 it (not the plain case, a CRC that does not match, something in the way, a full disk);
-and the compiled twin answering what the Python reference answers, fuzzed with hostile
-rows and arguments, down to the trees they leave.
+the zero blocks of big files left as holes, by ``kernels/sparse.py``'s rule; and the
+compiled twin answering what the Python reference answers, fuzzed with hostile rows and
+arguments, down to the trees they leave.
 """
 
 from __future__ import annotations
@@ -24,10 +25,11 @@ from hypothesis import event, given
 from hypothesis import strategies as st
 
 from barecat.kernels import python_writes
+from barecat.kernels.sparse import HOLE_BLOCK, SPARSE_MIN
 from barecat.transfer.kernel_extraction import ListedRows
 from helpers.fuzzing import fuzz_settings
 
-LIMIT = 64 << 10
+LIMIT = 256 << 10  # (above SPARSE_MIN: files with holes are the kernel's too)
 MTIME = 1_700_000_000_123_456_789
 BUFFER = 1 << 20
 
@@ -254,6 +256,88 @@ def test_owners_are_given_where_they_differ(writer: ModuleType, place: Any) -> N
     assert (st_mine.st_uid, st_mine.st_gid) == (0, 0)
 
 
+def data_extents(path: str) -> list[tuple[int, int]]:
+    """Where the file at ``path`` holds data (``SEEK_DATA``/``SEEK_HOLE``): the rest are
+    holes (one extent, the whole file, on a file system that makes none)."""
+    extents: list[tuple[int, int]] = []
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        size, at = os.fstat(fd).st_size, 0
+        while at < size:
+            try:
+                start = os.lseek(fd, at, os.SEEK_DATA)
+            except OSError:  # (ENXIO: only a hole is left)
+                break
+            at = os.lseek(fd, start, os.SEEK_HOLE)
+            extents.append((start, at))
+    finally:
+        os.close(fd)
+    return extents
+
+
+def rule_extents(blob: bytes) -> list[tuple[int, int]]:
+    """Where a file of ``blob`` holds data by the rule: every aligned block of zeros a
+    hole, in a file of SPARSE_MIN bytes or more."""
+    extents: list[tuple[int, int]] = []
+    step = HOLE_BLOCK if len(blob) >= SPARSE_MIN else max(len(blob), 1)
+    for at in range(0, len(blob), step):
+        block = blob[at : at + step]
+        if len(block) == HOLE_BLOCK and not any(block) and len(blob) >= SPARSE_MIN:
+            continue
+        if extents and extents[-1][1] == at:
+            extents[-1] = (extents[-1][0], at + len(block))
+        else:
+            extents.append((at, at + len(block)))
+    return extents
+
+
+def holey(blocks: str) -> bytes:
+    """A blob a block a letter: ``z`` a block of zeros, ``x`` one of random bytes, ``h`` a
+    block of zeros but its last byte, ``t`` a last part block of 100 bytes."""
+    made = {
+        "z": bytes(HOLE_BLOCK),
+        "x": os.urandom(HOLE_BLOCK),
+        "h": bytes(HOLE_BLOCK - 1) + b"\x01",
+        "t": os.urandom(100),
+    }
+    return b"".join(made[c] for c in blocks)
+
+
+HOLEY = {
+    "holes between data": "x" * 4 + "z" * 5 + "x" * 3 + "z" * 2 + "x" * 6,
+    "starts and ends in holes": "zz" + "x" * 14 + "z" * 4,
+    "all zeros": "z" * 16,
+    "zeros not in aligned blocks": "x" + "h" * 15 + "t",
+    "a part block after a hole": "x" * 15 + "z" + "t",
+    "below SPARSE_MIN": "x" + "z" * 14,
+}
+
+
+@pytest.mark.parametrize("case", sorted(HOLEY))
+def test_zero_blocks_of_big_files_are_left_as_holes(
+    writer: ModuleType, tmp_path: Any, case: str
+) -> None:
+    """A file of SPARSE_MIN or more is written with its aligned zero blocks as holes (and
+    its size set where it ends in one), its bytes exactly the stored ones."""
+    blob = holey(HOLEY[case])
+    shard = Shard(str(tmp_path), [os.urandom(10), blob])
+    target = tmp_path / "out"
+    target.mkdir()
+    root = os.open(target, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        assert call(writer, root, shard, [shard.row("f", 1)])[:3] == ([], 1, len(blob))
+    finally:
+        os.close(root)
+        os.close(shard.fd)
+    assert (target / "f").read_bytes() == blob
+    probe = tmp_path / "probe"
+    with open(probe, "wb") as f:
+        f.truncate(SPARSE_MIN)
+    if data_extents(str(probe)) == [(0, SPARSE_MIN)]:
+        pytest.skip(f"the file system of {tmp_path} makes no holes (SEEK_DATA)")
+    assert data_extents(str(target / "f")) == rule_extents(blob)
+
+
 @contextlib.contextmanager
 def small_tmpfs(size: str) -> Iterator[str]:
     folder = tempfile.mkdtemp(prefix="barecat-full-")
@@ -410,6 +494,12 @@ def hostile_rows(draw: Any) -> list[tuple[Any, ...]]:
 
 
 BLOBS = [bytes([k + 1]) * (k * 300 + 5) for k in range(6)]
+BLOBS.append(  # (one with holes: aligned zero blocks between, and at its end)
+    b"".join(
+        bytes(HOLE_BLOCK) if k % 3 == 1 or k > 14 else bytes([k + 1]) * HOLE_BLOCK
+        for k in range(17)
+    )
+)
 PLACES: list[tuple[int, int, int]] = []
 for _blob in BLOBS:
     _at = sum(p[1] for p in PLACES)
@@ -418,7 +508,8 @@ for _blob in BLOBS:
 
 def tree(folder: str) -> dict[str, Any]:
     """Every name below ``folder``: its kind and mode, owner, mtime ("now" for one set
-    as it was made: a directory's, a file's without one), bytes and count of names."""
+    as it was made: a directory's, a file's without one), bytes and count of names, and
+    where a file holds data (its holes)."""
     found: dict[str, Any] = {}
     for at, dirnames, filenames in os.walk(folder):
         for name in dirnames + filenames:
@@ -435,6 +526,7 @@ def tree(folder: str) -> dict[str, Any]:
                 st_.st_gid,
                 data,
                 st_.st_nlink if data is not None else None,
+                data_extents(path) if data is not None else None,
             )
     return found
 

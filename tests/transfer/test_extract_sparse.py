@@ -16,9 +16,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import barecat
+from barecat.kernels.sparse import HOLE_BLOCK, SPARSE_MIN
 from barecat.transfer import extract_to_directory
 from barecat.transfer.extraction import COPY_CHUNK
-from barecat.transfer.sparse import HOLE_BLOCK, SPARSE_MIN
 from helpers import Run
 from helpers.fuzzing import fuzz_settings
 

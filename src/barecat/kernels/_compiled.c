@@ -1196,6 +1196,51 @@ static void remove_made(int root, const char *path, int fd) {
     unlinkat(root, path, 0);
 }
 
+/* Write n bytes at `at` of fd; 0, or -1 (a write failed, or made no headway). */
+static int write_at(int fd, const char *data, Py_ssize_t n, Py_ssize_t at) {
+    for (Py_ssize_t done = 0; done < n;) {
+        ssize_t wrote = pwrite(fd, data + done, (size_t)(n - done), (off_t)(at + done));
+        if (wrote < 0 && errno == EINTR) {
+            continue;
+        }
+        if (wrote <= 0) {
+            return -1;
+        }
+        done += wrote;
+    }
+    return 0;
+}
+
+/* kernels/sparse.py's rule for what becomes a hole, again: a block of HOLE_BLOCK bytes,
+ * aligned in the file, all zero, in a file of SPARSE_MIN bytes or more. */
+#define HOLE_BLOCK 4096
+#define SPARSE_MIN (16 * HOLE_BLOCK)
+
+static int zero_block(const char *p) {
+    static const char zeros[HOLE_BLOCK];
+    return p[0] == 0 && memcmp(p, zeros, HOLE_BLOCK) == 0; /* (the first byte decides most) */
+}
+
+/* Write a new, empty file's `size` bytes, its zero blocks skipped (pwrite past them) and
+ * its size set when it ends in one; 0, or -1. */
+static int write_data(int fd, const char *data, Py_ssize_t size) {
+    Py_ssize_t at = 0; /* the bytes before are written, or holes */
+    if (size >= SPARSE_MIN) {
+        for (Py_ssize_t b = 0; b + HOLE_BLOCK <= size; b += HOLE_BLOCK) {
+            if (zero_block(data + b)) {
+                if (write_at(fd, data + at, b - at, at) < 0) {
+                    return -1;
+                }
+                at = b + HOLE_BLOCK;
+            }
+        }
+    }
+    if (at > 0 && at == size) {
+        return ftruncate(fd, (off_t)size) == 0 ? 0 : -1;
+    }
+    return write_at(fd, data + at, size - at, at);
+}
+
 /* Create, write, own, chmod, touch and close one file; 0, or -1 (nothing left of it). */
 static int write_one(int root, const Row *r, const char *data) {
     int fd;
@@ -1205,16 +1250,9 @@ static int write_one(int root, const Row *r, const char *data) {
     if (fd < 0) {
         return -1;
     }
-    for (Py_ssize_t done = 0; done < r->size;) {
-        ssize_t wrote = write(fd, data + done, (size_t)(r->size - done));
-        if (wrote < 0 && errno == EINTR) {
-            continue;
-        }
-        if (wrote <= 0) {
-            remove_made(root, r->path, fd);
-            return -1;
-        }
-        done += wrote;
+    if (write_data(fd, data, r->size) < 0) {
+        remove_made(root, r->path, fd);
+        return -1;
     }
     int bad = (r->uid >= 0 && fchown(fd, (uid_t)r->uid, (gid_t)r->gid) != 0) ||
               (r->wanted >= 0 && fchmod(fd, (mode_t)r->wanted) != 0);

@@ -3,15 +3,16 @@
 
 ``write_files`` writes plain files of a plain archive, given their index rows in storage
 order, below a directory: each file's bytes read (runs of neighbours in one read), checked
-against their CRC32C, then the file created (never replacing anything), written, given its
-owner, permission bits and mtime, and closed; the other names of a file stored once (rows
-at its place that agree on its metadata) are made hard links of it. It decides nothing:
-every row that is not the plain case, and every row whose reading or writing fails at any
-step (for a file stored once, every row at its place), is handed back untouched (what this
-loop created for it is removed again), for the caller's careful path,
-which owns every rule of extraction (``barecat/transfer/extraction.py``) and names what
-failed. Both twins answer the same for every input (the fuzz tests compare them) and
-raise only for arguments of the wrong type. Imports nothing of barecat but its sibling.
+against their CRC32C, then the file created (never replacing anything), written (its zero
+blocks left as holes, by :mod:`barecat.kernels.sparse`'s rule), given its owner,
+permission bits and mtime, and closed; the other names of a file stored once (rows at its
+place that agree on its metadata) are made hard links of it. It decides nothing: every
+row that is not the plain case, and every row whose reading or writing fails at any step
+(for a file stored once, every row at its place), is handed back untouched (what this
+loop created for it is removed again), for the caller's careful path, which owns every
+rule of extraction (``barecat/transfer/extraction.py``) and names what failed. Both twins
+answer the same for every input (the fuzz tests compare them) and raise only for
+arguments of the wrong type. Imports nothing of barecat but its siblings.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import stat
 from typing import Any, cast
 
 from barecat.kernels.python import canonical, crc32c
+from barecat.kernels.sparse import write_all
 
 ROW_COLUMNS = 9
 """A row is ``(path, shard, offset, size, crc32c, mode, uid, gid, mtime_ns)``, the index's
@@ -115,8 +117,10 @@ def write_files(
         rows: index rows (:data:`ROW_COLUMNS`), in storage order (the names of a file
             stored once side by side, as storage order has them).
         buffer: where runs of neighbouring files are read, one read a run.
-        limit: files of this size or more are handed back (the caller writes them with
-            holes, in bounded memory); so are those that do not fit ``buffer``.
+        limit: files of this size or more are handed back (the caller streams them, in
+            bounded memory); so are those that do not fit ``buffer``. A file of
+            :data:`~barecat.kernels.sparse.SPARSE_MIN` or more is written with its zero
+            blocks left as holes (:func:`~barecat.kernels.sparse.write_all`).
         umask: the process's umask (what ``open`` takes from the bits asked for).
         dirs: the directories made safe to write in (archive paths, ``''`` for the
             root), each giving the group a file created there gets; a file whose
@@ -261,12 +265,7 @@ def _write(
     except OSError:
         return False
     try:
-        done = 0
-        while done < len(data):
-            wrote = os.write(fd, data[done:])
-            if wrote <= 0:  # (no room and no error: not written)
-                raise OSError("nothing written")
-            done += wrote
+        write_all(fd, data)  # (zero blocks of a file from SPARSE_MIN left as holes)
         owned = euid is not None and uid is not None and gid is not None
         if owned and (uid != euid or not _exact(group, 0, _MAX_U32) or gid != group):
             os.fchown(fd, uid, gid)

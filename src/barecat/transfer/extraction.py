@@ -3,7 +3,7 @@
 Extraction restores what the index knows: file bytes (CRC32C-verified before the file is
 created, in storage order so the shards are read sequentially), permission bits, owners
 (when run as root, as tar does), mtimes of files and directories, empty directories, and
-symbolic links; blocks of zeros become holes (:mod:`barecat.transfer.sparse`, as ``tar -S``).
+symbolic links; blocks of zeros become holes (:mod:`barecat.kernels.sparse`, as ``tar -S``).
 It is defensive against hostile archives: every destination is checked to
 lie in the target directory before anything is written, files are opened without
 following a final symlink, and links are created only after all files, so no entry can be
@@ -36,11 +36,11 @@ from barecat.checksum import crc32c
 from barecat.entries import BarecatDirInfo, BarecatEntryInfo, BarecatFileInfo, Order
 from barecat.exceptions import BarecatError, InvalidPathBarecatError, NotADirectoryBarecatError
 from barecat.glob import PathFilter
+from barecat.kernels.sparse import SparseWriter, write_all
 from barecat.paths import is_within, join
 from barecat.shards.reading import COPY_CHUNK
 from barecat.transfer.kernel_extraction import kernel_rows, write_plain_files
 from barecat.transfer.link_walk import outside_link_error
-from barecat.transfer.sparse import SparseWriter, write_all
 from barecat.transfer.symlink_making import make_links
 
 _CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC

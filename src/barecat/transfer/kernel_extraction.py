@@ -3,9 +3,10 @@ compiled kernel (:func:`barecat.kernels.write_files`), a few thousand rows a cal
 from the index's rows, with no record made per file.
 
 The kernel writes only the plain case (a path surely in normal form, in a directory the
-writer made safe, a file under :data:`~barecat.transfer.sparse.SPARSE_MIN` whose bytes
-match their CRC32C, created where nothing was; the other names of a file stored once as
-hard links of it) and hands every other row back, untouched (of rows at one place, all
+writer made safe, a file of at most the kernel's buffer (1 MiB) whose bytes match their
+CRC32C, created where nothing was, its zero blocks left as holes by
+:mod:`barecat.kernels.sparse`'s rule; the other names of a file stored once as hard
+links of it) and hands every other row back, untouched (of rows at one place, all
 or none); this module turns those into records for
 :mod:`barecat.transfer.extraction`'s careful path, which owns every rule (links, hard
 links that differ, holes, what is in the way, failures and how they are named). The same
@@ -29,7 +30,6 @@ from barecat.exceptions import BarecatError
 from barecat.index.query import file_from_row
 from barecat.shards.reading import COPY_CHUNK
 from barecat.shards.sharder import Sharder
-from barecat.transfer.sparse import SPARSE_MIN
 
 _KERNEL_BATCH = 8192
 """Rows a call of the kernel writes (progress is told and an interrupt taken between)."""
@@ -127,11 +127,12 @@ def write_plain_files(
     """
     fds = _shard_descriptors(bc)
     buffer = bytearray(COPY_CHUNK)  # (the most bytes of neighbouring files read at once)
+    limit = len(buffer) + 1  # (a bigger file is streamed by the careful path)
     umask, euid = owner
     root_fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         left, files, written = rows.write(
-            root_fd, fds, buffer, SPARSE_MIN, umask, dirs, euid, on_files, _KERNEL_BATCH
+            root_fd, fds, buffer, limit, umask, dirs, euid, on_files, _KERNEL_BATCH
         )
     finally:
         os.close(root_fd)

@@ -9,10 +9,15 @@ cannot make holes writes the zeros itself). Files under :data:`SPARSE_MIN` are w
 whole, unlooked at; a bigger one is looked at one byte per block first (a microsecond
 for 64 KiB), and written with plain ``write`` calls if it has no zero block. Works on a
 descriptor the caller opened on an empty file; imports nothing of barecat.
+
+This is also the reference of the compiled core's ``write_files``, which writes the
+files of up to a buffer's size by the same rule (``_compiled.c``'s ``write_data``; the
+tests compare the holes both leave).
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import struct
 from itertools import compress
@@ -73,9 +78,9 @@ def write_all(fd: int, data: memoryview) -> None:
         OSError: a write failed (a full disk: ``ENOSPC``).
     """
     if len(data) < SPARSE_MIN or not (runs := zero_runs(data)):
-        written = os.write(fd, data) if data else 0
+        written = 0
         while written < len(data):  # (a short write: rare, at a full disk)
-            written += os.write(fd, data[written:])
+            written += _wrote(os.write(fd, data[written:]))
         return
     writer = SparseWriter(fd)
     writer.write(data, runs)
@@ -120,7 +125,19 @@ class SparseWriter:
     def _pwrite(self, data: memoryview, offset: int) -> None:
         written = 0
         while written < len(data):
-            written += os.pwrite(self.fd, data[written:], offset + written)
+            written += _wrote(os.pwrite(self.fd, data[written:], offset + written))
+
+
+def _wrote(count: int) -> int:
+    """What a write wrote; nothing is an error (a write that makes no headway would
+    otherwise be retried for ever).
+
+    Raises:
+        OSError: nothing was written (``EIO``).
+    """
+    if count <= 0:
+        raise OSError(errno.EIO, "nothing written")
+    return count
 
 
 __all__ = ["HOLE_BLOCK", "SPARSE_MIN", "SparseWriter", "write_all", "zero_runs"]
