@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pytest
 import zstandard
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
@@ -57,6 +57,7 @@ def test_npy_round_trips_any_dtype_and_shape(array: np.ndarray, name: str) -> No
         max_size=4,
     )
 )
+@example({"file": np.zeros(2, "u1"), "allow_pickle": np.ones(1, "?"), "args": np.zeros(0)})
 def test_npz_round_trips_dicts_of_arrays(arrays: dict[str, np.ndarray]) -> None:
     dec = view()
     dec["x.npz"] = arrays

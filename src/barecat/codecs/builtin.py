@@ -17,6 +17,7 @@ import io
 import json
 import lzma
 import pickle
+import zipfile
 from typing import Any
 
 import zstandard
@@ -55,7 +56,12 @@ def _npz_encode(value: Any) -> bytes:
     for key in arrays:
         if not isinstance(key, str) or not key or "\x00" in key:
             raise ValueError(f"An .npz key must be a non-empty str without NUL, not {key!r}")
-    np.savez(buf, **{key: np.asarray(a) for key, a in arrays.items()})
+    # (as np.savez lays it out, one KEY.npy a member; not savez itself, whose own
+    # parameters, such as "file", cannot be keys)
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_STORED, allowZip64=True) as npz:
+        for key, a in arrays.items():
+            with npz.open(key + ".npy", "w", force_zip64=True) as member:
+                np.lib.format.write_array(member, np.asarray(a), allow_pickle=False)
     return buf.getvalue()
 
 
