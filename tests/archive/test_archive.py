@@ -7,6 +7,7 @@ import io
 import os
 import pickle
 import stat
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -905,3 +906,43 @@ def test_an_empty_file_needs_no_shard(archive_path: str) -> None:
         with pytest.raises(BarecatIntegrityError, match="shard-00000 is missing"):
             bc["full"]
         assert bc["empty"] == b""
+
+
+@pytest.mark.parametrize("overwrite", [False, True], ids=["opened", "overwritten"])
+def test_a_change_of_directory_after_opening_by_a_relative_path_changes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, overwrite: bool
+) -> None:
+    """An archive opened by a path relative to the working directory finds all its files
+    (shards read or made later, the index opened again by another thread, the lookup
+    table saved at close, a replacement put in place) where it was opened, whatever the
+    directory is since."""
+    home, elsewhere = tmp_path / "home", tmp_path / "elsewhere"
+    home.mkdir()
+    elsewhere.mkdir()
+    monkeypatch.chdir(home)
+    with barecat.Barecat("a.barecat", readonly=False, shard_size_limit=100) as bc:
+        bc["old.bin"] = b"o" * 80
+    with barecat.Barecat(
+        "a.barecat", readonly=False, overwrite=overwrite, shard_size_limit=100
+    ) as bc:
+        reader = None if overwrite else barecat.Barecat("a.barecat", threadsafe=True)
+        monkeypatch.chdir(elsewhere)
+        if reader is not None:
+            with reader, ThreadPoolExecutor(1) as thread:  # (a thread's own connection)
+                read = thread.submit(lambda: reader["old.bin"])  # (its shard opened now)
+                assert read.result() == b"o" * 80
+        bc["new.bin"] = b"n" * 90  # (into a second shard, made now)
+        bc["newer.bin"] = b"m" * 90
+    assert os.listdir(elsewhere) == []
+    monkeypatch.chdir(home)
+    with barecat.Barecat("a.barecat") as bc:
+        assert bc["new.bin"] == b"n" * 90 and bc["newer.bin"] == b"m" * 90
+        assert ("old.bin" in bc) is not overwrite
+        assert bc.num_files == 3 - overwrite
+    assert sorted(os.listdir(home)) == sorted(
+        [
+            "a.barecat",
+            "a.barecat-lookup",
+            *[f"a.barecat-shard-{k:05}" for k in range(3 - overwrite)],
+        ]
+    )

@@ -236,6 +236,10 @@ class OpenArchive:
         self.commit_interval = commit_interval
         self.readonly_is_immutable = readonly_is_immutable
         self.lock: WriterLock | None = None
+        self._home = self.path if self.remote else os.path.abspath(self.path)
+        """``path``, a local one made absolute at open (where a replacement is put at
+        close, whatever the working directory is then; the halves likewise open their
+        files by absolute names, and name them in messages as given)."""
         self.location = self.path
         """Where the halves are: ``path``, or the hidden name a replacement is built at."""
         self.replacing: WriterLock | None = None
@@ -382,7 +386,7 @@ class OpenArchive:
         if archive_exists(self.path):
             self.replacing = WriterLock(self.path)
         remove_abandoned_builds(self.path)
-        self.location = staging_path(self.path)
+        self.location = staging_path(self._home)
         remove_archive(self.location)
 
     # -- the checks a change passes ----------------------------------------------------
@@ -802,7 +806,7 @@ class OpenArchive:
     def _finish_replacement(self) -> None:
         """Put the replacement, closed, in the place of the archive it replaces."""
         if self.location != self.path and os.getpid() == self.owner_pid:
-            replace_archive(self.location, self.path)
+            replace_archive(self.location, self._home)
             self.location = self.path
 
     def _drop_replacement(self) -> None:

@@ -199,6 +199,11 @@ class ConnectionPool:
         opener: Callable[[], sqlite3.Connection] | None = None,
     ) -> None:
         self.path = path
+        """The index file as given (what messages name)."""
+        self.file = path if opener is not None else os.path.abspath(path)
+        """Where it is opened (again in a thread or after a fork) and its sidecars are
+        found: a local one's absolute name, taken at open (a change of the working
+        directory since changes nothing)."""
         self._opener = opener
         """Opens a connection instead of :func:`connect` (a remote index's, through
         ``remote_pages.py``)."""
@@ -271,7 +276,7 @@ class ConnectionPool:
         if self._opener is not None:
             conn = self._opener()
         else:
-            conn = connect(self.path, self.readonly, self.immutable, self.threadsafe)
+            conn = connect(self.file, self.readonly, self.immutable, self.threadsafe)
         with self._lock:
             self._all.append(conn)
             setups = list(self._setups.values())

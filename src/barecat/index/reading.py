@@ -74,7 +74,7 @@ class IndexLookups(IndexAggregates):
         self._immutable = connection.immutable
         self._table: LookupTable | None = None
         self._authority: FileLookup | None = None
-        self._trust = TableTrust(self.path)  # (and whether a saved table is to be checked)
+        self._trust = TableTrust(connection.file)  # (and whether a saved table is checked)
         self._index_fd: int | None = None
         self._lookups = 0
         self._table_after: int | None = None
@@ -307,7 +307,7 @@ class IndexLookups(IndexAggregates):
 
     def _index_descriptor(self) -> int:
         if self._index_fd is None:
-            self._index_fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+            self._index_fd = os.open(self.connection.file, os.O_RDONLY | os.O_CLOEXEC)
         return self._index_fd
 
     def _take_up_table(self) -> None:

@@ -152,6 +152,9 @@ class IndexConnection:
         elif readonly and not os.path.isfile(self.path):
             raise archive_not_found(self.path, "Archive index")
         self.pool = ConnectionPool(self.path, readonly, self.immutable, threadsafe, opener)
+        self.file = self.pool.file
+        """Where the index is opened and its sidecars found (see ``ConnectionPool.file``);
+        ``path`` is what messages name."""
         self._settling = threading.Lock()
         """Applies owed statistics once: a writer's queries on its own thread and its
         background committer's commit may both settle."""

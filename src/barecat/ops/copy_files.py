@@ -102,7 +102,7 @@ def copy_files_from(
     sharder.sync()  # merge_source commits what the caller wrote: its bytes go first
     start = writes.mark()
     first_new_shard = sharder.num_shards
-    with index.connection.merge_source(src_index.connection.path, prefix) as source:
+    with index.connection.merge_source(src_index.connection.file, prefix) as source:
         source.select(files, dirs, skip_existing)
         source.check_conflicts()
         totals = source.totals()
@@ -299,9 +299,9 @@ def _link_shards(
     relocations = []
     for i in range(count):
         if src_sharder.shard_exists(i) and move:
-            number = sharder.adopt_shard(src_sharder.get_shard_path(i))
+            number = sharder.adopt_shard(src_sharder.shard_file(i))
         elif src_sharder.shard_exists(i):
-            number = sharder.link_shard(src_sharder.get_shard_path(i))
+            number = sharder.link_shard(src_sharder.shard_file(i))
         else:
             number = sharder.add_empty_shard()
         relocations.append(Relocation(i, 0, FAR, FAR, number, 0))

@@ -46,8 +46,12 @@ class ShardReader(abc.ABC):
         for the kernels that read a file in one call (``barecat.kernels``)."""
 
     def get_shard_path(self, i_shard: int) -> str:
-        """The name of shard ``i_shard`` (``PATH-shard-NNNNN``)."""
+        """The name of shard ``i_shard`` (``PATH-shard-NNNNN``), as messages give it."""
         return shard_path(self.path, i_shard)
+
+    def shard_file(self, i_shard: int) -> str:
+        """Where shard ``i_shard`` is opened: its name (a local sharder's is absolute)."""
+        return self.get_shard_path(i_shard)
 
     def _per_shard(self, table: dict[int, _T], shard: int, make: Callable[[int], _T]) -> _T:
         """``table[shard]``, made by ``make`` the first time (once, whatever the threads)."""

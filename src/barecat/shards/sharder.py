@@ -29,7 +29,7 @@ from barecat.exceptions import (
     ReadOnlyBarecatError,
 )
 from barecat.kernels import read_checked, read_each
-from barecat.layout import existing_shard_numbers
+from barecat.layout import existing_shard_numbers, shard_path
 from barecat.shards.coalescing import SPAN, by_position, in_request_order, runs_of
 from barecat.shards.concurrent import DEFAULT_READ_CONCURRENCY, ReadPool, read_would_wait
 from barecat.shards.copy import copy_range
@@ -55,6 +55,10 @@ class Sharder(ShardReader):
         read_concurrency: int = DEFAULT_READ_CONCURRENCY,
     ) -> None:
         super().__init__(path)
+        self._at = os.path.abspath(path)
+        """``path`` made absolute at open: the shard files are opened, made and removed by
+        it (a change of the working directory since changes nothing), and named in
+        messages by ``path`` as given."""
         self.read_pool = ReadPool(read_concurrency)
         """The threads a batch's reads run on (``read_concurrency`` of them, 1: none)."""
         self.shard_size_limit = (
@@ -74,9 +78,13 @@ class Sharder(ShardReader):
         """Where the next file's bytes go: moved only by ``barecat.ops.writing``'s
         ``WriteSession`` (None until a session places it; see ``write_position``)."""
 
+    def shard_file(self, i_shard: int) -> str:
+        """The file of shard ``i_shard``, by its absolute name (see ``_at``)."""
+        return shard_path(self._at, i_shard)
+
     def _count_shards(self) -> int:
         """One past the highest shard number on disk (gaps are reported by verify)."""
-        numbers = existing_shard_numbers(self.path)
+        numbers = existing_shard_numbers(self._at)
         return numbers[-1] + 1 if numbers else 0
 
     # -- descriptors -------------------------------------------------------------------
@@ -89,7 +97,7 @@ class Sharder(ShardReader):
         writable = not self.readonly and not self.is_foreign(shard)
         flags = os.O_RDWR | os.O_CREAT if writable else os.O_RDONLY
         try:
-            return os.open(self.get_shard_path(shard), flags | os.O_CLOEXEC, 0o666)
+            return os.open(self.shard_file(shard), flags | os.O_CLOEXEC, 0o666)
         except FileNotFoundError:
             raise self.missing_shard_error(shard) from None
 
@@ -107,11 +115,11 @@ class Sharder(ShardReader):
             os.close(fd)
 
     def shard_exists(self, shard_number: int) -> bool:
-        return os.path.exists(self.get_shard_path(shard_number))
+        return os.path.exists(self.shard_file(shard_number))
 
     def physical_shard_end(self, shard_number: int) -> int:
         try:
-            return os.path.getsize(self.get_shard_path(shard_number))
+            return os.path.getsize(self.shard_file(shard_number))
         except FileNotFoundError:
             return 0
 
@@ -291,7 +299,7 @@ class Sharder(ShardReader):
         if shard in self._checked_writable:
             return self._fds[shard]
         self.raise_if_readonly("Cannot write: the archive is open read-only")
-        target = self.get_shard_path(shard)
+        target = self.shard_file(shard)
         if os.path.islink(target) and is_guard(target):
             self._promote_guard(shard)
         elif os.path.islink(target) and not self.allow_writing_symlinked_shard:
@@ -313,12 +321,12 @@ class Sharder(ShardReader):
     def is_foreign(self, shard: int) -> bool:
         """True if ``shard`` is a symlink this sharder must not write through (a guard,
         always: see :mod:`barecat.shards.guard`)."""
-        path = self.get_shard_path(shard)
+        path = self.shard_file(shard)
         return os.path.islink(path) and (not self.allow_writing_symlinked_shard or is_guard(path))
 
     def is_guard(self, shard: int) -> bool:
         """True if ``shard`` is the guard an archive whose files share bytes keeps."""
-        return is_guard(self.get_shard_path(shard))
+        return is_guard(self.shard_file(shard))
 
     @property
     def guarded(self) -> bool:
@@ -339,7 +347,7 @@ class Sharder(ShardReader):
         """Make ``shard`` (unused, or past the last shard) the guard, in one step."""
         self.raise_if_readonly("Cannot add shards: the archive is open read-only")
         self._forget(shard)
-        replace_with_guard(self.get_shard_path(shard))
+        replace_with_guard(self.shard_file(shard))
         self._num_shards = max(self._num_shards, shard + 1)
         self.sync_directory()
 
@@ -347,10 +355,10 @@ class Sharder(ShardReader):
         """Bytes go into the guard's number: a new guard past the last shard first, then
         the guard becomes an empty shard of this archive's own."""
         with self._lock:
-            path = self.get_shard_path(shard)
+            path = self.shard_file(shard)
             if not is_guard(path):
                 return  # (another thread did it)
-            make_guard(self.get_shard_path(self._num_shards))
+            make_guard(self.shard_file(self._num_shards))
             self._num_shards += 1
             fd = self._fds.pop(shard, None)
             if fd is not None:
@@ -544,7 +552,7 @@ class Sharder(ShardReader):
     def _add_shard(self, create: Callable[[str], None]) -> int:
         self.raise_if_readonly("Cannot add shards: the archive is open read-only")
         number = self._num_shards
-        create(self.get_shard_path(number))
+        create(self.shard_file(number))
         self._num_shards = number + 1
         return number
 
@@ -556,12 +564,12 @@ class Sharder(ShardReader):
         for shard in range(number, self._num_shards):
             self._forget(shard)
             with contextlib.suppress(FileNotFoundError):
-                os.remove(self.get_shard_path(shard))
+                os.remove(self.shard_file(shard))
         self._num_shards = min(self._num_shards, number)
 
     def sync_directory(self) -> None:
         """Make new directory entries (linked or created shards) durable."""
-        directory = os.path.dirname(os.path.abspath(self.path))
+        directory = os.path.dirname(self._at)
         fd = os.open(directory, os.O_RDONLY | os.O_CLOEXEC)
         try:
             os.fsync(fd)
