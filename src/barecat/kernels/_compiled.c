@@ -1281,34 +1281,6 @@ typedef struct {
     long long start, end;
 } Held;
 
-/* A planned row's bytes, checked, from the buffer (a run read anew where needed), or NULL. */
-static const char *row_bytes(const Row *r, char *buf, Py_ssize_t room, Held *held) {
-    if (r->size == 0) {
-        return r->crc == 0 ? buf : NULL;
-    }
-    if (held->shard != r->shard || !(held->start <= r->offset && r->offset <= held->end - r->size)) {
-        if (r->offset > INT64_MAX - room) {
-            return NULL;
-        }
-        ssize_t got;
-        do {
-            got = pread(r->fd, buf, (size_t)room, (off_t)r->offset);
-        } while (got < 0 && errno == EINTR);
-        if (got < 0) {
-            held->shard = -1;
-            return NULL;
-        }
-        held->shard = r->shard;
-        held->start = r->offset;
-        held->end = r->offset + got;
-        if (held->end - r->size < r->offset) {
-            return NULL;
-        }
-    }
-    const char *data = buf + (r->offset - held->start);
-    return crc32c_of(0, (const unsigned char *)data, (size_t)r->size) == r->crc ? data : NULL;
-}
-
 /* Whether two planned rows with bytes are names of one file: the same size, CRC32C, mode,
  * owner and mtime (BarecatFileInfo.hard_link_key: one inode cannot hold two). */
 static int one_file(const Row *a, const Row *b) {
@@ -1369,6 +1341,61 @@ static const Row *stored_row(const Row *plan, Py_ssize_t k) {
     return &plan[k];
 }
 
+/* How many bytes to read from the stored row of the group at k (not held): up to the
+ * end of the last of the planned groups after it that lie in the same shard, at or past
+ * it, within `room` of it (groups handed back skipped), so that one read brings a run of
+ * neighbours and nothing past them. */
+static Py_ssize_t run_length(const Row *plan, Py_ssize_t k, Py_ssize_t count, Py_ssize_t room) {
+    const Row *r = stored_row(plan, k);
+    long long start = r->offset, end = r->offset + r->size; /* (start <= INT64_MAX - room) */
+    for (Py_ssize_t m = k + plan[k].names; m < count; m += plan[m].names) {
+        const Row *s = stored_row(plan, m);
+        if (s->path == NULL || s->size == 0) {
+            continue;
+        }
+        if (s->shard != r->shard || s->offset < start || s->offset - start > room - s->size) {
+            break;
+        }
+        end = s->offset + s->size > end ? s->offset + s->size : end;
+    }
+    return (Py_ssize_t)(end - start);
+}
+
+/* The bytes of the group at k (its stored row's), checked, from the buffer (a run read
+ * anew where needed: run_length), or NULL. */
+static const char *group_bytes(const Row *plan, Py_ssize_t k, Py_ssize_t count, char *buf,
+                               Py_ssize_t room, Held *held) {
+    const Row *r = stored_row(plan, k);
+    if (r->path == NULL) {
+        return NULL;
+    }
+    if (r->size == 0) {
+        return r->crc == 0 ? buf : NULL;
+    }
+    if (held->shard != r->shard || !(held->start <= r->offset && r->offset <= held->end - r->size)) {
+        if (r->offset > INT64_MAX - room) {
+            return NULL;
+        }
+        Py_ssize_t want = run_length(plan, k, count, room);
+        ssize_t got;
+        do {
+            got = pread(r->fd, buf, (size_t)want, (off_t)r->offset);
+        } while (got < 0 && errno == EINTR);
+        if (got < 0) {
+            held->shard = -1;
+            return NULL;
+        }
+        held->shard = r->shard;
+        held->start = r->offset;
+        held->end = r->offset + got;
+        if (held->end - r->size < r->offset) {
+            return NULL;
+        }
+    }
+    const char *data = buf + (r->offset - held->start);
+    return crc32c_of(0, (const unsigned char *)data, (size_t)r->size) == r->crc ? data : NULL;
+}
+
 /* Write the rows of the group at k, in order: each empty file, the first file with bytes
  * (`data`), each later name of it as a hard link; 0, or -1 with every name made removed. */
 static int write_names(int root, const Row *plan, Py_ssize_t k, const char *data) {
@@ -1400,12 +1427,11 @@ static void write_planned(int root, const Row *plan, Py_ssize_t count, Py_buffer
     Py_BEGIN_ALLOW_THREADS
     Held held = {-1, 0, 0};
     for (Py_ssize_t k = 0; k < count; k += plan[k].names) {
-        const Row *r = stored_row(plan, k);
-        const char *data = r->path == NULL ? NULL : row_bytes(r, view->buf, view->len, &held);
+        const char *data = group_bytes(plan, k, count, view->buf, view->len, &held);
         if (data != NULL && write_names(root, plan, k, data) == 0) {
             memset(done + k, 1, (size_t)plan[k].names);
             f += plan[k].names;
-            w += r->size;
+            w += stored_row(plan, k)->size;
         }
     }
     Py_END_ALLOW_THREADS

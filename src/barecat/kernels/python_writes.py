@@ -18,6 +18,7 @@ arguments of the wrong type. Imports nothing of barecat but its siblings.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import stat
 from typing import Any, cast
@@ -150,7 +151,7 @@ def write_files(
             gid = dirs.get(_parent(row[0]), _NOWHERE) if _plain(row, limit) else _NOWHERE
             data = None
             if gid is not _NOWHERE:
-                data, run = _data(fds, row, view, run)
+                data, run = _data(fds, row, view, run, rows, end)
             if data is None or not _write(root, row, data, umask, gid, euid):
                 left.append(k)
             else:
@@ -165,7 +166,7 @@ def write_files(
         data = None
         if _NOWHERE not in gids and _one_file(group):
             stored = next((row for row in group if row[3]), group[0])
-            data, run = _data(fds, stored, view, run)
+            data, run = _data(fds, stored, view, run, rows, end)
         if data is None or not _write_names(root, group, data, umask, gids, euid):
             left.extend(range(k, end))
         else:
@@ -228,9 +229,15 @@ def _write_names(
 
 
 def _data(
-    fds: dict[int, int], row: tuple[Any, ...], view: memoryview, run: tuple[int, int, int]
+    fds: dict[int, int],
+    row: tuple[Any, ...],
+    view: memoryview,
+    run: tuple[int, int, int],
+    rows: list[tuple[Any, ...]],
+    after: int,
 ) -> tuple[memoryview | None, tuple[int, int, int]]:
-    """A plain row's bytes, checked (None: hand it back), and what the buffer holds now."""
+    """A plain row's bytes, checked (None: hand it back), and what the buffer holds now
+    (a run read anew where needed: :func:`_run_length`, ``rows[after:]`` following)."""
     _, shard, offset, size, crc = row[:5]
     fd = fds.get(shard)
     if not _exact(fd, 0, _MAX_FD):
@@ -242,7 +249,9 @@ def _data(
         if offset > _MAX_I64 - len(view):
             return None, run
         try:
-            got = os.preadv(cast(int, fd), [view], offset)
+            got = os.preadv(
+                cast(int, fd), [view[: _run_length(row, rows, after, len(view))]], offset
+            )
         except OSError:
             return None, (-1, 0, 0)
         held, start, end = run = (shard, offset, offset + got)
@@ -250,6 +259,23 @@ def _data(
             return None, run
     data = view[offset - start : offset - start + size]
     return (data if crc32c(data) == crc else None), run
+
+
+def _run_length(row: tuple[Any, ...], rows: list[tuple[Any, ...]], after: int, room: int) -> int:
+    """How many bytes to read from ``row``'s place: up to the end of the last of the rows
+    from ``after`` on with bytes that lie in its shard, at or past it, within ``room`` of
+    it, so that one read brings a run of neighbours and nothing past them (what is read
+    changes no answer: a row not in the run is read on its own)."""
+    shard, start, size = row[1:4]
+    end = start + size
+    for other in itertools.islice(rows, after, None):
+        at, length = other[2], other[3]
+        if type(at) is not int or type(length) is not int or length <= 0:
+            continue
+        if other[1] != shard or not start <= at <= start + room - length:
+            break
+        end = max(end, at + length)
+    return end - start
 
 
 def _write(
