@@ -12,6 +12,8 @@ from __future__ import annotations
 import os
 import sqlite3
 import stat
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -229,3 +231,51 @@ def test_the_index_file_is_the_one_opened_whatever_the_directory_now(
     assert source is not None
     assert os.path.realpath(source[0]) == os.path.realpath(archive)
     assert source[1].startswith("SELECT path, shard, offset, size, crc32c")
+
+
+UNREACHABLE_SQLITE = """
+import importlib.util, sys
+import _sqlite3
+
+so, archive, out, where = sys.argv[1:]
+_sqlite3.__file__ = so if where == "a library without SQLite" else "/nowhere/_sqlite3.so"
+spec = importlib.util.spec_from_file_location("barecat.kernels._compiled", so)
+core = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(core)
+sys.modules["barecat.kernels._compiled"] = core
+import barecat
+from barecat.entries import Order
+from barecat.transfer import extract_to_directory, kernel_extraction
+
+with barecat.Barecat(archive) as bc:
+    print(core.read_rows(*bc.index.listing.file_rows_source(Order.ADDRESS)))
+    print(type(kernel_extraction.kernel_rows(bc)).__name__)
+    result = extract_to_directory(bc, out)
+print(result.files, result.links, len(result.failures))
+"""
+
+
+@pytest.mark.parametrize("where", ["no library", "a library without SQLite"])
+def test_where_the_core_cannot_reach_sqlite_the_rows_come_through_sqlite3(
+    tmp_path: Path, where: str
+) -> None:
+    """The SQLite library of Python's sqlite3 is not to be found by the core (its module
+    names a file that is not loaded, or a library without SQLite's functions): the core
+    answers None and extraction reads the rows through sqlite3, leaving the same tree."""
+    if kernels.IMPLEMENTATION != "compiled":
+        pytest.skip("the compiled core is not the one running (BARECAT_PUREPYTHON=1)")
+    from barecat.kernels import _compiled  # type: ignore[attr-defined]
+
+    archive = make_archive(tmp_path)
+    careful, fast = tmp_path / "careful", tmp_path / "fast"
+    with barecat.Barecat(archive) as bc:
+        want = extract_to_directory(bc, str(careful), on_file=lambda f: None)
+    done = subprocess.run(
+        [sys.executable, "-c", UNREACHABLE_SQLITE, _compiled.__file__, archive, str(fast), where],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    counts = f"{want.files} {want.links} {len(want.failures)}"
+    assert done.stdout.splitlines() == ["None", "ListedRows", counts]
+    assert tree(fast) == tree(careful)

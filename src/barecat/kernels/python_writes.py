@@ -267,15 +267,16 @@ def _run_length(row: tuple[Any, ...], rows: list[tuple[Any, ...]], after: int, r
     it, so that one read brings a run of neighbours and nothing past them (what is read
     changes no answer: a row not in the run is read on its own)."""
     shard, start, size = row[1:4]
-    end = start + size
+    first: int = start  # (a plain row's: ints)
+    end: int = start + size
     for other in itertools.islice(rows, after, None):
         at, length = other[2], other[3]
         if type(at) is not int or type(length) is not int or length <= 0:
             continue
-        if other[1] != shard or not start <= at <= start + room - length:
+        if other[1] != shard or not first <= at <= first + room - length:
             break
         end = max(end, at + length)
-    return end - start
+    return end - first
 
 
 def _write(
