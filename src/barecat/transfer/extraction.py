@@ -43,9 +43,6 @@ from barecat.transfer.kernel_extraction import kernel_rows, write_plain_files
 from barecat.transfer.link_walk import outside_link_error
 from barecat.transfer.symlink_making import make_links
 
-WHOLE_MOST = 64 << 20
-"""The biggest file written from one read (its bytes checked, then written: one pass over
-them); a bigger one is checked in one pass and streamed in a second, in bounded memory."""
 _CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
 _NEW_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
@@ -275,19 +272,16 @@ class DirectoryWriter:
     def write_file(self, f: BarecatFileInfo, dest: str) -> bool:
         """Write one file, verified before it is created; removed again if writing fails.
 
-        A file of up to :data:`WHOLE_MOST` is read whole into the writer's buffer (no bytes
-        object per file; the buffer grown to the biggest such file) and written from it;
-        its metadata goes through the descriptor, and the mode and owner only where
-        creating the file did not already give them.
+        A file that fits the writer's buffer is read into it (no bytes object per file)
+        and written with one ``os.write``; its metadata goes through the descriptor, and
+        the mode and owner only where creating the file did not already give them.
         """
         size = f.size
-        if type(size) is not int or size > WHOLE_MOST:  # (a damaged row: read names it)
+        if type(size) is not int or size > COPY_CHUNK:  # (a damaged row: read names it)
             with open_verified(self.bc, f) as source:
                 return self._write_new(f, dest, source)
         view = None if self.runs is None else self.runs.take(f)
         if view is None:
-            if size > len(self._buffer):
-                self._buffer = memoryview(bytearray(size))
             view = self._buffer[:size]
             self.bc.readinto(f, view)  # CRC32C-verified (sealed: authenticated) before creating
         return self._write_new(f, dest, view)
