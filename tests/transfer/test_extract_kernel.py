@@ -217,9 +217,9 @@ def test_a_writers_files_not_yet_committed_are_extracted(tmp_path: Path) -> None
 def test_the_index_file_is_the_one_opened_whatever_the_directory_now(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Another reader is pointed at the file the archive's connection opened (its path as
-    SQLite resolved it then), not at the name as given, relative to where the process
-    is now."""
+    """Another reader is pointed at the file the archive's connection opened (its
+    absolute name, taken at open), not at the name as given, relative to where the
+    process is now."""
     archive = Path(make_archive(tmp_path))
     monkeypatch.chdir(tmp_path)
     with barecat.Barecat(archive.name) as bc:

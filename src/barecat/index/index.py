@@ -136,6 +136,7 @@ class ReadOnlyIndex:
     # -- the table: each older name, forwarded to its part -----------------------------
 
     path: Forward[Any, str] = Forward(_DB)
+    file: Forward[Any, str] = Forward(_DB)
     readonly: Forward[Any, bool] = Forward(_DB)
     created: Forward[Any, bool] = Forward(_DB)
     sealed: Forward[Any, bool] = Forward(_DB)

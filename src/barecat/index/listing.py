@@ -124,6 +124,8 @@ class ListedIndex(Protocol):
 
     path: str
     """The index file's path (named in errors)."""
+    file: str
+    """Where the index file is opened: a local one's absolute name, taken at open."""
     sealed: bool
     """Whether the index is a sealed one (its file rows have other columns)."""
     remote: RemotePages | None
@@ -188,17 +190,14 @@ class IndexListing:
 
     def file_rows_source(self, order: Order = Order.ANY) -> tuple[str, str] | None:
         """Where another reader of the index file reads what :meth:`file_rows` gives:
-        the file this connection has open (its absolute path as SQLite resolved it when
-        it opened the file, so a change of directory since does not matter) and the
-        statement. None where only this connection sees those rows: an index read from
-        afar, a sealed one, or one whose writer's transaction is not committed yet."""
-        if self._index.sealed or self._index.remote is not None:
+        the file this connection has open (its absolute name, taken at open, so a change
+        of directory since does not matter) and the statement. None where only this
+        connection sees those rows: an index read from afar, a sealed one, or one whose
+        writer's transaction is not committed yet."""
+        index = self._index
+        if index.sealed or index.remote is not None or self._conn.in_transaction:
             return None
-        conn = self._conn
-        if conn.in_transaction:
-            return None
-        files = [row[2] for row in select(conn, "PRAGMA database_list") if row[1] == "main"]
-        return (files[0], _file_rows_sql(order)) if files and files[0] else None
+        return index.file, _file_rows_sql(order)
 
     def dirs(self, order: Order = Order.ANY) -> Iterator[BarecatDirInfo]:
         """Every directory's info record (the root's included), in ``order``."""

@@ -66,7 +66,9 @@ def _parent(path: str) -> str:
     return path[: path.rfind("/")] if "/" in path else ""
 
 
-def _place(row: tuple[Any, ...]) -> tuple[int, int] | None:
+def place(row: tuple[Any, ...]) -> tuple[int, int] | None:
+    """Where a row's file lies, ``(shard, offset)``, where both are ints; else None (rows
+    share a place only where it is ints: the names of a file stored once)."""
     shard, offset = row[1], row[2]
     return (shard, offset) if type(shard) is int and type(offset) is int else None
 
@@ -180,8 +182,8 @@ def _group_end(rows: list[tuple[Any, ...]], k: int) -> int:
     """Past the rows from ``k`` at the place of row ``k`` (the names of a file stored once
     lie in neighbouring rows, and so may empty files, which take no room); ``k + 1`` for
     a row alone at its place."""
-    here, end = _place(rows[k]), k + 1
-    while here is not None and end < len(rows) and _place(rows[end]) == here:
+    here, end = place(rows[k]), k + 1
+    while here is not None and end < len(rows) and place(rows[end]) == here:
         end += 1
     return end
 

@@ -28,6 +28,7 @@ from barecat.archive import Barecat
 from barecat.entries import BarecatFileInfo, Order
 from barecat.exceptions import BarecatError
 from barecat.index.query import file_from_row
+from barecat.kernels.python_writes import place
 from barecat.shards.reading import COPY_CHUNK
 from barecat.shards.sharder import Sharder
 
@@ -144,14 +145,9 @@ def _batch_end(rows: list[tuple[Any, ...]], start: int, batch: int) -> int:
     rows at the place of the last (a file's names go in one batch, where the kernel sees
     them together; a place is a shard and offset that are ints, as for the kernel)."""
     end = min(start + batch, len(rows))
-    while end < len(rows) and _place(rows[end]) == _place(rows[end - 1]) is not None:
+    while end < len(rows) and place(rows[end]) == place(rows[end - 1]) is not None:
         end += 1
     return end
-
-
-def _place(row: tuple[Any, ...]) -> tuple[int, int] | None:
-    shard, offset = row[1], row[2]
-    return (shard, offset) if type(shard) is int and type(offset) is int else None
 
 
 def _shard_descriptors(bc: Barecat) -> dict[int, int]:
